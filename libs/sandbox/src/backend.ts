@@ -1,0 +1,96 @@
+import type { KeyStyle } from '@sandstream/wire';
+import type { SandboxSpec } from './sandbox-spec.js';
+
+export type BackendKind = 'inprocess' | 'docker' | 'kubernetes';
+
+/** How the agent inside the sandbox reaches Redis, and what it is told about its job. */
+export interface AgentConnection {
+  /** As seen from inside the sandbox (a container may need a different host than the service). */
+  redisUrl: string;
+  keyStyle: KeyStyle;
+  /** Shared completion stream the agent notifies after each result (see wire CompletionNotice). */
+  notifyStream?: string;
+  heartbeatIntervalMs?: number;
+  /** Extra environment for the agent process only (e.g. OTEL_* for its spans). */
+  agentEnv?: Record<string, string>;
+}
+
+export interface CreateSandboxRequest {
+  jobId: string;
+  tenant: string;
+  spec: SandboxSpec;
+  agent: AgentConnection;
+}
+
+/** Enough to find the sandbox again, from any process (state lives in Redis, not in memory). */
+export interface SandboxRef {
+  jobId: string;
+  backend: BackendKind;
+  /** Container id, pod name or pid. */
+  id: string;
+}
+
+export interface SandboxInfo extends SandboxRef {
+  tenant: string | undefined;
+  labels: Record<string, string>;
+  createdAt: Date | undefined;
+  state: 'starting' | 'running' | 'exited' | 'unknown';
+}
+
+/** Why a sandbox did not become ready; `capacity` errors are worth retrying later. */
+export type SandboxStartFailure =
+  | 'image_not_found'
+  | 'image_pull'
+  | 'agent_crashed'
+  | 'unschedulable'
+  | 'quota'
+  | 'deadline'
+  | 'backend_error';
+
+export class SandboxStartError extends Error {
+  override readonly name = 'SandboxStartError';
+  constructor(
+    readonly reason: SandboxStartFailure,
+    message: string,
+    /** True where waiting and retrying can help (quota, unschedulable). */
+    readonly capacity = reason === 'quota' || reason === 'unschedulable',
+  ) {
+    super(message);
+  }
+}
+
+export interface WaitReadyOptions {
+  /** Checks the agent's heartbeat key; the backend supplies the "it runs" half of readiness. */
+  isAgentAlive: () => Promise<boolean>;
+  signal?: AbortSignal;
+}
+
+export interface DestroyOptions {
+  /** Time for the agent to exit on its own after the shutdown step before it is killed. */
+  graceMs?: number;
+}
+
+/**
+ * One interface for every place a sandbox can live. Implementations hold no state that another
+ * process could not rebuild from a SandboxRef and the labels, so any replica can destroy or
+ * list what another replica made.
+ */
+export interface SandboxBackend {
+  readonly kind: BackendKind;
+  create(request: CreateSandboxRequest): Promise<SandboxRef>;
+  /** Resolves when the sandbox runs and its agent heart-beats; rejects with SandboxStartError. */
+  waitReady(ref: SandboxRef, deadlineMs: number, options: WaitReadyOptions): Promise<void>;
+  /** Idempotent: destroying a sandbox that is already gone succeeds. */
+  destroy(ref: SandboxRef, options?: DestroyOptions): Promise<void>;
+  /** Sandboxes this backend manages (by label), for the reaper. */
+  list(): Promise<SandboxInfo[]>;
+  close(): Promise<void>;
+}
+
+/** Labels every backend puts on what it creates. */
+export const SandboxLabels = {
+  managedBy: 'app.kubernetes.io/managed-by',
+  managedByValue: 'sandstream',
+  jobId: 'sandstream.dev/job-id',
+  tenant: 'sandstream.dev/tenant',
+} as const;

@@ -1,0 +1,2 @@
+export * from './backend.js';
+export * from './sandbox-spec.js';

@@ -1,0 +1,75 @@
+import { z } from 'zod';
+
+/** Kubernetes-style quantities, e.g. "500m" cpu or "512Mi" memory. */
+const cpuQuantity = z
+  .string()
+  .regex(/^(\d+(\.\d+)?|\d+m)$/, 'cpu must be a number of cores ("0.5", "2") or millicores ("500m")');
+const memoryQuantity = z
+  .string()
+  .regex(
+    /^\d+(\.\d+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$/,
+    'memory must be bytes or a quantity such as "512Mi" or "2Gi"',
+  );
+
+export const ResourcesSchema = z.object({
+  requests: z.object({ cpu: cpuQuantity.optional(), memory: memoryQuantity.optional() }).optional(),
+  limits: z.object({ cpu: cpuQuantity.optional(), memory: memoryQuantity.optional() }).optional(),
+});
+export type Resources = z.infer<typeof ResourcesSchema>;
+
+/** A secret reaches the sandbox as environment from the backend's own secret store, never through Redis. */
+export const SecretEnvRefSchema = z.object({
+  /** Kubernetes Secret name; for Docker and in-process, the name of an environment variable of the backend's own process. */
+  secretName: z.string().min(1),
+  key: z.string().min(1),
+});
+export type SecretEnvRef = z.infer<typeof SecretEnvRefSchema>;
+
+export const TolerationSchema = z.object({
+  key: z.string().optional(),
+  operator: z.enum(['Exists', 'Equal']).optional(),
+  value: z.string().optional(),
+  effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
+  tolerationSeconds: z.number().int().optional(),
+});
+
+const envName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_.-]*$/, 'environment variable names are letters, digits and _ . -');
+const labelMap = z.record(z.string().max(317), z.string().max(63));
+
+/**
+ * What a sandbox is made of, after template resolution. Every backend honours what it can and
+ * says in its docs what it ignores (a child process has no node selector).
+ */
+export const SandboxSpecSchema = z.object({
+  /** The toolchain image, unmodified. Ignored by the in-process backend. */
+  image: z.string().min(1).max(1024),
+  env: z.record(envName, z.string()).default({}),
+  secretEnv: z.record(envName, SecretEnvRefSchema).default({}),
+  resources: ResourcesSchema.default({}),
+  /** How long create → ready may take before the start counts as failed. */
+  startDeadlineSeconds: z.number().positive().max(3600).default(120),
+  workingDirectory: z.string().default('/work'),
+  /** uid[:gid] to run the toolchain container as; default: the image's user. */
+  user: z
+    .string()
+    .regex(/^\d+(:\d+)?$/, 'user must be "uid" or "uid:gid"')
+    .optional(),
+  /** Kubernetes runtimeClassName / Docker runtime, e.g. "gvisor" / "runsc", "kata". */
+  runtimeClass: z.string().optional(),
+  network: z.enum(['default', 'none', 'deny-egress']).default('default'),
+  nodeSelector: z.record(z.string(), z.string()).default({}),
+  tolerations: z.array(TolerationSchema).default([]),
+  imagePullSecrets: z.array(z.string()).default([]),
+  labels: labelMap.default({}),
+  annotations: z.record(z.string(), z.string()).default({}),
+  /** A named workspace that outlives the sandbox (PVC / Docker volume / host directory). */
+  persistentWorkspace: z
+    .object({ name: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/), size: memoryQuantity.optional() })
+    .optional(),
+  /** Override the toolchain command (rare: the agent is the entrypoint). */
+  command: z.array(z.string()).optional(),
+});
+export type SandboxSpec = z.output<typeof SandboxSpecSchema>;
+export type SandboxSpecInput = z.input<typeof SandboxSpecSchema>;

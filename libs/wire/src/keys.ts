@@ -1,0 +1,55 @@
+import { z } from 'zod';
+
+/**
+ * Job ids become part of Redis keys and Redis ACL patterns, so they are restricted to
+ * characters that mean nothing to either: no braces (hash tags), no glob characters, no spaces.
+ */
+export const JobIdSchema = z
+  .string()
+  .min(1, 'job id must not be empty')
+  .max(128, 'job id is at most 128 characters')
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9._:-]*$/,
+    'job id may contain only letters, digits, ".", "_", ":" and "-", and must start with a letter or digit',
+  );
+
+/**
+ * How per-job keys are spelt.
+ * - `plain`: `sandbox:<jobId>:in`, exactly as seeds/000 prints it (the smoke tests push to it by hand).
+ * - `tagged`: `sandbox:{<jobId>}:in`, a Redis Cluster hash tag, so every key of a job lives in one
+ *   slot and the services can touch several of them in one MULTI or script. The services always
+ *   use this style and start the agent with `--key-style tagged`.
+ */
+export const KeyStyleSchema = z.enum(['plain', 'tagged']);
+export type KeyStyle = z.infer<typeof KeyStyleSchema>;
+
+export interface SandboxKeys {
+  /** LIST: producers LPUSH steps, the agent pops the other end (FIFO). */
+  readonly in: string;
+  /** STREAM capped with MAXLEN ~: started / stdout / stderr / completed events. */
+  readonly events: string;
+  /** LIST: the agent LPUSHes one StepResult per step. */
+  readonly results: string;
+  /** STRING with a TTL the agent keeps refreshing: present means alive. */
+  readonly heartbeat: string;
+  /** LIST: cancel messages for the running step. */
+  readonly control: string;
+  /** Prefix common to all of the above (for ACL patterns and cleanup). */
+  readonly prefix: string;
+}
+
+export function sandboxKeyPrefix(jobId: string, style: KeyStyle = 'plain'): string {
+  return style === 'tagged' ? `sandbox:{${jobId}}:` : `sandbox:${jobId}:`;
+}
+
+export function sandboxKeys(jobId: string, style: KeyStyle = 'plain'): SandboxKeys {
+  const prefix = sandboxKeyPrefix(jobId, style);
+  return {
+    prefix,
+    in: `${prefix}in`,
+    events: `${prefix}events`,
+    results: `${prefix}results`,
+    heartbeat: `${prefix}heartbeat`,
+    control: `${prefix}control`,
+  };
+}

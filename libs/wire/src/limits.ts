@@ -1,0 +1,42 @@
+/**
+ * Every number the agent and the in-process sandbox enforce. One table, so that the agent,
+ * the backends and the services refuse the same inputs with the same words.
+ */
+export const Limits = {
+  /** readFile: files above this size are refused, not truncated. */
+  readFileMaxBytes: 1024 * 1024,
+  /** writeFile: content above this size (decoded bytes) is refused. */
+  writeFileMaxBytes: 10 * 1024 * 1024,
+  /** listFiles: entries returned at most; the result says when it was cut. */
+  listFilesMaxEntries: 1000,
+  /** listFiles: the deepest maxDepth a step may ask for. */
+  listFilesMaxDepth: 32,
+  /** grep: matches returned when the step does not say. */
+  grepDefaultMaxMatches: 200,
+  /** grep: the most matches a step may ask for. */
+  grepMaxMatches: 10_000,
+  /** grep: a matching line longer than this is cut (the match itself is kept in `text`). */
+  grepMaxLineChars: 2000,
+  /** A raw wire message (Step or control) larger than this is refused before parsing. */
+  messageMaxBytes: 16 * 1024 * 1024,
+  /** An output line longer than this is split into several events, so one line cannot fill memory. */
+  eventLineMaxBytes: 16 * 1024,
+  /** run: the longest timeout a step may ask for (24 h). */
+  runMaxTimeoutSeconds: 24 * 60 * 60,
+  /** run: timeout when the step gives none. */
+  runDefaultTimeoutSeconds: 600,
+} as const;
+
+/** Redis stream caps. */
+export const StreamLimits = {
+  /** `XADD … MAXLEN ~ eventStreamMaxLength` on every per-job events stream. */
+  eventStreamMaxLength: 10_000,
+  /** The shared lifecycle stream observers read. */
+  lifecycleStreamMaxLength: 100_000,
+} as const;
+
+/** Soft batching of output events: whichever comes first. */
+export const EventBatching = {
+  maxLines: 50,
+  maxDelayMs: 100,
+} as const;

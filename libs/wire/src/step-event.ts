@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import { SchemaVersionSchema } from './schema-version.js';
+
+export const StepEventKindSchema = z.enum(['started', 'stdout', 'stderr', 'completed']);
+export type StepEventKind = z.infer<typeof StepEventKindSchema>;
+
+/**
+ * One entry of `sandbox:{jobId}:events`. `seq` starts at 0 with `started` and grows by one for
+ * every output line the step produced, including lines the agent had to drop and lines the
+ * stream's MAXLEN trimmed away, so a follower sees a gap wherever it missed something.
+ */
+export const StepEventSchema = z.object({
+  schemaVersion: SchemaVersionSchema,
+  stepId: z.string(),
+  kind: StepEventKindSchema,
+  seq: z.number().int().nonnegative(),
+  /** The line without its newline (stdout/stderr only). */
+  line: z.string().optional(),
+  /** ISO 8601 with milliseconds and offset, as seeds/000 prints it. */
+  timestamp: z.string(),
+  /** completed only. */
+  exitCode: z.number().int().nullable().optional(),
+  /** completed only: lines counted but not shipped. */
+  droppedLines: z.number().int().nonnegative().optional(),
+});
+export type StepEvent = z.infer<typeof StepEventSchema>;
+
+/** The stream field that holds the event's JSON: `XADD key MAXLEN ~ N * event '{…}'`. */
+export const EVENT_FIELD = 'event';
+
+export function encodeEvent(event: StepEvent): [typeof EVENT_FIELD, string] {
+  return [EVENT_FIELD, JSON.stringify(event)];
+}
+
+/** Decodes one stream entry's flat field list; returns null for entries this reader does not understand. */
+export function decodeEventFields(fields: readonly string[]): StepEvent | null {
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    if (fields[i] !== EVENT_FIELD) continue;
+    try {
+      const parsed = StepEventSchema.safeParse(JSON.parse(fields[i + 1] as string));
+      return parsed.success ? parsed.data : null;
+    } catch {
+      return null;
+    }
+  }
+  return null;
+}

@@ -1,0 +1,94 @@
+import { z } from 'zod';
+import { SCHEMA_VERSION, SchemaVersionSchema } from './schema-version.js';
+
+/** Machine-readable reason next to the human `errorMessage`. */
+export const StepErrorCodeSchema = z.enum([
+  'invalid_step',
+  'limit_exceeded',
+  'not_found',
+  'io_error',
+  'spawn_failed',
+  'timed_out',
+  'cancelled',
+  'sandbox_lost',
+  'internal',
+]);
+export type StepErrorCode = z.infer<typeof StepErrorCodeSchema>;
+
+export const FileEntrySchema = z.object({
+  /** Relative to the listed directory, with `/` separators. */
+  path: z.string(),
+  type: z.enum(['file', 'directory', 'symlink', 'other']),
+  sizeBytes: z.number().int().nonnegative(),
+});
+export type FileEntry = z.infer<typeof FileEntrySchema>;
+
+export const GrepMatchSchema = z.object({
+  /** Relative to the searched directory (or the file's own path when a file was searched). */
+  path: z.string(),
+  /** 1-based line number. */
+  line: z.number().int().positive(),
+  /** 1-based column of the first match on the line. */
+  column: z.number().int().positive(),
+  text: z.string(),
+});
+export type GrepMatch = z.infer<typeof GrepMatchSchema>;
+
+/** Structured output of the file, list and grep steps (run steps stream their output as events). */
+export const StepOutputSchema = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('readFile'),
+    path: z.string(),
+    content: z.string(),
+    sizeBytes: z.number().int(),
+  }),
+  z.object({ kind: z.literal('writeFile'), path: z.string(), bytesWritten: z.number().int() }),
+  z.object({
+    kind: z.literal('listFiles'),
+    path: z.string(),
+    entries: z.array(FileEntrySchema),
+    truncated: z.boolean(),
+  }),
+  z.object({
+    kind: z.literal('grep'),
+    matches: z.array(GrepMatchSchema),
+    truncated: z.boolean(),
+    engine: z.enum(['ripgrep', 'builtin']),
+  }),
+]);
+export type StepOutput = z.infer<typeof StepOutputSchema>;
+
+/** One per Step, pushed to `sandbox:{jobId}:results`. Field names as seeds/000 prints them. */
+export const StepResultSchema = z.object({
+  schemaVersion: SchemaVersionSchema,
+  /** Null only when a malformed message carried no readable stepId. */
+  stepId: z.string().nullable(),
+  exitCode: z.number().int().nullable(),
+  timedOut: z.boolean(),
+  durationSeconds: z.number().nonnegative(),
+  errorMessage: z.string().nullable(),
+  errorCode: StepErrorCodeSchema.optional(),
+  cancelled: z.boolean().optional(),
+  /** Output lines the agent could not ship because Redis fell behind (see the events' seq gaps). */
+  droppedLines: z.number().int().nonnegative().optional(),
+  output: StepOutputSchema.optional(),
+});
+export type StepResult = z.infer<typeof StepResultSchema>;
+
+/** A failed result for a step that could not run at all. */
+export function errorResult(
+  stepId: string | null,
+  errorCode: StepErrorCode,
+  errorMessage: string,
+  durationSeconds = 0,
+): StepResult {
+  return {
+    schemaVersion: SCHEMA_VERSION,
+    stepId,
+    exitCode: null,
+    timedOut: errorCode === 'timed_out',
+    durationSeconds,
+    errorMessage,
+    errorCode,
+  };
+}

@@ -1,0 +1,150 @@
+import { z } from 'zod';
+import { Limits } from './limits.js';
+import { SchemaVersionSchema } from './schema-version.js';
+import { TraceContextSchema } from './trace-context.js';
+
+/** Step ids are chosen by the producer; they only need to be short, printable and non-empty. */
+export const StepIdSchema = z
+  .string()
+  .min(1, 'stepId must not be empty')
+  .max(256, 'stepId is at most 256 characters');
+
+const common = {
+  schemaVersion: SchemaVersionSchema,
+  stepId: StepIdSchema,
+  /** Optional W3C trace context so the agent's span joins the job's trace. */
+  traceContext: TraceContextSchema.optional(),
+};
+
+const pathField = (what: string) =>
+  z.string().min(1, `${what} must not be empty`).max(4096, `${what} is at most 4096 characters`);
+
+const workingDirectory = z.string().max(4096).nullish();
+
+export const RunStepSchema = z.object({
+  ...common,
+  kind: z.literal('run'),
+  command: z
+    .string()
+    .min(1, 'command must not be empty')
+    .max(64 * 1024),
+  args: z
+    .array(z.string())
+    .max(10_000)
+    .nullish()
+    .transform((a) => a ?? []),
+  /** Run `command` through `/bin/sh -c` (args become $0, $1, …). Off by default: argv is exec'd directly. */
+  shell: z.boolean().optional().default(false),
+  workingDirectory,
+  /** Merged over the agent's own environment. Never put secrets here: this travels through Redis. */
+  env: z.record(z.string(), z.string()).nullish(),
+  timeoutSeconds: z
+    .number()
+    .positive('timeoutSeconds must be positive')
+    .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
+    .nullish()
+    .transform((t) => t ?? Limits.runDefaultTimeoutSeconds),
+});
+
+export const ReadFileStepSchema = z.object({
+  ...common,
+  kind: z.literal('readFile'),
+  path: pathField('path'),
+  workingDirectory,
+});
+
+export const WriteFileStepSchema = z.object({
+  ...common,
+  kind: z.literal('writeFile'),
+  path: pathField('path'),
+  content: z.string(),
+  encoding: z.enum(['utf8', 'base64']).optional().default('utf8'),
+  /** Unix permission bits for a new file, e.g. 0o644 (420). */
+  mode: z.number().int().min(0).max(0o7777).optional(),
+  workingDirectory,
+});
+
+export const ListFilesStepSchema = z.object({
+  ...common,
+  kind: z.literal('listFiles'),
+  path: pathField('path').optional().default('.'),
+  /** 1 lists the directory's own entries; each level more descends one directory deeper. */
+  maxDepth: z
+    .number()
+    .int()
+    .min(1, 'maxDepth is at least 1')
+    .max(Limits.listFilesMaxDepth, `maxDepth is at most ${Limits.listFilesMaxDepth}`)
+    .optional()
+    .default(1),
+  maxEntries: z
+    .number()
+    .int()
+    .min(1)
+    .max(Limits.listFilesMaxEntries, `maxEntries is at most ${Limits.listFilesMaxEntries}`)
+    .optional()
+    .default(Limits.listFilesMaxEntries),
+  workingDirectory,
+});
+
+export const GrepStepSchema = z.object({
+  ...common,
+  kind: z.literal('grep'),
+  /** A regular expression (Rust regex syntax under ripgrep, JavaScript syntax in the fallback; the common subset behaves the same). */
+  pattern: z.string().min(1, 'pattern must not be empty').max(4096),
+  path: pathField('path').optional().default('.'),
+  /** Only search files whose name matches this glob, e.g. "*.ts". */
+  glob: z.string().max(1024).optional(),
+  ignoreCase: z.boolean().optional().default(false),
+  fixedStrings: z.boolean().optional().default(false),
+  maxMatches: z
+    .number()
+    .int()
+    .min(1)
+    .max(Limits.grepMaxMatches, `maxMatches is at most ${Limits.grepMaxMatches}`)
+    .optional()
+    .default(Limits.grepDefaultMaxMatches),
+  workingDirectory,
+});
+
+export const ShutdownStepSchema = z.object({
+  ...common,
+  kind: z.literal('shutdown'),
+});
+
+export const STEP_KINDS = ['run', 'readFile', 'writeFile', 'listFiles', 'grep', 'shutdown'] as const;
+export type StepKind = (typeof STEP_KINDS)[number];
+
+/**
+ * A Step as it travels on `sandbox:{jobId}:in`. `kind` defaults to `run` (seeds/000), unknown
+ * fields are ignored, and defaults are filled so that readers never re-derive them.
+ */
+export const StepSchema = z.preprocess(
+  (value) =>
+    value !== null && typeof value === 'object' && !Array.isArray(value) && !('kind' in value)
+      ? { ...value, kind: 'run' }
+      : value,
+  z.discriminatedUnion('kind', [
+    RunStepSchema,
+    ReadFileStepSchema,
+    WriteFileStepSchema,
+    ListFilesStepSchema,
+    GrepStepSchema,
+    ShutdownStepSchema,
+  ]),
+);
+
+export type Step = z.output<typeof StepSchema>;
+/** What a producer may write: defaults may be left out, and a run step may omit its kind. */
+export type StepInput =
+  | (Omit<z.input<typeof RunStepSchema>, 'kind'> & { kind?: 'run' })
+  | z.input<typeof ReadFileStepSchema>
+  | z.input<typeof WriteFileStepSchema>
+  | z.input<typeof ListFilesStepSchema>
+  | z.input<typeof GrepStepSchema>
+  | z.input<typeof ShutdownStepSchema>;
+export type RunStep = z.output<typeof RunStepSchema>;
+export type ReadFileStep = z.output<typeof ReadFileStepSchema>;
+export type WriteFileStep = z.output<typeof WriteFileStepSchema>;
+export type ListFilesStep = z.output<typeof ListFilesStepSchema>;
+export type GrepStep = z.output<typeof GrepStepSchema>;
+export type ShutdownStep = z.output<typeof ShutdownStepSchema>;

@@ -1,0 +1,29 @@
+import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vitest/config';
+
+// Workspace packages export their compiled dist/; tests read the TypeScript sources directly
+// so that a change is tested without a rebuild. Child processes that tests spawn (agent,
+// services) still run the built dist/, which `npm test` builds first.
+const src = (dir: string) => fileURLToPath(new URL(`./${dir}/src/index.ts`, import.meta.url));
+
+export default defineConfig({
+  resolve: {
+    alias: {
+      '@sandstream/wire': src('libs/wire'),
+      '@sandstream/bus': src('libs/bus'),
+      '@sandstream/sandbox': src('libs/sandbox'),
+      '@sandstream/telemetry': src('libs/telemetry'),
+      '@sandstream/client': src('libs/client'),
+    },
+  },
+  test: {
+    include: ['**/*.test.ts'],
+    exclude: ['**/node_modules/**', '**/dist/**'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    // The machine has two cores and the suites drive real Redis, Docker and child processes;
+    // a small fixed pool keeps timing-sensitive tests honest.
+    pool: 'forks',
+    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+  },
+});
