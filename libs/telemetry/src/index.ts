@@ -1,1 +1,2 @@
-export {};
+export * from './logger.js';
+export * from './trace-context.js';
