@@ -1,0 +1,249 @@
+import { performance } from 'node:perf_hooks';
+import {
+  type ControlMessage,
+  decodeStep,
+  errorResult,
+  type SandboxKeys,
+  SCHEMA_VERSION,
+  type Step,
+  type StepResult,
+  StepResultSchema,
+} from '@sandstream/wire';
+import { ControlWatcher } from './control-watcher.js';
+import { EventPublisher } from './event-publisher.js';
+import { ExitCode } from './exit-codes.js';
+import { Heartbeat } from './heartbeat.js';
+import type { Logger } from './logger.js';
+import type { AgentConnections } from './redis-connections.js';
+import { closeGracefully, closeNow } from './redis-connections.js';
+import { ResultSink } from './result-sink.js';
+import type { StepContext, StepOutcome } from './steps/step-context.js';
+
+export type ExecuteStep = (step: Step, ctx: StepContext) => Promise<StepOutcome>;
+
+export interface AgentLoopOptions {
+  jobId: string;
+  keys: SandboxKeys;
+  connections: AgentConnections;
+  execute: ExecuteStep;
+  log: Logger;
+  workdir: string;
+  idleTimeoutSeconds: number;
+  maxIdleWaits: number;
+  heartbeatIntervalMs: number;
+  eventBufferLines: number;
+  eventBufferBytes: number;
+  notifyStream?: string | undefined;
+  notifyStreamMaxLength: number;
+}
+
+interface RunningStep {
+  stepId: string;
+  controller: AbortController;
+}
+
+/**
+ * The agent's job loop: pop a step (FIFO), run it, stream its events, push its result; repeat
+ * until a shutdown step, the idle limit, or stop(). Nothing a producer writes to `:in` can end
+ * the loop except a valid shutdown step: malformed messages are answered with an error result.
+ */
+export class AgentLoop {
+  private stopping = false;
+  private running: RunningStep | null = null;
+  private readonly heartbeat: Heartbeat;
+  private readonly control: ControlWatcher;
+  private readonly results: ResultSink;
+
+  constructor(private readonly options: AgentLoopOptions) {
+    const { connections, keys, log } = options;
+    this.heartbeat = new Heartbeat({
+      redis: connections.writer,
+      key: keys.heartbeat,
+      intervalMs: options.heartbeatIntervalMs,
+      log,
+      currentStepId: () => this.running?.stepId ?? null,
+    });
+    this.control = new ControlWatcher({
+      redis: connections.control,
+      key: keys.control,
+      log,
+      onMessage: (message) => this.onControl(message),
+    });
+    this.results = new ResultSink({
+      redis: connections.writer,
+      resultsKey: keys.results,
+      jobId: options.jobId,
+      notifyStream: options.notifyStream,
+      notifyStreamMaxLength: options.notifyStreamMaxLength,
+    });
+  }
+
+  /** Runs until shutdown, idle limit or stop(); resolves with the process exit code. */
+  async run(): Promise<ExitCode> {
+    const { log, keys } = this.options;
+    // The heartbeat goes first, so a watcher sees the agent alive before it takes any step.
+    await this.heartbeat.start();
+    this.control.start();
+    log.info('agent started', { in: keys.in, pid: process.pid });
+    let exitCode: ExitCode = ExitCode.ok;
+    try {
+      exitCode = await this.loop();
+    } finally {
+      await this.cleanup();
+    }
+    return exitCode;
+  }
+
+  /**
+   * SIGTERM/SIGINT: abort the running step (its executor kills the process group), let the
+   * loop deliver that step's events and result, then leave. An idle pop is interrupted at once.
+   */
+  stop(reason: string): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.options.log.info('stopping', { reason, runningStep: this.running?.stepId ?? null });
+    if (this.running) this.running.controller.abort(new Error(`agent stopping: ${reason}`));
+    // A BRPOP cannot be interrupted politely (QUIT would queue behind it): drop the socket.
+    else closeNow(this.options.connections.steps);
+  }
+
+  private async loop(): Promise<ExitCode> {
+    const { connections, keys, log, idleTimeoutSeconds, maxIdleWaits } = this.options;
+    let idleWaits = 0;
+    while (!this.stopping) {
+      let popped: [string, string] | null;
+      try {
+        popped = await connections.steps.brpop(keys.in, idleTimeoutSeconds);
+      } catch (err) {
+        if (this.stopping) break;
+        throw err;
+      }
+      if (!popped) {
+        idleWaits += 1;
+        log.debug('idle', { idleWaits, maxIdleWaits });
+        if (idleWaits >= maxIdleWaits) {
+          log.info('idle limit reached, exiting', { idleSeconds: idleWaits * idleTimeoutSeconds });
+          return ExitCode.idle;
+        }
+        continue;
+      }
+      idleWaits = 0;
+      if ((await this.handle(popped[1])) === 'shutdown') return ExitCode.ok;
+    }
+    return ExitCode.ok;
+  }
+
+  private async handle(raw: string): Promise<'continue' | 'shutdown'> {
+    const { log } = this.options;
+    const started = performance.now();
+    const decoded = decodeStep(raw);
+    if (!decoded.ok) {
+      log.warn('invalid step', { stepId: decoded.stepId, error: decoded.error });
+      await this.results.deliver(errorResult(decoded.stepId, 'invalid_step', decoded.error));
+      return 'continue';
+    }
+    const step = decoded.value;
+    if (step.kind === 'shutdown') {
+      log.info('shutdown step received', { stepId: step.stepId });
+      await this.results.deliver(
+        this.result(step.stepId, started, { exitCode: 0, timedOut: false, errorMessage: null }),
+      );
+      return 'shutdown';
+    }
+    log.debug('step started', { stepId: step.stepId, kind: step.kind });
+    const outcome = await this.runStep(step, started);
+    log.debug('step finished', {
+      stepId: step.stepId,
+      exitCode: outcome.exitCode,
+      errorCode: outcome.errorCode,
+      durationSeconds: outcome.durationSeconds,
+    });
+    await this.results.deliver(outcome);
+    return 'continue';
+  }
+
+  private async runStep(step: Exclude<Step, { kind: 'shutdown' }>, started: number): Promise<StepResult> {
+    const { connections, keys, log, workdir } = this.options;
+    const controller = new AbortController();
+    this.running = { stepId: step.stepId, controller };
+    // A stop() that raced with the pop still cancels this step rather than letting it run on.
+    if (this.stopping) controller.abort(new Error('agent stopping'));
+    const events = new EventPublisher({
+      redis: connections.writer,
+      key: keys.events,
+      stepId: step.stepId,
+      maxBufferedLines: this.options.eventBufferLines,
+      maxBufferedBytes: this.options.eventBufferBytes,
+      log,
+    });
+    events.started();
+    let outcome: StepOutcome;
+    try {
+      outcome = await this.options.execute(step, {
+        onLine: (stream, line) => events.line(stream, line),
+        signal: controller.signal,
+        baseDirectory: workdir,
+      });
+    } catch (err) {
+      // Executors are not supposed to throw; if one does, the step still gets an answer.
+      log.error('step executor threw', { stepId: step.stepId, error: err });
+      outcome = errorResult(
+        step.stepId,
+        'internal',
+        `the agent failed to run the step: ${(err as Error).message}`,
+      );
+    } finally {
+      this.running = null;
+    }
+    await events.complete(outcome.exitCode);
+    events.dispose();
+    return this.result(step.stepId, started, { ...outcome, droppedLines: events.droppedLines });
+  }
+
+  /** Fills the fields only the loop knows, and checks the executor's outcome against the schema. */
+  private result(stepId: string, started: number, outcome: StepOutcome): StepResult {
+    const candidate = {
+      ...outcome,
+      schemaVersion: SCHEMA_VERSION,
+      stepId,
+      durationSeconds: Math.round(performance.now() - started) / 1000,
+    };
+    const checked = StepResultSchema.safeParse(candidate);
+    if (checked.success) return checked.data;
+    this.options.log.error('executor returned an invalid outcome', { stepId, error: checked.error.message });
+    return errorResult(
+      stepId,
+      'internal',
+      'the step executor returned an invalid outcome',
+      candidate.durationSeconds,
+    );
+  }
+
+  private onControl(message: ControlMessage): void {
+    const running = this.running;
+    if (running && message.kind === 'cancel' && message.stepId === running.stepId) {
+      this.options.log.info('cancelling step', { stepId: message.stepId, reason: message.reason });
+      running.controller.abort(new Error(message.reason ?? 'cancelled'));
+      return;
+    }
+    // A cancel for a step that already finished (or never ran here) must not touch the next one.
+    this.options.log.debug('ignoring cancel for a step that is not running', {
+      stepId: message.stepId,
+      runningStepId: running?.stepId ?? null,
+    });
+  }
+
+  private async cleanup(): Promise<void> {
+    const { connections, log } = this.options;
+    const controlDone = this.control.stop();
+    closeNow(connections.control);
+    await controlDone;
+    try {
+      await this.heartbeat.stopAndDelete();
+    } catch (err) {
+      log.warn('could not delete heartbeat', { error: (err as Error).message });
+    }
+    closeNow(connections.steps);
+    await closeGracefully(connections.writer);
+  }
+}

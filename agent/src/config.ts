@@ -1,0 +1,180 @@
+import { parseArgs } from 'node:util';
+import { formatIssues, JobIdSchema, KeyStyleSchema } from '@sandstream/wire';
+import { z } from 'zod';
+
+/**
+ * Agent configuration: command-line flags, each with an environment equivalent (flags win).
+ * The environment form exists because pod specs and `docker run -e` pass secrets-bearing values
+ * such as a Redis URL with a password more safely as env than as visible argv.
+ */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** flag name -> environment variable that can supply it. */
+export const ENV_FOR_FLAG = {
+  'redis-url': 'REDIS_URL',
+  'job-id': 'JOB_ID',
+  inject: 'AGENT_INJECT',
+  verbose: 'AGENT_VERBOSE',
+  'key-style': 'AGENT_KEY_STYLE',
+  'notify-stream': 'AGENT_NOTIFY_STREAM',
+  'notify-stream-max-length': 'AGENT_NOTIFY_STREAM_MAX_LENGTH',
+  workdir: 'AGENT_WORKDIR',
+  'idle-timeout-seconds': 'AGENT_IDLE_TIMEOUT_SECONDS',
+  'max-idle-waits': 'AGENT_MAX_IDLE_WAITS',
+  'heartbeat-interval-ms': 'AGENT_HEARTBEAT_INTERVAL_MS',
+  'event-buffer-lines': 'AGENT_EVENT_BUFFER_LINES',
+  'event-buffer-bytes': 'AGENT_EVENT_BUFFER_BYTES',
+} as const;
+type Flag = keyof typeof ENV_FOR_FLAG;
+
+const numberFrom = (flag: string) =>
+  z
+    .string()
+    .trim()
+    .min(1, `--${flag} must not be empty`)
+    .transform((s, ctx) => {
+      const n = Number(s);
+      if (!Number.isFinite(n)) {
+        ctx.addIssue({ code: 'custom', message: `--${flag} must be a number, got "${s}"` });
+        return z.NEVER;
+      }
+      return n;
+    });
+
+const intFlag = (flag: string, min: number, max: number) =>
+  numberFrom(flag).pipe(
+    z
+      .number()
+      .int(`--${flag} must be a whole number`)
+      .min(min, `--${flag} must be at least ${min}`)
+      .max(max, `--${flag} must be at most ${max}`),
+  );
+
+const booleanFlag = z
+  .union([z.boolean(), z.enum(['1', 'true', 'yes', 'on', '0', 'false', 'no', 'off', ''])])
+  .transform((v) => v === true || v === '1' || v === 'true' || v === 'yes' || v === 'on');
+
+/** Defaults chosen so that one chatty step stays well under 80 MB of agent memory. */
+export const DEFAULT_EVENT_BUFFER_LINES = 20_000;
+export const DEFAULT_EVENT_BUFFER_BYTES = 8 * 1024 * 1024;
+/** The shared completion stream is capped like every other stream (MAXLEN ~). */
+export const DEFAULT_NOTIFY_STREAM_MAX_LENGTH = 100_000;
+
+const RunConfigSchema = z.object({
+  redisUrl: z
+    .string({ error: '--redis-url (or REDIS_URL) is required' })
+    .regex(/^rediss?:\/\/[^\s]+$/, '--redis-url must be a redis:// or rediss:// URL'),
+  jobId: z.string({ error: '--job-id (or JOB_ID) is required' }).pipe(JobIdSchema),
+  verbose: booleanFlag.default(false),
+  keyStyle: KeyStyleSchema.default('plain'),
+  notifyStream: z
+    .string()
+    .min(1, '--notify-stream must not be empty')
+    .max(1024, '--notify-stream is at most 1024 characters')
+    .optional(),
+  notifyStreamMaxLength: intFlag('notify-stream-max-length', 1, 100_000_000).default(
+    DEFAULT_NOTIFY_STREAM_MAX_LENGTH,
+  ),
+  workdir: z.string().min(1, '--workdir must not be empty'),
+  idleTimeoutSeconds: numberFrom('idle-timeout-seconds')
+    .pipe(
+      z
+        .number()
+        .min(0.05, '--idle-timeout-seconds must be at least 0.05')
+        .max(86_400, '--idle-timeout-seconds must be at most 86400'),
+    )
+    .default(60),
+  maxIdleWaits: intFlag('max-idle-waits', 1, 1_000_000).default(5),
+  heartbeatIntervalMs: intFlag('heartbeat-interval-ms', 50, 3_600_000).default(2000),
+  eventBufferLines: intFlag('event-buffer-lines', 100, 10_000_000).default(DEFAULT_EVENT_BUFFER_LINES),
+  eventBufferBytes: intFlag('event-buffer-bytes', 64 * 1024, 1024 * 1024 * 1024).default(
+    DEFAULT_EVENT_BUFFER_BYTES,
+  ),
+});
+export type RunConfig = z.output<typeof RunConfigSchema>;
+
+export type AgentCommand =
+  | { mode: 'inject'; targetDir: string; verbose: boolean }
+  | ({ mode: 'run' } & RunConfig);
+
+const FLAG_KEYS: Record<Flag, keyof z.input<typeof RunConfigSchema> | 'inject'> = {
+  'redis-url': 'redisUrl',
+  'job-id': 'jobId',
+  inject: 'inject',
+  verbose: 'verbose',
+  'key-style': 'keyStyle',
+  'notify-stream': 'notifyStream',
+  'notify-stream-max-length': 'notifyStreamMaxLength',
+  workdir: 'workdir',
+  'idle-timeout-seconds': 'idleTimeoutSeconds',
+  'max-idle-waits': 'maxIdleWaits',
+  'heartbeat-interval-ms': 'heartbeatIntervalMs',
+  'event-buffer-lines': 'eventBufferLines',
+  'event-buffer-bytes': 'eventBufferBytes',
+};
+
+/**
+ * Parses argv (without node and script) and the environment. Throws ConfigError with a message
+ * that names the offending flag; never exits by itself, so it can be tested in-process.
+ */
+export function parseConfig(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  cwd: string,
+): AgentCommand {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      strict: true,
+      allowPositionals: false,
+      options: {
+        'redis-url': { type: 'string' },
+        'job-id': { type: 'string' },
+        inject: { type: 'string' },
+        verbose: { type: 'boolean' },
+        'key-style': { type: 'string' },
+        'notify-stream': { type: 'string' },
+        'notify-stream-max-length': { type: 'string' },
+        workdir: { type: 'string' },
+        'idle-timeout-seconds': { type: 'string' },
+        'max-idle-waits': { type: 'string' },
+        'heartbeat-interval-ms': { type: 'string' },
+        'event-buffer-lines': { type: 'string' },
+        'event-buffer-bytes': { type: 'string' },
+      },
+    }));
+  } catch (err) {
+    // parseArgs already names the flag ("Unknown option '--x'", "Option '--job-id <value>' argument missing").
+    throw new ConfigError((err as Error).message);
+  }
+
+  const raw: Record<string, string | boolean | undefined> = {};
+  for (const [flag, key] of Object.entries(FLAG_KEYS) as [Flag, string][]) {
+    const fromFlag = values[flag];
+    const fromEnv = env[ENV_FOR_FLAG[flag]];
+    raw[key] =
+      fromFlag !== undefined ? fromFlag : fromEnv !== undefined && fromEnv !== '' ? fromEnv : undefined;
+  }
+
+  const verbose = booleanFlag.safeParse(raw.verbose ?? false);
+  if (typeof raw.inject === 'string') {
+    if (raw.inject.trim() === '') throw new ConfigError('--inject needs a target directory');
+    return { mode: 'inject', targetDir: raw.inject, verbose: verbose.success ? verbose.data : false };
+  }
+  delete raw.inject;
+  raw.workdir ??= cwd;
+
+  const parsed = RunConfigSchema.safeParse(raw);
+  if (!parsed.success)
+    throw new ConfigError(formatIssues(parsed.error).replaceAll(/(^|; )(\w+): /g, flagPrefix));
+  return { mode: 'run', ...parsed.data };
+}
+
+/** zod names fields by their config key; operators know them by flag, so say `--job-id: ...`. */
+function flagPrefix(_m: string, sep: string, key: string): string {
+  const flag = (Object.entries(FLAG_KEYS) as [Flag, string][]).find(([, k]) => k === key)?.[0];
+  return flag ? `${sep}--${flag}: ` : `${sep}${key}: `;
+}

@@ -1,0 +1,205 @@
+import {
+  EventBatching,
+  encodeEvent,
+  SCHEMA_VERSION,
+  type StepEvent,
+  type StepEventKind,
+  StreamLimits,
+} from '@sandstream/wire';
+import type { Redis } from 'ioredis';
+import type { Logger } from './logger.js';
+import { splitLine } from './split-line.js';
+
+export interface EventPublisherOptions {
+  redis: Redis;
+  /** The job's events stream. */
+  key: string;
+  stepId: string;
+  /** At most this many lines are held (queued or being written) at once; further lines are dropped. */
+  maxBufferedLines: number;
+  /** ... and at most about this many bytes of encoded events. */
+  maxBufferedBytes: number;
+  log: Logger;
+  batchLines?: number;
+  batchDelayMs?: number;
+  streamMaxLength?: number;
+}
+
+/**
+ * Turns one step's output lines into events on the job's stream.
+ *
+ * Every line gets the next `seq`, whether it is shipped or dropped, so a follower sees a gap
+ * where it missed something. Lines are soft-batched (50 lines or 100 ms) into one pipelined
+ * round of `XADD MAXLEN ~`. The executor's `onLine` never waits for Redis: events wait in a
+ * bounded buffer (lines AND bytes, counting the batch being written), and when Redis is slower
+ * than the child, or gone, lines beyond the bound are counted and dropped instead of queued.
+ * `started` and `completed` are never dropped, so a follower always learns how a step ended.
+ */
+export class EventPublisher {
+  private seq = 0;
+  private queue: string[] = [];
+  private queuedBytes = 0;
+  private inFlightLines = 0;
+  private inFlightBytes = 0;
+  private flushing: Promise<void> | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private dropped = 0;
+  private drainWaiters: (() => void)[] = [];
+  private lastMs = 0;
+  private lastStamp = '';
+  private readonly batchLines: number;
+  private readonly batchDelayMs: number;
+  private readonly streamMaxLength: number;
+
+  constructor(private readonly options: EventPublisherOptions) {
+    this.batchLines = options.batchLines ?? EventBatching.maxLines;
+    this.batchDelayMs = options.batchDelayMs ?? EventBatching.maxDelayMs;
+    this.streamMaxLength = options.streamMaxLength ?? StreamLimits.eventStreamMaxLength;
+  }
+
+  get droppedLines(): number {
+    return this.dropped;
+  }
+
+  /** Lines and bytes held right now (for tests and metrics). */
+  get buffered(): { lines: number; bytes: number } {
+    return {
+      lines: this.queue.length + this.inFlightLines,
+      bytes: this.queuedBytes + this.inFlightBytes,
+    };
+  }
+
+  started(): void {
+    this.enqueue(this.encode('started', 0), true);
+    this.flushSoon(true);
+  }
+
+  /** Called by the executor once per output line. Never blocks, never throws. */
+  line(stream: 'stdout' | 'stderr', line: string): void {
+    for (const piece of splitLine(line)) {
+      this.seq += 1;
+      if (this.isFull()) {
+        this.dropped += 1;
+        continue;
+      }
+      this.enqueue(this.encode(stream, this.seq, { line: piece }), false);
+    }
+  }
+
+  /** Queues the completed event and resolves once every queued event has been written. */
+  async complete(exitCode: number | null): Promise<void> {
+    this.seq += 1;
+    this.enqueue(this.encode('completed', this.seq, { exitCode, droppedLines: this.dropped }), true);
+    this.flushSoon(true);
+    await this.drained();
+  }
+
+  /** Resolves when nothing is queued or in flight. */
+  drained(): Promise<void> {
+    if (this.queue.length === 0 && this.flushing === null) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  /** Stops the batching timer; events already handed to ioredis are still written. */
+  dispose(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private isFull(): boolean {
+    return (
+      this.queue.length + this.inFlightLines >= this.options.maxBufferedLines ||
+      this.queuedBytes + this.inFlightBytes >= this.options.maxBufferedBytes
+    );
+  }
+
+  private encode(kind: StepEventKind, seq: number, extra?: Partial<StepEvent>): string {
+    const event: StepEvent = {
+      schemaVersion: SCHEMA_VERSION,
+      stepId: this.options.stepId,
+      kind,
+      seq,
+      ...extra,
+      timestamp: this.timestamp(),
+    };
+    return encodeEvent(event)[1];
+  }
+
+  /** Formatting a date per line is measurable at a million lines; reuse it within a millisecond. */
+  private timestamp(): string {
+    const now = Date.now();
+    if (now !== this.lastMs) {
+      this.lastMs = now;
+      this.lastStamp = new Date(now).toISOString();
+    }
+    return this.lastStamp;
+  }
+
+  private enqueue(json: string, control: boolean): void {
+    this.queue.push(json);
+    // String length approximates bytes (V8 keeps ASCII one byte per character); the bound only
+    // needs to be roughly right, and measuring exact UTF-8 size per line would cost more.
+    this.queuedBytes += json.length;
+    if (control) return;
+    if (this.queue.length >= this.batchLines) this.flushSoon(true);
+    else this.flushSoon(false);
+  }
+
+  private flushSoon(now: boolean): void {
+    if (this.flushing) return; // the running flush picks the queue up when it finishes
+    if (now) {
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = null;
+      this.startFlush();
+      return;
+    }
+    if (!this.timer) this.timer = setTimeout(() => this.onTimer(), this.batchDelayMs);
+  }
+
+  private onTimer(): void {
+    this.timer = null;
+    if (!this.flushing && this.queue.length > 0) this.startFlush();
+  }
+
+  private startFlush(): void {
+    const batch = this.queue;
+    const bytes = this.queuedBytes;
+    this.queue = [];
+    this.queuedBytes = 0;
+    this.inFlightLines = batch.length;
+    this.inFlightBytes = bytes;
+    this.flushing = this.write(batch).finally(() => {
+      this.inFlightLines = 0;
+      this.inFlightBytes = 0;
+      this.flushing = null;
+      this.afterFlush();
+    });
+  }
+
+  private async write(batch: string[]): Promise<void> {
+    if (batch.length === 0) return;
+    const { redis, key, log } = this.options;
+    const pipeline = redis.pipeline();
+    for (const json of batch) pipeline.xadd(key, 'MAXLEN', '~', this.streamMaxLength, '*', 'event', json);
+    try {
+      const replies = await pipeline.exec();
+      const failed = replies?.find(([err]) => err);
+      if (failed) log.warn('event write failed', { key, error: String(failed[0]) });
+    } catch (err) {
+      log.warn('event write failed', { key, error: (err as Error).message });
+    }
+  }
+
+  private afterFlush(): void {
+    if (this.queue.length === 0) {
+      const waiters = this.drainWaiters;
+      this.drainWaiters = [];
+      for (const resolve of waiters) resolve();
+      return;
+    }
+    // Output kept coming while we wrote: under load, batches grow to whatever piled up, which
+    // is what keeps a fast producer from outrunning a fast Redis.
+    if (this.queue.length >= this.batchLines || this.drainWaiters.length > 0) this.startFlush();
+    else this.flushSoon(false);
+  }
+}

@@ -1,0 +1,69 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from './logger.js';
+
+export interface HeartbeatOptions {
+  redis: Redis;
+  key: string;
+  intervalMs: number;
+  log: Logger;
+  /** The step running right now, reported in the value so an operator can see what the agent is doing. */
+  currentStepId: () => string | null;
+}
+
+/**
+ * `SET <key> <json> PX <3 x interval>`: the key exists exactly while the agent is alive. Three
+ * intervals of TTL ride out one slow write without flapping.
+ */
+export class Heartbeat {
+  private timer: NodeJS.Timeout | null = null;
+  private inFlight = false;
+
+  constructor(private readonly options: HeartbeatOptions) {}
+
+  get ttlMs(): number {
+    return this.options.intervalMs * 3;
+  }
+
+  value(): string {
+    return JSON.stringify({
+      pid: process.pid,
+      time: new Date().toISOString(),
+      stepId: this.options.currentStepId(),
+    });
+  }
+
+  /** Writes the first beat (awaited, so the agent is visible before it pops) and starts the interval. */
+  async start(): Promise<void> {
+    await this.beatOnce();
+    this.timer = setInterval(() => this.tick(), this.options.intervalMs);
+    // The heartbeat alone must not keep the process alive once everything else has stopped.
+    this.timer.unref();
+  }
+
+  private tick(): void {
+    // While Redis is unreachable a SET would sit in the offline queue; queueing one per interval
+    // would grow without bound during a long outage, so skip until the last one answered.
+    if (this.inFlight) return;
+    this.inFlight = true;
+    this.beatOnce()
+      .catch((err: Error) => this.options.log.warn('heartbeat write failed', { error: err.message }))
+      .finally(() => {
+        this.inFlight = false;
+      });
+  }
+
+  private async beatOnce(): Promise<void> {
+    await this.options.redis.set(this.options.key, this.value(), 'PX', this.ttlMs);
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** Stops beating and removes the key, so a clean exit is distinguishable from a crash at once. */
+  async stopAndDelete(): Promise<void> {
+    this.stop();
+    await this.options.redis.del(this.options.key);
+  }
+}

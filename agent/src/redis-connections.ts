@@ -1,0 +1,70 @@
+import { Redis, type RedisOptions } from 'ioredis';
+import type { Logger } from './logger.js';
+
+/**
+ * The agent's Redis connections. Blocking pops hold a connection for seconds at a time, so they
+ * get their own sockets: one for `:in`, one for `:control` (so a cancel is seen within a
+ * fraction of a second even while a step runs), and one for every write (events, results,
+ * heartbeat), which therefore never waits behind a BRPOP.
+ */
+export interface AgentConnections {
+  readonly steps: Redis;
+  readonly control: Redis;
+  readonly writer: Redis;
+}
+
+/** Reconnect delay: 50 ms doubling to a 2 s cap, forever; the idle and shutdown logic decide when to give up. */
+export function reconnectDelayMs(attempt: number): number {
+  return Math.min(50 * 2 ** Math.min(attempt - 1, 10), 2000);
+}
+
+export function connectionOptions(name: string): RedisOptions {
+  return {
+    connectionName: name,
+    // null: a command waits for the reconnect instead of failing after N retries, so a result
+    // written while Redis is away is delivered once it is back.
+    maxRetriesPerRequest: null,
+    retryStrategy: reconnectDelayMs,
+    // Resend commands that were in flight when the socket died (a BRPOP waiting for a step).
+    autoResendUnfulfilledCommands: true,
+    enableOfflineQueue: true,
+    // Don't run INFO before commands: a restricted ACL user may not be allowed to.
+    enableReadyCheck: false,
+  };
+}
+
+export function openConnections(redisUrl: string, jobId: string, log: Logger): AgentConnections {
+  const open = (role: string) => {
+    const client = new Redis(redisUrl, connectionOptions(`sandstream-agent:${jobId}:${role}`));
+    let wasDown = false;
+    client.on('error', (err: Error) => {
+      // ioredis emits an error per failed attempt; the retry strategy handles it, so only log it.
+      log.debug('redis connection error', { role, error: err.message });
+    });
+    client.on('close', () => {
+      if (!wasDown && !closing.has(client)) log.warn('redis connection lost, reconnecting', { role });
+      wasDown = true;
+    });
+    client.on('ready', () => {
+      if (wasDown) log.info('redis connection restored', { role });
+      wasDown = false;
+    });
+    return client;
+  };
+  return { steps: open('steps'), control: open('control'), writer: open('writer') };
+}
+
+/** Connections we close on purpose, so their 'close' is not reported as a lost connection. */
+const closing = new WeakSet<Redis>();
+
+/** Closes a connection even if a blocking command is pending on it (QUIT would wait for it). */
+export function closeNow(client: Redis): void {
+  closing.add(client);
+  client.disconnect(false);
+}
+
+/** Closes a connection after its pending replies (QUIT), falling back to closeNow. */
+export async function closeGracefully(client: Redis): Promise<void> {
+  closing.add(client);
+  await client.quit().catch(() => closeNow(client));
+}

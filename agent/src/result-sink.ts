@@ -1,0 +1,35 @@
+import { encodeCompletionNotice, type StepResult } from '@sandstream/wire';
+import type { Redis } from 'ioredis';
+
+export interface ResultSinkOptions {
+  redis: Redis;
+  /** The job's results list. */
+  resultsKey: string;
+  jobId: string;
+  /** When set, a CompletionNotice is XADDed here after each result. */
+  notifyStream?: string | undefined;
+  notifyStreamMaxLength: number;
+}
+
+/**
+ * Delivers StepResults: LPUSH to the job's results list, then (optionally) a CompletionNotice
+ * on the shared notify stream, in one pipeline so the notice can never arrive before the result
+ * it points to. With `maxRetriesPerRequest: null` this waits through a Redis outage and
+ * completes once Redis is back.
+ */
+export class ResultSink {
+  constructor(private readonly options: ResultSinkOptions) {}
+
+  async deliver(result: StepResult): Promise<void> {
+    const { redis, resultsKey, jobId, notifyStream, notifyStreamMaxLength } = this.options;
+    const pipeline = redis.pipeline().lpush(resultsKey, JSON.stringify(result));
+    if (notifyStream) {
+      // A result without a readable stepId is still announced (stepId ""), so the reader looks.
+      const fields = encodeCompletionNotice({ jobId, stepId: result.stepId ?? '' });
+      pipeline.xadd(notifyStream, 'MAXLEN', '~', notifyStreamMaxLength, '*', ...fields);
+    }
+    const replies = await pipeline.exec();
+    const failed = replies?.find(([err]) => err);
+    if (failed) throw new Error(`writing the result of step ${result.stepId} failed: ${String(failed[0])}`);
+  }
+}

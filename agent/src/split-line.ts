@@ -1,0 +1,22 @@
+import { Limits } from '@sandstream/wire';
+
+/**
+ * Splits a line longer than `maxBytes` of UTF-8 into pieces that each fit, without cutting a
+ * surrogate pair in half. Every piece becomes its own event, so one enormous line (a minified
+ * bundle printed to stdout) cannot make one huge stream entry or one huge buffer slot.
+ */
+export function splitLine(line: string, maxBytes: number = Limits.eventLineMaxBytes): string[] {
+  // A UTF-16 code unit is at most 3 bytes of UTF-8, so short lines need no byte count at all.
+  if (line.length * 3 <= maxBytes || Buffer.byteLength(line, 'utf8') <= maxBytes) return [line];
+  const unitsPerPiece = Math.max(1, Math.floor(maxBytes / 3));
+  const pieces: string[] = [];
+  let start = 0;
+  while (start < line.length) {
+    let end = Math.min(start + unitsPerPiece, line.length);
+    const last = line.charCodeAt(end - 1);
+    if (end < line.length && last >= 0xd800 && last <= 0xdbff && end - 1 > start) end -= 1;
+    pieces.push(line.slice(start, end));
+    start = end;
+  }
+  return pieces;
+}
