@@ -1,1 +1,9 @@
-export {};
+export * from './cancel-signal.js';
+export * from './dispatch-keys.js';
+export * from './job-spec.js';
+export * from './job-state.js';
+export * from './job-store.js';
+export * from './key-space.js';
+export * from './lua-script.js';
+export * from './queues.js';
+export * from './redis-connection.js';

@@ -1,0 +1,105 @@
+import { JobIdSchema, StepResultSchema } from '@sandstream/wire';
+import { z } from 'zod';
+
+/**
+ * queued ─▶ scheduled ─▶ starting ─▶ running ─▶ succeeded | failed | cancelled | timed-out
+ *
+ * Any non-terminal state may also end in failed / cancelled / timed-out (a start failure, a
+ * cancel before the sandbox exists, a deadline while queued). Terminal states never change.
+ */
+export const JobStateSchema = z.enum([
+  'queued',
+  'scheduled',
+  'starting',
+  'running',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'timed-out',
+]);
+export type JobState = z.infer<typeof JobStateSchema>;
+
+export const TERMINAL_STATES: readonly JobState[] = ['succeeded', 'failed', 'cancelled', 'timed-out'];
+export const ACTIVE_STATES: readonly JobState[] = ['queued', 'scheduled', 'starting', 'running'];
+
+export function isTerminal(state: JobState): boolean {
+  return TERMINAL_STATES.includes(state);
+}
+
+const ALLOWED: Record<JobState, readonly JobState[]> = {
+  queued: ['scheduled', 'failed', 'cancelled', 'timed-out'],
+  scheduled: ['starting', 'queued', 'failed', 'cancelled', 'timed-out'],
+  starting: ['running', 'failed', 'cancelled', 'timed-out'],
+  running: ['succeeded', 'failed', 'cancelled', 'timed-out'],
+  succeeded: [],
+  failed: [],
+  cancelled: [],
+  'timed-out': [],
+};
+
+export function canTransition(from: JobState, to: JobState): boolean {
+  return ALLOWED[from].includes(to);
+}
+
+/** Where the sandbox of a job lives, once pod-lifecycle created it. */
+export const JobSandboxSchema = z.object({
+  backend: z.enum(['inprocess', 'docker', 'kubernetes']),
+  id: z.string(),
+});
+export type JobSandbox = z.infer<typeof JobSandboxSchema>;
+
+/**
+ * One entry on the job's own events stream (field `job`) and on `events:lifecycle`.
+ * A follower of `sandbox:{jobId}:events` sees these beside the agent's `event` entries.
+ */
+export const JobEventSchema = z.object({
+  type: z.enum(['created', 'transition', 'cancel-requested']),
+  jobId: JobIdSchema,
+  tenant: z.string(),
+  from: JobStateSchema.nullable(),
+  to: JobStateSchema,
+  /** Operator-facing reason ("image not found: …", "step step-2 exited 1"). */
+  reason: z.string().optional(),
+  at: z.number().int(),
+});
+export type JobEvent = z.infer<typeof JobEventSchema>;
+
+/** The stream field holding a JobEvent's JSON (the agent's entries use `event`). */
+export const JOB_EVENT_FIELD = 'job';
+
+export function decodeJobEventFields(fields: readonly string[]): JobEvent | null {
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    if (fields[i] !== JOB_EVENT_FIELD) continue;
+    try {
+      const parsed = JobEventSchema.safeParse(JSON.parse(fields[i + 1] as string));
+      return parsed.success ? parsed.data : null;
+    } catch {
+      return null;
+    }
+  }
+  return null;
+}
+
+export const StepRecordSchema = StepResultSchema;
+
+/** The job record as job-store returns it (stored as a Redis hash `job:{id}`). */
+export interface JobRecord {
+  id: string;
+  tenant: string;
+  state: JobState;
+  /** The parsed JobSpec (JSON as stored). */
+  spec: unknown;
+  createdAt: number;
+  updatedAt: number;
+  /** When the job reached a terminal state. */
+  finishedAt: number | undefined;
+  /** The reason given with the latest transition. */
+  reason: string | undefined;
+  /** Set when someone asked to cancel; the value is their reason. */
+  cancelRequested: string | undefined;
+  sandbox: JobSandbox | undefined;
+  /** StepResults recorded so far, by stepId. */
+  stepResults: Record<string, z.infer<typeof StepResultSchema>>;
+  /** Grows by one with every change; handy for tests and optimistic readers. */
+  version: number;
+}

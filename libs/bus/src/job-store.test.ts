@@ -1,0 +1,139 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseJobSpec } from './job-spec.js';
+import { decodeJobEventFields } from './job-state.js';
+import { JobStore } from './job-store.js';
+import { createKeySpace } from './key-space.js';
+import { connectTestRedis, uniqueSuffix } from './test-redis.js';
+
+const redis = connectTestRedis();
+const suffix = uniqueSuffix();
+const keys = createKeySpace(`t-${suffix}`);
+const store = new JobStore({ redis, keys });
+const created: string[] = [];
+
+function spec(id: string, tenant = 'acme') {
+  const jobId = `js-${suffix}-${id}`;
+  created.push(jobId);
+  return parseJobSpec({ id: jobId, tenant, image: 'debian', steps: [{ command: 'true' }] });
+}
+
+afterAll(async () => {
+  for (const id of created) await store.delete(id, 'acme');
+  const leftovers = await redis.keys(`t-${suffix}:*`);
+  if (leftovers.length) await redis.unlink(...leftovers);
+  redis.disconnect();
+});
+
+describe('job store', () => {
+  it('creates once per id (idempotent submit)', async () => {
+    const s = spec('dup');
+    const first = await store.create(s);
+    const second = await store.create(s);
+    expect(first).toEqual({ created: true, jobId: s.id });
+    expect(second).toEqual({ created: false, jobId: s.id });
+    const job = await store.get(s.id!);
+    expect(job).toMatchObject({ state: 'queued', tenant: 'acme', version: 1 });
+    expect((await store.getSpec(s.id!))?.steps[0]).toMatchObject({ command: 'true' });
+  });
+
+  it('transitions by compare-and-set; repeating is a no-op; wrong state is a conflict', async () => {
+    const s = spec('cas');
+    await store.create(s);
+    const id = s.id!;
+    expect(await store.transition(id, ['queued'], 'scheduled')).toMatchObject({
+      status: 'ok',
+      from: 'queued',
+    });
+    expect(await store.transition(id, ['queued'], 'scheduled')).toEqual({
+      status: 'noop',
+      state: 'scheduled',
+    });
+    expect(await store.transition(id, ['starting'], 'running')).toEqual({
+      status: 'conflict',
+      state: 'scheduled',
+    });
+    const ok = await store.transition(id, ['scheduled'], 'starting', {
+      sandbox: { backend: 'inprocess', id: '123' },
+    });
+    expect(ok.status).toBe('ok');
+    await store.transition(id, ['starting'], 'running');
+    await store.transition(id, ['running'], 'failed', { reason: 'step step-1 exited 2' });
+    const job = await store.get(id);
+    expect(job).toMatchObject({
+      state: 'failed',
+      reason: 'step step-1 exited 2',
+      sandbox: { backend: 'inprocess', id: '123' },
+    });
+    expect(job?.finishedAt).toBeGreaterThan(0);
+    expect(await store.transition(`nope-${suffix}`, ['queued'], 'scheduled')).toEqual({ status: 'missing' });
+
+    // Every change is on the job's own events stream, in order, under the `job` field.
+    const entries = await redis.xrange(keys.sandbox(id).events, '-', '+');
+    const events = entries.map(([, fields]) => decodeJobEventFields(fields));
+    expect(events.map((e) => e?.to)).toEqual(['queued', 'scheduled', 'starting', 'running', 'failed']);
+    expect(events[4]?.reason).toBe('step step-1 exited 2');
+    // … and on the capped lifecycle stream.
+    const lifecycle = await redis.xrange(keys.lifecycleStream, '-', '+');
+    const mine = lifecycle.map(([, f]) => decodeJobEventFields(f)).filter((e) => e?.jobId === id);
+    expect(mine).toHaveLength(5);
+  });
+
+  it('exactly one of many concurrent transitions wins', async () => {
+    const s = spec('race');
+    await store.create(s);
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => store.transition(s.id!, ['queued'], 'scheduled')),
+    );
+    expect(results.filter((r) => r.status === 'ok')).toHaveLength(1);
+    expect(results.filter((r) => r.status === 'noop')).toHaveLength(19);
+  });
+
+  it('lists by tenant and state, verifying the record', async () => {
+    const a = spec('list-a', 'acme');
+    const b = spec('list-b', 'acme');
+    await store.create(a);
+    await store.create(b);
+    await store.transition(b.id!, ['queued'], 'scheduled');
+    const queued = await store.list({ tenant: 'acme', state: 'queued' });
+    expect(queued.map((j) => j.id)).toContain(a.id);
+    expect(queued.map((j) => j.id)).not.toContain(b.id);
+    const scheduled = await store.list({ state: 'scheduled' });
+    expect(scheduled.map((j) => j.id)).toContain(b.id);
+  });
+
+  it('cancels a queued job on the spot and flags a running one', async () => {
+    const q = spec('cancel-q');
+    await store.create(q);
+    expect(await store.requestCancel(q.id!, 'user said stop')).toEqual({ status: 'cancelled' });
+    expect((await store.get(q.id!))?.state).toBe('cancelled');
+    expect(await store.requestCancel(q.id!)).toEqual({ status: 'terminal', state: 'cancelled' });
+
+    const r = spec('cancel-r');
+    await store.create(r);
+    await store.transition(r.id!, ['queued'], 'scheduled');
+    expect(await store.requestCancel(r.id!, 'stop')).toEqual({ status: 'requested', state: 'scheduled' });
+    expect(await store.isCancelRequested(r.id!)).toBe(true);
+    expect(await store.requestCancel(r.id!, 'stop')).toEqual({
+      status: 'already-requested',
+      state: 'scheduled',
+    });
+    expect((await store.get(r.id!))?.cancelRequested).toBe('stop');
+  });
+
+  it('records step results per step', async () => {
+    const s = spec('steps');
+    await store.create(s);
+    const result = {
+      schemaVersion: 1,
+      stepId: 'step-1',
+      exitCode: 0,
+      timedOut: false,
+      durationSeconds: 0.5,
+      errorMessage: null,
+    };
+    expect(await store.recordStepResult(s.id!, result)).toBe(true);
+    expect((await store.get(s.id!))?.stepResults['step-1']).toMatchObject({ exitCode: 0 });
+    expect(await store.recordStepResult(`gone-${suffix}`, result)).toBe(false);
+    expect(await redis.exists(`job:{gone-${suffix}}`)).toBe(0);
+  });
+});

@@ -1,0 +1,370 @@
+import { randomUUID } from 'node:crypto';
+import { type StepResult, StepResultSchema, StreamLimits } from '@sandstream/wire';
+import { type JobSpec, JobSpecSchema } from './job-spec.js';
+import {
+  isTerminal,
+  JOB_EVENT_FIELD,
+  type JobEvent,
+  type JobRecord,
+  type JobSandbox,
+  JobSandboxSchema,
+  type JobState,
+  JobStateSchema,
+} from './job-state.js';
+import { createKeySpace, type KeySpace } from './key-space.js';
+import { LuaScript } from './lua-script.js';
+import type { RedisClient } from './redis-connection.js';
+
+// KEYS: job hash, job events stream. ARGV: id, tenant, spec, now, eventJson, maxlen.
+const CREATE = new LuaScript(
+  'job-create',
+  `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'id', ARGV[1], 'tenant', ARGV[2], 'state', 'queued', 'spec', ARGV[3],
+  'createdAt', ARGV[4], 'updatedAt', ARGV[4], 'version', 1)
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', '${JOB_EVENT_FIELD}', ARGV[5])
+return 1
+`,
+);
+
+// Compare-and-set of the state. KEYS: job hash, job events stream.
+// ARGV: to, now, terminal(0|1), reason, maxlen, nFrom, from..., then field/value pairs to set.
+// Returns {'missing'} | {'noop', state} | {'conflict', state} | {'ok', from, eventJson}.
+const TRANSITION = new LuaScript(
+  'job-transition',
+  `
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return {'missing'} end
+local to = ARGV[1]
+if state == to then return {'noop', state} end
+local nFrom = tonumber(ARGV[6])
+local allowed = false
+for i = 7, 6 + nFrom do if ARGV[i] == state then allowed = true end end
+if not allowed then return {'conflict', state} end
+redis.call('HSET', KEYS[1], 'state', to, 'updatedAt', ARGV[2])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'reason', ARGV[4]) else redis.call('HDEL', KEYS[1], 'reason') end
+if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'finishedAt', ARGV[2]) end
+for i = 7 + nFrom, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+local event = {type = 'transition', jobId = redis.call('HGET', KEYS[1], 'id'),
+  tenant = redis.call('HGET', KEYS[1], 'tenant'), from = state, to = to, at = tonumber(ARGV[2])}
+if ARGV[4] ~= '' then event.reason = ARGV[4] end
+local json = cjson.encode(event)
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', '${JOB_EVENT_FIELD}', json)
+return {'ok', state, json}
+`,
+);
+
+// KEYS: job hash, job events stream. ARGV: reason, now, maxlen.
+// Returns {'missing'} | {'terminal', state} | {'ok', state, eventJson} (a repeat returns {'repeat', state}).
+const REQUEST_CANCEL = new LuaScript(
+  'job-request-cancel',
+  `
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return {'missing'} end
+if state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'timed-out' then
+  return {'terminal', state}
+end
+if redis.call('HEXISTS', KEYS[1], 'cancelRequested') == 1 then return {'repeat', state} end
+redis.call('HSET', KEYS[1], 'cancelRequested', ARGV[1], 'updatedAt', ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+local json = cjson.encode({type = 'cancel-requested', jobId = redis.call('HGET', KEYS[1], 'id'),
+  tenant = redis.call('HGET', KEYS[1], 'tenant'), from = state, to = state, reason = ARGV[1], at = tonumber(ARGV[2])})
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', '${JOB_EVENT_FIELD}', json)
+return {'ok', state, json}
+`,
+);
+
+// KEYS: job hash. ARGV: field, value. Sets a field only on an existing record.
+const SET_IF_EXISTS = new LuaScript(
+  'job-set-if-exists',
+  `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+return 1
+`,
+);
+
+export type TransitionResult =
+  | { status: 'ok'; from: JobState; event: JobEvent }
+  /** The job already was in the target state: repeating a transition changes nothing. */
+  | { status: 'noop'; state: JobState }
+  /** The job is in a state the caller did not expect (another replica got there first). */
+  | { status: 'conflict'; state: JobState }
+  | { status: 'missing' };
+
+export type CancelResult =
+  | { status: 'requested'; state: JobState }
+  /** Cancelled on the spot: nothing had started yet. */
+  | { status: 'cancelled' }
+  | { status: 'already-requested'; state: JobState }
+  | { status: 'terminal'; state: JobState }
+  | { status: 'missing' };
+
+export interface TransitionOptions {
+  reason?: string;
+  /** Record where the sandbox lives in the same atomic step. */
+  sandbox?: JobSandbox;
+}
+
+export interface ListOptions {
+  tenant?: string;
+  state?: JobState;
+  /** Newest first; at most this many (default 100, max 1000). */
+  limit?: number;
+}
+
+export interface JobStoreOptions {
+  redis: RedisClient;
+  keys?: KeySpace;
+  /** Injectable clock for tests. */
+  now?: () => number;
+}
+
+/**
+ * The job records: one Redis hash per job plus per-tenant and per-state indexes. Every state
+ * change is a compare-and-set in Lua that also appends a `job` entry to the job's own events
+ * stream, so a follower of `sandbox:{jobId}:events` reads output and state changes in order.
+ */
+export class JobStore {
+  readonly redis: RedisClient;
+  readonly keys: KeySpace;
+  private readonly now: () => number;
+
+  constructor(options: JobStoreOptions) {
+    this.redis = options.redis;
+    this.keys = options.keys ?? createKeySpace();
+    this.now = options.now ?? Date.now;
+  }
+
+  /**
+   * Creates the record in state `queued`. With an id that already exists nothing is written and
+   * `created` is false: submitting the same id twice makes one job.
+   */
+  async create(spec: JobSpec): Promise<{ created: boolean; jobId: string }> {
+    const parsed = JobSpecSchema.parse(spec);
+    const jobId = parsed.id ?? randomUUID();
+    const now = this.now();
+    const stored = { ...parsed, id: jobId };
+    const event: JobEvent = {
+      type: 'created',
+      jobId,
+      tenant: parsed.tenant,
+      from: null,
+      to: 'queued',
+      at: now,
+    };
+    const json = JSON.stringify(event);
+    const created = await CREATE.run<number>(
+      this.redis,
+      [this.keys.job(jobId), this.keys.sandbox(jobId).events],
+      [jobId, parsed.tenant, JSON.stringify(stored), now, json, StreamLimits.eventStreamMaxLength],
+    );
+    if (created !== 1) return { created: false, jobId };
+    // Separate commands, not one pipeline: on a Cluster these keys live in different slots.
+    await Promise.all([
+      this.redis.zadd(this.keys.jobsByTenant(parsed.tenant), now, jobId),
+      this.redis.zadd(this.keys.jobsByState('queued'), now, jobId),
+      this.publishLifecycle(json),
+    ]);
+    return { created: true, jobId };
+  }
+
+  async get(jobId: string): Promise<JobRecord | null> {
+    const hash = await this.redis.hgetall(this.keys.job(jobId));
+    return parseRecord(hash);
+  }
+
+  /** The parsed spec of a job (re-validated, so a record edited by hand cannot smuggle bad input). */
+  async getSpec(jobId: string): Promise<JobSpec | null> {
+    const raw = await this.redis.hget(this.keys.job(jobId), 'spec');
+    return raw === null ? null : JobSpecSchema.parse(JSON.parse(raw));
+  }
+
+  async list(options: ListOptions = {}): Promise<JobRecord[]> {
+    const limit = Math.min(Math.max(options.limit ?? 100, 1), 1000);
+    const index = options.tenant
+      ? this.keys.jobsByTenant(options.tenant)
+      : options.state
+        ? this.keys.jobsByState(options.state)
+        : null;
+    if (index === null) throw new Error('list needs a tenant or a state');
+    // Indexes are updated after the atomic part of a transition, so an entry may be stale;
+    // each record is re-read and filtered here. Over-fetch a little when filtering by both.
+    const ids = await this.redis.zrevrange(
+      index,
+      0,
+      (options.tenant && options.state ? limit * 4 : limit) - 1,
+    );
+    const hashes = await Promise.all(ids.map((id) => this.redis.hgetall(this.keys.job(id))));
+    const records: JobRecord[] = [];
+    for (const hash of hashes) {
+      const record = parseRecord(hash);
+      if (!record) continue;
+      if (options.state && record.state !== options.state) continue;
+      if (options.tenant && record.tenant !== options.tenant) continue;
+      records.push(record);
+      if (records.length >= limit) break;
+    }
+    return records;
+  }
+
+  /**
+   * Moves a job from one of `from` to `to` atomically. Repeating a transition that already
+   * happened is a no-op; a job in any other state is left alone and reported as a conflict.
+   */
+  async transition(
+    jobId: string,
+    from: readonly JobState[],
+    to: JobState,
+    options: TransitionOptions = {},
+  ): Promise<TransitionResult> {
+    const now = this.now();
+    const fields: string[] = [];
+    if (options.sandbox) fields.push('sandbox', JSON.stringify(JobSandboxSchema.parse(options.sandbox)));
+    const reply = await TRANSITION.run<string[]>(
+      this.redis,
+      [this.keys.job(jobId), this.keys.sandbox(jobId).events],
+      [
+        to,
+        now,
+        isTerminal(to) ? 1 : 0,
+        (options.reason ?? '').slice(0, 4096),
+        StreamLimits.eventStreamMaxLength,
+        from.length,
+        ...from,
+        ...fields,
+      ],
+    );
+    const [status, state, json] = reply;
+    if (status === 'missing') return { status: 'missing' };
+    if (status === 'noop') return { status: 'noop', state: JobStateSchema.parse(state) };
+    if (status === 'conflict') return { status: 'conflict', state: JobStateSchema.parse(state) };
+    const previous = JobStateSchema.parse(state);
+    await Promise.all([
+      this.redis.zrem(this.keys.jobsByState(previous), jobId),
+      this.redis.zadd(this.keys.jobsByState(to), now, jobId),
+      this.publishLifecycle(json as string),
+    ]);
+    return { status: 'ok', from: previous, event: JSON.parse(json as string) as JobEvent };
+  }
+
+  /**
+   * Sets the cancel flag. A job still `queued` is cancelled on the spot; later states are
+   * cancelled by whichever service holds the job (pod-lifecycle, step-dispatcher), which
+   * check the flag.
+   */
+  async requestCancel(jobId: string, reason = 'cancelled by request'): Promise<CancelResult> {
+    const now = this.now();
+    const [status, state, json] = await REQUEST_CANCEL.run<string[]>(
+      this.redis,
+      [this.keys.job(jobId), this.keys.sandbox(jobId).events],
+      [reason.slice(0, 4096), now, StreamLimits.eventStreamMaxLength],
+    );
+    if (status === 'missing') return { status: 'missing' };
+    const current = JobStateSchema.parse(state);
+    if (status === 'terminal') return { status: 'terminal', state: current };
+    if (status === 'repeat') return { status: 'already-requested', state: current };
+    await this.publishLifecycle(json as string);
+    if (current === 'queued') {
+      const moved = await this.transition(jobId, ['queued'], 'cancelled', { reason });
+      if (moved.status === 'ok' || (moved.status === 'noop' && moved.state === 'cancelled')) {
+        return { status: 'cancelled' };
+      }
+      if (moved.status === 'conflict') return { status: 'requested', state: moved.state };
+    }
+    return { status: 'requested', state: current };
+  }
+
+  async isCancelRequested(jobId: string): Promise<boolean> {
+    return (await this.redis.hexists(this.keys.job(jobId), 'cancelRequested')) === 1;
+  }
+
+  /** Records one step's result on the record (`step:<stepId>`); false when the job is gone. */
+  async recordStepResult(jobId: string, result: StepResult): Promise<boolean> {
+    const parsed = StepResultSchema.parse(result);
+    if (parsed.stepId === null) throw new Error('recordStepResult: result.stepId must not be null');
+    const done = await SET_IF_EXISTS.run<number>(
+      this.redis,
+      [this.keys.job(jobId)],
+      [`step:${parsed.stepId}`, JSON.stringify(parsed)],
+    );
+    return done === 1;
+  }
+
+  /** Records where the job's sandbox lives; false when the job is gone. */
+  async setSandbox(jobId: string, sandbox: JobSandbox): Promise<boolean> {
+    const done = await SET_IF_EXISTS.run<number>(
+      this.redis,
+      [this.keys.job(jobId)],
+      ['sandbox', JSON.stringify(JobSandboxSchema.parse(sandbox))],
+    );
+    return done === 1;
+  }
+
+  /** Removes the record, the job's sandbox keys and its index entries (the reaper's job). */
+  async delete(jobId: string, tenant?: string): Promise<void> {
+    const keys = this.keys.sandbox(jobId);
+    await Promise.all([
+      // One slot: the record and the sandbox keys share the job's hash tag.
+      this.redis.unlink(
+        this.keys.job(jobId),
+        keys.in,
+        keys.events,
+        keys.results,
+        keys.heartbeat,
+        keys.control,
+      ),
+      ...JobStateSchema.options.map((state) => this.redis.zrem(this.keys.jobsByState(state), jobId)),
+      ...(tenant ? [this.redis.zrem(this.keys.jobsByTenant(tenant), jobId)] : []),
+    ]);
+  }
+
+  private async publishLifecycle(json: string): Promise<void> {
+    await this.redis.xadd(
+      this.keys.lifecycleStream,
+      'MAXLEN',
+      '~',
+      StreamLimits.lifecycleStreamMaxLength,
+      '*',
+      JOB_EVENT_FIELD,
+      json,
+    );
+  }
+}
+
+function parseRecord(hash: Record<string, string>): JobRecord | null {
+  if (!hash || hash.state === undefined || hash.id === undefined) return null;
+  const state = JobStateSchema.safeParse(hash.state);
+  if (!state.success) return null;
+  const stepResults: JobRecord['stepResults'] = {};
+  for (const [field, value] of Object.entries(hash)) {
+    if (!field.startsWith('step:')) continue;
+    const parsed = StepResultSchema.safeParse(safeJson(value));
+    if (parsed.success) stepResults[field.slice(5)] = parsed.data;
+  }
+  const sandbox = hash.sandbox ? JobSandboxSchema.safeParse(safeJson(hash.sandbox)) : undefined;
+  return {
+    id: hash.id,
+    tenant: hash.tenant ?? 'default',
+    state: state.data,
+    spec: safeJson(hash.spec ?? 'null'),
+    createdAt: Number(hash.createdAt),
+    updatedAt: Number(hash.updatedAt),
+    finishedAt: hash.finishedAt ? Number(hash.finishedAt) : undefined,
+    reason: hash.reason,
+    cancelRequested: hash.cancelRequested,
+    sandbox: sandbox?.success ? sandbox.data : undefined,
+    stepResults,
+    version: Number(hash.version ?? 0),
+  };
+}
+
+function safeJson(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return null;
+  }
+}

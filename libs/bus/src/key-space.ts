@@ -1,0 +1,94 @@
+import { type SandboxKeys, sandboxKeyPrefix, sandboxKeys } from '@sandstream/wire';
+
+/**
+ * Every Redis key the services use, in one place.
+ *
+ * Cluster layout: keys that one Lua script touches together share a hash tag.
+ * - Per job: `job:{<jobId>}` (the job record hash) and the wire's tagged `sandbox:{<jobId>}:*`
+ *   keys live in the job's slot, so a state transition can update the record and append to the
+ *   job's events stream atomically.
+ * - Admission: the global and per-tenant lease sets share `{<ns>:leases}`, so one script checks
+ *   and takes both slots.
+ * - BullMQ: all queues use the prefix `{<ns>}` (BullMQ's own scripts need each queue's keys in one slot).
+ * Cross-slot writes (indexes, `events:lifecycle`) happen after the atomic part and are
+ * idempotent, so a crash between them leaves, at worst, a stale index entry that readers verify.
+ *
+ * `namespace` isolates everything that is not per-job (tests pass a random one); per-job keys
+ * are isolated by the job id itself.
+ */
+export interface KeySpace {
+  readonly namespace: string;
+  /** BullMQ `prefix` option for every Queue / Worker / QueueEvents. */
+  readonly bullPrefix: string;
+  /** Capped stream of every job transition, for observers. */
+  readonly lifecycleStream: string;
+  /** ZSET jobId -> lease expiry (ms): holders of a global sandbox slot. */
+  readonly leasesGlobal: string;
+  /** ZSET jobId -> lease expiry (ms): holders of one of the tenant's slots. */
+  leasesTenant(tenant: string): string;
+  /** LIST: one entry per freed slot; schedulers block on it instead of polling for capacity. */
+  readonly capacityFreed: string;
+  /** ZSET jobId -> rank: jobs waiting for capacity, best first. */
+  readonly capacityWaiting: string;
+  /** ZSET jobId -> createdAt (ms): jobs of one tenant. */
+  jobsByTenant(tenant: string): string;
+  /** ZSET jobId -> updatedAt (ms): jobs currently in a state. */
+  jobsByState(state: string): string;
+  /** HASH: the job record. */
+  job(jobId: string): string;
+  /** The wire's per-job keys, always in the tagged (hash-tag) style. */
+  sandbox(jobId: string): SandboxKeys;
+  /** Prefix of all of a job's sandbox keys (ACL pattern, cleanup). */
+  sandboxPrefix(jobId: string): string;
+  /** Shared completion stream the agents of this shard notify (wire CompletionNotice). */
+  completionStream(shard: number): string;
+  /** Picks the completion-stream shard for a job (stable for the job's life). */
+  completionShard(jobId: string, shards: number): number;
+  /** SCAN MATCH patterns the reaper walks. */
+  readonly scanPatterns: { readonly jobs: string; readonly sandboxes: string };
+  /** Short-lived lock keys (e.g. one reaper acting on one job at a time). */
+  lock(name: string): string;
+}
+
+export const DEFAULT_NAMESPACE = 'sandstream';
+
+export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace {
+  if (!/^[A-Za-z0-9_.-]+$/.test(namespace)) {
+    throw new Error(`namespace "${namespace}" may contain only letters, digits, "_", "." and "-"`);
+  }
+  // The production namespace keeps the documented short names; others are prefixed.
+  const scoped = (name: string) => (namespace === DEFAULT_NAMESPACE ? name : `${namespace}:${name}`);
+  const leaseTag = `{${namespace}:leases}`;
+  return {
+    namespace,
+    bullPrefix: `{${namespace}}`,
+    lifecycleStream: scoped('events:lifecycle'),
+    leasesGlobal: `${leaseTag}:global`,
+    leasesTenant: (tenant) => `${leaseTag}:tenant:${tenant}`,
+    capacityFreed: `${leaseTag}:freed`,
+    capacityWaiting: `${leaseTag}:waiting`,
+    jobsByTenant: (tenant) => `${namespace}:jobs:tenant:${tenant}`,
+    jobsByState: (state) => `${namespace}:jobs:state:${state}`,
+    job: (jobId) => `job:{${jobId}}`,
+    sandbox: (jobId) => sandboxKeys(jobId, 'tagged'),
+    sandboxPrefix: (jobId) => sandboxKeyPrefix(jobId, 'tagged'),
+    completionStream: (shard) => `{${namespace}:completions:${shard}}:stream`,
+    completionShard: (jobId, shards) => {
+      // FNV-1a: cheap, stable across processes and languages.
+      let hash = 0x811c9dc5;
+      for (let i = 0; i < jobId.length; i++) {
+        hash ^= jobId.charCodeAt(i);
+        hash = Math.imul(hash, 0x01000193) >>> 0;
+      }
+      return hash % Math.max(1, shards);
+    },
+    scanPatterns: { jobs: 'job:{*}', sandboxes: 'sandbox:{*}:*' },
+    lock: (name) => `${namespace}:lock:${name}`,
+  };
+}
+
+/** The job id inside a `job:{id}` or `sandbox:{id}:…` key, or null for other keys. */
+export function jobIdFromKey(key: string): string | null {
+  const match = /^(?:job|sandbox):\{([^}]+)\}/.exec(key);
+  return match ? (match[1] as string) : null;
+}

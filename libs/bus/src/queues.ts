@@ -1,0 +1,102 @@
+import { JobIdSchema, TraceContextSchema } from '@sandstream/wire';
+import { z } from 'zod';
+import { JobStateSchema } from './job-state.js';
+
+/**
+ * The four BullMQ queues between the services. Every payload is zod-validated by its consumer
+ * (a malformed payload fails that BullMQ job with the field named, it never crashes a worker),
+ * and every payload may carry the W3C trace context of the job's trace.
+ *
+ *   submit ──jobs──▶ scheduler ──sandbox-create──▶ pod-lifecycle ──dispatch──▶ step-dispatcher
+ *                                                       ▲                            │
+ *                                                       └──────sandbox-destroy───────┘
+ *
+ * The job record (job-store) is the source of truth; payloads carry ids and only what the next
+ * service needs so it does not have to re-read the record on the hot path.
+ */
+export const QueueNames = {
+  jobs: 'jobs',
+  sandboxCreate: 'sandbox-create',
+  dispatch: 'dispatch',
+  sandboxDestroy: 'sandbox-destroy',
+} as const;
+export type QueueName = (typeof QueueNames)[keyof typeof QueueNames];
+
+const traceContext = TraceContextSchema.optional();
+
+/** submit -> scheduler. The spec itself is read from the job record. */
+export const JobsPayloadSchema = z.object({
+  jobId: JobIdSchema,
+  traceContext,
+});
+export type JobsPayload = z.infer<typeof JobsPayloadSchema>;
+
+/** The sandbox ref as backends return it (libs/sandbox SandboxRef). */
+export const SandboxRefPayloadSchema = z.object({
+  jobId: JobIdSchema,
+  backend: z.enum(['inprocess', 'docker', 'kubernetes']),
+  id: z.string().min(1),
+});
+export type SandboxRefPayload = z.infer<typeof SandboxRefPayloadSchema>;
+
+/**
+ * scheduler -> pod-lifecycle. `sandbox` is the resolved SandboxSpec input (libs/sandbox
+ * SandboxSpecSchema parses it in pod-lifecycle; kept loose here so the bus does not depend on
+ * the backends package).
+ */
+export const SandboxCreatePayloadSchema = z.object({
+  jobId: JobIdSchema,
+  tenant: z.string().min(1),
+  sandbox: z.looseObject({ image: z.string().min(1) }),
+  /** Template name it was resolved from, for logs. */
+  template: z.string().optional(),
+  traceContext,
+});
+export type SandboxCreatePayload = z.infer<typeof SandboxCreatePayloadSchema>;
+
+/** pod-lifecycle -> step-dispatcher: the sandbox's agent is alive; start pushing steps. */
+export const DispatchPayloadSchema = z.object({
+  jobId: JobIdSchema,
+  sandbox: SandboxRefPayloadSchema,
+  /** Completion stream this job's agent notifies (key-space completionStream(shard)). */
+  notifyStream: z.string().min(1),
+  traceContext,
+});
+export type DispatchPayload = z.infer<typeof DispatchPayloadSchema>;
+
+/** step-dispatcher (or anyone ending a job) -> pod-lifecycle: tear the sandbox down. */
+export const SandboxDestroyPayloadSchema = z.object({
+  jobId: JobIdSchema,
+  /** Why, for logs ("job succeeded", "cancelled by user", …). */
+  reason: z.string().max(2048).default('job finished'),
+  /** The terminal state the sender recorded (or will record); informational. */
+  outcome: JobStateSchema.optional(),
+  traceContext,
+});
+export type SandboxDestroyPayload = z.infer<typeof SandboxDestroyPayloadSchema>;
+
+export const QueuePayloadSchemas = {
+  [QueueNames.jobs]: JobsPayloadSchema,
+  [QueueNames.sandboxCreate]: SandboxCreatePayloadSchema,
+  [QueueNames.dispatch]: DispatchPayloadSchema,
+  [QueueNames.sandboxDestroy]: SandboxDestroyPayloadSchema,
+} as const;
+
+/**
+ * BullMQ custom ids may not contain ":" nor look like integers, but job ids may; this maps a
+ * job id to a BullMQ job id reversibly ("%" never occurs in a job id). Using it as the BullMQ
+ * jobId makes every queue idempotent per job: adding the same job twice adds it once.
+ */
+export function bullJobId(jobId: string): string {
+  return `j_${jobId.replaceAll(':', '%3A')}`;
+}
+
+export function jobIdFromBullJobId(id: string): string {
+  return id.replace(/^j_/, '').replaceAll('%3A', ':');
+}
+
+/** Default BullMQ job options per queue: bounded history so Redis does not grow with every job. */
+export const DefaultJobOptions = {
+  removeOnComplete: { age: 3600, count: 10_000 },
+  removeOnFail: { age: 24 * 3600, count: 10_000 },
+} as const;
