@@ -7,3 +7,4 @@ export * from './key-space.js';
 export * from './lua-script.js';
 export * from './queues.js';
 export * from './redis-connection.js';
+export * from './slot-leases.js';

@@ -1,0 +1,75 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { createKeySpace } from './key-space.js';
+import { SlotLeases } from './slot-leases.js';
+import { connectTestRedis, uniqueSuffix } from './test-redis.js';
+
+const redis = connectTestRedis();
+const namespaces: string[] = [];
+
+function fresh(globalLimit: number, tenantLimit: number, leaseMs = 60_000, now?: () => number) {
+  const ns = `t-${uniqueSuffix()}`;
+  namespaces.push(ns);
+  const keys = createKeySpace(ns);
+  return {
+    keys,
+    leases: new SlotLeases({ redis, keys, globalLimit, tenantLimit, leaseMs, ...(now ? { now } : {}) }),
+  };
+}
+
+afterAll(async () => {
+  for (const ns of namespaces) {
+    const found = await redis.keys(`{${ns}:leases}:*`);
+    if (found.length) await redis.unlink(...found);
+  }
+  redis.disconnect();
+});
+
+describe('slot leases', () => {
+  it('never over-admits under concurrency: 50 racing acquires for 5 slots, from 5 connections', async () => {
+    const { leases, keys } = fresh(5, 100);
+    const clients = Array.from({ length: 5 }, () => connectTestRedis());
+    try {
+      const racers = clients.map(
+        (client) =>
+          new SlotLeases({ redis: client, keys, globalLimit: 5, tenantLimit: 100, leaseMs: 60_000 }),
+      );
+      const results = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => racers[i % 5]!.acquire(`job-${i}`, 'acme')),
+      );
+      expect(results.filter((r) => r.granted)).toHaveLength(5);
+      expect(await leases.inUse()).toBe(5);
+    } finally {
+      for (const c of clients) c.disconnect();
+    }
+  });
+
+  it('enforces the tenant limit separately from the global one', async () => {
+    const { leases } = fresh(10, 2);
+    expect(await leases.acquire('a1', 'a')).toEqual({ granted: true });
+    expect(await leases.acquire('a2', 'a')).toEqual({ granted: true });
+    expect(await leases.acquire('a3', 'a')).toEqual({ granted: false, blockedBy: 'tenant' });
+    expect(await leases.acquire('b1', 'b')).toEqual({ granted: true });
+    // Acquiring again is idempotent (a redelivered job keeps its slot).
+    expect(await leases.acquire('a1', 'a')).toEqual({ granted: true });
+    expect(await leases.inUse('a')).toBe(2);
+  });
+
+  it('reclaims the slot of a holder that stopped renewing, and release wakes a waiter', async () => {
+    let clock = 1_000_000;
+    const { leases, keys } = fresh(1, 1, 5_000, () => clock);
+    expect((await leases.acquire('dead', 't')).granted).toBe(true);
+    expect(await leases.acquire('next', 't')).toEqual({ granted: false, blockedBy: 'global' });
+    clock += 4_000;
+    expect(await leases.renew('dead', 't')).toBe(true); // still alive: extends to clock+5000
+    clock += 4_000;
+    expect((await leases.acquire('next', 't')).granted).toBe(false);
+    clock += 6_000; // now past the renewed expiry: holder is dead
+    expect(await leases.reclaimExpired()).toEqual(['dead']);
+    expect(await redis.lrange(keys.capacityFreed, 0, -1)).toEqual(['dead']);
+    expect(await leases.renew('dead', 't')).toBe(false); // a late renewal cannot revive it
+    expect((await leases.acquire('next', 't')).granted).toBe(true);
+    expect(await leases.release('next', 't')).toBe(true);
+    expect(await leases.release('next', 't')).toBe(false);
+    expect(await redis.llen(keys.capacityFreed)).toBe(2);
+  });
+});
