@@ -68,6 +68,11 @@ export interface WaitReadyOptions {
 export interface DestroyOptions {
   /** Time for the agent to exit on its own after the shutdown step before it is killed. */
   graceMs?: number;
+  /**
+   * Also delete the job's output keys (events, results). By default only the keys the sandbox
+   * consumes (in, control, heartbeat) go, and the output is left to the reaper's retention.
+   */
+  removeOutputKeys?: boolean;
 }
 
 /**
@@ -78,7 +83,10 @@ export interface DestroyOptions {
 export interface SandboxBackend {
   readonly kind: BackendKind;
   create(request: CreateSandboxRequest): Promise<SandboxRef>;
-  /** Resolves when the sandbox runs and its agent heart-beats; rejects with SandboxStartError. */
+  /**
+   * Resolves when the sandbox runs and its agent heart-beats; rejects with SandboxStartError.
+   * `deadlineMs` is a time budget in milliseconds counted from the call (not a timestamp).
+   */
   waitReady(ref: SandboxRef, deadlineMs: number, options: WaitReadyOptions): Promise<void>;
   /** Idempotent: destroying a sandbox that is already gone succeeds. */
   destroy(ref: SandboxRef, options?: DestroyOptions): Promise<void>;
@@ -93,4 +101,8 @@ export const SandboxLabels = {
   managedByValue: 'sandstream',
   jobId: 'sandstream.dev/job-id',
   tenant: 'sandstream.dev/tenant',
+  /** Which per-job key style the agent was started with, so any process can reach its keys. */
+  keyStyle: 'sandstream.dev/key-style',
+  /** Name of the template the spec was resolved from. */
+  template: 'sandstream.dev/template',
 } as const;

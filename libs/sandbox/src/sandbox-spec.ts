@@ -68,8 +68,18 @@ export const SandboxSpecSchema = z.object({
   persistentWorkspace: z
     .object({ name: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/), size: memoryQuantity.optional() })
     .optional(),
-  /** Override the toolchain command (rare: the agent is the entrypoint). */
+  /**
+   * Override what runs in the sandbox instead of the agent (rare: the agent is the entrypoint).
+   * The agent's settings still arrive as SANDSTREAM_* environment, so a wrapper can start it.
+   */
   command: z.array(z.string()).optional(),
+  /** Name of the template this spec was resolved from, for labels and logs. */
+  template: z.string().optional(),
+  /**
+   * Kubernetes only: a partial Pod object (metadata/spec) the Kubernetes backend merges into the
+   * pod it builds (volumes, sidecars, scheduling). Other backends ignore it.
+   */
+  podTemplate: z.record(z.string(), z.unknown()).optional(),
 });
 export type SandboxSpec = z.output<typeof SandboxSpecSchema>;
 export type SandboxSpecInput = z.input<typeof SandboxSpecSchema>;

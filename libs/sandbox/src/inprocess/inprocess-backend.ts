@@ -1,0 +1,270 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { formatIssues, JobIdSchema } from '@sandstream/wire';
+import type { Redis } from 'ioredis';
+import { agentArgs, agentEnvironment } from '../agent-command.js';
+import { deleteSandboxKeys, requestAgentShutdown } from '../agent-shutdown.js';
+import {
+  type CreateSandboxRequest,
+  type DestroyOptions,
+  type SandboxBackend,
+  type SandboxInfo,
+  SandboxLabels,
+  type SandboxRef,
+  SandboxStartError,
+  type WaitReadyOptions,
+} from '../backend.js';
+import { describeCrash, readLogTail } from '../log-tail.js';
+import { pollUntil } from '../poll.js';
+import { SandboxSpecSchema } from '../sandbox-spec.js';
+import { resolveSecretEnv } from '../secret-env.js';
+import { isProcessAlive, processStartTime, terminateProcessGroup } from './process-control.js';
+import {
+  DEFAULT_INPROCESS_REGISTRY_KEY,
+  type InProcessRecord,
+  InProcessRegistry,
+} from './sandbox-registry.js';
+import { createJobDirectories, removeJobDirectories } from './workspace.js';
+
+/** agent/dist/main.js of this monorepo, relative to libs/sandbox/{src,dist}/inprocess/. */
+export const DEFAULT_AGENT_ENTRY = fileURLToPath(new URL('../../../../agent/dist/main.js', import.meta.url));
+
+export interface InProcessBackendOptions {
+  /** Registry of running sandboxes and the shutdown step both go through this client. */
+  redis: Redis;
+  /** The agent's built entry point, run as `node <agentEntry> …`. */
+  agentEntry?: string;
+  /** The Node binary that runs the agent; defaults to the one running this process. */
+  nodePath?: string;
+  /** Parent of the per-job state directories (agent log, temporary workspace). */
+  root?: string;
+  /** Parent of persistent workspaces (`spec.persistentWorkspace.name`). */
+  persistentRoot?: string;
+  registryKey?: string;
+  /** Where secretEnv values come from; defaults to this process's environment. */
+  secretSource?: Record<string, string | undefined>;
+  /**
+   * Variables of this process the agent inherits. The rest (service credentials, cloud tokens)
+   * stays out of the sandbox: only spec.env, resolved secretEnv and these reach it.
+   */
+  passEnv?: readonly string[];
+  idleTimeoutSeconds?: number;
+  /** Time a destroy waits after the shutdown step before killing, unless the call says otherwise. */
+  defaultGraceMs?: number;
+}
+
+const DEFAULT_PASS_ENV = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
+
+/**
+ * Sandboxes as local child processes: no isolation at all, for tests and single-user developer
+ * machines. Ignores image, resources, network, runtimeClass, user and the Kubernetes fields.
+ */
+export class InProcessBackend implements SandboxBackend {
+  readonly kind = 'inprocess' as const;
+  private readonly registry: InProcessRegistry;
+  private readonly agentEntry: string;
+  private readonly root: string;
+  private readonly persistentRoot: string;
+  /** Exit codes of children this process spawned; another process only learns that they are gone. */
+  private readonly exits = new Map<number, number | null>();
+  private readonly children = new Set<ChildProcess>();
+
+  constructor(private readonly options: InProcessBackendOptions) {
+    this.registry = new InProcessRegistry(
+      options.redis,
+      options.registryKey ?? DEFAULT_INPROCESS_REGISTRY_KEY,
+    );
+    this.agentEntry = options.agentEntry ?? DEFAULT_AGENT_ENTRY;
+    this.root = options.root ?? join(tmpdir(), 'sandstream-inprocess');
+    this.persistentRoot = options.persistentRoot ?? join(this.root, 'persistent');
+  }
+
+  async create(request: CreateSandboxRequest): Promise<SandboxRef> {
+    const jobId = JobIdSchema.safeParse(request.jobId);
+    if (!jobId.success) throw new SandboxStartError('backend_error', formatIssues(jobId.error, 'jobId'));
+    const specResult = SandboxSpecSchema.safeParse(request.spec);
+    if (!specResult.success)
+      throw new SandboxStartError('backend_error', formatIssues(specResult.error, 'spec'));
+    const spec = specResult.data;
+    if (await this.registry.get(request.jobId)) {
+      throw new SandboxStartError('backend_error', `a sandbox for job ${request.jobId} already exists`);
+    }
+    if (!spec.command && !existsSync(this.agentEntry)) {
+      throw new SandboxStartError(
+        'backend_error',
+        `agent entry ${this.agentEntry} does not exist: build the agent (npx tsc -b agent) or set agentEntry`,
+      );
+    }
+    let secrets: Record<string, string>;
+    try {
+      secrets = resolveSecretEnv(spec.secretEnv, this.options.secretSource);
+    } catch (err) {
+      throw new SandboxStartError('backend_error', (err as Error).message);
+    }
+
+    const dirs = await createJobDirectories({
+      root: this.root,
+      persistentRoot: this.persistentRoot,
+      jobId: request.jobId,
+      persistentName: spec.persistentWorkspace?.name,
+    });
+    const launch = {
+      jobId: request.jobId,
+      agent: request.agent,
+      workdir: dirs.workspace,
+      idleTimeoutSeconds: this.options.idleTimeoutSeconds,
+    };
+    const inherited: Record<string, string> = {};
+    for (const name of this.options.passEnv ?? DEFAULT_PASS_ENV) {
+      const value = process.env[name];
+      if (value !== undefined) inherited[name] = value;
+    }
+    const env = {
+      ...inherited,
+      ...spec.env,
+      ...secrets,
+      ...request.agent.agentEnv,
+      ...agentEnvironment(launch),
+    };
+    const [file, ...args] = spec.command ?? [
+      this.options.nodePath ?? process.execPath,
+      this.agentEntry,
+      ...agentArgs(launch),
+    ];
+
+    const logPath = join(dirs.stateDir, 'agent.log');
+    // The log is a file, not a pipe: the agent must outlive this process (another replica may
+    // destroy it), and any process can read the tail of a file for a crash report.
+    const logFd = openSync(logPath, 'a', 0o600);
+    let child: ChildProcess;
+    try {
+      child = spawn(file as string, args, {
+        cwd: dirs.workspace,
+        env,
+        detached: true,
+        stdio: ['ignore', logFd, logFd],
+      });
+      await new Promise<void>((resolve, reject) => {
+        child.once('spawn', resolve);
+        child.once('error', reject);
+      });
+    } catch (err) {
+      await removeJobDirectories(dirs);
+      throw new SandboxStartError('agent_crashed', `could not start ${file}: ${(err as Error).message}`);
+    } finally {
+      closeSync(logFd);
+    }
+    const pid = child.pid as number;
+    this.children.add(child);
+    child.once('exit', (code, signal) => {
+      this.exits.set(pid, code ?? (signal ? 128 : null));
+      this.children.delete(child);
+    });
+    child.unref();
+
+    const labels: Record<string, string> = {
+      ...spec.labels,
+      [SandboxLabels.managedBy]: SandboxLabels.managedByValue,
+      [SandboxLabels.jobId]: request.jobId,
+      [SandboxLabels.tenant]: request.tenant,
+      [SandboxLabels.keyStyle]: request.agent.keyStyle,
+    };
+    if (spec.template) labels[SandboxLabels.template] = spec.template;
+    await this.registry.put({
+      jobId: request.jobId,
+      tenant: request.tenant,
+      pid,
+      startTime: await processStartTime(pid),
+      hostname: hostname(),
+      stateDir: dirs.stateDir,
+      workspace: dirs.workspace,
+      persistentWorkspace: dirs.persistent,
+      keyStyle: request.agent.keyStyle,
+      labels,
+      createdAt: new Date().toISOString(),
+    });
+    return { jobId: request.jobId, backend: 'inprocess', id: String(pid) };
+  }
+
+  async waitReady(ref: SandboxRef, deadlineMs: number, options: WaitReadyOptions): Promise<void> {
+    const record = await this.registry.get(ref.jobId);
+    if (!record)
+      throw new SandboxStartError('backend_error', `no in-process sandbox is recorded for job ${ref.jobId}`);
+    const started = Date.now();
+    const outcome = await pollUntil<'ready' | 'exited'>(
+      async () => {
+        if (!(await this.isAlive(record))) return 'exited';
+        return (await options.isAgentAlive()) ? 'ready' : undefined;
+      },
+      { deadline: started + deadlineMs, signal: options.signal, initialIntervalMs: 5, maxIntervalMs: 100 },
+    );
+    if (outcome === 'ready') return;
+    if (outcome === 'exited') {
+      const lines = await readLogTail(join(record.stateDir, 'agent.log'));
+      const code = this.exits.has(record.pid) ? (this.exits.get(record.pid) ?? null) : null;
+      throw new SandboxStartError('agent_crashed', describeCrash(`agent process ${record.pid}`, code, lines));
+    }
+    throw new SandboxStartError(
+      'deadline',
+      `agent for job ${ref.jobId} (pid ${record.pid}) did not heart-beat within ${deadlineMs} ms`,
+    );
+  }
+
+  async destroy(ref: SandboxRef, options: DestroyOptions = {}): Promise<void> {
+    const record = await this.registry.get(ref.jobId);
+    if (!record) return;
+    if (record.hostname !== hostname()) {
+      throw new Error(
+        `in-process sandbox of job ${ref.jobId} runs on host ${record.hostname}; destroy it from that host`,
+      );
+    }
+    const graceMs = options.graceMs ?? this.options.defaultGraceMs ?? 10_000;
+    if (await this.isAlive(record)) {
+      await requestAgentShutdown(this.options.redis, record.jobId, record.keyStyle);
+      await pollUntil(async () => ((await this.isAlive(record)) ? undefined : true), {
+        deadline: Date.now() + graceMs,
+        initialIntervalMs: 10,
+        maxIntervalMs: 100,
+      });
+    }
+    await terminateProcessGroup(record.pid, record.startTime);
+    // A temporary workspace lives inside stateDir; a persistent one lives elsewhere and stays.
+    await removeJobDirectories(record);
+    await deleteSandboxKeys(this.options.redis, record.jobId, record.keyStyle, {
+      includeOutput: options.removeOutputKeys,
+    });
+    await this.registry.remove(record.jobId);
+    this.exits.delete(record.pid);
+  }
+
+  async list(): Promise<SandboxInfo[]> {
+    const records = await this.registry.all();
+    const here = hostname();
+    return Promise.all(
+      records.map(async (record): Promise<SandboxInfo> => {
+        let state: SandboxInfo['state'] = 'unknown';
+        if (record.hostname === here) state = (await this.isAlive(record)) ? 'running' : 'exited';
+        return {
+          jobId: record.jobId,
+          backend: 'inprocess',
+          id: String(record.pid),
+          tenant: record.tenant,
+          labels: record.labels,
+          createdAt: new Date(record.createdAt),
+          state,
+        };
+      }),
+    );
+  }
+
+  /** Leaves running agents alone: they belong to their jobs, not to this process. */
+  async close(): Promise<void> {}
+
+  private async isAlive(record: InProcessRecord): Promise<boolean> {
+    if (this.exits.has(record.pid)) return false;
+    return isProcessAlive(record.pid, record.startTime);
+  }
+}

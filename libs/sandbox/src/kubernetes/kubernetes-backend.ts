@@ -1,0 +1,487 @@
+import type {
+  CoreV1Api,
+  KubeConfig,
+  NetworkingV1Api,
+  V1NetworkPolicyPeer,
+  V1Pod,
+} from '@kubernetes/client-node';
+import { JobIdSchema, KeyStyleSchema } from '@sandstream/wire';
+import type { Redis } from 'ioredis';
+import { deleteSandboxKeys, requestAgentShutdown } from '../agent-shutdown.js';
+import {
+  type CreateSandboxRequest,
+  type DestroyOptions,
+  type SandboxBackend,
+  type SandboxInfo,
+  SandboxLabels,
+  type SandboxRef,
+  SandboxStartError,
+  type WaitReadyOptions,
+} from '../backend.js';
+import {
+  apiMessageOf,
+  ignoreNotFound,
+  isAlreadyExists,
+  isNotFound,
+  isQuotaExceeded,
+  statusCodeOf,
+} from './kube-api-errors.js';
+import { egressPolicyName, redisUrlSecretName, sandboxPodName } from './kube-names.js';
+import type { KubernetesSettings } from './kubernetes-settings.js';
+import { buildEgressPolicy } from './network-policy-builder.js';
+import { assessPod, type PodAssessment } from './pod-assessment.js';
+import { buildSandboxPod, TOOLCHAIN_CONTAINER } from './pod-builder.js';
+import { type PodTemplate, parsePodTemplate } from './pod-template.js';
+import { type PodWatchHandle, watchPod } from './pod-watch.js';
+import {
+  buildRedisUrlSecret,
+  REDIS_URL_SECRET_KEY,
+  redisUrlHasPassword,
+} from './redis-url-secret-builder.js';
+import { MANAGED_SELECTOR, SandboxAnnotations } from './sandbox-metadata.js';
+import { buildWorkspaceClaim } from './workspace-claim-builder.js';
+
+export interface KubernetesBackendDeps {
+  kubeConfig: KubeConfig;
+  core: CoreV1Api;
+  networking: NetworkingV1Api;
+  settings: KubernetesSettings;
+  /**
+   * When given, destroy() asks the agent to shut down (a shutdown step) and removes the job's
+   * sandbox keys itself; without it the caller does both around destroy().
+   */
+  redis?: Redis;
+}
+
+const DEFAULT_GRACE_MS = 10_000;
+/** How long destroy() waits for a deleted pod to disappear before it returns anyway. */
+const GONE_WAIT_EXTRA_MS = 5_000;
+
+function startError(reason: ConstructorParameters<typeof SandboxStartError>[0], message: string) {
+  return new SandboxStartError(reason, message);
+}
+
+/** Sandboxes as pods: one pod per job, plus its NetworkPolicy, Redis URL Secret and workspace PVC when asked for. */
+export class KubernetesBackend implements SandboxBackend {
+  readonly kind = 'kubernetes' as const;
+  private readonly watches = new Set<PodWatchHandle>();
+  private closed = false;
+
+  constructor(private readonly deps: KubernetesBackendDeps) {}
+
+  private get namespace(): string {
+    return this.deps.settings.namespace;
+  }
+
+  async create(request: CreateSandboxRequest): Promise<SandboxRef> {
+    const jobId = JobIdSchema.safeParse(request.jobId);
+    if (!jobId.success) throw new Error(`jobId: ${jobId.error.issues[0]?.message ?? 'invalid'}`);
+    const { settings } = this.deps;
+    const { spec } = request;
+    const podName = sandboxPodName(request.jobId);
+    const templates: PodTemplate[] = [];
+    if (settings.podTemplate) templates.push(settings.podTemplate);
+    if (spec.podTemplate) templates.push(parsePodTemplate(spec.podTemplate, 'spec.podTemplate'));
+
+    if (spec.persistentWorkspace) {
+      await this.ensureWorkspaceClaim(
+        spec.persistentWorkspace.name,
+        spec.persistentWorkspace.size ?? settings.defaultWorkspaceSize,
+        request.tenant,
+      );
+    }
+
+    const created: Array<() => Promise<void>> = [];
+    try {
+      const redisUrlSecret = await this.prepareRedisUrl(request, podName, created);
+      if (spec.network !== 'default') {
+        const policy = buildEgressPolicy({
+          podName,
+          namespace: this.namespace,
+          jobId: request.jobId,
+          tenant: request.tenant,
+          redisUrl: request.agent.redisUrl,
+          network: spec.network,
+          ...(settings.redisEgressPeers
+            ? { redisPeers: settings.redisEgressPeers as V1NetworkPolicyPeer[] }
+            : {}),
+          ...(settings.dnsEgressPeers ? { dnsPeers: settings.dnsEgressPeers as V1NetworkPolicyPeer[] } : {}),
+          ...(settings.owner ? { owner: settings.owner } : {}),
+        });
+        // Created before the pod: the pod must never run a moment without its policy.
+        await this.createOrReplace(
+          () =>
+            this.deps.networking.createNamespacedNetworkPolicy({ namespace: this.namespace, body: policy }),
+          () =>
+            this.deps.networking.replaceNamespacedNetworkPolicy({
+              name: policy.metadata!.name!,
+              namespace: this.namespace,
+              body: policy,
+            }),
+          'NetworkPolicy',
+        );
+        created.push(() => this.deletePolicy(podName));
+      }
+
+      const pod = buildSandboxPod({
+        jobId: request.jobId,
+        tenant: request.tenant,
+        spec,
+        agent: request.agent,
+        namespace: this.namespace,
+        carrierImage: settings.agentCarrierImage,
+        carrierPullPolicy: settings.agentCarrierPullPolicy,
+        toolchainPullPolicy: settings.toolchainPullPolicy,
+        terminationGraceSeconds: settings.terminationGraceSeconds,
+        toolchainReadOnlyRootFilesystem: settings.toolchainReadOnlyRootFilesystem,
+        templates,
+        ...(settings.owner ? { owner: settings.owner } : {}),
+        ...(settings.serviceAccountName ? { serviceAccountName: settings.serviceAccountName } : {}),
+        ...(redisUrlSecret ? { redisUrlSecret } : {}),
+      });
+      try {
+        await this.deps.core.createNamespacedPod({ namespace: this.namespace, body: pod });
+      } catch (err) {
+        if (isAlreadyExists(err) && (await this.isPodOfJob(podName, request.jobId))) {
+          // A retried create after a crash or timeout: the pod is ours already.
+          return { jobId: request.jobId, backend: 'kubernetes', id: podName };
+        }
+        throw err;
+      }
+      return { jobId: request.jobId, backend: 'kubernetes', id: podName };
+    } catch (err) {
+      await Promise.allSettled(created.map((undo) => undo()));
+      throw this.toStartError(err, `creating sandbox pod ${podName}`);
+    }
+  }
+
+  private toStartError(err: unknown, doing: string): Error {
+    if (err instanceof SandboxStartError) return err;
+    if (isQuotaExceeded(err)) {
+      return startError(
+        'quota',
+        `namespace ${this.namespace} has no quota left for another sandbox (${apiMessageOf(err)}); retry when a sandbox ends or raise the ResourceQuota`,
+      );
+    }
+    const code = statusCodeOf(err);
+    if (code === 403) {
+      return startError(
+        'backend_error',
+        `${doing}: forbidden (${apiMessageOf(err)}). Check the service account's Role (deploy/k8s/rbac.yaml).`,
+      );
+    }
+    if (code === 400 || code === 422) {
+      return startError('backend_error', `${doing}: the API server rejected it: ${apiMessageOf(err)}`);
+    }
+    return startError('backend_error', `${doing}: ${apiMessageOf(err)}`);
+  }
+
+  private async createOrReplace(
+    create: () => Promise<unknown>,
+    replace: () => Promise<unknown>,
+    kind: string,
+  ): Promise<void> {
+    try {
+      await create();
+    } catch (err) {
+      // Left over from an earlier attempt for the same job (same deterministic name): overwrite.
+      if (!isAlreadyExists(err)) throw this.toStartError(err, `creating ${kind}`);
+      await replace();
+    }
+  }
+
+  private async prepareRedisUrl(
+    request: CreateSandboxRequest,
+    podName: string,
+    created: Array<() => Promise<void>>,
+  ): Promise<{ secretName: string; key: string } | undefined> {
+    const source = this.deps.settings.redisUrlSource;
+    if (typeof source === 'object') return source;
+    const mode =
+      source === 'auto' ? (redisUrlHasPassword(request.agent.redisUrl) ? 'per-sandbox' : 'plain') : source;
+    if (mode === 'plain') return undefined;
+    const secret = buildRedisUrlSecret({
+      podName,
+      namespace: this.namespace,
+      jobId: request.jobId,
+      tenant: request.tenant,
+      redisUrl: request.agent.redisUrl,
+      ...(this.deps.settings.owner ? { owner: this.deps.settings.owner } : {}),
+    });
+    const name = secret.metadata!.name!;
+    await this.createOrReplace(
+      () => this.deps.core.createNamespacedSecret({ namespace: this.namespace, body: secret }),
+      () => this.deps.core.replaceNamespacedSecret({ name, namespace: this.namespace, body: secret }),
+      'Secret',
+    );
+    created.push(() => this.deleteRedisSecret(podName));
+    return { secretName: name, key: REDIS_URL_SECRET_KEY };
+  }
+
+  private async ensureWorkspaceClaim(name: string, size: string, tenant: string): Promise<void> {
+    try {
+      await this.deps.core.readNamespacedPersistentVolumeClaim({ name, namespace: this.namespace });
+      return;
+    } catch (err) {
+      if (!isNotFound(err)) throw this.toStartError(err, `reading workspace claim ${name}`);
+    }
+    const claim = buildWorkspaceClaim({
+      name,
+      namespace: this.namespace,
+      tenant,
+      size,
+      ...(this.deps.settings.storageClassName
+        ? { storageClassName: this.deps.settings.storageClassName }
+        : {}),
+    });
+    try {
+      await this.deps.core.createNamespacedPersistentVolumeClaim({ namespace: this.namespace, body: claim });
+    } catch (err) {
+      // Another replica created it between our read and our create: that is what we wanted.
+      if (!isAlreadyExists(err)) throw this.toStartError(err, `creating workspace claim ${name}`);
+    }
+  }
+
+  private async isPodOfJob(podName: string, jobId: string): Promise<boolean> {
+    try {
+      const pod = await this.deps.core.readNamespacedPod({ name: podName, namespace: this.namespace });
+      return pod.metadata?.annotations?.[SandboxAnnotations.jobId] === jobId;
+    } catch {
+      return false;
+    }
+  }
+
+  waitReady(ref: SandboxRef, deadlineMs: number, options: WaitReadyOptions): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('the Kubernetes backend is closed'));
+    const { settings } = this.deps;
+    return new Promise<void>((resolve, reject) => {
+      let settled = false;
+      let lastDetail = 'the pod was not seen yet';
+      let heartbeatTimer: NodeJS.Timeout | undefined;
+      let heartbeatError: string | undefined;
+
+      const finish = (err?: Error) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(deadlineTimer);
+        if (heartbeatTimer) clearTimeout(heartbeatTimer);
+        handle.stop();
+        this.watches.delete(handle);
+        options.signal?.removeEventListener('abort', onAbort);
+        if (err) reject(err);
+        else resolve();
+      };
+      const onAbort = () => finish(new Error(`waiting for sandbox ${ref.id} was aborted`));
+
+      const pollHeartbeat = async () => {
+        heartbeatTimer = undefined;
+        if (settled) return;
+        try {
+          if (await options.isAgentAlive()) return finish();
+          heartbeatError = undefined;
+        } catch (err) {
+          heartbeatError = (err as Error).message;
+        }
+        if (!settled) heartbeatTimer = setTimeout(() => void pollHeartbeat(), settings.heartbeatPollMs);
+      };
+
+      const onAssessment = async (pod: V1Pod, assessment: PodAssessment) => {
+        if (assessment.state === 'pending') {
+          lastDetail = `still starting (${assessment.detail})`;
+          return;
+        }
+        if (assessment.state === 'running') {
+          lastDetail = `the pod runs but the agent has sent no heartbeat${heartbeatError ? ` (last check failed: ${heartbeatError})` : ''}`;
+          if (!heartbeatTimer) void pollHeartbeat();
+          return;
+        }
+        let message = `sandbox ${ref.id}: ${assessment.message}`;
+        if (assessment.logContainer && settings.crashLogTailLines > 0) {
+          const tail = await this.logTail(pod, assessment.logContainer);
+          if (tail) message += `\n--- last lines of ${assessment.logContainer} ---\n${tail}`;
+        }
+        finish(startError(assessment.reason, message));
+      };
+
+      const handle = watchPod({
+        kubeConfig: this.deps.kubeConfig,
+        core: this.deps.core,
+        namespace: this.namespace,
+        name: ref.id,
+        onPod: (pod) => void onAssessment(pod, assessPod(pod)),
+        onGone: () =>
+          finish(
+            startError(
+              'backend_error',
+              `sandbox ${ref.id}: the pod was deleted before the sandbox became ready`,
+            ),
+          ),
+      });
+      this.watches.add(handle);
+      const deadlineTimer = setTimeout(
+        () =>
+          finish(
+            startError(
+              'deadline',
+              `sandbox ${ref.id} did not become ready within ${Math.round(deadlineMs / 100) / 10}s: ${lastDetail}`,
+            ),
+          ),
+        deadlineMs,
+      );
+      options.signal?.addEventListener('abort', onAbort, { once: true });
+      if (options.signal?.aborted) onAbort();
+    });
+  }
+
+  private async logTail(pod: V1Pod, container: string): Promise<string | undefined> {
+    const name = pod.metadata?.name;
+    if (!name) return undefined;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const log = await Promise.race([
+        this.deps.core.readNamespacedPodLog({
+          name,
+          namespace: this.namespace,
+          container,
+          tailLines: this.deps.settings.crashLogTailLines,
+          limitBytes: 16 * 1024,
+        }),
+        new Promise<undefined>((resolve) => {
+          timer = setTimeout(() => resolve(undefined), 3000);
+        }),
+      ]);
+      return log?.trimEnd() || undefined;
+    } catch {
+      // The log is a courtesy: the failure reason stands without it.
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async destroy(ref: SandboxRef, options: DestroyOptions = {}): Promise<void> {
+    const graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
+    const pod = await this.readPod(ref.id);
+    const keyStyle = KeyStyleSchema.safeParse(pod?.metadata?.labels?.[SandboxLabels.keyStyle]);
+    const style = keyStyle.success ? keyStyle.data : 'tagged';
+    const redis = this.deps.redis;
+    if (pod) {
+      const phase = pod.status?.phase;
+      const running = phase === 'Running';
+      if (redis && running) await requestAgentShutdown(redis, ref.jobId, style);
+      const ended = running && graceMs > 0 ? await this.waitUntil(ref.id, graceMs, isPodEnded) : !running;
+      await ignoreNotFound(() =>
+        this.deps.core.deleteNamespacedPod({
+          name: ref.id,
+          namespace: this.namespace,
+          // The agent already exited (or never ran): no reason to wait. Otherwise SIGTERM, then kill.
+          gracePeriodSeconds: ended ? 0 : this.deps.settings.terminationGraceSeconds,
+          propagationPolicy: 'Background',
+        }),
+      );
+    }
+    await Promise.all([this.deletePolicy(ref.id), this.deleteRedisSecret(ref.id)]);
+    if (pod) {
+      await this.waitUntil(
+        ref.id,
+        this.deps.settings.terminationGraceSeconds * 1000 + GONE_WAIT_EXTRA_MS,
+        () => false,
+      );
+    }
+    if (redis)
+      await deleteSandboxKeys(redis, ref.jobId, style, { includeOutput: options.removeOutputKeys ?? false });
+  }
+
+  private async readPod(name: string): Promise<V1Pod | undefined> {
+    try {
+      return await this.deps.core.readNamespacedPod({ name, namespace: this.namespace });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** Watches the pod until `done(pod)` holds (true) or the pod is gone (true) or time runs out (false). */
+  private waitUntil(name: string, timeoutMs: number, done: (pod: V1Pod) => boolean): Promise<boolean> {
+    return new Promise((resolve) => {
+      const finish = (value: boolean) => {
+        clearTimeout(timer);
+        handle.stop();
+        this.watches.delete(handle);
+        resolve(value);
+      };
+      const handle = watchPod({
+        kubeConfig: this.deps.kubeConfig,
+        core: this.deps.core,
+        namespace: this.namespace,
+        name,
+        onPod: (pod) => {
+          if (done(pod)) finish(true);
+        },
+        onGone: () => finish(true),
+      });
+      this.watches.add(handle);
+      const timer = setTimeout(() => finish(false), timeoutMs);
+    });
+  }
+
+  private deletePolicy(podName: string): Promise<void> {
+    return ignoreNotFound(() =>
+      this.deps.networking.deleteNamespacedNetworkPolicy({
+        name: egressPolicyName(podName),
+        namespace: this.namespace,
+      }),
+    );
+  }
+
+  private deleteRedisSecret(podName: string): Promise<void> {
+    // Only per-sandbox secrets carry this name; an operator's shared secret is never touched.
+    return ignoreNotFound(() =>
+      this.deps.core.deleteNamespacedSecret({ name: redisUrlSecretName(podName), namespace: this.namespace }),
+    );
+  }
+
+  async list(): Promise<SandboxInfo[]> {
+    const pods = await this.deps.core.listNamespacedPod({
+      namespace: this.namespace,
+      labelSelector: MANAGED_SELECTOR,
+    });
+    return pods.items.map((pod) => toSandboxInfo(pod));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const handle of this.watches) handle.stop();
+    this.watches.clear();
+  }
+}
+
+function isPodEnded(pod: V1Pod): boolean {
+  const phase = pod.status?.phase;
+  if (phase === 'Succeeded' || phase === 'Failed') return true;
+  const toolchain = pod.status?.containerStatuses?.find((s) => s.name === TOOLCHAIN_CONTAINER);
+  return toolchain?.state?.terminated !== undefined;
+}
+
+function toSandboxInfo(pod: V1Pod): SandboxInfo {
+  const labels = pod.metadata?.labels ?? {};
+  const annotations = pod.metadata?.annotations ?? {};
+  const phase = pod.status?.phase;
+  const created = pod.metadata?.creationTimestamp;
+  return {
+    jobId: annotations[SandboxAnnotations.jobId] ?? labels[SandboxLabels.jobId] ?? '',
+    backend: 'kubernetes',
+    id: pod.metadata?.name ?? '',
+    tenant: annotations[SandboxAnnotations.tenant] ?? labels[SandboxLabels.tenant],
+    labels,
+    createdAt: created ? new Date(created) : undefined,
+    state:
+      pod.metadata?.deletionTimestamp || phase === 'Succeeded' || phase === 'Failed'
+        ? 'exited'
+        : phase === 'Running'
+          ? 'running'
+          : phase === 'Pending'
+            ? 'starting'
+            : 'unknown',
+  };
+}
