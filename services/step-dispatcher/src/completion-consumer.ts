@@ -1,0 +1,183 @@
+import type { RedisClient } from '@sandstream/bus';
+import { COMPLETION_GROUP, type DispatchKeys } from '@sandstream/bus';
+import type { Logger } from '@sandstream/telemetry';
+import { type CompletionNotice, decodeCompletionNotice } from '@sandstream/wire';
+import { Cluster } from 'ioredis';
+
+export type NoticeHandler = (notice: CompletionNotice) => Promise<void>;
+
+export interface CompletionConsumerOptions {
+  redis: RedisClient;
+  keys: DispatchKeys;
+  consumerName: string;
+  handle: NoticeHandler;
+  logger: Logger;
+  /** How long one XREADGROUP blocks; also the worst-case delay of a clean stop. */
+  blockMs?: number;
+  batchSize?: number;
+  /** A pending notice idle this long belongs to a dead (or stuck) consumer and is claimed. */
+  claimIdleMs?: number;
+  claimIntervalMs?: number;
+}
+
+type StreamReply = [key: string, entries: [id: string, fields: string[]][]][] | null;
+
+/**
+ * Reads the sharded completion streams with one consumer group shared by every dispatcher
+ * instance, so each notice goes to one instance, and XAUTOCLAIMs notices left pending by an
+ * instance that died. A notice is acknowledged (and deleted, so streams stay small) only after
+ * its handler finished; handlers are idempotent, so a notice handled twice does no harm.
+ *
+ * Connections: on a single Redis one blocking connection reads every shard in one call; on a
+ * cluster, where one XREADGROUP cannot span slots, one connection per shard. Either way the count
+ * is fixed by configuration, not by the number of running jobs.
+ */
+export class CompletionConsumer {
+  private readonly readers: RedisClient[] = [];
+  private readonly loops: Promise<void>[] = [];
+  private claimTimer: NodeJS.Timeout | undefined;
+  private claiming: Promise<void> | undefined;
+  private stopping = false;
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly blockMs: number;
+  private readonly batchSize: number;
+  private readonly claimIdleMs: number;
+  private readonly claimIntervalMs: number;
+  handledCount = 0;
+
+  constructor(private readonly options: CompletionConsumerOptions) {
+    this.blockMs = options.blockMs ?? 1000;
+    this.batchSize = options.batchSize ?? 200;
+    this.claimIdleMs = options.claimIdleMs ?? 10_000;
+    this.claimIntervalMs = options.claimIntervalMs ?? 2_000;
+  }
+
+  async start(): Promise<void> {
+    const { redis, keys } = this.options;
+    for (const shard of keys.allShards()) {
+      try {
+        await redis.xgroup('CREATE', keys.completionStream(shard), COMPLETION_GROUP, '0', 'MKSTREAM');
+      } catch (err) {
+        if (!(err instanceof Error) || !err.message.includes('BUSYGROUP')) throw err;
+      }
+    }
+    const groups = redis instanceof Cluster ? keys.allShards().map((s) => [s]) : [keys.allShards()];
+    for (const shards of groups) {
+      const reader = redis.duplicate();
+      this.readers.push(reader);
+      this.loops.push(this.readLoop(reader, shards));
+    }
+    this.claimTimer = setInterval(() => {
+      if (this.claiming === undefined) {
+        this.claiming = this.claimAll().finally(() => {
+          this.claiming = undefined;
+        });
+      }
+    }, this.claimIntervalMs);
+  }
+
+  private async readLoop(reader: RedisClient, shards: number[]): Promise<void> {
+    const { keys, consumerName, logger } = this.options;
+    const streams = shards.map((s) => keys.completionStream(s));
+    while (!this.stopping) {
+      let reply: StreamReply;
+      try {
+        reply = (await reader.xreadgroup(
+          'GROUP',
+          COMPLETION_GROUP,
+          consumerName,
+          'COUNT',
+          this.batchSize,
+          'BLOCK',
+          this.blockMs,
+          'STREAMS',
+          ...streams,
+          ...streams.map(() => '>'),
+        )) as StreamReply;
+      } catch (err) {
+        if (this.stopping) break;
+        logger.warn({ err }, 'completion read failed; retrying');
+        await sleep(500);
+        continue;
+      }
+      if (!reply) continue;
+      for (const [stream, entries] of reply) await this.handleEntries(stream, entries);
+    }
+  }
+
+  private async handleEntries(stream: string, entries: [string, string[]][]): Promise<void> {
+    const done: string[] = [];
+    await Promise.all(
+      entries.map(async ([id, fields]) => {
+        const notice = decodeCompletionNotice(fields);
+        if (!notice) {
+          // Not ours to understand; acknowledging keeps it from being redelivered forever.
+          this.options.logger.warn({ stream, id }, 'dropping malformed completion notice');
+          done.push(id);
+          return;
+        }
+        const work = this.options.handle(notice);
+        this.inFlight.add(work);
+        try {
+          await work;
+          done.push(id);
+          this.handledCount++;
+        } catch (err) {
+          // Left pending: XAUTOCLAIM retries it after claimIdleMs.
+          this.options.logger.error({ err, notice }, 'completion handler failed; will retry');
+        } finally {
+          this.inFlight.delete(work);
+        }
+      }),
+    );
+    if (done.length === 0) return;
+    const { redis } = this.options;
+    await Promise.all([redis.xack(stream, COMPLETION_GROUP, ...done), redis.xdel(stream, ...done)]);
+  }
+
+  /** Takes over notices another consumer read but never acknowledged (it crashed mid-handling). */
+  private async claimAll(): Promise<void> {
+    const { redis, keys, consumerName, logger } = this.options;
+    for (const shard of keys.allShards()) {
+      if (this.stopping) return;
+      const stream = keys.completionStream(shard);
+      let cursor = '0-0';
+      try {
+        for (let round = 0; round < 10; round++) {
+          const reply = (await redis.xautoclaim(
+            stream,
+            COMPLETION_GROUP,
+            consumerName,
+            this.claimIdleMs,
+            cursor,
+            'COUNT',
+            this.batchSize,
+          )) as [string, [string, string[]][], string[]?];
+          const [next, entries] = reply;
+          const live = entries.filter((e): e is [string, string[]] => Array.isArray(e?.[1]));
+          if (live.length > 0) {
+            logger.info({ stream, count: live.length }, 'claimed pending completion notices');
+            await this.handleEntries(stream, live);
+          }
+          if (next === '0-0') break;
+          cursor = next;
+        }
+      } catch (err) {
+        logger.warn({ err, stream }, 'claiming pending notices failed');
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.claimTimer) clearInterval(this.claimTimer);
+    await this.claiming;
+    await Promise.allSettled(this.loops);
+    await Promise.allSettled([...this.inFlight]);
+    await Promise.allSettled(this.readers.map((r) => r.quit()));
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,96 @@
+import {
+  type Deadline,
+  type DispatchKeys,
+  deadlineMember,
+  LuaScript,
+  parseDeadlineMember,
+  type RedisClient,
+} from '@sandstream/bus';
+import type { Logger } from '@sandstream/telemetry';
+
+/**
+ * Takes the due members and pushes their score a lease into the future in one step, so two
+ * sweepers never handle the same deadline at once, and a sweeper that dies mid-handling only
+ * delays it by the lease: the member becomes due again and another instance handles it.
+ */
+const claimDue = new LuaScript(
+  'claim-due-deadlines',
+  `local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], 'XX', ARGV[2], member) end
+return due`,
+);
+
+export interface DeadlineSweeperOptions {
+  redis: RedisClient;
+  keys: DispatchKeys;
+  logger: Logger;
+  handle: (deadline: Deadline) => Promise<void>;
+  intervalMs?: number;
+  leaseMs?: number;
+  batchSize?: number;
+}
+
+/** One timer for every deadline of every job, instead of a timer per job. */
+export class DeadlineSweeper {
+  private timer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: DeadlineSweeperOptions) {}
+
+  async add(deadline: Deadline, atMs: number): Promise<void> {
+    const { redis, keys } = this.options;
+    await redis.zadd(keys.deadlines(keys.shardOf(deadline.jobId)), atMs, deadlineMember(deadline));
+  }
+
+  async remove(...deadlines: Deadline[]): Promise<void> {
+    const { redis, keys } = this.options;
+    await Promise.all(
+      deadlines.map((d) => redis.zrem(keys.deadlines(keys.shardOf(d.jobId)), deadlineMember(d))),
+    );
+  }
+
+  start(): void {
+    this.timer = setInterval(() => {
+      if (this.sweeping === undefined && !this.stopped) {
+        this.sweeping = this.sweep().finally(() => {
+          this.sweeping = undefined;
+        });
+      }
+    }, this.options.intervalMs ?? 250);
+  }
+
+  async sweep(): Promise<void> {
+    const { redis, keys, logger } = this.options;
+    const leaseMs = this.options.leaseMs ?? 30_000;
+    const batch = this.options.batchSize ?? 500;
+    for (const shard of keys.allShards()) {
+      const key = keys.deadlines(shard);
+      const now = Date.now();
+      let due: string[];
+      try {
+        due = (await claimDue.run(redis, [key], [now, now + leaseMs, batch])) as string[];
+      } catch (err) {
+        logger.warn({ err, key }, 'deadline sweep failed');
+        continue;
+      }
+      await Promise.all(
+        due.map(async (member) => {
+          const deadline = parseDeadlineMember(member);
+          try {
+            if (deadline) await this.options.handle(deadline);
+            await redis.zrem(key, member);
+          } catch (err) {
+            logger.error({ err, member }, 'deadline handler failed; retried after the lease');
+          }
+        }),
+      );
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.sweeping;
+  }
+}

@@ -1,0 +1,129 @@
+#!/usr/bin/env node
+import { hostname } from 'node:os';
+import {
+  createKeySpace,
+  createRedisFromEnv,
+  DefaultJobOptions,
+  DispatchKeys,
+  type DispatchPayload,
+  DispatchPayloadSchema,
+  JobStore,
+  QueueNames,
+  type SandboxDestroyPayload,
+  waitForRedis,
+} from '@sandstream/bus';
+import { createLogger } from '@sandstream/telemetry';
+import { formatIssues } from '@sandstream/wire';
+import { Queue, UnrecoverableError, Worker } from 'bullmq';
+import { CompletionConsumer } from './completion-consumer.js';
+import { loadConfig } from './config.js';
+import { DeadlineSweeper } from './deadline-sweeper.js';
+import { startHealthServer } from './health-server.js';
+import { HeartbeatMonitor } from './heartbeat-monitor.js';
+import { StepDispatcher } from './step-dispatcher.js';
+
+const logger = createLogger({ service: 'step-dispatcher' });
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const keySpace = createKeySpace(config.SANDSTREAM_NAMESPACE);
+  const dispatchKeys = new DispatchKeys(keySpace, config.COMPLETION_SHARDS);
+  const consumerName = config.CONSUMER_NAME ?? `${hostname()}-${process.pid}-${Date.now().toString(36)}`;
+  // Producer-style connection for scripts and writes, worker-style for BullMQ's blocking reads.
+  const redis = createRedisFromEnv(config, 'producer', `step-dispatcher:${consumerName}`);
+  const workerRedis = createRedisFromEnv(config, 'worker', `step-dispatcher-worker:${consumerName}`);
+  await waitForRedis(redis);
+
+  const jobStore = new JobStore({ redis, keys: keySpace });
+  const destroyQueue = new Queue<SandboxDestroyPayload>(QueueNames.sandboxDestroy, {
+    connection: redis,
+    prefix: keySpace.bullPrefix,
+    defaultJobOptions: DefaultJobOptions,
+  });
+  const dispatcher = new StepDispatcher({
+    redis,
+    keySpace,
+    dispatchKeys,
+    jobStore,
+    destroyQueue,
+    logger,
+    stepGraceMs: config.STEP_GRACE_MS,
+    finishedStateTtlMs: config.FINISHED_STATE_TTL_MS,
+  });
+
+  const worker = new Worker<DispatchPayload>(
+    QueueNames.dispatch,
+    async (job) => {
+      const parsed = DispatchPayloadSchema.safeParse(job.data);
+      if (!parsed.success)
+        throw new UnrecoverableError(`invalid dispatch payload: ${formatIssues(parsed.error)}`);
+      await dispatcher.start(parsed.data);
+    },
+    { connection: workerRedis, prefix: keySpace.bullPrefix, concurrency: config.DISPATCH_CONCURRENCY },
+  );
+  worker.on('failed', (job, err) => logger.error({ err, jobId: job?.data.jobId }, 'dispatch failed'));
+
+  const completions = new CompletionConsumer({
+    redis,
+    keys: dispatchKeys,
+    consumerName,
+    handle: (notice) => dispatcher.onCompletion(notice),
+    logger,
+    claimIdleMs: config.CLAIM_IDLE_MS,
+  });
+  const deadlines = new DeadlineSweeper({
+    redis,
+    keys: dispatchKeys,
+    logger,
+    handle: (deadline) => dispatcher.onDeadline(deadline),
+    intervalMs: config.DEADLINE_SWEEP_MS,
+  });
+  const heartbeats = new HeartbeatMonitor({
+    redis,
+    keys: dispatchKeys,
+    logger,
+    onLost: (jobId) => dispatcher.onSandboxLost(jobId),
+    intervalMs: config.HEARTBEAT_CHECK_MS,
+    graceMs: config.HEARTBEAT_GRACE_MS,
+  });
+  await completions.start();
+  deadlines.start();
+  heartbeats.start();
+
+  const health = await startHealthServer(config.HEALTH_PORT, () => ({
+    healthy: redis.status === 'ready' && worker.isRunning(),
+    service: 'step-dispatcher',
+    consumer: consumerName,
+    completionsHandled: completions.handledCount,
+    lastHeartbeatBatch: heartbeats.lastCheckedCount,
+  }));
+  logger.info(
+    { port: health.port, consumer: consumerName, shards: dispatchKeys.shards },
+    'step-dispatcher ready',
+  );
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'stopping');
+    // Stop taking new work first, then let in-flight handlers finish; whatever is left
+    // unacknowledged is redelivered to another instance.
+    await Promise.allSettled([worker.close(), completions.stop(), deadlines.stop(), heartbeats.stop()]);
+    await destroyQueue.close();
+    health.server.close();
+    await Promise.allSettled([redis.quit(), workerRedis.quit()]);
+    logger.info('stopped');
+    logger.flush();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  logger.fatal({ err }, 'step-dispatcher failed to start');
+  logger.flush();
+  process.exitCode = 1;
+  setTimeout(() => process.exit(1), 100).unref();
+});

@@ -1,0 +1,249 @@
+import {
+  bullJobId,
+  type Deadline,
+  DefaultJobOptions,
+  type DispatchKeys,
+  type DispatchPayload,
+  deadlineMember,
+  type JobState,
+  type JobStore,
+  type KeySpace,
+  materializeSteps,
+  type RedisClient,
+  type SandboxDestroyPayload,
+  stepIdFor,
+} from '@sandstream/bus';
+import type { Logger } from '@sandstream/telemetry';
+import { type CompletionNotice, errorResult, SCHEMA_VERSION } from '@sandstream/wire';
+import type { Queue } from 'bullmq';
+import { advanceScript, finishScript, startScript } from './dispatch-scripts.js';
+
+export interface StepDispatcherOptions {
+  redis: RedisClient;
+  keySpace: KeySpace;
+  dispatchKeys: DispatchKeys;
+  jobStore: JobStore;
+  destroyQueue: Queue<SandboxDestroyPayload>;
+  logger: Logger;
+  /** Added to a step's timeout before the dispatcher gives up on its result (agent gone or stuck). */
+  stepGraceMs: number;
+  /** How long the dispatch state of a finished job is kept (redelivered notices find it). */
+  finishedStateTtlMs: number;
+}
+
+type ScriptReply = [string, ...(string | number)[]];
+
+/**
+ * Drives each job's steps: push the first on dispatch, the next on each completion, finish on
+ * the first failure (unless continueOnError), a timeout, a cancel or a lost sandbox. All state
+ * is in Redis; every operation is idempotent, so any instance can handle any job and a
+ * redelivered message (BullMQ retry, XAUTOCLAIM, swept deadline) never runs a step twice.
+ */
+export class StepDispatcher {
+  constructor(private readonly options: StepDispatcherOptions) {}
+
+  /** A sandbox is ready: move the job to running and push its first step. */
+  async start(payload: DispatchPayload): Promise<void> {
+    const { jobStore, logger, dispatchKeys } = this.options;
+    const { jobId } = payload;
+    if (payload.notifyStream !== dispatchKeys.completionStreamFor(jobId)) {
+      // pod-lifecycle and this dispatcher disagree on the shard count: notices would go unread.
+      logger.error(
+        { jobId, notifyStream: payload.notifyStream, expected: dispatchKeys.completionStreamFor(jobId) },
+        'dispatch names a completion stream this dispatcher does not read (check COMPLETION_SHARDS)',
+      );
+    }
+    const record = await jobStore.get(jobId);
+    if (!record) {
+      await this.destroy(jobId, 'failed', 'job record missing at dispatch');
+      return;
+    }
+    if (record.state === 'starting') {
+      if (record.cancelRequested !== undefined) {
+        await jobStore.transition(jobId, ['starting'], 'cancelled', {
+          reason: `cancelled: ${record.cancelRequested}`,
+        });
+        await this.destroy(jobId, 'cancelled', 'cancelled before the first step');
+        return;
+      }
+      const moved = await jobStore.transition(jobId, ['starting'], 'running', { reason: 'sandbox ready' });
+      if (moved.status === 'conflict' || moved.status === 'missing') {
+        await this.destroy(
+          jobId,
+          moved.status === 'conflict' ? moved.state : 'failed',
+          'job ended before dispatch',
+        );
+        return;
+      }
+    } else if (record.state !== 'running') {
+      // Terminal already (cancelled or timed out while the sandbox started) or not ready for us.
+      await this.destroy(jobId, record.state, `job is ${record.state} at dispatch`);
+      return;
+    }
+    const spec = await jobStore.getSpec(jobId);
+    if (!spec) throw new Error(`job ${jobId} has no spec`);
+    const steps = materializeSteps(spec, payload.traceContext);
+    const now = Date.now();
+    const args: (string | number)[] = [now];
+    for (const s of steps)
+      args.push(s.step.stepId, JSON.stringify(s.step), s.timeoutSeconds, s.continueOnError ? 1 : 0);
+    const keys = this.options.keySpace.sandbox(jobId);
+    const reply = await startScript.run<ScriptReply>(
+      this.options.redis,
+      [dispatchKeys.dispatchState(jobId), keys.in, this.options.keySpace.job(jobId)],
+      args,
+    );
+    const shard = dispatchKeys.shardOf(jobId);
+    const { redis } = this.options;
+    // NX: a redelivered dispatch must not push the job's own deadline further out.
+    await Promise.all([
+      redis.zadd(dispatchKeys.running(shard), 'NX', now, jobId),
+      redis.zadd(
+        dispatchKeys.deadlines(shard),
+        'NX',
+        record.updatedAt + spec.timeoutSeconds * 1000,
+        deadlineMember({ kind: 'job', jobId }),
+      ),
+    ]);
+    await this.afterReply(jobId, reply);
+  }
+
+  /** The agent finished a step (its result is on the results list). */
+  async onCompletion(notice: CompletionNotice): Promise<void> {
+    const reply = await this.advance(notice.jobId, notice.stepId, '');
+    await this.afterReply(notice.jobId, reply);
+  }
+
+  async onDeadline(deadline: Deadline): Promise<void> {
+    const { jobId } = deadline;
+    if (deadline.kind === 'step') {
+      // No result within timeout + grace: the agent is stuck or gone. Ask it to kill the step
+      // (harmless if it is gone) and record the step as timed out in its place.
+      const message = `no result for step ${deadline.stepId} within its timeout plus ${this.options.stepGraceMs} ms grace`;
+      await this.options.redis.lpush(
+        this.options.keySpace.sandbox(jobId).control,
+        JSON.stringify({
+          schemaVersion: SCHEMA_VERSION,
+          kind: 'cancel',
+          stepId: deadline.stepId,
+          reason: message,
+        }),
+      );
+      const result = errorResult(deadline.stepId, 'timed_out', message);
+      const reply = await this.advance(jobId, deadline.stepId, JSON.stringify(result));
+      await this.afterReply(jobId, reply);
+      return;
+    }
+    if (deadline.kind === 'job') {
+      const spec = await this.options.jobStore.getSpec(jobId);
+      await this.finish(jobId, 'timed-out', `job exceeded its timeout of ${spec?.timeoutSeconds ?? '?'} s`);
+      return;
+    }
+    await this.finish(jobId, 'cancelled', 'cancelled (the agent did not confirm the cancel in time)');
+  }
+
+  /** The agent stopped heart-beating. */
+  async onSandboxLost(jobId: string): Promise<void> {
+    await this.finish(jobId, 'failed', 'sandbox lost: the agent stopped heart-beating');
+  }
+
+  private advance(jobId: string, stepId: string, resultJson: string): Promise<ScriptReply> {
+    const { dispatchKeys, keySpace, redis } = this.options;
+    const keys = keySpace.sandbox(jobId);
+    return advanceScript.run<ScriptReply>(
+      redis,
+      [dispatchKeys.dispatchState(jobId), keys.in, keys.results, keySpace.job(jobId)],
+      [stepId, resultJson],
+    );
+  }
+
+  private async finish(jobId: string, outcome: JobState, reason: string): Promise<void> {
+    const { dispatchKeys, keySpace, redis } = this.options;
+    const reply = await finishScript.run<ScriptReply>(
+      redis,
+      [dispatchKeys.dispatchState(jobId), keySpace.sandbox(jobId).control],
+      [outcome, reason],
+    );
+    await this.afterReply(jobId, reply);
+  }
+
+  /**
+   * Everything that follows a state change but cannot be in the same script (other slots, other
+   * queues). Each action is idempotent and derived from the reply, so repeating it after a crash
+   * (the message is redelivered and the script answers the same way) completes what was missed.
+   */
+  private async afterReply(jobId: string, reply: ScriptReply): Promise<void> {
+    const { dispatchKeys, redis, logger } = this.options;
+    const [what] = reply;
+    const shard = dispatchKeys.shardOf(jobId);
+    if (what === 'pushed') {
+      const [, , stepId, timeoutSeconds] = reply;
+      const at = Date.now() + Number(timeoutSeconds) * 1000 + this.options.stepGraceMs;
+      await redis.zadd(
+        dispatchKeys.deadlines(shard),
+        'NX',
+        at,
+        deadlineMember({ kind: 'step', jobId, stepId: String(stepId) }),
+      );
+      const index = Number(reply[1]);
+      if (index > 0) {
+        const previous = deadlineMember({ kind: 'step', jobId, stepId: stepIdFor(index - 1) });
+        await redis.zrem(dispatchKeys.deadlines(shard), previous);
+      }
+      return;
+    }
+    if (what === 'finished') {
+      const [, outcome, reason] = reply;
+      await this.finalize(jobId, String(outcome) as JobState, String(reason));
+      return;
+    }
+    if (what === 'missing') logger.warn({ jobId }, 'completion notice without a result on the list; ignored');
+    if (what === 'unknown') {
+      // A deadline or notice for a job this dispatcher never started (or whose state expired).
+      await Promise.all([
+        redis.zrem(dispatchKeys.running(shard), jobId),
+        redis.zrem(dispatchKeys.deadlines(shard), ...this.jobDeadlines(jobId)),
+      ]);
+    }
+  }
+
+  private async finalize(jobId: string, outcome: JobState, reason: string): Promise<void> {
+    const { dispatchKeys, redis, jobStore, logger } = this.options;
+    const moved = await jobStore.transition(jobId, ['running', 'starting'], outcome, { reason });
+    if (moved.status === 'ok') logger.info({ jobId, outcome, reason }, 'job finished');
+    const shard = dispatchKeys.shardOf(jobId);
+    await Promise.all([
+      redis.zrem(dispatchKeys.running(shard), jobId),
+      redis.zrem(dispatchKeys.deadlines(shard), ...this.jobDeadlines(jobId)),
+      this.removeStepDeadlines(jobId, null),
+    ]);
+    await this.destroy(jobId, outcome, reason);
+    await redis.pexpire(dispatchKeys.dispatchState(jobId), this.options.finishedStateTtlMs);
+  }
+
+  private jobDeadlines(jobId: string): string[] {
+    return [deadlineMember({ kind: 'job', jobId }), deadlineMember({ kind: 'cancel', jobId })];
+  }
+
+  /** Removes the deadlines of the job's steps except `keep` (the one now running). */
+  private async removeStepDeadlines(jobId: string, keep: string | null): Promise<void> {
+    const { dispatchKeys, redis } = this.options;
+    const ids = await redis.hget(dispatchKeys.dispatchState(jobId), 'n');
+    const n = Number(ids ?? 0);
+    const members: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const stepId = stepIdFor(i);
+      if (stepId !== keep) members.push(deadlineMember({ kind: 'step', jobId, stepId }));
+    }
+    if (members.length > 0) await redis.zrem(dispatchKeys.deadlines(dispatchKeys.shardOf(jobId)), ...members);
+  }
+
+  private async destroy(jobId: string, outcome: JobState | undefined, reason: string): Promise<void> {
+    // The BullMQ job id is the job's: enqueuing the same destroy twice adds it once.
+    await this.options.destroyQueue.add(
+      'destroy',
+      { jobId, reason, ...(outcome ? { outcome } : {}) },
+      { jobId: bullJobId(jobId), ...DefaultJobOptions },
+    );
+  }
+}
