@@ -1,0 +1,33 @@
+import type { Step } from '@sandstream/wire';
+import { failed } from './outcome.js';
+import { runStep } from './run-step.js';
+import type { StepContext, StepOutcome } from './step-context.js';
+
+/**
+ * Runs one step of any kind except `shutdown` (which the agent loop handles itself) and
+ * returns its outcome. Never throws: an executor bug or an unexpected system error becomes an
+ * `internal` error result, so the loop always has something to report.
+ */
+export async function executeStep(step: Step, ctx: StepContext): Promise<StepOutcome> {
+  try {
+    return await dispatch(step, ctx);
+  } catch (err) {
+    const detail = err instanceof Error ? err.message : String(err);
+    return failed('internal', `${step.kind} step failed unexpectedly: ${detail}`);
+  }
+}
+
+function dispatch(step: Step, ctx: StepContext): Promise<StepOutcome> {
+  switch (step.kind) {
+    case 'run':
+      return runStep(step, ctx);
+    case 'shutdown':
+      return Promise.resolve(
+        failed('invalid_step', 'shutdown steps are handled by the agent loop, not executed'),
+      );
+    default:
+      return Promise.resolve(
+        failed('invalid_step', `${step.kind} steps are not supported by this agent yet`),
+      );
+  }
+}

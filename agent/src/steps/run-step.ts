@@ -1,0 +1,246 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { stat } from 'node:fs/promises';
+import { constants as osConstants } from 'node:os';
+import type { RunStep } from '@sandstream/wire';
+import { LineSplitter } from './line-splitter.js';
+import { failed } from './outcome.js';
+import { killProcessGroup } from './process-group.js';
+import { stepDirectory } from './resolve-path.js';
+import type { OutputStream, StepContext, StepOutcome } from './step-context.js';
+
+/** Timings of a run step; each can be overridden (tests shorten them). */
+export interface RunStepTimings {
+  /** After a timeout: SIGTERM to the group, SIGKILL this much later. */
+  timeoutGraceMs: number;
+  /** After a cancel or agent shutdown: shorter, because the caller waits for the answer. */
+  cancelGraceMs: number;
+  /**
+   * After the command exits, how long to keep reading output that its background children
+   * still write to the inherited pipes. Past this the pipes are closed on our side and the
+   * step completes; the background processes keep running (a step may start a daemon for
+   * later steps) but lose their stdout/stderr.
+   */
+  drainAfterExitMs: number;
+  /** After SIGKILL, how long to wait for the group and the pipes before completing anyway. */
+  settleAfterKillMs: number;
+}
+
+export const DEFAULT_RUN_TIMINGS: RunStepTimings = {
+  timeoutGraceMs: 2000,
+  cancelGraceMs: 500,
+  drainAfterExitMs: 1000,
+  settleAfterKillMs: 200,
+};
+
+type StopReason = 'timeout' | 'cancel';
+
+/**
+ * Runs a `run` step: argv exec'd directly (no shell unless `step.shell`, then
+ * `/bin/sh -c command sh args…`, so args are "$1"…), in its own process group, output split
+ * into lines for `ctx.onLine`.
+ *
+ * Exit codes follow the shell convention: a process killed by signal N reports 128 + N
+ * (SIGTERM 143, SIGKILL 137) with an errorMessage naming the signal, so a reader always gets
+ * a number. Timeouts and cancels report the same code plus timedOut / cancelled and an errorCode.
+ */
+export async function runStep(
+  step: RunStep,
+  ctx: StepContext,
+  timings: Partial<RunStepTimings> = {},
+): Promise<StepOutcome> {
+  const t = { ...DEFAULT_RUN_TIMINGS, ...timings };
+  if (ctx.signal.aborted) return failed('cancelled', 'step was cancelled before it started');
+
+  const cwd = stepDirectory(ctx.baseDirectory, step.workingDirectory);
+  const cwdProblem = await checkDirectory(cwd);
+  if (cwdProblem) return failed('not_found', `workingDirectory ${cwdProblem}`);
+
+  const [file, args] = step.shell
+    ? ['/bin/sh', ['-c', step.command, 'sh', ...step.args]]
+    : [step.command, step.args];
+  let child: ChildProcess;
+  try {
+    child = spawn(file, args, {
+      cwd,
+      env: { ...process.env, ...(step.env ?? {}) },
+      // Own process group: timeouts and cancels signal -pid and reach every descendant.
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  } catch (err) {
+    // Node validates argv and env synchronously (e.g. a NUL byte in an argument).
+    return failed(
+      'invalid_step',
+      `command ${JSON.stringify(step.command)} could not be started: ${message(err)}`,
+    );
+  }
+  return supervise(child, step, ctx, t);
+}
+
+async function checkDirectory(dir: string): Promise<string | null> {
+  try {
+    const info = await stat(dir);
+    return info.isDirectory() ? null : `${dir} is not a directory`;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return `${dir} does not exist`;
+    return `${dir} is not accessible: ${message(err)}`;
+  }
+}
+
+function supervise(
+  child: ChildProcess,
+  step: RunStep,
+  ctx: StepContext,
+  t: RunStepTimings,
+): Promise<StepOutcome> {
+  return new Promise<StepOutcome>((resolve) => {
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+    let stopReason: StopReason | null = null;
+    let killing: Promise<{ hard: boolean }> = Promise.resolve({ hard: false });
+    let outputError: unknown = null;
+    let completing = false;
+    let settled = false;
+    let timeoutTimer: NodeJS.Timeout | undefined;
+    let fallbackTimer: NodeJS.Timeout | undefined;
+
+    const deliver = (stream: OutputStream) => (line: string) => {
+      // onLine belongs to the loop; if it throws we keep the child's pipes flowing and report it.
+      try {
+        ctx.onLine(stream, line);
+      } catch (err) {
+        outputError ??= err;
+      }
+    };
+    const stdout = new LineSplitter(deliver('stdout'));
+    const stderr = new LineSplitter(deliver('stderr'));
+    // 'data' listeners put the streams in flowing mode: we never apply backpressure to the child.
+    child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
+    child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
+
+    const finish = (outcome: StepOutcome) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timeoutTimer);
+      clearTimeout(fallbackTimer);
+      ctx.signal.removeEventListener('abort', onAbort);
+      // Whoever still holds the other ends (a background process) gets EPIPE, not our memory.
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      resolve(outcome);
+    };
+
+    /** Output is over (pipes closed, or we stopped waiting): flush and answer once any kill is done. */
+    const complete = () => {
+      if (completing) return;
+      completing = true;
+      stdout.end();
+      stderr.end();
+      void killing.then(({ hard }) => finish(outcome(hard)));
+    };
+
+    /** Completes after `ms` unless the pipes close first. */
+    const completeAfter = (ms: number) => {
+      clearTimeout(fallbackTimer);
+      fallbackTimer = setTimeout(complete, ms);
+    };
+
+    const stop = (reason: StopReason) => {
+      if (stopReason || exit || child.pid === undefined) return;
+      stopReason = reason;
+      killing = killProcessGroup(child.pid, {
+        graceMs: reason === 'timeout' ? t.timeoutGraceMs : t.cancelGraceMs,
+        settleMs: t.settleAfterKillMs,
+      }).catch(() => ({ hard: false }));
+      // If something outside our group still holds the pipes, do not wait on it forever.
+      void killing.then(() => completeAfter(t.settleAfterKillMs));
+    };
+
+    const onAbort = () => {
+      // Once the command exited, only its background children's output is pending: stop reading.
+      if (exit) complete();
+      else stop('cancel');
+    };
+
+    const outcome = (hard: boolean): StepOutcome => {
+      const code = exit ? exitCodeOf(exit.code, exit.signal) : null;
+      if (stopReason === 'timeout') {
+        return {
+          exitCode: code,
+          timedOut: true,
+          errorCode: 'timed_out',
+          errorMessage: `timed out after ${step.timeoutSeconds} s; the process group got SIGTERM${
+            hard ? `, then SIGKILL after ${t.timeoutGraceMs} ms` : ''
+          }`,
+        };
+      }
+      if (stopReason === 'cancel') {
+        return {
+          exitCode: code,
+          timedOut: false,
+          cancelled: true,
+          errorCode: 'cancelled',
+          errorMessage: `cancelled; the process group got SIGTERM${
+            hard ? `, then SIGKILL after ${t.cancelGraceMs} ms` : ''
+          }`,
+        };
+      }
+      if (outputError) {
+        return {
+          exitCode: code,
+          timedOut: false,
+          errorCode: 'internal',
+          errorMessage: `the output handler failed: ${message(outputError)}`,
+        };
+      }
+      const signalNote = exit?.signal ? `killed by signal ${exit.signal} (exit code ${code})` : null;
+      return { exitCode: code, timedOut: false, errorMessage: signalNote };
+    };
+
+    child.once('error', (err: NodeJS.ErrnoException) => {
+      // Before 'spawn' this is a failure to start (ENOENT, EACCES); afterwards only a failed
+      // kill can raise it, and group signalling is handled in process-group.ts.
+      if (child.pid !== undefined) return;
+      finish(failed('spawn_failed', spawnFailureMessage(step, err)));
+    });
+
+    child.once('spawn', () => {
+      timeoutTimer = setTimeout(() => stop('timeout'), step.timeoutSeconds * 1000);
+      ctx.signal.addEventListener('abort', onAbort, { once: true });
+      if (ctx.signal.aborted) onAbort();
+    });
+
+    child.once('exit', (code, signal) => {
+      exit = { code, signal };
+      clearTimeout(timeoutTimer);
+      // While a kill is under way its own settle bound applies; otherwise give background
+      // children a moment to finish writing to the pipes they inherited.
+      if (!stopReason) completeAfter(t.drainAfterExitMs);
+    });
+
+    child.once('close', complete);
+  });
+}
+
+function exitCodeOf(code: number | null, signal: NodeJS.Signals | null): number | null {
+  if (code !== null) return code;
+  if (signal === null) return null;
+  const number = osConstants.signals[signal];
+  return number === undefined ? null : 128 + number;
+}
+
+function spawnFailureMessage(step: RunStep, err: NodeJS.ErrnoException): string {
+  const what = step.shell ? '/bin/sh' : JSON.stringify(step.command);
+  switch (err.code) {
+    case 'ENOENT':
+      return `command ${what} not found${step.shell || step.command.includes('/') ? '' : ' on PATH'}`;
+    case 'EACCES':
+      return `command ${what} is not executable (permission denied)`;
+    default:
+      return `command ${what} could not be started: ${err.message}`;
+  }
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
