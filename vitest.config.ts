@@ -11,6 +11,7 @@ export default defineConfig({
     alias: {
       '@sandstream/wire': src('libs/wire'),
       '@sandstream/bus': src('libs/bus'),
+      '@sandstream/service-kit': src('libs/service-kit'),
       '@sandstream/sandbox': src('libs/sandbox'),
       '@sandstream/telemetry': src('libs/telemetry'),
       '@sandstream/client': src('libs/client'),

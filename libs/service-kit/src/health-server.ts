@@ -1,0 +1,81 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** A readiness check: resolves true when the dependency is usable. Must not hang (it is timed out). */
+export type ReadinessCheck = () => Promise<boolean>;
+
+export interface HealthServerOptions {
+  port: number;
+  host?: string;
+  /** Named checks run on every /readyz request. */
+  checks: Record<string, ReadinessCheck>;
+  /** Per-check timeout. */
+  checkTimeoutMs?: number;
+}
+
+export interface HealthServer {
+  readonly port: number;
+  /** After this, /readyz answers 503 so load balancers stop sending work during shutdown. */
+  markDraining(): void;
+  close(): Promise<void>;
+}
+
+async function runCheck(check: ReadinessCheck, timeoutMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      check(),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), timeoutMs);
+      }),
+    ]);
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * GET /healthz: the process is alive (always 200 while the event loop turns).
+ * GET /readyz: 200 when every check passes and the service is not draining, else 503; the JSON
+ * body says which check failed.
+ */
+export async function startHealthServer(options: HealthServerOptions): Promise<HealthServer> {
+  let draining = false;
+  const timeoutMs = options.checkTimeoutMs ?? 2000;
+  const server: Server = createServer((req, res) => {
+    const send = (status: number, body: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    if (req.method !== 'GET') return send(405, { error: 'GET only' });
+    if (req.url === '/healthz') return send(200, { status: 'ok' });
+    if (req.url === '/readyz') {
+      void (async () => {
+        const names = Object.keys(options.checks);
+        const results = await Promise.all(names.map((n) => runCheck(options.checks[n]!, timeoutMs)));
+        const checks = Object.fromEntries(names.map((n, i) => [n, results[i] ? 'ok' : 'failing']));
+        const ready = !draining && results.every(Boolean);
+        send(ready ? 200 : 503, { status: ready ? 'ready' : draining ? 'draining' : 'not-ready', checks });
+      })();
+      return;
+    }
+    send(404, { error: 'not found: try /healthz or /readyz' });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host ?? '0.0.0.0', () => resolve());
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    markDraining: () => {
+      draining = true;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

@@ -1,0 +1,4 @@
+export * from './env-config.js';
+export * from './graceful-shutdown.js';
+export * from './health-server.js';
+export * from './sleep.js';

@@ -1,0 +1,89 @@
+import { Writable } from 'node:stream';
+import { createLogger } from '@sandstream/telemetry';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { ConfigError, intVar, loadEnvConfig } from './env-config.js';
+import { GracefulShutdown } from './graceful-shutdown.js';
+import { startHealthServer } from './health-server.js';
+
+const quiet = createLogger({
+  service: 'test',
+  destination: new Writable({ write: (_c, _e, cb) => cb() }),
+});
+
+describe('env config', () => {
+  const schema = z.object({ SLOTS: intVar(1, 100, 10), NAME: z.string().min(2, 'must be 2+ chars') });
+  it('names every broken variable and its rule at once', () => {
+    try {
+      loadEnvConfig('svc', schema, { SLOTS: '500', NAME: 'x' });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as Error).message).toBe(
+        'svc: invalid configuration: SLOTS: must be at most 100; NAME: must be 2+ chars',
+      );
+    }
+  });
+  it('applies defaults and treats blank as unset', () => {
+    expect(loadEnvConfig('svc', schema, { SLOTS: ' ', NAME: 'ok' })).toEqual({ SLOTS: 10, NAME: 'ok' });
+  });
+});
+
+describe('health server', () => {
+  it('answers liveness, readiness with failing checks named, and draining', async () => {
+    let redisUp = false;
+    const server = await startHealthServer({
+      port: 0,
+      host: '127.0.0.1',
+      checks: { redis: async () => redisUp },
+    });
+    const url = `http://127.0.0.1:${server.port}`;
+    try {
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+      const notReady = await fetch(`${url}/readyz`);
+      expect(notReady.status).toBe(503);
+      expect(await notReady.json()).toEqual({ status: 'not-ready', checks: { redis: 'failing' } });
+      redisUp = true;
+      expect((await fetch(`${url}/readyz`)).status).toBe(200);
+      server.markDraining();
+      const draining = await fetch(`${url}/readyz`);
+      expect(draining.status).toBe(503);
+      expect((await draining.json()).status).toBe('draining');
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe('graceful shutdown', () => {
+  it('runs steps in order once, aborts the signal, and exits with the code', async () => {
+    const order: string[] = [];
+    const codes: number[] = [];
+    const shutdown = new GracefulShutdown({ logger: quiet, exit: (c) => codes.push(c), signals: [] });
+    shutdown.add('stop workers', async () => {
+      expect(shutdown.signal.aborted).toBe(true);
+      await new Promise((r) => setTimeout(r, 20));
+      order.push('workers');
+    });
+    shutdown.add('close redis', async () => {
+      order.push('redis');
+    });
+    await Promise.all([shutdown.shutdown(0), shutdown.shutdown(0)]);
+    expect(order).toEqual(['workers', 'redis']);
+    expect(codes).toEqual([0]);
+  });
+  it('exits 1 when a step fails but still runs the later steps', async () => {
+    const codes: number[] = [];
+    const ran: string[] = [];
+    const shutdown = new GracefulShutdown({ logger: quiet, exit: (c) => codes.push(c), signals: [] });
+    shutdown.add('boom', async () => {
+      throw new Error('boom');
+    });
+    shutdown.add('after', async () => {
+      ran.push('after');
+    });
+    await shutdown.shutdown();
+    expect(ran).toEqual(['after']);
+    expect(codes).toEqual([1]);
+  });
+});
