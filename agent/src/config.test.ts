@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig } from './config.js';
+
+const base = ['--redis-url', 'redis://localhost:6379', '--job-id', 'job-1'];
+
+function errorOf(argv: string[], env: Record<string, string> = {}): string {
+  try {
+    parseConfig(argv, env, '/tmp');
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as Error).message;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('parseConfig', () => {
+  it('fills the defaults the brief and seeds/000 name', () => {
+    expect(parseConfig(base, {}, '/work')).toMatchObject({
+      mode: 'run',
+      redisUrl: 'redis://localhost:6379',
+      jobId: 'job-1',
+      verbose: false,
+      keyStyle: 'plain',
+      workdir: '/work',
+      idleTimeoutSeconds: 60,
+      maxIdleWaits: 5,
+      heartbeatIntervalMs: 2000,
+    });
+  });
+
+  it('reads every setting from the environment, and flags win over it', () => {
+    const env = {
+      REDIS_URL: 'rediss://agent:s3cret@redis.internal:6380/2',
+      JOB_ID: 'from-env',
+      AGENT_VERBOSE: 'true',
+      AGENT_KEY_STYLE: 'tagged',
+      AGENT_NOTIFY_STREAM: 'completions:0',
+      AGENT_WORKDIR: '/srv',
+      AGENT_IDLE_TIMEOUT_SECONDS: '0.5',
+      AGENT_MAX_IDLE_WAITS: '7',
+      AGENT_HEARTBEAT_INTERVAL_MS: '250',
+    };
+    expect(parseConfig([], env, '/tmp')).toMatchObject({
+      redisUrl: 'rediss://agent:s3cret@redis.internal:6380/2',
+      jobId: 'from-env',
+      verbose: true,
+      keyStyle: 'tagged',
+      notifyStream: 'completions:0',
+      workdir: '/srv',
+      idleTimeoutSeconds: 0.5,
+      maxIdleWaits: 7,
+      heartbeatIntervalMs: 250,
+    });
+    expect(parseConfig(['--job-id', 'from-flag'], env, '/tmp')).toMatchObject({ jobId: 'from-flag' });
+  });
+
+  it('runs --inject without Redis settings', () => {
+    expect(parseConfig(['--inject', '/shared'], {}, '/tmp')).toEqual({
+      mode: 'inject',
+      targetDir: '/shared',
+      verbose: false,
+    });
+  });
+
+  it.each([
+    [['--nope'], /--nope/],
+    [['--job-id'], /--job-id/],
+    [['--redis-url', 'redis://x'], /--job-id.*required/],
+    [['--job-id', 'a'], /--redis-url.*required/],
+    [['--redis-url', 'http://x', '--job-id', 'a'], /--redis-url: .*redis:\/\/ or rediss:\/\//],
+    [[...base.slice(0, 2), '--job-id', 'a{b}'], /--job-id: job id may contain only/],
+    [[...base, '--key-style', 'fancy'], /--key-style/],
+    [[...base, '--idle-timeout-seconds', 'soon'], /--idle-timeout-seconds must be a number/],
+    [[...base, '--idle-timeout-seconds', '0'], /--idle-timeout-seconds must be at least 0.05/],
+    [[...base, '--max-idle-waits', '1.5'], /--max-idle-waits must be a whole number/],
+    [[...base, '--max-idle-waits', '0'], /--max-idle-waits must be at least 1/],
+    [[...base, '--heartbeat-interval-ms', '10'], /--heartbeat-interval-ms must be at least 50/],
+    [[...base, '--event-buffer-lines', '5'], /--event-buffer-lines must be at least 100/],
+    [[...base, 'positional'], /positional/],
+  ])('refuses %j naming the flag', (argv, message) => {
+    expect(errorOf(argv)).toMatch(message);
+  });
+});

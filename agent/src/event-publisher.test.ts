@@ -1,0 +1,120 @@
+import { decodeEventFields, type StepEvent } from '@sandstream/wire';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EventPublisher } from './event-publisher.js';
+import { createLogger } from './logger.js';
+import { RedisServerProcess } from './testing/redis-server-process.js';
+
+const log = createLogger({ verbose: false, write: () => {} });
+let server: RedisServerProcess;
+let redis: Redis;
+
+beforeAll(async () => {
+  server = await RedisServerProcess.start();
+  redis = new Redis(server.url, { maxRetriesPerRequest: null });
+});
+
+afterAll(async () => {
+  redis?.disconnect();
+  await server?.stop();
+});
+
+async function eventsOf(key: string): Promise<StepEvent[]> {
+  const entries = await redis.xrange(key, '-', '+');
+  return entries.map(([, fields]) => decodeEventFields(fields)).filter((e): e is StepEvent => e !== null);
+}
+
+function publisher(key: string, overrides: Partial<ConstructorParameters<typeof EventPublisher>[0]> = {}) {
+  return new EventPublisher({
+    redis,
+    key,
+    stepId: 'step-1',
+    maxBufferedLines: 10_000,
+    maxBufferedBytes: 8 * 1024 * 1024,
+    log,
+    ...overrides,
+  });
+}
+
+describe('EventPublisher', () => {
+  it('numbers started 0, each line, then completed, in order', async () => {
+    const events = publisher('ev:order');
+    events.started();
+    events.line('stdout', 'a');
+    events.line('stderr', 'b');
+    await events.complete(0);
+    const written = await eventsOf('ev:order');
+    expect(written.map((e) => [e.kind, e.seq, e.line])).toEqual([
+      ['started', 0, undefined],
+      ['stdout', 1, 'a'],
+      ['stderr', 2, 'b'],
+      ['completed', 3, undefined],
+    ]);
+    expect(written[3]).toMatchObject({ exitCode: 0, droppedLines: 0 });
+  });
+
+  it('ships a full batch of 50 lines at once, and a lone line after about 100 ms', async () => {
+    const events = publisher('ev:batch', { batchDelayMs: 300 });
+    events.started();
+    await events.drained();
+    for (let i = 0; i < 50; i++) events.line('stdout', `line ${i}`);
+    await new Promise((r) => setTimeout(r, 50));
+    // Well before the (here 300 ms) delay: the 50-line rule flushed.
+    expect(await redis.xlen('ev:batch')).toBe(51);
+    events.line('stdout', 'lonely');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await redis.xlen('ev:batch')).toBe(51);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await redis.xlen('ev:batch')).toBe(52);
+    await events.complete(0);
+  });
+
+  it('caps the stream with MAXLEN ~', async () => {
+    const events = publisher('ev:cap', { streamMaxLength: 1000, maxBufferedLines: 100_000 });
+    events.started();
+    for (let i = 0; i < 20_000; i++) events.line('stdout', String(i));
+    await events.complete(0);
+    const length = await redis.xlen('ev:cap');
+    expect(length).toBeGreaterThanOrEqual(1000);
+    expect(length).toBeLessThan(1200);
+    const written = await eventsOf('ev:cap');
+    expect(written.at(-1)).toMatchObject({ kind: 'completed', seq: 20_001, droppedLines: 0 });
+  });
+
+  it('drops and counts lines instead of buffering while Redis does not answer, leaving seq gaps', async () => {
+    const events = publisher('ev:drop', { maxBufferedLines: 200, maxBufferedBytes: 1024 * 1024 });
+    events.started();
+    await events.drained();
+    server.pause();
+    try {
+      for (let i = 1; i <= 5000; i++) events.line('stdout', `line ${i}`);
+      expect(events.buffered.lines).toBeLessThanOrEqual(200);
+      expect(events.droppedLines).toBeGreaterThanOrEqual(4800);
+    } finally {
+      server.resume();
+    }
+    await events.complete(1);
+    const written = await eventsOf('ev:drop');
+    const completed = written.at(-1);
+    expect(completed).toMatchObject({ kind: 'completed', seq: 5001, droppedLines: events.droppedLines });
+    const lines = written.filter((e) => e.kind === 'stdout');
+    expect(lines.length + events.droppedLines).toBe(5000);
+    // Kept lines are the first ones; the gap after them is where the drops were.
+    expect(lines.at(-1)?.seq).toBe(lines.length);
+  });
+
+  it('bounds buffered bytes as well as lines', async () => {
+    const events = publisher('ev:bytes', { maxBufferedLines: 100_000, maxBufferedBytes: 64 * 1024 });
+    events.started();
+    await events.drained();
+    server.pause();
+    try {
+      for (let i = 0; i < 1000; i++) events.line('stdout', 'y'.repeat(1000));
+      expect(events.buffered.bytes).toBeLessThan(64 * 1024 + 2000);
+      expect(events.droppedLines).toBeGreaterThan(900);
+    } finally {
+      server.resume();
+    }
+    await events.complete(0);
+  });
+});

@@ -1,0 +1,151 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import {
+  decodeEventFields,
+  type KeyStyle,
+  type SandboxKeys,
+  type StepEvent,
+  type StepInput,
+  type StepResult,
+  StepResultSchema,
+  sandboxKeys,
+} from '@sandstream/wire';
+import { Redis } from 'ioredis';
+
+/**
+ * Test support for the agent's end-to-end suites: spawn the built agent (dist/main.js) as a
+ * real child process against a real Redis, and read what it wrote. Never imported by the agent.
+ */
+export const AGENT_MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+export const SHARED_REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+export function uniqueJobId(prefix = 'agent-test'): string {
+  return `${prefix}-${randomBytes(5).toString('hex')}`;
+}
+
+export function testClient(url = SHARED_REDIS_URL): Redis {
+  return new Redis(url, { maxRetriesPerRequest: null, retryStrategy: () => 100 });
+}
+
+export interface AgentProcess {
+  readonly child: ChildProcess;
+  readonly jobId: string;
+  readonly keys: SandboxKeys;
+  /** Resolves with the exit code (or null and the signal) once the process ended. */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Everything the agent wrote to stderr so far (JSON log lines). */
+  stderr(): string;
+  /** Parsed log lines. */
+  logs(): Record<string, unknown>[];
+}
+
+export interface StartAgentOptions {
+  redisUrl?: string;
+  jobId?: string;
+  keyStyle?: KeyStyle;
+  extraArgs?: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  /** Omit --redis-url / --job-id (to test the environment form or their absence). */
+  bareArgs?: boolean;
+}
+
+export function startAgent(options: StartAgentOptions = {}): AgentProcess {
+  const jobId = options.jobId ?? uniqueJobId();
+  const keyStyle = options.keyStyle ?? 'plain';
+  const args = options.bareArgs
+    ? [...(options.extraArgs ?? [])]
+    : [
+        '--redis-url',
+        options.redisUrl ?? SHARED_REDIS_URL,
+        '--job-id',
+        jobId,
+        '--key-style',
+        keyStyle,
+        ...(options.extraArgs ?? []),
+      ];
+  const child = spawn(process.execPath, [AGENT_MAIN, ...args], {
+    cwd: options.cwd ?? process.cwd(),
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => {
+    err += chunk;
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+  });
+  return {
+    child,
+    jobId,
+    keys: sandboxKeys(jobId, keyStyle),
+    exited,
+    stderr: () => err,
+    logs: () =>
+      err
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
+}
+
+export async function pushStep(redis: Redis, keys: SandboxKeys, step: StepInput | string): Promise<void> {
+  await redis.lpush(keys.in, typeof step === 'string' ? step : JSON.stringify(step));
+}
+
+/** Pops the next result (the agent LPUSHes, so the oldest is on the right). */
+export async function popResult(redis: Redis, keys: SandboxKeys, timeoutSeconds = 20): Promise<StepResult> {
+  const popped = await redis.brpop(keys.results, timeoutSeconds);
+  if (!popped) throw new Error(`no result on ${keys.results} within ${timeoutSeconds} s`);
+  return StepResultSchema.parse(JSON.parse(popped[1]));
+}
+
+export async function readEvents(redis: Redis, keys: SandboxKeys, stepId?: string): Promise<StepEvent[]> {
+  const entries = await redis.xrange(keys.events, '-', '+');
+  const events: StepEvent[] = [];
+  for (const [, fields] of entries) {
+    const event = decodeEventFields(fields);
+    if (event && (stepId === undefined || event.stepId === stepId)) events.push(event);
+  }
+  return events;
+}
+
+/** Polls until `check` returns a value other than undefined, or fails after `timeoutMs`. */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  timeoutMs = 10_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export async function deleteKeys(redis: Redis, keys: SandboxKeys): Promise<void> {
+  await redis.del(keys.in, keys.events, keys.results, keys.heartbeat, keys.control);
+}
+
+/** Resident set size of a process in kB, from /proc/<pid>/status. */
+export function rssKb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+  if (!match) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(match[1]);
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
