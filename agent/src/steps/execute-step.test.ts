@@ -42,3 +42,19 @@ describe('executeStep', () => {
     expect(outcome.errorMessage).toMatch(/run step failed unexpectedly/);
   });
 });
+
+describe('executeStep: file kinds', () => {
+  it('writes then reads a file', async () => {
+    const ctx = recordingContext(dir).ctx;
+    const write = StepSchema.parse({
+      schemaVersion: 1,
+      stepId: 'w',
+      kind: 'writeFile',
+      path: 'x/y.txt',
+      content: 'round trip',
+    });
+    expect((await executeStep(write, ctx)).output).toMatchObject({ kind: 'writeFile', bytesWritten: 10 });
+    const read = StepSchema.parse({ schemaVersion: 1, stepId: 'r', kind: 'readFile', path: 'x/y.txt' });
+    expect((await executeStep(read, ctx)).output).toMatchObject({ kind: 'readFile', content: 'round trip' });
+  });
+});

@@ -1,7 +1,9 @@
 import type { Step } from '@sandstream/wire';
 import { failed } from './outcome.js';
+import { readFileStep } from './read-file-step.js';
 import { runStep } from './run-step.js';
 import type { StepContext, StepOutcome } from './step-context.js';
+import { writeFileStep } from './write-file-step.js';
 
 /**
  * Runs one step of any kind except `shutdown` (which the agent loop handles itself) and
@@ -21,6 +23,10 @@ function dispatch(step: Step, ctx: StepContext): Promise<StepOutcome> {
   switch (step.kind) {
     case 'run':
       return runStep(step, ctx);
+    case 'readFile':
+      return readFileStep(step, ctx);
+    case 'writeFile':
+      return writeFileStep(step, ctx);
     case 'shutdown':
       return Promise.resolve(
         failed('invalid_step', 'shutdown steps are handled by the agent loop, not executed'),
