@@ -1,0 +1,221 @@
+import {
+  bullJobId,
+  type CancelResult,
+  createKeySpace,
+  createRedis,
+  DefaultJobOptions,
+  DispatchKeys,
+  isTerminal,
+  type JobRecord,
+  type JobSpec,
+  type JobState,
+  JobStore,
+  type JobsPayload,
+  type KeySpace,
+  type ListOptions,
+  parseJobSpec,
+  QueueNames,
+  type RedisClient,
+  signalCancel,
+} from '@sandstream/bus';
+import { Queue } from 'bullmq';
+import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
+
+export interface SandstreamClientOptions {
+  /** An ioredis client (or Cluster) to use; the client does not close it. */
+  redis?: RedisClient;
+  /** Used when `redis` is not given (default redis://127.0.0.1:6379). */
+  redisUrl?: string;
+  /** The deployment's namespace (KeySpace); must match the services'. */
+  prefix?: string;
+  /** Must match the services' COMPLETION_SHARDS (used to leave a cancel deadline). */
+  completionShards?: number;
+}
+
+export interface SubmitResult {
+  jobId: string;
+  /** False when a job with this id already existed: submitting twice makes one job. */
+  created: boolean;
+}
+
+export interface WaitOptions {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface FollowOptions {
+  /** Resume after this cursor (a FollowItem's cursor); default: the start of the stream. */
+  from?: string;
+  signal?: AbortSignal;
+}
+
+export class WaitTimeoutError extends Error {
+  override readonly name = 'WaitTimeoutError';
+}
+
+/** How long a blocking read waits before re-checking the record (covers a trimmed stream). */
+const BLOCK_MS = 1000;
+
+/**
+ * The TypeScript SDK. Every call validates its input first (a bad spec throws JobSpecError
+ * naming the field and rule, and nothing is queued), then talks to Redis only: the services
+ * need not be reachable over any other channel.
+ */
+export class SandstreamClient {
+  readonly redis: RedisClient;
+  readonly keys: KeySpace;
+  private readonly ownsRedis: boolean;
+  private readonly jobStore: JobStore;
+  private readonly dispatchKeys: DispatchKeys;
+  private queue: Queue<JobsPayload> | undefined;
+
+  constructor(options: SandstreamClientOptions = {}) {
+    this.ownsRedis = options.redis === undefined;
+    this.redis =
+      options.redis ?? createRedis({ url: options.redisUrl ?? 'redis://127.0.0.1:6379', role: 'producer' });
+    this.keys = createKeySpace(options.prefix);
+    this.jobStore = new JobStore({ redis: this.redis, keys: this.keys });
+    this.dispatchKeys = new DispatchKeys(this.keys, options.completionShards);
+  }
+
+  private jobsQueue(): Queue<JobsPayload> {
+    this.queue ??= new Queue<JobsPayload>(QueueNames.jobs, {
+      connection: this.redis,
+      prefix: this.keys.bullPrefix,
+      defaultJobOptions: DefaultJobOptions,
+    });
+    return this.queue;
+  }
+
+  /** Validates and submits a job. `source` (e.g. a file name) prefixes validation errors. */
+  async submit(input: unknown, source?: string): Promise<SubmitResult> {
+    const spec: JobSpec = parseJobSpec(input, source);
+    const { created, jobId } = await this.jobStore.create(spec);
+    // Added even when the record existed: the BullMQ job id makes a repeat a no-op, and it
+    // completes a submit that crashed between the record and the queue.
+    await this.jobsQueue().add(
+      'job',
+      { jobId, ...(spec.traceContext ? { traceContext: spec.traceContext } : {}) },
+      // BullMQ: 1 is the most urgent; the spec: 100 is.
+      { jobId: bullJobId(jobId), priority: 101 - spec.priority },
+    );
+    return { jobId, created };
+  }
+
+  get(jobId: string): Promise<JobRecord | null> {
+    return this.jobStore.get(jobId);
+  }
+
+  list(options: ListOptions = {}): Promise<JobRecord[]> {
+    return this.jobStore.list(options);
+  }
+
+  /**
+   * Asks to cancel. A job not started yet is cancelled by its state change; a running one gets
+   * a cancel for its running step and ends `cancelled` once the agent confirms (or after a
+   * short backstop, if it never does).
+   */
+  async cancel(jobId: string, reason = 'cancelled by user'): Promise<CancelResult> {
+    const result = await this.jobStore.requestCancel(jobId, reason);
+    if (result.status === 'requested' || result.status === 'already-requested') {
+      if (result.state === 'running' || result.state === 'starting') {
+        await signalCancel(
+          { redis: this.redis, keySpace: this.keys, dispatchKeys: this.dispatchKeys },
+          jobId,
+          reason,
+        );
+      } else {
+        // scheduled: nothing runs yet; the transition ends it and pod-lifecycle / the dispatcher
+        // see the terminal state before they start anything.
+        await this.jobStore.transition(jobId, ['scheduled', 'queued'], 'cancelled', { reason });
+      }
+    }
+    return result;
+  }
+
+  /** Resolves with the job's record once it reaches a terminal state. */
+  async wait(jobId: string, options: WaitOptions = {}): Promise<JobRecord> {
+    const deadline =
+      options.timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + options.timeoutMs;
+    const controller = new AbortController();
+    const timer =
+      options.timeoutMs === undefined ? undefined : setTimeout(() => controller.abort(), options.timeoutMs);
+    options.signal?.addEventListener('abort', () => controller.abort(), { once: true });
+    try {
+      for await (const item of this.follow(jobId, { signal: controller.signal, statesOnly: true })) {
+        if (item.type === 'state' && item.terminal) break;
+      }
+      const record = await this.get(jobId);
+      if (record && isTerminal(record.state)) return record;
+      if (Date.now() >= deadline)
+        throw new WaitTimeoutError(`job ${jobId} not finished after ${options.timeoutMs} ms`);
+      throw new Error(`job ${jobId} ${record ? `is ${record.state}` : 'does not exist'}`);
+    } finally {
+      if (timer) clearTimeout(timer);
+    }
+  }
+
+  /**
+   * Yields the job's timeline (state changes, step boundaries, output lines) from the start of
+   * its events stream, or after `from`; ends after the terminal state. Uses its own connection
+   * for the blocking reads, so several follows can run at once.
+   */
+  async *follow(
+    jobId: string,
+    options: FollowOptions & { statesOnly?: boolean } = {},
+  ): AsyncGenerator<FollowItem, void, undefined> {
+    const stream = this.keys.sandbox(jobId).events;
+    const reader = this.redis.duplicate();
+    const abort = () => reader.disconnect();
+    options.signal?.addEventListener('abort', abort, { once: true });
+    let cursor = options.from ?? '0-0';
+    try {
+      while (!options.signal?.aborted) {
+        let reply: [string, [string, string[]][]][] | null;
+        try {
+          reply = (await reader.xread(
+            'COUNT',
+            500,
+            'BLOCK',
+            BLOCK_MS,
+            'STREAMS',
+            stream,
+            cursor,
+          )) as typeof reply;
+        } catch (err) {
+          if (options.signal?.aborted) return;
+          throw err;
+        }
+        const entries = reply?.[0]?.[1] ?? [];
+        for (const [id, fields] of entries) {
+          cursor = id;
+          const item = decodeFollowEntry(id, fields);
+          if (!item) continue;
+          if (options.statesOnly && item.type !== 'state') continue;
+          yield item;
+          if (item.type === 'state' && item.terminal) return;
+        }
+        if (entries.length === 0) {
+          // Nothing new: the terminal entry may have been trimmed away or the job deleted.
+          const state = await this.redis.hget(this.keys.job(jobId), 'state');
+          if (state === null) throw new Error(`job ${jobId} does not exist`);
+          if (isTerminal(state as JobState)) {
+            const more = (await this.redis.xread('COUNT', 1, 'STREAMS', stream, cursor)) as typeof reply;
+            if (!more || more[0]?.[1].length === 0) {
+              yield { type: 'state', cursor, from: null, to: state as JobState, terminal: true };
+              return;
+            }
+          }
+        }
+      }
+    } finally {
+      options.signal?.removeEventListener('abort', abort);
+      reader.disconnect();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.queue?.close();
+    if (this.ownsRedis) await this.redis.quit();
+  }
+}

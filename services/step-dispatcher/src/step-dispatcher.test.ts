@@ -1,0 +1,177 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  bullJobId,
+  createKeySpace,
+  DispatchKeys,
+  type DispatchPayload,
+  type JobSpecInput,
+  JobStore,
+  parseJobSpec,
+  QueueNames,
+} from '@sandstream/bus';
+import { SandstreamClient } from '@sandstream/client';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startAgent } from '../../../test/helpers/agent-process.js';
+import {
+  type RunningService,
+  redisUrl,
+  startService,
+  uniqueNamespace,
+} from '../../../test/helpers/services.js';
+
+// The dispatcher as a real process against real agents and the shared Redis; the scheduler and
+// pod-lifecycle are played by this suite (record to `starting`, agent started, `dispatch` added).
+const namespace = uniqueNamespace('disp');
+const keySpace = createKeySpace(namespace);
+const dispatchKeys = new DispatchKeys(keySpace, 4);
+let redis: Redis;
+let store: JobStore;
+let dispatchQueue: Queue<DispatchPayload>;
+let client: SandstreamClient;
+let dispatcher: RunningService;
+const workdir = mkdtempSync(join(tmpdir(), 'disp-'));
+const agents: ReturnType<typeof startAgent>[] = [];
+
+beforeAll(async () => {
+  redis = new Redis(redisUrl);
+  store = new JobStore({ redis, keys: keySpace });
+  dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix: keySpace.bullPrefix });
+  client = new SandstreamClient({ redis, prefix: namespace, completionShards: 4 });
+  dispatcher = await startService('step-dispatcher', {
+    SANDSTREAM_NAMESPACE: namespace,
+    COMPLETION_SHARDS: '4',
+    STEP_GRACE_MS: '2000',
+    HEARTBEAT_CHECK_MS: '500',
+    HEARTBEAT_GRACE_MS: '500',
+  });
+});
+
+afterAll(async () => {
+  for (const a of agents) if (a.child.exitCode === null) a.child.kill('SIGKILL');
+  await dispatcher?.stop();
+  await dispatchQueue?.close();
+  await client?.close();
+  redis?.disconnect();
+  rmSync(workdir, { recursive: true, force: true });
+});
+
+let seq = 0;
+/** Plays scheduler + pod-lifecycle: record in `starting`, agent alive, dispatch enqueued. */
+async function launch(spec: Omit<JobSpecInput, 'image'>, opts: { agent?: boolean } = {}) {
+  const jobId = `${namespace}-j${++seq}`;
+  await store.create(parseJobSpec({ image: 'none', ...spec, id: jobId }));
+  await store.transition(jobId, ['queued'], 'scheduled');
+  await store.transition(jobId, ['scheduled'], 'starting');
+  const notifyStream = dispatchKeys.completionStreamFor(jobId);
+  const agent =
+    opts.agent === false
+      ? undefined
+      : startAgent({ redisUrl, jobId, notifyStream, workdir, heartbeatIntervalMs: 300 });
+  if (agent) agents.push(agent);
+  // Like pod-lifecycle's waitReady: dispatch only once the agent heart-beats.
+  const hb = keySpace.sandbox(jobId).heartbeat;
+  for (let i = 0; i < 100 && agent && (await redis.exists(hb)) === 0; i++)
+    await new Promise((r) => setTimeout(r, 50));
+  await dispatchQueue.add(
+    'dispatch',
+    { jobId, sandbox: { jobId, backend: 'inprocess', id: 'test' }, notifyStream },
+    { jobId: bullJobId(jobId) },
+  );
+  return { jobId, agent };
+}
+
+async function outputOf(jobId: string): Promise<string[]> {
+  const lines: string[] = [];
+  for await (const item of client.follow(jobId))
+    if (item.type === 'output') lines.push(`${item.stepId}:${item.line}`);
+  return lines;
+}
+
+describe('step-dispatcher with real agents', () => {
+  it('runs the steps one at a time, records each result and succeeds', async () => {
+    const marker = join(workdir, `order-${seq + 1}`);
+    const { jobId } = await launch({
+      steps: [
+        { command: `echo one >> ${marker}; echo first`, shell: true },
+        { command: `echo two >> ${marker}; echo second`, shell: true },
+        { command: 'printf', args: ['%s\\n', 'third'] },
+      ],
+    });
+    const record = await client.wait(jobId, { timeoutMs: 20_000 });
+    expect(record.state).toBe('succeeded');
+    expect(Object.keys(record.stepResults).sort()).toEqual(['step-1', 'step-2', 'step-3']);
+    expect(record.stepResults['step-3']?.exitCode).toBe(0);
+    expect(readFileSync(marker, 'utf8')).toBe('one\ntwo\n');
+    expect(await outputOf(jobId)).toEqual(['step-1:first', 'step-2:second', 'step-3:third']);
+    // The sandbox is handed back for destruction.
+    const destroy = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keySpace.bullPrefix });
+    const job = await destroy.getJob(bullJobId(jobId));
+    await destroy.close();
+    expect(job?.data).toMatchObject({ jobId, outcome: 'succeeded' });
+  });
+
+  it('stops at the first failing step', async () => {
+    const marker = join(workdir, `never-${seq + 1}`);
+    const { jobId } = await launch({
+      steps: [{ command: 'true' }, { command: 'exit 3', shell: true }, { command: 'touch', args: [marker] }],
+    });
+    const record = await client.wait(jobId, { timeoutMs: 20_000 });
+    expect(record.state).toBe('failed');
+    expect(record.reason).toMatch(/step-2 exited 3/);
+    expect(record.stepResults['step-3']).toBeUndefined();
+    expect(() => readFileSync(marker)).toThrow();
+  });
+
+  it('goes on after a failing step with continueOnError', async () => {
+    const { jobId } = await launch({
+      steps: [{ command: 'exit 1', shell: true, continueOnError: true }, { command: 'true' }],
+    });
+    const record = await client.wait(jobId, { timeoutMs: 20_000 });
+    expect(record.state).toBe('succeeded');
+    expect(record.stepResults['step-1']?.exitCode).toBe(1);
+    expect(record.stepResults['step-2']?.exitCode).toBe(0);
+  });
+
+  it('ends a job whose step times out as timed-out', async () => {
+    const { jobId } = await launch({ steps: [{ command: 'sleep', args: ['30'], timeoutSeconds: 1 }] });
+    const record = await client.wait(jobId, { timeoutMs: 20_000 });
+    expect(record.state).toBe('timed-out');
+    expect(record.stepResults['step-1']?.timedOut).toBe(true);
+  });
+
+  it('ends a job past its own timeout as timed-out and kills the running step', async () => {
+    const started = Date.now();
+    const { jobId } = await launch({ timeoutSeconds: 1.5, steps: [{ command: 'sleep', args: ['30'] }] });
+    const record = await client.wait(jobId, { timeoutMs: 20_000 });
+    expect(record.state).toBe('timed-out');
+    expect(record.reason).toMatch(/timeout/);
+    expect(Date.now() - started).toBeLessThan(6_000);
+  });
+
+  it('cancels a running step within a second', async () => {
+    const { jobId } = await launch({ steps: [{ command: 'sleep', args: ['30'] }, { command: 'true' }] });
+    for await (const item of client.follow(jobId)) if (item.type === 'step-started') break;
+    const asked = Date.now();
+    await client.cancel(jobId);
+    const record = await client.wait(jobId, { timeoutMs: 10_000 });
+    expect(record.state).toBe('cancelled');
+    expect(Date.now() - asked).toBeLessThan(1_000);
+    expect(record.stepResults['step-2']).toBeUndefined();
+  });
+
+  it('fails a job whose agent stops heart-beating as sandbox lost', async () => {
+    const { jobId, agent } = await launch({ steps: [{ command: 'sleep', args: ['60'] }] });
+    for await (const item of client.follow(jobId)) if (item.type === 'step-started') break;
+    // Kill the agent's whole process group, as a vanished pod would.
+    process.kill(-(agent?.child.pid as number), 'SIGKILL');
+    const lostAt = Date.now();
+    const record = await client.wait(jobId, { timeoutMs: 20_000 });
+    expect(record.state).toBe('failed');
+    expect(record.reason).toMatch(/sandbox lost/);
+    expect(Date.now() - lostAt).toBeLessThan(15_000);
+  });
+});
