@@ -19,6 +19,7 @@ import { ExitCode } from './exit-codes.js';
 import { createLogger, type Logger } from './logger.js';
 import { closeNow, openConnections } from './redis-connections.js';
 import { executeStep } from './steps/execute-step.js';
+import { stepTracerFromEnv } from './tracing/step-span.js';
 
 /** How long a SIGTERM/SIGINT stop may take (Redis unreachable, say) before we give up. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -50,11 +51,14 @@ async function main(): Promise<number> {
 
 async function runAgent(config: RunConfig, log: Logger): Promise<number> {
   const connections = openConnections(config.redisUrl, config.jobId, log);
+  // Step spans go to OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT when set; a no-op otherwise.
+  const stepTracer = stepTracerFromEnv(process.env, config.jobId);
+  if (stepTracer.warning) log.warn(stepTracer.warning);
   const loop = new AgentLoop({
     jobId: config.jobId,
     keys: sandboxKeys(config.jobId, config.keyStyle),
     connections,
-    execute: executeStep,
+    execute: stepTracer.wrap(executeStep),
     log,
     workdir: config.workdir,
     idleTimeoutSeconds: config.idleTimeoutSeconds,
@@ -94,6 +98,8 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
 
   try {
     const code = await loop.run();
+    // Bounded: an unreachable collector must not delay the exit the pod is waiting for.
+    await stepTracer.flush(2_000);
     log.info('agent exiting', { exitCode: code });
     return code;
   } catch (err) {
