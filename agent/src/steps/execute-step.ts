@@ -1,4 +1,5 @@
 import type { Step } from '@sandstream/wire';
+import { listFilesStep } from './list-files-step.js';
 import { failed } from './outcome.js';
 import { readFileStep } from './read-file-step.js';
 import { runStep } from './run-step.js';
@@ -27,6 +28,8 @@ function dispatch(step: Step, ctx: StepContext): Promise<StepOutcome> {
       return readFileStep(step, ctx);
     case 'writeFile':
       return writeFileStep(step, ctx);
+    case 'listFiles':
+      return listFilesStep(step, ctx);
     case 'shutdown':
       return Promise.resolve(
         failed('invalid_step', 'shutdown steps are handled by the agent loop, not executed'),
