@@ -1,4 +1,5 @@
 import type { V1EnvVar } from '@kubernetes/client-node';
+import { agentEnvironment } from '../agent-command.js';
 import type { AgentConnection } from '../backend.js';
 
 /** Where the carrier's entrypoint puts the agent and the glibc loader it runs under. */
@@ -16,18 +17,12 @@ export function agentCommand(): string[] {
 }
 
 /**
- * Agent settings as the environment variables the agent reads (see agent/src/config.ts).
- * REDIS_URL is not here: it is a plain value or a secretKeyRef, decided by the caller.
+ * Agent settings as container environment, from the same table every backend uses
+ * (../agent-command.ts), except REDIS_URL: the caller decides whether that is a plain value or a
+ * secretKeyRef.
  */
-export function agentEnvironment(jobId: string, agent: AgentConnection, workdir: string): V1EnvVar[] {
-  const env: V1EnvVar[] = [
-    { name: 'JOB_ID', value: jobId },
-    { name: 'AGENT_KEY_STYLE', value: agent.keyStyle },
-    { name: 'AGENT_WORKDIR', value: workdir },
-  ];
-  if (agent.notifyStream) env.push({ name: 'AGENT_NOTIFY_STREAM', value: agent.notifyStream });
-  if (agent.heartbeatIntervalMs !== undefined) {
-    env.push({ name: 'AGENT_HEARTBEAT_INTERVAL_MS', value: String(agent.heartbeatIntervalMs) });
-  }
-  return env;
+export function agentEnvVars(jobId: string, agent: AgentConnection, workdir: string): V1EnvVar[] {
+  return Object.entries(agentEnvironment({ jobId, agent, workdir }))
+    .filter(([name]) => name !== 'REDIS_URL')
+    .map(([name, value]) => ({ name, value }));
 }

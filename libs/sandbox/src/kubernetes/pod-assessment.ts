@@ -74,7 +74,7 @@ function terminatedFailure(status: V1ContainerStatus, isInit: boolean): PodAsses
   return {
     state: 'failed',
     reason: 'agent_crashed',
-    message: `${what} exited with code ${terminated.exitCode}${why ? ` (${why})` : ''} before the sandbox became ready`,
+    message: `${what} exited (exit code ${terminated.exitCode}${why ? `, ${why}` : ''}) before the sandbox became ready`,
     logContainer: status.name,
   };
 }

@@ -2,7 +2,7 @@ import type { V1Container, V1EnvVar, V1Pod, V1ResourceRequirements, V1Volume } f
 import type { AgentConnection } from '../backend.js';
 import { SandboxLabels } from '../backend.js';
 import type { SandboxSpec } from '../sandbox-spec.js';
-import { agentCommand, agentEnvironment, SHARED_MOUNT } from './agent-launch.js';
+import { agentCommand, agentEnvVars, SHARED_MOUNT } from './agent-launch.js';
 import { sandboxPodName } from './kube-names.js';
 import type { OwnerPod } from './kubernetes-settings.js';
 import { ownerReferencesFor } from './owner-reference.js';
@@ -54,7 +54,7 @@ function toolchainEnv(input: SandboxPodInput): V1EnvVar[] {
   for (const [name, ref] of Object.entries(input.spec.secretEnv)) {
     byName.set(name, { name, valueFrom: { secretKeyRef: { name: ref.secretName, key: ref.key } } });
   }
-  for (const env of agentEnvironment(input.jobId, input.agent, input.spec.workingDirectory)) {
+  for (const env of agentEnvVars(input.jobId, input.agent, input.spec.workingDirectory)) {
     byName.set(env.name, env);
   }
   byName.set(

@@ -1,0 +1,73 @@
+import type Dockerode from 'dockerode';
+import { cpuToNanoCpus, memoryToBytes } from '../quantity.js';
+import type { SandboxSpec } from '../sandbox-spec.js';
+
+/** Where the carrier puts the agent, and how the agent is started without the image's libc. */
+export const SHARED_DIR = '/shared';
+export const AGENT_LOADER_COMMAND = [
+  `${SHARED_DIR}/lib/ld-linux-x86-64.so.2`,
+  '--library-path',
+  `${SHARED_DIR}/lib`,
+  `${SHARED_DIR}/sandstream-agent`,
+];
+
+export type WorkMount = { kind: 'volume'; name: string } | { kind: 'tmpfs'; options: string };
+
+export interface ToolchainContainerInput {
+  name: string;
+  spec: SandboxSpec;
+  labels: Record<string, string>;
+  sharedVolume: string;
+  work: WorkMount;
+  networkMode: string;
+  /** The agent's flags (agentArgs); replaced by spec.command when that is set. */
+  agentArgs: string[];
+  env: Record<string, string>;
+}
+
+/**
+ * The toolchain container: any unmodified image, the agent as its entrypoint (through the loader
+ * on the read-only /shared volume), least privilege by default.
+ */
+export function toolchainContainerOptions(input: ToolchainContainerInput): Dockerode.ContainerCreateOptions {
+  const { spec } = input;
+  const limits = spec.resources.limits ?? {};
+  const requests = spec.resources.requests ?? {};
+  const mounts: Dockerode.MountSettings[] = [
+    { Type: 'volume', Source: input.sharedVolume, Target: SHARED_DIR, ReadOnly: true },
+  ];
+  const hostConfig: Dockerode.HostConfig = {
+    Mounts: mounts,
+    NetworkMode: input.networkMode,
+    SecurityOpt: ['no-new-privileges'],
+    CapDrop: ['ALL'],
+    // The backend reads the exit code and logs of a crashed agent, then removes the container itself.
+    AutoRemove: false,
+    RestartPolicy: { Name: 'no' },
+  };
+  if (input.work.kind === 'volume') {
+    mounts.push({ Type: 'volume', Source: input.work.name, Target: spec.workingDirectory });
+  } else {
+    hostConfig.Tmpfs = { [spec.workingDirectory]: input.work.options };
+  }
+  if (limits.memory) hostConfig.Memory = memoryToBytes(limits.memory);
+  if (requests.memory) hostConfig.MemoryReservation = memoryToBytes(requests.memory);
+  if (limits.cpu) hostConfig.NanoCpus = cpuToNanoCpus(limits.cpu);
+  // CPU shares are relative weights (1024 = one core's worth), the nearest Docker has to a request.
+  if (requests.cpu)
+    hostConfig.CpuShares = Math.max(2, Math.round((cpuToNanoCpus(requests.cpu) / 1e9) * 1024));
+  if (spec.runtimeClass) hostConfig.Runtime = spec.runtimeClass;
+
+  return {
+    name: input.name,
+    Image: spec.image,
+    Entrypoint: spec.command ?? [...AGENT_LOADER_COMMAND, ...input.agentArgs],
+    // An explicit entrypoint already discards the image's CMD; an empty Cmd says so explicitly.
+    Cmd: [],
+    Env: Object.entries(input.env).map(([k, v]) => `${k}=${v}`),
+    WorkingDir: spec.workingDirectory,
+    User: spec.user ?? '',
+    Labels: input.labels,
+    HostConfig: hostConfig,
+  };
+}

@@ -1,0 +1,318 @@
+import { formatIssues, JobIdSchema, KeyStyleSchema } from '@sandstream/wire';
+import type Dockerode from 'dockerode';
+import type { Redis } from 'ioredis';
+import { agentArgs, agentEnvironment } from '../agent-command.js';
+import { deleteSandboxKeys, requestAgentShutdown } from '../agent-shutdown.js';
+import {
+  type CreateSandboxRequest,
+  type DestroyOptions,
+  type SandboxBackend,
+  type SandboxInfo,
+  SandboxLabels,
+  type SandboxRef,
+  SandboxStartError,
+  type WaitReadyOptions,
+} from '../backend.js';
+import { describeCrash } from '../log-tail.js';
+import { pollUntil } from '../poll.js';
+import { SandboxSpecSchema } from '../sandbox-spec.js';
+import { resolveSecretEnv } from '../secret-env.js';
+import { type AgentVolumeMode, CachedAgentVolumes, carrierImageId, fillAgentVolume } from './agent-volume.js';
+import { toolchainContainerOptions, type WorkMount } from './container-config.js';
+import { ignoreGone, isNotFound } from './docker-errors.js';
+import { containerLogTail } from './docker-logs.js';
+import {
+  type DockerRole,
+  DockerRoleLabel,
+  dockerJobNames,
+  PersistentLabel,
+  persistentVolumeName,
+} from './docker-names.js';
+import { chooseNetwork, type DenyEgressConfig } from './docker-network.js';
+
+export const DEFAULT_CARRIER_IMAGE = 'sandstream/agent-carrier:dev';
+
+export interface DockerBackendOptions {
+  /** A dockerode client; `new Dockerode()` honours DOCKER_HOST. */
+  docker: Dockerode;
+  /** For the shutdown step and key cleanup on destroy. */
+  redis: Redis;
+  carrierImage?: string;
+  agentVolume?: AgentVolumeMode;
+  /** Network for spec.network "default"; `host` suits a developer machine with Redis on 127.0.0.1. */
+  defaultNetwork?: string;
+  denyEgress?: DenyEgressConfig;
+  /** tmpfs options for the work directory of a non-root sandbox without a persistent workspace. */
+  workTmpfsSize?: string;
+  secretSource?: Record<string, string | undefined>;
+  idleTimeoutSeconds?: number;
+  defaultGraceMs?: number;
+}
+
+const managedFilter = `${SandboxLabels.managedBy}=${SandboxLabels.managedByValue}`;
+
+/**
+ * One toolchain container per job, shaped like the Kubernetes pod: the carrier fills a volume with
+ * the agent (the init container), the unmodified toolchain image mounts it read-only at /shared
+ * and runs the agent through its bundled loader, the work tree lives in its own volume. All state
+ * is in Docker labels, so any process can list and destroy what another created.
+ */
+export class DockerBackend implements SandboxBackend {
+  readonly kind = 'docker' as const;
+  private readonly docker: Dockerode;
+  private readonly carrierImage: string;
+  private readonly cached: CachedAgentVolumes;
+
+  constructor(private readonly options: DockerBackendOptions) {
+    this.docker = options.docker;
+    this.carrierImage = options.carrierImage ?? DEFAULT_CARRIER_IMAGE;
+    this.cached = new CachedAgentVolumes(this.docker, {
+      [SandboxLabels.managedBy]: SandboxLabels.managedByValue,
+      [DockerRoleLabel]: 'agent-cache',
+    });
+  }
+
+  async create(request: CreateSandboxRequest): Promise<SandboxRef> {
+    const jobId = JobIdSchema.safeParse(request.jobId);
+    if (!jobId.success) throw new SandboxStartError('backend_error', formatIssues(jobId.error, 'jobId'));
+    const parsed = SandboxSpecSchema.safeParse(request.spec);
+    if (!parsed.success) throw new SandboxStartError('backend_error', formatIssues(parsed.error, 'spec'));
+    const spec = parsed.data;
+    let secrets: Record<string, string>;
+    try {
+      secrets = resolveSecretEnv(spec.secretEnv, this.options.secretSource);
+    } catch (err) {
+      throw new SandboxStartError('backend_error', (err as Error).message);
+    }
+    const names = dockerJobNames(request.jobId);
+
+    // Checked before anything is created: a missing image should cost one API call, not a cleanup.
+    await this.requireImage(spec.image);
+    const carrierId = await carrierImageId(this.docker, this.carrierImage);
+    const network = await chooseNetwork(this.docker, spec, {
+      defaultNetwork: this.options.defaultNetwork ?? 'host',
+      denyEgress: this.options.denyEgress,
+    });
+
+    const baseLabels: Record<string, string> = {
+      ...spec.labels,
+      [SandboxLabels.managedBy]: SandboxLabels.managedByValue,
+      [SandboxLabels.jobId]: request.jobId,
+      [SandboxLabels.tenant]: request.tenant,
+      [SandboxLabels.keyStyle]: request.agent.keyStyle,
+    };
+    if (spec.template) baseLabels[SandboxLabels.template] = spec.template;
+    const labelsFor = (role: DockerRole): Record<string, string> => ({
+      ...baseLabels,
+      [DockerRoleLabel]: role,
+    });
+
+    try {
+      const sharedVolume =
+        this.options.agentVolume === 'cached'
+          ? await this.cached.volumeFor(this.carrierImage, carrierId)
+          : await fillAgentVolume({
+              docker: this.docker,
+              carrierImage: this.carrierImage,
+              volume: names.sharedVolume,
+              containerName: names.carrier,
+              labels: labelsFor('shared'),
+            }).then(() => names.sharedVolume);
+
+      let work: WorkMount;
+      let persistent = '';
+      if (spec.persistentWorkspace) {
+        persistent = persistentVolumeName(spec.persistentWorkspace.name);
+        // Creating an existing volume with the same driver returns it: that is how the next job finds it.
+        await this.docker.createVolume({
+          Name: persistent,
+          Labels: { [SandboxLabels.managedBy]: SandboxLabels.managedByValue, [DockerRoleLabel]: 'workspace' },
+        });
+        work = { kind: 'volume', name: persistent };
+      } else if (spec.user) {
+        // A fresh volume is root-owned; a tmpfs can be handed to the sandbox's uid:gid. Its pages
+        // count against the container's memory limit.
+        const [uid, gid = uid] = spec.user.split(':');
+        work = {
+          kind: 'tmpfs',
+          options: `uid=${uid},gid=${gid},mode=0750,size=${this.options.workTmpfsSize ?? '1g'}`,
+        };
+      } else {
+        await this.docker.createVolume({ Name: names.workVolume, Labels: labelsFor('work') });
+        work = { kind: 'volume', name: names.workVolume };
+      }
+
+      const agent = { ...request.agent, redisUrl: network.redisUrl ?? request.agent.redisUrl };
+      const launch = {
+        jobId: request.jobId,
+        agent,
+        workdir: spec.workingDirectory,
+        idleTimeoutSeconds: this.options.idleTimeoutSeconds,
+      };
+      const toolchainLabels = labelsFor('toolchain');
+      if (persistent) toolchainLabels[PersistentLabel] = persistent;
+      const container = await this.docker.createContainer(
+        toolchainContainerOptions({
+          name: names.toolchain,
+          spec,
+          labels: toolchainLabels,
+          sharedVolume,
+          work,
+          networkMode: network.networkMode,
+          agentArgs: agentArgs(launch),
+          env: { ...spec.env, ...secrets, ...agent.agentEnv, ...agentEnvironment(launch) },
+        }),
+      );
+      await container.start();
+      return { jobId: request.jobId, backend: 'docker', id: container.id };
+    } catch (err) {
+      // Half-made sandboxes are removed here so a failed create never needs a destroy.
+      await this.removeJobObjects(request.jobId).catch(() => {});
+      if (err instanceof SandboxStartError) throw err;
+      throw new SandboxStartError('backend_error', `Docker create failed: ${(err as Error).message}`);
+    }
+  }
+
+  async waitReady(ref: SandboxRef, deadlineMs: number, options: WaitReadyOptions): Promise<void> {
+    const container = this.docker.getContainer(ref.id);
+    const outcome = await pollUntil<'ready' | { exitCode: number } | 'gone'>(
+      async () => {
+        let state: Dockerode.ContainerInspectInfo['State'];
+        try {
+          state = (await container.inspect()).State;
+        } catch (err) {
+          if (isNotFound(err)) return 'gone';
+          throw err;
+        }
+        if (state.Status === 'exited' || state.Status === 'dead') return { exitCode: state.ExitCode };
+        if (!state.Running) return undefined;
+        return (await options.isAgentAlive()) ? 'ready' : undefined;
+      },
+      {
+        deadline: Date.now() + deadlineMs,
+        signal: options.signal,
+        initialIntervalMs: 10,
+        maxIntervalMs: 100,
+      },
+    );
+    if (outcome === 'ready') return;
+    if (outcome === 'gone') {
+      throw new SandboxStartError(
+        'agent_crashed',
+        `container ${ref.id} of job ${ref.jobId} disappeared before ready`,
+      );
+    }
+    if (outcome !== undefined) {
+      const lines = await containerLogTail(container);
+      throw new SandboxStartError(
+        'agent_crashed',
+        describeCrash(`container ${ref.id.slice(0, 12)} of job ${ref.jobId}`, outcome.exitCode, lines),
+      );
+    }
+    throw new SandboxStartError(
+      'deadline',
+      `agent of job ${ref.jobId} (container ${ref.id.slice(0, 12)}) did not heart-beat within ${deadlineMs} ms`,
+    );
+  }
+
+  async destroy(ref: SandboxRef, options: DestroyOptions = {}): Promise<void> {
+    const containers = await this.jobContainers(ref.jobId);
+    const toolchain = containers.find((c) => c.Labels[DockerRoleLabel] === 'toolchain');
+    const keyStyle = KeyStyleSchema.catch('tagged').parse(toolchain?.Labels[SandboxLabels.keyStyle]);
+    if (toolchain?.State === 'running') {
+      await requestAgentShutdown(this.options.redis, ref.jobId, keyStyle);
+      const handle = this.docker.getContainer(toolchain.Id);
+      await pollUntil(
+        async () => {
+          try {
+            return (await handle.inspect()).State.Running ? undefined : true;
+          } catch (err) {
+            if (isNotFound(err)) return true;
+            throw err;
+          }
+        },
+        {
+          deadline: Date.now() + (options.graceMs ?? this.options.defaultGraceMs ?? 10_000),
+          initialIntervalMs: 20,
+          maxIntervalMs: 200,
+        },
+      );
+    }
+    await this.removeJobObjects(ref.jobId, containers);
+    if (toolchain) {
+      await deleteSandboxKeys(this.options.redis, ref.jobId, keyStyle, {
+        includeOutput: options.removeOutputKeys,
+      });
+    } else if (options.removeOutputKeys) {
+      // Nothing tells which key style the job used once its container is gone: clear both.
+      for (const style of KeyStyleSchema.options) {
+        await deleteSandboxKeys(this.options.redis, ref.jobId, style, { includeOutput: true });
+      }
+    }
+  }
+
+  async list(): Promise<SandboxInfo[]> {
+    const containers = await this.docker.listContainers({
+      all: true,
+      filters: { label: [managedFilter, `${DockerRoleLabel}=toolchain`] },
+    });
+    return containers.map((c) => ({
+      jobId: c.Labels[SandboxLabels.jobId] ?? '',
+      backend: 'docker',
+      id: c.Id,
+      tenant: c.Labels[SandboxLabels.tenant],
+      labels: c.Labels,
+      createdAt: new Date(c.Created * 1000),
+      state:
+        c.State === 'running'
+          ? 'running'
+          : c.State === 'created'
+            ? 'starting'
+            : c.State === 'exited'
+              ? 'exited'
+              : 'unknown',
+    }));
+  }
+
+  /** The dockerode client is injected and owned by the caller. */
+  async close(): Promise<void> {}
+
+  private async requireImage(image: string): Promise<void> {
+    try {
+      await this.docker.getImage(image).inspect();
+    } catch (err) {
+      if (isNotFound(err)) {
+        throw new SandboxStartError(
+          'image_not_found',
+          `image "${image}" is not on the Docker engine this backend uses; Sandstream does not pull images: build, load or pull it on that engine first (or fix the template's image)`,
+        );
+      }
+      throw err;
+    }
+  }
+
+  private async jobContainers(jobId: string): Promise<Dockerode.ContainerInfo[]> {
+    return this.docker.listContainers({
+      all: true,
+      filters: { label: [managedFilter, `${SandboxLabels.jobId}=${jobId}`] },
+    });
+  }
+
+  /** Containers first (a volume in use cannot go), then the job's own volumes; persistent workspaces stay. */
+  private async removeJobObjects(jobId: string, known?: Dockerode.ContainerInfo[]): Promise<void> {
+    const containers = known ?? (await this.jobContainers(jobId));
+    await Promise.all(
+      containers.map((c) =>
+        ignoreGone(() => this.docker.getContainer(c.Id).remove({ force: true, v: false })),
+      ),
+    );
+    const { Volumes } = await this.docker.listVolumes({
+      filters: { label: [managedFilter, `${SandboxLabels.jobId}=${jobId}`] },
+    });
+    await Promise.all(
+      (Volumes ?? [])
+        .filter((v) => v.Labels?.[DockerRoleLabel] === 'shared' || v.Labels?.[DockerRoleLabel] === 'work')
+        .map((v) => ignoreGone(() => this.docker.getVolume(v.Name).remove())),
+    );
+  }
+}
