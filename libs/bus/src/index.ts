@@ -3,6 +3,7 @@ export * from './dispatch-keys.js';
 export * from './job-spec.js';
 export * from './job-state.js';
 export * from './job-store.js';
+export * from './job-submit.js';
 export * from './key-space.js';
 export * from './lua-script.js';
 export * from './queues.js';

@@ -100,3 +100,11 @@ export const DefaultJobOptions = {
   removeOnComplete: { age: 3600, count: 10_000 },
   removeOnFail: { age: 24 * 3600, count: 10_000 },
 } as const;
+
+/**
+ * Job spec priority (1 lowest … 100 most urgent) as a BullMQ priority (1 served first … 100
+ * last). Every job gets a priority, because BullMQ serves jobs without one before all others.
+ */
+export function bullPriority(priority: number): number {
+  return 101 - Math.min(100, Math.max(1, Math.round(priority)));
+}

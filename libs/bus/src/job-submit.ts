@@ -1,0 +1,40 @@
+import type { Queue } from 'bullmq';
+import { parseJobSpec } from './job-spec.js';
+import type { JobStore } from './job-store.js';
+import { bullJobId, bullPriority, DefaultJobOptions, type JobsPayload } from './queues.js';
+
+export interface SubmitResult {
+  jobId: string;
+  /** False when a job with this id existed already (nothing new was queued). */
+  created: boolean;
+}
+
+/**
+ * Submits a job: validates the spec, writes the record (SET-NX semantics) and adds it to the
+ * `jobs` queue under a BullMQ id derived from the job id. Both halves are idempotent, so a
+ * client that retries after a timeout — or crashed between the two writes — makes one job.
+ */
+export async function submitJob(
+  store: JobStore,
+  jobsQueue: Queue,
+  input: unknown,
+  source?: string,
+): Promise<SubmitResult> {
+  const spec = parseJobSpec(input, source);
+  const { created, jobId } = await store.create(spec);
+  if (!created) {
+    // Re-queue only a job still waiting to be scheduled (the first attempt may have died
+    // before adding it); the BullMQ id makes a duplicate add a no-op.
+    const record = await store.get(jobId);
+    if (record?.state !== 'queued') return { jobId, created };
+  }
+  const payload: JobsPayload = { jobId, ...(spec.traceContext ? { traceContext: spec.traceContext } : {}) };
+  await jobsQueue.add('job', payload, {
+    ...DefaultJobOptions,
+    jobId: bullJobId(jobId),
+    priority: bullPriority(spec.priority),
+    attempts: 5,
+    backoff: { type: 'exponential', delay: 1000 },
+  });
+  return { jobId, created };
+}

@@ -1,0 +1,81 @@
+import { bullJobId, type KeySpace, type RedisClient } from '@sandstream/bus';
+import type { Logger } from '@sandstream/telemetry';
+import type { Queue } from 'bullmq';
+
+export interface CapacityWakerOptions {
+  /** A dedicated connection: BLPOP blocks it. */
+  blockingRedis: RedisClient;
+  /** Any connection for the quick reads. */
+  redis: RedisClient;
+  keys: KeySpace;
+  jobsQueue: Queue;
+  logger: Logger;
+  /** Waiting jobs promoted per freed slot: more than one, because the best waiter may be blocked by its tenant limit. */
+  wakePerSlot?: number;
+  /** BLPOP timeout; bounds how long stop() waits. */
+  blockSeconds?: number;
+}
+
+/**
+ * Wakes jobs that wait for capacity. Whoever frees a slot LPUSHes to `capacityFreed` (in the
+ * same Lua script that frees it); this loop BLPOPs it — blocked in Redis, no polling — and
+ * promotes the best-ranked waiting jobs out of BullMQ's delayed set so a scheduler worker
+ * re-tries their admission at once.
+ */
+export class CapacityWaker {
+  private loop: Promise<void> | undefined;
+  private readonly controller = new AbortController();
+  /** Promotions done (for tests and logs). */
+  promoted = 0;
+
+  constructor(private readonly options: CapacityWakerOptions) {}
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.controller.abort();
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    const { blockingRedis, keys, logger } = this.options;
+    const blockSeconds = this.options.blockSeconds ?? 1;
+    while (!this.controller.signal.aborted) {
+      try {
+        const popped = await blockingRedis.blpop(keys.capacityFreed, blockSeconds);
+        if (!popped) continue;
+        await this.wake();
+      } catch (err) {
+        if (this.controller.signal.aborted) break;
+        logger.warn({ err }, 'capacity waker: redis error; retrying');
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+
+  /** Promotes the best waiting jobs; returns how many were promoted. */
+  async wake(): Promise<number> {
+    const { redis, keys, jobsQueue } = this.options;
+    const ids = await redis.zrange(keys.capacityWaiting, 0, (this.options.wakePerSlot ?? 3) - 1);
+    let count = 0;
+    for (const jobId of ids) {
+      const job = await jobsQueue.getJob(bullJobId(jobId));
+      if (!job) {
+        await redis.zrem(keys.capacityWaiting, jobId);
+        continue;
+      }
+      if (await job.isDelayed()) {
+        try {
+          await job.promote();
+          count++;
+        } catch {
+          // Another replica promoted it first.
+        }
+      }
+    }
+    this.promoted += count;
+    return count;
+  }
+}

@@ -1,0 +1,92 @@
+import { createKeySpace, createRedisFromEnv, JobStore, QueueNames, SlotLeases } from '@sandstream/bus';
+import { GracefulShutdown, loadEnvConfig, startHealthServer } from '@sandstream/service-kit';
+import { createLogger, initTelemetry, withJobSpan } from '@sandstream/telemetry';
+import { Queue, Worker } from 'bullmq';
+import { CapacityWaker } from './capacity-waker.js';
+import { createScheduleProcessor } from './schedule-job.js';
+import { SchedulerEnvSchema } from './scheduler-config.js';
+import { TemplateResolver } from './template-resolver.js';
+
+const logger = createLogger({ service: 'scheduler' });
+
+async function main(): Promise<void> {
+  const env = loadEnvConfig('scheduler', SchedulerEnvSchema);
+  const telemetry = await initTelemetry({ serviceName: 'scheduler' });
+  const keys = createKeySpace(env.SANDSTREAM_NAMESPACE);
+  const redis = createRedisFromEnv(env, 'producer', 'scheduler');
+  const workerRedis = createRedisFromEnv(env, 'worker', 'scheduler-worker');
+  const blockingRedis = createRedisFromEnv(env, 'worker', 'scheduler-waker');
+  const prefix = keys.bullPrefix;
+
+  const store = new JobStore({ redis, keys });
+  const leases = new SlotLeases({
+    redis,
+    keys,
+    globalLimit: env.SCHEDULER_GLOBAL_SLOTS,
+    tenantLimit: env.SCHEDULER_TENANT_SLOTS,
+    leaseMs: env.LEASE_SECONDS * 1000,
+  });
+  const jobsQueue = new Queue(QueueNames.jobs, { connection: redis, prefix });
+  const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix });
+  const processor = createScheduleProcessor({
+    store,
+    leases,
+    redis,
+    keys,
+    createQueue,
+    resolver: new TemplateResolver(),
+    logger,
+    recheckMs: env.SCHEDULER_RECHECK_SECONDS * 1000,
+  });
+  const worker = new Worker(
+    QueueNames.jobs,
+    (job, token) =>
+      withJobSpan(
+        'scheduler.admit',
+        { traceContext: job.data?.traceContext, attempt: job.attemptsMade + 1 },
+        () => processor(job, token),
+      ),
+    { connection: workerRedis, prefix, concurrency: env.SCHEDULER_CONCURRENCY },
+  );
+  worker.on('failed', (job, err) => logger.error({ bullJobId: job?.id, err }, 'admission failed'));
+  worker.on('error', (err) => logger.error({ err }, 'worker error'));
+  const waker = new CapacityWaker({ blockingRedis, redis, keys, jobsQueue, logger });
+  waker.start();
+
+  const health = await startHealthServer({
+    port: env.HEALTH_PORT,
+    checks: {
+      redis: async () => (await redis.ping()) === 'PONG',
+      worker: async () => worker.isRunning(),
+    },
+  });
+  const shutdown = new GracefulShutdown({ logger });
+  shutdown.add('stop taking work', async () => health.markDraining());
+  shutdown.add('capacity waker', () => waker.stop());
+  // close() waits for in-flight admissions; unfinished BullMQ jobs stay in Redis for another replica.
+  shutdown.add('jobs worker', () => worker.close());
+  shutdown.add('queues', async () => {
+    await Promise.all([jobsQueue.close(), createQueue.close()]);
+  });
+  shutdown.add('redis', async () => {
+    await Promise.all([redis.quit(), workerRedis.quit(), blockingRedis.quit()]);
+  });
+  shutdown.add('health server', () => health.close());
+  shutdown.add('telemetry', () => telemetry.shutdown());
+  logger.info(
+    {
+      healthPort: health.port,
+      globalSlots: env.SCHEDULER_GLOBAL_SLOTS,
+      tenantSlots: env.SCHEDULER_TENANT_SLOTS,
+      namespace: keys.namespace,
+    },
+    'scheduler started',
+  );
+}
+
+main().catch((err) => {
+  logger.fatal({ err: err instanceof Error ? err.message : String(err) }, 'scheduler failed to start');
+  logger.flush();
+  process.exitCode = 1;
+  setTimeout(() => process.exit(1), 100).unref();
+});

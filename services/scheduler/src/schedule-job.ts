@@ -1,0 +1,148 @@
+import {
+  bullJobId,
+  bullPriority,
+  DefaultJobOptions,
+  JobSpecError,
+  type JobStore,
+  JobsPayloadSchema,
+  type KeySpace,
+  type RedisClient,
+  type SandboxCreatePayload,
+  type SlotLeases,
+  waitingRank,
+} from '@sandstream/bus';
+import type { Logger } from '@sandstream/telemetry';
+import { formatIssues } from '@sandstream/wire';
+import { DelayedError, type Job, type Queue } from 'bullmq';
+import { TemplateResolutionError, type TemplateResolver } from './template-resolver.js';
+
+export interface ScheduleDeps {
+  store: JobStore;
+  leases: SlotLeases;
+  redis: RedisClient;
+  keys: KeySpace;
+  createQueue: Queue;
+  resolver: TemplateResolver;
+  logger: Logger;
+  /** Safety net: a waiting job is re-checked this often even without a wake-up. */
+  recheckMs: number;
+}
+
+export type ScheduleOutcome =
+  | 'scheduled'
+  | 'rejected'
+  | 'cancelled'
+  | 'skipped'
+  | { waiting: 'global' | 'tenant' };
+
+/**
+ * The `jobs` queue processor. Admission order:
+ * 1. the record still wants scheduling (queued, or scheduled after a crash mid-way);
+ * 2. the spec re-validates (the record crossed a trust boundary);
+ * 3. a global and a tenant slot lease is taken atomically; if not, the job parks in BullMQ's
+ *    delayed set and registers in the waiting set, and a capacity wake-up promotes it;
+ * 4. the template resolves; queued -> scheduled; `sandbox-create` is enqueued.
+ * Every step is idempotent, so a redelivered job (stalled worker, crash) converges.
+ */
+export function createScheduleProcessor(deps: ScheduleDeps) {
+  return async (job: Job, token?: string): Promise<ScheduleOutcome> => {
+    const payload = JobsPayloadSchema.safeParse(job.data);
+    if (!payload.success) {
+      deps.logger.error(
+        { bullJobId: job.id, problems: formatIssues(payload.error) },
+        'malformed jobs payload',
+      );
+      return 'skipped';
+    }
+    const { jobId } = payload.data;
+    const log = deps.logger.child({ jobId });
+    const record = await deps.store.get(jobId);
+    if (!record) {
+      log.warn('job record missing; dropping');
+      return 'skipped';
+    }
+    if (record.state !== 'queued' && record.state !== 'scheduled') {
+      log.info({ state: record.state }, 'job no longer waits for scheduling');
+      return 'skipped';
+    }
+    if (record.cancelRequested !== undefined) {
+      await deps.store.transition(jobId, ['queued', 'scheduled'], 'cancelled', {
+        reason: record.cancelRequested,
+      });
+      await deps.leases.release(jobId, record.tenant);
+      return 'cancelled';
+    }
+
+    let spec: Awaited<ReturnType<JobStore['getSpec']>>;
+    try {
+      spec = await deps.store.getSpec(jobId);
+    } catch (err) {
+      const reason = err instanceof JobSpecError ? err.message : `stored spec unreadable: ${String(err)}`;
+      await deps.store.transition(jobId, ['queued', 'scheduled'], 'failed', { reason });
+      log.warn({ reason }, 'rejected job');
+      return 'rejected';
+    }
+    if (!spec) return 'skipped';
+
+    let lease = await deps.leases.acquire(jobId, record.tenant);
+    if (!lease.granted) {
+      // Register as a waiter, then try once more: a slot freed between the first attempt and
+      // the registration would otherwise wake nobody and leave the job to the safety re-check.
+      await deps.redis.zadd(
+        deps.keys.capacityWaiting,
+        'NX',
+        waitingRank(spec.priority, record.createdAt),
+        jobId,
+      );
+      lease = await deps.leases.acquire(jobId, record.tenant);
+    }
+    if (!lease.granted) {
+      log.info({ blockedBy: lease.blockedBy, tenant: record.tenant }, 'no capacity; job waits');
+      await job.moveToDelayed(Date.now() + deps.recheckMs, token);
+      throw new DelayedError();
+    }
+    await deps.redis.zrem(deps.keys.capacityWaiting, jobId);
+
+    let resolved: Awaited<ReturnType<TemplateResolver['resolve']>>;
+    try {
+      resolved = await deps.resolver.resolve(spec);
+    } catch (err) {
+      if (!(err instanceof TemplateResolutionError)) {
+        await deps.leases.release(jobId, record.tenant);
+        throw err;
+      }
+      await deps.store.transition(jobId, ['queued', 'scheduled'], 'failed', { reason: err.message });
+      await deps.leases.release(jobId, record.tenant);
+      log.warn({ reason: err.message }, 'template resolution failed');
+      return 'rejected';
+    }
+
+    const moved = await deps.store.transition(jobId, ['queued'], 'scheduled');
+    const nowScheduled = moved.status === 'ok' || (moved.status === 'noop' && moved.state === 'scheduled');
+    const alreadyScheduled = moved.status === 'conflict' && moved.state === 'scheduled';
+    if (!nowScheduled && !alreadyScheduled) {
+      // Cancelled or failed meanwhile: give the slot back.
+      await deps.leases.release(jobId, record.tenant);
+      log.info({ result: moved }, 'job changed state during admission; slot released');
+      return 'skipped';
+    }
+
+    const createPayload: SandboxCreatePayload = {
+      jobId,
+      tenant: record.tenant,
+      sandbox: resolved.sandbox,
+      ...(resolved.template ? { template: resolved.template } : {}),
+      ...(payload.data.traceContext ? { traceContext: payload.data.traceContext } : {}),
+    };
+    await deps.createQueue.add('create', createPayload, {
+      ...DefaultJobOptions,
+      jobId: bullJobId(jobId),
+      priority: bullPriority(spec.priority),
+      // Transient errors (Redis blip, backend API hiccup) retry; capacity errors retry longer.
+      attempts: 6,
+      backoff: { type: 'exponential', delay: 2000 },
+    });
+    log.info({ tenant: record.tenant, image: resolved.sandbox.image }, 'job scheduled');
+    return 'scheduled';
+  };
+}
