@@ -78,7 +78,7 @@ export async function startService(
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}:\n${output}`);
     try {
-      const res = await fetch(`http://127.0.0.1:${port}/healthz`);
+      const res = await fetch(`http://127.0.0.1:${port}/readyz`);
       if (res.ok) return service;
     } catch {
       // not listening yet

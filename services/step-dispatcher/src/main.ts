@@ -12,13 +12,13 @@ import {
   type SandboxDestroyPayload,
   waitForRedis,
 } from '@sandstream/bus';
+import { GracefulShutdown, startHealthServer } from '@sandstream/service-kit';
 import { createLogger } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { CompletionConsumer } from './completion-consumer.js';
 import { loadConfig } from './config.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
-import { startHealthServer } from './health-server.js';
 import { HeartbeatMonitor } from './heartbeat-monitor.js';
 import { StepDispatcher } from './step-dispatcher.js';
 
@@ -90,35 +90,35 @@ async function main(): Promise<void> {
   deadlines.start();
   heartbeats.start();
 
-  const health = await startHealthServer(config.HEALTH_PORT, () => ({
-    healthy: redis.status === 'ready' && worker.isRunning(),
-    service: 'step-dispatcher',
-    consumer: consumerName,
-    completionsHandled: completions.handledCount,
-    lastHeartbeatBatch: heartbeats.lastCheckedCount,
-  }));
-  logger.info(
-    { port: health.port, consumer: consumerName, shards: dispatchKeys.shards },
-    'step-dispatcher ready',
-  );
-
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'stopping');
-    // Stop taking new work first, then let in-flight handlers finish; whatever is left
-    // unacknowledged is redelivered to another instance.
-    await Promise.allSettled([worker.close(), completions.stop(), deadlines.stop(), heartbeats.stop()]);
-    await destroyQueue.close();
-    health.server.close();
+  const health = await startHealthServer({
+    port: config.HEALTH_PORT,
+    checks: {
+      redis: async () => (await redis.ping()) === 'PONG',
+      worker: async () => worker.isRunning(),
+    },
+  });
+  // Stop taking new work first, then let in-flight handlers finish; whatever is left
+  // unacknowledged (a notice, a dispatch, a leased deadline) is redelivered to another instance.
+  const shutdown = new GracefulShutdown({ logger });
+  shutdown.add('stop taking work', async () => health.markDraining());
+  shutdown.add('dispatch worker', () => worker.close());
+  shutdown.add('completion consumer', () => completions.stop());
+  shutdown.add('deadline sweeper', () => deadlines.stop());
+  shutdown.add('heartbeat monitor', () => heartbeats.stop());
+  shutdown.add('queues', () => destroyQueue.close());
+  shutdown.add('redis', async () => {
     await Promise.allSettled([redis.quit(), workerRedis.quit()]);
-    logger.info('stopped');
-    logger.flush();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  });
+  shutdown.add('health server', () => health.close());
+  logger.info(
+    {
+      healthPort: health.port,
+      consumer: consumerName,
+      shards: dispatchKeys.shards,
+      namespace: keySpace.namespace,
+    },
+    'step-dispatcher started',
+  );
 }
 
 main().catch((err: unknown) => {

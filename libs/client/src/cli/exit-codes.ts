@@ -1,0 +1,29 @@
+import type { JobState } from '@sandstream/bus';
+
+/**
+ * `sandstream submit --follow` and `logs -f` exit with the job's outcome, in the conventions
+ * shells already use: 124 is what timeout(1) returns, 130 is 128 + SIGINT.
+ */
+export const ExitCodes = {
+  succeeded: 0,
+  failed: 1,
+  /** Bad usage, unreadable or invalid job file. */
+  usage: 2,
+  /** Redis unreachable or another infrastructure error. */
+  infrastructure: 3,
+  timedOut: 124,
+  cancelled: 130,
+} as const;
+
+export function exitCodeFor(state: JobState): number {
+  switch (state) {
+    case 'succeeded':
+      return ExitCodes.succeeded;
+    case 'timed-out':
+      return ExitCodes.timedOut;
+    case 'cancelled':
+      return ExitCodes.cancelled;
+    default:
+      return ExitCodes.failed;
+  }
+}

@@ -1,0 +1,88 @@
+import type { JobSpec } from '@sandstream/bus';
+import type { FollowItem } from '../follow-entry.js';
+
+export interface RenderTarget {
+  out: NodeJS.WritableStream & { isTTY?: boolean };
+  err: NodeJS.WritableStream & { isTTY?: boolean };
+}
+
+const WAITING_STATES = new Set(['queued', 'scheduled', 'starting']);
+const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+/** A one-line summary of a step for its header: "run: make test" or "readFile: src/a.ts". */
+export function describeStep(spec: JobSpec | null, stepId: string): string {
+  const index = Number(/^step-(\d+)$/.exec(stepId)?.[1] ?? 0) - 1;
+  const step = spec?.steps[index];
+  if (!step) return stepId;
+  const label = step.name ? `${step.name} — ` : '';
+  switch (step.kind) {
+    case 'run':
+      return `${label}run: ${[step.command, ...step.args].join(' ')}`.slice(0, 200);
+    case 'grep':
+      return `${label}grep: ${step.pattern} in ${step.path}`;
+    default:
+      return `${label}${step.kind}: ${step.path}`;
+  }
+}
+
+/**
+ * Prints a job's timeline: step headers, output lines, state changes. On a TTY a spinner
+ * shows while the sandbox starts (on stderr, erased once there is something to show); when
+ * output is piped every line is plain text, so logs and CI captures stay clean.
+ */
+export class TimelineRenderer {
+  private spinner: NodeJS.Timeout | undefined;
+  private frame = 0;
+  private spinnerText = '';
+
+  constructor(
+    private readonly target: RenderTarget,
+    private readonly spec: JobSpec | null,
+  ) {}
+
+  private get tty(): boolean {
+    return this.target.err.isTTY === true;
+  }
+
+  render(item: FollowItem): void {
+    this.stopSpinner();
+    switch (item.type) {
+      case 'state':
+        this.target.err.write(`● ${item.to}${item.reason ? ` (${item.reason})` : ''}\n`);
+        if (!item.terminal && WAITING_STATES.has(item.to))
+          this.startSpinner(`waiting for the sandbox (${item.to})`);
+        break;
+      case 'cancel-requested':
+        this.target.err.write(`● cancel requested${item.reason ? `: ${item.reason}` : ''}\n`);
+        break;
+      case 'step-started':
+        this.target.out.write(`▶ ${item.stepId}  ${describeStep(this.spec, item.stepId)}\n`);
+        break;
+      case 'output':
+        (item.stream === 'stderr' ? this.target.err : this.target.out).write(`${item.line}\n`);
+        break;
+      case 'step-completed': {
+        const dropped = item.droppedLines > 0 ? `, ${item.droppedLines} lines dropped` : '';
+        this.target.out.write(`◀ ${item.stepId}  exit ${item.exitCode ?? '-'}${dropped}\n`);
+        break;
+      }
+    }
+  }
+
+  private startSpinner(text: string): void {
+    if (!this.tty) return;
+    this.spinnerText = text;
+    const draw = () => {
+      this.target.err.write(`\r${FRAMES[this.frame++ % FRAMES.length]} ${this.spinnerText}`);
+    };
+    draw();
+    this.spinner = setInterval(draw, 80);
+  }
+
+  stopSpinner(): void {
+    if (!this.spinner) return;
+    clearInterval(this.spinner);
+    this.spinner = undefined;
+    this.target.err.write('\r\x1b[2K');
+  }
+}
