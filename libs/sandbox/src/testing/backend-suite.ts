@@ -245,8 +245,9 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
       'a persistent workspace outlives destroy and is found by the next job naming it',
       async () => {
         const name = `suite-ws-${suffix()}`;
+        const jobIds = [newJobId('ws1'), newJobId('ws2')];
         try {
-          const first = await start(newJobId('ws1'), { persistentWorkspace: { name } });
+          const first = await start(jobIds[0] as string, { persistentWorkspace: { name } });
           const written = await channel(first.jobId).run({
             schemaVersion: SCHEMA_VERSION,
             stepId: 'keep',
@@ -257,7 +258,7 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
           expect(written.errorMessage).toBeNull();
           await destroyAndCheckClean(first);
 
-          const second = await start(newJobId('ws2'), { persistentWorkspace: { name } });
+          const second = await start(jobIds[1] as string, { persistentWorkspace: { name } });
           const read = await channel(second.jobId).run({
             schemaVersion: SCHEMA_VERSION,
             stepId: 'again',
@@ -267,6 +268,10 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
           expect(read.output).toMatchObject({ kind: 'readFile', content: 'still here' });
           await destroyAndCheckClean(second);
         } finally {
+          // A failed start leaves its sandbox holding the workspace; it must go before the workspace can.
+          for (const ref of created.filter((r) => jobIds.includes(r.jobId))) {
+            await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true }).catch(() => {});
+          }
           await options.removePersistentWorkspace?.(name);
         }
       },

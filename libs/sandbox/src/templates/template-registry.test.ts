@@ -1,0 +1,148 @@
+import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { TemplateFileError } from './load-templates.js';
+import { TemplateRegistry, TemplateResolveError } from './template-registry.js';
+
+const good = `
+defaults:
+  env: { FROM_DEFAULTS: "1", SHARED: defaults }
+  resources: { limits: { cpu: "1", memory: 1Gi } }
+templates:
+  node:
+    image: node:20
+    env: { SHARED: template, NODE_ENV: test }
+    resources: { limits: { memory: 2Gi } }
+    runtimeClass: runsc
+    podTemplate: { spec: { nodeSelector: { pool: sandbox } } }
+`;
+
+let dir: string;
+let path: string;
+const open: TemplateRegistry[] = [];
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sandstream-templates-'));
+  path = join(dir, 'templates.yaml');
+  await writeFile(path, good);
+});
+afterEach(async () => {
+  for (const r of open.splice(0)) r.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function openRegistry(extra: Partial<Parameters<typeof TemplateRegistry.open>[0]> = {}) {
+  const registry = await TemplateRegistry.open({ path, debounceMs: 50, ...extra });
+  open.push(registry);
+  return registry;
+}
+
+/** Waits for the next onReload event. */
+function nextReload(events: unknown[], count: number, timeoutMs = 5000): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const check = () => {
+      if (events.length >= count) resolve();
+      else if (Date.now() - started > timeoutMs) reject(new Error(`no reload within ${timeoutMs} ms`));
+      else setTimeout(check, 20);
+    };
+    check();
+  });
+}
+
+describe('TemplateRegistry', () => {
+  it('resolves request > template > defaults, merging maps key by key', async () => {
+    const registry = await openRegistry({ watch: false });
+    const spec = registry.resolve({
+      template: 'node',
+      spec: { env: { SHARED: 'request' }, resources: { limits: { cpu: '2' } } },
+    });
+    expect(spec.image).toBe('node:20');
+    expect(spec.env).toEqual({ FROM_DEFAULTS: '1', SHARED: 'request', NODE_ENV: 'test' });
+    expect(spec.resources).toEqual({ limits: { cpu: '2', memory: '2Gi' } });
+    expect(spec.runtimeClass).toBe('runsc');
+    expect(spec.template).toBe('node');
+    expect(spec.podTemplate).toEqual({ spec: { nodeSelector: { pool: 'sandbox' } } });
+    // Schema defaults fill what no layer said.
+    expect(spec.startDeadlineSeconds).toBe(120);
+    expect(spec.network).toBe('default');
+  });
+
+  it('resolves a request without a template when it names its own image', async () => {
+    const registry = await openRegistry({ watch: false });
+    expect(registry.resolve({ spec: { image: 'busybox' } }).env).toEqual({
+      FROM_DEFAULTS: '1',
+      SHARED: 'defaults',
+    });
+  });
+
+  it('names the file, the template and the field of an invalid template', async () => {
+    await writeFile(
+      path,
+      `templates:\n  node:\n    image: node:20\n    resources: { limits: { cpu: lots } }\n`,
+    );
+    const err = await TemplateRegistry.open({ path, watch: false }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TemplateFileError);
+    expect((err as Error).message).toMatch(
+      /^templates\.yaml: template "node": resources\.limits\.cpu: cpu must be/,
+    );
+  });
+
+  it('refuses unknown fields (typos) in a template', async () => {
+    await writeFile(path, `templates:\n  node:\n    imgae: node:20\n`);
+    await expect(TemplateRegistry.open({ path, watch: false })).rejects.toThrow(
+      /template "node": .*Unrecognized key: "imgae"/,
+    );
+  });
+
+  it('reports an unknown template and an incomplete result with clear errors', async () => {
+    const registry = await openRegistry({ watch: false });
+    expect(() => registry.resolve({ template: 'nope' })).toThrow(
+      /unknown template "nope"; known templates: node/,
+    );
+    expect(() => registry.resolve({})).toThrow(TemplateResolveError);
+    expect(() => registry.resolve({})).toThrow(/image/);
+    expect(() => registry.resolve({ template: 'node', spec: { user: 'root' } as never })).toThrow(
+      /request\.spec\.user/,
+    );
+  });
+
+  it('reloads on change without restart, and keeps the last good version when an edit is invalid', async () => {
+    const events: ({ ok: true } | { ok: false; error: Error })[] = [];
+    const registry = await openRegistry({ onReload: (e) => events.push(e) });
+    expect(registry.resolve({ template: 'node' }).image).toBe('node:20');
+
+    await writeFile(path, good.replace('node:20', 'node:22'));
+    await nextReload(events, 1);
+    expect(events.at(-1)?.ok).toBe(true);
+    expect(registry.resolve({ template: 'node' }).image).toBe('node:22');
+
+    await writeFile(path, `templates:\n  node:\n    image: ""\n`);
+    await nextReload(events, 2);
+    const bad = events.at(-1);
+    expect(bad?.ok).toBe(false);
+    expect(bad && !bad.ok && bad.error.message).toMatch(/template "node": image/);
+    expect(registry.lastError).toBeDefined();
+    expect(registry.resolve({ template: 'node' }).image).toBe('node:22');
+
+    // An editor's save: write elsewhere, rename over the file. The directory watch still sees it.
+    const tmp = join(dir, '.templates.yaml.swp');
+    await writeFile(tmp, good.replace('node:20', 'node:24'));
+    await rename(tmp, path);
+    await nextReload(events, 3);
+    expect(registry.resolve({ template: 'node' }).image).toBe('node:24');
+    expect(registry.lastError).toBeUndefined();
+  });
+
+  it('accepts the example file shipped in deploy/', async () => {
+    const example = fileURLToPath(new URL('../../../../deploy/templates.example.yaml', import.meta.url));
+    const registry = await TemplateRegistry.open({ path: example, watch: false });
+    expect(registry.names()).toEqual(['debian', 'busybox', 'node20-locked-down']);
+    const locked = registry.resolve({ template: 'node20-locked-down' });
+    expect(locked).toMatchObject({ user: '1000:1000', network: 'deny-egress', runtimeClass: 'runsc' });
+    expect(locked.resources.limits).toEqual({ cpu: '1', memory: '1Gi' });
+    expect(registry.resolve().image).toBe('sandstream/debian:bookworm');
+  });
+});
