@@ -1,5 +1,4 @@
 import {
-  bullJobId,
   type CancelResult,
   createKeySpace,
   createRedis,
@@ -7,16 +6,16 @@ import {
   DispatchKeys,
   isTerminal,
   type JobRecord,
-  type JobSpec,
   type JobState,
   JobStore,
   type JobsPayload,
   type KeySpace,
   type ListOptions,
-  parseJobSpec,
   QueueNames,
   type RedisClient,
+  type SubmitResult,
   signalCancel,
+  submitJob,
 } from '@sandstream/bus';
 import { Queue } from 'bullmq';
 import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
@@ -30,12 +29,6 @@ export interface SandstreamClientOptions {
   prefix?: string;
   /** Must match the services' COMPLETION_SHARDS (used to leave a cancel deadline). */
   completionShards?: number;
-}
-
-export interface SubmitResult {
-  jobId: string;
-  /** False when a job with this id already existed: submitting twice makes one job. */
-  created: boolean;
 }
 
 export interface WaitOptions {
@@ -87,19 +80,13 @@ export class SandstreamClient {
     return this.queue;
   }
 
-  /** Validates and submits a job. `source` (e.g. a file name) prefixes validation errors. */
-  async submit(input: unknown, source?: string): Promise<SubmitResult> {
-    const spec: JobSpec = parseJobSpec(input, source);
-    const { created, jobId } = await this.jobStore.create(spec);
-    // Added even when the record existed: the BullMQ job id makes a repeat a no-op, and it
-    // completes a submit that crashed between the record and the queue.
-    await this.jobsQueue().add(
-      'job',
-      { jobId, ...(spec.traceContext ? { traceContext: spec.traceContext } : {}) },
-      // BullMQ: 1 is the most urgent; the spec: 100 is.
-      { jobId: bullJobId(jobId), priority: 101 - spec.priority },
-    );
-    return { jobId, created };
+  /**
+   * Validates and submits a job (libs/bus submitJob: the same path every producer uses). A bad
+   * spec throws JobSpecError naming each field and rule, prefixed by `source` (e.g. a file
+   * name), and nothing is written.
+   */
+  submit(input: unknown, source?: string): Promise<SubmitResult> {
+    return submitJob(this.jobStore, this.jobsQueue(), input, source);
   }
 
   get(jobId: string): Promise<JobRecord | null> {

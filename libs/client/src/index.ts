@@ -1,2 +1,3 @@
+export type { SubmitResult } from '@sandstream/bus';
 export * from './client.js';
 export * from './follow-entry.js';

@@ -26,14 +26,14 @@ export function parseSpecText(text: string, path: string): JobSpec {
   const doc = parseDocument(text, { lineCounter, prettyErrors: false });
   if (doc.errors.length > 0) {
     const first = doc.errors[0];
-    const at = first?.linePos?.[0];
+    const at = first ? lineCounter.linePos(first.pos[0]) : undefined;
     throw new SpecFileError(
       `${path}${at ? `:${at.line}:${at.col}` : ''}: not valid YAML: ${first?.message ?? ''}`,
     );
   }
   const parsed = JobSpecSchema.safeParse(doc.toJS());
   if (parsed.success) return parsed.data;
-  const lines = parsed.error.issues.map((issue) => {
+  const located = parsed.error.issues.map((issue) => {
     // Point at the deepest part of the path that exists in the file.
     let node: unknown;
     for (let depth = issue.path.length; depth >= 0 && !node; depth--) {
@@ -43,7 +43,9 @@ export function parseSpecText(text: string, path: string): JobSpec {
     const pos = range ? lineCounter.linePos(range[0]) : undefined;
     const where = pos ? `${path}:${pos.line}:${pos.col}` : path;
     const field = issue.path.map(String).join('.');
-    return `${where}: ${field ? `${field}: ` : ''}${issue.message}`;
+    return { line: pos?.line ?? 0, text: `${where}: ${field ? `${field}: ` : ''}${issue.message}` };
   });
-  throw new SpecFileError(lines.join('\n'));
+  // In file order, as a compiler would list them.
+  located.sort((a, b) => a.line - b.line);
+  throw new SpecFileError(located.map((l) => l.text).join('\n'));
 }

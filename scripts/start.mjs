@@ -1,0 +1,173 @@
+#!/usr/bin/env node
+// `npm start`: the whole system on this machine. Starts the four services as separate processes
+// against the local Redis (REDIS_URL, default redis://127.0.0.1:6379) with the auto-detected
+// sandbox backend, waits until each is ready, submits examples/hello.yaml and streams its
+// output, then keeps running until Ctrl-C, which stops every child cleanly (SIGTERM, then
+// SIGKILL after a grace period).
+//
+//   npm start -- --scale step-dispatcher=3 --scale scheduler=2   several processes of a service
+//   npm start -- --job examples/other.yaml                       submit another job file
+//   npm start -- --no-job                                        services only
+//   npm start -- --logs                                          service logs on the terminal
+//                                                                (else under .cache/start-logs/)
+import { spawn, spawnSync } from 'node:child_process';
+import { createWriteStream, existsSync, mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const SERVICES = ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper'];
+const ALIASES = { dispatcher: 'step-dispatcher', lifecycle: 'pod-lifecycle' };
+
+const { values } = parseArgs({
+  options: {
+    scale: { type: 'string', multiple: true, default: [] },
+    job: { type: 'string', default: 'examples/hello.yaml' },
+    'no-job': { type: 'boolean', default: false },
+    logs: { type: 'boolean', default: false },
+    namespace: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+if (values.help) {
+  process.stdout.write(
+    'npm start -- [--scale <service>=<n>]... [--job <file> | --no-job] [--logs] [--namespace <ns>]\n',
+  );
+  process.exit(0);
+}
+
+const scale = Object.fromEntries(SERVICES.map((s) => [s, 1]));
+for (const entry of values.scale) {
+  const match = /^([a-z-]+)=(\d+)$/.exec(entry);
+  const name = match ? (ALIASES[match[1]] ?? match[1]) : undefined;
+  if (!match || !SERVICES.includes(name) || Number(match[2]) < 1 || Number(match[2]) > 16) {
+    console.error(`--scale ${entry}: expected <service>=<1..16> with service one of ${SERVICES.join(', ')}`);
+    process.exit(2);
+  }
+  scale[name] = Number(match[2]);
+}
+
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const namespace = values.namespace ?? process.env.SANDSTREAM_NAMESPACE ?? 'sandstream';
+
+// Build what is missing (turbo builds dependencies first), so a fresh clone just works.
+const missing = [
+  ...SERVICES.map((s) => `services/${s}/dist/main.js`),
+  'libs/client/dist/cli/main.js',
+  'agent/dist/main.js',
+].filter((p) => !existsSync(join(root, p)));
+if (missing.length > 0) {
+  console.log(`building (missing ${missing.join(', ')}) …`);
+  const built = spawnSync('npx', ['tsc', '-b'], { cwd: root, stdio: 'inherit' });
+  if (built.status !== 0) process.exit(built.status ?? 1);
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const logDir = join(root, '.cache', 'start-logs');
+mkdirSync(logDir, { recursive: true });
+const children = [];
+let stopping = false;
+
+async function startOne(name, index) {
+  const port = await freePort();
+  const label = scale[name] > 1 ? `${name}#${index + 1}` : name;
+  const child = spawn(process.execPath, [join(root, 'services', name, 'dist', 'main.js')], {
+    cwd: root,
+    env: { ...process.env, REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: namespace, HEALTH_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const log = createWriteStream(join(logDir, `${label.replace('#', '-')}.log`));
+  for (const stream of [child.stdout, child.stderr]) {
+    stream.pipe(log, { end: false });
+    if (values.logs) stream.on('data', (chunk) => process.stderr.write(prefixLines(label, chunk)));
+  }
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  exited.then(({ code, signal }) => {
+    log.end();
+    if (!stopping) console.error(`✗ ${label} exited (${signal ?? code}); see .cache/start-logs/`);
+  });
+  children.push({ label, child, port, exited });
+}
+
+function prefixLines(label, chunk) {
+  return chunk
+    .toString()
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => `[${label}] ${l}\n`)
+    .join('');
+}
+
+async function waitReady({ label, port, child }, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null)
+      throw new Error(`${label} exited with ${child.exitCode} (see .cache/start-logs/)`);
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/readyz`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 150));
+  }
+  throw new Error(`${label} not ready after ${timeoutMs} ms (see .cache/start-logs/)`);
+}
+
+async function stopAll(code) {
+  if (stopping) return;
+  stopping = true;
+  console.log('\nstopping services …');
+  for (const { child } of children) if (child.exitCode === null) child.kill('SIGTERM');
+  const killer = setTimeout(() => {
+    for (const { label, child } of children) {
+      if (child.exitCode === null && child.signalCode === null) {
+        console.error(`${label} did not stop in 15 s; killing it`);
+        child.kill('SIGKILL');
+      }
+    }
+  }, 15_000);
+  const results = await Promise.all(children.map((c) => c.exited));
+  clearTimeout(killer);
+  children.forEach((c, i) => console.log(`  ${c.label}: exited ${results[i].signal ?? results[i].code}`));
+  process.exit(code);
+}
+process.on('SIGINT', () => void stopAll(0));
+process.on('SIGTERM', () => void stopAll(0));
+
+try {
+  console.log(`Redis ${redisUrl.replace(/\/\/[^@]*@/, '//***@')}, namespace ${namespace}`);
+  for (const name of SERVICES) for (let i = 0; i < scale[name]; i++) await startOne(name, i);
+  await Promise.all(children.map((c) => waitReady(c)));
+  for (const c of children) console.log(`✓ ${c.label} ready (pid ${c.child.pid}, health :${c.port})`);
+} catch (err) {
+  console.error(`✗ ${err.message}`);
+  await stopAll(1);
+}
+
+if (!values['no-job']) {
+  console.log(`\n$ sandstream submit ${values.job} --follow\n`);
+  const cli = spawn(
+    process.execPath,
+    [join(root, 'libs/client/dist/cli/main.js'), 'submit', values.job, '--follow'],
+    {
+      cwd: root,
+      env: { ...process.env, REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: namespace },
+      stdio: 'inherit',
+    },
+  );
+  const code = await new Promise((resolve) => cli.once('exit', (c) => resolve(c)));
+  console.log(`\njob finished (sandstream exit code ${code}).`);
+}
+if (!stopping) console.log('services keep running; press Ctrl-C to stop them.');
