@@ -1,4 +1,5 @@
 import type { Step } from '@sandstream/wire';
+import { grepStep } from './grep-step.js';
 import { listFilesStep } from './list-files-step.js';
 import { failed } from './outcome.js';
 import { readFileStep } from './read-file-step.js';
@@ -30,13 +31,17 @@ function dispatch(step: Step, ctx: StepContext): Promise<StepOutcome> {
       return writeFileStep(step, ctx);
     case 'listFiles':
       return listFilesStep(step, ctx);
+    case 'grep':
+      return grepStep(step, ctx);
     case 'shutdown':
       return Promise.resolve(
         failed('invalid_step', 'shutdown steps are handled by the agent loop, not executed'),
       );
-    default:
-      return Promise.resolve(
-        failed('invalid_step', `${step.kind} steps are not supported by this agent yet`),
-      );
+    default: {
+      // Unreachable for parsed steps; the `never` makes a new kind in the schema a compile error here.
+      const unknown: never = step;
+      const kind = (unknown as { kind?: unknown }).kind;
+      return Promise.resolve(failed('invalid_step', `unknown step kind ${JSON.stringify(kind)}`));
+    }
   }
 }
