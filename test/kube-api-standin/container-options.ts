@@ -1,0 +1,116 @@
+import type { V1Container, V1PodSecurityContext } from '@kubernetes/client-node';
+import type { ContainerCreateOptions, MountSettings } from 'dockerode';
+import { ContainerConfigError, expandReferences } from './env-resolver.js';
+
+export interface ContainerPlan {
+  /** Docker container name. */
+  name: string;
+  labels: Record<string, string>;
+  container: V1Container;
+  podSecurity: V1PodSecurityContext | undefined;
+  env: ReadonlyMap<string, string>;
+  /** Pod volume name -> Docker volume name. */
+  volumes: ReadonlyMap<string, string>;
+  /** The image's configured user, to enforce runAsNonRoot as the kubelet does. */
+  imageUser: string;
+}
+
+const memoryUnits: Record<string, number> = {
+  '': 1,
+  K: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  Ki: 1024,
+  Mi: 1024 ** 2,
+  Gi: 1024 ** 3,
+  Ti: 1024 ** 4,
+};
+
+function memoryBytes(quantity: string): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$/.exec(quantity);
+  return m ? Math.round(Number(m[1]) * (memoryUnits[m[2] ?? ''] ?? 1)) : undefined;
+}
+
+function nanoCpus(quantity: string): number | undefined {
+  const milli = /^(\d+)m$/.exec(quantity);
+  if (milli) return Number(milli[1]) * 1e6;
+  return /^\d+(\.\d+)?$/.test(quantity) ? Math.round(Number(quantity) * 1e9) : undefined;
+}
+
+function isRootUser(user: string): boolean {
+  const name = user.split(':')[0] ?? '';
+  return name === '' || name === '0' || name === 'root';
+}
+
+/**
+ * One Kubernetes container as `docker create` options: command/args with $(VAR) expansion, env,
+ * workingDir, volume mounts (readOnly), user and groups from the security contexts, capabilities,
+ * read-only root, no-new-privileges, memory/cpu limits, and the host network so 127.0.0.1 reaches
+ * the test's Redis.
+ */
+export function containerOptions(plan: ContainerPlan): ContainerCreateOptions {
+  const { container, podSecurity, env } = plan;
+  const security = container.securityContext;
+  const runAsUser = security?.runAsUser ?? podSecurity?.runAsUser;
+  const runAsGroup = security?.runAsGroup ?? podSecurity?.runAsGroup;
+  const runAsNonRoot = security?.runAsNonRoot ?? podSecurity?.runAsNonRoot;
+  if (runAsNonRoot && (runAsUser === 0 || (runAsUser === undefined && isRootUser(plan.imageUser)))) {
+    throw new ContainerConfigError('container has runAsNonRoot and image will run as root');
+  }
+  const user =
+    runAsUser !== undefined ? `${runAsUser}${runAsGroup !== undefined ? `:${runAsGroup}` : ''}` : undefined;
+
+  const mounts = (container.volumeMounts ?? []).map((mount) => {
+    const source = plan.volumes.get(mount.name);
+    if (!source)
+      throw new ContainerConfigError(`volumeMount ${mount.name}: no volume of that name in the pod`);
+    if (mount.subPath)
+      throw new ContainerConfigError(`volumeMount ${mount.name}: the stand-in does not support subPath`);
+    // NoCopy: an emptyDir starts empty, whatever the image has at the mount path.
+    const settings: MountSettings = {
+      Type: 'volume',
+      Source: source,
+      Target: mount.mountPath,
+      ReadOnly: mount.readOnly === true,
+      VolumeOptions: { NoCopy: true } as MountSettings['VolumeOptions'],
+    };
+    return settings;
+  });
+
+  const groups = [podSecurity?.fsGroup, ...(podSecurity?.supplementalGroups ?? [])].filter(
+    (g): g is number => g !== undefined,
+  );
+  const limits = container.resources?.limits ?? {};
+  const memory = limits.memory ? memoryBytes(limits.memory) : undefined;
+  const cpus = limits.cpu ? nanoCpus(limits.cpu) : undefined;
+  const expand = (items: string[] | undefined) => items?.map((item) => expandReferences(item, env));
+
+  const options: ContainerCreateOptions = {
+    name: plan.name,
+    Image: container.image,
+    Env: [...env].map(([k, v]) => `${k}=${v}`),
+    Labels: plan.labels,
+    HostConfig: {
+      NetworkMode: 'host',
+      Mounts: mounts,
+      GroupAdd: groups.map(String),
+      CapDrop: security?.capabilities?.drop ?? [],
+      CapAdd: security?.capabilities?.add ?? [],
+      ReadonlyRootfs: security?.readOnlyRootFilesystem === true,
+      SecurityOpt: security?.allowPrivilegeEscalation === false ? ['no-new-privileges'] : [],
+      ...(memory !== undefined ? { Memory: memory } : {}),
+      ...(cpus !== undefined ? { NanoCpus: cpus } : {}),
+    },
+  };
+  // Kubernetes: command replaces the image ENTRYPOINT (and then CMD unless args are given); args replace CMD.
+  if (container.command) {
+    options.Entrypoint = expand(container.command);
+    options.Cmd = expand(container.args) ?? [];
+  } else if (container.args) {
+    options.Cmd = expand(container.args);
+  }
+  if (container.workingDir) options.WorkingDir = container.workingDir;
+  if (user) options.User = user;
+  return options;
+}
