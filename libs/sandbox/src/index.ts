@@ -1,2 +1,31 @@
+export * from './agent-command.js';
+export * from './agent-shutdown.js';
 export * from './backend.js';
+export * from './backend-env.js';
+export * from './create-backend.js';
+export * from './detect-backend.js';
+export type { AgentVolumeMode } from './docker/agent-volume.js';
+export { DEFAULT_CARRIER_IMAGE, DockerBackend, type DockerBackendOptions } from './docker/docker-backend.js';
+export { dockerJobNames, persistentVolumeName } from './docker/docker-names.js';
+export type { DenyEgressConfig } from './docker/docker-network.js';
+export {
+  DEFAULT_AGENT_ENTRY,
+  InProcessBackend,
+  type InProcessBackendOptions,
+} from './inprocess/inprocess-backend.js';
+export { DEFAULT_INPROCESS_REGISTRY_KEY } from './inprocess/sandbox-registry.js';
 export * from './sandbox-spec.js';
+export * from './secret-env.js';
+export { loadTemplatesFile, parseTemplates, TemplateFileError } from './templates/load-templates.js';
+export {
+  TemplateRegistry,
+  type TemplateRegistryOptions,
+  TemplateResolveError,
+} from './templates/template-registry.js';
+export {
+  type SpecOverrides,
+  SpecOverridesSchema,
+  type TemplateRequest,
+  TemplateRequestSchema,
+  TemplatesFileSchema,
+} from './templates/template-schema.js';
