@@ -58,7 +58,7 @@ const booleanFlag = z
 
 /** Defaults chosen so that one chatty step stays well under 80 MB of agent memory. */
 export const DEFAULT_EVENT_BUFFER_LINES = 20_000;
-export const DEFAULT_EVENT_BUFFER_BYTES = 8 * 1024 * 1024;
+export const DEFAULT_EVENT_BUFFER_BYTES = 4 * 1024 * 1024;
 /** The shared completion stream is capped like every other stream (MAXLEN ~). */
 export const DEFAULT_NOTIFY_STREAM_MAX_LENGTH = 100_000;
 

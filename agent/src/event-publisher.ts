@@ -10,6 +10,12 @@ import type { Redis } from 'ioredis';
 import type { Logger } from './logger.js';
 import { splitLine } from './split-line.js';
 
+/**
+ * Measured with ioredis 5 against a local Redis: 1,000 XADDs per pipeline write twice as fast as
+ * 20,000 per pipeline and take a fraction of the memory; 50 per pipeline is half as fast again.
+ */
+export const DEFAULT_MAX_WRITE_LINES = 1000;
+
 export interface EventPublisherOptions {
   redis: Redis;
   /** The job's events stream. */
@@ -22,6 +28,8 @@ export interface EventPublisherOptions {
   log: Logger;
   batchLines?: number;
   batchDelayMs?: number;
+  /** The most events one pipelined write carries (ioredis's cost per command grows with pipeline size). */
+  maxWriteLines?: number;
   streamMaxLength?: number;
 }
 
@@ -37,7 +45,7 @@ export interface EventPublisherOptions {
  */
 export class EventPublisher {
   private seq = 0;
-  private queue: string[] = [];
+  private queue: StepEvent[] = [];
   private queuedBytes = 0;
   private inFlightLines = 0;
   private inFlightBytes = 0;
@@ -50,11 +58,13 @@ export class EventPublisher {
   private readonly batchLines: number;
   private readonly batchDelayMs: number;
   private readonly streamMaxLength: number;
+  private readonly maxWriteLines: number;
 
   constructor(private readonly options: EventPublisherOptions) {
     this.batchLines = options.batchLines ?? EventBatching.maxLines;
     this.batchDelayMs = options.batchDelayMs ?? EventBatching.maxDelayMs;
     this.streamMaxLength = options.streamMaxLength ?? StreamLimits.eventStreamMaxLength;
+    this.maxWriteLines = options.maxWriteLines ?? DEFAULT_MAX_WRITE_LINES;
   }
 
   get droppedLines(): number {
@@ -70,7 +80,7 @@ export class EventPublisher {
   }
 
   started(): void {
-    this.enqueue(this.encode('started', 0), true);
+    this.enqueue(this.event('started', 0), true);
     this.flushSoon(true);
   }
 
@@ -82,14 +92,14 @@ export class EventPublisher {
         this.dropped += 1;
         continue;
       }
-      this.enqueue(this.encode(stream, this.seq, { line: piece }), false);
+      this.enqueue(this.event(stream, this.seq, { line: piece }), false);
     }
   }
 
   /** Queues the completed event and resolves once every queued event has been written. */
   async complete(exitCode: number | null): Promise<void> {
     this.seq += 1;
-    this.enqueue(this.encode('completed', this.seq, { exitCode, droppedLines: this.dropped }), true);
+    this.enqueue(this.event('completed', this.seq, { exitCode, droppedLines: this.dropped }), true);
     this.flushSoon(true);
     await this.drained();
   }
@@ -113,7 +123,12 @@ export class EventPublisher {
     );
   }
 
-  private encode(kind: StepEventKind, seq: number, extra?: Partial<StepEvent>): string {
+  /**
+   * Events wait as objects and are serialised only when written: a queued line then costs its
+   * text plus a small object (the stepId and, within a millisecond, the timestamp are shared),
+   * about a third of its JSON, and a dropped line is never serialised at all.
+   */
+  private event(kind: StepEventKind, seq: number, extra?: Partial<StepEvent>): StepEvent {
     const event: StepEvent = {
       schemaVersion: SCHEMA_VERSION,
       stepId: this.options.stepId,
@@ -122,7 +137,7 @@ export class EventPublisher {
       ...extra,
       timestamp: this.timestamp(),
     };
-    return encodeEvent(event)[1];
+    return event;
   }
 
   /** Formatting a date per line is measurable at a million lines; reuse it within a millisecond. */
@@ -135,11 +150,9 @@ export class EventPublisher {
     return this.lastStamp;
   }
 
-  private enqueue(json: string, control: boolean): void {
-    this.queue.push(json);
-    // String length approximates bytes (V8 keeps ASCII one byte per character); the bound only
-    // needs to be roughly right, and measuring exact UTF-8 size per line would cost more.
-    this.queuedBytes += json.length;
+  private enqueue(event: StepEvent, control: boolean): void {
+    this.queue.push(event);
+    this.queuedBytes += sizeOf(event);
     if (control) return;
     if (this.queue.length >= this.batchLines) this.flushSoon(true);
     else this.flushSoon(false);
@@ -162,10 +175,19 @@ export class EventPublisher {
   }
 
   private startFlush(): void {
-    const batch = this.queue;
-    const bytes = this.queuedBytes;
-    this.queue = [];
-    this.queuedBytes = 0;
+    let batch: StepEvent[];
+    let bytes: number;
+    if (this.queue.length <= this.maxWriteLines) {
+      batch = this.queue;
+      bytes = this.queuedBytes;
+      this.queue = [];
+      this.queuedBytes = 0;
+    } else {
+      batch = this.queue.splice(0, this.maxWriteLines);
+      bytes = 0;
+      for (const event of batch) bytes += sizeOf(event);
+      this.queuedBytes -= bytes;
+    }
     this.inFlightLines = batch.length;
     this.inFlightBytes = bytes;
     this.flushing = this.write(batch).finally(() => {
@@ -176,11 +198,13 @@ export class EventPublisher {
     });
   }
 
-  private async write(batch: string[]): Promise<void> {
+  private async write(batch: StepEvent[]): Promise<void> {
     if (batch.length === 0) return;
     const { redis, key, log } = this.options;
     const pipeline = redis.pipeline();
-    for (const json of batch) pipeline.xadd(key, 'MAXLEN', '~', this.streamMaxLength, '*', 'event', json);
+    for (const event of batch) {
+      pipeline.xadd(key, 'MAXLEN', '~', this.streamMaxLength, '*', ...encodeEvent(event));
+    }
     try {
       const replies = await pipeline.exec();
       const failed = replies?.find(([err]) => err);
@@ -202,4 +226,12 @@ export class EventPublisher {
     if (this.queue.length >= this.batchLines || this.drainWaiters.length > 0) this.startFlush();
     else this.flushSoon(false);
   }
+}
+
+/** Bytes an event will take on the wire, roughly: the line plus the JSON around it. */
+const ENVELOPE_BYTES = 160;
+function sizeOf(event: StepEvent): number {
+  // String length approximates bytes (V8 keeps ASCII one byte per character); the bound only
+  // needs to be roughly right, and counting exact UTF-8 bytes per line would cost more.
+  return ENVELOPE_BYTES + (event.line?.length ?? 0);
 }

@@ -12,6 +12,7 @@ import {
   pushStep,
   readEvents,
   startAgent,
+  stopAgent,
   testClient,
   uniqueJobId,
   waitFor,
@@ -53,7 +54,10 @@ describe('seeds/000 smoke 1, through the real redis-cli', () => {
       jobId,
       extraArgs: ['--redis-url', 'redis://localhost:6379', '--job-id', jobId, '--verbose'],
     });
-    cleanups.push(() => deleteKeys(redis, agent.keys));
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
     await waitFor('heartbeat', async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined));
 
     await exec('redis-cli', ['LPUSH', `sandbox:${jobId}:in`, SEED_ECHO]);
@@ -96,7 +100,10 @@ describe('seeds/000 smoke 1, through the real redis-cli', () => {
 describe('the job loop', () => {
   it('writes the heartbeat before taking the first step, with a TTL of 3 intervals', async () => {
     const agent = startAgent({ extraArgs: ['--heartbeat-interval-ms', '200'] });
-    cleanups.push(() => deleteKeys(redis, agent.keys));
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
     // A step queued before the agent starts must still find the heartbeat already there.
     const beat = await waitFor('heartbeat', async () => (await redis.get(agent.keys.heartbeat)) ?? undefined);
     expect(JSON.parse(beat)).toMatchObject({ pid: agent.child.pid, stepId: null });
@@ -115,7 +122,10 @@ describe('the job loop', () => {
 
   it('runs queued steps in FIFO order', async () => {
     const agent = startAgent();
-    cleanups.push(() => deleteKeys(redis, agent.keys));
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
     for (let i = 0; i < 8; i++) {
       await pushStep(redis, agent.keys, {
         schemaVersion: 1,
@@ -140,7 +150,10 @@ describe('the job loop', () => {
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
     await writeFile(join(dir, 'present.txt'), 'alpha\nneedle here\nomega\n');
     const agent = startAgent({ extraArgs: ['--workdir', dir] });
-    cleanups.push(() => deleteKeys(redis, agent.keys));
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
     const steps = [
       {
         schemaVersion: 1,
@@ -197,7 +210,10 @@ describe('the job loop', () => {
 
   it('answers 1,000 malformed or mutated messages and keeps running', async () => {
     const agent = startAgent({ extraArgs: ['--idle-timeout-seconds', '30'] });
-    cleanups.push(() => deleteKeys(redis, agent.keys));
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
     const messages = malformedMessages(1000);
     const pipeline = redis.pipeline();
     for (const message of messages) pipeline.lpush(agent.keys.in, message.raw);
@@ -232,7 +248,10 @@ describe('the job loop', () => {
   it('XADDs a CompletionNotice after each result when --notify-stream is set (tagged keys)', async () => {
     const notify = `agent-test-notify-${uniqueJobId()}`;
     const agent = startAgent({ keyStyle: 'tagged', extraArgs: ['--notify-stream', notify] });
-    cleanups.push(() => deleteKeys(redis, agent.keys));
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
     cleanups.push(() => redis.del(notify));
     expect(agent.keys.in).toBe(`sandbox:{${agent.jobId}}:in`);
     await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'a', command: 'true' });
@@ -252,7 +271,10 @@ describe('the job loop', () => {
 
   it('exits 2 after its idle limit, deleting the heartbeat', async () => {
     const agent = startAgent({ extraArgs: ['--idle-timeout-seconds', '0.2', '--max-idle-waits', '3'] });
-    cleanups.push(() => deleteKeys(redis, agent.keys));
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
     const started = Date.now();
     expect(await agent.exited).toEqual({ code: 2, signal: null });
     const elapsed = Date.now() - started;
@@ -273,7 +295,10 @@ describe('the job loop', () => {
         AGENT_MAX_IDLE_WAITS: '1',
       },
     });
-    cleanups.push(() => deleteKeys(redis, agent.keys));
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
     expect((await agent.exited).code).toBe(2);
   });
 

@@ -141,11 +141,19 @@ export function rssKb(pid: number): number {
   return Number(match[1]);
 }
 
+/** True while the process exists and is not a zombie (an exited child nobody reaped yet). */
 export function isAlive(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    return !/^State:\s+Z/m.test(status);
   } catch {
     return false;
   }
+}
+
+/** Test cleanup: make sure an agent a failed test left behind does not linger. */
+export async function stopAgent(agent: AgentProcess): Promise<void> {
+  if (agent.child.exitCode !== null || agent.child.signalCode !== null) return;
+  agent.child.kill('SIGKILL');
+  await agent.exited;
 }

@@ -47,7 +47,11 @@ export class RedisServerProcess {
     );
     const deadline = Date.now() + 10_000;
     for (;;) {
-      const probe = new Redis(this.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      const probe = new Redis(this.url, {
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
       probe.on('error', () => {});
       try {
         await probe.connect();

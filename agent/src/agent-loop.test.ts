@@ -1,0 +1,242 @@
+import type { StepEvent } from '@sandstream/wire';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  deleteKeys,
+  isAlive,
+  popResult,
+  pushStep,
+  readEvents,
+  rssKb,
+  startAgent,
+  stopAgent,
+  testClient,
+  waitFor,
+} from './testing/agent-harness.js';
+import { RedisServerProcess } from './testing/redis-server-process.js';
+
+let redis: Redis;
+const cleanups: (() => Promise<unknown>)[] = [];
+
+beforeAll(() => {
+  redis = testClient();
+});
+
+afterAll(async () => {
+  for (const cleanup of cleanups) await cleanup().catch(() => {});
+  redis.disconnect();
+});
+
+/** Waits for the first stdout line of a step and returns it (the step prints its pids first). */
+async function firstLine(keys: Parameters<typeof readEvents>[1], stepId: string): Promise<string> {
+  return waitFor(`first line of ${stepId}`, async () => {
+    const line = (await readEvents(redis, keys, stepId)).find((e) => e.kind === 'stdout')?.line;
+    return line ?? undefined;
+  });
+}
+
+function pidsOf(line: string): number[] {
+  return line.split(' ').map(Number);
+}
+
+describe('stopping steps', () => {
+  it('kills the whole process tree when a step times out', async () => {
+    const agent = startAgent();
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
+    // The shell prints its own pid and a background grandchild's, then waits far past the timeout.
+    await pushStep(redis, agent.keys, {
+      schemaVersion: 1,
+      stepId: 'slow',
+      command: 'sleep 60 & echo $$ $!; sleep 60',
+      shell: true,
+      timeoutSeconds: 1,
+    });
+    const pids = pidsOf(await firstLine(agent.keys, 'slow'));
+    expect(pids.every(isAlive)).toBe(true);
+    const result = await popResult(redis, agent.keys);
+    expect(result).toMatchObject({ stepId: 'slow', timedOut: true, errorCode: 'timed_out' });
+    expect(result.durationSeconds).toBeGreaterThanOrEqual(1);
+    expect(result.durationSeconds).toBeLessThan(5);
+    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 5000);
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+    expect((await agent.exited).code).toBe(0);
+  });
+
+  it('cancels the running step within 1 s and ignores cancels for other steps', async () => {
+    const agent = startAgent();
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
+    const cancel = (stepId: string) =>
+      JSON.stringify({ schemaVersion: 1, kind: 'cancel', stepId, reason: 'test' });
+
+    // A stale cancel, for a step that is not running, sits in :control before the next step starts.
+    await redis.lpush(agent.keys.control, cancel('long-gone'));
+    await pushStep(redis, agent.keys, {
+      schemaVersion: 1,
+      stepId: 'victim',
+      command: 'sleep 60 & echo $$ $!; sleep 60',
+      shell: true,
+    });
+    const pids = pidsOf(await firstLine(agent.keys, 'victim'));
+    // A cancel naming another step must not touch this one.
+    await redis.lpush(agent.keys.control, cancel('someone-else'));
+    await redis.lpush(agent.keys.control, 'garbage');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(pids.every(isAlive)).toBe(true);
+    expect(await redis.llen(agent.keys.results)).toBe(0);
+
+    const sent = Date.now();
+    await redis.lpush(agent.keys.control, cancel('victim'));
+    const result = await popResult(redis, agent.keys);
+    const took = Date.now() - sent;
+    expect(result).toMatchObject({
+      stepId: 'victim',
+      cancelled: true,
+      errorCode: 'cancelled',
+      timedOut: false,
+    });
+    expect(took).toBeLessThan(1000);
+    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 2000);
+
+    // The agent goes on with the next step, unaffected.
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'next', command: 'echo', args: ['fine'] });
+    expect(await popResult(redis, agent.keys)).toMatchObject({ stepId: 'next', exitCode: 0 });
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+    expect((await agent.exited).code).toBe(0);
+  });
+});
+
+describe('signals', () => {
+  it('on SIGTERM mid-step kills the step, delivers its events and result, deletes the heartbeat, exits 0', async () => {
+    const agent = startAgent();
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
+    await pushStep(redis, agent.keys, {
+      schemaVersion: 1,
+      stepId: 'interrupted',
+      command: 'sleep 60 & echo $$ $!; sleep 60',
+      shell: true,
+    });
+    const pids = pidsOf(await firstLine(agent.keys, 'interrupted'));
+    agent.child.kill('SIGTERM');
+    expect(await agent.exited).toEqual({ code: 0, signal: null });
+    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 2000);
+    expect(await popResult(redis, agent.keys, 1)).toMatchObject({ stepId: 'interrupted', cancelled: true });
+    const events = await readEvents(redis, agent.keys, 'interrupted');
+    expect(events.at(-1)).toMatchObject({ kind: 'completed' });
+    expect(await redis.exists(agent.keys.heartbeat)).toBe(0);
+    expect(agent.logs().some((l) => l.msg === 'stopping' && l.reason === 'SIGTERM')).toBe(true);
+  });
+
+  it('on SIGINT while idle exits 0 at once', async () => {
+    const agent = startAgent();
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
+    await waitFor('heartbeat', async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined));
+    const sent = Date.now();
+    agent.child.kill('SIGINT');
+    expect(await agent.exited).toEqual({ code: 0, signal: null });
+    expect(Date.now() - sent).toBeLessThan(2000);
+    expect(await redis.exists(agent.keys.heartbeat)).toBe(0);
+  });
+});
+
+describe('Redis trouble', () => {
+  it('keeps the step running through a Redis kill -9 and restart, and delivers the result', async () => {
+    const server = await RedisServerProcess.start();
+    cleanups.push(() => server.stop());
+    const own = testClient(server.url);
+    cleanups.push(async () => own.disconnect());
+    const agent = startAgent({ redisUrl: server.url });
+    cleanups.push(() => stopAgent(agent));
+    await pushStep(own, agent.keys, {
+      schemaVersion: 1,
+      stepId: 'survivor',
+      command: 'echo begin; sleep 2; echo end',
+      shell: true,
+    });
+    await waitFor('step started', async () =>
+      (await readEvents(own, agent.keys, 'survivor')).some((e) => e.kind === 'stdout') ? true : undefined,
+    );
+    await server.kill();
+    await new Promise((r) => setTimeout(r, 700));
+    expect(agent.child.exitCode).toBeNull();
+    await server.spawn(); // same port, empty data set
+    const result = await popResult(own, agent.keys, 15);
+    expect(result).toMatchObject({ stepId: 'survivor', exitCode: 0 });
+    // The events written after the restart made it too (the ones before died with the old server).
+    const after = await readEvents(own, agent.keys, 'survivor');
+    expect(after.at(-1)).toMatchObject({ kind: 'completed', exitCode: 0 });
+    // The agent is still serving: heartbeat back, next step runs.
+    await waitFor('heartbeat back', async () =>
+      (await own.exists(agent.keys.heartbeat)) ? true : undefined,
+    );
+    await pushStep(own, agent.keys, { schemaVersion: 1, stepId: 'after', command: 'true' });
+    expect(await popResult(own, agent.keys)).toMatchObject({ stepId: 'after', exitCode: 0 });
+    await pushStep(own, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+    expect((await agent.exited).code).toBe(0);
+  });
+
+  it('keeps memory bounded through a chatty step of 200,000 lines', async () => {
+    const agent = startAgent();
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
+    const pid = agent.child.pid as number;
+    await waitFor('heartbeat', async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined));
+    const idleKb = rssKb(pid);
+    await pushStep(redis, agent.keys, {
+      schemaVersion: 1,
+      stepId: 'chatty',
+      command: 'seq',
+      args: ['1', '200000'],
+    });
+    let peakKb = idleKb;
+    const sampler = setInterval(() => {
+      try {
+        peakKb = Math.max(peakKb, rssKb(pid));
+      } catch {
+        // exited
+      }
+    }, 10);
+    const result = await popResult(redis, agent.keys, 60);
+    clearInterval(sampler);
+    expect(result).toMatchObject({ stepId: 'chatty', exitCode: 0 });
+    const length = await redis.xlen(agent.keys.events);
+    expect(length).toBeLessThanOrEqual(10_000 + 200);
+    // Everything not dropped was written; MAXLEN ~ trims only once the stream passes the cap.
+    const written = 200_002 - (result.droppedLines ?? 0);
+    expect(length).toBeGreaterThanOrEqual(Math.min(10_000, written));
+    const events = await readEvents(redis, agent.keys, 'chatty');
+    const completed = events.at(-1) as StepEvent;
+    expect(completed).toMatchObject({ kind: 'completed', seq: 200_001, droppedLines: result.droppedLines });
+    // Seq only grows, and what is missing (trimmed by MAXLEN or dropped) shows as gaps.
+    const seqs = events.map((e) => e.seq);
+    for (let i = 1; i < seqs.length; i++) expect(seqs[i]).toBeGreaterThan(seqs[i - 1] as number);
+    expect(seqs.length).toBeLessThan(200_002);
+    expect((seqs[0] as number) > 0 || seqs.some((s, i) => i > 0 && s - (seqs[i - 1] as number) > 1)).toBe(
+      true,
+    );
+    // Every line that was not dropped is an event the stream saw, in order: the last few are intact.
+    if ((result.droppedLines ?? 0) === 0) {
+      expect(events.at(-2)).toMatchObject({ kind: 'stdout', seq: 200_000, line: '200000' });
+    }
+    console.log(`chatty step: idle RSS ${idleKb} kB, peak ${peakKb} kB, dropped ${result.droppedLines}`);
+    // The goal is 80 MB (docs/benchmarks.md has the measured numbers); on a loaded shared machine
+    // the peak varies, so the test guards against unbounded growth rather than the exact goal.
+    expect(peakKb).toBeLessThan(120 * 1024);
+    expect(result.droppedLines).toBeGreaterThanOrEqual(0);
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+    expect((await agent.exited).code).toBe(0);
+  });
+});
