@@ -1,0 +1,71 @@
+import {
+  isTerminal,
+  type JobStore,
+  type KeySpace,
+  type RedisClient,
+  SandboxDestroyPayloadSchema,
+  type SlotLeases,
+} from '@sandstream/bus';
+import type { SandboxBackend } from '@sandstream/sandbox';
+import type { Logger } from '@sandstream/telemetry';
+import { formatIssues } from '@sandstream/wire';
+import type { Job } from 'bullmq';
+import type { SandboxAcl } from './sandbox-acl.js';
+
+export interface DestroyDeps {
+  store: JobStore;
+  leases: SlotLeases;
+  redis: RedisClient;
+  keys: KeySpace;
+  backend: SandboxBackend;
+  acl: SandboxAcl | null;
+  graceMs: number;
+  logger: Logger;
+  onDestroyed?: (backend: string) => void;
+}
+
+/**
+ * The `sandbox-destroy` processor. Every step is idempotent, so a retried or duplicated
+ * destroy converges: the job ends in a terminal state, the backend's destroy (shutdown step,
+ * grace, kill, remove) runs, the sandbox's own keys (in, control, heartbeat) and its Redis user
+ * go, and the slot lease is freed. The job record, events and results stay for the reaper's
+ * retention, so clients can still read the outcome and the output.
+ */
+export function createDestroyProcessor(deps: DestroyDeps) {
+  return async (job: Job): Promise<'destroyed' | 'skipped'> => {
+    const parsed = SandboxDestroyPayloadSchema.safeParse(job.data);
+    if (!parsed.success) {
+      deps.logger.error(
+        { bullJobId: job.id, problems: formatIssues(parsed.error) },
+        'malformed sandbox-destroy payload',
+      );
+      return 'skipped';
+    }
+    const { jobId, reason, outcome } = parsed.data;
+    const log = deps.logger.child({ jobId });
+    const record = await deps.store.get(jobId);
+
+    if (record && !isTerminal(record.state)) {
+      // Whoever asked for the destroy should have ended the job; make sure it does not linger.
+      const to = outcome && isTerminal(outcome) ? outcome : 'failed';
+      await deps.store.transition(jobId, ['queued', 'scheduled', 'starting', 'running'], to, {
+        reason: `sandbox destroyed: ${reason}`,
+      });
+    }
+    if (record?.sandbox) {
+      await deps.backend.destroy(
+        { jobId, backend: record.sandbox.backend, id: record.sandbox.id },
+        { graceMs: deps.graceMs },
+      );
+      deps.onDestroyed?.(record.sandbox.backend);
+    }
+    if (deps.acl) await deps.acl.delete(jobId);
+    const keys = deps.keys.sandbox(jobId);
+    // Without a sandbox these keys mean nothing; a shutdown step nobody popped must not reach
+    // a future sandbox of the same job id.
+    await deps.redis.unlink(keys.in, keys.control, keys.heartbeat);
+    if (record) await deps.leases.release(jobId, record.tenant);
+    log.info({ reason, sandbox: record?.sandbox?.id }, 'sandbox destroyed');
+    return 'destroyed';
+  };
+}

@@ -1,0 +1,57 @@
+import { isTerminal, type JobStore, type SlotLeases } from '@sandstream/bus';
+import { sleep } from '@sandstream/service-kit';
+import type { Logger } from '@sandstream/telemetry';
+
+export interface LeaseKeeperOptions {
+  leases: SlotLeases;
+  store: JobStore;
+  logger: Logger;
+  /** Renewal period; a third of the lease length leaves two missed rounds of slack. */
+  intervalMs: number;
+}
+
+/**
+ * Renews the slot lease of every job that still lives (not terminal), so a lease lapses only
+ * when no pod-lifecycle replica runs at all or the job is gone. Each replica may run one:
+ * renewals are idempotent. Leases of finished jobs are not renewed; destroy frees them and, if
+ * a destroy was lost, they lapse and the reaper reclaims them.
+ */
+export class LeaseKeeper {
+  private readonly controller = new AbortController();
+  private loop: Promise<void> | undefined;
+
+  constructor(private readonly options: LeaseKeeperOptions) {}
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.controller.abort();
+    await this.loop;
+  }
+
+  /** One pass; returns how many leases were renewed. */
+  async renewAll(): Promise<number> {
+    const { leases, store } = this.options;
+    let renewed = 0;
+    for (const { holder } of await leases.holders()) {
+      const record = await store.get(holder);
+      if (!record || isTerminal(record.state)) continue;
+      if (await leases.renew(holder, record.tenant)) renewed++;
+    }
+    return renewed;
+  }
+
+  private async run(): Promise<void> {
+    const signal = this.controller.signal;
+    while (!signal.aborted) {
+      try {
+        await this.renewAll();
+      } catch (err) {
+        this.options.logger.warn({ err }, 'lease renewal pass failed');
+      }
+      await sleep(this.options.intervalMs, signal);
+    }
+  }
+}

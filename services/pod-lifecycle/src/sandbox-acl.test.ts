@@ -1,0 +1,68 @@
+import { createKeySpace } from '@sandstream/bus';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SandboxAcl, urlWithCredentials } from './sandbox-acl.js';
+
+const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const admin = new Redis(url);
+const suffix = Math.random().toString(36).slice(2, 10);
+const keys = createKeySpace(`t-acl-${suffix}`);
+// Unique user prefix: this runs on the shared Redis beside other engineers' tests.
+const acl = new SandboxAcl(admin, keys, `sandstream-test-${suffix}-`);
+const jobA = `acl-a-${suffix}`;
+const jobB = `acl-b-${suffix}`;
+const notify = keys.completionStream(0);
+
+afterAll(async () => {
+  await acl.delete(jobA);
+  await acl.delete(jobB);
+  await admin.unlink(keys.sandbox(jobA).heartbeat, keys.sandbox(jobB).results, notify, `job:{${jobA}}`);
+  admin.disconnect();
+});
+
+describe('per-sandbox Redis user', () => {
+  it('reaches its own keys and XADDs its notify stream, and nothing else', async () => {
+    expect(await acl.supported()).toBe(true);
+    const creds = await acl.create(jobA, notify);
+    await acl.create(jobB, notify);
+    await admin.lpush(keys.sandbox(jobB).results, 'secret result of B');
+    await admin.hset(`job:{${jobA}}`, 'state', 'running');
+    const sandbox = new Redis(urlWithCredentials(url, creds), {
+      maxRetriesPerRequest: 0,
+      lazyConnect: true,
+      enableReadyCheck: false,
+    });
+    try {
+      await sandbox.connect();
+      // What the agent does:
+      expect(await sandbox.set(keys.sandbox(jobA).heartbeat, '1', 'PX', 5000)).toBe('OK');
+      expect(await sandbox.xadd(notify, 'MAXLEN', '~', 100, '*', 'jobId', jobA, 'stepId', 's1')).toBeTruthy();
+      expect(await sandbox.brpop(keys.sandbox(jobA).in, 0.05)).toBeNull();
+      // What it must not:
+      await expect(sandbox.lrange(keys.sandbox(jobB).results, 0, -1)).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.rpop(keys.sandbox(jobB).results)).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.xrange(notify, '-', '+')).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.hset(`job:{${jobA}}`, 'state', 'succeeded')).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.keys('*')).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.call('CONFIG', 'GET', 'requirepass')).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.call('ACL', 'LIST')).rejects.toThrow(/NOPERM/);
+      expect(await admin.llen(keys.sandbox(jobB).results)).toBe(1);
+      expect(await admin.hget(`job:{${jobA}}`, 'state')).toBe('running');
+    } finally {
+      sandbox.disconnect();
+    }
+    expect(await acl.listJobIds()).toEqual(expect.arrayContaining([jobA, jobB]));
+  });
+
+  it('is gone after delete: its password no longer authenticates', async () => {
+    const creds = await acl.create(jobA, notify);
+    await acl.delete(jobA);
+    await acl.delete(jobA); // idempotent
+    const probe = new Redis(url);
+    try {
+      await expect(probe.call('AUTH', creds.username, creds.password)).rejects.toThrow(/WRONGPASS/);
+    } finally {
+      probe.disconnect();
+    }
+  });
+});

@@ -1,0 +1,117 @@
+import { randomBytes } from 'node:crypto';
+import type { KeySpace, RedisClient } from '@sandstream/bus';
+import type { Cluster, Redis } from 'ioredis';
+
+/** Commands the agent sends (see agent/src): heartbeat SET/DEL, step and control BRPOP, results LPUSH, events and notices XADD. */
+export const AGENT_COMMANDS = [
+  'set',
+  'get',
+  'del',
+  'unlink',
+  'exists',
+  'pexpire',
+  'expire',
+  'brpop',
+  'rpop',
+  'lpush',
+  'llen',
+  'xadd',
+  'ping',
+  'echo',
+  'select',
+  'quit',
+  'client|setname',
+  'client|getname',
+  'client|id',
+] as const;
+
+export const SANDBOX_USER_PREFIX = 'sandstream-sbx-';
+
+export interface SandboxCredentials {
+  username: string;
+  /** Secret: goes into the agent's REDIS_URL only, never into logs or Redis. */
+  password: string;
+}
+
+/** The ACL rules of one sandbox's user: its own keys, write-only XADD to its notify stream, nothing else. */
+export function sandboxAclRules(
+  keys: KeySpace,
+  jobId: string,
+  notifyStream: string,
+  password: string,
+): string[] {
+  return [
+    'reset',
+    'on',
+    `>${password}`,
+    `~${keys.sandboxPrefix(jobId)}*`,
+    `%W~${notifyStream}`,
+    'resetchannels',
+    '-@all',
+    ...AGENT_COMMANDS.map((c) => `+${c}`),
+  ];
+}
+
+function nodesOf(redis: RedisClient): Redis[] {
+  // ACLs are per node: on a Cluster every master and replica needs the user (replicas take over).
+  return 'nodes' in redis && typeof (redis as Cluster).nodes === 'function' && (redis as Cluster).isCluster
+    ? (redis as Cluster).nodes('all')
+    : [redis as Redis];
+}
+
+/**
+ * One Redis user per sandbox, so a compromised sandbox can read and write only its own job's
+ * keys. Created before the sandbox starts, deleted when it is destroyed (and by the reaper
+ * when a destroy was lost).
+ */
+export class SandboxAcl {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: KeySpace,
+    private readonly userPrefix = SANDBOX_USER_PREFIX,
+  ) {}
+
+  /** True when the server accepts ACL commands (Redis 6+ without ACL renamed away). */
+  async supported(): Promise<boolean> {
+    try {
+      await nodesOf(this.redis)[0]!.call('ACL', 'WHOAMI');
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  username(jobId: string): string {
+    return `${this.userPrefix}${jobId}`;
+  }
+
+  /** Creates (or resets, on a redelivery) the sandbox's user with a fresh password. */
+  async create(jobId: string, notifyStream: string): Promise<SandboxCredentials> {
+    const username = this.username(jobId);
+    const password = randomBytes(24).toString('hex');
+    const rules = sandboxAclRules(this.keys, jobId, notifyStream, password);
+    await Promise.all(nodesOf(this.redis).map((node) => node.call('ACL', 'SETUSER', username, ...rules)));
+    return { username, password };
+  }
+
+  /** Idempotent. Also disconnects the user's live connections (Redis does that on DELUSER). */
+  async delete(jobId: string): Promise<void> {
+    const username = this.username(jobId);
+    await Promise.all(nodesOf(this.redis).map((node) => node.call('ACL', 'DELUSER', username)));
+  }
+
+  /** Job ids that have a sandbox user (the reaper removes those whose job is gone). */
+  async listJobIds(): Promise<string[]> {
+    const users = (await nodesOf(this.redis)[0]!.call('ACL', 'USERS')) as string[];
+    return users.filter((u) => u.startsWith(this.userPrefix)).map((u) => u.slice(this.userPrefix.length));
+  }
+}
+
+/** The agent's Redis URL with the sandbox user's credentials in it. */
+export function urlWithCredentials(url: string, credentials: SandboxCredentials | undefined): string {
+  if (!credentials) return url;
+  const parsed = new URL(url);
+  parsed.username = encodeURIComponent(credentials.username);
+  parsed.password = encodeURIComponent(credentials.password);
+  return parsed.toString();
+}

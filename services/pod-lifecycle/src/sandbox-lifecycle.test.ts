@@ -1,0 +1,188 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import {
+  bullJobId,
+  createKeySpace,
+  DispatchKeys,
+  JobStore,
+  parseJobSpec,
+  QueueNames,
+  SlotLeases,
+} from '@sandstream/bus';
+import { InProcessBackend } from '@sandstream/sandbox';
+import { createLogger } from '@sandstream/telemetry';
+import { decodeCompletionNotice, SCHEMA_VERSION, StepResultSchema } from '@sandstream/wire';
+import { Queue, QueueEvents, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDestroyProcessor } from './destroy-sandbox.js';
+import { SandboxAcl } from './sandbox-acl.js';
+import { createStartProcessor } from './start-sandbox.js';
+
+const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const suffix = Math.random().toString(36).slice(2, 10);
+const ns = `t-pl-${suffix}`;
+const keys = createKeySpace(ns);
+const dispatchKeys = new DispatchKeys(keys, 2);
+const logger = createLogger({
+  service: 'pl-test',
+  level: 'silent',
+  destination: new Writable({ write: (_c, _e, cb) => cb() }),
+});
+const redis = new Redis(url, { maxRetriesPerRequest: null });
+const workerRedis = new Redis(url, { maxRetriesPerRequest: null });
+const prefix = keys.bullPrefix;
+const root = mkdtempSync(join(tmpdir(), 'sandstream-pl-'));
+const backend = new InProcessBackend({ redis, root, registryKey: `${ns}:inprocess`, idleTimeoutSeconds: 60 });
+const store = new JobStore({ redis, keys });
+const leases = new SlotLeases({ redis, keys, globalLimit: 10, tenantLimit: 10, leaseMs: 60_000 });
+const acl = new SandboxAcl(redis, keys, `sandstream-test-${suffix}-`);
+const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix });
+const dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix });
+const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix });
+const jobIds: string[] = [];
+let startWorker: Worker;
+let events: QueueEvents;
+
+beforeAll(async () => {
+  const start = createStartProcessor({
+    store,
+    leases,
+    redis,
+    keys,
+    dispatchKeys,
+    backend,
+    acl,
+    agentRedisUrl: url,
+    dispatchQueue,
+    destroyQueue,
+    logger,
+  });
+  startWorker = new Worker(QueueNames.sandboxCreate, (job) => start(job), {
+    connection: workerRedis,
+    prefix,
+    concurrency: 2,
+  });
+  events = new QueueEvents(QueueNames.sandboxCreate, {
+    connection: new Redis(url, { maxRetriesPerRequest: null }),
+    prefix,
+  });
+  await events.waitUntilReady();
+});
+
+afterAll(async () => {
+  await startWorker.close();
+  await events.close();
+  for (const q of [createQueue, dispatchQueue, destroyQueue]) {
+    await q.obliterate({ force: true });
+    await q.close();
+  }
+  for (const id of jobIds) {
+    await backend
+      .destroy({ jobId: id, backend: 'inprocess', id: '0' }, { graceMs: 0 })
+      .catch(() => undefined);
+    await acl.delete(id);
+    await store.delete(id);
+  }
+  const rest = await redis.keys(`*${ns}*`);
+  if (rest.length) await redis.unlink(...rest);
+  await backend.close();
+  redis.disconnect();
+  workerRedis.disconnect();
+  rmSync(root, { recursive: true, force: true });
+});
+
+async function scheduledJob(name: string): Promise<string> {
+  const id = `${ns}-${name}`;
+  jobIds.push(id);
+  await store.create(parseJobSpec({ id, tenant: 'acme', image: 'local', steps: [{ command: 'true' }] }));
+  await leases.acquire(id, 'acme');
+  await store.transition(id, ['queued'], 'scheduled');
+  return id;
+}
+
+async function runCreate(jobId: string, sandbox: Record<string, unknown>): Promise<unknown> {
+  const job = await createQueue.add(
+    'create',
+    { jobId, tenant: 'acme', sandbox },
+    { jobId: bullJobId(jobId), attempts: 1 },
+  );
+  return job.waitUntilFinished(events, 30_000);
+}
+
+describe('pod-lifecycle', () => {
+  it('starts a sandbox whose agent runs under its own Redis user, dispatches it, then destroys it completely', async () => {
+    const jobId = await scheduledJob('ok');
+    expect(await runCreate(jobId, { image: 'local', startDeadlineSeconds: 30 })).toBe('dispatched');
+
+    const record = await store.get(jobId);
+    expect(record?.state).toBe('running');
+    expect(record?.sandbox?.backend).toBe('inprocess');
+    const dispatch = await dispatchQueue.getJob(bullJobId(jobId));
+    expect(dispatch?.data).toMatchObject({ jobId, notifyStream: dispatchKeys.completionStreamFor(jobId) });
+    // The agent authenticated as the sandbox user, not as the service.
+    const clients = (await redis.call('CLIENT', 'LIST')) as string;
+    expect(clients).toContain(`user=${acl.username(jobId)}`);
+
+    // The real agent, restricted by the ACL, can still do its whole job: run a step, report, notify.
+    const sk = keys.sandbox(jobId);
+    await redis.lpush(
+      sk.in,
+      JSON.stringify({ schemaVersion: SCHEMA_VERSION, stepId: 's1', command: 'echo', args: ['hi'] }),
+    );
+    const popped = await redis.brpop(sk.results, 20);
+    expect(StepResultSchema.parse(JSON.parse(popped![1])).exitCode).toBe(0);
+    const notices = await redis.xrange(dispatch!.data.notifyStream, '-', '+');
+    expect(notices.map(([, f]) => decodeCompletionNotice(f))).toContainEqual({ jobId, stepId: 's1' });
+
+    const destroy = createDestroyProcessor({
+      store,
+      leases,
+      redis,
+      keys,
+      backend,
+      acl,
+      graceMs: 5000,
+      logger,
+    });
+    const destroyJob = await destroyQueue.add('destroy', {
+      jobId,
+      reason: 'job succeeded',
+      outcome: 'succeeded',
+    });
+    expect(await destroy(destroyJob)).toBe('destroyed');
+    expect(await destroy(destroyJob)).toBe('destroyed'); // idempotent
+
+    expect((await store.get(jobId))?.state).toBe('succeeded');
+    expect(await backend.list()).not.toContainEqual(expect.objectContaining({ jobId }));
+    expect(await acl.listJobIds()).not.toContain(jobId);
+    expect(await redis.exists(sk.in, sk.control, sk.heartbeat)).toBe(0);
+    expect(await redis.exists(sk.events)).toBe(1); // output kept for retention
+    expect(await leases.inUse()).toBe(0);
+  });
+
+  it('fails the job with the backend reason when the agent cannot start, and queues the cleanup', async () => {
+    const jobId = await scheduledJob('crash');
+    const outcome = await runCreate(jobId, {
+      image: 'local',
+      startDeadlineSeconds: 10,
+      command: ['/bin/sh', '-c', 'echo agent exploded >&2; exit 3'],
+    });
+    expect(outcome).toBe('failed');
+    const record = await store.get(jobId);
+    expect(record?.state).toBe('failed');
+    expect(record?.reason).toMatch(/^sandbox did not start \(agent_crashed\): .*agent exploded/s);
+    const destroys = await destroyQueue.getJobs(['waiting']);
+    expect(destroys.map((j) => j.data)).toContainEqual(expect.objectContaining({ jobId, outcome: 'failed' }));
+  });
+
+  it('does not start a sandbox for a job cancelled while it was scheduled', async () => {
+    const jobId = await scheduledJob('cancelled');
+    await store.requestCancel(jobId, 'user changed their mind');
+    expect(await runCreate(jobId, { image: 'local' })).toBe('cancelled');
+    expect((await store.get(jobId))?.state).toBe('cancelled');
+    expect((await store.get(jobId))?.sandbox).toBeUndefined();
+  });
+});

@@ -1,0 +1,178 @@
+import {
+  bullJobId,
+  DefaultJobOptions,
+  type DispatchKeys,
+  type DispatchPayload,
+  type JobStore,
+  type KeySpace,
+  type RedisClient,
+  SandboxCreatePayloadSchema,
+  type SandboxDestroyPayload,
+  type SlotLeases,
+} from '@sandstream/bus';
+import { type SandboxBackend, SandboxSpecSchema, SandboxStartError } from '@sandstream/sandbox';
+import type { Logger } from '@sandstream/telemetry';
+import { formatIssues } from '@sandstream/wire';
+import type { Job, Queue } from 'bullmq';
+import { type SandboxAcl, type SandboxCredentials, urlWithCredentials } from './sandbox-acl.js';
+
+export interface StartDeps {
+  store: JobStore;
+  leases: SlotLeases;
+  redis: RedisClient;
+  keys: KeySpace;
+  dispatchKeys: DispatchKeys;
+  backend: SandboxBackend;
+  /** Null when per-sandbox Redis users are off. */
+  acl: SandboxAcl | null;
+  /** Redis as the agent reaches it, without credentials. */
+  agentRedisUrl: string;
+  dispatchQueue: Queue;
+  destroyQueue: Queue;
+  logger: Logger;
+  /** Called with the create-to-ready latency of each started sandbox. */
+  onStarted?: (seconds: number, backend: string) => void;
+}
+
+export type StartOutcome = 'dispatched' | 'failed' | 'cancelled' | 'skipped';
+
+/**
+ * The `sandbox-create` processor: scheduled -> starting, create, wait until the agent
+ * heart-beats, -> running, enqueue `dispatch`. A start failure that more waiting can fix
+ * (capacity) is thrown so BullMQ retries it with backoff; any other failure marks the job
+ * failed with the backend's operator-facing reason and sends the sandbox to `sandbox-destroy`,
+ * which also frees the slot.
+ */
+export function createStartProcessor(deps: StartDeps) {
+  return async (job: Job): Promise<StartOutcome> => {
+    const parsed = SandboxCreatePayloadSchema.safeParse(job.data);
+    if (!parsed.success) {
+      deps.logger.error(
+        { bullJobId: job.id, problems: formatIssues(parsed.error) },
+        'malformed sandbox-create payload',
+      );
+      return 'skipped';
+    }
+    const payload = parsed.data;
+    const { jobId } = payload;
+    const log = deps.logger.child({ jobId });
+    const traceContext = payload.traceContext ? { traceContext: payload.traceContext } : {};
+    const destroy = async (reason: string, outcome: SandboxDestroyPayload['outcome']) => {
+      const body: SandboxDestroyPayload = { jobId, reason, ...(outcome ? { outcome } : {}), ...traceContext };
+      // Not keyed by job id: a destroy must run even if an earlier one for this job is still kept in history.
+      await deps.destroyQueue.add('destroy', body, {
+        ...DefaultJobOptions,
+        attempts: 10,
+        backoff: { type: 'exponential', delay: 1000 },
+      });
+    };
+
+    const record = await deps.store.get(jobId);
+    if (!record || !['scheduled', 'starting'].includes(record.state)) {
+      log.info({ state: record?.state ?? 'missing' }, 'job no longer wants a sandbox');
+      if (record && record.state !== 'running') await deps.leases.release(jobId, record.tenant);
+      return 'skipped';
+    }
+    if (record.cancelRequested !== undefined) {
+      await deps.store.transition(jobId, ['scheduled', 'starting'], 'cancelled', {
+        reason: record.cancelRequested,
+      });
+      await destroy(`cancelled before start: ${record.cancelRequested}`, 'cancelled');
+      return 'cancelled';
+    }
+    const spec = SandboxSpecSchema.safeParse(payload.sandbox);
+    if (!spec.success) {
+      const reason = `invalid sandbox spec: ${formatIssues(spec.error, 'sandbox')}`;
+      await deps.store.transition(jobId, ['scheduled', 'starting'], 'failed', { reason });
+      await destroy(reason, 'failed');
+      return 'failed';
+    }
+    await deps.store.transition(jobId, ['scheduled'], 'starting');
+    if (record.sandbox) {
+      // A redelivery after a crash mid-start: the earlier sandbox may exist; start clean.
+      await deps.backend.destroy(
+        { jobId, backend: record.sandbox.backend, id: record.sandbox.id },
+        { graceMs: 0 },
+      );
+    }
+
+    const notifyStream = deps.dispatchKeys.completionStreamFor(jobId);
+    let credentials: SandboxCredentials | undefined;
+    const started = Date.now();
+    try {
+      if (deps.acl) credentials = await deps.acl.create(jobId, notifyStream);
+      const ref = await deps.backend.create({
+        jobId,
+        tenant: payload.tenant,
+        spec: spec.data,
+        agent: {
+          redisUrl: urlWithCredentials(deps.agentRedisUrl, credentials),
+          keyStyle: 'tagged',
+          notifyStream,
+        },
+      });
+      await deps.store.setSandbox(jobId, { backend: ref.backend, id: ref.id });
+      const heartbeat = deps.keys.sandbox(jobId).heartbeat;
+      await deps.backend.waitReady(ref, spec.data.startDeadlineSeconds * 1000, {
+        isAgentAlive: async () => (await deps.redis.exists(heartbeat)) === 1,
+      });
+      const seconds = (Date.now() - started) / 1000;
+      deps.onStarted?.(seconds, ref.backend);
+      log.info({ sandbox: ref.id, backend: ref.backend, seconds }, 'sandbox ready');
+
+      if (await deps.store.isCancelRequested(jobId)) {
+        await deps.store.transition(jobId, ['starting'], 'cancelled', { reason: 'cancelled while starting' });
+        await destroy('cancelled while starting', 'cancelled');
+        return 'cancelled';
+      }
+      const running = await deps.store.transition(jobId, ['starting'], 'running', { reason: 'agent alive' });
+      if (running.status !== 'ok' && !(running.status === 'noop')) {
+        // Timed out or failed meanwhile (reaper, dispatcher): do not dispatch into it.
+        await destroy(`job left starting during start (${running.status})`, undefined);
+        return 'skipped';
+      }
+      const dispatch: DispatchPayload = {
+        jobId,
+        sandbox: { jobId, backend: ref.backend, id: ref.id },
+        notifyStream,
+        ...traceContext,
+      };
+      await deps.dispatchQueue.add('dispatch', dispatch, {
+        ...DefaultJobOptions,
+        jobId: bullJobId(jobId),
+        attempts: 5,
+        backoff: { type: 'exponential', delay: 1000 },
+      });
+      return 'dispatched';
+    } catch (err) {
+      const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      const retryable = err instanceof SandboxStartError ? err.capacity : true;
+      if (retryable && !lastAttempt) {
+        log.warn({ err: describe(err), attempt: job.attemptsMade + 1 }, 'sandbox start failed; will retry');
+        await cleanupPartial(deps, jobId);
+        throw err;
+      }
+      const reason =
+        err instanceof SandboxStartError
+          ? `sandbox did not start (${err.reason}): ${err.message}`
+          : `sandbox did not start: ${describe(err)}`;
+      log.warn({ reason }, 'sandbox start failed');
+      await deps.store.transition(jobId, ['scheduled', 'starting'], 'failed', { reason });
+      await destroy(reason, 'failed');
+      return 'failed';
+    }
+  };
+}
+
+async function cleanupPartial(deps: StartDeps, jobId: string): Promise<void> {
+  const record = await deps.store.get(jobId);
+  if (record?.sandbox) {
+    await deps.backend
+      .destroy({ jobId, backend: record.sandbox.backend, id: record.sandbox.id }, { graceMs: 0 })
+      .catch(() => undefined);
+  }
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
