@@ -189,7 +189,8 @@ export class DockerPodRunner {
       const name = claim
         ? this.claimVolumeName(runtime.namespace, claim)
         : `kube-standin-${runtime.uid.slice(0, 13)}-${volume.name}`;
-      await this.ensureVolume(name, fsGroup);
+      const podLabels = { 'kube-standin/namespace': runtime.namespace, 'kube-standin/pod': runtime.name };
+      await this.ensureVolume(name, fsGroup, claim ? {} : podLabels);
       if (!claim) runtime.ownedVolumes.push(name);
       volumes.set(volume.name, name);
     }
@@ -226,14 +227,19 @@ export class DockerPodRunner {
   }
 
   /** A named volume with kubelet-like permissions: world-writable, group-owned by fsGroup with setgid. */
-  private async ensureVolume(name: string, fsGroup: number | undefined): Promise<void> {
+  private async ensureVolume(
+    name: string,
+    fsGroup: number | undefined,
+    labels: Record<string, string>,
+  ): Promise<void> {
     const { docker, instanceId } = this.options;
     const existing = await docker
       .getVolume(name)
       .inspect()
       .catch(() => undefined);
     const volume =
-      existing ?? (await docker.createVolume({ Name: name, Labels: { [STANDIN_LABEL]: instanceId } }));
+      existing ??
+      (await docker.createVolume({ Name: name, Labels: { ...labels, [STANDIN_LABEL]: instanceId } }));
     const mountpoint = (volume as { Mountpoint?: string }).Mountpoint;
     if (existing || !mountpoint) return;
     // The stand-in runs on the Docker host, so it can set the modes the kubelet would set on an emptyDir.

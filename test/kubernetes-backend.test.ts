@@ -1,0 +1,53 @@
+import { randomBytes } from 'node:crypto';
+import { CoreV1Api } from '@kubernetes/client-node';
+import Dockerode from 'dockerode';
+import { afterAll } from 'vitest';
+import { createKubernetesBackend } from '../libs/sandbox/src/kubernetes/index.js';
+import { registerBackendSuite } from '../libs/sandbox/src/testing/backend-suite.js';
+import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
+import { dockerSkipReason, images, kubernetesLeftovers } from './kubernetes-test-env.js';
+
+/**
+ * The shared SandboxBackend contract, run against the Kubernetes backend through the real
+ * @kubernetes/client-node and the API stand-in, whose pods run on the local Docker engine.
+ */
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const docker = new Dockerode();
+const skip = await dockerSkipReason(docker);
+const namespace = `suite-${randomBytes(4).toString('hex')}`;
+const standin: KubeApiStandin | undefined = skip ? undefined : await startKubeApiStandin({ docker });
+
+afterAll(async () => {
+  await standin?.close();
+});
+
+for (const image of [images.debian, images.busybox]) {
+  registerBackendSuite({
+    name: `kubernetes via kube-api-standin (${image})`,
+    skip,
+    redisUrl,
+    createBackend: (redis) =>
+      createKubernetesBackend({
+        kubeConfig: standin!.kubeConfig(namespace),
+        namespace,
+        agentCarrierImage: images.carrier,
+        redis,
+        // Short, so the hang test's `sleep` (which ignores SIGTERM as PID 1) is killed soon.
+        terminationGraceSeconds: 2,
+        heartbeatPollMs: 100,
+      }),
+    agent: { heartbeatIntervalMs: 200 },
+    spec: { image },
+    // Kubernetes secretEnv names Secrets in the namespace, not variables of the test process.
+    secretsFromProcessEnv: false,
+    leftovers: (jobId) => kubernetesLeftovers(standin!, docker, namespace, jobId),
+    removePersistentWorkspace: async (name) => {
+      await standin!
+        .kubeConfig(namespace)
+        .makeApiClient(CoreV1Api)
+        .deleteNamespacedPersistentVolumeClaim({ name, namespace })
+        .catch(() => {});
+    },
+    testTimeoutMs: 120_000,
+  });
+}
