@@ -8,4 +8,5 @@ export * from './key-space.js';
 export * from './lua-script.js';
 export * from './queues.js';
 export * from './redis-connection.js';
+export * from './sandbox-acl.js';
 export * from './slot-leases.js';

@@ -3,6 +3,7 @@ import {
   type JobStore,
   type KeySpace,
   type RedisClient,
+  type SandboxAcl,
   SandboxDestroyPayloadSchema,
   type SlotLeases,
 } from '@sandstream/bus';
@@ -10,7 +11,6 @@ import type { SandboxBackend } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import type { Job } from 'bullmq';
-import type { SandboxAcl } from './sandbox-acl.js';
 
 export interface DestroyDeps {
   store: JobStore;

@@ -1,5 +1,4 @@
 export * from './destroy-sandbox.js';
 export * from './lease-keeper.js';
 export * from './pod-lifecycle-config.js';
-export * from './sandbox-acl.js';
 export * from './start-sandbox.js';

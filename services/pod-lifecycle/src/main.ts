@@ -4,6 +4,7 @@ import {
   DispatchKeys,
   JobStore,
   QueueNames,
+  SandboxAcl,
   SlotLeases,
 } from '@sandstream/bus';
 import { createBackend } from '@sandstream/sandbox';
@@ -14,7 +15,6 @@ import type { Redis } from 'ioredis';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
-import { SandboxAcl } from './sandbox-acl.js';
 import { createStartProcessor } from './start-sandbox.js';
 
 const logger = createLogger({ service: 'pod-lifecycle' });

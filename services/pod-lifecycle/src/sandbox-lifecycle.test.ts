@@ -9,6 +9,7 @@ import {
   JobStore,
   parseJobSpec,
   QueueNames,
+  SandboxAcl,
   SlotLeases,
 } from '@sandstream/bus';
 import { InProcessBackend } from '@sandstream/sandbox';
@@ -18,7 +19,6 @@ import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDestroyProcessor } from './destroy-sandbox.js';
-import { SandboxAcl } from './sandbox-acl.js';
 import { createStartProcessor } from './start-sandbox.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';

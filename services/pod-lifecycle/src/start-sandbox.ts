@@ -6,15 +6,17 @@ import {
   type JobStore,
   type KeySpace,
   type RedisClient,
+  type SandboxAcl,
   SandboxCreatePayloadSchema,
+  type SandboxCredentials,
   type SandboxDestroyPayload,
   type SlotLeases,
+  urlWithCredentials,
 } from '@sandstream/bus';
 import { type SandboxBackend, SandboxSpecSchema, SandboxStartError } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import type { Job, Queue } from 'bullmq';
-import { type SandboxAcl, type SandboxCredentials, urlWithCredentials } from './sandbox-acl.js';
 
 export interface StartDeps {
   store: JobStore;

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import type { KeySpace, RedisClient } from '@sandstream/bus';
 import type { Cluster, Redis } from 'ioredis';
+import type { KeySpace } from './key-space.js';
+import type { RedisClient } from './redis-connection.js';
 
 /** Commands the agent sends (see agent/src): heartbeat SET/DEL, step and control BRPOP, results LPUSH, events and notices XADD. */
 export const AGENT_COMMANDS = [

@@ -1,6 +1,6 @@
-import { createKeySpace } from '@sandstream/bus';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { createKeySpace } from './key-space.js';
 import { SandboxAcl, urlWithCredentials } from './sandbox-acl.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
