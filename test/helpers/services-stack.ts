@@ -1,0 +1,90 @@
+import { SandstreamClient } from '@sandstream/client';
+import { Redis } from 'ioredis';
+import {
+  type RunningService,
+  redisUrl,
+  type ServiceName,
+  startService,
+  uniqueNamespace,
+} from './services.js';
+
+export const SERVICE_NAMES: readonly ServiceName[] = [
+  'scheduler',
+  'pod-lifecycle',
+  'step-dispatcher',
+  'reaper',
+];
+
+export interface Stack {
+  namespace: string;
+  redis: Redis;
+  client: SandstreamClient;
+  env: Record<string, string>;
+  services: Map<ServiceName, RunningService[]>;
+  /** kill -9 one process of a service, then start a fresh one in its place. */
+  crashAndRestart: (name: ServiceName) => Promise<void>;
+  stop: () => Promise<void>;
+  logs: () => string;
+}
+
+/**
+ * The four services as separate processes (built dist/) under a fresh namespace, plus an SDK
+ * client for it. `env` adds to every service's environment (slot limits, backend, timings).
+ */
+export async function startStack(
+  options: {
+    env?: Record<string, string>;
+    scale?: Partial<Record<ServiceName, number>>;
+    label?: string;
+    /** Default: all four. */
+    only?: readonly ServiceName[];
+  } = {},
+): Promise<Stack> {
+  const namespace = uniqueNamespace(options.label ?? 'e2e');
+  const env: Record<string, string> = {
+    SANDSTREAM_NAMESPACE: namespace,
+    COMPLETION_SHARDS: '4',
+    SANDBOX_TYPE: 'inprocess',
+    LOG_LEVEL: 'info',
+    ...options.env,
+  };
+  const services = new Map<ServiceName, RunningService[]>();
+  const retired: RunningService[] = [];
+  try {
+    await Promise.all(
+      (options.only ?? SERVICE_NAMES).map(async (name) => {
+        const list: RunningService[] = [];
+        for (let i = 0; i < (options.scale?.[name] ?? 1); i++) list.push(await startService(name, env));
+        services.set(name, list);
+      }),
+    );
+  } catch (err) {
+    for (const list of services.values()) await Promise.all(list.map((s) => s.stop(2000)));
+    throw err;
+  }
+  const redis = new Redis(redisUrl);
+  const client = new SandstreamClient({ redis, prefix: namespace, completionShards: 4 });
+  return {
+    namespace,
+    redis,
+    client,
+    env,
+    services,
+    crashAndRestart: async (name) => {
+      const list = services.get(name) ?? [];
+      const victim = list.shift();
+      if (victim) {
+        await victim.kill9();
+        retired.push(victim);
+      }
+      list.push(await startService(name, env));
+    },
+    stop: async () => {
+      await Promise.all([...services.values()].flat().map((s) => s.stop(15_000)));
+      await client.close();
+      redis.disconnect();
+    },
+    logs: () =>
+      [...retired, ...[...services.values()].flat()].map((s) => `--- ${s.name}\n${s.output()}`).join('\n'),
+  };
+}
