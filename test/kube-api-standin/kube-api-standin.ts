@@ -26,6 +26,8 @@ export interface KubeApiStandin {
   url: string;
   store: ObjectStore;
   runner: DockerPodRunner;
+  /** Every request received ("GET /api/v1/...?watch=true&..."), so tests can check how a client talks to the API. */
+  requests: string[];
   /** A KubeConfig pointing at the stand-in (plain HTTP, no credentials). */
   kubeConfig(namespace?: string): KubeConfig;
   close(): Promise<void>;
@@ -179,8 +181,10 @@ export async function startKubeApiStandin(options: KubeApiStandinOptions): Promi
     return marked;
   };
 
+  const requests: string[] = [];
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://standin');
+    requests.push(`${req.method} ${url.pathname}${url.search}`);
     const route = parseRoute(url.pathname);
     if (!route)
       throw new ApiStatusError(
@@ -269,6 +273,7 @@ export async function startKubeApiStandin(options: KubeApiStandinOptions): Promi
     url,
     store,
     runner,
+    requests,
     kubeConfig(namespace = 'default') {
       const kc = new KubeConfig();
       kc.loadFromOptions({

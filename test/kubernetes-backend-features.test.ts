@@ -1,0 +1,362 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
+import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
+import Dockerode from 'dockerode';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CreateSandboxRequest, SandboxBackend, SandboxRef } from '../libs/sandbox/src/backend.js';
+import { SandboxStartError } from '../libs/sandbox/src/backend.js';
+import {
+  createKubernetesBackend,
+  type KubernetesBackendOptions,
+  sandboxPodName,
+} from '../libs/sandbox/src/kubernetes/index.js';
+import { type SandboxSpecInput, SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
+import { StepChannel } from '../libs/sandbox/src/testing/step-channel.js';
+import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
+import { dockerSkipReason, images, kubernetesLeftovers } from './kubernetes-test-env.js';
+
+/**
+ * What only the Kubernetes backend does, driven through the real client against the stand-in:
+ * failure classes (unschedulable, quota, a missing carrier), deny-egress NetworkPolicies,
+ * per-sandbox Redis URL Secrets, secretEnv from Secrets, operator pod templates (seeds/002),
+ * watch-based readiness.
+ */
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const docker = new Dockerode();
+const skip = await dockerSkipReason(docker);
+const suffix = () => randomBytes(4).toString('hex');
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as { port: number }).port;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
+  const namespace = `k8s-${suffix()}`;
+  let standin: KubeApiStandin;
+  let core: CoreV1Api;
+  let networking: NetworkingV1Api;
+  let redis: Redis;
+  let blocking: Redis;
+  const backends: SandboxBackend[] = [];
+  const refs: Array<{ backend: SandboxBackend; ref: SandboxRef }> = [];
+
+  const backendWith = (options: Partial<KubernetesBackendOptions> = {}, client = redis) => {
+    const backend = createKubernetesBackend({
+      kubeConfig: standin.kubeConfig(namespace),
+      namespace,
+      agentCarrierImage: images.carrier,
+      redis: client,
+      terminationGraceSeconds: 2,
+      heartbeatPollMs: 100,
+      ...options,
+    });
+    backends.push(backend);
+    return backend;
+  };
+  const request = (
+    jobId: string,
+    spec: Partial<SandboxSpecInput> = {},
+    url = redisUrl,
+  ): CreateSandboxRequest => ({
+    jobId,
+    tenant: 'tenant-a',
+    spec: SandboxSpecSchema.parse({ image: images.busybox, ...spec }),
+    agent: { redisUrl: url, keyStyle: 'tagged', heartbeatIntervalMs: 200 },
+  });
+  const alive = (client: Redis, jobId: string) => async () =>
+    (await client.exists(sandboxKeys(jobId, 'tagged').heartbeat)) === 1;
+  const start = async (backend: SandboxBackend, req: CreateSandboxRequest, client = redis) => {
+    const ref = await backend.create(req);
+    refs.push({ backend, ref });
+    await backend.waitReady(ref, 30_000, { isAgentAlive: alive(client, req.jobId) });
+    return ref;
+  };
+  const startFailure = async (
+    backend: SandboxBackend,
+    req: CreateSandboxRequest,
+  ): Promise<SandboxStartError> => {
+    try {
+      const ref = await backend.create(req);
+      refs.push({ backend, ref });
+      await backend.waitReady(ref, 30_000, { isAgentAlive: alive(redis, req.jobId) });
+    } catch (err) {
+      expect(err).toBeInstanceOf(SandboxStartError);
+      return err as SandboxStartError;
+    }
+    throw new Error(`${req.jobId} became ready although it should have failed`);
+  };
+
+  beforeAll(async () => {
+    standin = await startKubeApiStandin({ docker, nodeLabels: { 'sandstream.dev/pool': 'sandboxes' } });
+    core = standin.kubeConfig(namespace).makeApiClient(CoreV1Api);
+    networking = standin.kubeConfig(namespace).makeApiClient(NetworkingV1Api);
+    redis = new Redis(redisUrl);
+    blocking = redis.duplicate();
+  });
+
+  afterAll(async () => {
+    for (const { backend, ref } of refs)
+      await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true }).catch(() => {});
+    for (const backend of backends) await backend.close();
+    await standin?.close();
+    blocking?.disconnect();
+    redis?.disconnect();
+  });
+
+  it('waits for readiness with one read and a WATCH, not by polling the pod', async () => {
+    const backend = backendWith();
+    const jobId = `watch-${suffix()}`;
+    const podPath = `/api/v1/namespaces/${namespace}/pods`;
+    const before = standin.requests.length;
+    const started = Date.now();
+    const ref = await start(backend, request(jobId));
+    const readyMs = Date.now() - started;
+    const during = standin.requests.slice(before);
+    const reads = during.filter((r) => r.startsWith(`GET ${podPath}/${ref.id}`));
+    const watches = during.filter((r) => r.startsWith(`GET ${podPath}?`) && r.includes('watch=true'));
+    expect(reads).toHaveLength(1);
+    expect(watches).toHaveLength(1);
+    expect(watches[0]).toContain(`fieldSelector=metadata.name%3D${ref.id}`);
+    console.log(`[measure] kubernetes (stand-in) create -> ready: ${readyMs} ms`);
+
+    const destroyStarted = Date.now();
+    await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+    console.log(
+      `[measure] kubernetes (stand-in) destroy (shutdown step, exit, delete, gone): ${Date.now() - destroyStarted} ms`,
+    );
+    expect(await kubernetesLeftovers(standin, docker, namespace, jobId)).toEqual([]);
+  });
+
+  it('create is idempotent for the same job: a retry finds the pod it already made', async () => {
+    const backend = backendWith();
+    const req = request(`again-${suffix()}`);
+    const first = await backend.create(req);
+    refs.push({ backend, ref: first });
+    const second = await backend.create(req);
+    expect(second).toEqual(first);
+    await backend.destroy(first, { graceMs: 0, removeOutputKeys: true });
+  });
+
+  it('a nodeSelector no node has fails fast with unschedulable (a capacity error)', async () => {
+    const backend = backendWith();
+    const started = Date.now();
+    const error = await startFailure(
+      backend,
+      request(`nosched-${suffix()}`, { nodeSelector: { 'sandstream.dev/pool': 'gpu' } }),
+    );
+    expect(error.reason).toBe('unschedulable');
+    expect(error.capacity).toBe(true);
+    expect(error.message).toMatch(/didn't match Pod's node affinity\/selector/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('a namespace out of pod quota refuses creation with quota (403 exceeded quota)', async () => {
+    const full = await startKubeApiStandin({ docker, podQuota: 0 });
+    try {
+      const backend = createKubernetesBackend({
+        kubeConfig: full.kubeConfig(namespace),
+        namespace,
+        agentCarrierImage: images.carrier,
+      });
+      const error = await backend.create(request(`quota-${suffix()}`)).catch((err: unknown) => err);
+      expect(error).toBeInstanceOf(SandboxStartError);
+      expect((error as SandboxStartError).reason).toBe('quota');
+      expect((error as SandboxStartError).capacity).toBe(true);
+      expect((error as SandboxStartError).message).toMatch(/exceeded quota/);
+      await backend.close();
+    } finally {
+      await full.close();
+    }
+  });
+
+  it('a missing agent carrier image fails fast with image_not_found naming the init container', async () => {
+    const carrier = `sandstream/no-such-carrier-${suffix()}:dev`;
+    const backend = backendWith({ agentCarrierImage: carrier });
+    const error = await startFailure(backend, request(`nocarrier-${suffix()}`));
+    expect(error.reason).toBe('image_not_found');
+    expect(error.message).toContain('inject-agent');
+    expect(error.message).toContain(carrier);
+  });
+
+  it('deny-egress creates a NetworkPolicy (Redis and DNS only) before the pod and deletes it with the pod', async () => {
+    const backend = backendWith();
+    const jobId = `egress-${suffix()}`;
+    const before = standin.requests.length;
+    const ref = await start(backend, request(jobId, { network: 'deny-egress' }));
+    const policy = await networking.readNamespacedNetworkPolicy({ name: `${ref.id}-egress`, namespace });
+    const sent = standin.requests.slice(before);
+    const policyPosted = sent.indexOf(
+      `POST /apis/networking.k8s.io/v1/namespaces/${namespace}/networkpolicies`,
+    );
+    const podPosted = sent.indexOf(`POST /api/v1/namespaces/${namespace}/pods`);
+    expect(policyPosted).toBeGreaterThan(-1);
+    expect(podPosted).toBeGreaterThan(policyPosted);
+    expect(policy.spec?.podSelector?.matchLabels).toEqual({ 'sandstream.dev/sandbox': ref.id });
+    expect(policy.spec?.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(policy.spec?.egress?.[0]).toMatchObject({
+      to: [{ ipBlock: { cidr: '127.0.0.1/32' } }],
+      ports: [{ protocol: 'TCP', port: 6379 }],
+    });
+    expect(policy.spec?.egress?.[1]?.ports?.map((p) => p.port)).toEqual([53, 53]);
+    await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+    await expect(
+      networking.readNamespacedNetworkPolicy({ name: `${ref.id}-egress`, namespace }),
+    ).rejects.toMatchObject({ code: 404 });
+  });
+
+  it('secretEnv reaches the sandbox from a Kubernetes Secret, and never appears in the pod spec', async () => {
+    const secretName = `app-${suffix()}`;
+    const value = `tok-${suffix()}`;
+    await core.createNamespacedSecret({
+      namespace,
+      body: { metadata: { name: secretName }, stringData: { token: value } },
+    });
+    const backend = backendWith();
+    const jobId = `secret-${suffix()}`;
+    const ref = await start(
+      backend,
+      request(jobId, { secretEnv: { APP_TOKEN: { secretName, key: 'token' } } }),
+    );
+    const pod = await core.readNamespacedPod({ name: ref.id, namespace });
+    expect(JSON.stringify(pod)).not.toContain(value);
+    const steps = new StepChannel(redis, blocking, sandboxKeys(jobId, 'tagged'));
+    const result = await steps.run({
+      schemaVersion: SCHEMA_VERSION,
+      stepId: 'env',
+      kind: 'run',
+      shell: true,
+      command: 'echo "token=$APP_TOKEN"',
+    });
+    expect(result.exitCode).toBe(0);
+    expect(await steps.stdout('env')).toEqual([`token=${value}`]);
+    await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+  });
+
+  describe('with a password-protected Redis', () => {
+    let server: ChildProcess;
+    let url: string;
+    let authed: Redis;
+    const password = `pw-${suffix()}`;
+
+    beforeAll(async () => {
+      const port = await freePort();
+      server = spawn(
+        'redis-server',
+        ['--port', String(port), '--save', '', '--appendonly', 'no', '--requirepass', password],
+        { stdio: 'ignore' },
+      );
+      url = `redis://:${password}@127.0.0.1:${port}`;
+      authed = new Redis(url, { lazyConnect: true, retryStrategy: (n) => (n > 50 ? null : 100) });
+      // Refused connections while redis-server starts are expected; connect() below retries.
+      authed.on('error', () => {});
+      for (let i = 0; i < 50; i++) {
+        try {
+          await authed.connect();
+          break;
+        } catch {
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    });
+    afterAll(() => {
+      authed?.disconnect();
+      server?.kill('SIGTERM');
+    });
+
+    it('puts a Redis URL with a password into a per-sandbox Secret, not into the pod, and deletes it on destroy', async () => {
+      const backend = backendWith({}, authed);
+      const jobId = `redispw-${suffix()}`;
+      const req = request(jobId, {}, url);
+      const ref = await start(backend, req, authed);
+      const pod = await core.readNamespacedPod({ name: ref.id, namespace });
+      expect(JSON.stringify(pod)).not.toContain(password);
+      const env = pod.spec?.containers
+        .find((c) => c.name === 'toolchain')
+        ?.env?.find((e) => e.name === 'REDIS_URL');
+      expect(env?.valueFrom?.secretKeyRef).toEqual({ name: `${ref.id}-redis`, key: 'url' });
+      const secret = await core.readNamespacedSecret({ name: `${ref.id}-redis`, namespace });
+      expect(Buffer.from(secret.data?.url ?? '', 'base64').toString()).toBe(url);
+      await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+      await expect(core.readNamespacedSecret({ name: `${ref.id}-redis`, namespace })).rejects.toMatchObject({
+        code: 404,
+      });
+    });
+  });
+
+  it('merges an operator pod template (seeds/002: sidecar, extra volume, node scheduling, env) into the running pod', async () => {
+    const backend = backendWith({
+      // Operator-wide: every sandbox lands on the sandbox pool and carries a data volume.
+      podTemplate: {
+        spec: {
+          nodeSelector: { 'sandstream.dev/pool': 'sandboxes' },
+          tolerations: [
+            { key: 'sandstream.dev/pool', operator: 'Equal', value: 'sandboxes', effect: 'NoSchedule' },
+          ],
+          volumes: [{ name: 'sb-data', emptyDir: {} }],
+          containers: [{ name: 'toolchain', volumeMounts: [{ name: 'sb-data', mountPath: '/data' }] }],
+        },
+      },
+    });
+    const jobId = `template-${suffix()}`;
+    const ref = await start(
+      backend,
+      request(jobId, {
+        // The job template's own: a sidecar writing into the shared data volume, and an env var.
+        podTemplate: {
+          spec: {
+            initContainers: [
+              {
+                name: 'sidecar',
+                image: images.busybox,
+                restartPolicy: 'Always',
+                command: ['/bin/sh', '-c', 'echo from-sidecar > /data/sidecar.txt; exec sleep 3600'],
+                volumeMounts: [{ name: 'sb-data', mountPath: '/data' }],
+              },
+            ],
+            containers: [{ name: 'toolchain', env: [{ name: 'FROM_TEMPLATE', value: 'yes' }] }],
+          },
+        },
+      }),
+    );
+    const pod = await core.readNamespacedPod({ name: ref.id, namespace });
+    expect(pod.spec?.initContainers?.map((c) => c.name)).toEqual(['inject-agent', 'sidecar']);
+    expect(
+      pod.status?.initContainerStatuses?.find((s) => s.name === 'sidecar')?.state?.running,
+    ).toBeDefined();
+    const steps = new StepChannel(redis, blocking, sandboxKeys(jobId, 'tagged'));
+    const result = await steps.run({
+      schemaVersion: SCHEMA_VERSION,
+      stepId: 'look',
+      kind: 'run',
+      shell: true,
+      command: 'echo "env=$FROM_TEMPLATE"; cat /data/sidecar.txt',
+    });
+    expect(result.exitCode).toBe(0);
+    expect(await steps.stdout('look')).toEqual(['env=yes', 'from-sidecar']);
+    await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+    expect(await kubernetesLeftovers(standin, docker, namespace, jobId)).toEqual([]);
+  });
+
+  it('list() reports the exact job id and tenant even when they are not valid label values', async () => {
+    const backend = backendWith();
+    const jobId = `Job:${suffix()}:${'x'.repeat(70)}`;
+    const ref = await backend.create({ ...request(jobId), tenant: 'Tenant With Spaces' });
+    refs.push({ backend, ref });
+    expect(ref.id).toBe(sandboxPodName(jobId));
+    const listed = (await backend.list()).find((s) => s.id === ref.id);
+    expect(listed).toMatchObject({ jobId, tenant: 'Tenant With Spaces', backend: 'kubernetes' });
+    expect(listed?.labels['sandstream.dev/job-id']).toMatch(/^[a-z0-9][-a-z0-9_.]*[a-z0-9]$/);
+    await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true });
+    expect((await backend.list()).find((s) => s.id === ref.id)).toBeUndefined();
+  });
+});
