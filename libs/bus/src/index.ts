@@ -9,4 +9,5 @@ export * from './lua-script.js';
 export * from './queues.js';
 export * from './redis-connection.js';
 export * from './sandbox-acl.js';
+export * from './scan-keys.js';
 export * from './slot-leases.js';

@@ -1,1 +1,3 @@
-export {};
+export * from './reap-scripts.js';
+export * from './reaper.js';
+export * from './reaper-config.js';

@@ -1,0 +1,278 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import {
+  createKeySpace,
+  DispatchKeys,
+  type JobState,
+  JobStore,
+  parseJobSpec,
+  QueueNames,
+  SandboxAcl,
+  SlotLeases,
+} from '@sandstream/bus';
+import { InProcessBackend } from '@sandstream/sandbox';
+import { createLogger } from '@sandstream/telemetry';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { DELETE_FINISHED_JOB } from './reap-scripts.js';
+import { matchesGlob, Reaper, type ReaperOptions } from './reaper.js';
+
+const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const logger = createLogger({
+  service: 'reaper-test',
+  level: 'silent',
+  destination: new Writable({ write: (_c, _e, cb) => cb() }),
+});
+const redis = new Redis(url, { maxRetriesPerRequest: null });
+const cleanups: (() => Promise<void>)[] = [];
+const HOUR = 3600_000;
+
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c();
+  redis.disconnect();
+});
+
+function setup(overrides: Partial<ReaperOptions> = {}) {
+  const ns = `t-reap-${Math.random().toString(36).slice(2, 10)}`;
+  const keys = createKeySpace(ns);
+  const store = new JobStore({ redis, keys });
+  const leases = new SlotLeases({ redis, keys, globalLimit: 100, tenantLimit: 100, leaseMs: 60_000 });
+  const dispatchKeys = new DispatchKeys(keys, 2);
+  const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keys.bullPrefix });
+  let offset = 0;
+  const options: ReaperOptions = {
+    redis,
+    keys,
+    store,
+    leases,
+    dispatchKeys,
+    logger,
+    destroyQueue,
+    retentionMs: HOUR,
+    orphanGraceMs: 1000,
+    sandboxGraceMs: 0,
+    startingTimeoutMs: 10 * 60_000,
+    heartbeatGraceMs: 5 * 60_000,
+    jobIdGlob: `${ns}-*`,
+    scanCount: 50,
+    pauseMs: 0,
+    now: () => Date.now() + offset,
+    ...overrides,
+  };
+  const ids: string[] = [];
+  cleanups.push(async () => {
+    await destroyQueue.obliterate({ force: true });
+    await destroyQueue.close();
+    for (const id of ids) await store.delete(id, 'acme');
+    const rest = await redis.keys(`*${ns}*`);
+    if (rest.length) await redis.unlink(...rest);
+  });
+  const job = async (name: string, path: JobState[] = []) => {
+    const id = `${ns}-${name}`;
+    ids.push(id);
+    await store.create(parseJobSpec({ id, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }));
+    let from: JobState = 'queued';
+    for (const to of path) {
+      await store.transition(id, [from], to);
+      from = to;
+    }
+    // Some output, as an agent would leave it.
+    const sk = keys.sandbox(id);
+    await redis.xadd(sk.events, '*', 'event', '{}');
+    await redis.lpush(sk.results, '{}');
+    return id;
+  };
+  return {
+    ns,
+    keys,
+    store,
+    leases,
+    dispatchKeys,
+    destroyQueue,
+    options,
+    job,
+    advance: (ms: number) => {
+      offset += ms;
+    },
+    reaper: (extra: Partial<ReaperOptions> = {}) => new Reaper({ ...options, ...extra }),
+  };
+}
+
+const FINISHED: JobState[] = ['scheduled', 'starting', 'running', 'succeeded'];
+
+describe('reaper', () => {
+  it('removes finished jobs past retention with all their keys, and never touches a live job', async () => {
+    const h = setup();
+    const old = await h.job('old', FINISHED);
+    await redis.hset(h.dispatchKeys.dispatchState(old), 'status', 'done');
+    const queued = await h.job('queued');
+    const running = await h.job('running', ['scheduled', 'starting', 'running']);
+    await redis.set(h.keys.sandbox(running).heartbeat, '1', 'PX', 60_000);
+    await redis.lpush(h.keys.sandbox(running).in, '{"stepId":"x","command":"true"}');
+    h.advance(2 * HOUR);
+
+    const report = await h.reaper().runOnce();
+    expect(report.jobsDeleted).toBe(1);
+    for (const key of [
+      h.keys.job(old),
+      ...Object.values(h.keys.sandbox(old)).filter((k) => !k.endsWith(':')),
+      h.dispatchKeys.dispatchState(old),
+    ]) {
+      expect(await redis.exists(key), key).toBe(0);
+    }
+    expect(await h.store.list({ tenant: 'acme', limit: 1000 })).not.toContainEqual(
+      expect.objectContaining({ id: old }),
+    );
+    expect((await h.store.get(queued))?.state).toBe('queued');
+    expect((await h.store.get(running))?.state).toBe('running');
+    expect(await redis.llen(h.keys.sandbox(running).in)).toBe(1);
+    expect(await redis.exists(h.keys.sandbox(running).events)).toBe(1);
+  });
+
+  it('keeps a finished job within retention', async () => {
+    const h = setup();
+    const done = await h.job('done', FINISHED);
+    const report = await h.reaper().runOnce();
+    expect(report.jobsDeleted).toBe(0);
+    expect((await h.store.get(done))?.state).toBe('succeeded');
+    expect(await redis.exists(h.keys.sandbox(done).events)).toBe(1);
+  });
+
+  it('deletes keys of vanished jobs only when idle and without a heartbeat', async () => {
+    const h = setup();
+    const ghost = `${h.ns}-ghost`;
+    const sk = h.keys.sandbox(ghost);
+    await redis.lpush(sk.results, '{}');
+    await redis.xadd(sk.events, '*', 'event', '{}');
+    await redis.hset(h.dispatchKeys.dispatchState(ghost), 'status', 'running');
+    const handRun = `${h.ns}-by-hand`; // an agent driven without a job record, still heart-beating
+    await redis.lpush(h.keys.sandbox(handRun).results, '{}');
+    await redis.set(h.keys.sandbox(handRun).heartbeat, '1', 'PX', 60_000);
+
+    // Too fresh: nothing goes.
+    expect((await h.reaper().runOnce()).orphanKeysDeleted).toBe(0);
+    await new Promise((r) => setTimeout(r, 2600));
+    const busy = `${h.ns}-busy`;
+    await redis.lpush(h.keys.sandbox(busy).in, '{}'); // written just now
+    const report = await h.reaper().runOnce();
+    expect(report.orphanKeysDeleted).toBe(3);
+    expect(await redis.exists(sk.results, sk.events, h.dispatchKeys.dispatchState(ghost))).toBe(0);
+    expect(await redis.exists(h.keys.sandbox(handRun).results)).toBe(1);
+    expect(await redis.exists(h.keys.sandbox(busy).in)).toBe(1);
+  });
+
+  it('fails jobs stuck in starting or running without heartbeat nor dispatcher, and asks for their teardown', async () => {
+    const h = setup();
+    const starting = await h.job('starting', ['scheduled', 'starting']);
+    const orphanRun = await h.job('orphan-run', ['scheduled', 'starting', 'running']);
+    const claimed = await h.job('claimed', ['scheduled', 'starting', 'running']);
+    await redis.hset(h.dispatchKeys.dispatchState(claimed), 'status', 'running');
+    const beating = await h.job('beating', ['scheduled', 'starting', 'running']);
+    await redis.set(h.keys.sandbox(beating).heartbeat, '1', 'PX', 60_000);
+
+    expect((await h.reaper().runOnce()).jobsFailed).toBe(0); // nothing is old enough yet
+    h.advance(20 * 60_000);
+    const report = await h.reaper().runOnce();
+    expect(report.jobsFailed).toBe(2);
+    expect(await h.store.get(starting)).toMatchObject({
+      state: 'failed',
+      reason: expect.stringContaining('stuck in starting'),
+    });
+    expect(await h.store.get(orphanRun)).toMatchObject({
+      state: 'failed',
+      reason: expect.stringContaining('heart-beating'),
+    });
+    expect((await h.store.get(claimed))?.state).toBe('running');
+    expect((await h.store.get(beating))?.state).toBe('running');
+    const destroys = (await h.destroyQueue.getJobs(['waiting'])).map((j) => j.data.jobId);
+    expect(destroys.sort()).toEqual([orphanRun, starting].sort());
+  });
+
+  it('is safe with several reapers at once: each finished job is deleted exactly once, live ones stay', async () => {
+    const h = setup();
+    const finished = await Promise.all(Array.from({ length: 40 }, (_, i) => h.job(`f${i}`, FINISHED)));
+    const live = await Promise.all(Array.from({ length: 10 }, (_, i) => h.job(`l${i}`, ['scheduled'])));
+    h.advance(2 * HOUR);
+    const others = [new Redis(url), new Redis(url), new Redis(url)];
+    try {
+      const reports = await Promise.all(
+        others.map((client) => h.reaper({ redis: client, scanCount: 10 }).runOnce()),
+      );
+      expect(reports.reduce((n, r) => n + r.jobsDeleted, 0)).toBe(40);
+      for (const id of finished) expect(await redis.exists(h.keys.job(id))).toBe(0);
+      for (const id of live) expect((await h.store.get(id))?.state).toBe('scheduled');
+    } finally {
+      for (const c of others) c.disconnect();
+    }
+  });
+
+  it('never deletes a job that was re-submitted after the reaper read the old one', async () => {
+    const h = setup();
+    const id = await h.job('again');
+    // The old, finished record is gone and the id now names a new, queued job: the script re-checks.
+    const keys = [h.keys.job(id), h.keys.sandbox(id).events];
+    expect(await DELETE_FINISHED_JOB.run(redis, keys, [Date.now() + HOUR])).toBeNull();
+    expect(await redis.exists(h.keys.job(id))).toBe(1);
+  });
+
+  it('reclaims expired leases', async () => {
+    let clock = Date.now();
+    const h = setup();
+    const leases = new SlotLeases({
+      redis,
+      keys: h.keys,
+      globalLimit: 5,
+      tenantLimit: 5,
+      leaseMs: 1000,
+      now: () => clock,
+    });
+    await leases.acquire(`${h.ns}-dead`, 'acme');
+    clock += 5000;
+    const report = await h.reaper({ leases }).runOnce();
+    expect(report.leasesReclaimed).toBe(1);
+    expect(await redis.zcard(h.keys.leasesGlobal)).toBe(0);
+  });
+
+  it('destroys sandboxes and removes Redis users whose job is gone or finished, keeping live ones', async () => {
+    const h = setup();
+    const root = mkdtempSync(join(tmpdir(), 'sandstream-reaper-'));
+    const backend = new InProcessBackend({ redis, root, registryKey: `${h.ns}:inprocess` });
+    const acl = new SandboxAcl(redis, h.keys, `sandstream-test-${h.ns}-`);
+    const live = await h.job('live-sbx', ['scheduled', 'starting', 'running']);
+    await redis.set(h.keys.sandbox(live).heartbeat, '1', 'PX', 60_000);
+    const gone = `${h.ns}-gone-sbx`;
+    const done = await h.job('done-sbx', FINISHED);
+    const spec = { image: 'x', command: ['sleep', '30'] };
+    const agent = { redisUrl: url, keyStyle: 'tagged' as const };
+    for (const jobId of [live, gone, done]) {
+      await backend.create({ jobId, tenant: 'acme', spec: spec as never, agent });
+      await acl.create(jobId, h.keys.completionStream(0));
+    }
+    try {
+      const report = await h.reaper({ backend, acl, sandboxGraceMs: 0 }).runOnce();
+      expect(report.sandboxesDestroyed).toBe(2);
+      expect(report.aclUsersDeleted).toBe(2);
+      expect((await backend.list()).map((s) => s.jobId)).toEqual([live]);
+      expect(await acl.listJobIds()).toEqual([live]);
+    } finally {
+      for (const jobId of [live, gone, done]) {
+        await backend
+          .destroy({ jobId, backend: 'inprocess', id: '0' }, { graceMs: 0 })
+          .catch(() => undefined);
+        await acl.delete(jobId);
+      }
+      await backend.close();
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('matches job-id globs', () => {
+    expect(matchesGlob('t-1-abc', 't-1-*')).toBe(true);
+    expect(matchesGlob('t-2-abc', 't-1-*')).toBe(false);
+    expect(matchesGlob('a.b', 'a.b')).toBe(true);
+    expect(matchesGlob('axb', 'a.b')).toBe(false);
+  });
+});

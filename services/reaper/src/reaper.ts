@@ -1,0 +1,256 @@
+import {
+  bullJobId,
+  type DispatchKeys,
+  isTerminal,
+  type JobRecord,
+  type JobStore,
+  jobIdFromKey,
+  type KeySpace,
+  type RedisClient,
+  type SandboxAcl,
+  type SandboxDestroyPayload,
+  type SlotLeases,
+  scanKeys,
+} from '@sandstream/bus';
+import type { SandboxBackend } from '@sandstream/sandbox';
+import type { Logger } from '@sandstream/telemetry';
+import type { Queue } from 'bullmq';
+import { DELETE_FINISHED_JOB, DELETE_ORPHAN_KEY } from './reap-scripts.js';
+
+export interface ReaperOptions {
+  redis: RedisClient;
+  keys: KeySpace;
+  store: JobStore;
+  leases: SlotLeases;
+  dispatchKeys: DispatchKeys;
+  logger: Logger;
+  /** Sandboxes by label; without it, orphaned sandboxes are not looked for. */
+  backend?: SandboxBackend;
+  /** Per-sandbox Redis users; without it, leftover users are not looked for. */
+  acl?: SandboxAcl;
+  /** Asks pod-lifecycle to tear down the sandbox of a job the reaper ended. */
+  destroyQueue?: Queue;
+  /** Finished jobs (record, events, results) are kept this long after they end. */
+  retentionMs: number;
+  /** Keys with no job record must be idle this long before they go. */
+  orphanGraceMs: number;
+  /** A finished job's sandbox or Redis user still present this long after the end is an orphan. */
+  sandboxGraceMs: number;
+  /** A job in `starting` longer than this has lost its pod-lifecycle. */
+  startingTimeoutMs: number;
+  /** A `running` job whose agent heartbeat is gone, that no dispatcher holds, is failed after this. */
+  heartbeatGraceMs: number;
+  /** Only jobs whose id matches this glob (tests; sharding the key space between reapers). */
+  jobIdGlob?: string;
+  scanCount?: number;
+  pauseMs?: number;
+  now?: () => number;
+  /** Told what each pass did (metrics). */
+  onReport?: (report: ReapReport) => void;
+}
+
+export interface ReapReport {
+  jobsScanned: number;
+  jobsDeleted: number;
+  jobsFailed: number;
+  orphanKeysDeleted: number;
+  leasesReclaimed: number;
+  sandboxesDestroyed: number;
+  aclUsersDeleted: number;
+  durationMs: number;
+}
+
+const emptyReport = (): ReapReport => ({
+  jobsScanned: 0,
+  jobsDeleted: 0,
+  jobsFailed: 0,
+  orphanKeysDeleted: 0,
+  leasesReclaimed: 0,
+  sandboxesDestroyed: 0,
+  aclUsersDeleted: 0,
+  durationMs: 0,
+});
+
+/**
+ * Cleans up after everything that can die: finished jobs past retention, keys of jobs that no
+ * longer exist, slot leases of dead holders, sandboxes and Redis users whose job ended or
+ * vanished, and jobs stuck because the service holding them died. Every action re-checks its
+ * condition atomically (Lua or compare-and-set), so several reapers can run at once and none
+ * ever touches a live job.
+ */
+export class Reaper {
+  private readonly now: () => number;
+
+  constructor(private readonly options: ReaperOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  async runOnce(signal?: AbortSignal): Promise<ReapReport> {
+    const started = Date.now();
+    const report = emptyReport();
+    report.leasesReclaimed = (await this.options.leases.reclaimExpired()).length;
+    await this.reapJobs(report, signal);
+    await this.reapOrphanKeys(report, signal);
+    if (this.options.backend) await this.reapSandboxes(report);
+    if (this.options.acl) await this.reapAclUsers(report);
+    report.durationMs = Date.now() - started;
+    this.options.onReport?.(report);
+    return report;
+  }
+
+  private glob(): string {
+    return this.options.jobIdGlob ?? '*';
+  }
+
+  private scan(match: string, signal?: AbortSignal) {
+    return scanKeys(this.options.redis, {
+      match,
+      count: this.options.scanCount ?? 200,
+      pauseMs: this.options.pauseMs ?? 10,
+      ...(signal ? { signal } : {}),
+    });
+  }
+
+  /** Every key of a job: all in the job's slot. */
+  private jobKeys(jobId: string): string[] {
+    const k = this.options.keys.sandbox(jobId);
+    return [
+      this.options.keys.job(jobId),
+      k.in,
+      k.events,
+      k.results,
+      k.heartbeat,
+      k.control,
+      this.options.dispatchKeys.dispatchState(jobId),
+    ];
+  }
+
+  private async reapJobs(report: ReapReport, signal?: AbortSignal): Promise<void> {
+    const { store, redis } = this.options;
+    for await (const batch of this.scan(`job:{${this.glob()}}`, signal)) {
+      for (const key of batch) {
+        const jobId = jobIdFromKey(key);
+        if (!jobId) continue;
+        report.jobsScanned++;
+        const record = await store.get(jobId);
+        if (!record) continue;
+        if (isTerminal(record.state)) {
+          const cutoff = this.now() - this.options.retentionMs;
+          if ((record.finishedAt ?? 0) > cutoff) continue;
+          const tenant = await DELETE_FINISHED_JOB.run<string | null>(redis, this.jobKeys(jobId), [cutoff]);
+          if (tenant === null) continue;
+          // Index entries live in other slots; removing them after the keys is idempotent.
+          await store.delete(jobId, tenant || record.tenant);
+          report.jobsDeleted++;
+          continue;
+        }
+        if (await this.failIfStuck(record)) report.jobsFailed++;
+      }
+    }
+  }
+
+  private async failIfStuck(record: JobRecord): Promise<boolean> {
+    const { store, redis, keys, dispatchKeys } = this.options;
+    const age = this.now() - record.updatedAt;
+    let reason: string | undefined;
+    if (record.state === 'starting' && age > this.options.startingTimeoutMs) {
+      reason = `stuck in starting for ${Math.round(age / 1000)} s: the pod-lifecycle replica starting it is gone`;
+    } else if (record.state === 'running' && age > this.options.heartbeatGraceMs) {
+      const [heartbeat, claimed] = await Promise.all([
+        redis.exists(keys.sandbox(record.id).heartbeat),
+        redis.exists(dispatchKeys.dispatchState(record.id)),
+      ]);
+      if (heartbeat === 0 && claimed === 0) {
+        reason = 'agent stopped heart-beating and no step-dispatcher holds the job';
+      }
+    }
+    if (!reason) return false;
+    const result = await store.transition(record.id, [record.state], 'failed', { reason });
+    if (result.status !== 'ok') return false;
+    this.options.logger.warn({ jobId: record.id, from: record.state, reason }, 'reaper failed a stuck job');
+    if (this.options.destroyQueue) {
+      const payload: SandboxDestroyPayload = {
+        jobId: record.id,
+        reason: `reaper: ${reason}`,
+        outcome: 'failed',
+      };
+      await this.options.destroyQueue.add('destroy', payload, { jobId: `${bullJobId(record.id)}_reaped` });
+    }
+    return true;
+  }
+
+  private async reapOrphanKeys(report: ReapReport, signal?: AbortSignal): Promise<void> {
+    const { redis, keys } = this.options;
+    const graceSeconds = Math.ceil(this.options.orphanGraceMs / 1000);
+    const patterns = [`sandbox:{${this.glob()}}:*`, `dispatch:{${this.glob()}}`];
+    for (const pattern of patterns) {
+      for await (const batch of this.scan(pattern, signal)) {
+        for (const key of batch) {
+          const jobId = jobIdFromKeyAny(key);
+          if (!jobId) continue;
+          const deleted = await DELETE_ORPHAN_KEY.run<number>(
+            redis,
+            [key, keys.job(jobId), keys.sandbox(jobId).heartbeat],
+            [graceSeconds],
+          );
+          report.orphanKeysDeleted += deleted;
+        }
+      }
+    }
+  }
+
+  /** A finished (or vanished) job whose sandbox outlived it by the grace period. */
+  private async isOrphan(jobId: string): Promise<boolean> {
+    if (!matchesGlob(jobId, this.glob())) return false;
+    const record = await this.options.store.get(jobId);
+    if (!record) return true;
+    if (!isTerminal(record.state)) return false;
+    return this.now() - (record.finishedAt ?? record.updatedAt) > this.options.sandboxGraceMs;
+  }
+
+  private async reapSandboxes(report: ReapReport): Promise<void> {
+    const backend = this.options.backend!;
+    for (const sandbox of await backend.list()) {
+      if (!(await this.isOrphan(sandbox.jobId))) continue;
+      // A short lock so two reapers do not both wait out the same grace period.
+      const lock = this.options.keys.lock(`reaper:sandbox:${sandbox.jobId}`);
+      if ((await this.options.redis.set(lock, '1', 'PX', 60_000, 'NX')) !== 'OK') continue;
+      try {
+        await backend.destroy(sandbox, { graceMs: 2000 });
+        report.sandboxesDestroyed++;
+        this.options.logger.info(
+          { jobId: sandbox.jobId, sandbox: sandbox.id },
+          'reaper destroyed an orphaned sandbox',
+        );
+      } catch (err) {
+        this.options.logger.warn(
+          { jobId: sandbox.jobId, err: (err as Error).message },
+          'orphaned sandbox not destroyed',
+        );
+      }
+    }
+  }
+
+  private async reapAclUsers(report: ReapReport): Promise<void> {
+    const acl = this.options.acl!;
+    for (const jobId of await acl.listJobIds()) {
+      if (!(await this.isOrphan(jobId))) continue;
+      await acl.delete(jobId);
+      report.aclUsersDeleted++;
+    }
+  }
+}
+
+function jobIdFromKeyAny(key: string): string | null {
+  const dispatch = /^dispatch:\{([^}]+)\}$/.exec(key);
+  return dispatch ? (dispatch[1] as string) : jobIdFromKey(key);
+}
+
+/** Redis-style glob with only `*` (job ids contain no other glob characters). */
+export function matchesGlob(value: string, glob: string): boolean {
+  const pattern = glob
+    .split('*')
+    .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+    .join('.*');
+  return new RegExp(`^${pattern}$`).test(value);
+}
