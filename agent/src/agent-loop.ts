@@ -151,18 +151,23 @@ export class AgentLoop {
       return 'shutdown';
     }
     log.debug('step started', { stepId: step.stepId, kind: step.kind });
-    const outcome = await this.runStep(step, started);
+    const { result, eventsWritten } = await this.runStep(step, started);
     log.debug('step finished', {
       stepId: step.stepId,
-      exitCode: outcome.exitCode,
-      errorCode: outcome.errorCode,
-      durationSeconds: outcome.durationSeconds,
+      exitCode: result.exitCode,
+      errorCode: result.errorCode,
+      durationSeconds: result.durationSeconds,
     });
-    await this.results.deliver(outcome);
+    // The events were handed to the writer connection first, so the result follows them on the
+    // wire without waiting a round trip for their acknowledgement.
+    await Promise.all([eventsWritten, this.results.deliver(result)]);
     return 'continue';
   }
 
-  private async runStep(step: Exclude<Step, { kind: 'shutdown' }>, started: number): Promise<StepResult> {
+  private async runStep(
+    step: Exclude<Step, { kind: 'shutdown' }>,
+    started: number,
+  ): Promise<{ result: StepResult; eventsWritten: Promise<void> }> {
     const { connections, keys, log, workdir } = this.options;
     const controller = new AbortController();
     this.running = { stepId: step.stepId, controller };
@@ -195,9 +200,9 @@ export class AgentLoop {
     } finally {
       this.running = null;
     }
-    await events.complete(outcome.exitCode);
-    events.dispose();
-    return this.result(step.stepId, started, { ...outcome, droppedLines: events.droppedLines });
+    const eventsWritten = events.complete(outcome.exitCode);
+    const result = this.result(step.stepId, started, { ...outcome, droppedLines: events.droppedLines });
+    return { result, eventsWritten };
   }
 
   /** Fills the fields only the loop knows, and checks the executor's outcome against the schema. */

@@ -49,7 +49,8 @@ export class EventPublisher {
   private queuedBytes = 0;
   private inFlightLines = 0;
   private inFlightBytes = 0;
-  private flushing: Promise<void> | null = null;
+  /** Pipelined writes handed to ioredis and not yet answered. */
+  private inFlight = 0;
   private timer: NodeJS.Timeout | null = null;
   private dropped = 0;
   private drainWaiters: (() => void)[] = [];
@@ -96,17 +97,22 @@ export class EventPublisher {
     }
   }
 
-  /** Queues the completed event and resolves once every queued event has been written. */
-  async complete(exitCode: number | null): Promise<void> {
+  /**
+   * Queues the completed event and hands every queued event to ioredis before returning, so a
+   * command the caller sends next on the same connection (the StepResult) is written after
+   * them; the promise resolves once Redis has acknowledged them all.
+   */
+  complete(exitCode: number | null): Promise<void> {
     this.seq += 1;
     this.enqueue(this.event('completed', this.seq, { exitCode, droppedLines: this.dropped }), true);
-    this.flushSoon(true);
-    await this.drained();
+    this.dispose();
+    while (this.queue.length > 0) this.startFlush();
+    return this.drained();
   }
 
   /** Resolves when nothing is queued or in flight. */
   drained(): Promise<void> {
-    if (this.queue.length === 0 && this.flushing === null) return Promise.resolve();
+    if (this.queue.length === 0 && this.inFlight === 0) return Promise.resolve();
     return new Promise((resolve) => this.drainWaiters.push(resolve));
   }
 
@@ -159,7 +165,9 @@ export class EventPublisher {
   }
 
   private flushSoon(now: boolean): void {
-    if (this.flushing) return; // the running flush picks the queue up when it finishes
+    // One write at a time while the step runs: the running write picks the queue up when it
+    // finishes, so under load batches grow instead of round trips piling up.
+    if (this.inFlight > 0) return;
     if (now) {
       if (this.timer) clearTimeout(this.timer);
       this.timer = null;
@@ -171,7 +179,7 @@ export class EventPublisher {
 
   private onTimer(): void {
     this.timer = null;
-    if (!this.flushing && this.queue.length > 0) this.startFlush();
+    if (this.inFlight === 0 && this.queue.length > 0) this.startFlush();
   }
 
   private startFlush(): void {
@@ -188,12 +196,14 @@ export class EventPublisher {
       for (const event of batch) bytes += sizeOf(event);
       this.queuedBytes -= bytes;
     }
-    this.inFlightLines = batch.length;
-    this.inFlightBytes = bytes;
-    this.flushing = this.write(batch).finally(() => {
-      this.inFlightLines = 0;
-      this.inFlightBytes = 0;
-      this.flushing = null;
+    this.inFlight += 1;
+    this.inFlightLines += batch.length;
+    this.inFlightBytes += bytes;
+    // write() sends synchronously (ioredis writes a pipeline when exec() is called) and settles later.
+    void this.write(batch).finally(() => {
+      this.inFlight -= 1;
+      this.inFlightLines -= batch.length;
+      this.inFlightBytes -= bytes;
       this.afterFlush();
     });
   }
@@ -215,6 +225,7 @@ export class EventPublisher {
   }
 
   private afterFlush(): void {
+    if (this.inFlight > 0) return;
     if (this.queue.length === 0) {
       const waiters = this.drainWaiters;
       this.drainWaiters = [];

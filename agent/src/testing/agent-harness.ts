@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
   decodeEventFields,
@@ -18,7 +19,11 @@ import { Redis } from 'ioredis';
  * Test support for the agent's end-to-end suites: spawn the built agent (dist/main.js) as a
  * real child process against a real Redis, and read what it wrote. Never imported by the agent.
  */
-export const AGENT_MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+/** The built agent; SANDSTREAM_AGENT_MAIN overrides it (the benchmarks run from a compiled copy of this file). */
+export function agentMain(): string {
+  const override = process.env.SANDSTREAM_AGENT_MAIN;
+  return override ? resolve(override) : fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+}
 export const SHARED_REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 export function uniqueJobId(prefix = 'agent-test'): string {
@@ -66,7 +71,7 @@ export function startAgent(options: StartAgentOptions = {}): AgentProcess {
         keyStyle,
         ...(options.extraArgs ?? []),
       ];
-  const child = spawn(process.execPath, [AGENT_MAIN, ...args], {
+  const child = spawn(process.execPath, [agentMain(), ...args], {
     cwd: options.cwd ?? process.cwd(),
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -1,0 +1,108 @@
+import { spawn } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import type { RunStep } from '@sandstream/wire';
+import { executeStep } from '../src/steps/execute-step.js';
+import {
+  popResult,
+  pushStep,
+  startAgent,
+  stopAgent,
+  testClient,
+  waitFor,
+} from '../src/testing/agent-harness.js';
+import { ms, summarize } from './stats.js';
+
+export interface RoundTripReport {
+  iterations: number;
+  agent: { p50: number; p99: number };
+  spawn: { p50: number; p99: number };
+  executor: { p50: number; p99: number };
+  overheadP50Ms: number;
+}
+
+function spawnTrue(): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('true', [], { stdio: 'ignore' });
+    child.once('error', reject);
+    child.once('exit', () => resolve());
+  });
+}
+
+/**
+ * (1) A `true` step through Redis: LPUSH the step, BRPOP its result, against the floor of
+ * spawning `true` directly from Node. The difference at p50 is what the agent adds.
+ */
+export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<RoundTripReport> {
+  const redis = testClient();
+  const agent = startAgent({ jobId: `bench-rt-${process.pid}-${Date.now()}` });
+  try {
+    await waitFor('agent heartbeat', async () =>
+      (await redis.exists(agent.keys.heartbeat)) ? true : undefined,
+    );
+    const agentSamples: number[] = [];
+    const spawnSamples: number[] = [];
+    const executorSamples: number[] = [];
+    const ctx = { onLine: () => {}, signal: new AbortController().signal, baseDirectory: process.cwd() };
+    const trueStep: RunStep = {
+      schemaVersion: 1,
+      stepId: 'x',
+      kind: 'run',
+      command: 'true',
+      args: [],
+      shell: false,
+      timeoutSeconds: 10,
+    };
+    for (let i = 0; i < warmup + iterations; i++) {
+      // Interleaved, so both see the same machine load.
+      let t = performance.now();
+      await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: `rt-${i}`, command: 'true' });
+      const result = await popResult(redis, agent.keys);
+      const agentMs = performance.now() - t;
+      if (result.exitCode !== 0) throw new Error(`step rt-${i} failed: ${JSON.stringify(result)}`);
+      t = performance.now();
+      await spawnTrue();
+      const spawnMs = performance.now() - t;
+      t = performance.now();
+      await executeStep(trueStep, ctx);
+      const executorMs = performance.now() - t;
+      if (i >= warmup) {
+        agentSamples.push(agentMs);
+        spawnSamples.push(spawnMs);
+        executorSamples.push(executorMs);
+      }
+    }
+    const a = summarize(agentSamples);
+    const s = summarize(spawnSamples);
+    const e = summarize(executorSamples);
+    const report = {
+      iterations,
+      agent: { p50: a.p50, p99: a.p99 },
+      spawn: { p50: s.p50, p99: s.p99 },
+      executor: { p50: e.p50, p99: e.p99 },
+      overheadP50Ms: a.p50 - s.p50,
+    };
+    console.log(
+      '\n(1) round trip of a `true` step (LPUSH -> result via BRPOP) vs child_process.spawn("true")',
+    );
+    console.log(`    agent  p50 ${ms(a.p50)}  p99 ${ms(a.p99)}   (${iterations} steps)`);
+    console.log(`    spawn  p50 ${ms(s.p50)}  p99 ${ms(s.p99)}`);
+    console.log(`    executeStep in-process (no Redis) p50 ${ms(e.p50)}  p99 ${ms(e.p99)}`);
+    console.log(
+      `    overhead at p50 ${ms(report.overheadP50Ms)} (goal <= 1 ms); ratio agent/spawn p50 ${(a.p50 / s.p50).toFixed(2)}x`,
+    );
+    console.log(
+      `    of which the Redis loop (agent p50 - executeStep p50) ${ms(a.p50 - e.p50)}, the executor (executeStep p50 - spawn p50) ${ms(e.p50 - s.p50)}`,
+    );
+    return report;
+  } finally {
+    await stopAgent(agent);
+    await redis.del(
+      agent.keys.in,
+      agent.keys.events,
+      agent.keys.results,
+      agent.keys.heartbeat,
+      agent.keys.control,
+    );
+    redis.disconnect();
+  }
+}
