@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { createKubernetesBackend } from './index.js';
+import { kubernetesSettingsFromEnv } from './kubernetes-env.js';
+
+describe('Kubernetes settings from the environment', () => {
+  it('reads namespace, owner (downward API) and the Redis URL source', () => {
+    const settings = kubernetesSettingsFromEnv({
+      SANDSTREAM_AGENT_CARRIER_IMAGE: 'sandstream/agent-carrier:1.0.0',
+      POD_NAME: 'pod-lifecycle-0',
+      POD_UID: 'uid-1',
+      POD_NAMESPACE: 'sandstream',
+      SANDSTREAM_K8S_REDIS_URL_SOURCE: 'redis-credentials/url',
+      SANDSTREAM_K8S_SERVICE_ACCOUNT: ' ',
+    });
+    expect(settings).toEqual({
+      agentCarrierImage: 'sandstream/agent-carrier:1.0.0',
+      namespace: 'sandstream',
+      owner: { name: 'pod-lifecycle-0', uid: 'uid-1', namespace: 'sandstream' },
+      redisUrlSource: { secretName: 'redis-credentials', key: 'url' },
+    });
+  });
+
+  it('names the variable that is missing or malformed', () => {
+    expect(() => kubernetesSettingsFromEnv({})).toThrow(/SANDSTREAM_AGENT_CARRIER_IMAGE/);
+    expect(() =>
+      kubernetesSettingsFromEnv({
+        SANDSTREAM_AGENT_CARRIER_IMAGE: 'c',
+        SANDSTREAM_K8S_REDIS_URL_SOURCE: 'a/b/c',
+      }),
+    ).toThrow(/SANDSTREAM_K8S_REDIS_URL_SOURCE/);
+  });
+
+  it('createKubernetesBackend refuses bad options naming the field and the limit', () => {
+    expect(() => createKubernetesBackend({ agentCarrierImage: 'c', namespace: 'Not_A_Namespace' })).toThrow(
+      /namespace: must be a DNS-1123 label/,
+    );
+    expect(() =>
+      createKubernetesBackend({ agentCarrierImage: 'c', terminationGraceSeconds: 99_999 }),
+    ).toThrow(/terminationGraceSeconds/);
+  });
+});
