@@ -1,4 +1,5 @@
 import { createKeySpace, createRedisFromEnv, JobStore, QueueNames, SlotLeases } from '@sandstream/bus';
+import { TemplateRegistry } from '@sandstream/sandbox';
 import { GracefulShutdown, loadEnvConfig, startHealthServer } from '@sandstream/service-kit';
 import { createLogger, initTelemetry, withJobSpan } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
@@ -28,13 +29,25 @@ async function main(): Promise<void> {
   });
   const jobsQueue = new Queue(QueueNames.jobs, { connection: redis, prefix });
   const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix });
+  const templates = env.SANDSTREAM_TEMPLATES_FILE
+    ? await TemplateRegistry.open({
+        path: env.SANDSTREAM_TEMPLATES_FILE,
+        onReload: (event) =>
+          event.ok
+            ? logger.info({ templates: event.templates }, 'templates reloaded')
+            : logger.error(
+                { err: event.error.message },
+                'templates file invalid; keeping the previous templates',
+              ),
+      })
+    : undefined;
   const processor = createScheduleProcessor({
     store,
     leases,
     redis,
     keys,
     createQueue,
-    resolver: new TemplateResolver(),
+    resolver: new TemplateResolver(templates),
     logger,
     recheckMs: env.SCHEDULER_RECHECK_SECONDS * 1000,
   });
@@ -72,6 +85,7 @@ async function main(): Promise<void> {
     await Promise.all([redis.quit(), workerRedis.quit(), blockingRedis.quit()]);
   });
   shutdown.add('health server', () => health.close());
+  shutdown.add('templates', async () => templates?.close());
   shutdown.add('telemetry', () => telemetry.shutdown());
   logger.info(
     {

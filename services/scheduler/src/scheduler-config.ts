@@ -18,6 +18,8 @@ export const SchedulerEnvSchema = RedisEnvSchema.extend({
   SCHEDULER_CONCURRENCY: intVar(1, 1000, 10),
   /** A job waiting for capacity is re-checked at least this often even if no wake-up arrives. */
   SCHEDULER_RECHECK_SECONDS: intVar(1, 3600, 30),
+  /** YAML/JSON file of named sandbox templates (libs/sandbox TemplateRegistry); watched for changes. */
+  SANDSTREAM_TEMPLATES_FILE: z.string().optional(),
   HEALTH_PORT: portVar(8081),
 });
 export type SchedulerEnv = z.output<typeof SchedulerEnvSchema>;

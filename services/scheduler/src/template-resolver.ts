@@ -10,45 +10,45 @@ export class TemplateResolutionError extends Error {
   override readonly name = 'TemplateResolutionError';
 }
 
-/** Looks up a named template; returns null for an unknown name. */
-export interface TemplateLookup {
-  lookup(name: string): Promise<({ image: string } & Record<string, unknown>) | null>;
+/** Named templates (libs/sandbox TemplateRegistry fits): request > template > defaults, validated. */
+export interface TemplateSource {
+  resolve(request: {
+    template?: string;
+    spec?: Record<string, unknown>;
+  }): { image: string } & Record<string, unknown>;
 }
 
 /**
- * Turns a job spec into a sandbox spec: the template (when named) gives the base, the job's
- * image, env, resources and labels go on top. Without a template lookup only image jobs work,
- * and a template job fails with a message saying so.
+ * Turns a job spec into a sandbox spec. With a template source, the job's image, env, resources
+ * and labels are the top layer over the named template; its errors (unknown template, a merge
+ * that is not a valid spec) fail the job with their message. Without one, only image jobs
+ * work, and a template job fails with a message saying so.
  */
 export class TemplateResolver {
-  constructor(private readonly templates?: TemplateLookup) {}
+  constructor(private readonly templates?: TemplateSource) {}
 
   async resolve(spec: JobSpec): Promise<ResolvedSandbox> {
-    let base: Record<string, unknown> = {};
-    if (spec.template !== undefined) {
-      if (!this.templates) {
-        throw new TemplateResolutionError(
-          `template "${spec.template}" cannot be resolved: this scheduler has no template registry; submit an image instead`,
-        );
+    const overrides: Record<string, unknown> = {};
+    if (spec.image !== undefined) overrides.image = spec.image;
+    if (Object.keys(spec.env).length > 0) overrides.env = spec.env;
+    if (Object.keys(spec.labels).length > 0) overrides.labels = spec.labels;
+    if (Object.keys(spec.resources).length > 0) overrides.resources = spec.resources;
+    const template = spec.template !== undefined ? { template: spec.template } : {};
+
+    if (this.templates) {
+      try {
+        const sandbox = this.templates.resolve({ ...template, spec: overrides });
+        return { sandbox, ...template };
+      } catch (err) {
+        throw new TemplateResolutionError(err instanceof Error ? err.message : String(err));
       }
-      const found = await this.templates.lookup(spec.template);
-      if (!found) throw new TemplateResolutionError(`template "${spec.template}" does not exist`);
-      base = found;
     }
-    const image = spec.image ?? (base.image as string | undefined);
-    if (!image) throw new TemplateResolutionError('neither the job nor its template names an image');
-    const baseEnv = (base.env as Record<string, string> | undefined) ?? {};
-    const baseLabels = (base.labels as Record<string, string> | undefined) ?? {};
-    const hasResources = Object.keys(spec.resources).length > 0;
-    return {
-      sandbox: {
-        ...base,
-        image,
-        env: { ...baseEnv, ...spec.env },
-        labels: { ...baseLabels, ...spec.labels },
-        ...(hasResources ? { resources: spec.resources } : {}),
-      },
-      ...(spec.template !== undefined ? { template: spec.template } : {}),
-    };
+    if (spec.template !== undefined) {
+      throw new TemplateResolutionError(
+        `template "${spec.template}" cannot be resolved: this scheduler has no template registry (set SANDSTREAM_TEMPLATES_FILE); submit an image instead`,
+      );
+    }
+    if (spec.image === undefined) throw new TemplateResolutionError('the job names no image');
+    return { sandbox: { ...overrides, image: spec.image } };
   }
 }

@@ -1,0 +1,49 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseJobSpec } from '@sandstream/bus';
+import { TemplateRegistry } from '@sandstream/sandbox';
+import { afterAll, describe, expect, it } from 'vitest';
+import { TemplateResolutionError, TemplateResolver } from './template-resolver.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'sandstream-templates-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('template resolution', () => {
+  it('layers the job over a named template from the registry file', async () => {
+    const path = join(dir, 'templates.yaml');
+    writeFileSync(
+      path,
+      'templates:\n  node20:\n    image: node:20-bookworm\n    env: { NODE_ENV: test, A: from-template }\n    startDeadlineSeconds: 60\n',
+    );
+    const registry = await TemplateRegistry.open({ path, watch: false });
+    const resolver = new TemplateResolver(registry);
+    const resolved = await resolver.resolve(
+      parseJobSpec({
+        template: 'node20',
+        env: { A: 'from-job' },
+        steps: [{ command: 'node', args: ['-v'] }],
+      }),
+    );
+    expect(resolved.template).toBe('node20');
+    expect(resolved.sandbox).toMatchObject({
+      image: 'node:20-bookworm',
+      env: { NODE_ENV: 'test', A: 'from-job' },
+      startDeadlineSeconds: 60,
+    });
+    const unknown = resolver.resolve(parseJobSpec({ template: 'rust', steps: [{ command: 'cargo' }] }));
+    await expect(unknown).rejects.toThrow(TemplateResolutionError);
+    await expect(unknown).rejects.toThrow(/unknown template "rust"; known templates: node20/);
+  });
+
+  it('passes image jobs through without a registry and refuses template jobs', async () => {
+    const resolver = new TemplateResolver();
+    const resolved = await resolver.resolve(
+      parseJobSpec({ image: 'debian', env: { X: '1' }, steps: [{ command: 'true' }] }),
+    );
+    expect(resolved.sandbox).toEqual({ image: 'debian', env: { X: '1' } });
+    await expect(
+      resolver.resolve(parseJobSpec({ template: 't', steps: [{ command: 'true' }] })),
+    ).rejects.toThrow(/no template registry/);
+  });
+});
