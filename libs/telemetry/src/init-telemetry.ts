@@ -6,6 +6,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { type IMetricReader, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
+import { plannedSpanIdGenerator } from './planned-span.js';
 import { type TelemetryConfig, telemetryConfigFromEnv } from './telemetry-config.js';
 
 export interface InitTelemetryOptions {
@@ -79,6 +80,8 @@ export async function initTelemetry(options: InitTelemetryOptions): Promise<Tele
       // Logs go to stdout through pino; an empty list stops the SDK from adding an OTLP log exporter.
       logRecordProcessors: [],
       instrumentations: [],
+      // Random ids as usual, plus the planned ids the dispatcher's step spans need (planned-span.ts).
+      idGenerator: plannedSpanIdGenerator,
     });
     sdk.start();
     stop = () => sdk.shutdown();
