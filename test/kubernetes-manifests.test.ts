@@ -1,0 +1,150 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
+import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
+import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { Namespace } from 'kubernetes-models/v1/Namespace';
+import { Pod } from 'kubernetes-models/v1/Pod';
+import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { describe, expect, it } from 'vitest';
+import { parseAllDocuments, parse as parseYaml } from 'yaml';
+import { buildSandboxPod, parsePodTemplate } from '../libs/sandbox/src/kubernetes/index.js';
+import { SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
+
+/** deploy/k8s, every document validated against the Kubernetes schemas and checked for what it promises. */
+const dir = fileURLToPath(new URL('../deploy/k8s/', import.meta.url));
+
+interface Manifest {
+  file: string;
+  object: {
+    apiVersion: string;
+    kind: string;
+    metadata: { name: string; namespace?: string };
+    [k: string]: unknown;
+  };
+}
+
+const manifests: Manifest[] = readdirSync(dir)
+  .filter((f) => f.endsWith('.yaml'))
+  .flatMap((file) =>
+    parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map((doc) => {
+      if (doc.errors.length > 0) throw new Error(`${file}: ${doc.errors[0]?.message}`);
+      return { file, object: doc.toJSON() as Manifest['object'] };
+    }),
+  );
+
+const validators: Record<string, (o: never) => { validate(): void }> = {
+  'v1/Namespace': (o) => new Namespace(o),
+  'v1/ServiceAccount': (o) => new ServiceAccount(o),
+  'v1/ConfigMap': (o) => new ConfigMap(o),
+  'rbac.authorization.k8s.io/v1/Role': (o) => new Role(o),
+  'rbac.authorization.k8s.io/v1/RoleBinding': (o) => new RoleBinding(o),
+  'apps/v1/Deployment': (o) => new Deployment(o),
+  'networking.k8s.io/v1/NetworkPolicy': (o) => new NetworkPolicy(o),
+};
+
+const find = (kind: string, name: string) =>
+  manifests.find((m) => m.object.kind === kind && m.object.metadata.name === name)?.object;
+
+describe('deploy/k8s manifests', () => {
+  it('has the namespace, RBAC, one Deployment per service and the NetworkPolicy example', () => {
+    const names = manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`);
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'Namespace/sandstream',
+        'ServiceAccount/sandstream-sandbox-manager',
+        'Role/sandstream-sandbox-manager',
+        'RoleBinding/sandstream-sandbox-manager',
+        'Deployment/scheduler',
+        'Deployment/pod-lifecycle',
+        'Deployment/step-dispatcher',
+        'Deployment/reaper',
+        'NetworkPolicy/sandstream-sandbox-floor',
+      ]),
+    );
+  });
+
+  it.each(manifests.map((m) => [`${m.file}: ${m.object.kind}/${m.object.metadata.name}`, m] as const))(
+    '%s is valid against the Kubernetes schema',
+    (_title, manifest) => {
+      const validator = validators[`${manifest.object.apiVersion}/${manifest.object.kind}`];
+      expect(
+        validator,
+        `no validator for ${manifest.object.apiVersion} ${manifest.object.kind}`,
+      ).toBeDefined();
+      expect(() => validator!(manifest.object as never).validate()).not.toThrow();
+    },
+  );
+
+  it('the Role grants exactly what the backend uses: no pods/exec, no wildcards, no secret reads', () => {
+    const role = find('Role', 'sandstream-sandbox-manager') as {
+      rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>;
+    };
+    const grants = Object.fromEntries(
+      role.rules.flatMap((r) => r.resources.map((res) => [res, [...r.verbs].sort()])),
+    );
+    expect(grants).toEqual({
+      pods: ['create', 'delete', 'get', 'list', 'watch'],
+      'pods/log': ['get'],
+      'pods/status': ['get'],
+      networkpolicies: ['create', 'delete', 'get', 'update'],
+      persistentvolumeclaims: ['create', 'get'],
+      secrets: ['create', 'delete', 'update'],
+    });
+    expect(JSON.stringify(role)).not.toMatch(/pods\/exec|pods\/attach|"\*"/);
+  });
+
+  it('only pod-lifecycle and the reaper run with the API account; pod-lifecycle knows its own pod (downward API)', () => {
+    const account = (name: string) =>
+      (find('Deployment', name) as { spec: { template: { spec: { serviceAccountName: string } } } }).spec
+        .template.spec.serviceAccountName;
+    expect(account('pod-lifecycle')).toBe('sandstream-sandbox-manager');
+    expect(account('reaper')).toBe('sandstream-sandbox-manager');
+    expect(account('scheduler')).toBe('sandstream-service');
+    expect(account('step-dispatcher')).toBe('sandstream-service');
+    expect(find('ServiceAccount', 'sandstream-service')).toMatchObject({
+      automountServiceAccountToken: false,
+    });
+    const lifecycle = find('Deployment', 'pod-lifecycle') as {
+      spec: {
+        template: {
+          spec: {
+            containers: Array<{
+              env: Array<{ name: string; valueFrom?: { fieldRef?: { fieldPath: string } } }>;
+            }>;
+          };
+        };
+      };
+    };
+    const env = lifecycle.spec.template.spec.containers[0]!.env;
+    expect(env.find((e) => e.name === 'POD_UID')?.valueFrom?.fieldRef?.fieldPath).toBe('metadata.uid');
+    expect(env.find((e) => e.name === 'POD_NAME')?.valueFrom?.fieldRef?.fieldPath).toBe('metadata.name');
+  });
+
+  it('the operator pod template in the ConfigMap merges into a valid sandbox pod', () => {
+    const configMap = find('ConfigMap', 'sandstream-sandbox-pod-template') as {
+      data: Record<string, string>;
+    };
+    const template = parsePodTemplate(parseYaml(configMap.data['pod-template.yaml']!), 'pod-template.yaml');
+    const pod = buildSandboxPod({
+      jobId: 'job-1',
+      tenant: 'acme',
+      spec: SandboxSpecSchema.parse({ image: 'node:20', user: '1000' }),
+      agent: { redisUrl: 'redis://redis.sandstream.svc.cluster.local:6379', keyStyle: 'tagged' },
+      namespace: 'sandstream',
+      carrierImage: 'sandstream/agent-carrier:1.0.0',
+      carrierPullPolicy: 'IfNotPresent',
+      toolchainPullPolicy: 'IfNotPresent',
+      terminationGraceSeconds: 10,
+      toolchainReadOnlyRootFilesystem: false,
+      templates: [template],
+    });
+    expect(() => new Pod(pod as never).validate()).not.toThrow();
+    expect(pod.spec?.nodeSelector).toEqual({ 'sandstream.dev/pool': 'sandboxes' });
+    expect(pod.spec?.containers[0]?.resources?.limits).toMatchObject({ memory: '4Gi' });
+    expect(pod.spec?.containers[0]?.image).toBe('node:20');
+  });
+});
