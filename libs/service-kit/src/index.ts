@@ -1,4 +1,5 @@
 export * from './env-config.js';
 export * from './graceful-shutdown.js';
 export * from './health-server.js';
+export * from './service-process.js';
 export * from './sleep.js';
