@@ -13,7 +13,7 @@ import {
   testClient,
   waitFor,
 } from './testing/agent-harness.js';
-import { RedisServerProcess } from './testing/redis-server-process.js';
+import { freePort, RedisServerProcess } from './testing/redis-server-process.js';
 
 let redis: Redis;
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -184,6 +184,30 @@ describe('Redis trouble', () => {
     expect(await popResult(own, agent.keys)).toMatchObject({ stepId: 'after', exitCode: 0 });
     await pushStep(own, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
     expect((await agent.exited).code).toBe(0);
+  });
+
+  it('gives up with exit 3 when Redis cannot be reached within the idle limit at boot', async () => {
+    const port = await freePort();
+    const agent = startAgent({
+      redisUrl: `redis://127.0.0.1:${port}`,
+      extraArgs: ['--idle-timeout-seconds', '0.5', '--max-idle-waits', '2'],
+    });
+    cleanups.push(() => stopAgent(agent));
+    expect((await agent.exited).code).toBe(3);
+    expect(agent.stderr()).toMatch(/could not reach Redis within 1 s/);
+  });
+
+  it('exits 0 at once on SIGTERM while still waiting for Redis at boot', async () => {
+    const port = await freePort();
+    const agent = startAgent({ redisUrl: `redis://127.0.0.1:${port}` });
+    cleanups.push(() => stopAgent(agent));
+    await waitFor('a reconnect attempt', async () =>
+      agent.stderr().includes('reconnecting') ? true : undefined,
+    );
+    const sent = Date.now();
+    agent.child.kill('SIGTERM');
+    expect((await agent.exited).code).toBe(0);
+    expect(Date.now() - sent).toBeLessThan(1500);
   });
 
   it('keeps memory bounded through a chatty step of 200,000 lines', async () => {

@@ -19,6 +19,22 @@ import { closeGracefully, closeNow } from './redis-connections.js';
 import { ResultSink } from './result-sink.js';
 import type { StepContext, StepOutcome } from './steps/step-context.js';
 
+/** How long cleanup waits for Redis before giving up on a tidy exit. */
+const CLEANUP_WAIT_MS = 2000;
+
+/** The promise's value, or undefined if it takes longer than `ms`. */
+async function withinMs<T>(ms: number, promise: Promise<T>): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export type ExecuteStep = (step: Step, ctx: StepContext) => Promise<StepOutcome>;
 
 export interface AgentLoopOptions {
@@ -50,6 +66,8 @@ interface RunningStep {
 export class AgentLoop {
   private stopping = false;
   private running: RunningStep | null = null;
+  /** Set while run() waits for Redis at boot, so stop() can end that wait. */
+  private onStop: (() => void) | null = null;
   private readonly heartbeat: Heartbeat;
   private readonly control: ControlWatcher;
   private readonly results: ResultSink;
@@ -82,7 +100,10 @@ export class AgentLoop {
   async run(): Promise<ExitCode> {
     const { log, keys } = this.options;
     // The heartbeat goes first, so a watcher sees the agent alive before it takes any step.
-    await this.heartbeat.start();
+    if (!(await this.startHeartbeat())) {
+      await this.cleanup();
+      return ExitCode.ok;
+    }
     this.control.start();
     log.info('agent started', { in: keys.in, pid: process.pid });
     let exitCode: ExitCode = ExitCode.ok;
@@ -95,6 +116,34 @@ export class AgentLoop {
   }
 
   /**
+   * Writes the first heartbeat, waiting through Redis being unreachable for at most the idle
+   * limit (idle-timeout-seconds x max-idle-waits): an agent that never reaches Redis must not
+   * linger forever. Returns false if stop() came first; throws when the limit passes.
+   */
+  private async startHeartbeat(): Promise<boolean> {
+    const { idleTimeoutSeconds, maxIdleWaits } = this.options;
+    const limitMs = idleTimeoutSeconds * maxIdleWaits * 1000;
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([
+      this.heartbeat.start().then(() => 'started' as const),
+      new Promise<'timeout'>((resolve) => {
+        timer = setTimeout(() => resolve('timeout'), limitMs);
+      }),
+      new Promise<'stopped'>((resolve) => {
+        this.onStop = () => resolve('stopped');
+      }),
+    ]);
+    clearTimeout(timer);
+    this.onStop = null;
+    if (outcome === 'timeout') {
+      this.heartbeat.stop();
+      throw new Error(`could not reach Redis within ${limitMs / 1000} s of starting`);
+    }
+    if (outcome === 'stopped') this.heartbeat.stop();
+    return outcome === 'started';
+  }
+
+  /**
    * SIGTERM/SIGINT: abort the running step (its executor kills the process group), let the
    * loop deliver that step's events and result, then leave. An idle pop is interrupted at once.
    */
@@ -102,6 +151,7 @@ export class AgentLoop {
     if (this.stopping) return;
     this.stopping = true;
     this.options.log.info('stopping', { reason, runningStep: this.running?.stepId ?? null });
+    this.onStop?.();
     if (this.running) this.running.controller.abort(new Error(`agent stopping: ${reason}`));
     // A BRPOP cannot be interrupted politely (QUIT would queue behind it): drop the socket.
     else closeNow(this.options.connections.steps);
@@ -243,12 +293,34 @@ export class AgentLoop {
     const controlDone = this.control.stop();
     closeNow(connections.control);
     await controlDone;
-    try {
-      await this.heartbeat.stopAndDelete();
-    } catch (err) {
-      log.warn('could not delete heartbeat', { error: (err as Error).message });
-    }
     closeNow(connections.steps);
-    await closeGracefully(connections.writer);
+    if (connections.writer.status !== 'ready') {
+      // Redis is unreachable right now: a clean exit must not wait for it (the heartbeat, if
+      // one was ever written, expires by its TTL instead).
+      this.heartbeat.stop();
+      log.warn('Redis unreachable at exit: heartbeat left to expire by its TTL');
+      closeNow(connections.writer);
+      return;
+    }
+    const deleted = await withinMs(
+      CLEANUP_WAIT_MS,
+      this.heartbeat.stopAndDelete().then(
+        () => true,
+        (err: Error) => {
+          log.warn('could not delete heartbeat', { error: err.message });
+          return true;
+        },
+      ),
+    );
+    if (deleted === undefined)
+      log.warn('heartbeat not deleted: Redis did not answer; it will expire by its TTL');
+    if (
+      (await withinMs(
+        CLEANUP_WAIT_MS,
+        closeGracefully(connections.writer).then(() => true),
+      )) === undefined
+    ) {
+      closeNow(connections.writer);
+    }
   }
 }

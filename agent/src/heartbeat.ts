@@ -17,6 +17,7 @@ export interface HeartbeatOptions {
 export class Heartbeat {
   private timer: NodeJS.Timeout | null = null;
   private inFlight = false;
+  private stopped = false;
 
   constructor(private readonly options: HeartbeatOptions) {}
 
@@ -35,6 +36,8 @@ export class Heartbeat {
   /** Writes the first beat (awaited, so the agent is visible before it pops) and starts the interval. */
   async start(): Promise<void> {
     await this.beatOnce();
+    // stop() may have been called while the first write waited for Redis.
+    if (this.stopped) return;
     this.timer = setInterval(() => this.tick(), this.options.intervalMs);
     // The heartbeat alone must not keep the process alive once everything else has stopped.
     this.timer.unref();
@@ -57,6 +60,7 @@ export class Heartbeat {
   }
 
   stop(): void {
+    this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
   }

@@ -208,7 +208,7 @@ describe('the job loop', () => {
     expect(results.get('bye')).toMatchObject({ exitCode: 0 });
   });
 
-  it('answers 1,000 malformed or mutated messages and keeps running', async () => {
+  it('answers 1,000 malformed or mutated messages and keeps running', { timeout: 180_000 }, async () => {
     const agent = startAgent({ extraArgs: ['--idle-timeout-seconds', '30'] });
     cleanups.push(
       () => deleteKeys(redis, agent.keys),

@@ -13,10 +13,21 @@ import { setFlagsFromString } from 'node:v8';
 setFlagsFromString('--optimize-for-size');
 setFlagsFromString('--max-semi-space-size=1');
 
+// Until the CLI has loaded and installed its own handlers nothing has started (no heartbeat,
+// no step), so a stop signal in that window simply means a clean exit 0.
+const exitEarly = () => process.exit(0);
+process.on('SIGTERM', exitEarly);
+process.on('SIGINT', exitEarly);
+
 // Loaded afterwards (not a static import, which would be evaluated before the flags are set).
 // No top-level await: the single-executable build bundles this file as CommonJS.
 import('./cli.js')
-  .then(({ runCli }) => runCli())
+  .then(({ runCli }) => {
+    // runCli installs its handlers synchronously, before its first await: no gap between them.
+    process.off('SIGTERM', exitEarly);
+    process.off('SIGINT', exitEarly);
+    return runCli();
+  })
   .then(
     (code) => process.exit(code),
     (err: unknown) => {
