@@ -46,7 +46,7 @@ const validators: Record<string, (o: never) => { validate(): void }> = {
   'networking.k8s.io/v1/NetworkPolicy': (o) => new NetworkPolicy(o),
 };
 
-const find = (kind: string, name: string) =>
+const find = (kind: string, name: string): unknown =>
   manifests.find((m) => m.object.kind === kind && m.object.metadata.name === name)?.object;
 
 describe('deploy/k8s manifests', () => {
