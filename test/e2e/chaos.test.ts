@@ -1,8 +1,9 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SERVICE_NAMES, type Stack, startStack } from '../helpers/services-stack.js';
+import { type Stack, startStack } from '../helpers/services-stack.js';
 import { waitAll } from './job-helpers.js';
 
 // kill -9 each service type in turn while jobs are in flight, then restart it. Every step
@@ -16,8 +17,12 @@ describe('crash of any service mid-flight', () => {
   beforeAll(async () => {
     stack = await startStack({
       label: 'chaos',
-      only: SERVICE_NAMES.filter((s) => s !== 'reaper'),
       env: {
+        // Finished jobs are cleaned up seconds after the end, so the suite can check that nothing stays.
+        REAPER_INTERVAL_SECONDS: '1',
+        REAPER_RETENTION_SECONDS: '8',
+        REAPER_ORPHAN_GRACE_SECONDS: '5',
+        REAPER_SANDBOX_GRACE_SECONDS: '2',
         SCHEDULER_GLOBAL_SLOTS: '10',
         SCHEDULER_TENANT_SLOTS: '10',
         // Take over a dead dispatcher's notices quickly.
@@ -70,5 +75,33 @@ describe('crash of any service mid-flight', () => {
     }
     // Jobs may fail when their sandbox died with a crashed service, but most get through.
     expect(byState.succeeded ?? 0).toBeGreaterThanOrEqual(JOBS * 0.75);
+
+    // After the reaper's retention: no key and no sandbox of any of these (finished) jobs remains.
+    const leftovers = async () => {
+      const found: string[] = [];
+      for (const pattern of [
+        `job:{${stack.namespace}-*}`,
+        `sandbox:{${stack.namespace}-*}:*`,
+        `dispatch:{${stack.namespace}-*}`,
+      ]) {
+        let cursor = '0';
+        do {
+          const [next, keys] = await stack.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+          cursor = next;
+          found.push(...keys);
+        } while (cursor !== '0');
+      }
+      const sandboxes = Object.keys(await stack.redis.hgetall(DEFAULT_INPROCESS_REGISTRY_KEY)).filter((id) =>
+        id.startsWith(`${stack.namespace}-`),
+      );
+      return [...found, ...sandboxes.map((id) => `sandbox process of ${id}`)];
+    };
+    const deadline = Date.now() + 60_000;
+    let left = await leftovers();
+    while (left.length > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 1000));
+      left = await leftovers();
+    }
+    expect(left).toEqual([]);
   }, 300_000);
 });

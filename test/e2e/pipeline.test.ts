@@ -16,7 +16,6 @@ describe('pipeline (in-process backend)', () => {
   beforeAll(async () => {
     stack = await startStack({
       label: 'pipe',
-      only: ['scheduler', 'pod-lifecycle', 'step-dispatcher'],
       env: { SCHEDULER_GLOBAL_SLOTS: '12', SCHEDULER_TENANT_SLOTS: '12', STEP_GRACE_MS: '3000' },
     });
   });
@@ -170,7 +169,6 @@ describe('admission (in-process backend, one slot per tenant)', () => {
   beforeAll(async () => {
     stack = await startStack({
       label: 'adm',
-      only: ['scheduler', 'pod-lifecycle', 'step-dispatcher'],
       env: { SCHEDULER_GLOBAL_SLOTS: '20', SCHEDULER_TENANT_SLOTS: '1' },
     });
   });

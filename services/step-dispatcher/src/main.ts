@@ -2,6 +2,7 @@
 import { hostname } from 'node:os';
 import {
   createKeySpace,
+  createRedis,
   createRedisFromEnv,
   DefaultJobOptions,
   DispatchKeys,
@@ -30,7 +31,15 @@ async function main(): Promise<void> {
   const dispatchKeys = new DispatchKeys(keySpace, config.COMPLETION_SHARDS);
   const consumerName = config.CONSUMER_NAME ?? `${hostname()}-${process.pid}-${Date.now().toString(36)}`;
   // Producer-style connection for scripts and writes, worker-style for BullMQ's blocking reads.
-  const redis = createRedisFromEnv(config, 'producer', `step-dispatcher:${consumerName}`);
+  // Auto-pipelining: thousands of jobs' small commands leave in a few writes instead of one
+  // syscall each, which is what lets one instance keep up with 10,000 running jobs.
+  const redis = createRedis({
+    url: config.REDIS_URL,
+    clusterNodes: config.REDIS_CLUSTER_NODES,
+    role: 'producer',
+    connectionName: `step-dispatcher:${consumerName}`,
+    overrides: { enableAutoPipelining: true },
+  });
   const workerRedis = createRedisFromEnv(config, 'worker', `step-dispatcher-worker:${consumerName}`);
   await waitForRedis(redis);
 

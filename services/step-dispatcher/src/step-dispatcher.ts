@@ -5,6 +5,7 @@ import {
   type DispatchKeys,
   type DispatchPayload,
   deadlineMember,
+  JobSpecSchema,
   type JobState,
   type JobStore,
   type KeySpace,
@@ -80,8 +81,13 @@ export class StepDispatcher {
       await this.destroy(jobId, record.state, `job is ${record.state} at dispatch`);
       return;
     }
-    const spec = await jobStore.getSpec(jobId);
-    if (!spec) throw new Error(`job ${jobId} has no spec`);
+    const parsedSpec = JobSpecSchema.safeParse(record.spec);
+    if (!parsedSpec.success) {
+      await jobStore.transition(jobId, ['running'], 'failed', { reason: 'stored job spec is invalid' });
+      await this.destroy(jobId, 'failed', 'stored job spec is invalid');
+      return;
+    }
+    const spec = parsedSpec.data;
     const steps = materializeSteps(spec, payload.traceContext);
     const now = Date.now();
     const args: (string | number)[] = [now];
@@ -179,17 +185,14 @@ export class StepDispatcher {
     if (what === 'pushed') {
       const [, , stepId, timeoutSeconds] = reply;
       const at = Date.now() + Number(timeoutSeconds) * 1000 + this.options.stepGraceMs;
-      await redis.zadd(
-        dispatchKeys.deadlines(shard),
-        'NX',
-        at,
-        deadlineMember({ kind: 'step', jobId, stepId: String(stepId) }),
-      );
       const index = Number(reply[1]);
-      if (index > 0) {
-        const previous = deadlineMember({ kind: 'step', jobId, stepId: stepIdFor(index - 1) });
-        await redis.zrem(dispatchKeys.deadlines(shard), previous);
-      }
+      const current = deadlineMember({ kind: 'step', jobId, stepId: String(stepId) });
+      const previous =
+        index > 0 ? [deadlineMember({ kind: 'step', jobId, stepId: stepIdFor(index - 1) })] : [];
+      await Promise.all([
+        redis.zadd(dispatchKeys.deadlines(shard), 'NX', at, current),
+        ...previous.map((member) => redis.zrem(dispatchKeys.deadlines(shard), member)),
+      ]);
       return;
     }
     if (what === 'finished') {
