@@ -62,6 +62,7 @@ async function main(): Promise<void> {
     backend,
     acl,
     agentRedisUrl: env.AGENT_REDIS_URL ?? env.REDIS_URL,
+    ...agentTelemetryEnv(env.AGENT_OTEL_EXPORTER_OTLP_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_ENDPOINT),
     dispatchQueue,
     destroyQueue,
     logger,
@@ -148,3 +149,8 @@ main().catch((err) => {
   process.exitCode = 1;
   setTimeout(() => process.exit(1), 100).unref();
 });
+
+/** The agent's step spans go where this service's spans go, unless told otherwise. */
+function agentTelemetryEnv(endpoint: string | undefined): { agentEnv?: Record<string, string> } {
+  return endpoint ? { agentEnv: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint } } : {};
+}

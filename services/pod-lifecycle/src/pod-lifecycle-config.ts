@@ -12,6 +12,15 @@ export const PodLifecycleEnvSchema = RedisEnvSchema.extend({
     .string()
     .regex(/^rediss?:\/\//, 'AGENT_REDIS_URL must start with redis:// or rediss://')
     .optional(),
+  /**
+   * OTLP endpoint as the agent inside a sandbox reaches it, for its step spans. Defaults to
+   * OTEL_EXPORTER_OTLP_ENDPOINT; unset, agents record no spans. Visible to sandboxed code: no
+   * credentials here.
+   */
+  AGENT_OTEL_EXPORTER_OTLP_ENDPOINT: z
+    .url({ error: 'AGENT_OTEL_EXPORTER_OTLP_ENDPOINT must be a URL' })
+    .optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ error: 'OTEL_EXPORTER_OTLP_ENDPOINT must be a URL' }).optional(),
   /** Per-sandbox Redis users: `auto` uses them where the server supports ACLs. */
   SANDBOX_ACL: z
     .enum(['auto', 'on', 'off'], { error: 'SANDBOX_ACL must be auto, on or off' })

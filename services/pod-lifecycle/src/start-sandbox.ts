@@ -14,7 +14,7 @@ import {
   urlWithCredentials,
 } from '@sandstream/bus';
 import { type SandboxBackend, SandboxSpecSchema, SandboxStartError } from '@sandstream/sandbox';
-import type { Logger } from '@sandstream/telemetry';
+import { injectTraceContext, type Logger, withSpan } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import type { Job, Queue } from 'bullmq';
 
@@ -32,6 +32,8 @@ export interface StartDeps {
   dispatchQueue: Queue;
   destroyQueue: Queue;
   logger: Logger;
+  /** Extra environment for the agent (its OTLP endpoint, so step spans join the job's trace). */
+  agentEnv?: Record<string, string>;
   /** Called with the create-to-ready latency of each started sandbox. */
   onStarted?: (seconds: number, backend: string) => void;
 }
@@ -103,21 +105,31 @@ export function createStartProcessor(deps: StartDeps) {
     const started = Date.now();
     try {
       if (deps.acl) credentials = await deps.acl.create(jobId, notifyStream);
-      const ref = await deps.backend.create({
-        jobId,
-        tenant: payload.tenant,
-        spec: spec.data,
-        agent: {
-          redisUrl: urlWithCredentials(deps.agentRedisUrl, credentials),
-          keyStyle: 'tagged',
-          notifyStream,
-        },
-      });
+      const sandboxAttributes = {
+        'sandstream.job.id': jobId,
+        'sandstream.sandbox.backend': deps.backend.kind,
+        'container.image.name': spec.data.image,
+      };
+      const ref = await withSpan('sandbox.create', { attributes: sandboxAttributes }, () =>
+        deps.backend.create({
+          jobId,
+          tenant: payload.tenant,
+          spec: spec.data,
+          agent: {
+            redisUrl: urlWithCredentials(deps.agentRedisUrl, credentials),
+            keyStyle: 'tagged',
+            notifyStream,
+            ...(deps.agentEnv ? { agentEnv: deps.agentEnv } : {}),
+          },
+        }),
+      );
       await deps.store.setSandbox(jobId, { backend: ref.backend, id: ref.id });
       const heartbeat = deps.keys.sandbox(jobId).heartbeat;
-      await deps.backend.waitReady(ref, spec.data.startDeadlineSeconds * 1000, {
-        isAgentAlive: async () => (await deps.redis.exists(heartbeat)) === 1,
-      });
+      await withSpan('sandbox.wait_ready', { attributes: sandboxAttributes }, () =>
+        deps.backend.waitReady(ref, spec.data.startDeadlineSeconds * 1000, {
+          isAgentAlive: async () => (await deps.redis.exists(heartbeat)) === 1,
+        }),
+      );
       const seconds = (Date.now() - started) / 1000;
       deps.onStarted?.(seconds, ref.backend);
       log.info({ sandbox: ref.id, backend: ref.backend, seconds }, 'sandbox ready');
@@ -138,6 +150,8 @@ export function createStartProcessor(deps: StartDeps) {
         sandbox: { jobId, backend: ref.backend, id: ref.id },
         notifyStream,
         ...traceContext,
+        // The dispatcher's spans are children of this start span (telemetry off: unchanged).
+        ...startSpanContext(),
       };
       await deps.dispatchQueue.add('dispatch', dispatch, {
         ...DefaultJobOptions,
@@ -177,4 +191,9 @@ async function cleanupPartial(deps: StartDeps, jobId: string): Promise<void> {
 
 function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+function startSpanContext(): Pick<DispatchPayload, 'traceContext'> {
+  const tc = injectTraceContext();
+  return tc ? { traceContext: tc } : {};
 }

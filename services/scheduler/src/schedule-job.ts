@@ -11,7 +11,7 @@ import {
   type SlotLeases,
   waitingRank,
 } from '@sandstream/bus';
-import type { Logger } from '@sandstream/telemetry';
+import { injectTraceContext, type Logger } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import { DelayedError, type Job, type Queue } from 'bullmq';
 import { TemplateResolutionError, type TemplateResolver } from './template-resolver.js';
@@ -133,6 +133,9 @@ export function createScheduleProcessor(deps: ScheduleDeps) {
       sandbox: resolved.sandbox,
       ...(resolved.template ? { template: resolved.template } : {}),
       ...(payload.data.traceContext ? { traceContext: payload.data.traceContext } : {}),
+      // The next hop is a child of this admission span (not of submit), so the trace reads
+      // submit -> scheduler -> pod-lifecycle; telemetry off keeps the submitter's context.
+      ...traceContextOf(injectTraceContext()),
     };
     await deps.createQueue.add('create', createPayload, {
       ...DefaultJobOptions,
@@ -145,4 +148,8 @@ export function createScheduleProcessor(deps: ScheduleDeps) {
     log.info({ tenant: record.tenant, image: resolved.sandbox.image }, 'job scheduled');
     return 'scheduled';
   };
+}
+
+function traceContextOf(tc: ReturnType<typeof injectTraceContext>) {
+  return tc ? { traceContext: tc } : {};
 }
