@@ -17,6 +17,7 @@ export interface RoundTripReport {
   agent: { p50: number; p99: number };
   spawn: { p50: number; p99: number };
   executor: { p50: number; p99: number };
+  relay: { p50: number; p99: number };
   overheadP50Ms: number;
 }
 
@@ -42,6 +43,19 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
     const agentSamples: number[] = [];
     const spawnSamples: number[] = [];
     const executorSamples: number[] = [];
+    const relaySamples: number[] = [];
+    // The Redis floor: a relay that BRPOPs a list and LPUSHes what it got to another, i.e. the
+    // same hops as a step minus the agent and the child process.
+    const relay = testClient();
+    const relayIn = `${agent.keys.prefix}bench-relay-in`;
+    const relayOut = `${agent.keys.prefix}bench-relay-out`;
+    let relaying = true;
+    const relayLoop = (async () => {
+      while (relaying) {
+        const got = await relay.brpop(relayIn, 1);
+        if (got) await relay.lpush(relayOut, got[1]);
+      }
+    })();
     const ctx = { onLine: () => {}, signal: new AbortController().signal, baseDirectory: process.cwd() };
     const trueStep: RunStep = {
       schemaVersion: 1,
@@ -63,22 +77,33 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
       await spawnTrue();
       const spawnMs = performance.now() - t;
       t = performance.now();
+      await redis.lpush(relayIn, 'x');
+      await redis.brpop(relayOut, 5);
+      const relayMs = performance.now() - t;
+      t = performance.now();
       await executeStep(trueStep, ctx);
       const executorMs = performance.now() - t;
       if (i >= warmup) {
         agentSamples.push(agentMs);
         spawnSamples.push(spawnMs);
         executorSamples.push(executorMs);
+        relaySamples.push(relayMs);
       }
     }
+    relaying = false;
+    await relayLoop;
+    relay.disconnect();
+    await redis.del(relayIn, relayOut);
     const a = summarize(agentSamples);
     const s = summarize(spawnSamples);
     const e = summarize(executorSamples);
+    const r = summarize(relaySamples);
     const report = {
       iterations,
       agent: { p50: a.p50, p99: a.p99 },
       spawn: { p50: s.p50, p99: s.p99 },
       executor: { p50: e.p50, p99: e.p99 },
+      relay: { p50: r.p50, p99: r.p99 },
       overheadP50Ms: a.p50 - s.p50,
     };
     console.log(
@@ -88,10 +113,13 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
     console.log(`    spawn  p50 ${ms(s.p50)}  p99 ${ms(s.p99)}`);
     console.log(`    executeStep in-process (no Redis) p50 ${ms(e.p50)}  p99 ${ms(e.p99)}`);
     console.log(
+      `    Redis relay floor (LPUSH -> BRPOP -> LPUSH -> BRPOP) p50 ${ms(r.p50)}  p99 ${ms(r.p99)}`,
+    );
+    console.log(
       `    overhead at p50 ${ms(report.overheadP50Ms)} (goal <= 1 ms); ratio agent/spawn p50 ${(a.p50 / s.p50).toFixed(2)}x`,
     );
     console.log(
-      `    of which the Redis loop (agent p50 - executeStep p50) ${ms(a.p50 - e.p50)}, the executor (executeStep p50 - spawn p50) ${ms(e.p50 - s.p50)}`,
+      `    split: executor (executeStep - spawn) ${ms(e.p50 - s.p50)}, Redis hops (relay floor) ${ms(r.p50)}, agent loop itself (agent - executeStep - relay) ${ms(a.p50 - e.p50 - r.p50)}`,
     );
     return report;
   } finally {
