@@ -59,6 +59,7 @@ async function main(): Promise<void> {
     sandboxGraceMs: env.REAPER_SANDBOX_GRACE_SECONDS * 1000,
     startingTimeoutMs: env.REAPER_STARTING_TIMEOUT_SECONDS * 1000,
     heartbeatGraceMs: env.REAPER_HEARTBEAT_GRACE_SECONDS * 1000,
+    jobIdGlob: env.REAPER_JOB_GLOB,
     scanCount: env.REAPER_SCAN_COUNT,
     pauseMs: env.REAPER_PAUSE_MS,
     onReport: (report) => {

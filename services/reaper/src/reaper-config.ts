@@ -23,6 +23,11 @@ export const ReaperEnvSchema = RedisEnvSchema.extend({
   SANDBOX_ACL: z
     .enum(['auto', 'on', 'off'], { error: 'SANDBOX_ACL must be auto, on or off' })
     .default('auto'),
+  /** Only job ids matching this glob (`*` only): lets reapers split the key space, and tests stay in their lane. */
+  REAPER_JOB_GLOB: z
+    .string()
+    .regex(/^[A-Za-z0-9._:*-]+$/, 'REAPER_JOB_GLOB may contain job-id characters and *')
+    .default('*'),
   LEASE_SECONDS: intVar(5, 3600, 60),
   COMPLETION_SHARDS: intVar(1, 1024, 8),
   HEALTH_PORT: portVar(8084),

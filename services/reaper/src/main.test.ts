@@ -1,0 +1,51 @@
+import { fileURLToPath } from 'node:url';
+import { createKeySpace, JobStore, parseJobSpec } from '@sandstream/bus';
+import { ServiceProcess } from '@sandstream/service-kit';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+
+// The built service, as production runs it (npx tsc -b services/reaper).
+const entry = fileURLToPath(new URL('../dist/main.js', import.meta.url));
+const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const ns = `t-reapmain-${Math.random().toString(36).slice(2, 10)}`;
+const keys = createKeySpace(ns);
+const redis = new Redis(url, { maxRetriesPerRequest: null });
+const store = new JobStore({ redis, keys });
+const procs: ServiceProcess[] = [];
+
+afterAll(async () => {
+  for (const p of procs) await p.stop();
+  const rest = await redis.keys(`*${ns}*`);
+  if (rest.length) await redis.unlink(...rest);
+  redis.disconnect();
+});
+
+describe('reaper process', () => {
+  it('deletes a finished job past retention on its first pass, keeps a live one, and exits 0 on SIGTERM', async () => {
+    const done = `${ns}-done`;
+    const live = `${ns}-live`;
+    for (const id of [done, live]) {
+      await store.create(parseJobSpec({ id, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }));
+    }
+    await store.transition(done, ['queued'], 'cancelled');
+    await new Promise((r) => setTimeout(r, 1100));
+    // Retention 0 would reach every finished job on this shared Redis. The namespace does not
+    // scope job records (job ids do), so this reaper is pointed at this test's ids only.
+    const p = new ServiceProcess(entry, {
+      REDIS_URL: url,
+      SANDSTREAM_NAMESPACE: ns,
+      HEALTH_PORT: '0',
+      REAPER_RETENTION_SECONDS: '1',
+      REAPER_SANDBOXES: 'off',
+      SANDBOX_ACL: 'off',
+      REAPER_JOB_GLOB: `${ns}-*`,
+    });
+    procs.push(p);
+    const report = await p.waitForLog((l) => l.msg === 'reaper pass done');
+    expect(report.jobsDeleted).toBe(1);
+    expect(await redis.exists(keys.job(done))).toBe(0);
+    expect((await store.get(live))?.state).toBe('queued');
+    p.signal('SIGTERM');
+    expect(await p.exitCode()).toBe(0);
+  });
+});
