@@ -122,7 +122,11 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     const ref = await start(backend, request(jobId));
     const readyMs = Date.now() - started;
     const during = standin.requests.slice(before);
-    const reads = during.filter((r) => r.startsWith(`GET ${podPath}/${ref.id}`));
+    const reads = during.filter(
+      (r) =>
+        r.startsWith(`GET ${podPath}/${ref.id}`) ||
+        (r.startsWith(`GET ${podPath}?`) && !r.includes('watch=')),
+    );
     const watches = during.filter((r) => r.startsWith(`GET ${podPath}?`) && r.includes('watch=true'));
     expect(reads).toHaveLength(1);
     expect(watches).toHaveLength(1);

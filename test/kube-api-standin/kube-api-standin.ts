@@ -28,6 +28,10 @@ export interface KubeApiStandin {
   runner: DockerPodRunner;
   /** Every request received ("GET /api/v1/...?watch=true&..."), so tests can check how a client talks to the API. */
   requests: string[];
+  /** Ends every open watch, as an API server restart or a load balancer timeout would. */
+  dropWatches(): void;
+  /** While true, watch requests are answered 503 (clients back off and retry). */
+  refuseWatches(refuse: boolean): void;
   /** A KubeConfig pointing at the stand-in (plain HTTP, no credentials). */
   kubeConfig(namespace?: string): KubeConfig;
   close(): Promise<void>;
@@ -182,6 +186,8 @@ export async function startKubeApiStandin(options: KubeApiStandinOptions): Promi
   };
 
   const requests: string[] = [];
+  const openWatches = new Set<ServerResponse>();
+  let refusingWatches = false;
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://standin');
     requests.push(`${req.method} ${url.pathname}${url.search}`);
@@ -206,6 +212,10 @@ export async function startKubeApiStandin(options: KubeApiStandinOptions): Promi
       const matches = (o: KubeObject) => matchesLabels(o, labels) && fields(o);
       const watch = url.searchParams.get('watch');
       if (watch === '1' || watch === 'true') {
+        if (refusingWatches)
+          throw new ApiStatusError(503, 'ServiceUnavailable', 'the stand-in is refusing watches');
+        openWatches.add(res);
+        res.on('close', () => openWatches.delete(res));
         return serveWatch(
           store,
           {
@@ -274,6 +284,13 @@ export async function startKubeApiStandin(options: KubeApiStandinOptions): Promi
     store,
     runner,
     requests,
+    dropWatches() {
+      for (const res of openWatches) res.end();
+      openWatches.clear();
+    },
+    refuseWatches(refuse: boolean) {
+      refusingWatches = refuse;
+    },
     kubeConfig(namespace = 'default') {
       const kc = new KubeConfig();
       kc.loadFromOptions({

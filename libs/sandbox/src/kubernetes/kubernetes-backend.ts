@@ -5,7 +5,7 @@ import type {
   V1NetworkPolicyPeer,
   V1Pod,
 } from '@kubernetes/client-node';
-import { JobIdSchema, KeyStyleSchema } from '@sandstream/wire';
+import { formatIssues, JobIdSchema, KeyStyleSchema } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { deleteSandboxKeys, requestAgentShutdown } from '../agent-shutdown.js';
 import {
@@ -18,6 +18,7 @@ import {
   SandboxStartError,
   type WaitReadyOptions,
 } from '../backend.js';
+import { SandboxSpecSchema } from '../sandbox-spec.js';
 import {
   apiMessageOf,
   ignoreNotFound,
@@ -75,13 +76,22 @@ export class KubernetesBackend implements SandboxBackend {
 
   async create(request: CreateSandboxRequest): Promise<SandboxRef> {
     const jobId = JobIdSchema.safeParse(request.jobId);
-    if (!jobId.success) throw new Error(`jobId: ${jobId.error.issues[0]?.message ?? 'invalid'}`);
+    if (!jobId.success) throw startError('backend_error', formatIssues(jobId.error, 'jobId'));
+    // Parsed again rather than trusted: a caller may hand over a spec that never met the schema.
+    const parsedSpec = SandboxSpecSchema.safeParse(request.spec);
+    if (!parsedSpec.success) throw startError('backend_error', formatIssues(parsedSpec.error, 'spec'));
+    const spec = parsedSpec.data;
     const { settings } = this.deps;
-    const { spec } = request;
     const podName = sandboxPodName(request.jobId);
     const templates: PodTemplate[] = [];
     if (settings.podTemplate) templates.push(settings.podTemplate);
-    if (spec.podTemplate) templates.push(parsePodTemplate(spec.podTemplate, 'spec.podTemplate'));
+    if (spec.podTemplate) {
+      try {
+        templates.push(parsePodTemplate(spec.podTemplate, 'spec.podTemplate'));
+      } catch (err) {
+        throw startError('backend_error', (err as Error).message);
+      }
+    }
 
     if (spec.persistentWorkspace) {
       await this.ensureWorkspaceClaim(

@@ -19,9 +19,9 @@ export interface PodWatchHandle {
 const maxBackoffMs = 2000;
 
 /**
- * Follows one pod by a WATCH on its name. Reads it once first (the state it is in now, and the
+ * Follows one pod by a WATCH on its name. Lists it once first (the state it is in now, and the
  * resourceVersion to watch from), then resumes the watch from the last version seen whenever the
- * server closes it; "410 Gone" (version compacted away) means read again and start over. Errors
+ * server closes it; "410 Gone" (version compacted away) means list again and start over. Errors
  * are retried with backoff: the caller's deadline, not this loop, decides when to give up.
  */
 export function watchPod(options: PodWatchOptions): PodWatchHandle {
@@ -41,9 +41,13 @@ export function watchPod(options: PodWatchOptions): PodWatchHandle {
   const readThenWatch = async (): Promise<void> => {
     if (stopped) return;
     try {
-      const pod = await core.readNamespacedPod({ name, namespace });
+      // A list, not a get: the list's resourceVersion is the collection's current one, which a
+      // watch can always resume from; the pod's own version may already be compacted away.
+      const list = await core.listNamespacedPod({ namespace, fieldSelector: `metadata.name=${name}` });
       if (stopped) return;
-      resourceVersion = pod.metadata?.resourceVersion;
+      resourceVersion = list.metadata?.resourceVersion;
+      const pod = list.items[0];
+      if (!pod) return options.onGone();
       options.onPod(pod);
     } catch (err) {
       if (stopped) return;
@@ -56,15 +60,26 @@ export function watchPod(options: PodWatchOptions): PodWatchHandle {
 
   const connect = async (): Promise<void> => {
     if (stopped) return;
-    let mustRelist = false;
-    controller = await watch.watch(
+    try {
+      controller = await openWatch({ relist: false });
+    } catch {
+      // Building the request failed (credentials, config): same backoff as a failed connection.
+      backoffMs = Math.min(backoffMs * 2, maxBackoffMs);
+      return retry(connect, backoffMs);
+    }
+    if (stopped) controller.abort();
+  };
+
+  /** One watch connection; `session.relist` is set when the server says our version is gone. */
+  const openWatch = (session: { relist: boolean }) =>
+    watch.watch(
       `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`,
       { fieldSelector: `metadata.name=${name}`, resourceVersion, allowWatchBookmarks: true },
       (type: string, object: unknown) => {
         if (stopped) return;
         if (type === 'ERROR') {
           // A Status object; 410 Gone means our resourceVersion is too old to resume from.
-          if ((object as { code?: number } | undefined)?.code === 410) mustRelist = true;
+          if ((object as { code?: number } | undefined)?.code === 410) session.relist = true;
           return;
         }
         const pod = object as V1Pod;
@@ -75,20 +90,20 @@ export function watchPod(options: PodWatchOptions): PodWatchHandle {
       },
       (err: unknown) => {
         if (stopped) return;
-        if (mustRelist) {
+        if (session.relist) {
           resourceVersion = undefined;
-          return retry(readThenWatch, 0);
+          backoffMs = Math.min(backoffMs * 2, maxBackoffMs);
+          return retry(readThenWatch, backoffMs);
         }
         if (err) {
           backoffMs = Math.min(backoffMs * 2, maxBackoffMs);
           return retry(connect, backoffMs);
         }
-        // A normal server-side close (watch timeout): resume from where we were.
-        retry(connect, 0);
+        // A normal server-side close (watch timeout): resume from where we were. The short pause
+        // keeps a server that closes at once from turning this into a busy loop.
+        retry(connect, 50);
       },
     );
-    if (stopped) controller.abort();
-  };
 
   void readThenWatch();
   return {

@@ -1,0 +1,91 @@
+import { randomBytes } from 'node:crypto';
+import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import Dockerode from 'dockerode';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { watchPod } from '../libs/sandbox/src/kubernetes/pod-watch.js';
+import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
+import { dockerSkipReason, images } from './kubernetes-test-env.js';
+
+/**
+ * The backend's pod watch must survive what real API servers do to long watches: close them,
+ * refuse them for a while, and compact away the resourceVersion the client would resume from.
+ */
+const docker = new Dockerode();
+const skip = await dockerSkipReason(docker, { carrier: false });
+const namespace = `watch-${randomBytes(4).toString('hex')}`;
+
+describe.skipIf(skip)('watchPod against kube-api-standin', () => {
+  let standin: KubeApiStandin;
+  let core: CoreV1Api;
+
+  beforeAll(async () => {
+    // A tiny history, so that a few changes while disconnected make the old version "410 Gone".
+    standin = await startKubeApiStandin({ docker, watchHistory: 4 });
+    core = standin.kubeConfig(namespace).makeApiClient(CoreV1Api);
+  });
+  afterAll(async () => {
+    await standin?.close();
+  });
+
+  it('resumes after dropped and refused watches, and re-reads the pod after 410 Gone', async () => {
+    const name = `w-${randomBytes(3).toString('hex')}`;
+    await core.createNamespacedPod({
+      namespace,
+      body: {
+        metadata: { name },
+        spec: {
+          restartPolicy: 'Never',
+          containers: [{ name: 'main', image: images.busybox, command: ['/bin/sh', '-c', 'sleep 2'] }],
+        },
+      },
+    });
+    const phases: string[] = [];
+    let sawRunning: () => void = () => {};
+    const running = new Promise<void>((r) => {
+      sawRunning = r;
+    });
+    let sawEnd: () => void = () => {};
+    const ended = new Promise<void>((r) => {
+      sawEnd = r;
+    });
+    const handle = watchPod({
+      kubeConfig: standin.kubeConfig(namespace),
+      core,
+      namespace,
+      name,
+      onPod: (pod: V1Pod) => {
+        phases.push(pod.status?.phase ?? '?');
+        if (pod.status?.phase === 'Running') sawRunning();
+        if (pod.status?.phase === 'Succeeded') sawEnd();
+      },
+      onGone: () => {},
+    });
+    try {
+      await running;
+      const before = standin.requests.length;
+      // Disconnect the watcher and keep it out while more changes than the history holds happen.
+      standin.refuseWatches(true);
+      standin.dropWatches();
+      for (let i = 0; i < 6; i++) {
+        await core.createNamespacedSecret({
+          namespace,
+          body: { metadata: { name: `${name}-s${i}` }, stringData: { k: 'v' } },
+        });
+      }
+      await new Promise((r) => setTimeout(r, 300));
+      standin.refuseWatches(false);
+      await ended;
+      const after = standin.requests.slice(before);
+      // Refused attempts were retried, the stale version got 410, and the pod was read afresh.
+      expect(after.filter((r) => r.includes('watch=true')).length).toBeGreaterThanOrEqual(2);
+      const lists = after.filter(
+        (r) => r.startsWith(`GET /api/v1/namespaces/${namespace}/pods?`) && !r.includes('watch='),
+      );
+      expect(lists).toHaveLength(1);
+      expect(phases.at(-1)).toBe('Succeeded');
+    } finally {
+      handle.stop();
+      await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 });
+    }
+  });
+});
