@@ -363,4 +363,17 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true });
     expect((await backend.list()).find((s) => s.id === ref.id)).toBeUndefined();
   });
+
+  it('close() ends a wait in progress at once instead of leaving it to its deadline', async () => {
+    const backend = backendWith();
+    const jobId = `close-${suffix()}`;
+    const ref = await backend.create(request(jobId, { command: ['/bin/sh', '-c', 'sleep 300'] }));
+    refs.push({ backend: backendWith(), ref });
+    const waiting = backend.waitReady(ref, 60_000, { isAgentAlive: alive(redis, jobId) });
+    await new Promise((r) => setTimeout(r, 500));
+    const closed = Date.now();
+    await backend.close();
+    await expect(waiting).rejects.toThrow(/backend was closed/);
+    expect(Date.now() - closed).toBeLessThan(1000);
+  });
 });

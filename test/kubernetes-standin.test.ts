@@ -114,6 +114,8 @@ describe.skipIf(engine)('kube-api-standin: the pods it runs on Docker', () => {
       exitCode: 3,
       reason: 'Error',
     });
+    const status = await core.readNamespacedPodStatus({ name, namespace });
+    expect(status.status?.phase).toBe('Failed');
     const log = await core.readNamespacedPodLog({ name, namespace, container: 'main' });
     expect(log).toBe('from-init\ntoken=t0ken greeting=hello-world\nread-only\n');
     const tail = await core.readNamespacedPodLog({ name, namespace, container: 'main', tailLines: 1 });

@@ -33,7 +33,7 @@ import { buildEgressPolicy } from './network-policy-builder.js';
 import { assessPod, type PodAssessment } from './pod-assessment.js';
 import { buildSandboxPod, TOOLCHAIN_CONTAINER } from './pod-builder.js';
 import { type PodTemplate, parsePodTemplate } from './pod-template.js';
-import { type PodWatchHandle, watchPod } from './pod-watch.js';
+import { watchPod } from './pod-watch.js';
 import {
   buildRedisUrlSecret,
   REDIS_URL_SECRET_KEY,
@@ -65,7 +65,8 @@ function startError(reason: ConstructorParameters<typeof SandboxStartError>[0], 
 /** Sandboxes as pods: one pod per job, plus its NetworkPolicy, Redis URL Secret and workspace PVC when asked for. */
 export class KubernetesBackend implements SandboxBackend {
   readonly kind = 'kubernetes' as const;
-  private readonly watches = new Set<PodWatchHandle>();
+  /** Cancels every wait in progress (its watch included); close() calls them all. */
+  private readonly waits = new Set<() => void>();
   private closed = false;
 
   constructor(private readonly deps: KubernetesBackendDeps) {}
@@ -276,12 +277,14 @@ export class KubernetesBackend implements SandboxBackend {
         clearTimeout(deadlineTimer);
         if (heartbeatTimer) clearTimeout(heartbeatTimer);
         handle.stop();
-        this.watches.delete(handle);
+        this.waits.delete(cancel);
         options.signal?.removeEventListener('abort', onAbort);
         if (err) reject(err);
         else resolve();
       };
       const onAbort = () => finish(new Error(`waiting for sandbox ${ref.id} was aborted`));
+      const cancel = () =>
+        finish(new Error(`waiting for sandbox ${ref.id} stopped: the Kubernetes backend was closed`));
 
       const pollHeartbeat = async () => {
         heartbeatTimer = undefined;
@@ -327,7 +330,7 @@ export class KubernetesBackend implements SandboxBackend {
             ),
           ),
       });
-      this.watches.add(handle);
+      this.waits.add(cancel);
       const deadlineTimer = setTimeout(
         () =>
           finish(
@@ -417,9 +420,10 @@ export class KubernetesBackend implements SandboxBackend {
       const finish = (value: boolean) => {
         clearTimeout(timer);
         handle.stop();
-        this.watches.delete(handle);
+        this.waits.delete(cancel);
         resolve(value);
       };
+      const cancel = () => finish(false);
       const handle = watchPod({
         kubeConfig: this.deps.kubeConfig,
         core: this.deps.core,
@@ -430,7 +434,7 @@ export class KubernetesBackend implements SandboxBackend {
         },
         onGone: () => finish(true),
       });
-      this.watches.add(handle);
+      this.waits.add(cancel);
       const timer = setTimeout(() => finish(false), timeoutMs);
     });
   }
@@ -461,8 +465,7 @@ export class KubernetesBackend implements SandboxBackend {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const handle of this.watches) handle.stop();
-    this.watches.clear();
+    for (const cancel of [...this.waits]) cancel();
   }
 }
 
