@@ -20,19 +20,29 @@ export function freePort(): Promise<number> {
  * A private redis-server for tests that kill, pause or restart Redis (never the shared one).
  * No persistence: a restart comes back empty, like a lost Redis pod.
  */
+export interface RedisServerOptions {
+  /** Extra redis-server arguments (e.g. ACL users). */
+  args?: string[];
+  /** Serve TLS only, with this certificate (PEM files); clients must trust `certPem`. */
+  tls?: { certFile: string; keyFile: string; certPem: string };
+}
+
 export class RedisServerProcess {
   private child: ChildProcess | null = null;
 
-  private constructor(readonly port: number) {}
+  private constructor(
+    readonly port: number,
+    private readonly options: RedisServerOptions,
+  ) {}
 
-  static async start(): Promise<RedisServerProcess> {
-    const server = new RedisServerProcess(await freePort());
+  static async start(options: RedisServerOptions = {}): Promise<RedisServerProcess> {
+    const server = new RedisServerProcess(await freePort(), options);
     await server.spawn();
     return server;
   }
 
   get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
+    return `${this.options.tls ? 'rediss' : 'redis'}://127.0.0.1:${this.port}`;
   }
 
   get pid(): number | undefined {
@@ -40,10 +50,27 @@ export class RedisServerProcess {
   }
 
   async spawn(): Promise<void> {
+    const { tls, args = [] } = this.options;
+    const listen = tls
+      ? [
+          '--port',
+          '0',
+          '--tls-port',
+          String(this.port),
+          '--tls-cert-file',
+          tls.certFile,
+          '--tls-key-file',
+          tls.keyFile,
+          '--tls-auth-clients',
+          'no',
+        ]
+      : ['--port', String(this.port)];
     this.child = spawn(
       'redis-server',
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-      { stdio: 'ignore' },
+      [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args],
+      {
+        stdio: 'ignore',
+      },
     );
     const deadline = Date.now() + 10_000;
     for (;;) {
@@ -51,13 +78,17 @@ export class RedisServerProcess {
         lazyConnect: true,
         maxRetriesPerRequest: 0,
         retryStrategy: () => null,
+        enableReadyCheck: false,
+        ...(this.options.tls ? { tls: { ca: this.options.tls.certPem } } : {}),
       });
       probe.on('error', () => {});
       try {
         await probe.connect();
         await probe.ping();
         return;
-      } catch {
+      } catch (err) {
+        // An answer that refuses us (NOAUTH with requirepass) still means the server is up.
+        if ((err as Error).name === 'ReplyError') return;
         if (Date.now() > deadline) throw new Error(`redis-server on ${this.port} did not start`);
         await new Promise((r) => setTimeout(r, 50));
       } finally {

@@ -1,0 +1,94 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { reconnectDelayMs } from './redis-connections.js';
+import { popResult, pushStep, startAgent, stopAgent } from './testing/agent-harness.js';
+import { RedisServerProcess } from './testing/redis-server-process.js';
+
+const exec = promisify(execFile);
+const cleanups: (() => Promise<unknown>)[] = [];
+
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+});
+
+describe('reconnectDelayMs', () => {
+  it('backs off exponentially from 50 ms and caps at 2 s', () => {
+    expect([1, 2, 3, 4, 5, 6, 7, 50].map(reconnectDelayMs)).toEqual([
+      50, 100, 200, 400, 800, 1600, 2000, 2000,
+    ]);
+  });
+});
+
+describe('connecting', () => {
+  it('speaks TLS (rediss://) as a password user confined by ACL to its own job keys', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'agent-tls-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const certFile = join(dir, 'cert.pem');
+    const keyFile = join(dir, 'key.pem');
+    await exec('openssl', [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      keyFile,
+      '-out',
+      certFile,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ]);
+    const certPem = await readFile(certFile, 'utf8');
+    const jobId = 'tls-acl-job';
+    // Only the job's own keys, only data commands: what a per-sandbox ACL user would get.
+    const acl = `agent on >s3cret ~sandbox:${jobId}:* resetchannels -@all +@list +@stream +@string +@keyspace -@dangerous`;
+    const server = await RedisServerProcess.start({
+      tls: { certFile, keyFile, certPem },
+      args: ['--user', ...'default on nopass ~* &* +@all'.split(' '), '--user', ...acl.split(' ')],
+    });
+    cleanups.push(() => server.stop());
+    const admin = new Redis(server.url, { tls: { ca: certPem }, maxRetriesPerRequest: null });
+    cleanups.push(async () => admin.disconnect());
+
+    const agent = startAgent({
+      jobId,
+      redisUrl: `rediss://agent:s3cret@127.0.0.1:${server.port}`,
+      env: { NODE_EXTRA_CA_CERTS: certFile },
+    });
+    cleanups.push(() => stopAgent(agent));
+    await pushStep(admin, agent.keys, {
+      schemaVersion: 1,
+      stepId: 'over-tls',
+      command: 'echo',
+      args: ['secure'],
+    });
+    expect(await popResult(admin, agent.keys, 20)).toMatchObject({ stepId: 'over-tls', exitCode: 0 });
+    const clients = await admin.client('LIST');
+    expect(String(clients)).toMatch(/user=agent/);
+    await pushStep(admin, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+    expect((await agent.exited).code).toBe(0);
+    // The URL (with its password) never reaches the logs.
+    expect(agent.stderr()).not.toContain('s3cret');
+  });
+
+  it('exits 3 when its credentials are refused, without logging them', async () => {
+    const server = await RedisServerProcess.start({ args: ['--requirepass', 'right'] });
+    cleanups.push(() => server.stop());
+    const agent = startAgent({
+      redisUrl: `redis://:wrong-password@127.0.0.1:${server.port}`,
+      extraArgs: ['--idle-timeout-seconds', '0.5', '--max-idle-waits', '2'],
+    });
+    cleanups.push(() => stopAgent(agent));
+    expect((await agent.exited).code).toBe(3);
+    expect(agent.stderr()).not.toContain('wrong-password');
+  });
+});
