@@ -24,6 +24,16 @@ export interface Telemetry {
   shutdown(): Promise<void>;
 }
 
+let tracing = false;
+
+/**
+ * Whether this process exports spans (initTelemetry turned OTLP on). Lets callers skip work
+ * whose only purpose is a span, such as extra Redis reads, when telemetry is off.
+ */
+export function tracingEnabled(): boolean {
+  return tracing;
+}
+
 function otlpMetricReader(config: TelemetryConfig): IMetricReader {
   // Same protocol as traces, so one OTEL_EXPORTER_OTLP_PROTOCOL setting covers both.
   const exporter =
@@ -84,7 +94,11 @@ export async function initTelemetry(options: InitTelemetryOptions): Promise<Tele
       idGenerator: plannedSpanIdGenerator,
     });
     sdk.start();
-    stop = () => sdk.shutdown();
+    tracing = true;
+    stop = () => {
+      tracing = false;
+      return sdk.shutdown();
+    };
   } else if (readers.length > 0) {
     const provider = new MeterProvider({
       resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: options.serviceName }),

@@ -14,7 +14,7 @@ import {
   waitForRedis,
 } from '@sandstream/bus';
 import { GracefulShutdown, startHealthServer } from '@sandstream/service-kit';
-import { createLogger } from '@sandstream/telemetry';
+import { createLogger, initTelemetry, withJobSpan } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { CompletionConsumer } from './completion-consumer.js';
@@ -27,6 +27,7 @@ const logger = createLogger({ service: 'step-dispatcher' });
 
 async function main(): Promise<void> {
   const config = loadConfig();
+  const telemetry = await initTelemetry({ serviceName: 'step-dispatcher' });
   const keySpace = createKeySpace(config.SANDSTREAM_NAMESPACE);
   const dispatchKeys = new DispatchKeys(keySpace, config.COMPLETION_SHARDS);
   const consumerName = config.CONSUMER_NAME ?? `${hostname()}-${process.pid}-${Date.now().toString(36)}`;
@@ -66,7 +67,16 @@ async function main(): Promise<void> {
       const parsed = DispatchPayloadSchema.safeParse(job.data);
       if (!parsed.success)
         throw new UnrecoverableError(`invalid dispatch payload: ${formatIssues(parsed.error)}`);
-      await dispatcher.start(parsed.data);
+      // The span every step's dispatcher.step span hangs under (step-spans.ts).
+      await withJobSpan(
+        'dispatcher.dispatch',
+        {
+          traceContext: parsed.data.traceContext,
+          attempt: job.attemptsMade + 1,
+          attributes: { 'sandstream.job.id': parsed.data.jobId },
+        },
+        () => dispatcher.start(parsed.data),
+      );
     },
     { connection: workerRedis, prefix: keySpace.bullPrefix, concurrency: config.DISPATCH_CONCURRENCY },
   );
@@ -119,6 +129,7 @@ async function main(): Promise<void> {
     await Promise.allSettled([redis.quit(), workerRedis.quit()]);
   });
   shutdown.add('health server', () => health.close());
+  shutdown.add('telemetry', () => telemetry.shutdown());
   logger.info(
     {
       healthPort: health.port,

@@ -14,10 +14,11 @@ import {
   type SandboxDestroyPayload,
   stepIdFor,
 } from '@sandstream/bus';
-import type { Logger } from '@sandstream/telemetry';
+import { type Logger, withExtractedContext } from '@sandstream/telemetry';
 import { type CompletionNotice, errorResult, SCHEMA_VERSION } from '@sandstream/wire';
 import type { Queue } from 'bullmq';
 import { advanceScript, finishScript, startScript } from './dispatch-scripts.js';
+import { StepSpans } from './step-spans.js';
 
 export interface StepDispatcherOptions {
   redis: RedisClient;
@@ -41,7 +42,12 @@ type ScriptReply = [string, ...(string | number)[]];
  * redelivered message (BullMQ retry, XAUTOCLAIM, swept deadline) never runs a step twice.
  */
 export class StepDispatcher {
-  constructor(private readonly options: StepDispatcherOptions) {}
+  /** dispatcher.step spans (step-spans.ts); no-ops when telemetry is off. */
+  private readonly spans: StepSpans;
+
+  constructor(private readonly options: StepDispatcherOptions) {
+    this.spans = new StepSpans(options);
+  }
 
   /** A sandbox is ready: move the job to running and push its first step. */
   async start(payload: DispatchPayload): Promise<void> {
@@ -89,6 +95,7 @@ export class StepDispatcher {
     }
     const spec = parsedSpec.data;
     const steps = materializeSteps(spec, payload.traceContext);
+    this.spans.plan(steps);
     const now = Date.now();
     const args: (string | number)[] = [now];
     for (const s of steps)
@@ -116,8 +123,10 @@ export class StepDispatcher {
 
   /** The agent finished a step (its result is on the results list). */
   async onCompletion(notice: CompletionNotice): Promise<void> {
+    const advancedAt = Date.now();
     const reply = await this.advance(notice.jobId, notice.stepId, '');
-    await this.afterReply(notice.jobId, reply);
+    const stepSpan = await this.spans.completed(notice.jobId, notice.stepId, reply, advancedAt);
+    await withExtractedContext(stepSpan, () => this.afterReply(notice.jobId, reply));
   }
 
   async onDeadline(deadline: Deadline): Promise<void> {
@@ -136,8 +145,10 @@ export class StepDispatcher {
         }),
       );
       const result = errorResult(deadline.stepId, 'timed_out', message);
+      const advancedAt = Date.now();
       const reply = await this.advance(jobId, deadline.stepId, JSON.stringify(result));
-      await this.afterReply(jobId, reply);
+      const stepSpan = await this.spans.completed(jobId, deadline.stepId, reply, advancedAt);
+      await withExtractedContext(stepSpan, () => this.afterReply(jobId, reply));
       return;
     }
     if (deadline.kind === 'job') {
