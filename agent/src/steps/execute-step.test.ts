@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { type Step, StepSchema } from '@sandstream/wire';
+import { type Step, StepOutputSchema, StepSchema } from '@sandstream/wire';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { executeStep } from './execute-step.js';
 import { recordingContext } from './recording-context.js';
@@ -56,5 +56,38 @@ describe('executeStep: file kinds', () => {
     expect((await executeStep(write, ctx)).output).toMatchObject({ kind: 'writeFile', bytesWritten: 10 });
     const read = StepSchema.parse({ schemaVersion: 1, stepId: 'r', kind: 'readFile', path: 'x/y.txt' });
     expect((await executeStep(read, ctx)).output).toMatchObject({ kind: 'readFile', content: 'round trip' });
+  });
+});
+
+describe('executeStep: listFiles and grep', () => {
+  it('dispatches both, with results shaped by the wire schema', async () => {
+    const ctx = recordingContext(dir).ctx;
+    const write = StepSchema.parse({
+      schemaVersion: 1,
+      stepId: 'w',
+      kind: 'writeFile',
+      path: 'g/one.txt',
+      content: 'alpha\nbeta\n',
+    });
+    await executeStep(write, ctx);
+    const list = StepSchema.parse({ schemaVersion: 1, stepId: 'l', kind: 'listFiles', path: 'g' });
+    const listed = await executeStep(list, ctx);
+    expect(StepOutputSchema.parse(listed.output)).toMatchObject({
+      kind: 'listFiles',
+      entries: [{ path: 'one.txt', type: 'file', sizeBytes: 11 }],
+    });
+    const grep = StepSchema.parse({
+      schemaVersion: 1,
+      stepId: 'g',
+      kind: 'grep',
+      pattern: 'be.a',
+      path: 'g',
+    });
+    const found = await executeStep(grep, ctx);
+    expect(StepOutputSchema.parse(found.output)).toMatchObject({
+      kind: 'grep',
+      matches: [{ path: 'one.txt', line: 2, column: 1, text: 'beta' }],
+      truncated: false,
+    });
   });
 });

@@ -1,6 +1,7 @@
 import type { Dirent } from 'node:fs';
 import { lstat, readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import v8 from 'node:v8';
 import type { GrepMatch } from '@sandstream/wire';
 import picomatch from 'picomatch';
 import { byteColumn, GREP_MAX_FILE_BYTES, matchText } from './grep-line.js';
@@ -11,16 +12,22 @@ import { failed } from './outcome.js';
  * The grep engine for images without ripgrep. It walks the tree the way the ripgrep engine's
  * flags make ripgrep walk it (see grep-ripgrep.ts): depth first with names in byte order,
  * hidden entries and symlinks skipped, files with a NUL byte or over GREP_MAX_FILE_BYTES
- * skipped. Patterns are JavaScript regular expressions (with the `u` flag, which is closest to
- * ripgrep's syntax rules), tested line by line.
+ * skipped. Patterns are JavaScript regular expressions, tested line by line.
+ *
+ * Backtracking: a pattern such as `(a+)+$` takes exponential time in V8's default engine and
+ * would freeze the agent's event loop (no heartbeat, no cancel). ripgrep's engine is linear.
+ * So the first builtin search turns on V8's fallback to its linear-time engine after excessive
+ * backtracking. That engine does not support the `u` flag, hence patterns are compiled without
+ * it; patterns with backreferences or lookaround cannot fall back and stay unprotected.
  *
  * Files are read whole, one at a time, so memory stays at one file (at most GREP_MAX_FILE_BYTES).
  */
 export async function grepBuiltin(query: GrepQuery): Promise<GrepEngineResult> {
+  enableLinearFallback();
   let regex: RegExp;
   try {
     const source = query.fixedStrings ? escapeRegExp(query.pattern) : query.pattern;
-    regex = new RegExp(source, query.ignoreCase ? 'iu' : 'u');
+    regex = new RegExp(source, query.ignoreCase ? 'i' : '');
   } catch (err) {
     return failure('invalid_step', `pattern is not a valid regular expression: ${(err as Error).message}`);
   }
@@ -105,7 +112,15 @@ async function readSearchable(file: string): Promise<string | null> {
   }
 }
 
+let linearFallbackEnabled = false;
+
+/** Process-wide, but it changes no result: only how V8 evaluates a regex that backtracks too much. */
+function enableLinearFallback(): void {
+  if (linearFallbackEnabled) return;
+  v8.setFlagsFromString('--enable-experimental-regexp-engine-on-excessive-backtracks');
+  linearFallbackEnabled = true;
+}
+
 function escapeRegExp(text: string): string {
-  // Only syntax characters: with the `u` flag, escaping anything else is itself a syntax error.
   return text.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&');
 }

@@ -132,6 +132,18 @@ describe('grepStep', () => {
     expect(outcome.errorMessage).toMatch(/pattern|regex/i);
   });
 
+  it.each(['auto', 'builtin'] as const)(
+    '%s: survives a catastrophically backtracking pattern',
+    async (engine) => {
+      // Exponential for a backtracking engine: without the linear fallback this takes many seconds.
+      await writeFile(path.join(dir, 'redos.txt'), `${'a'.repeat(28)}b\n`);
+      const started = Date.now();
+      const { output } = await grep({ pattern: '(a+)+$', path: 'redos.txt' }, engine);
+      expect(output?.matches).toEqual([]);
+      expect(Date.now() - started).toBeLessThan(2000);
+    },
+  );
+
   it.each(['auto', 'builtin'] as const)('%s: answers a missing path with not_found', async (engine) => {
     expect((await grep({ pattern: 'x', path: 'nope' }, engine)).outcome.errorCode).toBe('not_found');
   });
