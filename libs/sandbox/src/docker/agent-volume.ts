@@ -4,7 +4,11 @@ import { ignoreGone, isConflict, isNotFound } from './docker-errors.js';
 import { containerLogTail } from './docker-logs.js';
 
 /**
- * How /shared (the agent binary and its loader and libraries) is provided:
+ * How /shared (the agent binary and its loader and libraries) is provided. `cached` is the
+ * default: the per-job carrier run alone made a cold start about 3x `docker run --rm image true`,
+ * against a goal of 1.5x (docs/benchmarks.md); the cached volume is read-only in every sandbox,
+ * so sharing it between jobs shares nothing a sandbox can change.
+ *
  * - `per-job`: a fresh volume per job, filled by running the carrier image to completion, as a
  *   Kubernetes init container would. Nothing is shared between jobs; costs one container run.
  * - `cached`: one read-only volume per carrier image id, filled once by the same carrier run and
@@ -79,6 +83,10 @@ export class CachedAgentVolumes {
     private readonly labels: Record<string, string>,
   ) {}
 
+  volumeName(imageId: string): string {
+    return `sandstream-agent-${imageId.replace(/^sha256:/, '').slice(0, 16)}`;
+  }
+
   async volumeFor(carrierImage: string, imageId: string): Promise<string> {
     const short = imageId.replace(/^sha256:/, '').slice(0, 16);
     const existing = this.inFlight.get(short);
@@ -89,7 +97,7 @@ export class CachedAgentVolumes {
   }
 
   private async ensure(carrierImage: string, short: string): Promise<string> {
-    const volume = `sandstream-agent-${short}`;
+    const volume = this.volumeName(short);
     const marker = `${volume}-complete`;
     try {
       await this.docker.getVolume(marker).inspect();

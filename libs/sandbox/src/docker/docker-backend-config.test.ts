@@ -1,0 +1,257 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
+import Dockerode from 'dockerode';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SandboxLabels, type SandboxRef, SandboxStartError } from '../backend.js';
+import { type SandboxSpecInput, SandboxSpecSchema } from '../sandbox-spec.js';
+import { StepChannel } from '../testing/step-channel.js';
+import { DockerBackend } from './docker-backend.js';
+import { dockerEngine, dockerLeftovers, testImages } from './docker-test-env.js';
+
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const { skip } = await dockerEngine();
+const docker = new Dockerode();
+const tag = randomBytes(3).toString('hex');
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
+  let redis: Redis;
+  let blocking: Redis;
+  let backend: DockerBackend;
+  const refs: SandboxRef[] = [];
+
+  beforeAll(() => {
+    redis = new Redis(redisUrl);
+    blocking = redis.duplicate();
+    backend = new DockerBackend({ docker, redis, carrierImage: testImages.carrier, defaultGraceMs: 2000 });
+  });
+  afterAll(async () => {
+    for (const ref of refs)
+      await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true }).catch(() => {});
+    blocking.disconnect();
+    redis.disconnect();
+  });
+
+  const request = (jobId: string, spec: SandboxSpecInput, agentRedisUrl = redisUrl) => ({
+    jobId,
+    tenant: 'tenant-a',
+    spec: SandboxSpecSchema.parse(spec),
+    agent: { redisUrl: agentRedisUrl, keyStyle: 'tagged' as const, heartbeatIntervalMs: 200 },
+  });
+  const alive = (r: Redis, jobId: string) => async () =>
+    (await r.exists(sandboxKeys(jobId, 'tagged').heartbeat)) === 1;
+
+  it('runs a non-root, capability-less, resource-limited container with the job labels', async () => {
+    const jobId = `cfg-user-${tag}`;
+    const ref = await backend.create(
+      request(jobId, {
+        image: testImages.busybox,
+        user: '1000:1000',
+        resources: { limits: { cpu: '500m', memory: '256Mi' }, requests: { memory: '64Mi' } },
+        labels: { team: 'blue' },
+      }),
+    );
+    refs.push(ref);
+    await backend.waitReady(ref, 30_000, { isAgentAlive: alive(redis, jobId) });
+    const info = await docker.getContainer(ref.id).inspect();
+    expect(info.Config.User).toBe('1000:1000');
+    expect(info.Config.Labels).toMatchObject({
+      [SandboxLabels.jobId]: jobId,
+      [SandboxLabels.tenant]: 'tenant-a',
+      [SandboxLabels.managedBy]: 'sandstream',
+      team: 'blue',
+    });
+    expect(info.HostConfig).toMatchObject({
+      NanoCpus: 5e8,
+      Memory: 256 * 1024 * 1024,
+      MemoryReservation: 64 * 1024 * 1024,
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges'],
+      NetworkMode: 'host',
+    });
+    expect(info.Mounts.find((m) => m.Destination === '/shared')).toMatchObject({ RW: false });
+
+    // The non-root agent can write its work tree (a tmpfs owned by its uid) and runs as that uid.
+    const steps = new StepChannel(redis, blocking, sandboxKeys(jobId, 'tagged'));
+    const written = await steps.run({
+      schemaVersion: SCHEMA_VERSION,
+      stepId: 'w',
+      kind: 'writeFile',
+      path: 'x.txt',
+      content: 'ok',
+    });
+    expect(written.errorMessage).toBeNull();
+    const id = await steps.run({
+      schemaVersion: SCHEMA_VERSION,
+      stepId: 'id',
+      kind: 'run',
+      command: 'id',
+      args: ['-u'],
+    });
+    expect(id.exitCode).toBe(0);
+    expect(await steps.stdout('id')).toEqual(['1000']);
+    await backend.destroy(ref, { graceMs: 2000, removeOutputKeys: true });
+    expect(await dockerLeftovers(docker, jobId)).toEqual([]);
+  });
+
+  it('hands spec.runtimeClass to the engine as the container runtime', async () => {
+    const jobId = `cfg-runtime-${tag}`;
+    const err = await backend
+      .create(request(jobId, { image: testImages.busybox, runtimeClass: 'sandstream-no-such-runtime' }))
+      .catch((e: unknown) => e);
+    // This engine has no such runtime: the engine's refusal naming it proves the field reached it.
+    expect(err).toBeInstanceOf(SandboxStartError);
+    expect((err as SandboxStartError).reason).toBe('backend_error');
+    expect((err as Error).message).toMatch(/sandstream-no-such-runtime/);
+    expect(await dockerLeftovers(docker, jobId)).toEqual([]);
+  });
+
+  it('refuses network "none" and an unconfigured "deny-egress" with the reason', async () => {
+    await expect(
+      backend.create(request(`cfg-none-${tag}`, { image: testImages.busybox, network: 'none' })),
+    ).rejects.toThrow(/network "none" leaves the agent no way to reach Redis/);
+    await expect(
+      backend.create(request(`cfg-deny-${tag}`, { image: testImages.busybox, network: 'deny-egress' })),
+    ).rejects.toThrow(/needs the Docker backend option denyEgress/);
+  });
+
+  describe('deny-egress', () => {
+    const network = `sandstream-test-deny-${tag}`;
+    let server: ChildProcess | undefined;
+    let gatewayRedis: Redis | undefined;
+    let gatewayBlocking: Redis | undefined;
+    let denyBackend: DockerBackend;
+    let gatewayUrl = '';
+
+    beforeAll(async () => {
+      // The internal network is made by a first backend call; its gateway is the host's only
+      // address the sandbox can reach, so a Redis bound there plays "Redis attached to the network".
+      await docker.createNetwork({
+        Name: network,
+        Internal: true,
+        Labels: { [SandboxLabels.managedBy]: 'sandstream' },
+      });
+      const info = (await docker.getNetwork(network).inspect()) as {
+        IPAM: { Config: { Gateway: string }[] };
+      };
+      const gateway = info.IPAM.Config[0]?.Gateway as string;
+      const port = await freePort();
+      server = spawn(
+        'redis-server',
+        [
+          '--port',
+          String(port),
+          '--bind',
+          gateway,
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--protected-mode',
+          'no',
+        ],
+        { stdio: 'ignore' },
+      );
+      gatewayUrl = `redis://${gateway}:${port}`;
+      gatewayRedis = new Redis(gatewayUrl, { retryStrategy: (n) => (n > 50 ? null : 100) });
+      // The first connect may beat redis-server's listen; the retry strategy covers it, quietly.
+      gatewayRedis.on('error', () => {});
+      await gatewayRedis.ping();
+      gatewayBlocking = gatewayRedis.duplicate();
+      denyBackend = new DockerBackend({
+        docker,
+        redis: gatewayRedis,
+        carrierImage: testImages.carrier,
+        denyEgress: { network, redisUrl: gatewayUrl },
+      });
+    });
+    afterAll(async () => {
+      gatewayBlocking?.disconnect();
+      gatewayRedis?.disconnect();
+      server?.kill('SIGKILL');
+      await docker
+        .getNetwork(network)
+        .remove()
+        .catch(() => {});
+    });
+
+    it('attaches the sandbox to the internal network, drives it through the Redis there, and blocks traffic off that network', async () => {
+      const jobId = `cfg-egress-${tag}`;
+      const ref = await denyBackend.create(
+        request(jobId, { image: testImages.busybox, network: 'deny-egress' }, 'redis://127.0.0.1:1'),
+      );
+      refs.push(ref);
+      const redisThere = gatewayRedis as Redis;
+      await denyBackend.waitReady(ref, 30_000, { isAgentAlive: alive(redisThere, jobId) });
+      const info = await docker.getContainer(ref.id).inspect();
+      expect(info.HostConfig.NetworkMode).toBe(network);
+      expect(((await docker.getNetwork(network).inspect()) as { Internal: boolean }).Internal).toBe(true);
+
+      // A listener on the default bridge: reachable from an ordinary container (the control),
+      // not from the sandbox, whose packets the engine drops at the edge of the internal network.
+      const listener = await docker.createContainer({
+        name: `sandstream-test-listener-${tag}`,
+        Image: testImages.busybox,
+        Cmd: ['sh', '-c', 'while true; do echo hi | nc -l -p 8080; done'],
+        Labels: { [SandboxLabels.managedBy]: 'sandstream-test' },
+      });
+      try {
+        await listener.start();
+        const ip = (await listener.inspect()).NetworkSettings.IPAddress;
+        const control = await docker.createContainer({
+          Image: testImages.busybox,
+          Cmd: ['nc', '-w', '2', ip, '8080'],
+          HostConfig: { AutoRemove: false },
+        });
+        await control.start();
+        expect(((await control.wait()) as { StatusCode: number }).StatusCode).toBe(0);
+        await control.remove({ force: true });
+
+        const steps = new StepChannel(redisThere, gatewayBlocking as Redis, sandboxKeys(jobId, 'tagged'));
+        const probe = await steps.run({
+          schemaVersion: SCHEMA_VERSION,
+          stepId: 'egress',
+          kind: 'run',
+          command: 'nc',
+          args: ['-w', '2', ip, '8080'],
+        });
+        expect(probe.exitCode).not.toBe(0);
+        expect(await steps.stdout('egress')).not.toContain('hi');
+      } finally {
+        await listener.remove({ force: true });
+      }
+      await denyBackend.destroy(ref, { graceMs: 2000, removeOutputKeys: true });
+      expect(await dockerLeftovers(docker, jobId)).toEqual([]);
+    });
+  });
+
+  it('prunes cached agent volumes of other carrier images and keeps the current one', async () => {
+    const stale = `sandstream-agent-0000stale${tag}`;
+    await docker.createVolume({
+      Name: stale,
+      Labels: { [SandboxLabels.managedBy]: 'sandstream', 'sandstream.dev/role': 'agent-cache' },
+    });
+    const removed = await backend.pruneAgentCache();
+    expect(removed).toContain(stale);
+    const current = await docker.listVolumes({ filters: { label: ['sandstream.dev/role=agent-cache'] } });
+    // The volume the earlier tests started from is still there.
+    expect(
+      (current.Volumes ?? []).some(
+        (v) => v.Name.startsWith('sandstream-agent-') && !v.Name.endsWith('-complete'),
+      ),
+    ).toBe(true);
+  });
+});
