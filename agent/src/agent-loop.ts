@@ -250,9 +250,10 @@ export class AgentLoop {
     } finally {
       this.running = null;
     }
-    const eventsWritten = events.complete(outcome.exitCode);
+    const { handedOver, written } = events.complete(outcome.exitCode);
     const result = this.result(step.stepId, started, { ...outcome, droppedLines: events.droppedLines });
-    return { result, eventsWritten };
+    await handedOver;
+    return { result, eventsWritten: written };
   }
 
   /** Fills the fields only the loop knows, and checks the executor's outcome against the schema. */

@@ -42,7 +42,7 @@ describe('EventPublisher', () => {
     events.started();
     events.line('stdout', 'a');
     events.line('stderr', 'b');
-    await events.complete(0);
+    await events.complete(0).written;
     const written = await eventsOf('ev:order');
     expect(written.map((e) => [e.kind, e.seq, e.line])).toEqual([
       ['started', 0, undefined],
@@ -66,14 +66,14 @@ describe('EventPublisher', () => {
     expect(await redis.xlen('ev:batch')).toBe(51);
     await new Promise((r) => setTimeout(r, 300));
     expect(await redis.xlen('ev:batch')).toBe(52);
-    await events.complete(0);
+    await events.complete(0).written;
   });
 
   it('caps the stream with MAXLEN ~', async () => {
     const events = publisher('ev:cap', { streamMaxLength: 1000, maxBufferedLines: 100_000 });
     events.started();
     for (let i = 0; i < 20_000; i++) events.line('stdout', String(i));
-    await events.complete(0);
+    await events.complete(0).written;
     const length = await redis.xlen('ev:cap');
     expect(length).toBeGreaterThanOrEqual(1000);
     expect(length).toBeLessThan(1200);
@@ -93,7 +93,7 @@ describe('EventPublisher', () => {
     } finally {
       server.resume();
     }
-    await events.complete(1);
+    await events.complete(1).written;
     const written = await eventsOf('ev:drop');
     const completed = written.at(-1);
     expect(completed).toMatchObject({ kind: 'completed', seq: 5001, droppedLines: events.droppedLines });
@@ -115,6 +115,6 @@ describe('EventPublisher', () => {
     } finally {
       server.resume();
     }
-    await events.complete(0);
+    await events.complete(0).written;
   });
 });

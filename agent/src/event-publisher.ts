@@ -54,6 +54,7 @@ export class EventPublisher {
   private timer: NodeJS.Timeout | null = null;
   private dropped = 0;
   private drainWaiters: (() => void)[] = [];
+  private settleWaiters: (() => void)[] = [];
   private lastMs = 0;
   private lastStamp = '';
   private readonly batchLines: number;
@@ -98,16 +99,34 @@ export class EventPublisher {
   }
 
   /**
-   * Queues the completed event and hands every queued event to ioredis before returning, so a
-   * command the caller sends next on the same connection (the StepResult) is written after
-   * them; the promise resolves once Redis has acknowledged them all.
+   * Queues the completed event and hands every queued event to ioredis; the returned `handedOver`
+   * resolves once the last of them has been passed to the connection, so a command the caller
+   * sends after it (the StepResult) is written after them without waiting for their
+   * acknowledgement; `written` resolves once Redis acknowledged them all.
+   *
+   * A short tail (the usual case) is handed over at once. A long one goes in pipelines of
+   * maxWriteLines, one after another: starting them all together would hold every command
+   * object of the tail in ioredis at the same time, which measured as the agent's peak memory.
    */
-  complete(exitCode: number | null): Promise<void> {
+  complete(exitCode: number | null): { handedOver: Promise<void>; written: Promise<void> } {
     this.seq += 1;
     this.enqueue(this.event('completed', this.seq, { exitCode, droppedLines: this.dropped }), true);
     this.dispose();
-    while (this.queue.length > 0) this.startFlush();
-    return this.drained();
+    const handedOver = this.handOver();
+    return { handedOver, written: handedOver.then(() => this.drained()) };
+  }
+
+  private async handOver(): Promise<void> {
+    while (this.queue.length > this.maxWriteLines) {
+      if (this.inFlight === 0) this.startFlush();
+      await this.nextSettle();
+    }
+    if (this.queue.length > 0) this.startFlush();
+  }
+
+  /** Resolves after the next write settles. */
+  private nextSettle(): Promise<void> {
+    return new Promise((resolve) => this.settleWaiters.push(resolve));
   }
 
   /** Resolves when nothing is queued or in flight. */
@@ -225,6 +244,9 @@ export class EventPublisher {
   }
 
   private afterFlush(): void {
+    const settled = this.settleWaiters;
+    this.settleWaiters = [];
+    for (const resolve of settled) resolve();
     if (this.inFlight > 0) return;
     if (this.queue.length === 0) {
       const waiters = this.drainWaiters;
