@@ -49,6 +49,23 @@ async function exists(path) {
   }
 }
 
+/**
+ * `debug` (used by ioredis) tries `require('supports-color')` inside a try/catch. The package is
+ * not installed, so esbuild leaves the require in place, and inside a SEA every non-builtin
+ * require prints a warning on each start. Bundling an empty module keeps the same behaviour
+ * (no colour support) without the noise.
+ */
+const emptyOptionalModules = {
+  name: 'empty-optional-modules',
+  setup(b) {
+    b.onResolve({ filter: /^supports-color$/ }, (args) => ({ path: args.path, namespace: 'empty-module' }));
+    b.onLoad({ filter: /.*/, namespace: 'empty-module' }, () => ({
+      contents: 'module.exports = {};',
+      loader: 'js',
+    }));
+  },
+};
+
 async function bundle() {
   if (!(await exists(entry))) {
     throw new Error(`entry ${relative(process.cwd(), entry)} does not exist (pass --entry <file>)`);
@@ -68,6 +85,7 @@ async function bundle() {
     // ESM sources may read import.meta.url; in the CommonJS bundle it is this file's URL.
     banner: { js: 'var __sandstreamImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
     define: { 'import.meta.url': '__sandstreamImportMetaUrl' },
+    plugins: [emptyOptionalModules],
   });
   return bundlePath;
 }
@@ -83,9 +101,7 @@ async function makeBlob(bundlePath) {
     useCodeCache: true,
   };
   await writeFile(configPath, `${JSON.stringify(config, null, 2)}\n`);
-  execFileSync(process.execPath, ['--experimental-sea-config', configPath], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  execFileSync(process.execPath, ['--experimental-sea-config', configPath], { stdio: 'pipe' });
   return blobPath;
 }
 
@@ -103,7 +119,9 @@ async function makeExecutable(blobPath) {
   await copyFile(process.execPath, temp);
   await chmod(temp, 0o755);
   // Debian's node carries full debug info; it is useless inside a sandbox and costs megabytes.
-  if (!values['no-strip'] && hasTool('strip')) execFileSync('strip', ['--strip-debug', temp]);
+  // strip warns about Node's unusual note sections; the output is shown only if it fails.
+  if (!values['no-strip'] && hasTool('strip'))
+    execFileSync('strip', ['--strip-debug', temp], { stdio: 'pipe' });
   const blob = await readFile(blobPath);
   await postject.inject(temp, 'NODE_SEA_BLOB', blob, { sentinelFuse: SEA_FUSE });
   await rename(temp, out);

@@ -1,0 +1,208 @@
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  AGENT_BINARY_NAME,
+  InjectError,
+  injectFiles,
+  isDynamicLoader,
+  LOADER_NAME,
+  locateAgentFiles,
+  type ProcessFacts,
+} from './inject.js';
+
+const run = promisify(execFile);
+const sha256 = async (path: string) =>
+  createHash('sha256')
+    .update(await readFile(path))
+    .digest('hex');
+const agentDir = fileURLToPath(new URL('..', import.meta.url));
+
+/** A fake build output: dist/sandstream-agent + dist/runtime/lib/{loader, libc}. */
+async function fakeDist(root: string): Promise<{ binary: string; libDir: string }> {
+  const libDir = join(root, 'runtime', 'lib');
+  await mkdir(libDir, { recursive: true });
+  const binary = join(root, AGENT_BINARY_NAME);
+  await writeFile(binary, 'agent-v1');
+  await writeFile(join(libDir, LOADER_NAME), 'loader');
+  await writeFile(join(libDir, 'libc.so.6'), 'libc');
+  await chmod(binary, 0o700);
+  return { binary, libDir };
+}
+
+describe('locateAgentFiles', () => {
+  let root: string;
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'inject-locate-'));
+  });
+  afterAll(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  const facts = (over: Partial<ProcessFacts>): ProcessFacts => ({
+    execPath: '/usr/bin/node',
+    argv0: 'node',
+    cwd: root,
+    env: {},
+    isSea: true,
+    ...over,
+  });
+
+  it('recognises glibc and musl loaders by name', () => {
+    expect(isDynamicLoader('/shared/lib/ld-linux-x86-64.so.2')).toBe(true);
+    expect(isDynamicLoader('/lib/ld-musl-x86_64.so.1')).toBe(true);
+    expect(isDynamicLoader('/shared/sandstream-agent')).toBe(false);
+    expect(isDynamicLoader('/usr/lib/libld-linux.so')).toBe(false);
+  });
+
+  it('uses execPath when the executable was started directly', async () => {
+    const dist = await fakeDist(join(root, 'direct'));
+    expect(locateAgentFiles(facts({ execPath: dist.binary, argv0: 'whatever' }))).toEqual(dist);
+  });
+
+  it('uses argv0 (relative to cwd) when started through the loader, and the loader directory for libs', async () => {
+    const dir = join(root, 'loader');
+    await mkdir(join(dir, 'lib'), { recursive: true });
+    await writeFile(join(dir, AGENT_BINARY_NAME), 'agent');
+    await writeFile(join(dir, 'lib', LOADER_NAME), 'loader');
+    const found = locateAgentFiles(
+      facts({ execPath: join(dir, 'lib', LOADER_NAME), argv0: `./${AGENT_BINARY_NAME}`, cwd: dir }),
+    );
+    expect(found).toEqual({ binary: join(dir, AGENT_BINARY_NAME), libDir: join(dir, 'lib') });
+  });
+
+  it('never mistakes the loader for the agent', async () => {
+    const loader = join(root, 'loader', 'lib', LOADER_NAME);
+    expect(() => locateAgentFiles(facts({ execPath: loader, argv0: loader }))).toThrow(
+      /cannot find the agent executable/,
+    );
+  });
+
+  it('refuses a plain node process with a message saying what to build', () => {
+    expect(() => locateAgentFiles(facts({ isSea: false }))).toThrow(InjectError);
+    expect(() => locateAgentFiles(facts({ isSea: false }))).toThrow(/single executable/);
+  });
+
+  it('honours SANDSTREAM_AGENT_BINARY and names the directories it searched for libraries', async () => {
+    const dist = await fakeDist(join(root, 'env'));
+    expect(locateAgentFiles(facts({ env: { SANDSTREAM_AGENT_BINARY: dist.binary }, isSea: false }))).toEqual(
+      dist,
+    );
+    await rm(dist.libDir, { recursive: true });
+    expect(() => locateAgentFiles(facts({ execPath: dist.binary }))).toThrow(
+      /runtime libraries.*runtime\/lib/,
+    );
+  });
+});
+
+describe('injectFiles', () => {
+  let root: string;
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'inject-files-'));
+  });
+  afterAll(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('lays out <dir>/sandstream-agent and <dir>/lib/*, executable by anyone, with no temp files left', async () => {
+    const dist = await fakeDist(join(root, 'dist'));
+    const target = join(root, 'shared');
+    await injectFiles(dist, target);
+    expect((await readdir(target)).sort()).toEqual(['lib', AGENT_BINARY_NAME]);
+    expect((await readdir(join(target, 'lib'))).sort()).toEqual([LOADER_NAME, 'libc.so.6']);
+    expect(await readFile(join(target, AGENT_BINARY_NAME), 'utf8')).toBe('agent-v1');
+    for (const f of [AGENT_BINARY_NAME, `lib/${LOADER_NAME}`, 'lib/libc.so.6', 'lib', '.']) {
+      expect((await stat(join(target, f))).mode & 0o777, f).toBe(0o755);
+    }
+  });
+
+  it('replaces an existing injection in place (a re-run init container)', async () => {
+    const dist = await fakeDist(join(root, 'dist2'));
+    const target = join(root, 'shared2');
+    await injectFiles(dist, target);
+    await writeFile(dist.binary, 'agent-v2');
+    await injectFiles(dist, target);
+    expect(await readFile(join(target, AGENT_BINARY_NAME), 'utf8')).toBe('agent-v2');
+    expect(await readdir(target)).toHaveLength(2);
+  });
+
+  it('rejects an empty target and injecting onto itself', async () => {
+    const dist = await fakeDist(join(root, 'self'));
+    await expect(injectFiles(dist, '')).rejects.toThrow(/target directory/);
+    await expect(
+      injectFiles({ ...dist, libDir: join(root, 'self', 'lib') }, join(root, 'self')),
+    ).rejects.toThrow(/already runs from/);
+  });
+});
+
+// The real thing: a single executable built from scripts/probe-entry.ts (which calls injectAgent),
+// started through its bundled loader exactly as a sandbox starts the agent.
+describe('single executable --inject', () => {
+  let root: string;
+  let built: string;
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'inject-sea-'));
+    await chmod(root, 0o755); // the non-root check below must be able to traverse it
+    built = join(root, 'build', AGENT_BINARY_NAME);
+    await run(
+      process.execPath,
+      ['scripts/build-sea.mjs', '--entry', 'scripts/probe-entry.ts', '--out', built],
+      {
+        cwd: agentDir,
+      },
+    );
+  }, 180_000);
+  afterAll(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('copies itself and its runtime when started through the loader, and the copy runs for a non-root user without leaking its libc into children', async () => {
+    const lib = join(root, 'build', 'runtime', 'lib');
+    await run(join(lib, LOADER_NAME), ['--library-path', lib, built, '--inject', join(root, 'shared')]);
+
+    const shared = join(root, 'shared');
+    const sharedBinary = join(shared, AGENT_BINARY_NAME);
+    // Compared by digest: a deep equality over ~90 MB of bytes would take minutes.
+    expect(await sha256(sharedBinary)).toBe(await sha256(built));
+    expect((await readdir(join(shared, 'lib'))).sort()).toEqual((await readdir(lib)).sort());
+
+    const { stdout } = await run(
+      join(shared, 'lib', LOADER_NAME),
+      [
+        '--library-path',
+        join(shared, 'lib'),
+        sharedBinary,
+        '--probe',
+        'x',
+        '--',
+        '/bin/cat',
+        '/proc/self/maps',
+      ],
+      { uid: 65534, gid: 65534, env: { PATH: '/usr/bin:/bin' } },
+    );
+    const [factsLine, ...maps] = stdout.split('\n');
+    const facts = JSON.parse(factsLine ?? '{}');
+    // Node's SEA found its blob through the loader: argv is [execPath (= the loader), argv0, ...args].
+    expect(facts.isSea).toBe(true);
+    expect(facts.execPath).toBe(join(shared, 'lib', LOADER_NAME));
+    expect(facts.argv).toEqual([
+      join(shared, 'lib', LOADER_NAME),
+      sharedBinary,
+      '--probe',
+      'x',
+      '--',
+      '/bin/cat',
+      '/proc/self/maps',
+    ]);
+    expect(facts.ldLibraryPath).toBeNull();
+    // The child (cat) mapped the host's own libc, not the injected one.
+    const mapped = maps.join('\n');
+    expect(mapped).toMatch(/libc\.so\.6/);
+    expect(mapped).not.toContain(shared);
+  }, 60_000);
+});
