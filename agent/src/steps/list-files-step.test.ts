@@ -98,6 +98,16 @@ describe('listFilesStep', () => {
     expect(outcome?.entries[999]?.path).toBe('f0999');
   });
 
+  it('refuses a maxDepth over the limit at the schema, naming it', () => {
+    const parsed = ListFilesStepSchema.safeParse({
+      schemaVersion: 1,
+      stepId: 'l',
+      kind: 'listFiles',
+      maxDepth: 33,
+    });
+    expect(parsed.error?.issues[0]?.message).toBe('maxDepth is at most 32');
+  });
+
   it('refuses a maxEntries over the limit at the schema, naming it', () => {
     const parsed = ListFilesStepSchema.safeParse({
       schemaVersion: 1,
