@@ -1,3 +1,4 @@
+export * from './lifecycle-relay.js';
 export * from './reap-scripts.js';
 export * from './reaper.js';
 export * from './reaper-config.js';

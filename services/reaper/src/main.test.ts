@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { createKeySpace, JobStore, parseJobSpec } from '@sandstream/bus';
 import { ServiceProcess } from '@sandstream/service-kit';
 import { Redis } from 'ioredis';
+import { connect } from 'nats';
 import { afterAll, describe, expect, it } from 'vitest';
 
 // The built service, as production runs it (npx tsc -b services/reaper).
@@ -47,5 +48,43 @@ describe('reaper process', () => {
     expect((await store.get(live))?.state).toBe('queued');
     p.signal('SIGTERM');
     expect(await p.exitCode()).toBe(0);
+  });
+
+  it('relays lifecycle events to NATS when NATS_URL is set', async () => {
+    const nats = await connect({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222' });
+    const subjects: string[] = [];
+    const sub = nats.subscribe(`sandstream.${ns}.>`, { callback: (_e, m) => subjects.push(m.subject) });
+    const p = new ServiceProcess(entry, {
+      REDIS_URL: url,
+      SANDSTREAM_NAMESPACE: ns,
+      HEALTH_PORT: '0',
+      REAPER_SANDBOXES: 'off',
+      SANDBOX_ACL: 'off',
+      REAPER_JOB_GLOB: `${ns}-*`,
+      NATS_URL: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+    });
+    procs.push(p);
+    const started = await p.waitForLog((l) => l.msg === 'reaper started');
+    expect(started.natsRelay).toBe(true);
+    // The relay's group starts at the stream's end: wait until it exists.
+    for (let i = 0; i < 100 && (await redis.exists(keys.lifecycleStream)) === 0; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 100; i++) {
+      const groups = (await redis.xinfo('GROUPS', keys.lifecycleStream)) as unknown[];
+      if (groups.length > 0) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const id = `${ns}-relayed`;
+    await store.create(parseJobSpec({ id, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }));
+    await store.transition(id, ['queued'], 'cancelled');
+    for (let i = 0; i < 100 && subjects.length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(subjects).toEqual([
+      `sandstream.${ns}.lifecycle.acme.queued`,
+      `sandstream.${ns}.lifecycle.acme.cancelled`,
+    ]);
+    p.signal('SIGTERM');
+    expect(await p.exitCode()).toBe(0);
+    sub.unsubscribe();
+    await nats.close();
   });
 });

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import {
   createKeySpace,
   createRedisFromEnv,
@@ -12,6 +13,8 @@ import { GracefulShutdown, loadEnvConfig, sleep, startHealthServer } from '@sand
 import { createLogger, createSandstreamMetrics, initTelemetry } from '@sandstream/telemetry';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { connect } from 'nats';
+import { LifecycleRelay } from './lifecycle-relay.js';
 import { Reaper } from './reaper.js';
 import { ReaperEnvSchema } from './reaper-config.js';
 
@@ -77,6 +80,21 @@ async function main(): Promise<void> {
     },
   });
 
+  const nats = env.NATS_URL ? await connect({ servers: env.NATS_URL, name: 'sandstream-reaper' }) : undefined;
+  const relayRedis = nats ? createRedisFromEnv(env, 'worker', 'reaper-nats-relay') : undefined;
+  const relay =
+    nats && relayRedis
+      ? new LifecycleRelay({
+          redis: relayRedis,
+          keys,
+          nats,
+          logger,
+          subjectPrefix: env.NATS_SUBJECT_PREFIX,
+          consumer: `${hostname()}-${process.pid}`,
+        })
+      : undefined;
+  relay?.start();
+
   let lastPassOk = true;
   const shutdown = new GracefulShutdown({ logger });
   const loop = (async () => {
@@ -93,19 +111,28 @@ async function main(): Promise<void> {
   })();
   const health = await startHealthServer({
     port: env.HEALTH_PORT,
-    checks: { redis: async () => (await redis.ping()) === 'PONG', lastPass: async () => lastPassOk },
+    checks: {
+      redis: async () => (await redis.ping()) === 'PONG',
+      lastPass: async () => lastPassOk,
+      ...(nats ? { nats: async () => !nats.isClosed() } : {}),
+    },
   });
   shutdown.add('stop taking work', async () => health.markDraining());
   // The pass in progress stops at its next batch boundary (the signal is checked between SCAN calls).
   shutdown.add('reaper loop', () => loop);
+  if (relay) shutdown.add('lifecycle relay', () => relay.stop());
+  if (nats) shutdown.add('nats', () => nats.drain());
   shutdown.add('queues', () => destroyQueue.close());
   if (backend) shutdown.add('backend', () => backend.close());
   shutdown.add('redis', async () => {
-    await redis.quit();
+    await Promise.all([redis.quit(), relayRedis?.quit()]);
   });
   shutdown.add('health server', () => health.close());
   shutdown.add('telemetry', () => telemetry.shutdown());
-  logger.info({ healthPort: health.port, namespace: keys.namespace }, 'reaper started');
+  logger.info(
+    { healthPort: health.port, namespace: keys.namespace, natsRelay: relay !== undefined },
+    'reaper started',
+  );
 }
 
 main().catch((err) => {

@@ -30,6 +30,16 @@ export const ReaperEnvSchema = RedisEnvSchema.extend({
     .default('*'),
   LEASE_SECONDS: intVar(5, 3600, 60),
   COMPLETION_SHARDS: intVar(1, 1024, 8),
+  /** When set, this process also relays `events:lifecycle` to NATS (see lifecycle-relay.ts). */
+  NATS_URL: z
+    .string()
+    .regex(/^(nats|tls|wss?):\/\//, 'NATS_URL must start with nats://, tls://, ws:// or wss://')
+    .optional(),
+  /** First subject token of relayed events. */
+  NATS_SUBJECT_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/, 'one subject token: letters, digits, _ and -')
+    .default('sandstream'),
   HEALTH_PORT: portVar(8084),
 });
 export type ReaperEnv = z.output<typeof ReaperEnvSchema>;

@@ -152,12 +152,13 @@ describe('reaper', () => {
     await redis.lpush(h.keys.sandbox(handRun).results, '{}');
     await redis.set(h.keys.sandbox(handRun).heartbeat, '1', 'PX', 60_000);
 
-    // Too fresh: nothing goes.
-    expect((await h.reaper().runOnce()).orphanKeysDeleted).toBe(0);
-    await new Promise((r) => setTimeout(r, 2600));
+    // Too fresh: nothing goes. (OBJECT IDLETIME counts in whole seconds, so the grace is 2 s.)
+    const reaper = h.reaper({ orphanGraceMs: 2000 });
+    expect((await reaper.runOnce()).orphanKeysDeleted).toBe(0);
+    await new Promise((r) => setTimeout(r, 3500));
     const busy = `${h.ns}-busy`;
     await redis.lpush(h.keys.sandbox(busy).in, '{}'); // written just now
-    const report = await h.reaper().runOnce();
+    const report = await reaper.runOnce();
     expect(report.orphanKeysDeleted).toBe(3);
     expect(await redis.exists(sk.results, sk.events, h.dispatchKeys.dispatchState(ghost))).toBe(0);
     expect(await redis.exists(h.keys.sandbox(handRun).results)).toBe(1);
