@@ -33,7 +33,7 @@ export const RunStepSchema = z.object({
     .max(10_000)
     .nullish()
     .transform((a) => a ?? []),
-  /** Run `command` through `/bin/sh -c` (args become $0, $1, …). Off by default: argv is exec'd directly. */
+  /** Run `command` through `/bin/sh -c command sh args…` (args become $1, $2, …). Off by default: argv is exec'd directly. */
   shell: z.boolean().optional().default(false),
   workingDirectory,
   /** Merged over the agent's own environment. Never put secrets here: this travels through Redis. */
