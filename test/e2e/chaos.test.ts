@@ -20,7 +20,7 @@ describe('crash of any service mid-flight', () => {
       env: {
         // Finished jobs are cleaned up seconds after the end, so the suite can check that nothing stays.
         REAPER_INTERVAL_SECONDS: '1',
-        REAPER_RETENTION_SECONDS: '8',
+        REAPER_RETENTION_SECONDS: '15',
         REAPER_ORPHAN_GRACE_SECONDS: '5',
         REAPER_SANDBOX_GRACE_SECONDS: '2',
         SCHEDULER_GLOBAL_SLOTS: '10',
@@ -48,11 +48,22 @@ describe('crash of any service mid-flight', () => {
       }));
       ids.push((await stack.client.submit({ id: `${stack.namespace}-${name}`, image: 'none', steps })).jobId);
     }
+    // Watch the jobs from the start: finished ones are reaped after the retention.
+    const watching = waitAll(stack.client, ids, 240_000);
     for (const name of stack.services.keys()) {
       await new Promise((r) => setTimeout(r, 2_500));
       await stack.crashAndRestart(name);
     }
-    const records = await waitAll(stack.client, ids, 240_000);
+    const records = await watching.catch((err: Error) => {
+      throw new Error(
+        `${err.message}\n${stack
+          .logs()
+          .split('\n')
+          .filter((l) => /reap|delet|fail|error/i.test(l))
+          .slice(-60)
+          .join('\n')}`,
+      );
+    });
     expect(records.size).toBe(JOBS);
     const byState: Record<string, number> = {};
     for (const r of records.values()) byState[r.state] = (byState[r.state] ?? 0) + 1;

@@ -16,7 +16,8 @@ export async function waitAll(
     const pending = jobIds.filter((id) => !done.has(id));
     const records = await Promise.all(pending.map((id) => client.get(id)));
     records.forEach((r, i) => {
-      if (r && isTerminal(r.state)) done.set(pending[i] as string, r);
+      if (!r) throw new Error(`job ${pending[i]} vanished before it was seen finished`);
+      if (isTerminal(r.state)) done.set(pending[i] as string, r);
     });
     if (done.size === jobIds.length) break;
     if (Date.now() > deadline) {

@@ -46,6 +46,8 @@ export async function startStack(
     COMPLETION_SHARDS: '4',
     SANDBOX_TYPE: 'inprocess',
     LOG_LEVEL: 'info',
+    // This run's reaper touches only this run's jobs (the Redis is shared).
+    REAPER_JOB_GLOB: `${namespace}-*`,
     ...options.env,
   };
   const services = new Map<ServiceName, RunningService[]>();
