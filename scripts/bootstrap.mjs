@@ -1,0 +1,41 @@
+// Makes a fresh clone runnable: installs npm dependencies when they are missing or older than the
+// lock file, builds every workspace (turbo caches what did not change), and, when this machine can
+// run a Docker engine, starts it and builds the local images the Docker backend and tests use.
+// Shared by `npm start` and `npm test` so that both quick-start commands work on a fresh machine.
+import { spawnSync } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+function run(command, args, { optional = false } = {}) {
+  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', env: process.env });
+  if (result.status === 0) return true;
+  if (optional) return false;
+  console.error(`bootstrap: \`${command} ${args.join(' ')}\` failed (exit ${result.status ?? result.signal})`);
+  process.exit(result.status ?? 1);
+}
+
+function dependenciesCurrent() {
+  const marker = join(root, 'node_modules', '.package-lock.json');
+  return existsSync(marker) && statSync(marker).mtimeMs >= statSync(join(root, 'package-lock.json')).mtimeMs;
+}
+
+/**
+ * @param {{ docker?: 'required' | 'optional' | 'skip' }} options
+ *   required: fail when no Docker engine can be had (CI); optional: carry on without one (the
+ *   in-process backend and the non-Docker tests still work); skip: do not touch Docker.
+ */
+export function bootstrap({ docker = 'optional' } = {}) {
+  if (!dependenciesCurrent()) run('npm', ['ci', '--no-audit', '--no-fund']);
+  run('npm', ['run', 'build', '--silent']);
+  if (docker === 'skip') return { docker: false };
+  const engine = run('bash', ['scripts/ensure-docker.sh'], { optional: docker === 'optional' });
+  if (!engine) {
+    console.warn('bootstrap: no Docker engine; the Docker backend and its tests are unavailable');
+    return { docker: false };
+  }
+  run('bash', ['scripts/images/build-all.sh']);
+  return { docker: true };
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env node
+// `npm test`: every test of the project, from a fresh clone. Bootstraps (dependencies, build,
+// Docker engine and local images), then runs vitest over all workspaces and test/. Arguments
+// after `--` go to vitest, e.g. `npm test -- libs/wire`.
+//
+// SANDSTREAM_TEST_DOCKER=skip runs without touching Docker (Docker suites then skip themselves
+// outside CI, and fail in CI, where a missing engine is a defect).
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { bootstrap, root } from './bootstrap.mjs';
+
+const ci = process.env.CI === 'true';
+const dockerMode = process.env.SANDSTREAM_TEST_DOCKER ?? (ci ? 'required' : 'optional');
+bootstrap({ docker: dockerMode });
+
+const reportFile = join(root, '.cache', 'vitest-report.json');
+mkdirSync(join(root, '.cache'), { recursive: true });
+const vitest = spawnSync(
+  'npx',
+  ['vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${reportFile}`, ...process.argv.slice(2)],
+  { cwd: root, stdio: 'inherit', env: process.env },
+);
+
+// One closing line any CI can read, whatever vitest's own summary looks like.
+try {
+  const report = JSON.parse(readFileSync(reportFile, 'utf8'));
+  const skipped = report.numPendingTests + report.numTodoTests;
+  console.log(`tests: ${report.numPassedTests} passed, ${report.numFailedTests} failed, ${skipped} skipped`);
+} catch {
+  console.log('tests: no report was written');
+}
+process.exit(vitest.status ?? 1);
