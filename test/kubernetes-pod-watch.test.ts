@@ -11,7 +11,7 @@ import { dockerSkipReason, images } from './kubernetes-test-env.js';
  * refuse them for a while, and compact away the resourceVersion the client would resume from.
  */
 const docker = new Dockerode();
-const skip = await dockerSkipReason(docker, { carrier: false });
+const skip = await dockerSkipReason(docker);
 const namespace = `watch-${randomBytes(4).toString('hex')}`;
 
 describe.skipIf(skip)('watchPod against kube-api-standin', () => {
