@@ -74,7 +74,7 @@ export async function startService(
       await exited;
     },
   };
-  const deadline = Date.now() + (options.healthTimeoutMs ?? 20_000);
+  const deadline = Date.now() + (options.healthTimeoutMs ?? 60_000);
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}:\n${output}`);
     try {
