@@ -77,6 +77,8 @@ export async function fillAgentVolume(options: FillOptions): Promise<void> {
  */
 export class CachedAgentVolumes {
   private readonly inFlight = new Map<string, Promise<string>>();
+  /** Volumes this process has seen complete: the marker is not looked up again for them. */
+  private readonly complete = new Set<string>();
 
   constructor(
     private readonly docker: Dockerode,
@@ -98,9 +100,11 @@ export class CachedAgentVolumes {
 
   private async ensure(carrierImage: string, short: string): Promise<string> {
     const volume = this.volumeName(short);
+    if (this.complete.has(volume)) return volume;
     const marker = `${volume}-complete`;
     try {
       await this.docker.getVolume(marker).inspect();
+      this.complete.add(volume);
       return volume;
     } catch (err) {
       if (!isNotFound(err)) throw err;
@@ -117,6 +121,7 @@ export class CachedAgentVolumes {
     } catch (err) {
       if (!isConflict(err)) throw err;
     }
+    this.complete.add(volume);
     return volume;
   }
 }

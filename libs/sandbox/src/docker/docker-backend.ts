@@ -88,12 +88,15 @@ export class DockerBackend implements SandboxBackend {
     const names = dockerJobNames(request.jobId);
 
     // Checked before anything is created: a missing image should cost one API call, not a cleanup.
-    await this.requireImage(spec.image);
-    const carrierId = await carrierImageId(this.docker, this.carrierImage);
-    const network = await chooseNetwork(this.docker, spec, {
-      defaultNetwork: this.options.defaultNetwork ?? 'host',
-      denyEgress: this.options.denyEgress,
-    });
+    // The three look-ups are independent; in parallel they cost one round trip of start latency.
+    const [, carrierId, network] = await Promise.all([
+      this.requireImage(spec.image),
+      carrierImageId(this.docker, this.carrierImage),
+      chooseNetwork(this.docker, spec, {
+        defaultNetwork: this.options.defaultNetwork ?? 'host',
+        denyEgress: this.options.denyEgress,
+      }),
+    ]);
 
     const baseLabels: Record<string, string> = {
       ...spec.labels,

@@ -20,7 +20,7 @@ export async function dockerEngine(): Promise<{ docker: Dockerode; skip: string 
 export const testImages = {
   debian: process.env.SANDSTREAM_TEST_IMAGE_DEBIAN ?? 'sandstream/debian:bookworm',
   busybox: process.env.SANDSTREAM_TEST_IMAGE_BUSYBOX ?? 'sandstream/busybox:static',
-  carrier: process.env.SANDSTREAM_CARRIER_IMAGE ?? 'sandstream/agent-carrier:dev',
+  carrier: process.env.SANDSTREAM_AGENT_CARRIER_IMAGE ?? 'sandstream/agent-carrier:dev',
 };
 
 export async function dockerLeftovers(docker: Dockerode, jobId: string): Promise<string[]> {

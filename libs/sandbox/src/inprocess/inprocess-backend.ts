@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
-import { hostname, tmpdir } from 'node:os';
+import { constants, hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { formatIssues, JobIdSchema } from '@sandstream/wire';
@@ -160,7 +160,8 @@ export class InProcessBackend implements SandboxBackend {
     const pid = child.pid as number;
     this.children.add(child);
     child.once('exit', (code, signal) => {
-      this.exits.set(pid, code ?? (signal ? 128 : null));
+      // A signal death is reported the way a shell would: 128 + signal number.
+      this.exits.set(pid, code ?? (signal ? 128 + (constants.signals[signal] ?? 0) : null));
       this.children.delete(child);
     });
     child.unref();
