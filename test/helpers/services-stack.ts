@@ -1,5 +1,5 @@
 import { SandstreamClient } from '@sandstream/client';
-import { Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import {
   type RunningService,
   redisUrl,
@@ -17,7 +17,7 @@ export const SERVICE_NAMES: readonly ServiceName[] = [
 
 export interface Stack {
   namespace: string;
-  redis: Redis;
+  redis: Redis | Cluster;
   client: SandstreamClient;
   env: Record<string, string>;
   services: Map<ServiceName, RunningService[]>;
@@ -38,6 +38,8 @@ export async function startStack(
     label?: string;
     /** Default: all four. */
     only?: readonly ServiceName[];
+    /** The stack's Redis for the suite's own client (default: the shared Redis). */
+    redis?: () => Redis | Cluster;
   } = {},
 ): Promise<Stack> {
   const namespace = uniqueNamespace(options.label ?? 'e2e');
@@ -64,8 +66,12 @@ export async function startStack(
     for (const list of services.values()) await Promise.all(list.map((s) => s.stop(2000)));
     throw err;
   }
-  const redis = new Redis(redisUrl);
-  const client = new SandstreamClient({ redis, prefix: namespace, completionShards: 4 });
+  const redis = options.redis?.() ?? new Redis(redisUrl);
+  const client = new SandstreamClient({
+    redis,
+    prefix: namespace,
+    completionShards: Number(env.COMPLETION_SHARDS),
+  });
   return {
     namespace,
     redis,

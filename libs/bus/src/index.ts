@@ -1,3 +1,4 @@
+export * from './cluster-agent-route.js';
 export * from './cancel-signal.js';
 export * from './dispatch-keys.js';
 export * from './job-spec.js';

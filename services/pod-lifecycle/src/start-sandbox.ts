@@ -1,5 +1,6 @@
 import {
   bullJobId,
+  clusterAgentRoute,
   DefaultJobOptions,
   type DispatchKeys,
   type DispatchPayload,
@@ -17,6 +18,7 @@ import { type SandboxBackend, SandboxSpecSchema, SandboxStartError } from '@sand
 import { injectTraceContext, type Logger, withSpan } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import type { Job, Queue } from 'bullmq';
+import { Cluster } from 'ioredis';
 
 export interface StartDeps {
   store: JobStore;
@@ -100,7 +102,12 @@ export function createStartProcessor(deps: StartDeps) {
       );
     }
 
-    const notifyStream = deps.dispatchKeys.completionStreamFor(jobId);
+    // On a Redis Cluster the agent talks to the master of its job's slot only (libs/bus clusterAgentRoute).
+    const route =
+      deps.redis instanceof Cluster
+        ? await clusterAgentRoute(deps.redis, deps.dispatchKeys, jobId, deps.agentRedisUrl)
+        : { redisUrl: deps.agentRedisUrl, notifyStream: deps.dispatchKeys.completionStreamFor(jobId) };
+    const { notifyStream } = route;
     let credentials: SandboxCredentials | undefined;
     const started = Date.now();
     try {
@@ -116,7 +123,7 @@ export function createStartProcessor(deps: StartDeps) {
           tenant: payload.tenant,
           spec: spec.data,
           agent: {
-            redisUrl: urlWithCredentials(deps.agentRedisUrl, credentials),
+            redisUrl: urlWithCredentials(route.redisUrl, credentials),
             keyStyle: 'tagged',
             notifyStream,
             ...(deps.agentEnv ? { agentEnv: deps.agentEnv } : {}),

@@ -44,19 +44,23 @@ type ScriptReply = [string, ...(string | number)[]];
 export class StepDispatcher {
   /** dispatcher.step spans (step-spans.ts); no-ops when telemetry is off. */
   private readonly spans: StepSpans;
+  private readonly shardStreams: Set<string>;
 
   constructor(private readonly options: StepDispatcherOptions) {
     this.spans = new StepSpans(options);
+    const keys = options.dispatchKeys;
+    this.shardStreams = new Set(keys.allShards().map((s) => keys.completionStream(s)));
   }
 
   /** A sandbox is ready: move the job to running and push its first step. */
   async start(payload: DispatchPayload): Promise<void> {
     const { jobStore, logger, dispatchKeys } = this.options;
     const { jobId } = payload;
-    if (payload.notifyStream !== dispatchKeys.completionStreamFor(jobId)) {
-      // pod-lifecycle and this dispatcher disagree on the shard count: notices would go unread.
+    // Any shard will do (on a Cluster pod-lifecycle picks one on the agent's node), but it must
+    // be one this dispatcher reads, or the job's completions would go unread.
+    if (!this.shardStreams.has(payload.notifyStream)) {
       logger.error(
-        { jobId, notifyStream: payload.notifyStream, expected: dispatchKeys.completionStreamFor(jobId) },
+        { jobId, notifyStream: payload.notifyStream, shards: dispatchKeys.shards },
         'dispatch names a completion stream this dispatcher does not read (check COMPLETION_SHARDS)',
       );
     }
