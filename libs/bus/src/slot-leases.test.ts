@@ -73,3 +73,17 @@ describe('slot leases', () => {
     expect(await redis.llen(keys.capacityFreed)).toBe(2);
   });
 });
+
+describe('slot leases per tenant', () => {
+  it('reports slots in use by tenant', async () => {
+    const { leases } = fresh(10, 10);
+    await leases.acquire('x1', 'alpha');
+    await leases.acquire('x2', 'alpha');
+    await leases.acquire('y1', 'beta');
+    const byTenant = await leases.inUseByTenant();
+    expect(byTenant.sort((a, b) => a.tenant.localeCompare(b.tenant))).toEqual([
+      { tenant: 'alpha', inUse: 2 },
+      { tenant: 'beta', inUse: 1 },
+    ]);
+  });
+});

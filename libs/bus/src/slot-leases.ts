@@ -1,6 +1,7 @@
 import type { KeySpace } from './key-space.js';
 import { LuaScript } from './lua-script.js';
 import type { RedisClient } from './redis-connection.js';
+import { scanKeys } from './scan-keys.js';
 
 // KEYS: global set, tenant set. ARGV: holder, now, expiry, globalLimit, tenantLimit.
 // Expired holders are dropped first, so a dead holder's slot comes back by itself.
@@ -158,6 +159,19 @@ export class SlotLeases {
     return out;
   }
 
+  /** Slots in use per tenant (SCAN of the tenant sets; for metrics, not for the hot path). */
+  async inUseByTenant(): Promise<{ tenant: string; inUse: number }[]> {
+    const prefix = this.options.keys.leasesTenant('');
+    const out: { tenant: string; inUse: number }[] = [];
+    for await (const batch of scanKeys(this.options.redis, { match: `${escapeGlob(prefix)}*`, count: 500 })) {
+      for (const key of batch) {
+        const tenant = key.slice(prefix.length);
+        out.push({ tenant, inUse: await this.inUse(tenant) });
+      }
+    }
+    return out;
+  }
+
   async inUse(tenant?: string): Promise<number> {
     const key = tenant ? this.options.keys.leasesTenant(tenant) : this.options.keys.leasesGlobal;
     return this.options.redis.zcount(key, this.now(), '+inf');
@@ -170,4 +184,9 @@ export class SlotLeases {
  */
 export function waitingRank(priority: number, enqueuedAt: number): number {
   return (101 - priority) * 1e13 + enqueuedAt;
+}
+
+/** Escapes SCAN MATCH glob characters (the lease tag's braces are literal, but `[` would not be). */
+function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
 }
