@@ -73,7 +73,9 @@ export async function fillAgentVolume(options: FillOptions): Promise<void> {
 /**
  * The cached volume for a carrier image id, filled at most once per process at a time. A marker
  * volume created after a successful fill says "complete" to every other process, so a half-filled
- * volume (a filler that died) is never mounted: it is filled again instead.
+ * volume (a filler that died) is never mounted: it is filled again instead. Two processes filling
+ * the same volume at once is harmless: the carrier writes every file to a temporary name and
+ * renames it into place (agent/src/inject.ts).
  */
 export class CachedAgentVolumes {
   private readonly inFlight = new Map<string, Promise<string>>();
