@@ -10,6 +10,9 @@ import { popResult, pushStep, startAgent, stopAgent } from './testing/agent-harn
 import { RedisServerProcess } from './testing/redis-server-process.js';
 
 const exec = promisify(execFile);
+
+/** Every command the agent sends; a per-sandbox ACL user needs these and nothing else. */
+const AGENT_MINIMAL_COMMANDS = ['set', 'del', 'brpop', 'lpush', 'xadd', 'quit', 'client|setname'];
 const cleanups: (() => Promise<unknown>)[] = [];
 
 afterAll(async () => {
@@ -49,8 +52,10 @@ describe('connecting', () => {
     ]);
     const certPem = await readFile(certFile, 'utf8');
     const jobId = 'tls-acl-job';
-    // Only the job's own keys, only data commands: what a per-sandbox ACL user would get.
-    const acl = `agent on >s3cret ~sandbox:${jobId}:* resetchannels -@all +@list +@stream +@string +@keyspace -@dangerous`;
+    const notify = 'completions:tls';
+    // Least privilege: the job's own keys, write-only access to the notify stream, and exactly
+    // the commands the agent sends (docs/agent.md lists them).
+    const acl = `agent on >s3cret ~sandbox:${jobId}:* %W~${notify} resetchannels -@all ${AGENT_MINIMAL_COMMANDS.map((c) => `+${c}`).join(' ')}`;
     const server = await RedisServerProcess.start({
       tls: { certFile, keyFile, certPem },
       args: ['--user', ...'default on nopass ~* &* +@all'.split(' '), '--user', ...acl.split(' ')],
@@ -62,6 +67,7 @@ describe('connecting', () => {
     const agent = startAgent({
       jobId,
       redisUrl: `rediss://agent:s3cret@127.0.0.1:${server.port}`,
+      extraArgs: ['--notify-stream', notify],
       env: { NODE_EXTRA_CA_CERTS: certFile },
     });
     cleanups.push(() => stopAgent(agent));
@@ -72,6 +78,7 @@ describe('connecting', () => {
       args: ['secure'],
     });
     expect(await popResult(admin, agent.keys, 20)).toMatchObject({ stepId: 'over-tls', exitCode: 0 });
+    expect(await admin.xlen(notify)).toBe(1);
     const clients = await admin.client('LIST');
     expect(String(clients)).toMatch(/user=agent/);
     await pushStep(admin, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
