@@ -1,0 +1,132 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api } from '@kubernetes/client-node';
+import Dockerode from 'dockerode';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { outputLines, waitAll } from './e2e/job-helpers.js';
+import { type Stack, startStack } from './helpers/services-stack.js';
+import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
+import { dockerSkipReason, images } from './kubernetes-test-env.js';
+
+/**
+ * The four services as separate processes with SANDBOX_TYPE=kubernetes: pod-lifecycle and the
+ * reaper load a kubeconfig file (as they would outside a cluster) pointing at the API stand-in,
+ * and jobs submitted through the SDK run in pods on Docker. With per-sandbox Redis ACL users
+ * (SANDBOX_ACL=auto), the agent's Redis URL travels in a per-sandbox Secret.
+ */
+const docker = new Dockerode();
+const skip = await dockerSkipReason(docker);
+
+describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)', () => {
+  let standin: KubeApiStandin;
+  let stack: Stack;
+  const scratch = mkdtempSync(join(tmpdir(), 'k8s-e2e-'));
+  const namespace = 'sandstream-e2e';
+
+  beforeAll(async () => {
+    standin = await startKubeApiStandin({ docker });
+    const kubeconfig = join(scratch, 'kubeconfig.yaml');
+    writeFileSync(
+      kubeconfig,
+      stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        // client-node refuses plain HTTP unless TLS verification is explicitly off.
+        clusters: [{ name: 'standin', cluster: { server: standin.url, 'insecure-skip-tls-verify': true } }],
+        users: [{ name: 'standin', user: {} }],
+        contexts: [{ name: 'standin', context: { cluster: 'standin', user: 'standin', namespace } }],
+        'current-context': 'standin',
+      }),
+    );
+    // A job template as an operator would write it: deny-egress plus a pod template (seeds/002).
+    const templates = join(scratch, 'templates.yaml');
+    writeFileSync(
+      templates,
+      stringify({
+        templates: {
+          locked: {
+            image: images.busybox,
+            network: 'deny-egress',
+            podTemplate: {
+              metadata: { labels: { 'example.com/locked': 'yes' } },
+              spec: {
+                containers: [{ name: 'toolchain', env: [{ name: 'FROM_TEMPLATE', value: 'locked' }] }],
+              },
+            },
+          },
+        },
+      }),
+    );
+    stack = await startStack({
+      label: 'k8s',
+      env: {
+        SANDBOX_TYPE: 'kubernetes',
+        KUBECONFIG: kubeconfig,
+        SANDSTREAM_K8S_NAMESPACE: namespace,
+        SANDSTREAM_AGENT_CARRIER_IMAGE: images.carrier,
+        SANDSTREAM_TEMPLATES_FILE: templates,
+        SCHEDULER_GLOBAL_SLOTS: '4',
+        SCHEDULER_TENANT_SLOTS: '4',
+        STEP_GRACE_MS: '3000',
+        DESTROY_GRACE_SECONDS: '3',
+      },
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await standin?.close();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it('runs jobs in pods, streams their output, and leaves no pod, policy or secret behind', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const { jobId } = await stack.client.submit({
+        id: `${stack.namespace}-job${i}`,
+        // Job 3 names the template; the others an image.
+        ...(i === 3 ? { template: 'locked' } : { image: i % 2 === 0 ? images.busybox : images.debian }),
+        tenant: 'e2e',
+        steps: [
+          { kind: 'writeFile', path: 'msg.txt', content: `job ${i}\n` },
+          { command: 'cat', args: ['msg.txt'] },
+          // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell default expansion, not a JS template
+          { command: 'sh', args: ['-c', 'echo "template=${FROM_TEMPLATE:-none}"'] },
+        ],
+      });
+      ids.push(jobId);
+    }
+    const records = await waitAll(stack.client, ids, 150_000);
+    const states = ids.map((id) => records.get(id)?.state);
+    expect(states, stack.logs().slice(-6000)).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded']);
+    for (let i = 0; i < ids.length; i++) {
+      expect(await outputLines(stack.client, ids[i]!)).toEqual([
+        `step-2:job ${i}`,
+        `step-3:template=${i === 3 ? 'locked' : 'none'}`,
+      ]);
+    }
+    // pod-lifecycle created them through the API: pods, and for job 3 its deny-egress policy.
+    const created = standin.requests.filter((r) => r.startsWith('POST '));
+    expect(created.filter((r) => r.endsWith('/pods'))).toHaveLength(4);
+    expect(created.filter((r) => r.endsWith('/networkpolicies'))).toHaveLength(1);
+    const secretsCreated = created.filter((r) => r.endsWith('/secrets')).length;
+    console.log(`[measure] kubernetes e2e: ${secretsCreated} per-sandbox Redis URL secrets for 4 jobs`);
+
+    // Destroys run after the jobs finish; wait for the namespace to empty.
+    const core = standin.kubeConfig(namespace).makeApiClient(CoreV1Api);
+    const deadline = Date.now() + 60_000;
+    let left: string[] = [];
+    do {
+      const [pods, secrets] = await Promise.all([
+        core.listNamespacedPod({ namespace }),
+        core.listNamespacedSecret({ namespace }),
+      ]);
+      left = [...pods.items, ...secrets.items].map((o) => `${o.kind ?? ''} ${o.metadata?.name}`);
+      if (left.length === 0) break;
+      await new Promise((r) => setTimeout(r, 250));
+    } while (Date.now() < deadline);
+    expect(left).toEqual([]);
+  }, 240_000);
+});
