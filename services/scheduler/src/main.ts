@@ -1,7 +1,7 @@
 import { createKeySpace, createRedisFromEnv, JobStore, QueueNames, SlotLeases } from '@sandstream/bus';
 import { TemplateRegistry } from '@sandstream/sandbox';
 import { GracefulShutdown, loadEnvConfig, startHealthServer } from '@sandstream/service-kit';
-import { createLogger, initTelemetry, withJobSpan } from '@sandstream/telemetry';
+import { createLogger, createSandstreamMetrics, initTelemetry, withJobSpan } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import { CapacityWaker } from './capacity-waker.js';
 import { createScheduleProcessor } from './schedule-job.js';
@@ -29,6 +29,30 @@ async function main(): Promise<void> {
   });
   const jobsQueue = new Queue(QueueNames.jobs, { connection: redis, prefix });
   const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix });
+  const metrics = createSandstreamMetrics();
+  // Read from Redis only when a metrics reader collects: no polling loop to stop on SIGTERM.
+  metrics.observeQueueDepth(async () => {
+    const samples = [];
+    for (const [queue, q] of [
+      [QueueNames.jobs, jobsQueue],
+      [QueueNames.sandboxCreate, createQueue],
+    ] as const) {
+      const counts = await q.getJobCounts('waiting', 'prioritized', 'delayed', 'active');
+      for (const [state, depth] of Object.entries(counts)) samples.push({ queue, state, depth });
+    }
+    return samples;
+  });
+  // Slot holders are bounded by the global limit, so grouping them by tenant stays cheap.
+  metrics.observeTenantSlots(async () => {
+    const holders = await leases.holders();
+    const now = Date.now();
+    const records = await Promise.all(
+      holders.filter((h) => h.expiresAt > now).map((h) => store.get(h.holder)),
+    );
+    const perTenant = new Map<string, number>();
+    for (const r of records) if (r) perTenant.set(r.tenant, (perTenant.get(r.tenant) ?? 0) + 1);
+    return [...perTenant].map(([tenant, inUse]) => ({ tenant, inUse }));
+  });
   const templates = env.SANDSTREAM_TEMPLATES_FILE
     ? await TemplateRegistry.open({
         path: env.SANDSTREAM_TEMPLATES_FILE,
@@ -53,12 +77,16 @@ async function main(): Promise<void> {
   });
   const worker = new Worker(
     QueueNames.jobs,
-    (job, token) =>
-      withJobSpan(
+    (job, token) => {
+      if (job.attemptsMade === 0) {
+        metrics.queueWaitSeconds.record((Date.now() - job.timestamp) / 1000, { queue: QueueNames.jobs });
+      }
+      return withJobSpan(
         'scheduler.admit',
         { traceContext: job.data?.traceContext, attempt: job.attemptsMade + 1 },
         () => processor(job, token),
-      ),
+      );
+    },
     { connection: workerRedis, prefix, concurrency: env.SCHEDULER_CONCURRENCY },
   );
   worker.on('failed', (job, err) => logger.error({ bullJobId: job?.id, err }, 'admission failed'));
