@@ -35,6 +35,17 @@ async function firstLine(keys: Parameters<typeof readEvents>[1], stepId: string)
   });
 }
 
+async function firstLineOn(
+  client: Redis,
+  keys: Parameters<typeof readEvents>[1],
+  stepId: string,
+): Promise<string> {
+  return waitFor(`first line of ${stepId}`, async () => {
+    const line = (await readEvents(client, keys, stepId)).find((e) => e.kind === 'stdout')?.line;
+    return line ?? undefined;
+  });
+}
+
 function pidsOf(line: string): number[] {
   return line.split(' ').map(Number);
 }
@@ -182,6 +193,43 @@ describe('Redis trouble', () => {
     );
     await pushStep(own, agent.keys, { schemaVersion: 1, stepId: 'after', command: 'true' });
     expect(await popResult(own, agent.keys)).toMatchObject({ stepId: 'after', exitCode: 0 });
+    await pushStep(own, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+    expect((await agent.exited).code).toBe(0);
+  });
+
+  it('never blocks the child on a Redis that stopped answering: drops, counts and reports lines', async () => {
+    const server = await RedisServerProcess.start();
+    cleanups.push(() => server.stop());
+    const own = testClient(server.url);
+    cleanups.push(async () => own.disconnect());
+    const agent = startAgent({ redisUrl: server.url, extraArgs: ['--event-buffer-lines', '1000'] });
+    cleanups.push(() => stopAgent(agent));
+    await pushStep(own, agent.keys, {
+      schemaVersion: 1,
+      stepId: 'stalled',
+      command: 'echo start; sleep 0.5; seq 1 50000; echo end',
+      shell: true,
+    });
+    await firstLineOn(own, agent.keys, 'stalled');
+    server.pause();
+    try {
+      // Far longer than the step needs: if the child waited for Redis it would still be running.
+      await new Promise((r) => setTimeout(r, 3000));
+    } finally {
+      server.resume();
+    }
+    const result = await popResult(own, agent.keys, 20);
+    expect(result).toMatchObject({ stepId: 'stalled', exitCode: 0 });
+    expect(result.durationSeconds).toBeLessThan(2.5);
+    expect(result.droppedLines).toBeGreaterThanOrEqual(49_000 - 1000);
+    const events = await readEvents(own, agent.keys, 'stalled');
+    const completed = events.at(-1);
+    expect(completed).toMatchObject({ kind: 'completed', seq: 50_003, droppedLines: result.droppedLines });
+    const lines = events.filter((e) => e.kind === 'stdout');
+    expect(lines.length + (result.droppedLines ?? 0)).toBe(50_002);
+    // The gap is visible: some seq is followed by a much larger one.
+    const seqs = events.map((e) => e.seq);
+    expect(seqs.some((s, i) => i > 0 && s - (seqs[i - 1] as number) > 1000)).toBe(true);
     await pushStep(own, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
     expect((await agent.exited).code).toBe(0);
   });
