@@ -12,7 +12,12 @@ import {
   SandboxAcl,
   SlotLeases,
 } from '@sandstream/bus';
-import { InProcessBackend } from '@sandstream/sandbox';
+import {
+  type CreateSandboxRequest,
+  InProcessBackend,
+  type SandboxRef,
+  SandboxStartError,
+} from '@sandstream/sandbox';
 import { createLogger } from '@sandstream/telemetry';
 import { decodeCompletionNotice, SCHEMA_VERSION, StepResultSchema } from '@sandstream/wire';
 import { Queue, QueueEvents, Worker } from 'bullmq';
@@ -184,5 +189,67 @@ describe('pod-lifecycle', () => {
     expect(await runCreate(jobId, { image: 'local' })).toBe('cancelled');
     expect((await store.get(jobId))?.state).toBe('cancelled');
     expect((await store.get(jobId))?.sandbox).toBeUndefined();
+  });
+
+  it('retries a capacity failure with backoff, then starts', async () => {
+    // The real backend, behind a cluster that says "quota exceeded" twice first.
+    let refusals = 2;
+    const quotaBackend = Object.assign(Object.create(backend) as InProcessBackend, {
+      create: async (request: CreateSandboxRequest): Promise<SandboxRef> => {
+        if (refusals-- > 0) throw new SandboxStartError('quota', 'exceeded quota: pods=10');
+        return backend.create(request);
+      },
+    });
+    const start = createStartProcessor({
+      store,
+      leases,
+      redis,
+      keys,
+      dispatchKeys,
+      backend: quotaBackend,
+      acl,
+      agentRedisUrl: url,
+      dispatchQueue,
+      destroyQueue,
+      logger,
+    });
+    const jobId = await scheduledJob('quota');
+    const queue = new Queue(`retry-${suffix}`, { connection: redis, prefix });
+    const worker = new Worker(`retry-${suffix}`, (job) => start(job), {
+      connection: new Redis(url, { maxRetriesPerRequest: null }),
+      prefix,
+    });
+    const retryEvents = new QueueEvents(`retry-${suffix}`, {
+      connection: new Redis(url, { maxRetriesPerRequest: null }),
+      prefix,
+    });
+    try {
+      await retryEvents.waitUntilReady();
+      const job = await queue.add(
+        'create',
+        { jobId, tenant: 'acme', sandbox: { image: 'local' } },
+        { attempts: 5, backoff: { type: 'exponential', delay: 100 } },
+      );
+      expect(await job.waitUntilFinished(retryEvents, 30_000)).toBe('dispatched');
+      // Two refused attempts, then the one that started it (BullMQ counts all three).
+      expect((await queue.getJob(job.id!))?.attemptsMade).toBe(3);
+      expect((await store.get(jobId))?.state).toBe('running');
+    } finally {
+      await worker.close();
+      await retryEvents.close();
+      await queue.obliterate({ force: true });
+      await queue.close();
+      const destroy = createDestroyProcessor({
+        store,
+        leases,
+        redis,
+        keys,
+        backend,
+        acl,
+        graceMs: 2000,
+        logger,
+      });
+      await destroy(await destroyQueue.add('destroy', { jobId, reason: 'test over' }));
+    }
   });
 });
