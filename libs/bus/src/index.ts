@@ -1,5 +1,5 @@
-export * from './cluster-agent-route.js';
 export * from './cancel-signal.js';
+export * from './cluster-agent-route.js';
 export * from './dispatch-keys.js';
 export * from './job-spec.js';
 export * from './job-state.js';
