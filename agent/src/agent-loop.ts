@@ -18,22 +18,10 @@ import type { AgentConnections } from './redis-connections.js';
 import { closeGracefully, closeNow } from './redis-connections.js';
 import { ResultSink } from './result-sink.js';
 import type { StepContext, StepOutcome } from './steps/step-context.js';
+import { withinMs } from './within-ms.js';
 
 /** How long cleanup waits for Redis before giving up on a tidy exit. */
 const CLEANUP_WAIT_MS = 2000;
-
-/** The promise's value, or undefined if it takes longer than `ms`. */
-async function withinMs<T>(ms: number, promise: Promise<T>): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 export type ExecuteStep = (step: Step, ctx: StepContext) => Promise<StepOutcome>;
 
@@ -166,7 +154,12 @@ export class AgentLoop {
         popped = await connections.steps.brpop(keys.in, idleTimeoutSeconds);
       } catch (err) {
         if (this.stopping) break;
-        throw err;
+        if ((err as Error).name !== 'ReplyError') throw err;
+        // Redis refused the pop (e.g. WRONGTYPE: someone wrote a string to `:in`). That is bad
+        // input, not a reason to die: wait one idle period, count it as idle, and try again.
+        log.error('popping a step failed', { key: keys.in, error: (err as Error).message });
+        await new Promise((resolve) => setTimeout(resolve, idleTimeoutSeconds * 1000));
+        popped = null;
       }
       if (!popped) {
         idleWaits += 1;

@@ -283,6 +283,21 @@ describe('the job loop', () => {
     expect(await redis.exists(agent.keys.heartbeat)).toBe(0);
   });
 
+  it('survives a wrong-typed :in key (WRONGTYPE) and ends by its idle limit', async () => {
+    const jobId = uniqueJobId();
+    await redis.set(`sandbox:${jobId}:in`, 'not a list');
+    const agent = startAgent({
+      jobId,
+      extraArgs: ['--idle-timeout-seconds', '0.2', '--max-idle-waits', '3'],
+    });
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
+    expect((await agent.exited).code).toBe(2);
+    expect(agent.stderr()).toMatch(/WRONGTYPE/);
+  });
+
   it('takes its settings from the environment', async () => {
     const jobId = uniqueJobId();
     const agent = startAgent({
