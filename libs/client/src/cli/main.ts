@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { isTerminal, type JobRecord, type JobSpec, JobSpecSchema, JobStateSchema } from '@sandstream/bus';
+import type { StepResult } from '@sandstream/wire';
 import { SandstreamClient } from '../client.js';
 import { decodeFollowEntry } from '../follow-entry.js';
 import { ExitCodes, exitCodeFor } from './exit-codes.js';
 import { loadSpecFile, SpecFileError } from './load-spec-file.js';
-import { TimelineRenderer } from './render.js';
+import { describeOutput, TimelineRenderer } from './render.js';
 
 const USAGE = `Usage: sandstream <command> [options]
 
@@ -133,13 +134,37 @@ async function followJob(client: SandstreamClient, jobId: string): Promise<numbe
   const controller = new AbortController();
   process.once('SIGINT', () => controller.abort());
   try {
-    for await (const item of client.follow(jobId, { signal: controller.signal })) renderer.render(item);
+    for await (const item of client.follow(jobId, { signal: controller.signal })) {
+      renderer.render(item);
+      if (item.type === 'step-completed') {
+        for (const line of describeOutput(await stepResult(client, jobId, item.stepId)))
+          process.stdout.write(`${line}\n`);
+      }
+    }
   } finally {
     renderer.stopSpinner();
   }
   if (controller.signal.aborted) return ExitCodes.cancelled;
   const final = await mustGet(client, jobId);
   return exitCodeFor(final.state);
+}
+
+/**
+ * The dispatcher records a step's result just after the agent's `completed` event, so it may
+ * take a moment to appear; wait briefly rather than print nothing.
+ */
+async function stepResult(
+  client: SandstreamClient,
+  jobId: string,
+  stepId: string,
+): Promise<StepResult | undefined> {
+  for (let i = 0; i < 20; i++) {
+    const record = await client.get(jobId);
+    const result = record?.stepResults[stepId];
+    if (result || (record && isTerminal(record.state))) return result;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return undefined;
 }
 
 async function printLogs(client: SandstreamClient, jobId: string): Promise<number> {
@@ -153,6 +178,9 @@ async function printLogs(client: SandstreamClient, jobId: string): Promise<numbe
     for (const [id, fields] of fresh) {
       const item = decodeFollowEntry(id, fields);
       if (item && item.type !== 'state') renderer.render(item);
+      if (item?.type === 'step-completed') {
+        for (const line of describeOutput(record.stepResults[item.stepId])) process.stdout.write(`${line}\n`);
+      }
     }
     if (fresh.length === 0) break;
     cursor = entries[entries.length - 1]?.[0] ?? cursor;

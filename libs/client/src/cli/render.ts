@@ -1,4 +1,5 @@
 import type { JobSpec } from '@sandstream/bus';
+import type { StepResult } from '@sandstream/wire';
 import type { FollowItem } from '../follow-entry.js';
 
 export interface RenderTarget {
@@ -85,4 +86,43 @@ export class TimelineRenderer {
     this.spinner = undefined;
     this.target.err.write('\r\x1b[2K');
   }
+}
+
+/**
+ * Structured results (file, list and grep steps) do not travel as output lines; the CLI prints
+ * a short form of them under the step, so `--follow` shows what such a step found.
+ */
+export function describeOutput(result: StepResult | undefined, maxLines = 20): string[] {
+  if (!result) return [];
+  const lines: string[] = [];
+  if (result.errorMessage) lines.push(`  error: ${result.errorMessage}`);
+  const output = result.output;
+  if (!output) return lines;
+  switch (output.kind) {
+    case 'readFile':
+      lines.push(
+        ...output.content
+          .replace(/\n$/, '')
+          .split('\n')
+          .map((l) => `  │ ${l}`),
+      );
+      break;
+    case 'writeFile':
+      lines.push(`  wrote ${output.bytesWritten} bytes to ${output.path}`);
+      break;
+    case 'listFiles':
+      lines.push(
+        ...output.entries.map((e) => `  ${e.type === 'directory' ? 'd' : '-'} ${e.path} (${e.sizeBytes} B)`),
+      );
+      if (output.truncated) lines.push('  … (truncated)');
+      break;
+    case 'grep':
+      lines.push(...output.matches.map((m) => `  ${m.path}:${m.line}:${m.column}: ${m.text}`));
+      if (output.matches.length === 0) lines.push('  (no matches)');
+      if (output.truncated) lines.push('  … (truncated)');
+      break;
+  }
+  return lines.length > maxLines
+    ? [...lines.slice(0, maxLines), `  … ${lines.length - maxLines} more`]
+    : lines;
 }
