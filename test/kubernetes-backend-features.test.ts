@@ -376,4 +376,37 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     await expect(waiting).rejects.toThrow(/backend was closed/);
     expect(Date.now() - closed).toBeLessThan(1000);
   });
+
+  it('with an owner, the garbage collector deletes the sandbox pod, its policy and its secret when the service pod goes', async () => {
+    // The "service pod" the sandboxes belong to (downward API POD_NAME / POD_UID in production).
+    const serviceName = `svc-${suffix()}`;
+    const service = await core.createNamespacedPod({
+      namespace,
+      body: {
+        metadata: { name: serviceName },
+        spec: { containers: [{ name: 'svc', image: images.busybox, command: ['sleep', '600'] }] },
+      },
+    });
+    const owner = { name: serviceName, uid: service.metadata!.uid!, namespace };
+    const backend = backendWith({ owner, redisUrlSource: 'per-sandbox' });
+    const jobId = `owned-${suffix()}`;
+    const ref = await start(backend, request(jobId, { network: 'deny-egress' }));
+    const pod = await core.readNamespacedPod({ name: ref.id, namespace });
+    expect(pod.metadata?.ownerReferences).toEqual([
+      { apiVersion: 'v1', kind: 'Pod', name: serviceName, uid: owner.uid, controller: false },
+    ]);
+    expect(await kubernetesLeftovers(standin, docker, namespace, jobId)).toEqual(
+      expect.arrayContaining([`pod ${ref.id}`, `secret ${ref.id}-redis`, `networkpolicy ${ref.id}-egress`]),
+    );
+
+    // The service pod is gone (crash, eviction): nobody calls destroy, yet nothing is left.
+    await core.deleteNamespacedPod({ name: serviceName, namespace, gracePeriodSeconds: 0 });
+    const deadline = Date.now() + 30_000;
+    let left = await kubernetesLeftovers(standin, docker, namespace, jobId);
+    while (left.length > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+      left = await kubernetesLeftovers(standin, docker, namespace, jobId);
+    }
+    expect(left).toEqual([]);
+  });
 });

@@ -5,6 +5,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type Docker from 'dockerode';
 import { ApiStatusError, badRequest, invalid, notFound } from './api-status.js';
 import { DockerPodRunner } from './docker-pod-runner.js';
+import { startGarbageCollector } from './garbage-collector.js';
 import { type KubeObject, kindNames, type ResourceKind } from './kube-object.js';
 import { schemaProblem } from './manifest-validation.js';
 import { ObjectStore } from './object-store.js';
@@ -83,9 +84,10 @@ const optionalInt = (value: string | null) => (value === null || value === '' ? 
 /**
  * A test double of the few Kubernetes API endpoints the sandbox backend calls — pods (create,
  * get, list, watch, delete, status, log), secrets, persistentvolumeclaims and networkpolicies —
- * over plain HTTP without authentication. It is not a Kubernetes: one node, no controllers, no
- * admission beyond schema validation and an optional pod quota, NetworkPolicies stored but not
- * enforced. Pods really run, on the local Docker engine (see DockerPodRunner).
+ * over plain HTTP without authentication. It is not a Kubernetes: one node, no controllers but the
+ * owner-reference part of the garbage collector, no admission beyond schema validation and an
+ * optional pod quota, NetworkPolicies stored but not enforced. Pods really run, on the local
+ * Docker engine (see DockerPodRunner).
  */
 export async function startKubeApiStandin(options: KubeApiStandinOptions): Promise<KubeApiStandin> {
   const store = new ObjectStore(options.watchHistory);
@@ -150,29 +152,31 @@ export async function startKubeApiStandin(options: KubeApiStandinOptions): Promi
     return created;
   };
 
-  const remove = async (route: Route, url: URL, body: unknown): Promise<unknown> => {
-    const namespace = route.namespace!;
-    const name = route.name!;
-    const names = kindNames[route.kind];
-    if (route.kind !== 'pods') {
-      const removed = store.remove(route.kind, namespace, name);
+  /** DELETE as the API server does it: pods terminate first (containers stop), then disappear. */
+  const deleteObject = async (
+    kind: ResourceKind,
+    namespace: string,
+    name: string,
+    graceSeconds: number | undefined,
+  ): Promise<unknown> => {
+    const names = kindNames[kind];
+    if (kind !== 'pods') {
+      const removed = store.remove(kind, namespace, name);
       if (!removed) throw notFound(names.kind, name);
-      if (route.kind === 'persistentvolumeclaims') await runner.deleteClaimVolume(namespace, name);
+      if (kind === 'persistentvolumeclaims') await runner.deleteClaimVolume(namespace, name);
       return {
         kind: 'Status',
         apiVersion: 'v1',
         status: 'Success',
-        details: { name, kind: route.kind, uid: removed.metadata.uid },
+        details: { name, kind, uid: removed.metadata.uid },
       };
     }
     const pod = store.get('pods', namespace, name);
-    const fromBody = (body as { gracePeriodSeconds?: number } | undefined)?.gracePeriodSeconds;
+    if (pod.metadata.deletionTimestamp) return pod;
     const grace =
-      optionalInt(url.searchParams.get('gracePeriodSeconds')) ??
-      fromBody ??
+      graceSeconds ??
       (pod.spec as { terminationGracePeriodSeconds?: number } | undefined)?.terminationGracePeriodSeconds ??
       30;
-    if (pod.metadata.deletionTimestamp) return pod;
     const marked = store.update('pods', namespace, name, (object) => {
       object.metadata.deletionTimestamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
       object.metadata.deletionGracePeriodSeconds = grace;
@@ -183,6 +187,15 @@ export async function startKubeApiStandin(options: KubeApiStandinOptions): Promi
       .catch(() => {})
       .then(() => store.remove('pods', namespace, name));
     return marked;
+  };
+  const stopCollector = startGarbageCollector(store, (kind, namespace, name) =>
+    deleteObject(kind, namespace, name, undefined),
+  );
+
+  const remove = (route: Route, url: URL, body: unknown): Promise<unknown> => {
+    const fromBody = (body as { gracePeriodSeconds?: number } | undefined)?.gracePeriodSeconds;
+    const grace = optionalInt(url.searchParams.get('gracePeriodSeconds')) ?? fromBody;
+    return deleteObject(route.kind, route.namespace!, route.name!, grace);
   };
 
   const requests: string[] = [];
@@ -304,6 +317,7 @@ export async function startKubeApiStandin(options: KubeApiStandinOptions): Promi
       return kc;
     },
     async close() {
+      stopCollector();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await runner.close();
