@@ -409,4 +409,27 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     }
     expect(left).toEqual([]);
   });
+
+  it('starts several sandboxes at once, each followed by its own watch', async () => {
+    const backend = backendWith();
+    const count = 6;
+    const started = Date.now();
+    const timings = await Promise.all(
+      Array.from({ length: count }, async (_, i) => {
+        const t0 = Date.now();
+        const ref = await start(backend, request(`many-${i}-${suffix()}`));
+        const ms = Date.now() - t0;
+        return { ref, ms };
+      }),
+    );
+    const wall = Date.now() - started;
+    const sorted = timings.map((t) => t.ms).sort((a, b) => a - b);
+    console.log(
+      `[measure] kubernetes (stand-in) ${count} concurrent create -> ready: median ${sorted[Math.floor(count / 2)]} ms, max ${sorted.at(-1)} ms, wall ${wall} ms`,
+    );
+    expect(new Set(timings.map((t) => t.ref.id)).size).toBe(count);
+    await Promise.all(timings.map((t) => backend.destroy(t.ref, { graceMs: 3000, removeOutputKeys: true })));
+    const listed = await backend.list();
+    expect(listed.filter((s) => timings.some((t) => t.ref.id === s.id))).toEqual([]);
+  });
 });
