@@ -5,15 +5,32 @@
  * private redis-server; "on" sends every span (services and agents) over OTLP/HTTP protobuf to
  * an in-process receiver that decodes them, so its CPU cost is counted against "on" as well.
  *
+ * The built code is first copied to a private directory and the services run from there: other
+ * people rebuilding dist/ in the shared checkout during the run must not change the code under
+ * test between rounds.
+ *
  *   npx tsc -b libs/telemetry agent services/scheduler services/pod-lifecycle \
  *     services/step-dispatcher services/reaper && npx vite-node test/telemetry.bench.ts [jobs] [rounds]
  */
+import { spawn } from 'node:child_process';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
 import { isTerminal } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import { Redis } from 'ioredis';
 import { startOtlpReceiver } from './helpers/otlp-receiver.js';
 import { startOwnRedis } from './helpers/redis-server.js';
-import { type RunningService, startService, uniqueNamespace } from './helpers/services.js';
+import { freePort, repoRoot, uniqueNamespace } from './helpers/services.js';
 
 const JOBS = Number(process.argv[2] ?? 100);
 const ROUNDS = Number(process.argv[3] ?? 3);
@@ -27,12 +44,91 @@ interface RoundResult {
   spans: number;
 }
 
+/**
+ * A frozen copy of every workspace package's package.json and dist/ (the agent's single
+ * executable and bench builds left out), with a node_modules whose @sandstream packages point
+ * into the copy and everything else at the checkout's node_modules.
+ */
+function snapshot(): string {
+  const root = mkdtempSync(join(tmpdir(), 'telemetry-bench-'));
+  const { workspaces } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
+    workspaces: string[];
+  };
+  const dirs = workspaces.flatMap((w) =>
+    w.endsWith('/*') ? readdirSync(join(repoRoot, w.slice(0, -2))).map((d) => `${w.slice(0, -2)}/${d}`) : [w],
+  );
+  mkdirSync(join(root, 'node_modules', '@sandstream'), { recursive: true });
+  for (const dir of dirs) {
+    const manifest = join(repoRoot, dir, 'package.json');
+    if (!existsSync(manifest)) continue;
+    mkdirSync(join(root, dir), { recursive: true });
+    cpSync(manifest, join(root, dir, 'package.json'));
+    if (existsSync(join(repoRoot, dir, 'dist'))) {
+      cpSync(join(repoRoot, dir, 'dist'), join(root, dir, 'dist'), {
+        recursive: true,
+        filter: (src) => !/(sandstream-agent$|[/]runtime$|[/]bench-build$)/.test(src),
+      });
+    }
+    const { name } = JSON.parse(readFileSync(manifest, 'utf8')) as { name: string };
+    const link = join(root, 'node_modules', name);
+    symlinkSync(relative(join(link, '..'), join(root, dir)), link);
+  }
+  for (const entry of readdirSync(join(repoRoot, 'node_modules'))) {
+    if (entry === '@sandstream' || entry === '.bin') continue;
+    symlinkSync(join(repoRoot, 'node_modules', entry), join(root, 'node_modules', entry));
+  }
+  return root;
+}
+
+interface Service {
+  stop(): Promise<void>;
+}
+
+/** `node <root>/services/<name>/dist/main.js`, ready once its health endpoint answers. */
+async function startService(root: string, name: string, env: Record<string, string>): Promise<Service> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [join(root, 'services', name, 'dist', 'main.js')], {
+    env: { ...process.env, ...env, HEALTH_PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (c: Buffer) => {
+    stderr = (stderr + c.toString()).slice(-4000);
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${name} exited: ${stderr}`);
+    if (Date.now() > deadline) throw new Error(`${name} not ready: ${stderr}`);
+    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    stop: async () => {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)] ?? Number.NaN;
 };
 
-async function round(redisUrl: string, mode: 'off' | 'on', otlpUrl: string, spansBefore: () => number) {
+async function round(
+  root: string,
+  redisUrl: string,
+  mode: 'off' | 'on',
+  otlpUrl: string,
+  spansBefore: () => number,
+) {
   const namespace = uniqueNamespace(`tbench-${mode}`);
   const env: Record<string, string> = {
     REDIS_URL: redisUrl,
@@ -45,8 +141,8 @@ async function round(redisUrl: string, mode: 'off' | 'on', otlpUrl: string, span
       ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpUrl, OTEL_METRICS_EXPORTER: 'none' }
       : { SANDSTREAM_TELEMETRY: 'off' }),
   };
-  const services: RunningService[] = [];
-  for (const name of SERVICES) services.push(await startService(name, env));
+  const services: Service[] = [];
+  for (const name of SERVICES) services.push(await startService(root, name, env));
   const redis = new Redis(redisUrl);
   const client = new SandstreamClient({ redis, prefix: namespace });
   const spans0 = spansBefore();
@@ -80,7 +176,7 @@ async function round(redisUrl: string, mode: 'off' | 'on', otlpUrl: string, span
   await client.close();
   redis.disconnect();
   // Stopping flushes the services' span batches, so the span count below is complete.
-  await Promise.all(services.map((s) => s.stop(15_000)));
+  await Promise.all(services.map((s) => s.stop()));
   return {
     mode,
     jobsPerSecond: JOBS / seconds,
@@ -91,13 +187,14 @@ async function round(redisUrl: string, mode: 'off' | 'on', otlpUrl: string, span
 }
 
 async function main(): Promise<void> {
+  const root = snapshot();
   const own = await startOwnRedis(['--maxclients', '10000']);
   const receiver = await startOtlpReceiver();
   const results: RoundResult[] = [];
   try {
     for (let r = 0; r < ROUNDS; r++) {
       for (const mode of r % 2 === 0 ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
-        const res = await round(own.url, mode, receiver.url, () => receiver.spans.length);
+        const res = await round(root, own.url, mode, receiver.url, () => receiver.spans.length);
         results.push(res);
         console.log(
           `round ${r + 1} ${mode}: ${res.jobsPerSecond.toFixed(2)} jobs/s, p50 ${res.p50Ms.toFixed(0)} ms, failed ${res.failed}, spans ${res.spans}`,
@@ -107,6 +204,7 @@ async function main(): Promise<void> {
   } finally {
     await receiver.close();
     await own.stop();
+    rmSync(root, { recursive: true, force: true });
   }
   const of = (mode: 'off' | 'on') => results.filter((r) => r.mode === mode);
   const off = median(of('off').map((r) => r.jobsPerSecond));
