@@ -15,6 +15,7 @@ import type { Redis } from 'ioredis';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
+import { failExhaustedStart } from './start-failure.js';
 import { createStartProcessor } from './start-sandbox.js';
 
 const logger = createLogger({ service: 'pod-lifecycle' });
@@ -111,6 +112,11 @@ async function main(): Promise<void> {
     );
     worker.on('error', (err) => logger.error({ queue: name, err: err.message }, 'worker error'));
   }
+  createWorker.on('failed', (job, err) => {
+    failExhaustedStart({ store, destroyQueue, logger }, job, err).catch((e: Error) =>
+      logger.error({ bullJobId: job?.id, err: e.message }, 'could not end a job whose start gave up'),
+    );
+  });
   const keeper = new LeaseKeeper({ leases, store, logger, intervalMs: (env.LEASE_SECONDS * 1000) / 3 });
   keeper.start();
 

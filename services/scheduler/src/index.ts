@@ -1,3 +1,4 @@
+export * from './admission-failure.js';
 export * from './capacity-waker.js';
 export * from './schedule-job.js';
 export * from './scheduler-config.js';

@@ -3,6 +3,7 @@ import { TemplateRegistry } from '@sandstream/sandbox';
 import { GracefulShutdown, loadEnvConfig, startHealthServer } from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry, withJobSpan } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
+import { failExhaustedAdmission } from './admission-failure.js';
 import { CapacityWaker } from './capacity-waker.js';
 import { createScheduleProcessor } from './schedule-job.js';
 import { SchedulerEnvSchema } from './scheduler-config.js';
@@ -89,7 +90,15 @@ async function main(): Promise<void> {
     },
     { connection: workerRedis, prefix, concurrency: env.SCHEDULER_CONCURRENCY },
   );
-  worker.on('failed', (job, err) => logger.error({ bullJobId: job?.id, err }, 'admission failed'));
+  worker.on('failed', (job, err) => {
+    logger.error(
+      { bullJobId: job?.id, err: err.message, attempt: job?.attemptsMade },
+      'admission attempt failed',
+    );
+    failExhaustedAdmission({ store, leases, logger }, job, err).catch((e: Error) =>
+      logger.error({ bullJobId: job?.id, err: e.message }, 'could not end a job whose admission gave up'),
+    );
+  });
   worker.on('error', (err) => logger.error({ err }, 'worker error'));
   const waker = new CapacityWaker({ blockingRedis, redis, keys, jobsQueue, logger });
   waker.start();

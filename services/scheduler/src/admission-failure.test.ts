@@ -1,0 +1,93 @@
+import { Writable } from 'node:stream';
+import {
+  bullJobId,
+  createKeySpace,
+  type JobSpec,
+  JobStore,
+  parseJobSpec,
+  QueueNames,
+  SlotLeases,
+} from '@sandstream/bus';
+import { createLogger } from '@sandstream/telemetry';
+import { Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { failExhaustedAdmission } from './admission-failure.js';
+import { createScheduleProcessor } from './schedule-job.js';
+import { TemplateResolver } from './template-resolver.js';
+
+const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const logger = createLogger({
+  service: 'sched-test',
+  level: 'silent',
+  destination: new Writable({ write: (_c, _e, cb) => cb() }),
+});
+const redis = new Redis(url, { maxRetriesPerRequest: null });
+const ns = `t-admfail-${Math.random().toString(36).slice(2, 10)}`;
+const keys = createKeySpace(ns);
+
+afterAll(async () => {
+  const rest = await redis.keys(`*${ns}*`);
+  if (rest.length) await redis.unlink(...rest);
+  redis.disconnect();
+});
+
+/** A template source that is down: not a bad template, an outage (retried, then given up). */
+class UnreachableResolver extends TemplateResolver {
+  override async resolve(_spec: JobSpec): Promise<never> {
+    throw new Error('template registry unreachable: connection refused');
+  }
+}
+
+describe('admission that keeps failing', () => {
+  it('retries, then ends the job failed with the last error and gives its slot back', async () => {
+    const store = new JobStore({ redis, keys });
+    const leases = new SlotLeases({ redis, keys, globalLimit: 5, tenantLimit: 5, leaseMs: 60_000 });
+    const jobsQueue = new Queue(QueueNames.jobs, { connection: redis, prefix: keys.bullPrefix });
+    const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix: keys.bullPrefix });
+    const processor = createScheduleProcessor({
+      store,
+      leases,
+      redis,
+      keys,
+      createQueue,
+      resolver: new UnreachableResolver(),
+      logger,
+      recheckMs: 60_000,
+    });
+    const worker = new Worker(QueueNames.jobs, processor, {
+      connection: new Redis(url, { maxRetriesPerRequest: null }),
+      prefix: keys.bullPrefix,
+    });
+    const ended = new Promise<boolean>((resolve) => {
+      worker.on('failed', (job, err) => {
+        void failExhaustedAdmission({ store, leases, logger }, job, err).then(
+          (done) => done && resolve(true),
+        );
+      });
+    });
+    try {
+      const id = `${ns}-job`;
+      // As submitJob does, with a short backoff to keep the test quick.
+      await store.create(parseJobSpec({ id, image: 'x', steps: [{ command: 'true' }] }));
+      await jobsQueue.add(
+        'job',
+        { jobId: id },
+        { jobId: bullJobId(id), attempts: 3, backoff: { type: 'fixed', delay: 50 } },
+      );
+      await ended;
+      const record = await store.get(id);
+      expect(record?.state).toBe('failed');
+      expect(record?.reason).toBe(
+        'admission failed after 3 attempts: template registry unreachable: connection refused',
+      );
+      expect(await leases.inUse()).toBe(0);
+      expect(await createQueue.count()).toBe(0);
+    } finally {
+      await worker.close();
+      await jobsQueue.obliterate({ force: true });
+      await jobsQueue.close();
+      await createQueue.close();
+    }
+  });
+});
