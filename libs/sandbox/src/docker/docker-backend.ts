@@ -179,25 +179,33 @@ export class DockerBackend implements SandboxBackend {
 
   async waitReady(ref: SandboxRef, deadlineMs: number, options: WaitReadyOptions): Promise<void> {
     const container = this.docker.getContainer(ref.id);
+    const inspectState = async (): Promise<'running' | 'starting' | { exitCode: number } | 'gone'> => {
+      try {
+        const state = (await container.inspect()).State;
+        if (state.Status === 'exited' || state.Status === 'dead') return { exitCode: state.ExitCode };
+        return state.Running ? 'running' : 'starting';
+      } catch (err) {
+        if (isNotFound(err)) return 'gone';
+        throw err;
+      }
+    };
+    // The heartbeat (one Redis EXISTS) is polled often, the engine (an inspect) every ~200 ms for
+    // crash detection, and once more when the heartbeat appears to confirm "running AND alive".
+    let lastInspect = 0;
     const outcome = await pollUntil<'ready' | { exitCode: number } | 'gone'>(
       async () => {
-        let state: Dockerode.ContainerInspectInfo['State'];
-        try {
-          state = (await container.inspect()).State;
-        } catch (err) {
-          if (isNotFound(err)) return 'gone';
-          throw err;
+        if (await options.isAgentAlive()) {
+          const state = await inspectState();
+          if (state === 'running') return 'ready';
+          if (state !== 'starting') return state;
+          return undefined;
         }
-        if (state.Status === 'exited' || state.Status === 'dead') return { exitCode: state.ExitCode };
-        if (!state.Running) return undefined;
-        return (await options.isAgentAlive()) ? 'ready' : undefined;
+        if (Date.now() - lastInspect < 200) return undefined;
+        lastInspect = Date.now();
+        const state = await inspectState();
+        return state === 'running' || state === 'starting' ? undefined : state;
       },
-      {
-        deadline: Date.now() + deadlineMs,
-        signal: options.signal,
-        initialIntervalMs: 10,
-        maxIntervalMs: 100,
-      },
+      { deadline: Date.now() + deadlineMs, signal: options.signal, initialIntervalMs: 15, maxIntervalMs: 15 },
     );
     if (outcome === 'ready') return;
     if (outcome === 'gone') {

@@ -200,7 +200,7 @@ export class InProcessBackend implements SandboxBackend {
         if (!(await this.isAlive(record))) return 'exited';
         return (await options.isAgentAlive()) ? 'ready' : undefined;
       },
-      { deadline: started + deadlineMs, signal: options.signal, initialIntervalMs: 5, maxIntervalMs: 100 },
+      { deadline: started + deadlineMs, signal: options.signal, initialIntervalMs: 15, maxIntervalMs: 15 },
     );
     if (outcome === 'ready') return;
     if (outcome === 'exited') {
