@@ -119,6 +119,9 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
     console.log(`    spawn  p50 ${ms(s.p50)}  p99 ${ms(s.p99)}`);
     console.log(`    executeStep in-process (no Redis) p50 ${ms(e.p50)}  p99 ${ms(e.p99)}`);
     console.log(
+      `    inside the agent (StepResult.durationSeconds: pop -> result built) p50 ${ms(inside.p50)}  p99 ${ms(inside.p99)}`,
+    );
+    console.log(
       `    Redis relay floor (LPUSH -> BRPOP -> LPUSH -> BRPOP) p50 ${ms(r.p50)}  p99 ${ms(r.p99)}`,
     );
     console.log(
