@@ -66,13 +66,17 @@ export class CapacityWaker {
         await redis.zrem(keys.capacityWaiting, jobId);
         continue;
       }
-      if (await job.isDelayed()) {
+      const state = await job.getState();
+      if (state === 'delayed') {
         try {
           await job.promote();
           count++;
         } catch {
           // Another replica promoted it first.
         }
+      } else if (state === 'completed' || state === 'failed') {
+        // Finished without passing through admission's clean-up (e.g. removed by an operator).
+        await redis.zrem(keys.capacityWaiting, jobId);
       }
     }
     this.promoted += count;

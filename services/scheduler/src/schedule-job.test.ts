@@ -174,5 +174,7 @@ describe('scheduler admission', () => {
     await new Promise((r) => setTimeout(r, 500));
     expect(await h.state(second)).toBe('cancelled');
     expect(await h.leases.inUse()).toBe(0);
+    // The cancelled waiter left the waiting set: it cannot soak up later wake-ups.
+    expect(await h.redis.zcard(h.keys.capacityWaiting)).toBe(0);
   });
 });

@@ -45,6 +45,18 @@ export type ScheduleOutcome =
  * Every step is idempotent, so a redelivered job (stalled worker, crash) converges.
  */
 export function createScheduleProcessor(deps: ScheduleDeps) {
+  const admit = admitOnce(deps);
+  return async (job: Job, token?: string): Promise<ScheduleOutcome> => {
+    const outcome = await admit(job, token); // a job that must wait leaves by DelayedError instead
+    const jobId = (job.data as { jobId?: unknown } | undefined)?.jobId;
+    // Whatever the outcome, the job no longer waits for capacity: a stale waiting entry would
+    // take a wake-up meant for a job that does.
+    if (typeof jobId === 'string') await deps.redis.zrem(deps.keys.capacityWaiting, jobId);
+    return outcome;
+  };
+}
+
+function admitOnce(deps: ScheduleDeps) {
   return async (job: Job, token?: string): Promise<ScheduleOutcome> => {
     const payload = JobsPayloadSchema.safeParse(job.data);
     if (!payload.success) {
