@@ -99,6 +99,24 @@ describe('pipeline (in-process backend)', () => {
     expect(r.state).toBe('succeeded');
     expect(r.stepResults['step-1']?.exitCode).toBe(1);
     expect(await outputLines(stack.client, jobId)).toEqual(['step-2:still here']);
+    // follow() reads the whole timeline from the start, and resumes after any cursor.
+    const all = [];
+    for await (const item of stack.client.follow(jobId)) all.push(item);
+    expect(all.map((i) => (i.type === 'state' ? i.to : i.type))).toEqual([
+      'queued',
+      'scheduled',
+      'starting',
+      'running',
+      'step-started',
+      'step-completed',
+      'step-started',
+      'output',
+      'step-completed',
+      'succeeded',
+    ]);
+    const resumed = [];
+    for await (const item of stack.client.follow(jobId, { from: all[5]?.cursor })) resumed.push(item);
+    expect(resumed).toEqual(all.slice(6));
   });
 
   it('times out a step, and a job, as timed-out', async () => {

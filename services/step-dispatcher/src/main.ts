@@ -14,7 +14,7 @@ import {
   waitForRedis,
 } from '@sandstream/bus';
 import { GracefulShutdown, startHealthServer } from '@sandstream/service-kit';
-import { createLogger, initTelemetry, withJobSpan } from '@sandstream/telemetry';
+import { createLogger, createSandstreamMetrics, initTelemetry, withJobSpan } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { CompletionConsumer } from './completion-consumer.js';
@@ -57,6 +57,7 @@ async function main(): Promise<void> {
     jobStore,
     destroyQueue,
     logger,
+    metrics: createSandstreamMetrics(),
     stepGraceMs: config.STEP_GRACE_MS,
     finishedStateTtlMs: config.FINISHED_STATE_TTL_MS,
   });

@@ -114,6 +114,25 @@ describe('step-dispatcher with real agents', () => {
     expect(job?.data).toMatchObject({ jobId, outcome: 'succeeded' });
   });
 
+  it('ignores redelivered and duplicate notices: no step is pushed twice', async () => {
+    const marker = join(workdir, `dup-${seq + 1}`);
+    const { jobId } = await launch({
+      steps: [
+        { command: `echo one >> ${marker}`, shell: true },
+        { command: `echo two >> ${marker}; sleep 1`, shell: true },
+        { command: `echo three >> ${marker}`, shell: true },
+      ],
+    });
+    for await (const item of client.follow(jobId))
+      if (item.type === 'step-started' && item.stepId === 'step-2') break;
+    // As if a crashed instance's notice were claimed again, or an agent retried its XADD.
+    const stream = dispatchKeys.completionStreamFor(jobId);
+    for (let i = 0; i < 5; i++) await redis.xadd(stream, '*', 'jobId', jobId, 'stepId', 'step-1');
+    const record = await client.wait(jobId, { timeoutMs: 20_000 });
+    expect(record.state).toBe('succeeded');
+    expect(readFileSync(marker, 'utf8')).toBe('one\ntwo\nthree\n');
+  });
+
   it('stops at the first failing step', async () => {
     const marker = join(workdir, `never-${seq + 1}`);
     const { jobId } = await launch({

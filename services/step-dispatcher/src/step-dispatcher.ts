@@ -14,11 +14,11 @@ import {
   type SandboxDestroyPayload,
   stepIdFor,
 } from '@sandstream/bus';
-import { type Logger, withExtractedContext } from '@sandstream/telemetry';
+import { type Logger, type SandstreamMetrics, withExtractedContext } from '@sandstream/telemetry';
 import { type CompletionNotice, errorResult, SCHEMA_VERSION } from '@sandstream/wire';
 import type { Queue } from 'bullmq';
 import { advanceScript, finishScript, startScript } from './dispatch-scripts.js';
-import { StepSpans } from './step-spans.js';
+import { StepTelemetry } from './step-telemetry.js';
 
 export interface StepDispatcherOptions {
   redis: RedisClient;
@@ -27,6 +27,8 @@ export interface StepDispatcherOptions {
   jobStore: JobStore;
   destroyQueue: Queue<SandboxDestroyPayload>;
   logger: Logger;
+  /** Step duration and dropped-lines metrics; omitted, none are recorded. */
+  metrics?: SandstreamMetrics;
   /** Added to a step's timeout before the dispatcher gives up on its result (agent gone or stuck). */
   stepGraceMs: number;
   /** How long the dispatch state of a finished job is kept (redelivered notices find it). */
@@ -42,12 +44,12 @@ type ScriptReply = [string, ...(string | number)[]];
  * redelivered message (BullMQ retry, XAUTOCLAIM, swept deadline) never runs a step twice.
  */
 export class StepDispatcher {
-  /** dispatcher.step spans (step-spans.ts); no-ops when telemetry is off. */
-  private readonly spans: StepSpans;
+  /** dispatcher.step spans and step metrics (step-telemetry.ts); no-ops when telemetry is off. */
+  private readonly telemetry: StepTelemetry;
   private readonly shardStreams: Set<string>;
 
   constructor(private readonly options: StepDispatcherOptions) {
-    this.spans = new StepSpans(options);
+    this.telemetry = new StepTelemetry(options);
     const keys = options.dispatchKeys;
     this.shardStreams = new Set(keys.allShards().map((s) => keys.completionStream(s)));
   }
@@ -99,7 +101,7 @@ export class StepDispatcher {
     }
     const spec = parsedSpec.data;
     const steps = materializeSteps(spec, payload.traceContext);
-    this.spans.plan(steps);
+    this.telemetry.plan(steps);
     const now = Date.now();
     const args: (string | number)[] = [now];
     for (const s of steps)
@@ -129,7 +131,7 @@ export class StepDispatcher {
   async onCompletion(notice: CompletionNotice): Promise<void> {
     const advancedAt = Date.now();
     const reply = await this.advance(notice.jobId, notice.stepId, '');
-    const stepSpan = await this.spans.completed(notice.jobId, notice.stepId, reply, advancedAt);
+    const stepSpan = await this.telemetry.completed(notice.jobId, notice.stepId, reply, advancedAt);
     await withExtractedContext(stepSpan, () => this.afterReply(notice.jobId, reply));
   }
 
@@ -151,7 +153,7 @@ export class StepDispatcher {
       const result = errorResult(deadline.stepId, 'timed_out', message);
       const advancedAt = Date.now();
       const reply = await this.advance(jobId, deadline.stepId, JSON.stringify(result));
-      const stepSpan = await this.spans.completed(jobId, deadline.stepId, reply, advancedAt);
+      const stepSpan = await this.telemetry.completed(jobId, deadline.stepId, reply, advancedAt);
       await withExtractedContext(stepSpan, () => this.afterReply(jobId, reply));
       return;
     }
