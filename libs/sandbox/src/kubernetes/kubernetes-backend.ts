@@ -106,31 +106,8 @@ export class KubernetesBackend implements SandboxBackend {
     try {
       const redisUrlSecret = await this.prepareRedisUrl(request, podName, created);
       if (spec.network !== 'default') {
-        const policy = buildEgressPolicy({
-          podName,
-          namespace: this.namespace,
-          jobId: request.jobId,
-          tenant: request.tenant,
-          redisUrl: request.agent.redisUrl,
-          network: spec.network,
-          ...(settings.redisEgressPeers
-            ? { redisPeers: settings.redisEgressPeers as V1NetworkPolicyPeer[] }
-            : {}),
-          ...(settings.dnsEgressPeers ? { dnsPeers: settings.dnsEgressPeers as V1NetworkPolicyPeer[] } : {}),
-          ...(settings.owner ? { owner: settings.owner } : {}),
-        });
         // Created before the pod: the pod must never run a moment without its policy.
-        await this.createOrReplace(
-          () =>
-            this.deps.networking.createNamespacedNetworkPolicy({ namespace: this.namespace, body: policy }),
-          () =>
-            this.deps.networking.replaceNamespacedNetworkPolicy({
-              name: policy.metadata!.name!,
-              namespace: this.namespace,
-              body: policy,
-            }),
-          'NetworkPolicy',
-        );
+        await this.createEgressPolicy(request, spec.network, podName);
         created.push(() => this.deletePolicy(podName));
       }
 
@@ -199,6 +176,38 @@ export class KubernetesBackend implements SandboxBackend {
       if (!isAlreadyExists(err)) throw this.toStartError(err, `creating ${kind}`);
       await replace();
     }
+  }
+
+  private async createEgressPolicy(
+    request: CreateSandboxRequest,
+    network: 'deny-egress' | 'none',
+    podName: string,
+  ): Promise<void> {
+    const { settings } = this.deps;
+    const policy = buildEgressPolicy({
+      podName,
+      namespace: this.namespace,
+      jobId: request.jobId,
+      tenant: request.tenant,
+      redisUrl: request.agent.redisUrl,
+      network,
+      ...(settings.redisEgressPeers
+        ? { redisPeers: settings.redisEgressPeers as V1NetworkPolicyPeer[] }
+        : {}),
+      ...(settings.dnsEgressPeers ? { dnsPeers: settings.dnsEgressPeers as V1NetworkPolicyPeer[] } : {}),
+      ...(settings.owner ? { owner: settings.owner } : {}),
+    });
+    const name = egressPolicyName(podName);
+    await this.createOrReplace(
+      () => this.deps.networking.createNamespacedNetworkPolicy({ namespace: this.namespace, body: policy }),
+      () =>
+        this.deps.networking.replaceNamespacedNetworkPolicy({
+          name,
+          namespace: this.namespace,
+          body: policy,
+        }),
+      'NetworkPolicy',
+    );
   }
 
   private async prepareRedisUrl(
