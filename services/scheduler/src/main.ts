@@ -6,7 +6,7 @@ import { Queue, Worker } from 'bullmq';
 import { failExhaustedAdmission } from './admission-failure.js';
 import { CapacityWaker } from './capacity-waker.js';
 import { createScheduleProcessor } from './schedule-job.js';
-import { SchedulerEnvSchema } from './scheduler-config.js';
+import { SchedulerEnvSchema, tenantSlotLimit } from './scheduler-config.js';
 import { TemplateResolver } from './template-resolver.js';
 
 const logger = createLogger({ service: 'scheduler' });
@@ -25,7 +25,7 @@ async function main(): Promise<void> {
     redis,
     keys,
     globalLimit: env.SCHEDULER_GLOBAL_SLOTS,
-    tenantLimit: env.SCHEDULER_TENANT_SLOTS,
+    tenantLimit: tenantSlotLimit(env),
     leaseMs: env.LEASE_SECONDS * 1000,
   });
   const jobsQueue = new Queue(QueueNames.jobs, { connection: redis, prefix });

@@ -12,6 +12,25 @@ export const SchedulerEnvSchema = RedisEnvSchema.extend({
   SCHEDULER_GLOBAL_SLOTS: intVar(1, 100_000, 50),
   /** Sandboxes one tenant may run at once. */
   SCHEDULER_TENANT_SLOTS: intVar(1, 100_000, 10),
+  /** Per-tenant exceptions to SCHEDULER_TENANT_SLOTS, e.g. `acme=50,trial=1`. */
+  SCHEDULER_TENANT_SLOT_OVERRIDES: z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      const out: Record<string, number> = {};
+      for (const entry of (raw ?? '')
+        .split(',')
+        .map((e) => e.trim())
+        .filter(Boolean)) {
+        const match = /^([a-z0-9]([a-z0-9-]*[a-z0-9])?)=(\d{1,6})$/.exec(entry);
+        if (!match || Number(match[3]) < 1) {
+          ctx.addIssue({ code: 'custom', message: `"${entry}" is not tenant=slots (slots at least 1)` });
+          continue;
+        }
+        out[match[1] as string] = Number(match[3]);
+      }
+      return out;
+    }),
   /** A slot lease lapses this long after its last renewal (pod-lifecycle renews live jobs). */
   LEASE_SECONDS: intVar(5, 3600, 60),
   /** Jobs one replica admits concurrently. */
@@ -23,3 +42,11 @@ export const SchedulerEnvSchema = RedisEnvSchema.extend({
   HEALTH_PORT: portVar(8081),
 });
 export type SchedulerEnv = z.output<typeof SchedulerEnvSchema>;
+
+/** The slot limit of one tenant: its override, else the common limit. */
+export function tenantSlotLimit(
+  env: Pick<SchedulerEnv, 'SCHEDULER_TENANT_SLOTS' | 'SCHEDULER_TENANT_SLOT_OVERRIDES'>,
+) {
+  return (tenant: string): number =>
+    env.SCHEDULER_TENANT_SLOT_OVERRIDES[tenant] ?? env.SCHEDULER_TENANT_SLOTS;
+}
