@@ -15,10 +15,12 @@ let telemetry: Telemetry;
 
 beforeAll(async () => {
   receiver = await startOtlpReceiver();
-  // The SDK reads its exporter settings from process.env.
+  // The SDK reads its exporter settings from process.env (the services get theirs below).
   process.env.OTEL_EXPORTER_OTLP_ENDPOINT = receiver.url;
-  process.env.OTEL_METRICS_EXPORTER = 'none';
-  telemetry = await initTelemetry({ serviceName: 'submitter' });
+  telemetry = await initTelemetry({
+    serviceName: 'submitter',
+    env: { ...process.env, OTEL_METRICS_EXPORTER: 'none' },
+  });
 });
 afterAll(async () => {
   await stack?.stop();
@@ -42,9 +44,10 @@ describe('telemetry end to end', () => {
       label: 'tele',
       env: {
         OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+        // JSON, so the receiver can read the metric names (the submitter here sends protobuf).
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
         OTEL_BSP_SCHEDULE_DELAY: '200',
-        OTEL_METRICS_EXPORTER: 'none',
+        OTEL_METRIC_EXPORT_INTERVAL: '1000',
         // The endpoint as the agent inside the sandbox sees it (same host here).
         AGENT_OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
       },
@@ -158,6 +161,16 @@ describe('telemetry end to end', () => {
         `${service} logged nothing with the trace id`,
       ).toBe(true);
     }
+    // The services' metrics went out over OTLP too (shutdown flushes the last collection).
+    const metricsOf = (service: string) => [...(receiver.metricNames.get(service) ?? [])];
+    expect(metricsOf('scheduler')).toEqual(
+      expect.arrayContaining(['sandstream.queue.wait_time', 'sandstream.queue.depth']),
+    );
+    expect(metricsOf('pod-lifecycle')).toEqual(
+      expect.arrayContaining(['sandstream.sandbox.start_latency', 'sandstream.sandbox.active']),
+    );
+    expect(metricsOf('step-dispatcher')).toContain('sandstream.step.duration');
+
     // Every span id a log line names is a span of this trace.
     const spanIds = new Set(trace.map((s) => s.spanId));
     for (const line of traced) expect(spanIds.has(String(line.span_id))).toBe(true);

@@ -141,6 +141,17 @@ function normalise(request: unknown, encoding: ReceivedSpan['encoding']): Receiv
   return spans;
 }
 
+function collectMetricNames(request: unknown, into: Map<string, Set<string>>): void {
+  for (const rm of asArray(asObj(request).resourceMetrics)) {
+    const service = String(attributes(asObj(asObj(rm).resource).attributes)['service.name'] ?? '');
+    const names = into.get(service) ?? new Set<string>();
+    into.set(service, names);
+    for (const sm of asArray(asObj(rm).scopeMetrics)) {
+      for (const m of asArray(asObj(sm).metrics)) names.add(String(asObj(m).name ?? ''));
+    }
+  }
+}
+
 async function readBody(req: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -159,6 +170,8 @@ export interface OtlpReceiver {
   readonly url: string;
   readonly spans: ReceivedSpan[];
   readonly requests: { traces: number; metrics: number; logs: number; rejected: number };
+  /** Names of the metrics received in OTLP/JSON, by service.name (protobuf metrics are only counted). */
+  readonly metricNames: Map<string, Set<string>>;
   /** Resolves with the spans once `done(spans)` holds; rejects with what was received on timeout. */
   waitFor(done: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number): Promise<ReceivedSpan[]>;
   /** Makes the next `n` trace requests fail with HTTP 503, to test exporters' error handling. */
@@ -169,6 +182,7 @@ export interface OtlpReceiver {
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
   const requests = { traces: 0, metrics: 0, logs: 0, rejected: 0 };
+  const metricNames = new Map<string, Set<string>>();
   let failures = 0;
   const server: Server = createServer((req, res) => {
     readBody(req)
@@ -191,6 +205,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         }
         if (req.url === '/v1/metrics') {
           requests.metrics += 1;
+          if (type.includes('json')) collectMetricNames(JSON.parse(body.toString('utf8')), metricNames);
           return reply(200);
         }
         if (req.url === '/v1/logs') {
@@ -211,6 +226,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     url: `http://127.0.0.1:${port}`,
     spans,
     requests,
+    metricNames,
     failNext(n) {
       failures = n;
     },

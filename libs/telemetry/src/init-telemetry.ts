@@ -25,6 +25,7 @@ export interface Telemetry {
 }
 
 let tracing = false;
+let metricsOn = false;
 
 /**
  * Whether this process exports spans (initTelemetry turned OTLP on). Lets callers skip work
@@ -32,6 +33,11 @@ let tracing = false;
  */
 export function tracingEnabled(): boolean {
   return tracing;
+}
+
+/** Whether any metric reader (OTLP or Prometheus) collects in this process. */
+export function metricsEnabled(): boolean {
+  return metricsOn;
 }
 
 function otlpMetricReader(config: TelemetryConfig): IMetricReader {
@@ -80,6 +86,9 @@ export async function initTelemetry(options: InitTelemetryOptions): Promise<Tele
   if (config.prometheus) readers.push(await prometheusReader(config.prometheus));
 
   let stop: () => Promise<void>;
+  const stopMetrics = () => {
+    metricsOn = false;
+  };
   if (config.otlp) {
     if (config.otlpMetrics) readers.push(otlpMetricReader(config));
     const sdk = new NodeSDK({
@@ -95,8 +104,10 @@ export async function initTelemetry(options: InitTelemetryOptions): Promise<Tele
     });
     sdk.start();
     tracing = true;
+    metricsOn = readers.length > 0;
     stop = () => {
       tracing = false;
+      stopMetrics();
       return sdk.shutdown();
     };
   } else if (readers.length > 0) {
@@ -105,7 +116,11 @@ export async function initTelemetry(options: InitTelemetryOptions): Promise<Tele
       readers,
     });
     metrics.setGlobalMeterProvider(provider);
-    stop = () => provider.shutdown();
+    metricsOn = true;
+    stop = () => {
+      stopMetrics();
+      return provider.shutdown();
+    };
   } else {
     stop = async () => {};
   }
