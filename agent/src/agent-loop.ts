@@ -20,6 +20,9 @@ import { ResultSink } from './result-sink.js';
 import type { StepContext, StepOutcome } from './steps/step-context.js';
 import { withinMs } from './within-ms.js';
 
+/** The shortest time the agent waits for Redis at boot before giving up (exit 3). */
+const MIN_BOOT_WAIT_MS = 5000;
+
 /** How long cleanup waits for Redis before giving up on a tidy exit. */
 const CLEANUP_WAIT_MS = 2000;
 
@@ -105,12 +108,14 @@ export class AgentLoop {
 
   /**
    * Writes the first heartbeat, waiting through Redis being unreachable for at most the idle
-   * limit (idle-timeout-seconds x max-idle-waits): an agent that never reaches Redis must not
+   * limit (idle-timeout-seconds x max-idle-waits, at least 5 s): an agent that never reaches Redis must not
    * linger forever. Returns false if stop() came first; throws when the limit passes.
    */
   private async startHeartbeat(): Promise<boolean> {
     const { idleTimeoutSeconds, maxIdleWaits } = this.options;
-    const limitMs = idleTimeoutSeconds * maxIdleWaits * 1000;
+    // Never below a few seconds: with test-sized idle settings (0.1 s) a slow first connect
+    // on a busy machine is not a dead Redis.
+    const limitMs = Math.max(idleTimeoutSeconds * maxIdleWaits * 1000, MIN_BOOT_WAIT_MS);
     let timer: NodeJS.Timeout | undefined;
     const outcome = await Promise.race([
       this.heartbeat.start().then(() => 'started' as const),
