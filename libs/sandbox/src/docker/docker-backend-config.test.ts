@@ -6,6 +6,7 @@ import Dockerode from 'dockerode';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxLabels, type SandboxRef, SandboxStartError } from '../backend.js';
+import { createBackend } from '../create-backend.js';
 import { type SandboxSpecInput, SandboxSpecSchema } from '../sandbox-spec.js';
 import { StepChannel } from '../testing/step-channel.js';
 import { DockerBackend } from './docker-backend.js';
@@ -236,6 +237,23 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
       await denyBackend.destroy(ref, { graceMs: 2000, removeOutputKeys: true });
       expect(await dockerLeftovers(docker, jobId)).toEqual([]);
     });
+  });
+
+  it('reaches the engine named by DOCKER_HOST when no client is injected', async () => {
+    const saved = process.env.DOCKER_HOST;
+    try {
+      process.env.DOCKER_HOST = `unix:///tmp/sandstream-no-engine-${tag}.sock`;
+      const missing = await createBackend({ redis, env: process.env });
+      expect(missing.detection.reason).toMatch(/DOCKER_HOST=unix:\/\/\/tmp\/sandstream-no-engine/);
+      await expect(missing.backend.list()).rejects.toThrow(/sandstream-no-engine/);
+
+      process.env.DOCKER_HOST = 'unix:///var/run/docker.sock';
+      const real = await createBackend({ redis, env: process.env });
+      expect(Array.isArray(await real.backend.list())).toBe(true);
+    } finally {
+      if (saved === undefined) delete process.env.DOCKER_HOST;
+      else process.env.DOCKER_HOST = saved;
+    }
   });
 
   it('prunes cached agent volumes of other carrier images and keeps the current one', async () => {
