@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { decodeCompletionNotice } from '@sandstream/wire';
+import { decodeCompletionNotice, sandboxKeys } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -104,20 +104,43 @@ describe('the job loop', () => {
       () => deleteKeys(redis, agent.keys),
       () => stopAgent(agent),
     );
-    // A step queued before the agent starts must still find the heartbeat already there.
     const beat = await waitFor('heartbeat', async () => (await redis.get(agent.keys.heartbeat)) ?? undefined);
     expect(JSON.parse(beat)).toMatchObject({ pid: agent.child.pid, stepId: null });
     const ttl = await redis.pttl(agent.keys.heartbeat);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(600);
-    // Refreshed: after more than one TTL it is still there, and shows the running step.
-    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'sleeper', command: 'sleep', args: ['1'] });
-    await new Promise((r) => setTimeout(r, 700));
-    expect(JSON.parse((await redis.get(agent.keys.heartbeat)) ?? '{}')).toMatchObject({ stepId: 'sleeper' });
+    // While a step runs the heartbeat names it.
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'sleeper', command: 'sleep', args: ['2'] });
+    await waitFor('heartbeat naming the running step', async () => {
+      const value = JSON.parse((await redis.get(agent.keys.heartbeat)) ?? '{}') as { stepId?: string };
+      return value.stepId === 'sleeper' ? true : undefined;
+    });
+    // Refreshed: well past one TTL (600 ms) it is still there.
+    await new Promise((r) => setTimeout(r, 800));
+    expect(await redis.exists(agent.keys.heartbeat)).toBe(1);
     await popResult(redis, agent.keys);
     await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
     expect((await agent.exited).code).toBe(0);
     expect(await redis.exists(agent.keys.heartbeat)).toBe(0);
+  });
+
+  it('writes its first heartbeat before it takes a step that was queued before it started', async () => {
+    const jobId = uniqueJobId();
+    const keys = sandboxKeys(jobId);
+    await pushStep(redis, keys, { schemaVersion: 1, stepId: 'early', command: 'true' });
+    // A long interval keeps the first beat's value in place for the comparison below.
+    const agent = startAgent({ jobId, extraArgs: ['--heartbeat-interval-ms', '60000'] });
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
+    await popResult(redis, agent.keys);
+    const beat = JSON.parse((await redis.get(agent.keys.heartbeat)) ?? '{}') as { time: string };
+    const started = (await readEvents(redis, agent.keys, 'early')).find((e) => e.kind === 'started');
+    expect(Date.parse(beat.time)).toBeLessThanOrEqual(Date.parse(started?.timestamp ?? ''));
+    expect(await redis.pttl(agent.keys.heartbeat)).toBeGreaterThan(170_000);
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+    expect((await agent.exited).code).toBe(0);
   });
 
   it('runs queued steps in FIFO order', async () => {
