@@ -432,4 +432,31 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     const listed = await backend.list();
     expect(listed.filter((s) => timings.some((t) => t.ref.id === s.id))).toEqual([]);
   });
+
+  it('runs a non-root sandbox (spec.user): the agent runs as that uid, with fsGroup, and can write its work tree', async () => {
+    const backend = backendWith();
+    const jobId = `nonroot-${suffix()}`;
+    const ref = await start(backend, request(jobId, { user: '1000:1000' }));
+    const steps = new StepChannel(redis, blocking, sandboxKeys(jobId, 'tagged'));
+    const who = await steps.run({
+      schemaVersion: SCHEMA_VERSION,
+      stepId: 'id',
+      kind: 'run',
+      shell: true,
+      command: 'id -u; id -G',
+    });
+    expect(who.exitCode).toBe(0);
+    const [uid, groups] = await steps.stdout('id');
+    expect(uid).toBe('1000');
+    expect(groups?.split(' ')).toContain('1000');
+    const written = await steps.run({
+      schemaVersion: SCHEMA_VERSION,
+      stepId: 'w',
+      kind: 'writeFile',
+      path: 'out/x.txt',
+      content: 'ok',
+    });
+    expect(written.errorMessage).toBeNull();
+    await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+  });
 });

@@ -237,11 +237,10 @@ export class DockerPodRunner {
       .getVolume(name)
       .inspect()
       .catch(() => undefined);
-    const volume =
-      existing ??
-      (await docker.createVolume({ Name: name, Labels: { ...labels, [STANDIN_LABEL]: instanceId } }));
-    const mountpoint = (volume as { Mountpoint?: string }).Mountpoint;
-    if (existing || !mountpoint) return;
+    if (existing) return;
+    await docker.createVolume({ Name: name, Labels: { ...labels, [STANDIN_LABEL]: instanceId } });
+    // createVolume answers with a handle, not the volume's details: inspect for the mountpoint.
+    const { Mountpoint: mountpoint } = await docker.getVolume(name).inspect();
     // The stand-in runs on the Docker host, so it can set the modes the kubelet would set on an emptyDir.
     try {
       if (fsGroup !== undefined) await chown(mountpoint, 0, fsGroup);
