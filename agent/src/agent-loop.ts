@@ -84,6 +84,7 @@ export class AgentLoop {
       jobId: options.jobId,
       notifyStream: options.notifyStream,
       notifyStreamMaxLength: options.notifyStreamMaxLength,
+      log,
     });
   }
 

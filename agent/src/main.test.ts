@@ -292,6 +292,24 @@ describe('the job loop', () => {
     expect(await redis.llen(agent.keys.results)).toBe(3);
   });
 
+  it('keeps going when the notify stream cannot be written (wrong type)', async () => {
+    const notify = `agent-test-notify-${uniqueJobId()}`;
+    await redis.set(notify, 'not a stream');
+    cleanups.push(() => redis.del(notify));
+    const agent = startAgent({ extraArgs: ['--notify-stream', notify] });
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'a', command: 'true' });
+    expect(await popResult(redis, agent.keys)).toMatchObject({ stepId: 'a', exitCode: 0 });
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'b', command: 'true' });
+    expect(await popResult(redis, agent.keys)).toMatchObject({ stepId: 'b', exitCode: 0 });
+    expect(agent.stderr()).toMatch(/completion notice not written.*WRONGTYPE/);
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+    expect((await agent.exited).code).toBe(0);
+  });
+
   it('exits 2 after its idle limit, deleting the heartbeat', async () => {
     const agent = startAgent({ extraArgs: ['--idle-timeout-seconds', '0.2', '--max-idle-waits', '3'] });
     cleanups.push(

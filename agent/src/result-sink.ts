@@ -1,5 +1,6 @@
 import { encodeCompletionNotice, type StepResult } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
+import type { Logger } from './logger.js';
 
 export interface ResultSinkOptions {
   redis: Redis;
@@ -9,6 +10,7 @@ export interface ResultSinkOptions {
   /** When set, a CompletionNotice is XADDed here after each result. */
   notifyStream?: string | undefined;
   notifyStreamMaxLength: number;
+  log: Logger;
 }
 
 /**
@@ -28,8 +30,17 @@ export class ResultSink {
       const fields = encodeCompletionNotice({ jobId, stepId: result.stepId ?? '' });
       pipeline.xadd(notifyStream, 'MAXLEN', '~', notifyStreamMaxLength, '*', ...fields);
     }
-    const replies = await pipeline.exec();
-    const failed = replies?.find(([err]) => err);
-    if (failed) throw new Error(`writing the result of step ${result.stepId} failed: ${String(failed[0])}`);
+    const replies = (await pipeline.exec()) ?? [];
+    const [resultError] = replies[0] ?? [null];
+    if (resultError)
+      throw new Error(`writing the result of step ${result.stepId} failed: ${String(resultError)}`);
+    // The notice only saves a reader a poll; a broken shared stream must not stop this agent.
+    const [noticeError] = replies[1] ?? [null];
+    if (noticeError) {
+      this.options.log.error('completion notice not written', {
+        stream: notifyStream,
+        error: String(noticeError),
+      });
+    }
   }
 }
