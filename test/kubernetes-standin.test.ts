@@ -123,7 +123,7 @@ describe.skipIf(engine)('kube-api-standin: the pods it runs on Docker', () => {
     await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 });
   });
 
-  it('reports a missing image as ErrImageNeverPull and a missing secret as CreateContainerConfigError', async () => {
+  it('reports a missing image as ErrImageNeverPull, a missing secret and a root image under runAsNonRoot as CreateContainerConfigError', async () => {
     const missing = `p-${suffix()}`;
     await core.createNamespacedPod({
       namespace,
@@ -171,8 +171,28 @@ describe.skipIf(engine)('kube-api-standin: the pods it runs on Docker', () => {
       reason: 'CreateContainerConfigError',
       message: 'secret "nope" not found',
     });
-    await core.deleteNamespacedPod({ name: missing, namespace, gracePeriodSeconds: 0 });
-    await core.deleteNamespacedPod({ name: noSecret, namespace, gracePeriodSeconds: 0 });
+    // As the kubelet does: runAsNonRoot without a uid, on an image that runs as root, is refused.
+    const rootImage = `p-${suffix()}`;
+    await core.createNamespacedPod({
+      namespace,
+      body: {
+        metadata: { name: rootImage },
+        spec: { securityContext: { runAsNonRoot: true }, containers: [{ name: 'main', image: busybox }] },
+      },
+    });
+    const refused = await waitForPod(
+      standin,
+      namespace,
+      rootImage,
+      (p) => !!p.status?.containerStatuses?.[0]?.state?.waiting?.message,
+    );
+    expect(refused.status?.containerStatuses?.[0]?.state?.waiting).toMatchObject({
+      reason: 'CreateContainerConfigError',
+      message: 'container has runAsNonRoot and image will run as root',
+    });
+    for (const name of [missing, noSecret, rootImage]) {
+      await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 });
+    }
   });
 
   it('leaves a pod whose nodeSelector matches no node Pending with PodScheduled=False Unschedulable', async () => {
