@@ -1,3 +1,4 @@
+import { postBody } from './http-post.js';
 import { encodeSpans, type FinishedSpan, type SpanAttributeValue } from './otlp-json.js';
 
 export interface OtlpSpanExporterOptions {
@@ -79,15 +80,13 @@ export class OtlpSpanExporter {
 
   private async send(batch: FinishedSpan[]): Promise<void> {
     try {
-      const res = await fetch(this.options.url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...this.options.headers },
-        body: encodeSpans(batch, this.options.resource, { name: 'sandstream-agent' }),
-        signal: AbortSignal.timeout(this.exportTimeoutMs),
-      });
-      // Drain the body so the keep-alive socket is reusable.
-      await res.arrayBuffer().catch(() => undefined);
-      if (res.ok) this.exported += batch.length;
+      const status = await postBody(
+        this.options.url,
+        encodeSpans(batch, this.options.resource, { name: 'sandstream-agent' }),
+        { 'content-type': 'application/json', ...this.options.headers },
+        this.exportTimeoutMs,
+      );
+      if (status >= 200 && status < 300) this.exported += batch.length;
       else this.dropped += batch.length;
     } catch {
       // Telemetry is best effort: a collector that is down costs spans, never a step.

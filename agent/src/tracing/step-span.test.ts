@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { StepSchema } from '@sandstream/wire';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -113,6 +114,22 @@ describe('agent step spans', () => {
     await flaky.flush();
     expect(flaky.dropped).toBe(1);
     expect(receiver.requests.rejected).toBe(1);
+  });
+
+  it('bounds the exit flush when the collector accepts the connection but never answers', async () => {
+    const sockets: Socket[] = [];
+    const blackhole = createServer((s) => sockets.push(s));
+    await new Promise<void>((r) => blackhole.listen(0, '127.0.0.1', () => r()));
+    const { port } = blackhole.address() as AddressInfo;
+    const exporter = new OtlpSpanExporter({ url: `http://127.0.0.1:${port}/v1/traces`, resource: {} });
+    const execute = createStepTracer({ jobId: 'j', exporter }).wrap(executeStep);
+    const { ctx } = recordingContext(tmpdir());
+    expect((await execute(runStep('h', 'true', { traceContext: traced() }), ctx)).exitCode).toBe(0);
+    const t0 = Date.now();
+    await exporter.flush(300);
+    expect(Date.now() - t0).toBeLessThan(1000);
+    for (const s of sockets) s.destroy();
+    blackhole.close();
   });
 
   it('bounds memory: a full queue drops new spans and counts them', async () => {
