@@ -19,7 +19,7 @@ import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
 import { type AgentVolumeMode, CachedAgentVolumes, carrierImageId, fillAgentVolume } from './agent-volume.js';
 import { toolchainContainerOptions, type WorkMount } from './container-config.js';
-import { dockerStatus, ignoreGone, isNotFound } from './docker-errors.js';
+import { dockerStatus, ignoreGone, isConflict, isNotFound } from './docker-errors.js';
 import { containerLogTail } from './docker-logs.js';
 import {
   type DockerRole,
@@ -88,8 +88,9 @@ export class DockerBackend implements SandboxBackend {
     const names = dockerJobNames(request.jobId);
 
     // Checked before anything is created: a missing image should cost one API call, not a cleanup.
-    // The three look-ups are independent; in parallel they cost one round trip of start latency.
-    const [, carrierId, network] = await Promise.all([
+    // The four look-ups are independent; in parallel they cost one round trip of start latency.
+    const [existing, , carrierId, network] = await Promise.all([
+      this.jobContainers(request.jobId),
       this.requireImage(spec.image),
       carrierImageId(this.docker, this.carrierImage),
       chooseNetwork(this.docker, spec, {
@@ -97,6 +98,13 @@ export class DockerBackend implements SandboxBackend {
         denyEgress: this.options.denyEgress,
       }),
     ]);
+
+    if (existing.length > 0) {
+      throw new SandboxStartError(
+        'backend_error',
+        `a sandbox for job ${request.jobId} already exists (container ${existing[0]?.Names.join(',')}); destroy it first`,
+      );
+    }
 
     const baseLabels: Record<string, string> = {
       ...spec.labels,
@@ -170,8 +178,9 @@ export class DockerBackend implements SandboxBackend {
       await container.start();
       return { jobId: request.jobId, backend: 'docker', id: container.id };
     } catch (err) {
-      // Half-made sandboxes are removed here so a failed create never needs a destroy.
-      await this.removeJobObjects(request.jobId).catch(() => {});
+      // Half-made sandboxes are removed here so a failed create never needs a destroy. Not after
+      // a name conflict: then a concurrent create of the same job owns those objects.
+      if (!isConflict(err)) await this.removeJobObjects(request.jobId).catch(() => {});
       if (err instanceof SandboxStartError) throw err;
       throw new SandboxStartError('backend_error', `Docker create failed: ${(err as Error).message}`);
     }

@@ -170,6 +170,10 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
           'suite-label': 'yes',
         });
 
+        // A second create for the same job is refused and must not disturb the first sandbox
+        // (the steps below run in it).
+        await expect(backend.create(request(jobId, spec))).rejects.toBeInstanceOf(SandboxStartError);
+
         const steps = channel(jobId);
         const echo = await steps.run({
           schemaVersion: SCHEMA_VERSION,
