@@ -131,7 +131,9 @@ afterAll(async () => {
   const queue = new Queue(queueName, { connection: { url: REDIS_URL } });
   await queue.obliterate({ force: true }).catch(() => undefined);
   await queue.close();
-  await redis.unlink(...['in', 'events', 'results', 'heartbeat', 'control'].map((k) => `sandbox:${jobId}:${k}`));
+  await redis.unlink(
+    ...['in', 'events', 'results', 'heartbeat', 'control'].map((k) => `sandbox:${jobId}:${k}`),
+  );
   redis.disconnect();
   await receiver.close();
 });
