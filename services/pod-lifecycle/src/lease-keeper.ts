@@ -39,6 +39,14 @@ export class LeaseKeeper {
       const record = await store.get(holder);
       if (!record || isTerminal(record.state)) continue;
       if (await leases.renew(holder, record.tenant)) renewed++;
+      else {
+        // Lapsed while the job lives (no pod-lifecycle ran for a whole lease length): the job
+        // goes on, but its slot may now be someone else's — say so, it means over-admission.
+        this.options.logger.warn(
+          { jobId: holder, state: record.state },
+          'slot lease of a live job had lapsed',
+        );
+      }
     }
     return renewed;
   }
