@@ -252,4 +252,15 @@ describe('pod-lifecycle', () => {
       await destroy(await destroyQueue.add('destroy', { jobId, reason: 'test over' }));
     }
   });
+
+  it('re-announces a running sandbox when its create is redelivered after a crash before the dispatch', async () => {
+    const jobId = await scheduledJob('redelivered');
+    await store.transition(jobId, ['scheduled'], 'starting', {
+      sandbox: { backend: 'inprocess', id: '4242' },
+    });
+    await store.transition(jobId, ['starting'], 'running');
+    expect(await runCreate(jobId, { image: 'local' })).toBe('dispatched');
+    const dispatch = await dispatchQueue.getJob(bullJobId(jobId));
+    expect(dispatch?.data).toMatchObject({ jobId, sandbox: { backend: 'inprocess', id: '4242' } });
+  });
 });

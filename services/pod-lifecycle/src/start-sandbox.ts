@@ -73,7 +73,41 @@ export function createStartProcessor(deps: StartDeps) {
       });
     };
 
+    // On a Redis Cluster the agent talks to the master of its job's slot only (libs/bus clusterAgentRoute).
+    const routeFor = () =>
+      deps.redis instanceof Cluster
+        ? clusterAgentRoute(deps.redis, deps.dispatchKeys, jobId, deps.agentRedisUrl)
+        : Promise.resolve({
+            redisUrl: deps.agentRedisUrl,
+            notifyStream: deps.dispatchKeys.completionStreamFor(jobId),
+          });
+    const addDispatch = async (sandbox: DispatchPayload['sandbox'], notifyStream: string) => {
+      const dispatch: DispatchPayload = {
+        jobId,
+        sandbox,
+        notifyStream,
+        ...traceContext,
+        // The dispatcher's spans are children of this start span (telemetry off: unchanged).
+        ...startSpanContext(),
+      };
+      // Keyed by the job: a repeated add (redelivery) is a no-op.
+      await deps.dispatchQueue.add('dispatch', dispatch, {
+        ...DefaultJobOptions,
+        jobId: bullJobId(jobId),
+        attempts: 5,
+        backoff: { type: 'exponential', delay: 1000 },
+      });
+    };
+
     const record = await deps.store.get(jobId);
+    if (record?.state === 'running' && record.sandbox) {
+      // Redelivered after a crash between `running` and the dispatch add: finish that step,
+      // else nobody would ever push the job's steps.
+      const { notifyStream } = await routeFor();
+      await addDispatch({ jobId, backend: record.sandbox.backend, id: record.sandbox.id }, notifyStream);
+      log.info('re-announced a running sandbox after a redelivery');
+      return 'dispatched';
+    }
     if (!record || !['scheduled', 'starting'].includes(record.state)) {
       log.info({ state: record?.state ?? 'missing' }, 'job no longer wants a sandbox');
       if (record && record.state !== 'running') await deps.leases.release(jobId, record.tenant);
@@ -102,11 +136,7 @@ export function createStartProcessor(deps: StartDeps) {
       );
     }
 
-    // On a Redis Cluster the agent talks to the master of its job's slot only (libs/bus clusterAgentRoute).
-    const route =
-      deps.redis instanceof Cluster
-        ? await clusterAgentRoute(deps.redis, deps.dispatchKeys, jobId, deps.agentRedisUrl)
-        : { redisUrl: deps.agentRedisUrl, notifyStream: deps.dispatchKeys.completionStreamFor(jobId) };
+    const route = await routeFor();
     const { notifyStream } = route;
     let credentials: SandboxCredentials | undefined;
     const started = Date.now();
@@ -152,20 +182,7 @@ export function createStartProcessor(deps: StartDeps) {
         await destroy(`job left starting during start (${running.status})`, undefined);
         return 'skipped';
       }
-      const dispatch: DispatchPayload = {
-        jobId,
-        sandbox: { jobId, backend: ref.backend, id: ref.id },
-        notifyStream,
-        ...traceContext,
-        // The dispatcher's spans are children of this start span (telemetry off: unchanged).
-        ...startSpanContext(),
-      };
-      await deps.dispatchQueue.add('dispatch', dispatch, {
-        ...DefaultJobOptions,
-        jobId: bullJobId(jobId),
-        attempts: 5,
-        backoff: { type: 'exponential', delay: 1000 },
-      });
+      await addDispatch({ jobId, backend: ref.backend, id: ref.id }, notifyStream);
       return 'dispatched';
     } catch (err) {
       const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
