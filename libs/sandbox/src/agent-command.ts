@@ -11,16 +11,10 @@ export interface AgentLaunch {
 
 /** The agent's flags (see agent/src/main.ts); the same for every backend. */
 export function agentArgs(launch: AgentLaunch): string[] {
-  const args = [
-    '--redis-url',
-    launch.agent.redisUrl,
-    '--job-id',
-    launch.jobId,
-    '--key-style',
-    launch.agent.keyStyle,
-    '--workdir',
-    launch.workdir,
-  ];
+  // A URL with a password (e.g. a per-sandbox ACL user) goes only through REDIS_URL in the
+  // environment (agentEnvironment): argv is world-readable in `ps` on the host, environ is not.
+  const args = redisUrlHasPassword(launch.agent.redisUrl) ? [] : ['--redis-url', launch.agent.redisUrl];
+  args.push('--job-id', launch.jobId, '--key-style', launch.agent.keyStyle, '--workdir', launch.workdir);
   if (launch.agent.notifyStream) args.push('--notify-stream', launch.agent.notifyStream);
   if (launch.agent.heartbeatIntervalMs !== undefined) {
     args.push('--heartbeat-interval-ms', String(launch.agent.heartbeatIntervalMs));
@@ -49,4 +43,13 @@ export function agentEnvironment(launch: AgentLaunch): Record<string, string> {
     env.AGENT_HEARTBEAT_INTERVAL_MS = String(launch.agent.heartbeatIntervalMs);
   }
   return env;
+}
+
+export function redisUrlHasPassword(url: string): boolean {
+  try {
+    return new URL(url).password !== '';
+  } catch {
+    // Not a parseable URL: keep it out of argv rather than risk printing a secret.
+    return true;
+  }
 }

@@ -1,0 +1,83 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sandboxKeys } from '@sandstream/wire';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SandboxSpecSchema } from '../sandbox-spec.js';
+import { InProcessBackend } from './inprocess-backend.js';
+
+const password = `pw-${randomBytes(6).toString('hex')}`;
+const root = join(tmpdir(), `sandstream-inprocess-pw-${randomBytes(4).toString('hex')}`);
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+describe('a Redis URL with a password', () => {
+  let server: ChildProcess;
+  let redis: Redis;
+  let url: string;
+
+  beforeAll(async () => {
+    // Its own server: requirepass on the shared Redis would lock everyone else out.
+    const port = await freePort();
+    server = spawn(
+      'redis-server',
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--requirepass',
+        password,
+      ],
+      { stdio: 'ignore' },
+    );
+    url = `redis://:${password}@127.0.0.1:${port}`;
+    redis = new Redis(url, { retryStrategy: (n) => (n > 50 ? null : 100) });
+    redis.on('error', () => {});
+    await redis.ping();
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    server?.kill('SIGKILL');
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('reaches the agent through its environment, never its command line', async () => {
+    const backend = new InProcessBackend({ redis, root });
+    const jobId = `pw-${randomBytes(4).toString('hex')}`;
+    const ref = await backend.create({
+      jobId,
+      tenant: 't',
+      spec: SandboxSpecSchema.parse({ image: 'unused' }),
+      agent: { redisUrl: url, keyStyle: 'tagged', heartbeatIntervalMs: 200 },
+    });
+    try {
+      // Ready means the agent authenticated: the server refuses everything without the password.
+      await backend.waitReady(ref, 30_000, {
+        isAgentAlive: async () => (await redis.exists(sandboxKeys(jobId, 'tagged').heartbeat)) === 1,
+      });
+      const cmdline = await readFile(`/proc/${ref.id}/cmdline`, 'utf8');
+      expect(cmdline).toContain(jobId);
+      expect(cmdline).not.toContain(password);
+    } finally {
+      await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+    }
+  });
+});
