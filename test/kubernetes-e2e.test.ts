@@ -1,11 +1,16 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import Dockerode from 'dockerode';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { createKubernetesBackend } from '../libs/sandbox/src/kubernetes/index.js';
+import { SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
 import { outputLines, waitAll } from './e2e/job-helpers.js';
+import { redisUrl } from './helpers/services.js';
 import { type Stack, startStack } from './helpers/services-stack.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
 import { dockerSkipReason, images } from './kubernetes-test-env.js';
@@ -24,6 +29,8 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
   let stack: Stack;
   const scratch = mkdtempSync(join(tmpdir(), 'k8s-e2e-'));
   const namespace = 'sandstream-e2e';
+  // Job ids of this run, and the reaper's lane: it must not touch other suites' jobs in the shared Redis.
+  const prefix = `k8se2e-${randomBytes(4).toString('hex')}`;
 
   beforeAll(async () => {
     standin = await startKubeApiStandin({ docker });
@@ -71,6 +78,8 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
         SCHEDULER_TENANT_SLOTS: '4',
         STEP_GRACE_MS: '3000',
         DESTROY_GRACE_SECONDS: '3',
+        REAPER_INTERVAL_SECONDS: '2',
+        REAPER_JOB_GLOB: `${prefix}-*`,
       },
     });
   }, 120_000);
@@ -85,7 +94,7 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
     const ids: string[] = [];
     for (let i = 0; i < 4; i++) {
       const { jobId } = await stack.client.submit({
-        id: `${stack.namespace}-job${i}`,
+        id: `${prefix}-job${i}`,
         // Job 3 names the template; the others an image.
         ...(i === 3 ? { template: 'locked' } : { image: i % 2 === 0 ? images.busybox : images.debian }),
         tenant: 'e2e',
@@ -129,4 +138,37 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
     } while (Date.now() < deadline);
     expect(left).toEqual([]);
   }, 240_000);
+
+  it('the reaper (on the Kubernetes backend) destroys a sandbox pod whose job does not exist', async () => {
+    const redis = new Redis(redisUrl);
+    const backend = createKubernetesBackend({
+      kubeConfig: standin.kubeConfig(namespace),
+      namespace,
+      agentCarrierImage: images.carrier,
+      redis,
+    });
+    try {
+      const jobId = `${prefix}-orphan`;
+      const ref = await backend.create({
+        jobId,
+        tenant: 'e2e',
+        spec: SandboxSpecSchema.parse({ image: images.busybox }),
+        agent: { redisUrl, keyStyle: 'tagged', heartbeatIntervalMs: 200 },
+      });
+      // No waitReady: the reaper may well take the pod before its agent is up.
+      expect(ref.id).toBeTruthy();
+      const deadline = Date.now() + 60_000;
+      while ((await backend.list()).some((s) => s.jobId === jobId) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      expect(
+        (await backend.list()).filter((s) => s.jobId === jobId),
+        stack.logs().slice(-3000),
+      ).toEqual([]);
+      expect(stack.logs()).toContain('reaper destroyed an orphaned sandbox');
+    } finally {
+      await backend.close();
+      redis.disconnect();
+    }
+  }, 120_000);
 });
