@@ -39,6 +39,8 @@ const SERVICES = ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper'] as 
 interface RoundResult {
   mode: 'off' | 'on';
   jobsPerSecond: number;
+  /** CPU of the four services and every agent they started, per job (ms). */
+  cpuMsPerJob: number;
   p50Ms: number;
   failed: number;
   spans: number;
@@ -117,6 +119,18 @@ async function startService(root: string, name: string, env: Record<string, stri
   };
 }
 
+/**
+ * CPU time of this process's reaped children and, transitively, theirs (/proc/self/stat cutime
+ * + cstime): the services, once they exited, including the agents pod-lifecycle reaped. Less
+ * sensitive than wall-clock throughput to what else the shared machine is running.
+ */
+function childrenCpuMs(): number {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // Fields 16 and 17 of proc(5), counted from 1; `fields` starts at field 3. Ticks of 10 ms.
+  return (Number(fields[13]) + Number(fields[14])) * 10;
+}
+
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)] ?? Number.NaN;
@@ -146,6 +160,7 @@ async function round(
   const redis = new Redis(redisUrl);
   const client = new SandstreamClient({ redis, prefix: namespace });
   const spans0 = spansBefore();
+  const cpu0 = childrenCpuMs();
 
   const t0 = performance.now();
   const ids: string[] = [];
@@ -180,6 +195,7 @@ async function round(
   return {
     mode,
     jobsPerSecond: JOBS / seconds,
+    cpuMsPerJob: (childrenCpuMs() - cpu0) / JOBS,
     p50Ms: median(latencies),
     failed,
     spans: spansBefore() - spans0,
@@ -197,7 +213,7 @@ async function main(): Promise<void> {
         const res = await round(root, own.url, mode, receiver.url, () => receiver.spans.length);
         results.push(res);
         console.log(
-          `round ${r + 1} ${mode}: ${res.jobsPerSecond.toFixed(2)} jobs/s, p50 ${res.p50Ms.toFixed(0)} ms, failed ${res.failed}, spans ${res.spans}`,
+          `round ${r + 1} ${mode}: ${res.jobsPerSecond.toFixed(2)} jobs/s, CPU ${res.cpuMsPerJob.toFixed(0)} ms/job, p50 ${res.p50Ms.toFixed(0)} ms, failed ${res.failed}, spans ${res.spans}`,
         );
       }
     }
@@ -212,6 +228,11 @@ async function main(): Promise<void> {
   console.log(`\n## telemetry cost, ${JOBS} one-step jobs per round, ${ROUNDS} rounds per mode (medians)`);
   console.log(
     `off: ${off.toFixed(2)} jobs/s; on: ${on.toFixed(2)} jobs/s; cost ${((1 - on / off) * 100).toFixed(1)} %`,
+  );
+  const cpuOff = median(of('off').map((r) => r.cpuMsPerJob));
+  const cpuOn = median(of('on').map((r) => r.cpuMsPerJob));
+  console.log(
+    `CPU per job (services + agents): off ${cpuOff.toFixed(0)} ms; on ${cpuOn.toFixed(0)} ms; cost ${((cpuOn / cpuOff - 1) * 100).toFixed(1)} %`,
   );
   console.log(`spans per job (on): ${(median(of('on').map((r) => r.spans)) / JOBS).toFixed(1)}`);
 }
