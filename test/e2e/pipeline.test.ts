@@ -200,15 +200,20 @@ describe('admission (in-process backend, one slot per tenant)', () => {
 
   it('a tenant at its limit waits, then runs; other tenants are not held up', async () => {
     const ns = stack.namespace;
-    const a1 = await stack.client.submit({ id: `${ns}-a1`, tenant: 'a', image, steps: [append('a1', 1.5)] });
+    const a1 = await stack.client.submit({ id: `${ns}-a1`, tenant: 'a', image, steps: [append('a1', 6)] });
     for await (const item of stack.client.follow(a1.jobId)) if (item.type === 'step-started') break;
     const a2 = await stack.client.submit({ id: `${ns}-a2`, tenant: 'a', image, steps: [append('a2')] });
     const b1 = await stack.client.submit({ id: `${ns}-b1`, tenant: 'b', image, steps: [append('b1')] });
     const records = await waitAll(stack.client, [a1.jobId, a2.jobId, b1.jobId], 60_000);
-    expect([...records.values()].map((r) => r.state)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+    const outcomes = [...records.values()].map((r) => `${r.state}${r.reason ? ` (${r.reason})` : ''}`);
+    expect(
+      outcomes.every((o) => o.startsWith('succeeded')),
+      outcomes.join('; '),
+    ).toBe(true);
     const lines = readFileSync(order, 'utf8').trim().split('\n');
     expect(lines.indexOf('a2 start')).toBeGreaterThan(lines.indexOf('a1 end'));
-    expect(lines.indexOf('b1 end')).toBeLessThan(lines.indexOf('a1 end'));
+    // b1 (another tenant) did not wait for a1's slot.
+    expect(lines.indexOf('b1 start')).toBeLessThan(lines.indexOf('a1 end'));
   });
 
   it('starts waiting jobs in priority order', async () => {
@@ -242,7 +247,14 @@ describe('admission (in-process backend, one slot per tenant)', () => {
         ).jobId,
       );
     }
-    await waitAll(stack.client, [blocker.jobId, ...ids], 60_000);
+    const records = await waitAll(stack.client, [blocker.jobId, ...ids], 60_000);
+    const outcomes = [...records.values()].map(
+      (r) => `${r.id}: ${r.state}${r.reason ? ` (${r.reason})` : ''}`,
+    );
+    expect(
+      outcomes.every((o) => o.includes('succeeded')),
+      outcomes.join('; '),
+    ).toBe(true);
     expect(readFileSync(file, 'utf8').trim().split('\n')).toEqual(['high1', 'high2', 'mid1', 'low1', 'low2']);
   });
 });

@@ -17,7 +17,7 @@ function cli(...args: string[]) {
   return spawnSync(process.execPath, [join(repoRoot, 'libs/client/dist/cli/main.js'), ...args], {
     env: { ...process.env, REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: namespace },
     encoding: 'utf8',
-    timeout: 20_000,
+    timeout: 90_000,
   });
 }
 
