@@ -49,8 +49,10 @@ for (const entry of values.scale) {
   scale[name] = Number(match[2]);
 }
 
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const namespace = values.namespace ?? process.env.SANDSTREAM_NAMESPACE ?? 'sandstream';
+// Passed through to the children as they are; not a build input.
+const { env } = process;
+const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const namespace = values.namespace ?? env.SANDSTREAM_NAMESPACE ?? 'sandstream';
 
 // Build what is missing (turbo builds dependencies first), so a fresh clone just works.
 const missing = [
@@ -140,7 +142,9 @@ async function stopAll(code) {
   }, 15_000);
   const results = await Promise.all(children.map((c) => c.exited));
   clearTimeout(killer);
-  children.forEach((c, i) => console.log(`  ${c.label}: exited ${results[i].signal ?? results[i].code}`));
+  children.forEach((c, i) => {
+    console.log(`  ${c.label}: exited ${results[i].signal ?? results[i].code}`);
+  });
   process.exit(code);
 }
 process.on('SIGINT', () => void stopAll(0));

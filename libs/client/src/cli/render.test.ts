@@ -1,0 +1,60 @@
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { describeOutput, TimelineRenderer } from './render.js';
+
+function target(tty: boolean) {
+  const out = Object.assign(new PassThrough(), { isTTY: tty });
+  const err = Object.assign(new PassThrough(), { isTTY: tty });
+  const text = (s: PassThrough) => () => (s.read() as Buffer | null)?.toString() ?? '';
+  return { out, err, readOut: text(out), readErr: text(err) };
+}
+
+describe('TimelineRenderer', () => {
+  it('shows a spinner while the sandbox starts on a TTY, and erases it', async () => {
+    const t = target(true);
+    const renderer = new TimelineRenderer(t, null);
+    renderer.render({ type: 'state', cursor: '1-0', from: 'scheduled', to: 'starting', terminal: false });
+    await new Promise((r) => setTimeout(r, 200));
+    renderer.render({ type: 'step-started', cursor: '2-0', stepId: 'step-1' });
+    const err = t.readErr();
+    expect(err).toMatch(/● starting\n/);
+    expect(err).toMatch(/\r[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] waiting for the sandbox \(starting\)/);
+    expect(err.endsWith('\r\u001b[2K')).toBe(true);
+    expect(t.readOut()).toBe('▶ step-1  step-1\n');
+  });
+
+  it('prints plain lines only when not on a TTY', async () => {
+    const t = target(false);
+    const renderer = new TimelineRenderer(t, null);
+    renderer.render({ type: 'state', cursor: '1-0', from: 'queued', to: 'scheduled', terminal: false });
+    await new Promise((r) => setTimeout(r, 200));
+    renderer.render({
+      type: 'output',
+      cursor: '2-0',
+      stepId: 'step-1',
+      stream: 'stderr',
+      line: 'warn',
+      seq: 1,
+    });
+    expect(t.readErr()).toBe('● scheduled\nwarn\n');
+  });
+
+  it('summarises structured results', () => {
+    expect(
+      describeOutput({
+        schemaVersion: 1,
+        stepId: 'step-1',
+        exitCode: 0,
+        timedOut: false,
+        durationSeconds: 0,
+        errorMessage: null,
+        output: {
+          kind: 'grep',
+          engine: 'builtin',
+          truncated: false,
+          matches: [{ path: 'a.txt', line: 2, column: 3, text: 'xx hit' }],
+        },
+      }),
+    ).toEqual(['  a.txt:2:3: xx hit']);
+  });
+});
