@@ -23,7 +23,7 @@ describe('toolchainContainerOptions', () => {
     const o = toolchainContainerOptions({
       ...base,
       spec,
-      work: { kind: 'tmpfs', options: 'uid=1000,gid=1000' },
+      work: { kind: 'volume', name: 'work-1' },
     });
     expect(o.Entrypoint).toEqual([...AGENT_LOADER_COMMAND, '--job-id', 'job-1']);
     expect(o.Cmd).toEqual([]);
@@ -39,8 +39,10 @@ describe('toolchainContainerOptions', () => {
       MemoryReservation: 128 * 1024 ** 2,
       CpuShares: 256,
       NetworkMode: 'host',
-      Tmpfs: { '/work': 'uid=1000,gid=1000' },
-      Mounts: [{ Type: 'volume', Source: 'shared-1', Target: '/shared', ReadOnly: true }],
+      Mounts: [
+        { Type: 'volume', Source: 'shared-1', Target: '/shared', ReadOnly: true },
+        { Type: 'volume', Source: 'work-1', Target: '/work' },
+      ],
     });
   });
 

@@ -11,7 +11,7 @@ export const AGENT_LOADER_COMMAND = [
   `${SHARED_DIR}/sandstream-agent`,
 ];
 
-export type WorkMount = { kind: 'volume'; name: string } | { kind: 'tmpfs'; options: string };
+export type WorkMount = { kind: 'volume'; name: string };
 
 export interface ToolchainContainerInput {
   name: string;
@@ -45,11 +45,7 @@ export function toolchainContainerOptions(input: ToolchainContainerInput): Docke
     AutoRemove: false,
     RestartPolicy: { Name: 'no' },
   };
-  if (input.work.kind === 'volume') {
-    mounts.push({ Type: 'volume', Source: input.work.name, Target: spec.workingDirectory });
-  } else {
-    hostConfig.Tmpfs = { [spec.workingDirectory]: input.work.options };
-  }
+  mounts.push({ Type: 'volume', Source: input.work.name, Target: spec.workingDirectory });
   if (limits.memory) hostConfig.Memory = memoryToBytes(limits.memory);
   if (requests.memory) hostConfig.MemoryReservation = memoryToBytes(requests.memory);
   if (limits.cpu) hostConfig.NanoCpus = cpuToNanoCpus(limits.cpu);

@@ -10,6 +10,7 @@ import { createBackend } from '../create-backend.js';
 import { type SandboxSpecInput, SandboxSpecSchema } from '../sandbox-spec.js';
 import { StepChannel } from '../testing/step-channel.js';
 import { DockerBackend } from './docker-backend.js';
+import { persistentVolumeName } from './docker-names.js';
 import { dockerEngine, dockerLeftovers, testImages } from './docker-test-env.js';
 
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -85,7 +86,7 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
     });
     expect(info.Mounts.find((m) => m.Destination === '/shared')).toMatchObject({ RW: false });
 
-    // The non-root agent can write its work tree (a tmpfs owned by its uid) and runs as that uid.
+    // The non-root agent can write its work tree (a volume handed to its uid) and runs as that uid.
     const steps = new StepChannel(redis, blocking, sandboxKeys(jobId, 'tagged'));
     const written = await steps.run({
       schemaVersion: SCHEMA_VERSION,
@@ -106,6 +107,42 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
     expect(await steps.stdout('id')).toEqual(['1000']);
     await backend.destroy(ref, { graceMs: 2000, removeOutputKeys: true });
     expect(await dockerLeftovers(docker, jobId)).toEqual([]);
+  });
+
+  it('lets a non-root sandbox write a persistent workspace', async () => {
+    const jobId = `cfg-ws-user-${tag}`;
+    const name = `cfg-ws-${tag}`;
+    const ref = await backend.create(
+      request(jobId, { image: testImages.busybox, user: '1000:1000', persistentWorkspace: { name } }),
+    );
+    refs.push(ref);
+    try {
+      await backend.waitReady(ref, 30_000, { isAgentAlive: alive(redis, jobId) });
+      const steps = new StepChannel(redis, blocking, sandboxKeys(jobId, 'tagged'));
+      const written = await steps.run({
+        schemaVersion: SCHEMA_VERSION,
+        stepId: 'w',
+        kind: 'writeFile',
+        path: 'kept.txt',
+        content: 'mine',
+      });
+      expect(written.errorMessage).toBeNull();
+      const ls = await steps.run({
+        schemaVersion: SCHEMA_VERSION,
+        stepId: 'ls',
+        kind: 'run',
+        command: 'ls',
+        args: ['-ldn', '/work'],
+      });
+      expect(ls.exitCode).toBe(0);
+      expect((await steps.stdout('ls'))[0]).toMatch(/^drwxr-x---\s+\d+\s+1000\s+1000\s/);
+    } finally {
+      await backend.destroy(ref, { graceMs: 2000, removeOutputKeys: true });
+      await docker
+        .getVolume(persistentVolumeName(name))
+        .remove()
+        .catch(() => {});
+    }
   });
 
   it('hands spec.runtimeClass to the engine as the container runtime', async () => {

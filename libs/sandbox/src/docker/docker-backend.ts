@@ -29,6 +29,7 @@ import {
   persistentVolumeName,
 } from './docker-names.js';
 import { chooseNetwork, type DenyEgressConfig } from './docker-network.js';
+import { giveWorkDirectoryTo } from './work-ownership.js';
 
 export const DEFAULT_CARRIER_IMAGE = 'sandstream/agent-carrier:dev';
 
@@ -43,8 +44,6 @@ export interface DockerBackendOptions {
   /** Network for spec.network "default"; `host` suits a developer machine with Redis on 127.0.0.1. */
   defaultNetwork?: string;
   denyEgress?: DenyEgressConfig;
-  /** tmpfs options for the work directory of a non-root sandbox without a persistent workspace. */
-  workTmpfsSize?: string;
   secretSource?: Record<string, string | undefined>;
   idleTimeoutSeconds?: number;
   defaultGraceMs?: number;
@@ -141,14 +140,6 @@ export class DockerBackend implements SandboxBackend {
           Labels: { [SandboxLabels.managedBy]: SandboxLabels.managedByValue, [DockerRoleLabel]: 'workspace' },
         });
         work = { kind: 'volume', name: persistent };
-      } else if (spec.user) {
-        // A fresh volume is root-owned; a tmpfs can be handed to the sandbox's uid:gid. Its pages
-        // count against the container's memory limit.
-        const [uid, gid = uid] = spec.user.split(':');
-        work = {
-          kind: 'tmpfs',
-          options: `uid=${uid},gid=${gid},mode=0750,size=${this.options.workTmpfsSize ?? '1g'}`,
-        };
       } else {
         await this.docker.createVolume({ Name: names.workVolume, Labels: labelsFor('work') });
         work = { kind: 'volume', name: names.workVolume };
@@ -175,6 +166,7 @@ export class DockerBackend implements SandboxBackend {
           env: { ...spec.env, ...secrets, ...agent.agentEnv, ...agentEnvironment(launch) },
         }),
       );
+      if (spec.user) await giveWorkDirectoryTo(container, spec.workingDirectory, spec.user);
       await container.start();
       return { jobId: request.jobId, backend: 'docker', id: container.id };
     } catch (err) {
