@@ -112,7 +112,7 @@ function prefixLines(label, chunk) {
     .join('');
 }
 
-async function waitReady({ label, port, child }, timeoutMs = 30_000) {
+async function waitReady({ label, port, child }, timeoutMs = 90_000) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null)
