@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { SandstreamClient } from '@sandstream/client';
 import Dockerode from 'dockerode';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,8 +11,8 @@ import { stringify } from 'yaml';
 import { createKubernetesBackend } from '../libs/sandbox/src/kubernetes/index.js';
 import { SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
 import { outputLines, waitAll } from './e2e/job-helpers.js';
-import { redisUrl } from './helpers/services.js';
-import { type Stack, startStack } from './helpers/services-stack.js';
+import { type RunningService, redisUrl, startService, uniqueNamespace } from './helpers/services.js';
+import { SERVICE_NAMES } from './helpers/services-stack.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
 import { dockerSkipReason, images } from './kubernetes-test-env.js';
 
@@ -24,9 +25,45 @@ import { dockerSkipReason, images } from './kubernetes-test-env.js';
 const docker = new Dockerode();
 const skip = await dockerSkipReason(docker);
 
+interface KubeStack {
+  namespace: string;
+  client: SandstreamClient;
+  logs: () => string;
+  stop: () => Promise<void>;
+}
+
+/**
+ * The four services, started one after another with a generous health timeout: on the shared
+ * two-core machine a parallel start under load can take longer than the stack helper allows.
+ */
+async function startKubeStack(env: Record<string, string>): Promise<KubeStack> {
+  const namespace = uniqueNamespace('k8s');
+  const fullEnv = { SANDSTREAM_NAMESPACE: namespace, COMPLETION_SHARDS: '4', LOG_LEVEL: 'info', ...env };
+  const services: RunningService[] = [];
+  try {
+    for (const name of SERVICE_NAMES)
+      services.push(await startService(name, fullEnv, { healthTimeoutMs: 90_000 }));
+  } catch (err) {
+    await Promise.all(services.map((s) => s.stop(2000)));
+    throw err;
+  }
+  const redis = new Redis(redisUrl);
+  const client = new SandstreamClient({ redis, prefix: namespace, completionShards: 4 });
+  return {
+    namespace,
+    client,
+    logs: () => services.map((s) => `--- ${s.name}\n${s.output()}`).join('\n'),
+    stop: async () => {
+      await Promise.all(services.map((s) => s.stop(15_000)));
+      await client.close();
+      redis.disconnect();
+    },
+  };
+}
+
 describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)', () => {
   let standin: KubeApiStandin;
-  let stack: Stack;
+  let stack: KubeStack;
   const scratch = mkdtempSync(join(tmpdir(), 'k8s-e2e-'));
   const namespace = 'sandstream-e2e';
   // Job ids of this run, and the reaper's lane: it must not touch other suites' jobs in the shared Redis.
@@ -66,23 +103,20 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
         },
       }),
     );
-    stack = await startStack({
-      label: 'k8s',
-      env: {
-        SANDBOX_TYPE: 'kubernetes',
-        KUBECONFIG: kubeconfig,
-        SANDSTREAM_K8S_NAMESPACE: namespace,
-        SANDSTREAM_AGENT_CARRIER_IMAGE: images.carrier,
-        SANDSTREAM_TEMPLATES_FILE: templates,
-        SCHEDULER_GLOBAL_SLOTS: '4',
-        SCHEDULER_TENANT_SLOTS: '4',
-        STEP_GRACE_MS: '3000',
-        DESTROY_GRACE_SECONDS: '3',
-        REAPER_INTERVAL_SECONDS: '2',
-        REAPER_JOB_GLOB: `${prefix}-*`,
-      },
+    stack = await startKubeStack({
+      SANDBOX_TYPE: 'kubernetes',
+      KUBECONFIG: kubeconfig,
+      SANDSTREAM_K8S_NAMESPACE: namespace,
+      SANDSTREAM_AGENT_CARRIER_IMAGE: images.carrier,
+      SANDSTREAM_TEMPLATES_FILE: templates,
+      SCHEDULER_GLOBAL_SLOTS: '4',
+      SCHEDULER_TENANT_SLOTS: '4',
+      STEP_GRACE_MS: '3000',
+      DESTROY_GRACE_SECONDS: '3',
+      REAPER_INTERVAL_SECONDS: '2',
+      REAPER_JOB_GLOB: `${prefix}-*`,
     });
-  }, 120_000);
+  }, 240_000);
 
   afterAll(async () => {
     await stack?.stop();
