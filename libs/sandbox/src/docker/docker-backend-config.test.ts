@@ -217,6 +217,8 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
       });
     });
     afterAll(async () => {
+      // A sandbox a failed test left attached would keep the network from being removed.
+      for (const ref of refs) await denyBackend?.destroy(ref, { graceMs: 0 }).catch(() => {});
       gatewayBlocking?.disconnect();
       gatewayRedis?.disconnect();
       server?.kill('SIGKILL');
