@@ -1,10 +1,13 @@
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { EVENT_FIELD, sandboxKeys } from '@sandstream/wire';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AGENT_BINARY_NAME,
@@ -21,6 +24,7 @@ const sha256 = async (path: string) =>
   createHash('sha256')
     .update(await readFile(path))
     .digest('hex');
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const agentDir = fileURLToPath(new URL('..', import.meta.url));
 
 /** A fake build output: dist/sandstream-agent + dist/runtime/lib/{loader, libc}. */
@@ -140,29 +144,28 @@ describe('injectFiles', () => {
   });
 });
 
-// The real thing: a single executable built from scripts/probe-entry.ts (which calls injectAgent),
-// started through its bundled loader exactly as a sandbox starts the agent.
+// The real thing: the built single executable (npm run build), started through its bundled
+// loader exactly as a sandbox starts it. It injects itself, and the copy then runs a job against
+// the real Redis as a non-root user.
 describe('single executable --inject', () => {
+  const built = join(agentDir, 'dist', AGENT_BINARY_NAME);
+  const lib = join(agentDir, 'dist', 'runtime', 'lib');
   let root: string;
-  let built: string;
+  let redis: Redis;
   beforeAll(async () => {
+    if (!existsSync(built) || !existsSync(join(lib, LOADER_NAME))) {
+      throw new Error(`${built} or its runtime/lib is missing: run "npm run build" first`);
+    }
     root = await mkdtemp(join(tmpdir(), 'inject-sea-'));
-    await chmod(root, 0o755); // the non-root check below must be able to traverse it
-    built = join(root, 'build', AGENT_BINARY_NAME);
-    await run(
-      process.execPath,
-      ['scripts/build-sea.mjs', '--entry', 'scripts/probe-entry.ts', '--out', built],
-      {
-        cwd: agentDir,
-      },
-    );
-  }, 180_000);
+    await chmod(root, 0o755); // the non-root run below must be able to traverse it
+    redis = new Redis(REDIS_URL);
+  });
   afterAll(async () => {
+    await redis?.quit();
     await rm(root, { recursive: true, force: true });
   });
 
-  it('copies itself and its runtime when started through the loader, and the copy runs for a non-root user without leaking its libc into children', async () => {
-    const lib = join(root, 'build', 'runtime', 'lib');
+  it('copies itself and its runtime when started through the loader; the copy runs a job as nobody without leaking its libs into children', async () => {
     await run(join(lib, LOADER_NAME), ['--library-path', lib, built, '--inject', join(root, 'shared')]);
 
     const shared = join(root, 'shared');
@@ -171,38 +174,45 @@ describe('single executable --inject', () => {
     expect(await sha256(sharedBinary)).toBe(await sha256(built));
     expect((await readdir(join(shared, 'lib'))).sort()).toEqual((await readdir(lib)).sort());
 
-    const { stdout } = await run(
-      join(shared, 'lib', LOADER_NAME),
-      [
-        '--library-path',
-        join(shared, 'lib'),
-        sharedBinary,
-        '--probe',
-        'x',
-        '--',
-        '/bin/cat',
-        '/proc/self/maps',
-      ],
-      { uid: 65534, gid: 65534, env: { PATH: '/usr/bin:/bin' } },
-    );
-    const [factsLine, ...maps] = stdout.split('\n');
-    const facts = JSON.parse(factsLine ?? '{}');
-    // Node's SEA found its blob through the loader: argv is [execPath (= the loader), argv0, ...args].
-    expect(facts.isSea).toBe(true);
-    expect(facts.execPath).toBe(join(shared, 'lib', LOADER_NAME));
-    expect(facts.argv).toEqual([
-      join(shared, 'lib', LOADER_NAME),
-      sharedBinary,
-      '--probe',
-      'x',
-      '--',
-      '/bin/cat',
-      '/proc/self/maps',
-    ]);
-    expect(facts.ldLibraryPath).toBeNull();
-    // The child (cat) mapped the host's own libc, not the injected one.
-    const mapped = maps.join('\n');
-    expect(mapped).toMatch(/libc\.so\.6/);
-    expect(mapped).not.toContain(shared);
-  }, 60_000);
+    const jobId = `inject-test-${randomBytes(4).toString('hex')}`;
+    const keys = sandboxKeys(jobId);
+    try {
+      const steps = [
+        { schemaVersion: 1, stepId: 'maps', kind: 'run', command: 'cat', args: ['/proc/self/maps'] },
+        { schemaVersion: 1, stepId: 'env', kind: 'run', command: 'env' },
+        { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' },
+      ];
+      for (const step of steps) await redis.lpush(keys.in, JSON.stringify(step));
+      // Exits 0 only if the SEA found its blob through the loader and read --job-id from argv.
+      await run(
+        join(shared, 'lib', LOADER_NAME),
+        [
+          '--library-path',
+          join(shared, 'lib'),
+          sharedBinary,
+          '--redis-url',
+          REDIS_URL,
+          '--job-id',
+          jobId,
+          '--workdir',
+          '/tmp',
+        ],
+        { uid: 65534, gid: 65534, env: { PATH: '/usr/bin:/bin' }, timeout: 60_000 },
+      );
+      const lines = new Map<string, string[]>();
+      for (const [, fields] of await redis.xrange(keys.events, '-', '+')) {
+        const event = JSON.parse(fields[fields.indexOf(EVENT_FIELD) + 1] ?? '{}');
+        if (event.kind === 'stdout')
+          lines.set(event.stepId, [...(lines.get(event.stepId) ?? []), event.line]);
+      }
+      // The step (cat) mapped the host's own libc, nothing of the injected runtime.
+      const maps = (lines.get('maps') ?? []).join('\n');
+      expect(maps).toMatch(/libc\.so\.6/);
+      expect(maps).not.toContain(shared);
+      expect(lines.get('env')?.some((l) => l.startsWith('LD_LIBRARY_PATH='))).toBe(false);
+      expect(await redis.llen(keys.results)).toBe(3);
+    } finally {
+      await redis.unlink(keys.in, keys.events, keys.results, keys.heartbeat, keys.control);
+    }
+  }, 90_000);
 });
