@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { JobSpecError, QueueNames } from '@sandstream/bus';
+import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Stack, startStack } from '../helpers/services-stack.js';
@@ -156,6 +157,25 @@ describe('pipeline (in-process backend)', () => {
     expect(Date.now() - asked).toBeLessThan(1_000);
     expect(r.stepResults['step-1']?.cancelled).toBe(true);
     expect(r.stepResults['step-2']).toBeUndefined();
+  });
+
+  it('fails a job whose sandbox dies as sandbox lost within 15 s (default settings)', async () => {
+    const { jobId } = await stack.client.submit({
+      id: id('lost'),
+      image,
+      steps: [{ command: 'sleep', args: ['120'] }],
+    });
+    for await (const item of stack.client.follow(jobId)) if (item.type === 'step-started') break;
+    const entry = await stack.redis.hget(DEFAULT_INPROCESS_REGISTRY_KEY, jobId);
+    const pid = (JSON.parse(entry ?? '{}') as { pid?: number }).pid;
+    expect(pid).toBeGreaterThan(0);
+    // The whole sandbox vanishes at once, as a deleted pod would.
+    process.kill(-(pid as number), 'SIGKILL');
+    const killedAt = Date.now();
+    const r = await stack.client.wait(jobId, { timeoutMs: 30_000 });
+    expect(r.state).toBe('failed');
+    expect(r.reason).toMatch(/sandbox lost/);
+    expect(Date.now() - killedAt).toBeLessThan(15_000);
   });
 
   it('refuses bad specs with the field and rule, queuing nothing', async () => {

@@ -40,13 +40,17 @@ export interface RunningService {
 export async function startService(
   name: ServiceName,
   env: Record<string, string>,
-  options: { healthTimeoutMs?: number } = {},
+  options: { healthTimeoutMs?: number; nodeArgs?: string[] } = {},
 ): Promise<RunningService> {
   const port = await freePort();
-  const child = spawn(process.execPath, [`${repoRoot}services/${name}/dist/main.js`], {
-    env: { ...process.env, REDIS_URL: redisUrl, LOG_LEVEL: 'info', ...env, HEALTH_PORT: String(port) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [...(options.nodeArgs ?? []), `${repoRoot}services/${name}/dist/main.js`],
+    {
+      env: { ...process.env, REDIS_URL: redisUrl, LOG_LEVEL: 'info', ...env, HEALTH_PORT: String(port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let output = '';
   const keep = (chunk: Buffer) => {
     output += chunk.toString();

@@ -56,13 +56,22 @@ async function main(): Promise<void> {
   await beat();
   const beatTimer = setInterval(() => void beat(), 2000);
 
-  const dispatcher = await startService('step-dispatcher', {
-    REDIS_URL: own.url,
-    SANDSTREAM_NAMESPACE: namespace,
-    COMPLETION_SHARDS: String(SHARDS),
-    DISPATCH_CONCURRENCY: '200',
-    LOG_LEVEL: 'warn',
-  });
+  const dispatcher = await startService(
+    'step-dispatcher',
+    {
+      REDIS_URL: own.url,
+      SANDSTREAM_NAMESPACE: namespace,
+      COMPLETION_SHARDS: String(SHARDS),
+      DISPATCH_CONCURRENCY: '200',
+      LOG_LEVEL: 'warn',
+    },
+    {
+      // CAPACITY_PROFILE_DIR=/tmp/x writes a CPU profile of the dispatcher there.
+      nodeArgs: process.env.CAPACITY_PROFILE_DIR
+        ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CAPACITY_PROFILE_DIR}`]
+        : [],
+    },
+  );
   const pid = dispatcher.child.pid as number;
 
   // The generator's side of the wire protocol.
@@ -187,6 +196,12 @@ async function main(): Promise<void> {
   console.log(`dispatcher RSS peak          ${fmt(peakRssMb)} MB`);
   console.log(`Redis used_memory peak       ${fmt(peakRedisMb)} MB`);
 
+  const warnings = dispatcher
+    .output()
+    .split('\n')
+    .filter((l) => l.includes('"level"'));
+  console.log(`dispatcher warnings/errors logged: ${warnings.length}`);
+  for (const line of warnings.slice(0, 3)) console.log(`  ${line.slice(0, 300)}`);
   await dispatcher.stop();
   await queue.close();
   sub.disconnect();
