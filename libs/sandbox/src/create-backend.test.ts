@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createBackend } from './create-backend.js';
 import { DockerBackend } from './docker/docker-backend.js';
 import { InProcessBackend } from './inprocess/inprocess-backend.js';
+import { SandboxSpecSchema } from './sandbox-spec.js';
 
 const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { lazyConnect: true });
 afterAll(() => redis.disconnect());
@@ -31,6 +32,19 @@ describe('createBackend', () => {
     expect(detection.reason).toMatch(/DOCKER_HOST/);
     // The injected client is the one used: its unreachable engine is what the error names.
     await expect(backend.list()).rejects.toThrow(/ECONNREFUSED/);
+    // create() turns an engine failure into a SandboxStartError a caller can classify.
+    await expect(
+      backend.create({
+        jobId: 'engine-down',
+        tenant: 't',
+        spec: SandboxSpecSchema.parse({ image: 'x' }),
+        agent: { redisUrl: 'redis://127.0.0.1:6379', keyStyle: 'tagged' },
+      }),
+    ).rejects.toMatchObject({
+      name: 'SandboxStartError',
+      reason: 'backend_error',
+      message: /Docker engine: .*ECONNREFUSED/,
+    });
   });
 
   it('loads the Kubernetes backend on demand with an injected kube config', async () => {

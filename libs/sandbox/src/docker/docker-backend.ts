@@ -96,7 +96,10 @@ export class DockerBackend implements SandboxBackend {
         defaultNetwork: this.options.defaultNetwork ?? 'host',
         denyEgress: this.options.denyEgress,
       }),
-    ]);
+    ]).catch((err: unknown) => {
+      if (err instanceof SandboxStartError) throw err;
+      throw new SandboxStartError('backend_error', `Docker engine: ${(err as Error).message}`);
+    });
 
     if (existing.length > 0) {
       throw new SandboxStartError(
