@@ -3,6 +3,7 @@ import { COMPLETION_GROUP, type DispatchKeys } from '@sandstream/bus';
 import type { Logger } from '@sandstream/telemetry';
 import { type CompletionNotice, decodeCompletionNotice } from '@sandstream/wire';
 import { Cluster } from 'ioredis';
+import { LatencyWindow } from './latency-window.js';
 
 export type NoticeHandler = (notice: CompletionNotice) => Promise<void>;
 
@@ -44,6 +45,12 @@ export class CompletionConsumer {
   private readonly claimIdleMs: number;
   private readonly claimIntervalMs: number;
   handledCount = 0;
+  /**
+   * Notice accepted by Redis (its stream id's time) -> handled here: what a step waits for the
+   * dispatcher between its result and the next push. Uses Redis' clock and ours, so it is only
+   * meaningful when they agree (same host, or NTP).
+   */
+  readonly latency = new LatencyWindow();
 
   constructor(private readonly options: CompletionConsumerOptions) {
     this.blockMs = options.blockMs ?? 1000;
@@ -122,6 +129,7 @@ export class CompletionConsumer {
           await work;
           done.push(id);
           this.handledCount++;
+          this.latency.record(Date.now() - Number(id.split('-')[0]));
         } catch (err) {
           // Left pending: XAUTOCLAIM retries it after claimIdleMs.
           this.options.logger.error({ err, notice }, 'completion handler failed; will retry');

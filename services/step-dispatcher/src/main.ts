@@ -119,10 +119,19 @@ async function main(): Promise<void> {
   });
   // Stop taking new work first, then let in-flight handlers finish; whatever is left
   // unacknowledged (a notice, a dispatch, a leased deadline) is redelivered to another instance.
+  // One line every 10 s with the completion handling latency (and the load that produced it).
+  const latencyReport = setInterval(() => {
+    const report = completions.latency.drain();
+    if (report) logger.info({ ...report, unit: 'ms' }, 'completion handling latency');
+  }, 10_000);
+  latencyReport.unref();
   const shutdown = new GracefulShutdown({ logger });
   shutdown.add('stop taking work', async () => health.markDraining());
   shutdown.add('dispatch worker', () => worker.close());
-  shutdown.add('completion consumer', () => completions.stop());
+  shutdown.add('completion consumer', async () => {
+    clearInterval(latencyReport);
+    await completions.stop();
+  });
   shutdown.add('deadline sweeper', () => deadlines.stop());
   shutdown.add('heartbeat monitor', () => heartbeats.stop());
   shutdown.add('queues', () => destroyQueue.close());

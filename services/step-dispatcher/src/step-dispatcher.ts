@@ -14,7 +14,12 @@ import {
   type SandboxDestroyPayload,
   stepIdFor,
 } from '@sandstream/bus';
-import { type Logger, type SandstreamMetrics, withExtractedContext } from '@sandstream/telemetry';
+import {
+  injectTraceContext,
+  type Logger,
+  type SandstreamMetrics,
+  withExtractedContext,
+} from '@sandstream/telemetry';
 import { type CompletionNotice, errorResult, SCHEMA_VERSION } from '@sandstream/wire';
 import type { Queue } from 'bullmq';
 import { advanceScript, finishScript, startScript } from './dispatch-scripts.js';
@@ -260,9 +265,11 @@ export class StepDispatcher {
 
   private async destroy(jobId: string, outcome: JobState | undefined, reason: string): Promise<void> {
     // The BullMQ job id is the job's: enqueuing the same destroy twice adds it once.
+    // The teardown joins the job's trace under the span active here (the last step's).
+    const traceContext = injectTraceContext();
     await this.options.destroyQueue.add(
       'destroy',
-      { jobId, reason, ...(outcome ? { outcome } : {}) },
+      { jobId, reason, ...(outcome ? { outcome } : {}), ...(traceContext ? { traceContext } : {}) },
       { jobId: bullJobId(jobId), ...DefaultJobOptions },
     );
   }
