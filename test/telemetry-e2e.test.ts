@@ -82,7 +82,13 @@ describe('telemetry end to end', () => {
     stack = undefined;
     await telemetry.shutdown();
 
-    const want = ['scheduler.admit', 'pod-lifecycle.start', 'sandbox.create', 'sandbox.wait_ready'];
+    const want = [
+      'scheduler.admit',
+      'pod-lifecycle.start',
+      'sandbox.create',
+      'sandbox.wait_ready',
+      'pod-lifecycle.destroy',
+    ];
     await receiver.waitFor((all) => {
       const t = all.filter((s) => s.traceId === submitTraceId);
       return (
@@ -147,6 +153,12 @@ describe('telemetry end to end', () => {
         expect(step.status.code).not.toBe('error');
       }
     }
+    // The teardown is in the trace too, under the last step's span (the dispatcher finished
+    // the job while handling that step's completion).
+    const destroy = one('pod-lifecycle.destroy');
+    const lastStep = one('dispatcher.step', (s) => s.attributes['sandstream.step.id'] === 'step-3');
+    expect(destroy).toMatchObject({ service: 'pod-lifecycle', parentSpanId: lastStep.spanId });
+
     // Steps follow each other.
     const steps = trace
       .filter((s) => s.name === 'dispatcher.step')
