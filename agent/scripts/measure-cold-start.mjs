@@ -7,23 +7,29 @@
  *   - `node agent/dist/main.js` (plain Node, the tsc output).
  * Each run uses a fresh job id, is stopped with SIGTERM once alive, and its keys are removed.
  *
- * Usage: node agent/scripts/measure-cold-start.mjs [--runs 15] [--redis-url redis://127.0.0.1:6379]
+ * With --docker, also `docker run` of the injected agent in the libc-less busybox image (the
+ * carrier injects into a fresh volume first; `npm run images` must have run).
+ *
+ * Usage: node agent/scripts/measure-cold-start.mjs [--runs 15] [--redis-url redis://127.0.0.1:6379] [--docker]
  * Needs `npm run build` first. Prints a Markdown table.
  */
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import { Redis } from 'ioredis';
 
+const execFileAsync = promisify(execFile);
 const agentDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const { values } = parseArgs({
   options: {
     runs: { type: 'string', default: '15' },
     'redis-url': { type: 'string', default: 'redis://127.0.0.1:6379' },
+    // Also time `docker run` of the injected agent in sandstream/busybox:static (needs the images).
+    docker: { type: 'boolean', default: false },
   },
 });
 const runs = Number(values.runs);
@@ -40,6 +46,29 @@ const variants = [
   },
   { name: 'node dist/main.js', argv: [process.execPath, join(agentDir, 'dist', 'main.js')] },
 ];
+
+const volume = `sandstream-coldstart-${randomBytes(4).toString('hex')}`;
+if (values.docker) {
+  await execFileAsync('docker', ['volume', 'create', volume]);
+  await execFileAsync('docker', ['run', '--rm', '-v', `${volume}:/shared`, 'sandstream/agent-carrier:dev']);
+  variants.push({
+    name: '`docker run` busybox:static, injected agent via loader',
+    argv: [
+      'docker',
+      'run',
+      '--rm',
+      '--network',
+      'host',
+      '-v',
+      `${volume}:/shared:ro`,
+      'sandstream/busybox:static',
+      '/shared/lib/ld-linux-x86-64.so.2',
+      '--library-path',
+      '/shared/lib',
+      '/shared/sandstream-agent',
+    ],
+  });
+}
 
 const redis = new Redis(values['redis-url']);
 const POLL_MS = 2;
@@ -89,6 +118,7 @@ const rows = variants.map((v, k) => {
   return `| ${v.name} | ${pct(t, 50).toFixed(0)} | ${pct(t, 90).toFixed(0)} | ${t[0].toFixed(0)} |`;
 });
 await redis.quit();
+if (values.docker) await execFileAsync('docker', ['volume', 'rm', volume]);
 
 const mib = (p) => (statSync(p).size / 1024 / 1024).toFixed(1);
 const libBytes = [
