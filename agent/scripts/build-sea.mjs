@@ -123,7 +123,9 @@ async function makeExecutable(blobPath) {
   if (!values['no-strip'] && hasTool('strip'))
     execFileSync('strip', ['--strip-debug', temp], { stdio: 'pipe' });
   const blob = await readFile(blobPath);
+  const t = Date.now();
   await postject.inject(temp, 'NODE_SEA_BLOB', blob, { sentinelFuse: SEA_FUSE });
+  log(`postject ${((Date.now() - t) / 1000).toFixed(1)}s`);
   await rename(temp, out);
 }
 
@@ -161,16 +163,23 @@ async function copyRuntime(binary) {
 
 async function main() {
   const started = Date.now();
+  const timings = [];
+  const timed = async (name, fn) => {
+    const t = Date.now();
+    const result = await fn();
+    timings.push(`${name} ${((Date.now() - t) / 1000).toFixed(1)}s`);
+    return result;
+  };
   await rm(workDir, { recursive: true, force: true });
   await mkdir(workDir, { recursive: true });
-  const bundlePath = await bundle();
-  const blobPath = await makeBlob(bundlePath);
-  await makeExecutable(blobPath);
-  const libs = await copyRuntime(out);
+  const bundlePath = await timed('bundle', bundle);
+  const blobPath = await timed('blob', () => makeBlob(bundlePath));
+  await timed('executable', () => makeExecutable(blobPath));
+  const libs = await timed('libs', () => copyRuntime(out));
   const size = (await stat(out)).size;
   log(
     `${relative(process.cwd(), out)} (${(size / 1024 / 1024).toFixed(1)} MiB) + ` +
-      `${relative(process.cwd(), runtimeLib)}/{${libs.join(',')}} in ${Date.now() - started} ms`,
+      `${relative(process.cwd(), runtimeLib)}/{${libs.join(',')}} in ${Date.now() - started} ms (${timings.join(', ')})`,
   );
 }
 
