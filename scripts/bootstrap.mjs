@@ -28,7 +28,7 @@ function dependenciesCurrent() {
  *   in-process backend and the non-Docker tests still work); skip: do not touch Docker.
  */
 export function bootstrap({ docker = 'optional' } = {}) {
-  if (!dependenciesCurrent()) run('npm', ['ci', '--no-audit', '--no-fund']);
+  if (!dependenciesCurrent()) run('bash', ['scripts/install-deps.sh']);
   run('npm', ['run', 'build', '--silent']);
   if (docker === 'skip') return { docker: false };
   const engine = run('bash', ['scripts/ensure-docker.sh'], { optional: docker === 'optional' });
