@@ -1,37 +1,92 @@
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import {
+  peakRssKb,
   popResult,
   pushStep,
   rssKb,
+  seaCommand,
   startAgent,
   stopAgent,
   testClient,
   waitFor,
 } from '../src/testing/agent-harness.js';
 
-export interface MemoryReport {
+export interface MemoryVariantReport {
   idleMb: number;
+  /** VmRSS split at idle: anonymous (heap, stacks) vs file-backed (the executable's pages). */
+  idleAnonMb: number;
+  idleFileMb: number;
+  /** VmHWM after each chatty step (the kernel's high-water mark since start). */
   chattyPeakMb: Record<string, number>;
 }
 
-/** (3) Agent RSS (VmRSS) when idle and its peak during chatty steps, sampled every 5 ms. */
+export interface MemoryReport {
+  bareNodeMb: number;
+  variants: Record<string, MemoryVariantReport>;
+}
+
+const mb = (kb: number) => kb / 1024;
+
+function statusKb(pid: number, field: string): number {
+  const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(
+    readFileSync(`/proc/${pid}/status`, 'utf8'),
+  );
+  return match ? Number(match[1]) : Number.NaN;
+}
+
+/** Baseline in the same run: a bare `node` that only waits. */
+async function bareNodeKb(): Promise<number> {
+  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+  await new Promise((r) => setTimeout(r, 1500));
+  const kb = rssKb(child.pid as number);
+  child.kill('SIGKILL');
+  return kb;
+}
+
+/**
+ * (3) Agent RSS idle and its peak (VmHWM) during chatty steps, for `node dist/main.js` and for
+ * the single executable started through its bundled loader (when it has been built).
+ */
 export async function benchMemory(sizes = [200_000, 1_000_000]): Promise<MemoryReport> {
+  const bare = await bareNodeKb();
+  console.log('\n(3) agent RSS (goal <= 80 MB idle and peak)');
+  console.log(`    baseline: bare node process ${mb(bare).toFixed(1)} MB`);
+  const variants: Record<string, MemoryVariantReport> = {};
+  const sea = seaCommand();
+  const commands: [string, readonly string[] | undefined][] = [['node dist/main.js', undefined]];
+  if (existsSync(sea[3] as string)) commands.push(['single executable via loader', sea]);
+  else console.log('    (single executable not built: npm run build -w @sandstream/agent)');
+  for (const [name, command] of commands) {
+    variants[name] = await measureOne(name, command, sizes);
+  }
+  return { bareNodeMb: mb(bare), variants };
+}
+
+async function measureOne(
+  name: string,
+  command: readonly string[] | undefined,
+  sizes: number[],
+): Promise<MemoryVariantReport> {
   const redis = testClient();
-  const agent = startAgent({ jobId: `bench-mem-${process.pid}-${Date.now()}` });
+  const agent = startAgent({ jobId: `bench-mem-${process.pid}-${Date.now()}`, command });
   const pid = agent.child.pid as number;
   try {
     await waitFor('agent heartbeat', async () =>
       (await redis.exists(agent.keys.heartbeat)) ? true : undefined,
     );
     await new Promise((r) => setTimeout(r, 2000));
-    const idleMb = rssKb(pid) / 1024;
-    const chattyPeakMb: Record<string, number> = {};
-    console.log('\n(3) agent RSS (goal <= 80 MB)');
-    console.log(`    idle after start: ${idleMb.toFixed(1)} MB`);
+    const idle = rssKb(pid);
+    const report: MemoryVariantReport = {
+      idleMb: mb(idle),
+      idleAnonMb: mb(statusKb(pid, 'RssAnon')),
+      idleFileMb: mb(statusKb(pid, 'RssFile')),
+      chattyPeakMb: {},
+    };
+    console.log(
+      `    ${name}: idle ${report.idleMb.toFixed(1)} MB (anon ${report.idleAnonMb.toFixed(1)}, file ${report.idleFileMb.toFixed(1)}), VmHWM so far ${mb(peakRssKb(pid)).toFixed(1)} MB`,
+    );
     for (const size of sizes) {
-      let peak = rssKb(pid);
-      const sampler = setInterval(() => {
-        peak = Math.max(peak, rssKb(pid));
-      }, 5);
       await pushStep(redis, agent.keys, {
         schemaVersion: 1,
         stepId: `chatty-${size}`,
@@ -39,13 +94,13 @@ export async function benchMemory(sizes = [200_000, 1_000_000]): Promise<MemoryR
         args: ['1', String(size)],
       });
       const result = await popResult(redis, agent.keys, 120);
-      clearInterval(sampler);
-      chattyPeakMb[String(size)] = peak / 1024;
+      const peak = peakRssKb(pid);
+      report.chattyPeakMb[String(size)] = mb(peak);
       console.log(
-        `    peak during seq 1 ${size}: ${(peak / 1024).toFixed(1)} MB (dropped ${result.droppedLines?.toLocaleString('en-US')} lines)`,
+        `      VmHWM after seq 1 ${size}: ${mb(peak).toFixed(1)} MB, VmRSS then ${mb(rssKb(pid)).toFixed(1)} MB (dropped ${result.droppedLines?.toLocaleString('en-US')} lines)`,
       );
     }
-    return { idleMb, chattyPeakMb };
+    return report;
   } finally {
     await stopAgent(agent);
     await redis.del(

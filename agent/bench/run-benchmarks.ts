@@ -1,5 +1,6 @@
 import { benchMemory } from './memory.js';
 import { benchRoundTrip } from './round-trip.js';
+import { benchStepCost } from './step-cost.js';
 import { benchThroughput } from './throughput.js';
 
 /**
@@ -9,6 +10,16 @@ import { benchThroughput } from './throughput.js';
 const only = process.argv[2];
 console.log(`agent benchmarks, node ${process.version}, ${new Date().toISOString()}`);
 if (!only || only === 'round-trip') await benchRoundTrip();
+if (!only || only === 'round-trip' || only === 'step-cost') {
+  await benchStepCost();
+  // The same with no child process: what the agent's own machinery costs per step.
+  await benchStepCost(200, 20, { kind: 'readFile', path: 'package.json' });
+}
 if (!only || only === 'throughput') await benchThroughput();
-if (!only || only === 'memory') await benchMemory();
+// `... memory 200000` measures only the step sizes given.
+const sizes = process.argv
+  .slice(3)
+  .map(Number)
+  .filter((n) => n > 0);
+if (!only || only === 'memory') await benchMemory(sizes.length > 0 ? sizes : undefined);
 process.exit(0);

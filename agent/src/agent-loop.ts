@@ -9,6 +9,7 @@ import {
   type StepResult,
   StepResultSchema,
 } from '@sandstream/wire';
+import type { ChainableCommander } from 'ioredis';
 import { ControlWatcher } from './control-watcher.js';
 import { EventPublisher } from './event-publisher.js';
 import { ExitCode } from './exit-codes.js';
@@ -200,23 +201,28 @@ export class AgentLoop {
       return 'shutdown';
     }
     log.debug('step started', { stepId: step.stepId, kind: step.kind });
-    const { result, eventsWritten } = await this.runStep(step, started);
+    const { result, eventsWritten, appendCompleted } = await this.runStep(step, started);
     log.debug('step finished', {
       stepId: step.stepId,
       exitCode: result.exitCode,
       errorCode: result.errorCode,
       durationSeconds: result.durationSeconds,
     });
-    // The events were handed to the writer connection first, so the result follows them on the
-    // wire without waiting a round trip for their acknowledgement.
-    await Promise.all([eventsWritten, this.results.deliver(result)]);
+    // The lines were handed to the writer connection first, so `completed` and the result (one
+    // pipeline, one write) follow them on the wire without waiting a round trip for their
+    // acknowledgement.
+    await Promise.all([eventsWritten, this.results.deliver(result, appendCompleted)]);
     return 'continue';
   }
 
   private async runStep(
     step: Exclude<Step, { kind: 'shutdown' }>,
     started: number,
-  ): Promise<{ result: StepResult; eventsWritten: Promise<void> }> {
+  ): Promise<{
+    result: StepResult;
+    eventsWritten: Promise<void>;
+    appendCompleted: (pipeline: ChainableCommander) => void;
+  }> {
     const { connections, keys, log, workdir } = this.options;
     const controller = new AbortController();
     this.running = { stepId: step.stepId, controller };
@@ -249,10 +255,10 @@ export class AgentLoop {
     } finally {
       this.running = null;
     }
-    const { handedOver, written } = events.complete(outcome.exitCode);
+    const { handedOver, written, appendCompleted } = events.finish(outcome.exitCode);
     const result = this.result(step.stepId, started, { ...outcome, droppedLines: events.droppedLines });
     await handedOver;
-    return { result, eventsWritten: written };
+    return { result, eventsWritten: written, appendCompleted };
   }
 
   /** Fills the fields only the loop knows, and checks the executor's outcome against the schema. */

@@ -118,3 +118,38 @@ describe('EventPublisher', () => {
     await events.complete(0).written;
   });
 });
+
+describe('EventPublisher.finish', () => {
+  it('leaves `completed` to the caller, whose pipeline writes it after every line', async () => {
+    const events = publisher('ev:finish', { maxWriteLines: 100 });
+    events.started();
+    // More lines than one pipeline carries, so finish() hands them over in several writes.
+    for (let i = 0; i < 250; i++) events.line('stdout', `line ${i}`);
+    const { handedOver, written, appendCompleted } = events.finish(0);
+    await handedOver;
+    const pipeline = redis.pipeline();
+    appendCompleted(pipeline);
+    pipeline.lpush('ev:finish:after', 'result');
+    await Promise.all([written, pipeline.exec()]);
+    const all = await eventsOf('ev:finish');
+    expect(all.map((e) => e.seq)).toEqual(Array.from({ length: 252 }, (_, i) => i));
+    expect(all.at(-1)).toMatchObject({ kind: 'completed', seq: 251, exitCode: 0, droppedLines: 0 });
+  });
+
+  it('reports lines dropped before the end in the completed event it appends', async () => {
+    const events = publisher('ev:finish-dropped', { maxBufferedLines: 100 });
+    events.started();
+    for (let i = 0; i < 150; i++) events.line('stdout', 'x');
+    const { handedOver, appendCompleted } = events.finish(3);
+    await handedOver;
+    const pipeline = redis.pipeline();
+    appendCompleted(pipeline);
+    await pipeline.exec();
+    await events.drained();
+    const all = await eventsOf('ev:finish-dropped');
+    const completed = all.at(-1);
+    expect(completed).toMatchObject({ kind: 'completed', seq: 151, exitCode: 3 });
+    expect(completed?.droppedLines).toBe(events.droppedLines);
+    expect(events.droppedLines).toBeGreaterThan(0);
+  });
+});

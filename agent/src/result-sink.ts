@@ -1,5 +1,5 @@
 import { encodeCompletionNotice, type StepResult } from '@sandstream/wire';
-import type { Redis } from 'ioredis';
+import type { ChainableCommander, Redis } from 'ioredis';
 import type { Logger } from './logger.js';
 
 export interface ResultSinkOptions {
@@ -22,20 +22,30 @@ export interface ResultSinkOptions {
 export class ResultSink {
   constructor(private readonly options: ResultSinkOptions) {}
 
-  async deliver(result: StepResult): Promise<void> {
+  /**
+   * `leading` appends one command that must reach Redis just before the result (the step's
+   * `completed` event) to the same pipeline: one write and one reply for both. Its failure is
+   * logged, like any event write; only the result's own failure is thrown.
+   */
+  async deliver(result: StepResult, leading?: (pipeline: ChainableCommander) => void): Promise<void> {
     const { redis, resultsKey, jobId, notifyStream, notifyStreamMaxLength } = this.options;
-    const pipeline = redis.pipeline().lpush(resultsKey, JSON.stringify(result));
+    const pipeline = redis.pipeline();
+    if (leading) leading(pipeline);
+    const first = leading ? 1 : 0;
+    pipeline.lpush(resultsKey, JSON.stringify(result));
     if (notifyStream) {
       // A result without a readable stepId is still announced (stepId ""), so the reader looks.
       const fields = encodeCompletionNotice({ jobId, stepId: result.stepId ?? '' });
       pipeline.xadd(notifyStream, 'MAXLEN', '~', notifyStreamMaxLength, '*', ...fields);
     }
     const replies = (await pipeline.exec()) ?? [];
-    const [resultError] = replies[0] ?? [null];
+    const [leadingError] = leading ? (replies[0] ?? [null]) : [null];
+    if (leadingError) this.options.log.warn('event write failed', { error: String(leadingError) });
+    const [resultError] = replies[first] ?? [null];
     if (resultError)
       throw new Error(`writing the result of step ${result.stepId} failed: ${String(resultError)}`);
     // The notice only saves a reader a poll; a broken shared stream must not stop this agent.
-    const [noticeError] = replies[1] ?? [null];
+    const [noticeError] = replies[first + 1] ?? [null];
     if (noticeError) {
       this.options.log.error('completion notice not written', {
         stream: notifyStream,

@@ -102,6 +102,38 @@ describe('runStep: executing', () => {
     expect(outcome.errorMessage).toContain(path.join(dir, 'nope/deeper'));
   });
 
+  it('answers a workingDirectory that is a file with an error naming it', async () => {
+    await writeFile(path.join(dir, 'plain-file'), 'x');
+    const r = recordingContext(dir);
+    const outcome = await runStep(step({ command: 'pwd', workingDirectory: 'plain-file' }), r.ctx);
+    expect(outcome).toMatchObject({ errorCode: 'not_found', exitCode: null });
+    expect(outcome.errorMessage).toBe(`workingDirectory ${path.join(dir, 'plain-file')} is not a directory`);
+  });
+
+  it('answers a missing command in an existing workingDirectory as spawn_failed, not as the directory', async () => {
+    await mkdir(path.join(dir, 'exists'), { recursive: true });
+    const r = recordingContext(dir);
+    const outcome = await runStep(
+      step({ command: 'sandstream-no-such-command', workingDirectory: 'exists' }),
+      r.ctx,
+    );
+    expect(outcome).toMatchObject({ errorCode: 'spawn_failed', exitCode: null });
+    expect(outcome.errorMessage).toContain('sandstream-no-such-command');
+  });
+
+  it('completes as soon as the pipes close at exit, without waiting out the drain window', async () => {
+    // A drain window far longer than any scheduling delay on a loaded machine: completing
+    // anywhere near it would mean the executor waited for it instead of for the pipes.
+    const r = recordingContext(dir);
+    const started = Date.now();
+    const outcome = await runStep(step({ command: 'sh', args: ['-c', 'echo done'] }), r.ctx, {
+      drainAfterExitMs: 30_000,
+    });
+    expect(outcome.exitCode).toBe(0);
+    expect(r.text('stdout')).toEqual(['done']);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
   it('handles CRLF and a final line without a newline', async () => {
     const r = recordingContext(dir);
     await runStep(step({ command: 'printf', args: ['a\\r\\nb\\nc'] }), r.ctx);

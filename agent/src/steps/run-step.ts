@@ -51,9 +51,9 @@ export async function runStep(
   const t = { ...DEFAULT_RUN_TIMINGS, ...timings };
   if (ctx.signal.aborted) return failed('cancelled', 'step was cancelled before it started');
 
+  // The working directory is checked only if the spawn fails (see supervise): on the usual path
+  // an up-front stat costs a thread-pool round trip, i.e. one more wake-up of the agent per step.
   const cwd = stepDirectory(ctx.baseDirectory, step.workingDirectory);
-  const cwdProblem = await checkDirectory(cwd);
-  if (cwdProblem) return failed('not_found', `workingDirectory ${cwdProblem}`);
 
   const [file, args] = step.shell
     ? ['/bin/sh', ['-c', step.command, 'sh', ...step.args]]
@@ -68,13 +68,16 @@ export async function runStep(
       stdio: ['ignore', 'pipe', 'pipe'],
     });
   } catch (err) {
+    // Node throws at once for some spawn errors, ENOTDIR from a working directory that is a file among them.
+    const cwdProblem = await checkDirectory(cwd);
+    if (cwdProblem) return failed('not_found', `workingDirectory ${cwdProblem}`);
     // Node validates argv and env synchronously (e.g. a NUL byte in an argument).
     return failed(
       'invalid_step',
       `command ${JSON.stringify(step.command)} could not be started: ${message(err)}`,
     );
   }
-  return supervise(child, step, ctx, t);
+  return supervise(child, step, ctx, t, cwd);
 }
 
 async function checkDirectory(dir: string): Promise<string | null> {
@@ -93,6 +96,7 @@ function supervise(
   step: RunStep,
   ctx: StepContext,
   t: RunStepTimings,
+  cwd: string,
 ): Promise<StepOutcome> {
   return new Promise<StepOutcome>((resolve) => {
     let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
@@ -201,7 +205,17 @@ function supervise(
       // Before 'spawn' this is a failure to start (ENOENT, EACCES); afterwards only a failed
       // kill can raise it, and group signalling is handled in process-group.ts.
       if (child.pid !== undefined) return;
-      finish(failed('spawn_failed', spawnFailureMessage(step, err)));
+      // A missing working directory fails the spawn with the same ENOENT as a missing command:
+      // look at the directory now to tell the two apart. The 'close' that Node emits after this
+      // error must not answer first with an empty outcome.
+      completing = true;
+      void checkDirectory(cwd).then((cwdProblem) =>
+        finish(
+          cwdProblem
+            ? failed('not_found', `workingDirectory ${cwdProblem}`)
+            : failed('spawn_failed', spawnFailureMessage(step, err)),
+        ),
+      );
     });
 
     child.once('spawn', () => {

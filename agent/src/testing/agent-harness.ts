@@ -55,6 +55,17 @@ export interface StartAgentOptions {
   cwd?: string;
   /** Omit --redis-url / --job-id (to test the environment form or their absence). */
   bareArgs?: boolean;
+  /**
+   * The program and its leading arguments; default `node dist/main.js`. The benchmarks pass the
+   * single executable (through its bundled loader) here to measure it the same way.
+   */
+  command?: readonly string[];
+}
+
+/** The single executable as a sandbox starts it: through the bundled loader, not the host's. */
+export function seaCommand(distDir = resolve(agentMain(), '..')): string[] {
+  const lib = resolve(distDir, 'runtime', 'lib');
+  return [resolve(lib, 'ld-linux-x86-64.so.2'), '--library-path', lib, resolve(distDir, 'sandstream-agent')];
 }
 
 export function startAgent(options: StartAgentOptions = {}): AgentProcess {
@@ -71,7 +82,8 @@ export function startAgent(options: StartAgentOptions = {}): AgentProcess {
         keyStyle,
         ...(options.extraArgs ?? []),
       ];
-  const child = spawn(process.execPath, [agentMain(), ...args], {
+  const [program, ...leading] = options.command ?? [process.execPath, agentMain()];
+  const child = spawn(program as string, [...leading, ...args], {
     cwd: options.cwd ?? process.cwd(),
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -143,6 +155,14 @@ export function rssKb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
   if (!match) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(match[1]);
+}
+
+/** Peak resident set size of a process in kB (VmHWM: the kernel's own high-water mark, so no sample can miss the peak). */
+export function peakRssKb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const match = /^VmHWM:\s+(\d+)\s+kB/m.exec(status);
+  if (!match) throw new Error(`no VmHWM for pid ${pid}`);
   return Number(match[1]);
 }
 
