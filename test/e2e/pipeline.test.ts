@@ -11,6 +11,8 @@ import { outputLines, waitAll } from './job-helpers.js';
 // All four services as separate processes, driven only through the SDK, on the in-process backend.
 const image = 'debian:bookworm-slim';
 const scratch = mkdtempSync(join(tmpdir(), 'e2e-pipeline-'));
+// Both describe blocks write here; removed once, after both.
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('pipeline (in-process backend)', () => {
   let stack: Stack;
@@ -22,7 +24,6 @@ describe('pipeline (in-process backend)', () => {
   });
   afterAll(async () => {
     await stack?.stop();
-    rmSync(scratch, { recursive: true, force: true });
   });
   const id = (name: string) => `${stack.namespace}-${name}`;
 
