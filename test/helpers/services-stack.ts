@@ -1,4 +1,5 @@
 import { SandstreamClient } from '@sandstream/client';
+import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
 import { type Cluster, Redis } from 'ioredis';
 import {
   type RunningService,
@@ -88,6 +89,14 @@ export async function startStack(
       list.push(await startService(name, env));
     },
     stop: async () => {
+      // Let pod-lifecycle finish tearing down this run's sandboxes first (a cancelled job's
+      // destroy may still be queued), so no agent outlives the suite.
+      const deadline = Date.now() + 20_000;
+      while (Date.now() < deadline) {
+        const ids = Object.keys(await redis.hgetall(DEFAULT_INPROCESS_REGISTRY_KEY).catch(() => ({})));
+        if (!ids.some((id) => id.startsWith(`${namespace}-`))) break;
+        await new Promise((r) => setTimeout(r, 250));
+      }
       await Promise.all([...services.values()].flat().map((s) => s.stop(15_000)));
       await client.close();
       redis.disconnect();
