@@ -1,5 +1,7 @@
+import { QueueNames } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
+import { Queue } from 'bullmq';
 import { type Cluster, Redis } from 'ioredis';
 import {
   type RunningService,
@@ -91,12 +93,18 @@ export async function startStack(
     stop: async () => {
       // Let pod-lifecycle finish tearing down this run's sandboxes first (a cancelled job's
       // destroy may still be queued), so no agent outlives the suite.
-      const deadline = Date.now() + 20_000;
+      const destroyQueue = new Queue(QueueNames.sandboxDestroy, {
+        connection: redis,
+        prefix: `{${namespace}}`,
+      });
+      const deadline = Date.now() + 30_000;
       while (Date.now() < deadline) {
+        const pending = await destroyQueue.getJobCountByTypes('waiting', 'active', 'delayed', 'prioritized');
         const ids = Object.keys(await redis.hgetall(DEFAULT_INPROCESS_REGISTRY_KEY).catch(() => ({})));
-        if (!ids.some((id) => id.startsWith(`${namespace}-`))) break;
+        if (pending === 0 && !ids.some((id) => id.startsWith(`${namespace}-`))) break;
         await new Promise((r) => setTimeout(r, 250));
       }
+      await destroyQueue.close();
       await Promise.all([...services.values()].flat().map((s) => s.stop(15_000)));
       await client.close();
       redis.disconnect();
