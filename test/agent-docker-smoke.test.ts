@@ -87,6 +87,32 @@ describe.skipIf(gate.skip)('agent injected into unmodified images (Docker)', () 
       .catch(() => {});
   });
 
+  it('uses a busybox image that really has no libc and no dynamic loader of its own', async () => {
+    const probe = await runToExit(
+      docker,
+      {
+        Image: 'sandstream/busybox:static',
+        Cmd: [
+          'find',
+          '/',
+          '-xdev',
+          '(',
+          '-name',
+          'libc.so*',
+          '-o',
+          '-name',
+          'ld-linux*',
+          '-o',
+          '-name',
+          'ld-musl*',
+          ')',
+        ],
+      },
+      60_000,
+    );
+    expect(probe).toEqual({ exitCode: 0, logs: '' });
+  });
+
   const cases = [
     // Debian runs as root; busybox as nobody, to show a non-root sandbox can run the injected files.
     {
