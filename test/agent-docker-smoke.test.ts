@@ -186,4 +186,34 @@ describe.skipIf(gate.skip)('agent injected into unmodified images (Docker)', () 
       }
     },
   );
+
+  it('stops cleanly on docker stop: SIGTERM reaches the agent as PID 1 through the loader, exit 0', async () => {
+    const jobId = `smoke-docker-stop-${suffix}`;
+    const keys = sandboxKeys(jobId);
+    const container = await docker.createContainer({
+      Image: 'sandstream/busybox:static',
+      Cmd: [...LAUNCH, '--redis-url', REDIS_URL, '--job-id', jobId, '--workdir', '/tmp'],
+      Labels: label,
+      HostConfig: { NetworkMode: 'host', Binds: [`${volumeName}:/shared:ro`] },
+    });
+    try {
+      await container.start();
+      const deadline = Date.now() + 60_000;
+      while ((await redis.exists(keys.heartbeat)) === 0) {
+        if (Date.now() > deadline) throw new Error(`no heartbeat: ${await containerLogs(container)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const started = Date.now();
+      // t=20: without a SIGTERM handler in PID 1 the engine would wait all of it, then SIGKILL (137).
+      await container.stop({ t: 20 });
+      const stopMs = Date.now() - started;
+      const state = (await container.inspect()).State;
+      expect(state.ExitCode, await containerLogs(container)).toBe(0);
+      expect(stopMs).toBeLessThan(10_000);
+      expect(await redis.exists(keys.heartbeat)).toBe(0);
+    } finally {
+      await container.remove({ force: true }).catch(() => {});
+      await redis.unlink(keys.in, keys.events, keys.results, keys.heartbeat, keys.control);
+    }
+  });
 });
