@@ -37,10 +37,22 @@ function spawnTrue(): Promise<void> {
 export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<RoundTripReport> {
   const redis = testClient();
   const agent = startAgent({ jobId: `bench-rt-${process.pid}-${Date.now()}` });
+  // SANDSTREAM_AGENT_COMPARE_MAIN=<another build's main.js>: a second agent, timed in the same
+  // loop, for a before/after comparison under the same load.
+  const compareMain = process.env.SANDSTREAM_AGENT_COMPARE_MAIN;
+  const other = compareMain
+    ? startAgent({
+        jobId: `bench-rt-cmp-${process.pid}-${Date.now()}`,
+        command: [process.execPath, compareMain],
+      })
+    : null;
+  const otherSamples: number[] = [];
   try {
-    await waitFor('agent heartbeat', async () =>
-      (await redis.exists(agent.keys.heartbeat)) ? true : undefined,
-    );
+    for (const a of other ? [agent, other] : [agent]) {
+      await waitFor('agent heartbeat', async () =>
+        (await redis.exists(a.keys.heartbeat)) ? true : undefined,
+      );
+    }
     const agentSamples: number[] = [];
     const spawnSamples: number[] = [];
     const executorSamples: number[] = [];
@@ -83,6 +95,12 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
       await redis.lpush(relayIn, 'x');
       await redis.brpop(relayOut, 5);
       const relayMs = performance.now() - t;
+      if (other) {
+        t = performance.now();
+        await pushStep(redis, other.keys, { schemaVersion: 1, stepId: `rt-${i}`, command: 'true' });
+        await popResult(redis, other.keys);
+        if (i >= warmup) otherSamples.push(performance.now() - t);
+      }
       t = performance.now();
       await executeStep(trueStep, ctx);
       const executorMs = performance.now() - t;
@@ -127,11 +145,21 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
     console.log(
       `    overhead at p50 ${ms(report.overheadP50Ms)} (goal <= 1 ms); ratio agent/spawn p50 ${(a.p50 / s.p50).toFixed(2)}x`,
     );
+    if (other) {
+      const o = summarize(otherSamples);
+      console.log(
+        `    comparison agent (${compareMain}) p50 ${ms(o.p50)}  p99 ${ms(o.p99)}; overhead at p50 ${ms(o.p50 - s.p50)}`,
+      );
+    }
     console.log(
       `    split at p50: executor over spawn ${ms(e.p50 - s.p50)}; in the agent around the executor (inside - executeStep) ${ms(inside.p50 - e.p50)}; Redis hops and wake-ups (agent - inside) ${ms(a.p50 - inside.p50)}, of which the relay floor ${ms(r.p50)}`,
     );
     return report;
   } finally {
+    if (other) {
+      await stopAgent(other);
+      await redis.del(other.keys.in, other.keys.events, other.keys.results, other.keys.heartbeat);
+    }
     await stopAgent(agent);
     await redis.del(
       agent.keys.in,

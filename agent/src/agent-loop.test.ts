@@ -7,6 +7,7 @@ import {
   popResult,
   pushStep,
   readEvents,
+  peakRssKb,
   rssKb,
   startAgent,
   stopAgent,
@@ -304,9 +305,13 @@ describe('Redis trouble', () => {
       expect(events.at(-2)).toMatchObject({ kind: 'stdout', seq: 200_000, line: '200000' });
     }
     console.log(`chatty step: idle RSS ${idleKb} kB, peak ${peakKb} kB, dropped ${result.droppedLines}`);
-    // The goal is 80 MB (docs/benchmarks.md has the measured numbers); on a loaded shared machine
-    // the peak varies, so the test guards against unbounded growth rather than the exact goal.
-    expect(peakKb).toBeLessThan(120 * 1024);
+    // The goal is 80 MB (docs/benchmarks.md has the measured numbers: 77-84 MB from run to
+    // run). VmHWM is the kernel's own peak, so no sample can miss it; 100 MB fails if the V8
+    // flags in main.ts stop holding the young generation (114 MB without them).
+    const hwmKb = peakRssKb(pid);
+    console.log(`chatty step: VmHWM ${hwmKb} kB`);
+    expect(peakKb).toBeLessThan(100 * 1024);
+    expect(hwmKb).toBeLessThan(100 * 1024);
     expect(result.droppedLines).toBeGreaterThanOrEqual(0);
     await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
     expect((await agent.exited).code).toBe(0);
