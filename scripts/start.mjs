@@ -10,12 +10,13 @@
 //   npm start -- --no-job                                        services only
 //   npm start -- --logs                                          service logs on the terminal
 //                                                                (else under .cache/start-logs/)
-import { spawn, spawnSync } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { createWriteStream, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { bootstrap } from './bootstrap.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SERVICES = ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper'];
@@ -54,16 +55,15 @@ const { env } = process;
 const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const namespace = values.namespace ?? env.SANDSTREAM_NAMESPACE ?? 'sandstream';
 
-// Build what is missing (turbo builds dependencies first), so a fresh clone just works.
-const missing = [
-  ...SERVICES.map((s) => `services/${s}/dist/main.js`),
-  'libs/client/dist/cli/main.js',
-  'agent/dist/main.js',
-].filter((p) => !existsSync(join(root, p)));
-if (missing.length > 0) {
-  console.log(`building (missing ${missing.join(', ')}) …`);
-  const built = spawnSync('npx', ['tsc', '-b'], { cwd: root, stdio: 'inherit' });
-  if (built.status !== 0) process.exit(built.status ?? 1);
+// A fresh clone just works: dependencies, build, and — where a Docker engine can run — dockerd and
+// the local images. SANDSTREAM_SKIP_BOOTSTRAP=1 skips this (tests that already built everything).
+if (process.env.SANDSTREAM_SKIP_BOOTSTRAP !== '1') {
+  const { docker } = bootstrap({ docker: process.env.SANDBOX_TYPE === 'docker' ? 'required' : 'optional' });
+  if (!docker && !process.env.SANDBOX_TYPE) {
+    // Without an engine a leftover socket would still make detection pick Docker.
+    console.log('no Docker engine: using the in-process backend (set SANDBOX_TYPE to choose)');
+    process.env.SANDBOX_TYPE = 'inprocess';
+  }
 }
 
 function freePort() {

@@ -10,7 +10,15 @@ describe('npm start (scripts/start.mjs)', () => {
     const child = spawn(
       process.execPath,
       [join(repoRoot, 'scripts/start.mjs'), '--namespace', namespace, '--scale', 'dispatcher=2'],
-      { cwd: repoRoot, env: { ...process.env, REDIS_URL: redisUrl, SANDBOX_TYPE: 'inprocess' } },
+      {
+        cwd: repoRoot,
+        env: {
+          ...process.env,
+          REDIS_URL: redisUrl,
+          SANDBOX_TYPE: 'inprocess',
+          SANDSTREAM_SKIP_BOOTSTRAP: '1',
+        },
+      },
     );
     let out = '';
     child.stdout.on('data', (c: Buffer) => {
