@@ -4,10 +4,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   deleteKeys,
   isAlive,
+  peakRssKb,
   popResult,
   pushStep,
   readEvents,
-  peakRssKb,
   rssKb,
   startAgent,
   stopAgent,
