@@ -13,7 +13,9 @@ function run(command, args, { optional = false } = {}) {
   const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', env: process.env });
   if (result.status === 0) return true;
   if (optional) return false;
-  console.error(`bootstrap: \`${command} ${args.join(' ')}\` failed (exit ${result.status ?? result.signal})`);
+  console.error(
+    `bootstrap: \`${command} ${args.join(' ')}\` failed (exit ${result.status ?? result.signal})`,
+  );
   process.exit(result.status ?? 1);
 }
 

@@ -4,7 +4,7 @@
 # `npm ci` first. The registry this machine reaches serves only some platforms' builds of a few
 # packages' optional native binaries (biome, rollup, turbo for darwin/windows/android …), so npm
 # writes a lock file without those entries and `npm ci` then refuses it as "out of sync"
-# (see npm/cli#8320, #4828). When — and only when — that is the refusal, fall back to
+# (npm/cli#9846, #8320). When — and only when — that is the refusal, fall back to
 # `npm install` from the same lock, and fail if that changed the lock: exactly the locked versions.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
