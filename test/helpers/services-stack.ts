@@ -3,6 +3,7 @@ import { SandstreamClient } from '@sandstream/client';
 import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
 import { Queue } from 'bullmq';
 import { type Cluster, Redis } from 'ioredis';
+import { deleteNamespaceKeys } from './namespace-cleanup.js';
 import {
   type RunningService,
   redisUrl,
@@ -107,6 +108,7 @@ export async function startStack(
       await destroyQueue.close();
       await Promise.all([...services.values()].flat().map((s) => s.stop(15_000)));
       await client.close();
+      await deleteNamespaceKeys(redis, namespace);
       redis.disconnect();
     },
     logs: () =>
