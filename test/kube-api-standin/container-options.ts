@@ -1,4 +1,5 @@
 import type { V1Container, V1PodSecurityContext } from '@kubernetes/client-node';
+import { cpuToNanoCpus, memoryToBytes } from '@sandstream/sandbox';
 import type { ContainerCreateOptions, MountSettings } from 'dockerode';
 import { ContainerConfigError, expandReferences } from './env-resolver.js';
 
@@ -15,27 +16,16 @@ export interface ContainerPlan {
   imageUser: string;
 }
 
-const memoryUnits: Record<string, number> = {
-  '': 1,
-  K: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  Ki: 1024,
-  Mi: 1024 ** 2,
-  Gi: 1024 ** 3,
-  Ti: 1024 ** 4,
-};
-
-function memoryBytes(quantity: string): number | undefined {
-  const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$/.exec(quantity);
-  return m ? Math.round(Number(m[1]) * (memoryUnits[m[2] ?? ''] ?? 1)) : undefined;
-}
-
-function nanoCpus(quantity: string): number | undefined {
-  const milli = /^(\d+)m$/.exec(quantity);
-  if (milli) return Number(milli[1]) * 1e6;
-  return /^\d+(\.\d+)?$/.test(quantity) ? Math.round(Number(quantity) * 1e9) : undefined;
+/**
+ * The library's quantity parsers, made lenient: the stand-in leaves a limit it cannot read unset
+ * instead of refusing the pod.
+ */
+function lenient(convert: (quantity: string) => number, quantity: string): number | undefined {
+  try {
+    return convert(quantity);
+  } catch {
+    return undefined;
+  }
 }
 
 function isRootUser(user: string): boolean {
@@ -82,8 +72,8 @@ export function containerOptions(plan: ContainerPlan): ContainerCreateOptions {
     (g): g is number => g !== undefined,
   );
   const limits = container.resources?.limits ?? {};
-  const memory = limits.memory ? memoryBytes(limits.memory) : undefined;
-  const cpus = limits.cpu ? nanoCpus(limits.cpu) : undefined;
+  const memory = limits.memory ? lenient(memoryToBytes, limits.memory) : undefined;
+  const cpus = limits.cpu ? lenient(cpuToNanoCpus, limits.cpu) : undefined;
   const expand = (items: string[] | undefined) => items?.map((item) => expandReferences(item, env));
 
   const options: ContainerCreateOptions = {

@@ -14,6 +14,7 @@ export {
   type InProcessBackendOptions,
 } from './inprocess/inprocess-backend.js';
 export { DEFAULT_INPROCESS_REGISTRY_KEY } from './inprocess/sandbox-registry.js';
+export { cpuToNanoCpus, memoryToBytes } from './quantity.js';
 export * from './sandbox-spec.js';
 export * from './secret-env.js';
 export { loadTemplatesFile, parseTemplates, TemplateFileError } from './templates/load-templates.js';
