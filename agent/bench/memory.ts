@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import {
+  deleteKeys,
   peakRssKb,
   popResult,
   pushStep,
@@ -103,13 +104,7 @@ async function measureOne(
     return report;
   } finally {
     await stopAgent(agent);
-    await redis.del(
-      agent.keys.in,
-      agent.keys.events,
-      agent.keys.results,
-      agent.keys.heartbeat,
-      agent.keys.control,
-    );
+    await deleteKeys(redis, agent.keys);
     redis.disconnect();
   }
 }

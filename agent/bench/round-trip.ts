@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks';
 import type { RunStep } from '@sandstream/wire';
 import { executeStep } from '../src/steps/execute-step.js';
 import {
+  deleteKeys,
   popResult,
   pushStep,
   startAgent,
@@ -161,13 +162,7 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
       await redis.del(other.keys.in, other.keys.events, other.keys.results, other.keys.heartbeat);
     }
     await stopAgent(agent);
-    await redis.del(
-      agent.keys.in,
-      agent.keys.events,
-      agent.keys.results,
-      agent.keys.heartbeat,
-      agent.keys.control,
-    );
+    await deleteKeys(redis, agent.keys);
     redis.disconnect();
   }
 }

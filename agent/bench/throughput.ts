@@ -1,6 +1,13 @@
 import { performance } from 'node:perf_hooks';
 import { encodeEvent, StreamLimits } from '@sandstream/wire';
-import { pushStep, startAgent, stopAgent, testClient, waitFor } from '../src/testing/agent-harness.js';
+import {
+  deleteKeys,
+  pushStep,
+  startAgent,
+  stopAgent,
+  testClient,
+  waitFor,
+} from '../src/testing/agent-harness.js';
 import { follow } from './follower.js';
 
 export interface ThroughputReport {
@@ -88,13 +95,7 @@ export async function benchThroughput(n = 1_000_000): Promise<ThroughputReport> 
     return report;
   } finally {
     await stopAgent(agent);
-    await redis.del(
-      agent.keys.in,
-      agent.keys.events,
-      agent.keys.results,
-      agent.keys.heartbeat,
-      agent.keys.control,
-    );
+    await deleteKeys(redis, agent.keys);
     redis.disconnect();
     reader.disconnect();
   }
