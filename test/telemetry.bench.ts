@@ -25,9 +25,9 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { isTerminal } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import { Redis } from 'ioredis';
+import { runOneStepJobs } from './helpers/one-step-jobs.js';
 import { startOtlpReceiver } from './helpers/otlp-receiver.js';
 import { startOwnRedis } from './helpers/redis-server.js';
 import { freePort, repoRoot, uniqueNamespace } from './helpers/services.js';
@@ -165,32 +165,7 @@ async function round(
   const spans0 = spansBefore();
   const cpu0 = childrenCpuMs();
 
-  const t0 = performance.now();
-  const ids: string[] = [];
-  for (let i = 0; i < JOBS; i++) {
-    const { jobId } = await client.submit({
-      id: `${namespace}-${i}`,
-      image: 'none',
-      steps: [{ command: 'true' }],
-    });
-    ids.push(jobId);
-  }
-  const pending = new Set(ids);
-  const latencies: number[] = [];
-  let failed = 0;
-  while (pending.size > 0) {
-    await new Promise((r) => setTimeout(r, 100));
-    const list = [...pending];
-    const records = await Promise.all(list.map((id) => client.get(id)));
-    records.forEach((r, i) => {
-      if (!r || !isTerminal(r.state)) return;
-      pending.delete(list[i] as string);
-      if (r.state !== 'succeeded') failed++;
-      latencies.push((r.finishedAt ?? 0) - r.createdAt);
-    });
-    if (performance.now() - t0 > 600_000) throw new Error(`${pending.size} jobs unfinished after 10 minutes`);
-  }
-  const seconds = (performance.now() - t0) / 1000;
+  const { seconds, latencies, failed } = await runOneStepJobs(client, `${namespace}-`, JOBS);
   await client.close();
   redis.disconnect();
   // Stopping flushes the services' span batches, so the span count below is complete.

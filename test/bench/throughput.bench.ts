@@ -5,10 +5,10 @@
  *
  *   npx tsc -b && npx vite-node test/bench/throughput.bench.ts [jobs]
  */
-import { isTerminal } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
+import { runOneStepJobs } from '../helpers/one-step-jobs.js';
 import { startOwnRedis } from '../helpers/redis-server.js';
 import { type RunningService, startService, uniqueNamespace } from '../helpers/services.js';
 
@@ -84,29 +84,7 @@ async function main(): Promise<void> {
   sequential.sort((a, b) => a - b);
 
   // Throughput: JOBS submitted at once.
-  const t0 = performance.now();
-  const ids: string[] = [];
-  for (let i = 0; i < JOBS; i++) {
-    ids.push(
-      (await client.submit({ id: `${namespace}-b${i}`, image: 'none', steps: [{ command: 'true' }] })).jobId,
-    );
-  }
-  const pending = new Set(ids);
-  const latencies: number[] = [];
-  let failed = 0;
-  while (pending.size > 0) {
-    await new Promise((r) => setTimeout(r, 100));
-    const list = [...pending];
-    const records = await Promise.all(list.map((id) => client.get(id)));
-    records.forEach((r, i) => {
-      if (!r || !isTerminal(r.state)) return;
-      pending.delete(list[i] as string);
-      if (r.state !== 'succeeded') failed++;
-      latencies.push((r.finishedAt ?? 0) - r.createdAt);
-    });
-    if (performance.now() - t0 > 600_000) throw new Error(`${pending.size} jobs unfinished after 10 minutes`);
-  }
-  const seconds = (performance.now() - t0) / 1000;
+  const { seconds, latencies, failed } = await runOneStepJobs(client, `${namespace}-b`, JOBS);
   latencies.sort((a, b) => a - b);
   const ours = JOBS / seconds;
 
