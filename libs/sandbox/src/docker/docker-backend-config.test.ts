@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import Dockerode from 'dockerode';
 import { Redis } from 'ioredis';
@@ -8,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxLabels, type SandboxRef, SandboxStartError } from '../backend.js';
 import { createBackend } from '../create-backend.js';
 import { type SandboxSpecInput, SandboxSpecSchema } from '../sandbox-spec.js';
+import { freePort } from '../testing/redis-server.js';
 import { StepChannel } from '../testing/step-channel.js';
 import { DockerBackend } from './docker-backend.js';
 import { persistentVolumeName } from './docker-names.js';
@@ -17,17 +17,6 @@ const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const { skip } = await dockerEngine();
 const docker = new Dockerode();
 const tag = randomBytes(3).toString('hex');
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
   let redis: Redis;

@@ -1,61 +1,33 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
+import { type OwnRedis, startOwnRedis } from '../testing/redis-server.js';
 import { InProcessBackend } from './inprocess-backend.js';
 
 const password = `pw-${randomBytes(6).toString('hex')}`;
 const root = join(tmpdir(), `sandstream-inprocess-pw-${randomBytes(4).toString('hex')}`);
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
-
 describe('a Redis URL with a password', () => {
-  let server: ChildProcess;
+  let server: OwnRedis | undefined;
   let redis: Redis;
   let url: string;
 
   beforeAll(async () => {
     // Its own server: requirepass on the shared Redis would lock everyone else out.
-    const port = await freePort();
-    server = spawn(
-      'redis-server',
-      [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--requirepass',
-        password,
-      ],
-      { stdio: 'ignore' },
-    );
-    url = `redis://:${password}@127.0.0.1:${port}`;
+    server = await startOwnRedis(['--requirepass', password]);
+    url = `redis://:${password}@127.0.0.1:${server.port}`;
     redis = new Redis(url, { retryStrategy: (n) => (n > 50 ? null : 100) });
     redis.on('error', () => {});
     await redis.ping();
   });
   afterAll(async () => {
     redis?.disconnect();
-    server?.kill('SIGKILL');
+    await server?.stop();
     await rm(root, { recursive: true, force: true });
   });
 
