@@ -13,6 +13,13 @@ export default defineConfig({
       '@sandstream/bus': src('libs/bus'),
       '@sandstream/service-kit': src('libs/service-kit'),
       '@sandstream/sandbox': src('libs/sandbox'),
+      // Before the package alias: a prefix match would map the subpath under index.ts.
+      '@sandstream/telemetry/trace-context': fileURLToPath(
+        new URL('./libs/telemetry/src/trace-context.ts', import.meta.url),
+      ),
+      '@sandstream/telemetry/telemetry-config': fileURLToPath(
+        new URL('./libs/telemetry/src/telemetry-config.ts', import.meta.url),
+      ),
       '@sandstream/telemetry': src('libs/telemetry'),
       '@sandstream/client': src('libs/client'),
     },

@@ -1,7 +1,16 @@
-import { SpanKind } from '@opentelemetry/api';
-import { initTelemetry, injectTraceContext, type Telemetry, withSpan } from '@sandstream/telemetry';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { bullJobId, createKeySpace, JobSpecSchema, type JobsPayload, QueueNames } from '@sandstream/bus';
+import { initTelemetry, type Telemetry } from '@sandstream/telemetry';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deleteNamespaceKeys } from './helpers/namespace-cleanup.js';
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from './helpers/otlp-receiver.js';
+import { redisUrl, repoRoot, uniqueNamespace } from './helpers/services.js';
 import { type Stack, startStack } from './helpers/services-stack.js';
 
 /*
@@ -9,6 +18,7 @@ import { type Stack, startStack } from './helpers/services-stack.js';
  * agent they start (in-process backend: a real agent process per job): a three-step job whose
  * second step fails under continueOnError. This test process plays the submitter.
  */
+const execFileAsync = promisify(execFile);
 let receiver: OtlpReceiver;
 let stack: Stack | undefined;
 let telemetry: Telemetry;
@@ -39,7 +49,7 @@ const jsonLines = (text: string) =>
   });
 
 describe('telemetry end to end', () => {
-  it('records submit -> scheduler -> pod-lifecycle -> dispatcher -> agent as one trace', async () => {
+  it('records SDK submit -> scheduler -> pod-lifecycle -> dispatcher -> agent as one trace', async () => {
     stack = await startStack({
       label: 'tele',
       env: {
@@ -54,23 +64,19 @@ describe('telemetry end to end', () => {
     });
     const jobId = `${stack.namespace}-traced`;
     const client = stack.client;
-    const submitTraceId = await withSpan(
-      'job.submit',
-      { kind: SpanKind.PRODUCER, attributes: { 'sandstream.job.id': jobId } },
-      async (span) => {
-        await client.submit({
-          id: jobId,
-          image: 'debian:bookworm-slim',
-          steps: [
-            { command: 'echo', args: ['one'] },
-            { command: 'echo broken >&2; exit 3', shell: true, continueOnError: true },
-            { command: 'echo', args: ['three'] },
-          ],
-          traceContext: injectTraceContext(),
-        });
-        return span.spanContext().traceId;
-      },
-    );
+    // No span of our own: the SDK's submit() starts the root span and puts it into the job.
+    await client.submit({
+      id: jobId,
+      image: 'debian:bookworm-slim',
+      steps: [
+        { command: 'echo', args: ['one'] },
+        { command: 'echo broken >&2; exit 3', shell: true, continueOnError: true },
+        { command: 'echo', args: ['three'] },
+      ],
+    });
+    const queued = JobSpecSchema.parse((await client.get(jobId))?.spec);
+    const submitTraceId = queued.traceContext?.traceparent.split('-')[1];
+    expect(submitTraceId, 'submit() put no traceContext into the job').toMatch(/^[0-9a-f]{32}$/);
     const record = await client.wait(jobId, { timeoutMs: 60_000 });
     expect(record.state, stack.logs().slice(-3000)).toBe('succeeded');
     expect(record.stepResults['step-2']?.exitCode).toBe(3);
@@ -104,8 +110,18 @@ describe('telemetry end to end', () => {
       return found[0] as ReceivedSpan;
     };
 
-    const submit = one('job.submit');
-    expect(submit).toMatchObject({ service: 'submitter', parentSpanId: undefined });
+    const submit = one('sandstream.submit');
+    expect(submit).toMatchObject({
+      service: 'submitter',
+      parentSpanId: undefined,
+      kind: 'producer',
+      attributes: {
+        'sandstream.job.id': jobId,
+        'sandstream.tenant': 'default',
+        'container.image.name': 'debian:bookworm-slim',
+        'sandstream.job.step_count': 3,
+      },
+    });
     const admit = one('scheduler.admit');
     expect(admit).toMatchObject({ service: 'scheduler', parentSpanId: submit.spanId, kind: 'consumer' });
     const start = one('pod-lifecycle.start');
@@ -187,4 +203,50 @@ describe('telemetry end to end', () => {
     const spanIds = new Set(trace.map((s) => s.spanId));
     for (const line of traced) expect(spanIds.has(String(line.span_id))).toBe(true);
   }, 120_000);
+
+  it('the CLI exports its submit span and flushes it before exiting', async () => {
+    const namespace = uniqueNamespace('tele-cli');
+    const dir = mkdtempSync(join(tmpdir(), 'tele-cli-'));
+    const redis = new Redis(redisUrl);
+    try {
+      const file = join(dir, 'job.yaml');
+      writeFileSync(file, `id: ${namespace}-j\nimage: debian\nsteps:\n  - command: "true"\n`);
+      // Asynchronously: the receiver lives in this process and must answer while the CLI runs.
+      const run = await execFileAsync(
+        process.execPath,
+        [join(repoRoot, 'libs/client/dist/cli/main.js'), 'submit', file],
+        {
+          env: {
+            ...process.env,
+            REDIS_URL: redisUrl,
+            SANDSTREAM_NAMESPACE: namespace,
+            OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+            // Far beyond the run: the span arrives only because exit flushes it.
+            OTEL_BSP_SCHEDULE_DELAY: '60000',
+          },
+          encoding: 'utf8',
+          timeout: 60_000,
+        },
+      );
+      expect(run.stdout.trim()).toBe(`${namespace}-j`);
+      // The exporter finished before the process exited: no waiting here.
+      const span = receiver.spans.find((s) => s.service === 'sandstream-cli');
+      expect(span).toMatchObject({
+        name: 'sandstream.submit',
+        parentSpanId: undefined,
+        attributes: { 'sandstream.job.id': `${namespace}-j`, 'sandstream.job.step_count': 1 },
+      });
+      const queue = new Queue<JobsPayload>(QueueNames.jobs, {
+        connection: redis,
+        prefix: createKeySpace(namespace).bullPrefix,
+      });
+      const payload = (await queue.getJob(bullJobId(`${namespace}-j`)))?.data;
+      await queue.close();
+      expect(payload?.traceContext?.traceparent).toBe(`00-${span?.traceId}-${span?.spanId}-01`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await deleteNamespaceKeys(redis, namespace);
+      redis.disconnect();
+    }
+  });
 });

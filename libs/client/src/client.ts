@@ -19,6 +19,7 @@ import {
 } from '@sandstream/bus';
 import { Queue } from 'bullmq';
 import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
+import { withSubmitSpan } from './submit-span.js';
 
 export interface SandstreamClientOptions {
   /** An ioredis client (or Cluster) to use; the client does not close it. */
@@ -83,10 +84,11 @@ export class SandstreamClient {
   /**
    * Validates and submits a job (libs/bus submitJob: the same path every producer uses). A bad
    * spec throws JobSpecError naming each field and rule, prefixed by `source` (e.g. a file
-   * name), and nothing is written.
+   * name), and nothing is written. Runs inside a `sandstream.submit` span (submit-span.ts)
+   * whose context the job carries, so every service's spans for the job join its trace.
    */
   submit(input: unknown, source?: string): Promise<SubmitResult> {
-    return submitJob(this.jobStore, this.jobsQueue(), input, source);
+    return withSubmitSpan(input, source, (spec) => submitJob(this.jobStore, this.jobsQueue(), spec, source));
   }
 
   get(jobId: string): Promise<JobRecord | null> {

@@ -7,6 +7,7 @@ import { decodeFollowEntry } from '../follow-entry.js';
 import { ExitCodes, exitCodeFor } from './exit-codes.js';
 import { loadSpecFile, SpecFileError } from './load-spec-file.js';
 import { describeOutput, TimelineRenderer } from './render.js';
+import { startCliTelemetry } from './telemetry.js';
 
 const USAGE = `Usage: sandstream <command> [options]
 
@@ -54,6 +55,9 @@ async function main(argv: string[]): Promise<number> {
   };
   // Validate the file before connecting anywhere: a bad spec costs no round trip.
   const specFile = command === 'submit' ? await loadSpecFile(needArg('job file')) : null;
+  // Only submit starts a trace. Off unless the services' switch (SANDSTREAM_TELEMETRY / an OTLP
+  // endpoint) is set; the SDK is loaded only then, so the CLI pays nothing by default.
+  const telemetry = command === 'submit' ? await startCliTelemetry() : undefined;
 
   const client = new SandstreamClient({
     redisUrl: values['redis-url'] ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
@@ -113,6 +117,8 @@ async function main(argv: string[]): Promise<number> {
     }
   } finally {
     await client.close();
+    // Flushes the submit span before the process exits (bounded: a dead collector costs ≤ 5 s).
+    await telemetry?.shutdown();
   }
 }
 
