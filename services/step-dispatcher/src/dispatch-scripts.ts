@@ -17,14 +17,25 @@ import { LuaScript } from '@sandstream/bus';
  *   {'unknown'}                                 no dispatch state: never started or long expired
  */
 
+/** Every script begins here: `st` is the state key, `status` its status (nil before start). */
+const readStatus = `local st = KEYS[1]
+local status = redis.call('HGET', st, 'status')`;
+
+/** A job that is over answers with its first outcome (newly = 0): what makes every script idempotent. */
+const replyIfFinished = `if status == 'finished' then
+  return {'finished', redis.call('HGET', st, 'outcome'), redis.call('HGET', st, 'reason') or '', 0}
+end`;
+
+/** The beginning of the scripts that act on a started job: no state at all answers 'unknown'. */
+const readStartedStatus = `${readStatus}
+if not status then return {'unknown'} end
+${replyIfFinished}`;
+
 /** KEYS: state, in, job. ARGV: now, then per step: stepId, stepJSON, timeoutSeconds, continueOnError. */
 export const startScript = new LuaScript(
   'dispatch-start',
-  `local st = KEYS[1]
-local status = redis.call('HGET', st, 'status')
-if status == 'finished' then
-  return {'finished', redis.call('HGET', st, 'outcome'), redis.call('HGET', st, 'reason') or '', 0}
-end
+  `${readStatus}
+${replyIfFinished}
 if status then
   local i = redis.call('HGET', st, 'cursor')
   return {'pushed', tonumber(i), redis.call('HGET', st, 'id:' .. i), redis.call('HGET', st, 'timeout:' .. i)}
@@ -58,12 +69,7 @@ return {'pushed', 0, ARGV[2], ARGV[4]}`,
  */
 export const advanceScript = new LuaScript(
   'dispatch-advance',
-  `local st = KEYS[1]
-local status = redis.call('HGET', st, 'status')
-if not status then return {'unknown'} end
-if status == 'finished' then
-  return {'finished', redis.call('HGET', st, 'outcome'), redis.call('HGET', st, 'reason') or '', 0}
-end
+  `${readStartedStatus}
 local current = redis.call('HGET', st, 'current')
 if current ~= ARGV[1] then return {'stale', current or ''} end
 local raw = ARGV[2]
@@ -114,12 +120,7 @@ return {'pushed', next, nextId, redis.call('HGET', st, 'timeout:' .. next)}`,
  */
 export const finishScript = new LuaScript(
   'dispatch-finish',
-  `local st = KEYS[1]
-local status = redis.call('HGET', st, 'status')
-if not status then return {'unknown'} end
-if status == 'finished' then
-  return {'finished', redis.call('HGET', st, 'outcome'), redis.call('HGET', st, 'reason') or '', 0}
-end
+  `${readStartedStatus}
 local current = redis.call('HGET', st, 'current')
 if current and current ~= '' then
   redis.call('LPUSH', KEYS[2], cjson.encode({schemaVersion = 1, kind = 'cancel', stepId = current, reason = ARGV[2]}))
