@@ -1,6 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import Dockerode from 'dockerode';
@@ -15,6 +13,7 @@ import {
 } from '../libs/sandbox/src/kubernetes/index.js';
 import { type SandboxSpecInput, SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
 import { StepChannel } from '../libs/sandbox/src/testing/step-channel.js';
+import { type OwnRedis, startOwnRedis } from './helpers/redis-server.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
 import { dockerSkipReason, images, kubernetesLeftovers } from './kubernetes-test-env.js';
 
@@ -28,17 +27,6 @@ const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const docker = new Dockerode();
 const skip = await dockerSkipReason(docker);
 const suffix = () => randomBytes(4).toString('hex');
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
   const namespace = `k8s-${suffix()}`;
@@ -247,34 +235,21 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
   });
 
   describe('with a password-protected Redis', () => {
-    let server: ChildProcess;
+    let server: OwnRedis | undefined;
     let url: string;
     let authed: Redis;
     const password = `pw-${suffix()}`;
 
     beforeAll(async () => {
-      const port = await freePort();
-      server = spawn(
-        'redis-server',
-        ['--port', String(port), '--save', '', '--appendonly', 'no', '--requirepass', password],
-        { stdio: 'ignore' },
-      );
-      url = `redis://:${password}@127.0.0.1:${port}`;
+      server = await startOwnRedis(['--requirepass', password]);
+      url = `redis://:${password}@127.0.0.1:${server.port}`;
       authed = new Redis(url, { lazyConnect: true, retryStrategy: (n) => (n > 50 ? null : 100) });
-      // Refused connections while redis-server starts are expected; connect() below retries.
       authed.on('error', () => {});
-      for (let i = 0; i < 50; i++) {
-        try {
-          await authed.connect();
-          break;
-        } catch {
-          await new Promise((r) => setTimeout(r, 100));
-        }
-      }
+      await authed.connect();
     });
-    afterAll(() => {
+    afterAll(async () => {
       authed?.disconnect();
-      server?.kill('SIGTERM');
+      await server?.stop();
     });
 
     it('puts a Redis URL with a password into a per-sandbox Secret, not into the pod, and deletes it on destroy', async () => {
