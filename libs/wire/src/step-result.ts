@@ -71,6 +71,12 @@ export const StepResultSchema = z.object({
   cancelled: z.boolean().optional(),
   /** Output lines the agent could not ship because Redis fell behind (see the events' seq gaps). */
   droppedLines: z.number().int().nonnegative().optional(),
+  /**
+   * Output lines the step produced, shipped or dropped: the number of line seqs it used (its
+   * `completed` event's seq minus one). With droppedLines it gives the step's event volume
+   * without reading the stream. Optional: results from older agents lack it.
+   */
+  outputLines: z.number().int().nonnegative().optional(),
   output: StepOutputSchema.optional(),
 });
 export type StepResult = z.infer<typeof StepResultSchema>;

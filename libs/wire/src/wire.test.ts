@@ -130,3 +130,23 @@ describe('keys and events', () => {
     expect(decodeEventFields(['other', 'x'])).toBeNull();
   });
 });
+
+describe('StepResult.outputLines', () => {
+  const base = JSON.parse(seedStepResult) as Record<string, unknown>;
+
+  it('keeps the line count, and stays optional for results from older agents', () => {
+    expect(StepResultSchema.parse({ ...base, outputLines: 1200, droppedLines: 7 })).toMatchObject({
+      outputLines: 1200,
+      droppedLines: 7,
+    });
+    expect(StepResultSchema.parse(base).outputLines).toBeUndefined();
+  });
+
+  it('refuses a negative or fractional count, naming the field', () => {
+    for (const outputLines of [-1, 2.5, '3']) {
+      const parsed = StepResultSchema.safeParse({ ...base, outputLines });
+      expect(parsed.success).toBe(false);
+      expect(parsed.error?.issues[0]?.path).toEqual(['outputLines']);
+    }
+  });
+});
