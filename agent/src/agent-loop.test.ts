@@ -228,6 +228,8 @@ describe('Redis trouble', () => {
     expect(completed).toMatchObject({ kind: 'completed', seq: 50_003, droppedLines: result.droppedLines });
     const lines = events.filter((e) => e.kind === 'stdout');
     expect(lines.length + (result.droppedLines ?? 0)).toBe(50_002);
+    // Every line the step printed, shipped or dropped.
+    expect(result.outputLines).toBe(50_002);
     // The gap is visible: some seq is followed by a much larger one.
     const seqs = events.map((e) => e.seq);
     expect(seqs.some((s, i) => i > 0 && s - (seqs[i - 1] as number) > 1000)).toBe(true);

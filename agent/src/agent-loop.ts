@@ -256,7 +256,11 @@ export class AgentLoop {
       this.running = null;
     }
     const { handedOver, written, appendCompleted } = events.finish(outcome.exitCode);
-    const result = this.result(step.stepId, started, { ...outcome, droppedLines: events.droppedLines });
+    const result = this.result(step.stepId, started, {
+      ...outcome,
+      droppedLines: events.droppedLines,
+      outputLines: events.outputLines,
+    });
     await handedOver;
     return { result, eventsWritten: written, appendCompleted };
   }

@@ -99,6 +99,7 @@ describe('EventPublisher', () => {
     expect(completed).toMatchObject({ kind: 'completed', seq: 5001, droppedLines: events.droppedLines });
     const lines = written.filter((e) => e.kind === 'stdout');
     expect(lines.length + events.droppedLines).toBe(5000);
+    expect(events.outputLines).toBe(5000);
     // Kept lines are the first ones; the gap after them is where the drops were.
     expect(lines.at(-1)?.seq).toBe(lines.length);
   });

@@ -45,6 +45,8 @@ export interface EventPublisherOptions {
  */
 export class EventPublisher {
   private seq = 0;
+  /** Line seqs handed out so far (shipped or dropped); `seq` also counts started/completed. */
+  private lines = 0;
   private queue: StepEvent[] = [];
   private queuedBytes = 0;
   private inFlightLines = 0;
@@ -73,6 +75,11 @@ export class EventPublisher {
     return this.dropped;
   }
 
+  /** Output lines of the step so far, shipped or dropped (StepResult.outputLines). */
+  get outputLines(): number {
+    return this.lines;
+  }
+
   /** Lines and bytes held right now (for tests and metrics). */
   get buffered(): { lines: number; bytes: number } {
     return {
@@ -90,6 +97,7 @@ export class EventPublisher {
   line(stream: 'stdout' | 'stderr', line: string): void {
     for (const piece of splitLine(line)) {
       this.seq += 1;
+      this.lines += 1;
       if (this.isFull()) {
         this.dropped += 1;
         continue;

@@ -80,6 +80,9 @@ describe('seeds/000 smoke 1, through the real redis-cli', () => {
       exitCode: 0,
       timedOut: false,
       errorMessage: null,
+      droppedLines: 0,
+      // One line of output: the `completed` event's seq minus one.
+      outputLines: 1,
     });
     expect(result.durationSeconds).toBeGreaterThan(0);
     // Timestamps as seeds/000 prints them: ISO 8601 with milliseconds.
