@@ -197,7 +197,10 @@ describe('telemetry end to end', () => {
     expect(metricsOf('pod-lifecycle')).toEqual(
       expect.arrayContaining(['sandstream.sandbox.start_latency', 'sandstream.sandbox.active']),
     );
-    expect(metricsOf('step-dispatcher')).toContain('sandstream.step.duration');
+    // step.events: the StepResults' outputLines (events per second = its rate).
+    expect(metricsOf('step-dispatcher')).toEqual(
+      expect.arrayContaining(['sandstream.step.duration', 'sandstream.step.events']),
+    );
 
     // Every span id a log line names is a span of this trace.
     const spanIds = new Set(trace.map((s) => s.spanId));

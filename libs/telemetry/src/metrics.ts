@@ -33,8 +33,12 @@ export interface SandstreamMetrics {
   sandboxStartSeconds: { record(seconds: number, attrs: { backend: string; outcome?: string }): void };
   /** One observation per finished step. */
   stepDurationSeconds: { record(seconds: number, attrs: { kind: string; outcome: string }): void };
-  /** Output lines streamed (stdout, stderr) — use rate() for events per second. */
-  stepEvents: { add(n: number, attrs: { stream: string }): void };
+  /**
+   * Output lines steps produced — use rate() for events per second. The dispatcher records the
+   * StepResult's outputLines, stdout and stderr together (the result carries no split), so
+   * `stream` is optional.
+   */
+  stepEvents: { add(n: number, attrs?: { stream?: string }): void };
   /** Output lines the agent dropped because Redis was slower than the process. */
   droppedLines: { add(n: number, attrs?: Attributes): void };
   /** Sandboxes this process created and has not destroyed, by backend (+1 / -1). */

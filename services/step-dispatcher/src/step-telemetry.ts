@@ -109,6 +109,8 @@ export class StepTelemetry {
     const kind = step.success ? step.data.kind : 'unknown';
     if (metrics && r) {
       metrics.stepDurationSeconds.record(r.durationSeconds, { kind, outcome: outcomeOf(r) });
+      // Lines produced (shipped + dropped): rate() of it is the events per second.
+      if (r.outputLines) metrics.stepEvents.add(r.outputLines);
       if (r.droppedLines) metrics.droppedLines.add(r.droppedLines);
     }
     if (!tracing || !step.success || !step.data.traceContext) return undefined;
