@@ -3,7 +3,7 @@ import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from './logger.js';
+import { createLogger, silentLogger } from './logger.js';
 
 const contextManager = new AsyncLocalStorageContextManager();
 const provider = new BasicTracerProvider();
@@ -62,5 +62,14 @@ describe('createLogger', () => {
       if (old === undefined) delete process.env.LOG_LEVEL;
       else process.env.LOG_LEVEL = old;
     }
+  });
+});
+
+describe('silentLogger', () => {
+  it('is at level silent, so nothing it is given is written, and keeps its service binding', () => {
+    const logger = silentLogger('quiet-test');
+    expect(logger.level).toBe('silent');
+    expect(logger.isLevelEnabled('fatal')).toBe(false);
+    expect(logger.bindings()).toMatchObject({ service: 'quiet-test' });
   });
 });

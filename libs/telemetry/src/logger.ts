@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream';
 import { trace } from '@opentelemetry/api';
 import { type DestinationStream, type LevelWithSilent, type Logger, pino } from 'pino';
 import { z } from 'zod';
@@ -52,6 +53,18 @@ export function createLogger(options: CreateLoggerOptions): Logger {
     },
     options.destination ?? pino.destination({ dest: 1, sync: false }),
   );
+}
+
+/**
+ * A logger that writes nothing, for tests and benches: it is handed a stream that drops every
+ * chunk, so no stdout stream is opened on its behalf.
+ */
+export function silentLogger(service: string): Logger {
+  return createLogger({
+    service,
+    level: 'silent',
+    destination: new Writable({ write: (_c, _e, cb) => cb() }),
+  });
 }
 
 export type { Logger } from 'pino';

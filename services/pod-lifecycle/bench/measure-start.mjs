@@ -5,7 +5,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import {
   createKeySpace,
   DispatchKeys,
@@ -17,7 +16,7 @@ import {
 } from '@sandstream/bus';
 import { createDestroyProcessor, createStartProcessor } from '@sandstream/pod-lifecycle';
 import { InProcessBackend } from '@sandstream/sandbox';
-import { createLogger } from '@sandstream/telemetry';
+import { silentLogger } from '@sandstream/telemetry';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 
@@ -27,11 +26,7 @@ const ns = `bench-pl-${Math.random().toString(36).slice(2, 8)}`;
 const keys = createKeySpace(ns);
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const root = mkdtempSync(join(tmpdir(), 'sandstream-bench-'));
-const logger = createLogger({
-  service: 'bench',
-  level: 'silent',
-  destination: new Writable({ write: (_c, _e, cb) => cb() }),
-});
+const logger = silentLogger('bench');
 const backend = new InProcessBackend({ redis, root, registryKey: `${ns}:inprocess` });
 const store = new JobStore({ redis, keys });
 const leases = new SlotLeases({ redis, keys, globalLimit: 100, tenantLimit: 100, leaseMs: 60_000 });

@@ -1,6 +1,5 @@
-import { Writable } from 'node:stream';
 import { createKeySpace, JobStore, parseJobSpec, SlotLeases } from '@sandstream/bus';
-import { createLogger } from '@sandstream/telemetry';
+import { silentLogger } from '@sandstream/telemetry';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LeaseKeeper } from './lease-keeper.js';
@@ -10,11 +9,7 @@ const redis = new Redis(url, { maxRetriesPerRequest: null });
 const ns = `t-keeper-${Math.random().toString(36).slice(2, 10)}`;
 const keys = createKeySpace(ns);
 const store = new JobStore({ redis, keys });
-const logger = createLogger({
-  service: 'keeper-test',
-  level: 'silent',
-  destination: new Writable({ write: (_c, _e, cb) => cb() }),
-});
+const logger = silentLogger('keeper-test');
 
 afterAll(async () => {
   for (const name of ['live', 'done']) await store.delete(`${ns}-${name}`, 'acme');

@@ -1,7 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import {
   bullJobId,
   createKeySpace,
@@ -18,7 +17,7 @@ import {
   type SandboxRef,
   SandboxStartError,
 } from '@sandstream/sandbox';
-import { createLogger } from '@sandstream/telemetry';
+import { silentLogger } from '@sandstream/telemetry';
 import { decodeCompletionNotice, SCHEMA_VERSION, StepResultSchema } from '@sandstream/wire';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -31,11 +30,7 @@ const suffix = Math.random().toString(36).slice(2, 10);
 const ns = `t-pl-${suffix}`;
 const keys = createKeySpace(ns);
 const dispatchKeys = new DispatchKeys(keys, 2);
-const logger = createLogger({
-  service: 'pl-test',
-  level: 'silent',
-  destination: new Writable({ write: (_c, _e, cb) => cb() }),
-});
+const logger = silentLogger('pl-test');
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const workerRedis = new Redis(url, { maxRetriesPerRequest: null });
 const prefix = keys.bullPrefix;

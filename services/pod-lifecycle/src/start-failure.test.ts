@@ -1,17 +1,12 @@
-import { Writable } from 'node:stream';
 import { createKeySpace, JobStore, parseJobSpec, QueueNames } from '@sandstream/bus';
-import { createLogger } from '@sandstream/telemetry';
+import { silentLogger } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { failExhaustedStart } from './start-failure.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const logger = createLogger({
-  service: 'pl-test',
-  level: 'silent',
-  destination: new Writable({ write: (_c, _e, cb) => cb() }),
-});
+const logger = silentLogger('pl-test');
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const ns = `t-startfail-${Math.random().toString(36).slice(2, 10)}`;
 const keys = createKeySpace(ns);

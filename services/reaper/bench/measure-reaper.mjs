@@ -2,10 +2,9 @@
 // Measures one reaper pass over many finished jobs against the local Redis with the built
 // packages (npx tsc -b services/reaper first). Own namespace and job-id glob: it never sees
 // anyone else's keys.
-import { Writable } from 'node:stream';
 import { createKeySpace, DispatchKeys, JobStore, parseJobSpec, SlotLeases } from '@sandstream/bus';
 import { Reaper } from '@sandstream/reaper';
-import { createLogger } from '@sandstream/telemetry';
+import { silentLogger } from '@sandstream/telemetry';
 import { Redis } from 'ioredis';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -15,11 +14,7 @@ const ns = `bench-reap-${Math.random().toString(36).slice(2, 8)}`;
 const keys = createKeySpace(ns);
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const store = new JobStore({ redis, keys });
-const logger = createLogger({
-  service: 'bench',
-  level: 'silent',
-  destination: new Writable({ write: (_c, _e, cb) => cb() }),
-});
+const logger = silentLogger('bench');
 
 const spec = (id) => parseJobSpec({ id, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] });
 for (let i = 0; i < N + LIVE; i++) {

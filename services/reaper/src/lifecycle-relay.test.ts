@@ -1,6 +1,5 @@
-import { Writable } from 'node:stream';
 import { createKeySpace, JobStore, parseJobSpec } from '@sandstream/bus';
-import { createLogger } from '@sandstream/telemetry';
+import { silentLogger } from '@sandstream/telemetry';
 import { Redis } from 'ioredis';
 import { connect, type Msg, type NatsConnection } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,11 +7,7 @@ import { LifecycleRelay } from './lifecycle-relay.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-const logger = createLogger({
-  service: 'relay-test',
-  level: 'silent',
-  destination: new Writable({ write: (_c, _e, cb) => cb() }),
-});
+const logger = silentLogger('relay-test');
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 let nats: NatsConnection;
 const cleanups: (() => Promise<void>)[] = [];

@@ -1,7 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import {
   createKeySpace,
   DispatchKeys,
@@ -13,7 +12,7 @@ import {
   SlotLeases,
 } from '@sandstream/bus';
 import { InProcessBackend } from '@sandstream/sandbox';
-import { createLogger } from '@sandstream/telemetry';
+import { silentLogger } from '@sandstream/telemetry';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -21,11 +20,7 @@ import { DELETE_FINISHED_JOB } from './reap-scripts.js';
 import { matchesGlob, Reaper, type ReaperOptions } from './reaper.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const logger = createLogger({
-  service: 'reaper-test',
-  level: 'silent',
-  destination: new Writable({ write: (_c, _e, cb) => cb() }),
-});
+const logger = silentLogger('reaper-test');
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const cleanups: (() => Promise<void>)[] = [];
 const HOUR = 3600_000;

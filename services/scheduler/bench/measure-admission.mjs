@@ -3,20 +3,15 @@
 // (npx tsc -b services/scheduler first): admission throughput of one replica, and the latency
 // from a slot being freed to the best waiting job being scheduled. Uses its own namespace and
 // removes its keys afterwards.
-import { Writable } from 'node:stream';
 import { createKeySpace, JobStore, QueueNames, SlotLeases, submitJob } from '@sandstream/bus';
 import { CapacityWaker, createScheduleProcessor, TemplateResolver } from '@sandstream/scheduler';
-import { createLogger } from '@sandstream/telemetry';
+import { silentLogger } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const N = Number(process.env.JOBS ?? 1000);
-const logger = createLogger({
-  service: 'bench',
-  level: 'silent',
-  destination: new Writable({ write: (_c, _e, cb) => cb() }),
-});
+const logger = silentLogger('bench');
 
 async function harness(globalLimit) {
   const ns = `bench-${Math.random().toString(36).slice(2, 8)}`;

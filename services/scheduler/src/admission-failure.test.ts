@@ -1,4 +1,3 @@
-import { Writable } from 'node:stream';
 import {
   bullJobId,
   createKeySpace,
@@ -8,7 +7,7 @@ import {
   QueueNames,
   SlotLeases,
 } from '@sandstream/bus';
-import { createLogger } from '@sandstream/telemetry';
+import { silentLogger } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -17,11 +16,7 @@ import { createScheduleProcessor } from './schedule-job.js';
 import { TemplateResolver } from './template-resolver.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const logger = createLogger({
-  service: 'sched-test',
-  level: 'silent',
-  destination: new Writable({ write: (_c, _e, cb) => cb() }),
-});
+const logger = silentLogger('sched-test');
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const ns = `t-admfail-${Math.random().toString(36).slice(2, 10)}`;
 const keys = createKeySpace(ns);

@@ -1,6 +1,5 @@
-import { Writable } from 'node:stream';
 import { createKeySpace, type JobState, JobStore, QueueNames, SlotLeases, submitJob } from '@sandstream/bus';
-import { createLogger } from '@sandstream/telemetry';
+import { silentLogger } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -9,11 +8,7 @@ import { createScheduleProcessor } from './schedule-job.js';
 import { TemplateResolver } from './template-resolver.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const logger = createLogger({
-  service: 'scheduler-test',
-  level: 'silent',
-  destination: new Writable({ write: (_c, _e, cb) => cb() }),
-});
+const logger = silentLogger('scheduler-test');
 const cleanups: (() => Promise<void>)[] = [];
 
 afterEach(async () => {
