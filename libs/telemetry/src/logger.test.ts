@@ -1,22 +1,11 @@
 import { PassThrough } from 'node:stream';
-import { context, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { trace } from '@opentelemetry/api';
+import { describe, expect, it } from 'vitest';
 import { createLogger, silentLogger } from './logger.js';
+import { useInMemoryTracing } from './testing/in-memory-tracing.js';
 
-const contextManager = new AsyncLocalStorageContextManager();
-const provider = new BasicTracerProvider();
-
-beforeAll(() => {
-  context.setGlobalContextManager(contextManager.enable());
-  trace.setGlobalTracerProvider(provider);
-});
-afterAll(async () => {
-  await provider.shutdown();
-  trace.disable();
-  context.disable();
-});
+// Spans are made only so that log lines have a trace to carry; none is read back.
+useInMemoryTracing();
 
 function capture() {
   const stream = new PassThrough();

@@ -1,28 +1,10 @@
-import { context, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import {
-  BasicTracerProvider,
-  InMemorySpanExporter,
-  SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { trace } from '@opentelemetry/api';
+import { describe, expect, it } from 'vitest';
 import { planChildSpan, plannedSpanIdGenerator, recordPlannedSpan } from './planned-span.js';
 import { withSpan } from './spans.js';
+import { useInMemoryTracing } from './testing/in-memory-tracing.js';
 
-const exporter = new InMemorySpanExporter();
-const provider = new BasicTracerProvider({
-  spanProcessors: [new SimpleSpanProcessor(exporter)],
-  idGenerator: plannedSpanIdGenerator,
-});
-beforeAll(() => {
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  trace.setGlobalTracerProvider(provider);
-});
-afterAll(async () => {
-  await provider.shutdown();
-  trace.disable();
-  context.disable();
-});
+const exporter = useInMemoryTracing({ idGenerator: plannedSpanIdGenerator });
 
 describe('planned spans', () => {
   it('records, later and outside any context, a span with the planned id under the planning span', async () => {

@@ -1,26 +1,10 @@
 import { context, ROOT_CONTEXT, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import {
-  BasicTracerProvider,
-  InMemorySpanExporter,
-  SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
 import { StepSchema } from '@sandstream/wire';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useInMemoryTracing } from './testing/in-memory-tracing.js';
 import { extractContext, injectTraceContext, withExtractedContext } from './trace-context.js';
 
-const exporter = new InMemorySpanExporter();
-const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-
-beforeAll(() => {
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  trace.setGlobalTracerProvider(provider);
-});
-afterAll(async () => {
-  await provider.shutdown();
-  trace.disable();
-  context.disable();
-});
+const exporter = useInMemoryTracing();
 
 describe('trace context helpers', () => {
   it('returns undefined outside any span', () => {
