@@ -7,6 +7,7 @@ import {
   type RedisClient,
 } from '@sandstream/bus';
 import type { Logger } from '@sandstream/telemetry';
+import { PeriodicTask } from './periodic-task.js';
 
 /**
  * Takes the due members and pushes their score a lease into the future in one step, so two
@@ -32,11 +33,11 @@ export interface DeadlineSweeperOptions {
 
 /** One timer for every deadline of every job, instead of a timer per job. */
 export class DeadlineSweeper {
-  private timer: NodeJS.Timeout | undefined;
-  private sweeping: Promise<void> | undefined;
-  private stopped = false;
+  private readonly loop: PeriodicTask;
 
-  constructor(private readonly options: DeadlineSweeperOptions) {}
+  constructor(private readonly options: DeadlineSweeperOptions) {
+    this.loop = new PeriodicTask(() => this.sweep(), this.options.intervalMs ?? 250);
+  }
 
   async add(deadline: Deadline, atMs: number): Promise<void> {
     const { redis, keys } = this.options;
@@ -51,13 +52,7 @@ export class DeadlineSweeper {
   }
 
   start(): void {
-    this.timer = setInterval(() => {
-      if (this.sweeping === undefined && !this.stopped) {
-        this.sweeping = this.sweep().finally(() => {
-          this.sweeping = undefined;
-        });
-      }
-    }, this.options.intervalMs ?? 250);
+    this.loop.start();
   }
 
   async sweep(): Promise<void> {
@@ -88,9 +83,7 @@ export class DeadlineSweeper {
     }
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
-    await this.sweeping;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 }

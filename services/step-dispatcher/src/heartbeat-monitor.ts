@@ -1,6 +1,7 @@
 import type { DispatchKeys, RedisClient } from '@sandstream/bus';
 import type { Logger } from '@sandstream/telemetry';
 import { sandboxKeys } from '@sandstream/wire';
+import { PeriodicTask } from './periodic-task.js';
 
 export interface HeartbeatMonitorOptions {
   redis: RedisClient;
@@ -22,21 +23,15 @@ export interface HeartbeatMonitorOptions {
  * it for its whole TTL: the sandbox is lost.
  */
 export class HeartbeatMonitor {
-  private timer: NodeJS.Timeout | undefined;
-  private checking: Promise<void> | undefined;
-  private stopped = false;
+  private readonly loop: PeriodicTask;
   lastCheckedCount = 0;
 
-  constructor(private readonly options: HeartbeatMonitorOptions) {}
+  constructor(private readonly options: HeartbeatMonitorOptions) {
+    this.loop = new PeriodicTask(() => this.check(), this.intervalMs);
+  }
 
   start(): void {
-    this.timer = setInterval(() => {
-      if (this.checking === undefined && !this.stopped) {
-        this.checking = this.check().finally(() => {
-          this.checking = undefined;
-        });
-      }
-    }, this.intervalMs);
+    this.loop.start();
   }
 
   private get intervalMs(): number {
@@ -83,9 +78,7 @@ export class HeartbeatMonitor {
     this.lastCheckedCount = checked;
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
-    await this.checking;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 }
