@@ -2,6 +2,7 @@ import { createKeySpace, JobStore, parseJobSpec, SlotLeases } from '@sandstream/
 import { silentLogger } from '@sandstream/telemetry';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { LeaseKeeper } from './lease-keeper.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -13,8 +14,7 @@ const logger = silentLogger('keeper-test');
 
 afterAll(async () => {
   for (const name of ['live', 'done']) await store.delete(`${ns}-${name}`, 'acme');
-  const rest = await redis.keys(`*${ns}*`);
-  if (rest.length) await redis.unlink(...rest);
+  await deleteNamespaceKeys(redis, ns);
   redis.disconnect();
 });
 

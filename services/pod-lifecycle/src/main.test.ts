@@ -13,6 +13,7 @@ import { ServiceProcess } from '@sandstream/service-kit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 
 // The built service, as production runs it (npx tsc -b services/pod-lifecycle).
 const entry = fileURLToPath(new URL('../dist/main.js', import.meta.url));
@@ -33,8 +34,7 @@ afterAll(async () => {
   await q.obliterate({ force: true });
   await q.close();
   await store.delete(`${ns}-job`, 'acme');
-  const rest = await redis.keys(`*${ns}*`);
-  if (rest.length) await redis.unlink(...rest);
+  await deleteNamespaceKeys(redis, ns);
   redis.disconnect();
 });
 

@@ -22,6 +22,7 @@ import { decodeCompletionNotice, SCHEMA_VERSION, StepResultSchema } from '@sands
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { createStartProcessor } from './start-sandbox.js';
 
@@ -86,8 +87,7 @@ afterAll(async () => {
     await acl.delete(id);
     await store.delete(id);
   }
-  const rest = await redis.keys(`*${ns}*`);
-  if (rest.length) await redis.unlink(...rest);
+  await deleteNamespaceKeys(redis, ns);
   await backend.close();
   redis.disconnect();
   workerRedis.disconnect();

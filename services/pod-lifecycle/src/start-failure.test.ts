@@ -3,6 +3,7 @@ import { silentLogger } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { failExhaustedStart } from './start-failure.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -12,8 +13,7 @@ const ns = `t-startfail-${Math.random().toString(36).slice(2, 10)}`;
 const keys = createKeySpace(ns);
 
 afterAll(async () => {
-  const rest = await redis.keys(`*${ns}*`);
-  if (rest.length) await redis.unlink(...rest);
+  await deleteNamespaceKeys(redis, ns);
   redis.disconnect();
 });
 

@@ -3,6 +3,7 @@ import { silentLogger } from '@sandstream/telemetry';
 import { Redis } from 'ioredis';
 import { connect, type Msg, type NatsConnection } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { LifecycleRelay } from './lifecycle-relay.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -42,8 +43,7 @@ function setup() {
     for (const r of relays) await r.stop();
     for (const c of conns) c.disconnect();
     sub.unsubscribe();
-    const rest = await redis.keys(`*${ns}*`);
-    if (rest.length) await redis.unlink(...rest);
+    await deleteNamespaceKeys(redis, ns);
   });
   const groupReady = async () => {
     for (let i = 0; i < 100; i++) {

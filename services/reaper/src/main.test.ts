@@ -4,6 +4,7 @@ import { ServiceProcess } from '@sandstream/service-kit';
 import { Redis } from 'ioredis';
 import { connect } from 'nats';
 import { afterAll, describe, expect, it } from 'vitest';
+import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 
 // The built service, as production runs it (npx tsc -b services/reaper).
 const entry = fileURLToPath(new URL('../dist/main.js', import.meta.url));
@@ -16,8 +17,7 @@ const procs: ServiceProcess[] = [];
 
 afterAll(async () => {
   for (const p of procs) await p.stop();
-  const rest = await redis.keys(`*${ns}*`);
-  if (rest.length) await redis.unlink(...rest);
+  await deleteNamespaceKeys(redis, ns);
   redis.disconnect();
 });
 

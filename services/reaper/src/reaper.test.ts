@@ -16,6 +16,7 @@ import { silentLogger } from '@sandstream/telemetry';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { DELETE_FINISHED_JOB } from './reap-scripts.js';
 import { matchesGlob, Reaper, type ReaperOptions } from './reaper.js';
 
@@ -62,8 +63,7 @@ function setup(overrides: Partial<ReaperOptions> = {}) {
     await destroyQueue.obliterate({ force: true });
     await destroyQueue.close();
     for (const id of ids) await store.delete(id, 'acme');
-    const rest = await redis.keys(`*${ns}*`);
-    if (rest.length) await redis.unlink(...rest);
+    await deleteNamespaceKeys(redis, ns);
   });
   const job = async (name: string, path: JobState[] = []) => {
     const id = `${ns}-${name}`;

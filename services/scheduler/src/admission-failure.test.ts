@@ -11,6 +11,7 @@ import { silentLogger } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { failExhaustedAdmission } from './admission-failure.js';
 import { createScheduleProcessor } from './schedule-job.js';
 import { TemplateResolver } from './template-resolver.js';
@@ -22,8 +23,7 @@ const ns = `t-admfail-${Math.random().toString(36).slice(2, 10)}`;
 const keys = createKeySpace(ns);
 
 afterAll(async () => {
-  const rest = await redis.keys(`*${ns}*`);
-  if (rest.length) await redis.unlink(...rest);
+  await deleteNamespaceKeys(redis, ns);
   redis.disconnect();
 });
 

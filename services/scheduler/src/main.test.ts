@@ -4,6 +4,7 @@ import { ServiceProcess } from '@sandstream/service-kit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 
 // The built service, as production runs it (npx tsc -b services/scheduler).
 const entry = fileURLToPath(new URL('../dist/main.js', import.meta.url));
@@ -23,8 +24,7 @@ afterAll(async () => {
     await q.close();
   }
   for (const id of ids) await store.delete(id, 'acme');
-  const rest = await redis.keys(`*${ns}*`);
-  if (rest.length) await redis.unlink(...rest);
+  await deleteNamespaceKeys(redis, ns);
   redis.disconnect();
 });
 

@@ -3,6 +3,7 @@ import { silentLogger } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
+import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { CapacityWaker } from './capacity-waker.js';
 import { createScheduleProcessor } from './schedule-job.js';
 import { TemplateResolver } from './template-resolver.js';
@@ -55,8 +56,7 @@ async function harness(opts: { globalLimit: number; tenantLimit: number }) {
     await jobsQueue.close();
     await createQueue.close();
     for (const id of jobIds) await store.delete(id);
-    const rest = await redis.keys(`*${ns}*`);
-    if (rest.length) await redis.unlink(...rest);
+    await deleteNamespaceKeys(redis, ns);
     redis.disconnect();
     workerRedis.disconnect();
     blocking.disconnect();
