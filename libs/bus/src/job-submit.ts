@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import { parseJobSpec } from './job-spec.js';
+import { type JobSpec, parseJobSpec } from './job-spec.js';
 import type { JobStore } from './job-store.js';
 import { bullJobId, bullPriority, DefaultJobOptions, type JobsPayload } from './queues.js';
 
@@ -20,7 +20,15 @@ export async function submitJob(
   input: unknown,
   source?: string,
 ): Promise<SubmitResult> {
-  const spec = parseJobSpec(input, source);
+  return submitParsedJob(store, jobsQueue, parseJobSpec(input, source));
+}
+
+/** submitJob for a spec that parseJobSpec already produced (the SDK parses once, inside its span). */
+export async function submitParsedJob(
+  store: JobStore,
+  jobsQueue: Queue,
+  spec: JobSpec,
+): Promise<SubmitResult> {
   const { created, jobId } = await store.create(spec);
   if (!created) {
     // Re-queue only a job still waiting to be scheduled (the first attempt may have died

@@ -15,7 +15,7 @@ import {
   type RedisClient,
   type SubmitResult,
   signalCancel,
-  submitJob,
+  submitParsedJob,
 } from '@sandstream/bus';
 import { Queue } from 'bullmq';
 import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
@@ -82,13 +82,13 @@ export class SandstreamClient {
   }
 
   /**
-   * Validates and submits a job (libs/bus submitJob: the same path every producer uses). A bad
+   * Validates and submits a job (libs/bus submitParsedJob after one parse: the same path every producer uses). A bad
    * spec throws JobSpecError naming each field and rule, prefixed by `source` (e.g. a file
    * name), and nothing is written. Runs inside a `sandstream.submit` span (submit-span.ts)
    * whose context the job carries, so every service's spans for the job join its trace.
    */
   submit(input: unknown, source?: string): Promise<SubmitResult> {
-    return withSubmitSpan(input, source, (spec) => submitJob(this.jobStore, this.jobsQueue(), spec, source));
+    return withSubmitSpan(input, source, (spec) => submitParsedJob(this.jobStore, this.jobsQueue(), spec));
   }
 
   get(jobId: string): Promise<JobRecord | null> {

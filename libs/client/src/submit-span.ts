@@ -25,8 +25,8 @@ export async function withSubmitSpan<T extends { jobId: string; created: boolean
   const tracer = trace.getTracer('sandstream-client');
   const span = tracer.startSpan('sandstream.submit', { kind: SpanKind.PRODUCER }, parent);
   try {
-    // Parsed here too (submitJob parses again) so that a refused spec is an error on the span
-    // and the attributes come from the validated spec, not from raw input.
+    // Parsed here (the only parse) so that a refused spec is an error on the span and the
+    // attributes come from the validated spec, not from raw input.
     const spec = parseJobSpec(input, source);
     span.setAttributes(specAttributes(spec));
     const traceContext = injectTraceContext(trace.setSpan(parent, span)) ?? spec.traceContext;
