@@ -11,7 +11,7 @@ import { stringify } from 'yaml';
 import { createKubernetesBackend } from '../libs/sandbox/src/kubernetes/index.js';
 import { SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
 import { outputLines, waitAll } from './e2e/job-helpers.js';
-import { type RunningService, redisUrl, startService, uniqueNamespace } from './helpers/services.js';
+import { type RunningService, redisUrl, startService, uniqueNamespace, waitFor } from './helpers/services.js';
 import { SERVICE_NAMES } from './helpers/services-stack.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
 import { dockerSkipReason, images } from './kubernetes-test-env.js';
@@ -199,6 +199,11 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
         (await backend.list()).filter((s) => s.jobId === jobId),
         stack.logs().slice(-3000),
       ).toEqual([]);
+      // The pod leaves list() as soon as it is deleted; the reaper logs only once destroy() has
+      // also seen it gone and removed its keys, so the line can trail the listing by a moment.
+      await waitFor('the reaper to report the orphan', async () =>
+        stack.logs().includes('reaper destroyed an orphaned sandbox'),
+      ).catch(() => undefined);
       expect(stack.logs()).toContain('reaper destroyed an orphaned sandbox');
     } finally {
       await backend.close();
