@@ -1,10 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Limits, type ReadFileStep, ReadFileStepSchema } from '@sandstream/wire';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFileStep } from './read-file-step.js';
+import { readFileStep, readUpTo } from './read-file-step.js';
 import { recordingContext } from './recording-context.js';
 
 let dir: string;
@@ -84,5 +84,41 @@ describe('readFileStep', () => {
 
   it('answers a path with a NUL byte instead of throwing', async () => {
     expect((await read({ path: 'a\u0000b' })).errorCode).toBe('invalid_step');
+  });
+});
+
+describe('readUpTo', () => {
+  const withFile = async <T>(content: Buffer, use: (h: Awaited<ReturnType<typeof open>>) => Promise<T>) => {
+    const file = path.join(dir, `grow-${content.length}.txt`);
+    await writeFile(file, content);
+    const handle = await open(file);
+    try {
+      return await use(handle);
+    } finally {
+      await handle.close();
+    }
+  };
+  const content = Buffer.from('x'.repeat(200_000));
+
+  it('reads past a size that was too small (a file that grew, a /proc file), growing its buffer', async () => {
+    for (const statSize of [0, 1, 1000]) {
+      const { bytes, length } = await withFile(content, (h) => readUpTo(h, statSize, 1_000_000));
+      expect(length).toBe(content.length);
+      expect(bytes.subarray(0, length).equals(content)).toBe(true);
+    }
+  });
+
+  it('stops at the cap, so a caller can tell the file went over its limit', async () => {
+    const { length } = await withFile(content, (h) => readUpTo(h, 0, 70_001));
+    expect(length).toBe(70_001);
+  });
+
+  it('sizes the buffer from stat: a small file does not cost the whole limit', async () => {
+    const small = Buffer.from('hello\n');
+    const { bytes, length } = await withFile(small, (h) =>
+      readUpTo(h, small.length, Limits.readFileMaxBytes + 1),
+    );
+    expect(length).toBe(small.length);
+    expect(bytes.length).toBe(small.length + 1);
   });
 });

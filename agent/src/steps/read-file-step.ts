@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { type FileHandle, open } from 'node:fs/promises';
 import { Limits, type ReadFileStep } from '@sandstream/wire';
 import { fsFailure } from './fs-errors.js';
 import { failed, succeeded } from './outcome.js';
@@ -18,7 +18,7 @@ export async function readFileStep(
   maxBytes: number = Limits.readFileMaxBytes,
 ): Promise<StepOutcome> {
   const target = resolveStepPath(ctx.baseDirectory, step.workingDirectory, step.path);
-  let handle: Awaited<ReturnType<typeof open>>;
+  let handle: FileHandle;
   try {
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
     handle = await open(target, constants.O_RDONLY | constants.O_NONBLOCK);
@@ -35,13 +35,7 @@ export async function readFileStep(
     if (info.size > maxBytes) return tooLarge(info.size, maxBytes);
     // Read up to one byte past the limit instead of trusting the size: /proc files claim 0
     // bytes and a file can grow between stat and read.
-    const buffer = Buffer.alloc(maxBytes + 1);
-    let length = 0;
-    while (length < buffer.length) {
-      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
-      if (bytesRead === 0) break;
-      length += bytesRead;
-    }
+    const { bytes: buffer, length } = await readUpTo(handle, info.size, maxBytes + 1);
     if (length > maxBytes) {
       return failed(
         'limit_exceeded',
@@ -70,6 +64,36 @@ export async function readFileStep(
   } finally {
     await handle.close();
   }
+}
+
+/** What the first read asks for when stat reports no size (/proc files). */
+const UNKNOWN_SIZE_FIRST_READ = 64 * 1024;
+
+/**
+ * Reads until end of file or `cap` bytes, whichever comes first. The buffer starts at the size
+ * stat reported plus one byte (to notice a file that grew) and doubles only when the file turns
+ * out longer, so a small file costs a small buffer: a 1 MiB buffer per step, zero-filled and
+ * held outside the V8 heap, made V8 run a full collection every few readFile steps.
+ */
+export async function readUpTo(
+  handle: FileHandle,
+  statSize: number,
+  cap: number,
+): Promise<{ bytes: Buffer; length: number }> {
+  let buffer = Buffer.allocUnsafe(Math.min(cap, statSize > 0 ? statSize + 1 : UNKNOWN_SIZE_FIRST_READ));
+  let length = 0;
+  for (;;) {
+    if (length === buffer.length) {
+      if (length >= cap) break;
+      const larger = Buffer.allocUnsafe(Math.min(cap, buffer.length * 2));
+      buffer.copy(larger, 0, 0, length);
+      buffer = larger;
+    }
+    const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
+    if (bytesRead === 0) break;
+    length += bytesRead;
+  }
+  return { bytes: buffer, length };
 }
 
 function tooLarge(size: number, maxBytes: number): StepOutcome {
