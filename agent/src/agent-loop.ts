@@ -241,6 +241,8 @@ export class AgentLoop {
     try {
       outcome = await this.options.execute(step, {
         onLine: (stream, line) => events.line(stream, line),
+        acceptingLines: () => events.accepting(),
+        onDroppedLine: () => events.droppedLine(),
         signal: controller.signal,
         baseDirectory: workdir,
       });

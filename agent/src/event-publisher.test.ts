@@ -120,6 +120,50 @@ describe('EventPublisher', () => {
   });
 });
 
+describe('EventPublisher: several writes in flight, lines counted without being decoded', () => {
+  it('keeps stream order with several pipelined writes in flight on the one connection', async () => {
+    const events = publisher('ev:inflight', { maxWriteLines: 7, maxWritesInFlight: 3 });
+    events.started();
+    for (let i = 1; i <= 500; i++) events.line('stdout', `line ${i}`);
+    await events.complete(0).written;
+    const all = await eventsOf('ev:inflight');
+    expect(all.map((e) => e.seq)).toEqual(Array.from({ length: 502 }, (_, i) => i));
+    expect(all.slice(1, -1).map((e) => e.line)).toEqual(
+      Array.from({ length: 500 }, (_, i) => `line ${i + 1}`),
+    );
+  });
+
+  it('gives a line reported through droppedLine() its seq and counts it, exactly like one dropped by line()', async () => {
+    const events = publisher('ev:gate', { maxBufferedLines: 100, maxBufferedBytes: 1024 * 1024 });
+    events.started();
+    await events.drained();
+    server.pause();
+    let viaGate = 0;
+    try {
+      for (let i = 1; i <= 300; i++) {
+        if (events.accepting()) events.line('stdout', `line ${i}`);
+        else {
+          events.droppedLine();
+          viaGate += 1;
+        }
+      }
+      // The gate closes exactly when line() would have started dropping.
+      expect(events.buffered.lines).toBe(100);
+      expect(viaGate).toBe(200);
+      expect(events.droppedLines).toBe(200);
+      expect(events.outputLines).toBe(300);
+    } finally {
+      server.resume();
+    }
+    await events.complete(0).written;
+    const all = await eventsOf('ev:gate');
+    expect(all.filter((e) => e.kind === 'stdout').map((e) => e.seq)).toEqual(
+      Array.from({ length: 100 }, (_, i) => i + 1),
+    );
+    expect(all.at(-1)).toMatchObject({ kind: 'completed', seq: 301, droppedLines: 200 });
+  });
+});
+
 describe('EventPublisher.finish', () => {
   it('leaves `completed` to the caller, whose pipeline writes it after every line', async () => {
     const events = publisher('ev:finish', { maxWriteLines: 100 });

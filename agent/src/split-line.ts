@@ -6,8 +6,7 @@ import { Limits } from '@sandstream/wire';
  * bundle printed to stdout) cannot make one huge stream entry or one huge buffer slot.
  */
 export function splitLine(line: string, maxBytes: number = Limits.eventLineMaxBytes): string[] {
-  // A UTF-16 code unit is at most 3 bytes of UTF-8, so short lines need no byte count at all.
-  if (line.length * 3 <= maxBytes || Buffer.byteLength(line, 'utf8') <= maxBytes) return [line];
+  if (fitsOneEvent(line, maxBytes)) return [line];
   const unitsPerPiece = Math.max(1, Math.floor(maxBytes / 3));
   const pieces: string[] = [];
   let start = 0;
@@ -19,4 +18,10 @@ export function splitLine(line: string, maxBytes: number = Limits.eventLineMaxBy
     start = end;
   }
   return pieces;
+}
+
+/** True when `line` needs no splitting (the usual case, checked without allocating). */
+export function fitsOneEvent(line: string, maxBytes: number = Limits.eventLineMaxBytes): boolean {
+  // A UTF-16 code unit is at most 3 bytes of UTF-8, so short lines need no byte count at all.
+  return line.length * 3 <= maxBytes || Buffer.byteLength(line, 'utf8') <= maxBytes;
 }

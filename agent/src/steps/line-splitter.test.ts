@@ -59,4 +59,56 @@ describe('LineSplitter', () => {
   it('refuses a limit too small to make progress', () => {
     expect(() => new LineSplitter(() => {}, 2)).toThrow(/maxLineBytes/);
   });
+
+  describe('with a gate', () => {
+    /** A consumer that takes `room` pieces, then only counts. */
+    function gated(chunks: string[], room: number, max?: number) {
+      const kept: string[] = [];
+      let dropped = 0;
+      const splitter = new LineSplitter((l) => kept.push(l), max, {
+        accepting: () => kept.length < room,
+        dropped: () => {
+          dropped += 1;
+        },
+      });
+      for (const c of chunks) splitter.push(Buffer.from(c));
+      splitter.end();
+      return { kept, dropped };
+    }
+
+    it('counts the lines it does not decode, so kept + dropped equals what an open gate emits', () => {
+      const input = ['a\nbb\r\nccc\n', 'dd', 'dd\neee\n', 'tail'];
+      const all = split(input);
+      const { kept, dropped } = gated(input, 2);
+      expect(kept).toEqual(all.slice(0, 2));
+      expect(kept.length + dropped).toBe(all.length);
+    });
+
+    it('counts each piece of an over-long line, cut the same way as when it is emitted', () => {
+      const input = [`${'x'.repeat(20)}\n`, 'y'.repeat(30), '\n'];
+      const all = split(input, 8);
+      const { kept, dropped } = gated(input, 1, 8);
+      expect(kept).toEqual(all.slice(0, 1));
+      expect(kept.length + dropped).toBe(all.length);
+    });
+
+    it('goes back to emitting as soon as the gate opens again', () => {
+      let open = true;
+      const kept: string[] = [];
+      let dropped = 0;
+      const splitter = new LineSplitter((l) => kept.push(l), undefined, {
+        accepting: () => open,
+        dropped: () => {
+          dropped += 1;
+        },
+      });
+      splitter.push(Buffer.from('1\n2\n'));
+      open = false;
+      splitter.push(Buffer.from('3\n4\n'));
+      open = true;
+      splitter.push(Buffer.from('5\n'));
+      expect(kept).toEqual(['1', '2', '5']);
+      expect(dropped).toBe(2);
+    });
+  });
 });

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { stat } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 import type { RunStep } from '@sandstream/wire';
-import { LineSplitter } from './line-splitter.js';
+import { type LineGate, LineSplitter } from './line-splitter.js';
 import { failed } from './outcome.js';
 import { killProcessGroup } from './process-group.js';
 import { stepDirectory } from './resolve-path.js';
@@ -116,8 +116,13 @@ function supervise(
         outputError ??= err;
       }
     };
-    const stdout = new LineSplitter(deliver('stdout'));
-    const stderr = new LineSplitter(deliver('stderr'));
+    const gate = (stream: OutputStream): LineGate | undefined => {
+      const { acceptingLines, onDroppedLine } = ctx;
+      if (!acceptingLines || !onDroppedLine) return undefined;
+      return { accepting: () => acceptingLines.call(ctx), dropped: () => onDroppedLine.call(ctx, stream) };
+    };
+    const stdout = new LineSplitter(deliver('stdout'), undefined, gate('stdout'));
+    const stderr = new LineSplitter(deliver('stderr'), undefined, gate('stderr'));
     // 'data' listeners put the streams in flowing mode: we never apply backpressure to the child.
     child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
     child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));

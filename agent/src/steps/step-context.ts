@@ -9,6 +9,13 @@ export type OutputStream = 'stdout' | 'stderr';
 export interface StepContext {
   /** One call per output line (without the newline). Must not block: the loop buffers or drops. */
   onLine(stream: OutputStream, line: string): void;
+  /**
+   * Optional, for executors with a lot of output: false while every further line would be
+   * dropped (the loop's buffer is full). Such an executor may then report lines through
+   * onDroppedLine instead of decoding them for onLine; the loop counts them the same way.
+   */
+  acceptingLines?(): boolean;
+  onDroppedLine?(stream: OutputStream): void;
   /** Aborted when the step is cancelled (control message) or the agent is shutting down. */
   signal: AbortSignal;
   /** The agent's working directory; a step's relative workingDirectory resolves against it. */
