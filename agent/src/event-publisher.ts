@@ -78,8 +78,7 @@ export class EventPublisher {
     this.batchDelayMs = options.batchDelayMs ?? EventBatching.maxDelayMs;
     this.streamMaxLength = options.streamMaxLength ?? StreamLimits.eventStreamMaxLength;
     this.maxWriteLines = options.maxWriteLines ?? DEFAULT_MAX_WRITE_LINES;
-    this.maxWritesInFlight =
-      options.maxWritesInFlight ?? DEFAULT_MAX_WRITES_IN_FLIGHT;
+    this.maxWritesInFlight = options.maxWritesInFlight ?? DEFAULT_MAX_WRITES_IN_FLIGHT;
   }
 
   get droppedLines(): number {
