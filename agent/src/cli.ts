@@ -17,8 +17,12 @@ import { AgentLoop } from './agent-loop.js';
 import { ConfigError, parseConfig, type RunConfig } from './config.js';
 import { ExitCode } from './exit-codes.js';
 import { createLogger, type Logger } from './logger.js';
+import type { ProcessLauncher } from './process/launcher.js';
+import { locateSpawner } from './process/locate-spawner.js';
+import { NodeLauncher } from './process/node-launcher.js';
+import { SpawnerLauncher } from './process/spawner-launcher.js';
 import { closeNow, openConnections } from './redis-connections.js';
-import { executeStep } from './steps/execute-step.js';
+import { createStepExecutor } from './steps/execute-step.js';
 import { stepTracerFromEnv } from './tracing/step-span.js';
 
 /** How long a SIGTERM/SIGINT stop may take (Redis unreachable, say) before we give up. */
@@ -50,7 +54,30 @@ export async function runCli(): Promise<number> {
   return runAgent({ ...command, workdir }, log);
 }
 
+/**
+ * The native spawner when it is there (run steps then never fork the agent), Node's own
+ * child_process otherwise. Throws for a --spawner path that is not an executable.
+ */
+function createLauncher(setting: string, log: Logger): ProcessLauncher {
+  const located = locateSpawner(setting);
+  if (located.path === null) {
+    log.info('run steps start through node:child_process', { reason: located.reason });
+    return new NodeLauncher();
+  }
+  const launcher = new SpawnerLauncher(located.path, log);
+  launcher.start();
+  log.debug('run steps start through the spawner', { path: located.path, pid: launcher.helperPid });
+  return launcher;
+}
+
 async function runAgent(config: RunConfig, log: Logger): Promise<number> {
+  let launcher: ProcessLauncher;
+  try {
+    launcher = createLauncher(config.spawner, log);
+  } catch (err) {
+    log.error(`invalid configuration: ${(err as Error).message}`);
+    return ExitCode.fatal;
+  }
   const connections = openConnections(config.redisUrl, config.jobId, log);
   // Step spans go to OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT when set; a no-op otherwise.
   const stepTracer = stepTracerFromEnv(process.env, config.jobId);
@@ -59,7 +86,7 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
     jobId: config.jobId,
     keys: sandboxKeys(config.jobId, config.keyStyle),
     connections,
-    execute: stepTracer.wrap(executeStep),
+    execute: stepTracer.wrap(createStepExecutor({ launcher })),
     log,
     workdir: config.workdir,
     idleTimeoutSeconds: config.idleTimeoutSeconds,
@@ -99,6 +126,7 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
 
   try {
     const code = await loop.run();
+    launcher.close();
     // Bounded: an unreachable collector must not delay the exit the pod is waiting for.
     await stepTracer.flush(2_000);
     log.info('agent exiting', { exitCode: code });

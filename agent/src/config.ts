@@ -26,6 +26,7 @@ export const ENV_FOR_FLAG = {
   'heartbeat-interval-ms': 'AGENT_HEARTBEAT_INTERVAL_MS',
   'event-buffer-lines': 'AGENT_EVENT_BUFFER_LINES',
   'event-buffer-bytes': 'AGENT_EVENT_BUFFER_BYTES',
+  spawner: 'AGENT_SPAWNER',
 } as const;
 type Flag = keyof typeof ENV_FOR_FLAG;
 
@@ -97,6 +98,12 @@ const RunConfigSchema = z.object({
   eventBufferBytes: intFlag('event-buffer-bytes', 64 * 1024, 1024 * 1024 * 1024).default(
     DEFAULT_EVENT_BUFFER_BYTES,
   ),
+  /**
+   * Who starts run steps' processes: `auto` finds the native sandstream-spawner shipped in the
+   * runtime's lib directory (and falls back to Node's child_process without it), `none` always
+   * uses child_process, a path names the helper.
+   */
+  spawner: z.string().trim().min(1, '--spawner must be auto, none or a path').default('auto'),
 });
 export type RunConfig = z.output<typeof RunConfigSchema>;
 
@@ -118,6 +125,7 @@ const FLAG_KEYS: Record<Flag, keyof z.input<typeof RunConfigSchema> | 'inject'> 
   'heartbeat-interval-ms': 'heartbeatIntervalMs',
   'event-buffer-lines': 'eventBufferLines',
   'event-buffer-bytes': 'eventBufferBytes',
+  spawner: 'spawner',
 };
 
 /**
@@ -149,6 +157,7 @@ export function parseConfig(
         'heartbeat-interval-ms': { type: 'string' },
         'event-buffer-lines': { type: 'string' },
         'event-buffer-bytes': { type: 'string' },
+        spawner: { type: 'string' },
       },
     }));
   } catch (err) {

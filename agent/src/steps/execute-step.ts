@@ -1,4 +1,5 @@
 import type { Step } from '@sandstream/wire';
+import type { ProcessLauncher } from '../process/launcher.js';
 import { grepStep } from './grep-step.js';
 import { listFilesStep } from './list-files-step.js';
 import { failed } from './outcome.js';
@@ -7,24 +8,36 @@ import { runStep } from './run-step.js';
 import type { StepContext, StepOutcome } from './step-context.js';
 import { writeFileStep } from './write-file-step.js';
 
-/**
- * Runs one step of any kind except `shutdown` (which the agent loop handles itself) and
- * returns its outcome. Never throws: an executor bug or an unexpected system error becomes an
- * `internal` error result, so the loop always has something to report.
- */
-export async function executeStep(step: Step, ctx: StepContext): Promise<StepOutcome> {
-  try {
-    return await dispatch(step, ctx);
-  } catch (err) {
-    const detail = err instanceof Error ? err.message : String(err);
-    return failed('internal', `${step.kind} step failed unexpectedly: ${detail}`);
-  }
+export type StepExecutor = (step: Step, ctx: StepContext) => Promise<StepOutcome>;
+
+export interface StepExecutorOptions {
+  /** Starts run steps' processes; default Node's child_process. */
+  launcher?: ProcessLauncher;
 }
 
-function dispatch(step: Step, ctx: StepContext): Promise<StepOutcome> {
+/**
+ * An executor that runs one step of any kind except `shutdown` (which the agent loop handles
+ * itself) and returns its outcome. It never throws: an executor bug or an unexpected system
+ * error becomes an `internal` error result, so the loop always has something to report.
+ */
+export function createStepExecutor(options: StepExecutorOptions = {}): StepExecutor {
+  return async (step, ctx) => {
+    try {
+      return await dispatch(step, ctx, options);
+    } catch (err) {
+      const detail = err instanceof Error ? err.message : String(err);
+      return failed('internal', `${step.kind} step failed unexpectedly: ${detail}`);
+    }
+  };
+}
+
+/** The executor with Node's own child_process for run steps. */
+export const executeStep: StepExecutor = createStepExecutor();
+
+function dispatch(step: Step, ctx: StepContext, options: StepExecutorOptions): Promise<StepOutcome> {
   switch (step.kind) {
     case 'run':
-      return runStep(step, ctx);
+      return runStep(step, ctx, { launcher: options.launcher });
     case 'readFile':
       return readFileStep(step, ctx);
     case 'writeFile':

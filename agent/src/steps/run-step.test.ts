@@ -3,8 +3,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Limits, type RunStep, RunStepSchema } from '@sandstream/wire';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../logger.js';
+import type { ProcessLauncher } from '../process/launcher.js';
+import { NodeLauncher } from '../process/node-launcher.js';
+import { SpawnerLauncher } from '../process/spawner-launcher.js';
+import { builtSpawnerPath } from '../testing/built-spawner.js';
+import { isAlive as alive, waitDead } from '../testing/process-state.js';
 import { recordingContext } from './recording-context.js';
-import { runStep } from './run-step.js';
+import { type RunStepOptions, runStep as runStepWith } from './run-step.js';
 
 let dir: string;
 beforeAll(async () => {
@@ -17,274 +23,324 @@ afterAll(async () => {
 const step = (fields: Record<string, unknown>): RunStep =>
   RunStepSchema.parse({ schemaVersion: 1, stepId: 'run-test', kind: 'run', ...fields });
 
-/** Alive means present and not a zombie waiting to be reaped. */
-async function alive(pid: number): Promise<boolean> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
-}
+/**
+ * Every behaviour below holds for both ways of starting a process: Node's child_process and the
+ * native spawner the agent uses when it has one.
+ */
+const launchers: [string, () => ProcessLauncher][] = [
+  ['node', () => new NodeLauncher()],
+  [
+    'spawner',
+    () => new SpawnerLauncher(builtSpawnerPath(), createLogger({ verbose: false, write: () => {} })),
+  ],
+];
 
-async function waitDead(pid: number, withinMs: number): Promise<boolean> {
-  const deadline = Date.now() + withinMs;
-  while (Date.now() < deadline) {
-    if (!(await alive(pid))) return true;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return !(await alive(pid));
-}
-
-describe('runStep: executing', () => {
-  it('execs argv directly and streams stdout and stderr as separate lines', async () => {
-    const r = recordingContext(dir);
-    const outcome = await runStep(
-      step({
-        command: 'node',
-        args: ['-e', 'console.log("out1");console.error("err1");console.log("out2")'],
-      }),
-      r.ctx,
-    );
-    expect(outcome).toEqual({ exitCode: 0, timedOut: false, errorMessage: null });
-    expect(r.text('stdout')).toEqual(['out1', 'out2']);
-    expect(r.text('stderr')).toEqual(['err1']);
+describe.each(launchers)('with the %s launcher', (_name, makeLauncher) => {
+  let launcher: ProcessLauncher;
+  beforeAll(() => {
+    launcher = makeLauncher();
   });
+  afterAll(() => launcher.close());
+  const runStep = (s: RunStep, ctx: Parameters<typeof runStepWith>[1], options: RunStepOptions = {}) =>
+    runStepWith(s, ctx, { ...options, launcher });
 
-  it('passes arguments verbatim without a shell', async () => {
-    const r = recordingContext(dir);
-    await runStep(step({ command: 'printf', args: ['%s|', '$HOME', '; echo no', '*'] }), r.ctx);
-    expect(r.text('stdout')).toEqual(['$HOME|; echo no|*|']);
-  });
-
-  it('runs through /bin/sh -c when shell is set, args as $1…', async () => {
-    const r = recordingContext(dir);
-    const outcome = await runStep(
-      step({ command: 'echo "$0:$1-$2" | tr a-z A-Z', shell: true, args: ['a', 'b'] }),
-      r.ctx,
-    );
-    expect(outcome.exitCode).toBe(0);
-    expect(r.text('stdout')).toEqual(['SH:A-B']);
-  });
-
-  it('reports the exit code', async () => {
-    const r = recordingContext(dir);
-    expect((await runStep(step({ command: 'sh', args: ['-c', 'exit 7'] }), r.ctx)).exitCode).toBe(7);
-  });
-
-  it('reports death by signal as 128 + N and names the signal', async () => {
-    const r = recordingContext(dir);
-    const outcome = await runStep(step({ command: 'sh', args: ['-c', 'kill -SEGV $$'] }), r.ctx);
-    expect(outcome.exitCode).toBe(139);
-    expect(outcome.errorMessage).toMatch(/SIGSEGV/);
-  });
-
-  it('merges step.env over the agent environment', async () => {
-    const r = recordingContext(dir);
-    await runStep(
-      step({ command: 'sh', args: ['-c', 'echo "$SANDSTREAM_T1 $PATH"'], env: { SANDSTREAM_T1: 'set' } }),
-      r.ctx,
-    );
-    expect(r.text('stdout')).toEqual([`set ${process.env.PATH}`]);
-  });
-
-  it('resolves a relative workingDirectory against the base directory', async () => {
-    await mkdir(path.join(dir, 'sub'), { recursive: true });
-    const r = recordingContext(dir);
-    await runStep(step({ command: 'pwd', workingDirectory: 'sub' }), r.ctx);
-    expect(r.text('stdout')).toEqual([path.join(dir, 'sub')]);
-  });
-
-  it('answers a missing workingDirectory with an error naming it', async () => {
-    const r = recordingContext(dir);
-    const outcome = await runStep(step({ command: 'pwd', workingDirectory: 'nope/deeper' }), r.ctx);
-    expect(outcome).toMatchObject({ errorCode: 'not_found', exitCode: null });
-    expect(outcome.errorMessage).toContain(path.join(dir, 'nope/deeper'));
-  });
-
-  it('answers a workingDirectory that is a file with an error naming it', async () => {
-    await writeFile(path.join(dir, 'plain-file'), 'x');
-    const r = recordingContext(dir);
-    const outcome = await runStep(step({ command: 'pwd', workingDirectory: 'plain-file' }), r.ctx);
-    expect(outcome).toMatchObject({ errorCode: 'not_found', exitCode: null });
-    expect(outcome.errorMessage).toBe(`workingDirectory ${path.join(dir, 'plain-file')} is not a directory`);
-  });
-
-  it('answers a missing command in an existing workingDirectory as spawn_failed, not as the directory', async () => {
-    await mkdir(path.join(dir, 'exists'), { recursive: true });
-    const r = recordingContext(dir);
-    const outcome = await runStep(
-      step({ command: 'sandstream-no-such-command', workingDirectory: 'exists' }),
-      r.ctx,
-    );
-    expect(outcome).toMatchObject({ errorCode: 'spawn_failed', exitCode: null });
-    expect(outcome.errorMessage).toContain('sandstream-no-such-command');
-  });
-
-  it('completes as soon as the pipes close at exit, without waiting out the drain window', async () => {
-    // A drain window far longer than any scheduling delay on a loaded machine: completing
-    // anywhere near it would mean the executor waited for it instead of for the pipes.
-    const r = recordingContext(dir);
-    const started = Date.now();
-    const outcome = await runStep(step({ command: 'sh', args: ['-c', 'echo done'] }), r.ctx, {
-      drainAfterExitMs: 30_000,
+  describe('runStep: executing', () => {
+    it('execs argv directly and streams stdout and stderr as separate lines', async () => {
+      const r = recordingContext(dir);
+      const outcome = await runStep(
+        step({
+          command: 'node',
+          args: ['-e', 'console.log("out1");console.error("err1");console.log("out2")'],
+        }),
+        r.ctx,
+      );
+      expect(outcome).toEqual({ exitCode: 0, timedOut: false, errorMessage: null });
+      expect(r.text('stdout')).toEqual(['out1', 'out2']);
+      expect(r.text('stderr')).toEqual(['err1']);
     });
-    expect(outcome.exitCode).toBe(0);
-    expect(r.text('stdout')).toEqual(['done']);
-    expect(Date.now() - started).toBeLessThan(10_000);
-  });
 
-  it('handles CRLF and a final line without a newline', async () => {
-    const r = recordingContext(dir);
-    await runStep(step({ command: 'printf', args: ['a\\r\\nb\\nc'] }), r.ctx);
-    expect(r.text('stdout')).toEqual(['a', 'b', 'c']);
-  });
-
-  it('splits lines longer than the event line limit', async () => {
-    const r = recordingContext(dir);
-    const max = Limits.eventLineMaxBytes;
-    await runStep(
-      step({
-        command: 'node',
-        args: ['-e', `process.stdout.write("y".repeat(${max * 2 + 100}) + "\\nend")`],
-      }),
-      r.ctx,
-    );
-    expect(r.text('stdout').map((l) => l.length)).toEqual([max, max, 100, 3]);
-  });
-
-  it('never blocks a child that writes a lot quickly', async () => {
-    let count = 0;
-    const r = recordingContext(dir);
-    const started = Date.now();
-    const outcome = await runStep(
-      step({ command: 'node', args: ['-e', 'for (let i = 0; i < 200000; i++) console.log("line " + i)'] }),
-      { ...r.ctx, onLine: () => count++ },
-    );
-    expect(outcome.exitCode).toBe(0);
-    expect(count).toBe(200_000);
-    expect(Date.now() - started).toBeLessThan(20_000);
-  });
-
-  it('does not wait forever for a background child that keeps the pipes open', async () => {
-    const r = recordingContext(dir);
-    const started = Date.now();
-    const outcome = await runStep(step({ command: 'sh', args: ['-c', 'sleep 30 & echo $!'] }), r.ctx, {
-      drainAfterExitMs: 200,
+    it('passes arguments verbatim without a shell', async () => {
+      const r = recordingContext(dir);
+      await runStep(step({ command: 'printf', args: ['%s|', '$HOME', '; echo no', '*'] }), r.ctx);
+      expect(r.text('stdout')).toEqual(['$HOME|; echo no|*|']);
     });
-    const elapsed = Date.now() - started;
-    const pid = Number(r.text('stdout')[0]);
-    try {
+
+    it('runs through /bin/sh -c when shell is set, args as $1…', async () => {
+      const r = recordingContext(dir);
+      const outcome = await runStep(
+        step({ command: 'echo "$0:$1-$2" | tr a-z A-Z', shell: true, args: ['a', 'b'] }),
+        r.ctx,
+      );
       expect(outcome.exitCode).toBe(0);
-      expect(elapsed).toBeLessThan(2000);
-      // Left running on purpose: a step may start a service for the next step.
-      expect(await alive(pid)).toBe(true);
-    } finally {
-      process.kill(pid, 'SIGKILL');
-    }
-  });
-});
-
-describe('runStep: failures to start', () => {
-  it('answers a missing command with spawn_failed naming it', async () => {
-    const r = recordingContext(dir);
-    const outcome = await runStep(step({ command: 'sandstream-no-such-command' }), r.ctx);
-    expect(outcome).toMatchObject({ errorCode: 'spawn_failed', exitCode: null, timedOut: false });
-    expect(outcome.errorMessage).toMatch(/"sandstream-no-such-command" not found on PATH/);
-  });
-
-  it('answers a non-executable file with spawn_failed', async () => {
-    const file = path.join(dir, 'not-executable.sh');
-    await writeFile(file, '#!/bin/sh\necho hi\n');
-    await chmod(file, 0o644);
-    const outcome = await runStep(step({ command: file }), recordingContext(dir).ctx);
-    expect(outcome.errorCode).toBe('spawn_failed');
-    expect(outcome.errorMessage).toMatch(/not-executable\.sh.*permission denied/);
-  });
-
-  it('answers an argument with a NUL byte with invalid_step instead of throwing', async () => {
-    const outcome = await runStep(step({ command: 'echo', args: ['a\u0000b'] }), recordingContext(dir).ctx);
-    expect(outcome.errorCode).toBe('invalid_step');
-    expect(outcome.errorMessage).toMatch(/"echo"/);
-  });
-});
-
-describe('runStep: timeouts', () => {
-  it('kills the whole process group, grandchildren included, and reports timed_out', async () => {
-    const r = recordingContext(dir);
-    const outcome = await runStep(
-      step({ command: 'sh', args: ['-c', 'sleep 100 & echo $!; sleep 100'], timeoutSeconds: 0.5 }),
-      r.ctx,
-    );
-    const grandchild = Number(r.text('stdout')[0]);
-    expect(grandchild).toBeGreaterThan(0);
-    expect(outcome).toMatchObject({ timedOut: true, errorCode: 'timed_out', exitCode: 143 });
-    expect(outcome.errorMessage).toMatch(/timed out after 0.5 s/);
-    expect(await waitDead(grandchild, 1000)).toBe(true);
-  });
-
-  it('escalates to SIGKILL for a group that ignores SIGTERM', async () => {
-    const r = recordingContext(dir);
-    const started = Date.now();
-    const outcome = await runStep(
-      step({
-        command: 'sh',
-        args: ['-c', 'trap "" TERM; sleep 100 & echo $!; sleep 100'],
-        timeoutSeconds: 0.3,
-      }),
-      r.ctx,
-      { timeoutGraceMs: 400 },
-    );
-    const grandchild = Number(r.text('stdout')[0]);
-    expect(outcome).toMatchObject({ timedOut: true, errorCode: 'timed_out', exitCode: 137 });
-    expect(outcome.errorMessage).toMatch(/SIGKILL after 400 ms/);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(700);
-    expect(await waitDead(grandchild, 1000)).toBe(true);
-  });
-});
-
-describe('runStep: cancel', () => {
-  it('kills a SIGTERM-ignoring tree within 1 s of abort and reports cancelled', async () => {
-    const r = recordingContext(dir);
-    const running = runStep(
-      step({ command: 'sh', args: ['-c', 'trap "" TERM; sleep 100 & echo $!; sleep 100'] }),
-      r.ctx,
-    );
-    while (r.text('stdout').length === 0) await new Promise((res) => setTimeout(res, 10));
-    const grandchild = Number(r.text('stdout')[0]);
-    const abortedAt = Date.now();
-    r.abort.abort();
-    const outcome = await running;
-    const elapsed = Date.now() - abortedAt;
-    expect(outcome).toMatchObject({
-      cancelled: true,
-      errorCode: 'cancelled',
-      timedOut: false,
-      exitCode: 137,
+      expect(r.text('stdout')).toEqual(['SH:A-B']);
     });
-    expect(elapsed).toBeLessThan(1000);
-    expect(await alive(grandchild)).toBe(false);
+
+    it('reports the exit code', async () => {
+      const r = recordingContext(dir);
+      expect((await runStep(step({ command: 'sh', args: ['-c', 'exit 7'] }), r.ctx)).exitCode).toBe(7);
+    });
+
+    it('reports death by signal as 128 + N and names the signal', async () => {
+      const r = recordingContext(dir);
+      const outcome = await runStep(step({ command: 'sh', args: ['-c', 'kill -SEGV $$'] }), r.ctx);
+      expect(outcome.exitCode).toBe(139);
+      expect(outcome.errorMessage).toMatch(/SIGSEGV/);
+    });
+
+    it('merges step.env over the agent environment', async () => {
+      const r = recordingContext(dir);
+      await runStep(
+        step({ command: 'sh', args: ['-c', 'echo "$SANDSTREAM_T1 $PATH"'], env: { SANDSTREAM_T1: 'set' } }),
+        r.ctx,
+      );
+      expect(r.text('stdout')).toEqual([`set ${process.env.PATH}`]);
+    });
+
+    it('resolves a relative workingDirectory against the base directory', async () => {
+      await mkdir(path.join(dir, 'sub'), { recursive: true });
+      const r = recordingContext(dir);
+      await runStep(step({ command: 'pwd', workingDirectory: 'sub' }), r.ctx);
+      expect(r.text('stdout')).toEqual([path.join(dir, 'sub')]);
+    });
+
+    it('answers a missing workingDirectory with an error naming it', async () => {
+      const r = recordingContext(dir);
+      const outcome = await runStep(step({ command: 'pwd', workingDirectory: 'nope/deeper' }), r.ctx);
+      expect(outcome).toMatchObject({ errorCode: 'not_found', exitCode: null });
+      expect(outcome.errorMessage).toContain(path.join(dir, 'nope/deeper'));
+    });
+
+    it('answers a workingDirectory that is a file with an error naming it', async () => {
+      await writeFile(path.join(dir, 'plain-file'), 'x');
+      const r = recordingContext(dir);
+      const outcome = await runStep(step({ command: 'pwd', workingDirectory: 'plain-file' }), r.ctx);
+      expect(outcome).toMatchObject({ errorCode: 'not_found', exitCode: null });
+      expect(outcome.errorMessage).toBe(
+        `workingDirectory ${path.join(dir, 'plain-file')} is not a directory`,
+      );
+    });
+
+    it('answers a missing command in an existing workingDirectory as spawn_failed, not as the directory', async () => {
+      await mkdir(path.join(dir, 'exists'), { recursive: true });
+      const r = recordingContext(dir);
+      const outcome = await runStep(
+        step({ command: 'sandstream-no-such-command', workingDirectory: 'exists' }),
+        r.ctx,
+      );
+      expect(outcome).toMatchObject({ errorCode: 'spawn_failed', exitCode: null });
+      expect(outcome.errorMessage).toContain('sandstream-no-such-command');
+    });
+
+    it('completes as soon as the pipes close at exit, without waiting out the drain window', async () => {
+      // A drain window far longer than any scheduling delay on a loaded machine: completing
+      // anywhere near it would mean the executor waited for it instead of for the pipes.
+      const r = recordingContext(dir);
+      const started = Date.now();
+      const outcome = await runStep(step({ command: 'sh', args: ['-c', 'echo done'] }), r.ctx, {
+        drainAfterExitMs: 30_000,
+      });
+      expect(outcome.exitCode).toBe(0);
+      expect(r.text('stdout')).toEqual(['done']);
+      expect(Date.now() - started).toBeLessThan(10_000);
+    });
+
+    it('handles CRLF and a final line without a newline', async () => {
+      const r = recordingContext(dir);
+      await runStep(step({ command: 'printf', args: ['a\\r\\nb\\nc'] }), r.ctx);
+      expect(r.text('stdout')).toEqual(['a', 'b', 'c']);
+    });
+
+    it('splits lines longer than the event line limit', async () => {
+      const r = recordingContext(dir);
+      const max = Limits.eventLineMaxBytes;
+      await runStep(
+        step({
+          command: 'node',
+          args: ['-e', `process.stdout.write("y".repeat(${max * 2 + 100}) + "\\nend")`],
+        }),
+        r.ctx,
+      );
+      expect(r.text('stdout').map((l) => l.length)).toEqual([max, max, 100, 3]);
+    });
+
+    it('never blocks a child that writes a lot quickly', async () => {
+      let count = 0;
+      const r = recordingContext(dir);
+      const started = Date.now();
+      const outcome = await runStep(
+        step({ command: 'node', args: ['-e', 'for (let i = 0; i < 200000; i++) console.log("line " + i)'] }),
+        { ...r.ctx, onLine: () => count++ },
+      );
+      expect(outcome.exitCode).toBe(0);
+      expect(count).toBe(200_000);
+      expect(Date.now() - started).toBeLessThan(20_000);
+    });
+
+    it('does not wait forever for a background child that keeps the pipes open', async () => {
+      const r = recordingContext(dir);
+      const started = Date.now();
+      const outcome = await runStep(step({ command: 'sh', args: ['-c', 'sleep 30 & echo $!'] }), r.ctx, {
+        drainAfterExitMs: 200,
+      });
+      const elapsed = Date.now() - started;
+      const pid = Number(r.text('stdout')[0]);
+      try {
+        expect(outcome.exitCode).toBe(0);
+        expect(elapsed).toBeLessThan(2000);
+        // Left running on purpose: a step may start a service for the next step.
+        expect(await alive(pid)).toBe(true);
+      } finally {
+        process.kill(pid, 'SIGKILL');
+      }
+    });
+    it('runs the step in a session of its own, where job-control stops cannot freeze it', async () => {
+      // Node's detached spawn calls setsid(); a group in the launcher's session would be
+      // stopped by SIGTSTP and hang until the timeout killed it.
+      const r = recordingContext(dir);
+      const outcome = await runStep(
+        step({
+          command: 'sh',
+          // Field 6 of /proc/<pid>/stat is the session id.
+          args: ['-c', 'kill -TSTP $$; echo after; echo "$$ $(cut -d" " -f6 /proc/$$/stat)"'],
+          timeoutSeconds: 5,
+        }),
+        r.ctx,
+      );
+      expect(outcome).toMatchObject({ exitCode: 0, timedOut: false });
+      const [after, ids] = r.text('stdout');
+      expect(after).toBe('after');
+      const [pid, sid] = (ids ?? '').split(' ');
+      expect(sid).toBe(pid);
+    });
+
+    it('runs a script without a #! line through /bin/sh, as execvp does', async () => {
+      const script = path.join(dir, 'no-shebang.sh');
+      await writeFile(script, 'echo "from sh: $1"\n');
+      await chmod(script, 0o755);
+      const r = recordingContext(dir);
+      const outcome = await runStep(step({ command: script, args: ['x'] }), r.ctx);
+      expect(outcome.exitCode).toBe(0);
+      expect(r.text('stdout')).toEqual(['from sh: x']);
+    });
+
+    it("looks the command up on the PATH of the step's environment, relative entries from its directory", async () => {
+      await mkdir(path.join(dir, 'tools', 'bin'), { recursive: true });
+      const tool = path.join(dir, 'tools', 'bin', 'sandstream-test-tool');
+      await writeFile(tool, '#!/bin/sh\necho tool ran\n');
+      await chmod(tool, 0o755);
+      for (const PATH of [path.join(dir, 'tools', 'bin'), 'bin:/usr/bin:/bin']) {
+        const r = recordingContext(dir);
+        const outcome = await runStep(
+          step({ command: 'sandstream-test-tool', workingDirectory: 'tools', env: { PATH } }),
+          r.ctx,
+        );
+        expect(outcome.exitCode).toBe(0);
+        expect(r.text('stdout')).toEqual(['tool ran']);
+      }
+    });
   });
 
-  it('stops a well-behaved process right away', async () => {
-    const r = recordingContext(dir);
-    const running = runStep(step({ command: 'sh', args: ['-c', 'echo go; sleep 100'] }), r.ctx);
-    while (r.text('stdout').length === 0) await new Promise((res) => setTimeout(res, 10));
-    const abortedAt = Date.now();
-    r.abort.abort();
-    const outcome = await running;
-    expect(outcome).toMatchObject({ cancelled: true, errorCode: 'cancelled', exitCode: 143 });
-    expect(Date.now() - abortedAt).toBeLessThan(300);
+  describe('runStep: failures to start', () => {
+    it('answers a missing command with spawn_failed naming it', async () => {
+      const r = recordingContext(dir);
+      const outcome = await runStep(step({ command: 'sandstream-no-such-command' }), r.ctx);
+      expect(outcome).toMatchObject({ errorCode: 'spawn_failed', exitCode: null, timedOut: false });
+      expect(outcome.errorMessage).toMatch(/"sandstream-no-such-command" not found on PATH/);
+    });
+
+    it('answers a non-executable file with spawn_failed', async () => {
+      const file = path.join(dir, 'not-executable.sh');
+      await writeFile(file, '#!/bin/sh\necho hi\n');
+      await chmod(file, 0o644);
+      const outcome = await runStep(step({ command: file }), recordingContext(dir).ctx);
+      expect(outcome.errorCode).toBe('spawn_failed');
+      expect(outcome.errorMessage).toMatch(/not-executable\.sh.*permission denied/);
+    });
+
+    it('answers an argument with a NUL byte with invalid_step instead of throwing', async () => {
+      const outcome = await runStep(step({ command: 'echo', args: ['a\u0000b'] }), recordingContext(dir).ctx);
+      expect(outcome.errorCode).toBe('invalid_step');
+      expect(outcome.errorMessage).toMatch(/"echo"/);
+    });
   });
 
-  it('does not start a step whose signal is already aborted', async () => {
-    const r = recordingContext(dir);
-    r.abort.abort();
-    const outcome = await runStep(
-      step({ command: 'touch', args: [path.join(dir, 'should-not-exist')] }),
-      r.ctx,
-    );
-    expect(outcome).toMatchObject({ errorCode: 'cancelled' });
-    await expect(readFile(path.join(dir, 'should-not-exist'))).rejects.toThrow(/ENOENT/);
+  describe('runStep: timeouts', () => {
+    it('kills the whole process group, grandchildren included, and reports timed_out', async () => {
+      const r = recordingContext(dir);
+      const outcome = await runStep(
+        step({ command: 'sh', args: ['-c', 'sleep 100 & echo $!; sleep 100'], timeoutSeconds: 0.5 }),
+        r.ctx,
+      );
+      const grandchild = Number(r.text('stdout')[0]);
+      expect(grandchild).toBeGreaterThan(0);
+      expect(outcome).toMatchObject({ timedOut: true, errorCode: 'timed_out', exitCode: 143 });
+      expect(outcome.errorMessage).toMatch(/timed out after 0.5 s/);
+      expect(await waitDead(grandchild, 1000)).toBe(true);
+    });
+
+    it('escalates to SIGKILL for a group that ignores SIGTERM', async () => {
+      const r = recordingContext(dir);
+      const started = Date.now();
+      const outcome = await runStep(
+        step({
+          command: 'sh',
+          args: ['-c', 'trap "" TERM; sleep 100 & echo $!; sleep 100'],
+          timeoutSeconds: 0.3,
+        }),
+        r.ctx,
+        { timeoutGraceMs: 400 },
+      );
+      const grandchild = Number(r.text('stdout')[0]);
+      expect(outcome).toMatchObject({ timedOut: true, errorCode: 'timed_out', exitCode: 137 });
+      expect(outcome.errorMessage).toMatch(/SIGKILL after 400 ms/);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(700);
+      expect(await waitDead(grandchild, 1000)).toBe(true);
+    });
+  });
+
+  describe('runStep: cancel', () => {
+    it('kills a SIGTERM-ignoring tree within 1 s of abort and reports cancelled', async () => {
+      const r = recordingContext(dir);
+      const running = runStep(
+        step({ command: 'sh', args: ['-c', 'trap "" TERM; sleep 100 & echo $!; sleep 100'] }),
+        r.ctx,
+      );
+      while (r.text('stdout').length === 0) await new Promise((res) => setTimeout(res, 10));
+      const grandchild = Number(r.text('stdout')[0]);
+      const abortedAt = Date.now();
+      r.abort.abort();
+      const outcome = await running;
+      const elapsed = Date.now() - abortedAt;
+      expect(outcome).toMatchObject({
+        cancelled: true,
+        errorCode: 'cancelled',
+        timedOut: false,
+        exitCode: 137,
+      });
+      expect(elapsed).toBeLessThan(1000);
+      expect(await alive(grandchild)).toBe(false);
+    });
+
+    it('stops a well-behaved process right away', async () => {
+      const r = recordingContext(dir);
+      const running = runStep(step({ command: 'sh', args: ['-c', 'echo go; sleep 100'] }), r.ctx);
+      while (r.text('stdout').length === 0) await new Promise((res) => setTimeout(res, 10));
+      const abortedAt = Date.now();
+      r.abort.abort();
+      const outcome = await running;
+      expect(outcome).toMatchObject({ cancelled: true, errorCode: 'cancelled', exitCode: 143 });
+      expect(Date.now() - abortedAt).toBeLessThan(300);
+    });
+
+    it('does not start a step whose signal is already aborted', async () => {
+      const r = recordingContext(dir);
+      r.abort.abort();
+      const outcome = await runStep(
+        step({ command: 'touch', args: [path.join(dir, 'should-not-exist')] }),
+        r.ctx,
+      );
+      expect(outcome).toMatchObject({ errorCode: 'cancelled' });
+      await expect(readFile(path.join(dir, 'should-not-exist'))).rejects.toThrow(/ENOENT/);
+    });
   });
 });

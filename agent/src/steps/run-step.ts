@@ -1,7 +1,8 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { stat } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 import type { RunStep } from '@sandstream/wire';
+import type { ProcessLauncher, StepProcess } from '../process/launcher.js';
+import { NodeLauncher } from '../process/node-launcher.js';
 import { type LineGate, LineSplitter } from './line-splitter.js';
 import { failed } from './outcome.js';
 import { killProcessGroup } from './process-group.js';
@@ -32,7 +33,15 @@ export const DEFAULT_RUN_TIMINGS: RunStepTimings = {
   settleAfterKillMs: 200,
 };
 
-type StopReason = 'timeout' | 'cancel';
+/** What a run step can be given besides the step: its timings, and who starts its process. */
+export interface RunStepOptions extends Partial<RunStepTimings> {
+  /** Default: Node's child_process (the agent passes the native spawner when it has one). */
+  launcher?: ProcessLauncher;
+}
+
+const nodeLauncher = new NodeLauncher();
+
+type StopReason = 'timeout' | 'cancel' | 'lost';
 
 /**
  * Runs a `run` step: argv exec'd directly (no shell unless `step.shell`, then
@@ -46,8 +55,9 @@ type StopReason = 'timeout' | 'cancel';
 export async function runStep(
   step: RunStep,
   ctx: StepContext,
-  timings: Partial<RunStepTimings> = {},
+  options: RunStepOptions = {},
 ): Promise<StepOutcome> {
+  const { launcher = nodeLauncher, ...timings } = options;
   const t = { ...DEFAULT_RUN_TIMINGS, ...timings };
   if (ctx.signal.aborted) return failed('cancelled', 'step was cancelled before it started');
 
@@ -58,15 +68,9 @@ export async function runStep(
   const [file, args] = step.shell
     ? ['/bin/sh', ['-c', step.command, 'sh', ...step.args]]
     : [step.command, step.args];
-  let child: ChildProcess;
+  let child: StepProcess;
   try {
-    child = spawn(file, args, {
-      cwd,
-      env: { ...process.env, ...(step.env ?? {}) },
-      // Own process group: timeouts and cancels signal -pid and reach every descendant.
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    child = launcher.launch({ file, args, cwd, env: childEnvironment(step.env) });
   } catch (err) {
     // Node throws at once for some spawn errors, ENOTDIR from a working directory that is a file among them.
     const cwdProblem = await checkDirectory(cwd);
@@ -91,8 +95,18 @@ async function checkDirectory(dir: string): Promise<string | null> {
   }
 }
 
+/** The agent's environment with the step's variables over it (Node's spawn drops undefined values). */
+function childEnvironment(
+  overrides: Readonly<Record<string, string>> | null | undefined,
+): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(process.env)) if (value !== undefined) env[name] = value;
+  if (overrides) Object.assign(env, overrides);
+  return env;
+}
+
 function supervise(
-  child: ChildProcess,
+  child: StepProcess,
   step: RunStep,
   ctx: StepContext,
   t: RunStepTimings,
@@ -103,6 +117,7 @@ function supervise(
     let stopReason: StopReason | null = null;
     let killing: Promise<{ hard: boolean }> = Promise.resolve({ hard: false });
     let outputError: unknown = null;
+    let lostError: Error | null = null;
     let completing = false;
     let settled = false;
     let timeoutTimer: NodeJS.Timeout | undefined;
@@ -123,9 +138,9 @@ function supervise(
     };
     const stdout = new LineSplitter(deliver('stdout'), undefined, gate('stdout'));
     const stderr = new LineSplitter(deliver('stderr'), undefined, gate('stderr'));
-    // 'data' listeners put the streams in flowing mode: we never apply backpressure to the child.
-    child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
-    child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
+    // Output is taken as it comes: we never apply backpressure to the child.
+    child.on('stdout', (chunk: Buffer) => stdout.push(chunk));
+    child.on('stderr', (chunk: Buffer) => stderr.push(chunk));
 
     const finish = (outcome: StepOutcome) => {
       if (settled) return;
@@ -134,8 +149,7 @@ function supervise(
       clearTimeout(fallbackTimer);
       ctx.signal.removeEventListener('abort', onAbort);
       // Whoever still holds the other ends (a background process) gets EPIPE, not our memory.
-      child.stdout?.destroy();
-      child.stderr?.destroy();
+      child.closeOutput();
       resolve(outcome);
     };
 
@@ -158,7 +172,7 @@ function supervise(
       if (stopReason || exit || child.pid === undefined) return;
       stopReason = reason;
       killing = killProcessGroup(child.pid, {
-        graceMs: reason === 'timeout' ? t.timeoutGraceMs : t.cancelGraceMs,
+        graceMs: reason === 'timeout' ? t.timeoutGraceMs : reason === 'cancel' ? t.cancelGraceMs : 0,
         settleMs: t.settleAfterKillMs,
       }).catch(() => ({ hard: false }));
       // If something outside our group still holds the pipes, do not wait on it forever.
@@ -194,6 +208,14 @@ function supervise(
           }`,
         };
       }
+      if (stopReason === 'lost') {
+        return {
+          exitCode: code,
+          timedOut: false,
+          errorCode: 'internal',
+          errorMessage: `${lostError?.message ?? "the step's process was lost"}; its process group was killed`,
+        };
+      }
       if (outputError) {
         return {
           exitCode: code,
@@ -207,9 +229,15 @@ function supervise(
     };
 
     child.once('error', (err: NodeJS.ErrnoException) => {
-      // Before 'spawn' this is a failure to start (ENOENT, EACCES); afterwards only a failed
-      // kill can raise it, and group signalling is handled in process-group.ts.
-      if (child.pid !== undefined) return;
+      if (child.pid !== undefined) {
+        // After 'spawn': the launcher lost track of the process (the spawner helper died).
+        // Nobody would see it end, so it is killed rather than left running unwatched.
+        lostError = err;
+        if (!exit) stop('lost');
+        completeAfter(t.settleAfterKillMs);
+        return;
+      }
+      // Before 'spawn' this is a failure to start (ENOENT, EACCES).
       // A missing working directory fails the spawn with the same ENOENT as a missing command:
       // look at the directory now to tell the two apart. The 'close' that Node emits after this
       // error must not answer first with an empty outcome.

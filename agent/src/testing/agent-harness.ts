@@ -150,6 +150,12 @@ export async function deleteKeys(redis: Redis, keys: SandboxKeys): Promise<void>
   await redis.del(keys.in, keys.events, keys.results, keys.heartbeat, keys.control);
 }
 
+/** Children of a process alive now (for an idle agent: its spawner helper), from /proc. */
+export function childPids(pid: number): number[] {
+  const listed = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+  return listed ? listed.split(/\s+/).map(Number) : [];
+}
+
 /** Resident set size of a process in kB, from /proc/<pid>/status. */
 export function rssKb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');

@@ -1,0 +1,62 @@
+import type { EventEmitter } from 'node:events';
+
+/** What a run step asks for: Node's spawn(file, args, { cwd, env }) with the agent's fixed stdio. */
+export interface LaunchRequest {
+  file: string;
+  args: readonly string[];
+  cwd: string;
+  /** The child's whole environment. */
+  env: Readonly<Record<string, string>>;
+}
+
+/** The events of a launched process, in the order a ChildProcess emits their counterparts. */
+export interface StepProcessEvents {
+  /** The process exists (its pid is set). */
+  spawn: [];
+  /** It could not be started (ENOENT, EACCES, a bad working directory: `code` says which). */
+  error: [err: NodeJS.ErrnoException];
+  stdout: [chunk: Buffer];
+  stderr: [chunk: Buffer];
+  /** The process ended; its output may still be arriving from children that inherited the pipes. */
+  exit: [code: number | null, signal: NodeJS.Signals | null];
+  /** Exit seen and both output pipes closed (or given up with closeOutput after the exit). */
+  close: [];
+}
+
+/**
+ * A process started for a run step: its own process group (pgid = pid), stdin from /dev/null,
+ * stdout and stderr piped back to the agent.
+ */
+export interface StepProcess extends EventEmitter<StepProcessEvents> {
+  readonly pid: number | undefined;
+  /** Stop reading its output: whoever still holds the pipes gets EPIPE, not the agent's memory. */
+  closeOutput(): void;
+}
+
+/** Starts run steps' processes. Implementations: Node's child_process, or the native spawner. */
+export interface ProcessLauncher {
+  /** For logs and benchmarks. */
+  readonly name: string;
+  /**
+   * Starts a process. Throws synchronously for a request that can never run (a NUL byte in an
+   * argument, an empty file name), as Node's spawn does; start failures arrive as 'error'.
+   */
+  launch(request: LaunchRequest): StepProcess;
+  /** Lets the launcher's own resources go (the spawner helper exits). */
+  close(): void;
+}
+
+/** The checks Node's spawn makes before starting anything, with the same kind of message. */
+export function validateLaunchRequest(request: LaunchRequest): void {
+  if (request.file.length === 0) throw new TypeError("The argument 'file' cannot be empty");
+  const check = (what: string, value: string) => {
+    if (value.includes('\u0000')) {
+      throw new TypeError(`The argument '${what}' must be a string without null bytes`);
+    }
+  };
+  check('file', request.file);
+  check('options.cwd', request.cwd);
+  for (const [i, arg] of request.args.entries()) check(`args[${i}]`, arg);
+  for (const [name, value] of Object.entries(request.env))
+    check(`options.env['${name}']`, `${name}=${value}`);
+}

@@ -1,0 +1,50 @@
+import { spawn } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import type { LaunchRequest, ProcessLauncher, StepProcess, StepProcessEvents } from './launcher.js';
+
+/**
+ * Node's own child_process: the fallback when the native spawner is not there (an agent run from
+ * a checkout that was not built with a C compiler, `--spawner none`). It forks the agent, which
+ * costs about a millisecond more per step for a process of the agent's size (docs/benchmarks.md).
+ */
+export class NodeLauncher implements ProcessLauncher {
+  readonly name = 'node';
+
+  launch(request: LaunchRequest): StepProcess {
+    // Throws synchronously for what Node validates up front (NUL bytes, some bad cwds).
+    const child = spawn(request.file, request.args, {
+      cwd: request.cwd,
+      env: request.env,
+      // Own process group: timeouts and cancels signal -pid and reach every descendant.
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    return new NodeStepProcess(child);
+  }
+
+  close(): void {}
+}
+
+class NodeStepProcess extends EventEmitter<StepProcessEvents> implements StepProcess {
+  constructor(private readonly child: ReturnType<typeof spawn>) {
+    super();
+    child.stdout?.on('data', (chunk: Buffer) => this.emit('stdout', chunk));
+    child.stderr?.on('data', (chunk: Buffer) => this.emit('stderr', chunk));
+    child.once('spawn', () => this.emit('spawn'));
+    child.once('error', (err: NodeJS.ErrnoException) => {
+      // After 'spawn' only a failed kill raises 'error', and run steps signal the group themselves.
+      if (child.pid === undefined) this.emit('error', err);
+    });
+    child.once('exit', (code, signal) => this.emit('exit', code, signal));
+    child.once('close', () => this.emit('close'));
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  closeOutput(): void {
+    this.child.stdout?.destroy();
+    this.child.stderr?.destroy();
+  }
+}
