@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import {
+  childPids,
   deleteKeys,
   peakRssKb,
   popResult,
@@ -97,8 +98,10 @@ async function measureOne(
       const result = await popResult(redis, agent.keys, 120);
       const peak = peakRssKb(pid);
       report.chattyPeakMb[String(size)] = mb(peak);
+      // The native spawner is the agent's one long-lived child; its memory is the agent's too.
+      const helpers = childPids(pid).map((child) => `${mb(peakRssKb(child)).toFixed(1)} MB`);
       console.log(
-        `      VmHWM after seq 1 ${size}: ${mb(peak).toFixed(1)} MB, VmRSS then ${mb(rssKb(pid)).toFixed(1)} MB (dropped ${result.droppedLines?.toLocaleString('en-US')} lines)`,
+        `      VmHWM after seq 1 ${size}: ${mb(peak).toFixed(1)} MB, VmRSS then ${mb(rssKb(pid)).toFixed(1)} MB (dropped ${result.droppedLines?.toLocaleString('en-US')} lines); spawner helper VmHWM ${helpers.join(', ') || 'none'}`,
       );
     }
     return report;

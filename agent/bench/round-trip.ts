@@ -38,18 +38,18 @@ function spawnTrue(): Promise<void> {
 export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<RoundTripReport> {
   const redis = testClient();
   const agent = startAgent({ jobId: `bench-rt-${process.pid}-${Date.now()}` });
-  // SANDSTREAM_AGENT_COMPARE_MAIN=<another build's main.js>: a second agent, timed in the same
-  // loop, for a before/after comparison under the same load.
+  // A second agent timed in the same loop, under the same load: by default the same build with
+  // `--spawner none` (run steps forked by Node's child_process instead of the native spawner);
+  // SANDSTREAM_AGENT_COMPARE_MAIN=<another build's main.js> compares against that build instead.
   const compareMain = process.env.SANDSTREAM_AGENT_COMPARE_MAIN;
-  const other = compareMain
-    ? startAgent({
-        jobId: `bench-rt-cmp-${process.pid}-${Date.now()}`,
-        command: [process.execPath, compareMain],
-      })
-    : null;
+  const compareLabel = compareMain ?? 'same build, --spawner none';
+  const other = startAgent({
+    jobId: `bench-rt-cmp-${process.pid}-${Date.now()}`,
+    ...(compareMain ? { command: [process.execPath, compareMain] } : { extraArgs: ['--spawner', 'none'] }),
+  });
   const otherSamples: number[] = [];
   try {
-    for (const a of other ? [agent, other] : [agent]) {
+    for (const a of [agent, other]) {
       await waitFor('agent heartbeat', async () =>
         (await redis.exists(a.keys.heartbeat)) ? true : undefined,
       );
@@ -96,12 +96,10 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
       await redis.lpush(relayIn, 'x');
       await redis.brpop(relayOut, 5);
       const relayMs = performance.now() - t;
-      if (other) {
-        t = performance.now();
-        await pushStep(redis, other.keys, { schemaVersion: 1, stepId: `rt-${i}`, command: 'true' });
-        await popResult(redis, other.keys);
-        if (i >= warmup) otherSamples.push(performance.now() - t);
-      }
+      t = performance.now();
+      await pushStep(redis, other.keys, { schemaVersion: 1, stepId: `rt-${i}`, command: 'true' });
+      await popResult(redis, other.keys);
+      if (i >= warmup) otherSamples.push(performance.now() - t);
       t = performance.now();
       await executeStep(trueStep, ctx);
       const executorMs = performance.now() - t;
@@ -146,21 +144,17 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
     console.log(
       `    overhead at p50 ${ms(report.overheadP50Ms)} (goal <= 1 ms); ratio agent/spawn p50 ${(a.p50 / s.p50).toFixed(2)}x`,
     );
-    if (other) {
-      const o = summarize(otherSamples);
-      console.log(
-        `    comparison agent (${compareMain}) p50 ${ms(o.p50)}  p99 ${ms(o.p99)}; overhead at p50 ${ms(o.p50 - s.p50)}`,
-      );
-    }
+    const o = summarize(otherSamples);
+    console.log(
+      `    comparison agent (${compareLabel}) p50 ${ms(o.p50)}  p99 ${ms(o.p99)}; overhead at p50 ${ms(o.p50 - s.p50)}`,
+    );
     console.log(
       `    split at p50: executor over spawn ${ms(e.p50 - s.p50)}; in the agent around the executor (inside - executeStep) ${ms(inside.p50 - e.p50)}; Redis hops and wake-ups (agent - inside) ${ms(a.p50 - inside.p50)}, of which the relay floor ${ms(r.p50)}`,
     );
     return report;
   } finally {
-    if (other) {
-      await stopAgent(other);
-      await redis.del(other.keys.in, other.keys.events, other.keys.results, other.keys.heartbeat);
-    }
+    await stopAgent(other);
+    await deleteKeys(redis, other.keys);
     await stopAgent(agent);
     await deleteKeys(redis, agent.keys);
     redis.disconnect();

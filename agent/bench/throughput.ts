@@ -56,8 +56,29 @@ export async function benchThroughput(n = 1_000_000): Promise<ThroughputReport> 
   }
   const rawRate = (raw.lines / raw.elapsedMs) * 1000;
 
-  // Through the agent.
-  const agent = startAgent({ jobId: `bench-tp-${tag}` });
+  const report = await throughAgent(n, `bench-tp-${tag}`, rawRate, raw, 'agent', []);
+  // The same build with run steps forked by Node instead of the native spawner, for comparison.
+  if (process.env.SANDSTREAM_BENCH_COMPARE_SPAWNER !== '0')
+    await throughAgent(n, `bench-tp-none-${tag}`, rawRate, null, 'agent --spawner none', [
+      '--spawner',
+      'none',
+    ]);
+  redis.disconnect();
+  reader.disconnect();
+  return report;
+}
+
+async function throughAgent(
+  n: number,
+  jobId: string,
+  rawRate: number,
+  raw: Awaited<ReturnType<typeof follow>> | null,
+  label: string,
+  extraArgs: string[],
+): Promise<ThroughputReport> {
+  const redis = testClient();
+  const reader = testClient();
+  const agent = startAgent({ jobId, extraArgs });
   try {
     await waitFor('agent heartbeat', async () =>
       (await redis.exists(agent.keys.heartbeat)) ? true : undefined,
@@ -82,14 +103,16 @@ export async function benchThroughput(n = 1_000_000): Promise<ThroughputReport> 
       ratio: agentRate / rawRate,
     };
     const k = (x: number) => `${Math.round(x).toLocaleString('en-US')}/s`;
+    if (raw) {
+      console.log(
+        `\n(2) seq 1 ${n} -> agent -> stream -> follower (XREAD) vs raw pipelined XADD of the same events`,
+      );
+      console.log(
+        `    raw ioredis XADD ceiling: ${k(rawRate)} (${raw.lines.toLocaleString('en-US')} lines received in ${Math.round(raw.elapsedMs)} ms)`,
+      );
+    }
     console.log(
-      `\n(2) seq 1 ${n} -> agent -> stream -> follower (XREAD) vs raw pipelined XADD of the same events`,
-    );
-    console.log(
-      `    raw ioredis XADD ceiling: ${k(rawRate)} (${raw.lines.toLocaleString('en-US')} lines received in ${Math.round(raw.elapsedMs)} ms)`,
-    );
-    console.log(
-      `    agent: ${k(agentRate)} delivered (${seen.lines.toLocaleString('en-US')} lines in ${Math.round(seen.elapsedMs)} ms, ${report.agentDropped.toLocaleString('en-US')} dropped by the agent's bound); step covered at ${k(seqRate)}`,
+      `    ${label}: ${k(agentRate)} delivered (${seen.lines.toLocaleString('en-US')} lines in ${Math.round(seen.elapsedMs)} ms, ${report.agentDropped.toLocaleString('en-US')} dropped by the agent's bound); step covered at ${k(seqRate)}`,
     );
     console.log(`    ratio delivered/raw ${report.ratio.toFixed(2)}x (goal >= 0.5x)`);
     return report;
