@@ -134,6 +134,8 @@ describe.skipIf(gate.skip)('agent injected into unmodified images (Docker)', () 
           // The step's own process must map the image's libc (or none), never /shared/lib.
           { schemaVersion: 1, stepId: 'maps', kind: 'run', command: 'cat', args: ['/proc/self/maps'] },
           { schemaVersion: 1, stepId: 'env', kind: 'run', command: 'env' },
+          // Started by the static native spawner from /shared/lib, not forked by the agent.
+          { schemaVersion: 1, stepId: 'parent', kind: 'run', command: 'cat /proc/$PPID/comm', shell: true },
           {
             schemaVersion: 1,
             stepId: 'write',
@@ -181,6 +183,8 @@ describe.skipIf(gate.skip)('agent injected into unmodified images (Docker)', () 
         if (libc) expect(maps).toMatch(libc);
         else expect(maps).not.toMatch(/libc/);
         expect(lines.get('env')?.some((l) => l.startsWith('LD_LIBRARY_PATH='))).toBe(false);
+        // The kernel keeps 15 characters of a command name.
+        expect(lines.get('parent')).toEqual(['sandstream-spaw']);
       } finally {
         await redis.unlink(keys.in, keys.events, keys.results, keys.heartbeat, keys.control);
       }
