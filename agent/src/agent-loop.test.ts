@@ -2,6 +2,7 @@ import type { StepEvent } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  childPids,
   deleteKeys,
   isAlive,
   peakRssKb,
@@ -12,6 +13,7 @@ import {
   startAgent,
   stopAgent,
   testClient,
+  waitDead,
   waitFor,
 } from './testing/agent-harness.js';
 import { freePort, RedisServerProcess } from './testing/redis-server-process.js';
@@ -124,6 +126,29 @@ describe('stopping steps', () => {
 });
 
 describe('signals', () => {
+  it('on kill -9 of the agent mid-step, its spawner kills the step tree instead of leaving it running', async () => {
+    const agent = startAgent();
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
+    await pushStep(redis, agent.keys, {
+      schemaVersion: 1,
+      stepId: 'orphan',
+      command: 'sleep 60 & echo $$ $!; sleep 60',
+      shell: true,
+    });
+    const pids = pidsOf(await firstLine(agent.keys, 'orphan'));
+    expect(pids.every(isAlive)).toBe(true);
+    const [spawner, ...others] = childPids(agent.child.pid as number);
+    expect(others).toEqual([]);
+    agent.child.kill('SIGKILL');
+    await agent.exited;
+    // Nobody is left to report the step: the spawner sees its stdin close, kills the group, exits.
+    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 5000);
+    expect(await waitDead(spawner as number, 5000)).toBe(true);
+  });
+
   it('on SIGTERM mid-step kills the step, delivers its events and result, deletes the heartbeat, exits 0', async () => {
     const agent = startAgent();
     cleanups.push(

@@ -7,8 +7,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../logger.js';
 import { recordingContext } from '../steps/recording-context.js';
 import { runStep } from '../steps/run-step.js';
+import { isAlive, waitDead } from '../testing/agent-harness.js';
 import { builtSpawnerPath } from '../testing/built-spawner.js';
-import { isAlive, waitDead } from '../testing/process-state.js';
 import type { LaunchRequest, StepProcess } from './launcher.js';
 import { SpawnerLauncher } from './spawner-launcher.js';
 
@@ -148,6 +148,6 @@ describe('SpawnerLauncher', () => {
     await closed(again);
     expect(l.helperPid).toBeDefined();
     expect(l.helperPid).not.toBe(first);
-    expect(await isAlive(first)).toBe(false);
+    expect(isAlive(first)).toBe(false);
   });
 });

@@ -7,8 +7,8 @@ import { createLogger } from '../logger.js';
 import type { ProcessLauncher } from '../process/launcher.js';
 import { NodeLauncher } from '../process/node-launcher.js';
 import { SpawnerLauncher } from '../process/spawner-launcher.js';
+import { isAlive as alive, waitDead } from '../testing/agent-harness.js';
 import { builtSpawnerPath } from '../testing/built-spawner.js';
-import { isAlive as alive, waitDead } from '../testing/process-state.js';
 import { recordingContext } from './recording-context.js';
 import { type RunStepOptions, runStep as runStepWith } from './run-step.js';
 
@@ -188,7 +188,7 @@ describe.each(launchers)('with the %s launcher', (_name, makeLauncher) => {
         expect(outcome.exitCode).toBe(0);
         expect(elapsed).toBeLessThan(2000);
         // Left running on purpose: a step may start a service for the next step.
-        expect(await alive(pid)).toBe(true);
+        expect(alive(pid)).toBe(true);
       } finally {
         process.kill(pid, 'SIGKILL');
       }
@@ -318,7 +318,7 @@ describe.each(launchers)('with the %s launcher', (_name, makeLauncher) => {
         exitCode: 137,
       });
       expect(elapsed).toBeLessThan(1000);
-      expect(await alive(grandchild)).toBe(false);
+      expect(alive(grandchild)).toBe(false);
     });
 
     it('stops a well-behaved process right away', async () => {

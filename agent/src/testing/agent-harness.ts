@@ -182,6 +182,16 @@ export function isAlive(pid: number): boolean {
   }
 }
 
+/** Polls until the process is gone (or a zombie); false if it still runs after `withinMs`. */
+export async function waitDead(pid: number, withinMs: number): Promise<boolean> {
+  const deadline = Date.now() + withinMs;
+  while (isAlive(pid)) {
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return true;
+}
+
 /** Test cleanup: make sure an agent a failed test left behind does not linger. */
 export async function stopAgent(agent: AgentProcess): Promise<void> {
   if (agent.child.exitCode !== null || agent.child.signalCode !== null) return;
