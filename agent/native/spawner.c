@@ -15,9 +15,10 @@
  *   u32 length (of what follows, little-endian)   u8 type   u32 id   payload
  *
  * Requests:  SPAWN (payload: string file, string cwd, u32 argc, argc strings, u32 envc, envc
- *            "NAME=value" strings; a string is u32 length + bytes), CLOSE_OUTPUT (no payload).
+ *            "NAME=value" strings; a string is u32 length + bytes), CLOSE_OUTPUT (no payload),
+ *            PING (no payload; the agent's check at boot that this helper runs here at all).
  * Events:    SPAWNED (i32 pid), SPAWN_FAILED (i32 errno), STDOUT / STDERR (bytes),
- *            STDOUT_END / STDERR_END, EXIT (i32 raw wait status).
+ *            STDOUT_END / STDERR_END, EXIT (i32 raw wait status), PONG (no payload).
  *
  * The child gets what Node's spawn(file, args, { cwd, env, detached: true, stdio: ['ignore',
  * 'pipe', 'pipe'] }) gives it: its own session and so its own process group (pgid = pid; a
@@ -50,7 +51,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum request_type { REQ_SPAWN = 1, REQ_CLOSE_OUTPUT = 2 };
+enum request_type { REQ_SPAWN = 1, REQ_CLOSE_OUTPUT = 2, REQ_PING = 3 };
 enum event_type {
   EV_SPAWNED = 1,
   EV_SPAWN_FAILED = 2,
@@ -59,6 +60,7 @@ enum event_type {
   EV_STDOUT_END = 5,
   EV_STDERR_END = 6,
   EV_EXIT = 7,
+  EV_PONG = 8,
 };
 
 #define HEADER_BYTES 9 /* u32 length + u8 type + u32 id */
@@ -384,6 +386,8 @@ static void handle_spawn(uint32_t id, const uint8_t *payload, size_t length) {
 static void handle_request(uint8_t type, uint32_t id, const uint8_t *payload, size_t length) {
   if (type == REQ_SPAWN) {
     handle_spawn(id, payload, length);
+  } else if (type == REQ_PING) {
+    send_event(EV_PONG, id, NULL, 0);
   } else if (type == REQ_CLOSE_OUTPUT) {
     struct child *c = find_child(id);
     if (!c) return;

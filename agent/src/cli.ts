@@ -54,30 +54,50 @@ export async function runCli(): Promise<number> {
   return runAgent({ ...command, workdir }, log);
 }
 
+/** How long the spawner helper has to answer its first PING before the agent does without it. */
+const SPAWNER_READY_TIMEOUT_MS = 2_000;
+
 /**
- * The native spawner when it is there (run steps then never fork the agent), Node's own
+ * The native spawner when it is there and runs (run steps then never fork the agent), Node's own
  * child_process otherwise. Throws for a --spawner path that is not an executable.
  */
-function createLauncher(setting: string, log: Logger): ProcessLauncher {
+async function createLauncher(setting: string, log: Logger): Promise<ProcessLauncher> {
   const located = locateSpawner(setting);
   if (located.path === null) {
     log.info('run steps start through node:child_process', { reason: located.reason });
     return new NodeLauncher();
   }
   const launcher = new SpawnerLauncher(located.path, log);
-  launcher.start();
+  if (!(await launcher.ready(SPAWNER_READY_TIMEOUT_MS))) {
+    // A helper that cannot run here (a runtime refusing a system call it needs, say) must not
+    // cost the job its steps: they are slower through child_process, but they run.
+    launcher.close();
+    log.warn('the spawner helper did not answer; run steps start through node:child_process', {
+      path: located.path,
+    });
+    return new NodeLauncher();
+  }
   log.debug('run steps start through the spawner', { path: located.path, pid: launcher.helperPid });
   return launcher;
 }
 
 async function runAgent(config: RunConfig, log: Logger): Promise<number> {
   let launcher: ProcessLauncher;
+  // Nothing has started while the spawner is checked (no heartbeat, no step): a stop signal in
+  // that window is a clean exit, and the helper goes with our end of its pipes.
+  const exitBeforeStart = () => process.exit(ExitCode.ok);
+  process.on('SIGTERM', exitBeforeStart);
+  process.on('SIGINT', exitBeforeStart);
   try {
-    launcher = createLauncher(config.spawner, log);
+    launcher = await createLauncher(config.spawner, log);
   } catch (err) {
     log.error(`invalid configuration: ${(err as Error).message}`);
     return ExitCode.fatal;
+  } finally {
+    process.off('SIGTERM', exitBeforeStart);
+    process.off('SIGINT', exitBeforeStart);
   }
+  // From here to process.on(…, onSignal) below everything runs synchronously: no gap.
   const connections = openConnections(config.redisUrl, config.jobId, log);
   // Step spans go to OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT when set; a no-op otherwise.
   const stepTracer = stepTracerFromEnv(process.env, config.jobId);

@@ -362,6 +362,32 @@ describe('the job loop', () => {
   });
 
   it.each([
+    ['exits at once', 'exit 3'],
+    ['never answers', 'exec sleep 30'],
+  ])('runs its steps through child_process when the spawner helper %s', async (_what, body) => {
+    const dir = await mkdtemp(join(tmpdir(), 'sandstream-bad-spawner-'));
+    const helper = join(dir, 'spawner');
+    await writeFile(helper, `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+    const agent = startAgent({ extraArgs: ['--spawner', helper] });
+    cleanups.push(
+      () => rm(dir, { recursive: true, force: true }),
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'hi', command: 'echo', args: ['hi'] });
+    expect(await popResult(redis, agent.keys)).toMatchObject({ stepId: 'hi', exitCode: 0 });
+    expect(agent.logs()).toContainEqual(
+      expect.objectContaining({
+        level: 'warn',
+        msg: 'the spawner helper did not answer; run steps start through node:child_process',
+        path: helper,
+      }),
+    );
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+    expect((await agent.exited).code).toBe(0);
+  });
+
+  it.each([
     [['--redis-url', 'redis://127.0.0.1:6379', '--job-id', 'bad id'], /--job-id/],
     [
       ['--redis-url', 'redis://127.0.0.1:6379', '--job-id', 'x', '--max-idle-waits', 'many'],

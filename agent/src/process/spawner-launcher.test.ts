@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { RunStepSchema } from '@sandstream/wire';
@@ -54,6 +54,30 @@ const childrenOf = (pid: number) =>
   readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
 
 describe('SpawnerLauncher', () => {
+  it('answers the readiness check when the helper runs', async () => {
+    expect(await newLauncher().ready(5_000)).toBe(true);
+  });
+
+  it('fails the readiness check for a helper that exits, and kills one that stays silent', async () => {
+    const exits = path.join(dir, 'exits');
+    const silent = path.join(dir, 'silent');
+    await writeFile(exits, '#!/bin/sh\nexit 3\n', { mode: 0o755 });
+    await writeFile(silent, '#!/bin/sh\nexec sleep 30\n', { mode: 0o755 });
+    const log = createLogger({ verbose: false, write: () => {} });
+    const exiting = new SpawnerLauncher(exits, log);
+    expect(await exiting.ready(5_000)).toBe(false);
+    exiting.close();
+    const quiet = new SpawnerLauncher(silent, log);
+    quiet.start();
+    const quietPid = quiet.helperPid as number;
+    expect(isAlive(quietPid)).toBe(true);
+    const started = Date.now();
+    expect(await quiet.ready(300)).toBe(false);
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(await waitDead(quietPid, 2_000)).toBe(true);
+    quiet.close();
+  });
+
   it('fails a start as Node does: the file in the message, the errno as code', async () => {
     const proc = newLauncher().launch(request('sandstream-no-such-command', ['a']));
     const err = await new Promise<NodeJS.ErrnoException>((resolve) => proc.once('error', resolve));

@@ -12,6 +12,7 @@ import {
 import {
   EventType,
   encodeCloseOutput,
+  encodePing,
   encodeSpawn,
   FrameReader,
   type SpawnerEvent,
@@ -33,6 +34,8 @@ const SIGNAL_NAMES = reverse<NodeJS.Signals>(osConstants.signals);
 interface Helper {
   child: ChildProcess;
   processes: Map<number, SpawnedProcess>;
+  /** PINGs waiting for their PONG, by id. */
+  pings: Map<number, (answered: boolean) => void>;
   /** Why it is going away, for the error the orphaned steps report. */
   lostBecause: string | null;
 }
@@ -62,6 +65,36 @@ export class SpawnerLauncher implements ProcessLauncher {
     this.ensureHelper();
   }
 
+  /**
+   * Whether the helper runs here: a PING answered within `timeoutMs`. False when it exits (a
+   * runtime that refuses a system call it needs, a binary for another architecture) or stays
+   * silent; the agent then runs its steps through child_process instead.
+   */
+  ready(timeoutMs: number): Promise<boolean> {
+    let helper: Helper;
+    try {
+      helper = this.ensureHelper();
+    } catch {
+      return Promise.resolve(false);
+    }
+    const id = this.takeId();
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => {
+        // Silent: it may be stuck, and it will never be used; do not leave it behind.
+        this.retire(helper, 'did not answer');
+        helper.child.kill('SIGKILL');
+        answer(false);
+      }, timeoutMs);
+      const answer = (answered: boolean) => {
+        clearTimeout(timer);
+        helper.pings.delete(id);
+        resolve(answered);
+      };
+      helper.pings.set(id, answer);
+      helper.child.stdin?.write(encodePing(id));
+    });
+  }
+
   /** The helper's pid (tests and benchmarks read its memory). */
   get helperPid(): number | undefined {
     return this.helper?.child.pid;
@@ -70,8 +103,7 @@ export class SpawnerLauncher implements ProcessLauncher {
   launch(request: LaunchRequest): StepProcess {
     validateLaunchRequest(request);
     const helper = this.ensureHelper();
-    const id = this.nextId;
-    this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
+    const id = this.takeId();
     const frame = encodeSpawn(id, {
       file: request.file,
       cwd: request.cwd,
@@ -91,6 +123,12 @@ export class SpawnerLauncher implements ProcessLauncher {
     this.helper = null;
   }
 
+  private takeId(): number {
+    const id = this.nextId;
+    this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
+    return id;
+  }
+
   private closeOutput(helper: Helper, id: number): void {
     const proc = helper.processes.get(id);
     if (!proc) return;
@@ -107,7 +145,7 @@ export class SpawnerLauncher implements ProcessLauncher {
       detached: true,
       stdio: ['pipe', 'pipe', 'inherit'],
     });
-    const helper: Helper = { child, processes: new Map(), lostBecause: null };
+    const helper: Helper = { child, processes: new Map(), pings: new Map(), lostBecause: null };
     const reader = new FrameReader((event) => this.onEvent(helper, event));
     child.stdout?.on('data', (chunk: Buffer) => {
       try {
@@ -133,6 +171,7 @@ export class SpawnerLauncher implements ProcessLauncher {
     // 'close' comes after the last of its stdout was read: exits it reported before dying
     // have reached their steps by then, and only the rest are orphans.
     child.once('close', () => {
+      for (const answer of [...helper.pings.values()]) answer(false);
       if (this.closed) return;
       this.retire(helper, 'exited');
       const orphans = [...helper.processes.values()];
@@ -150,6 +189,10 @@ export class SpawnerLauncher implements ProcessLauncher {
   }
 
   private onEvent(helper: Helper, event: SpawnerEvent): void {
+    if (event.type === EventType.pong) {
+      helper.pings.get(event.id)?.(true);
+      return;
+    }
     const proc = helper.processes.get(event.id);
     // Output of a process whose output the step already gave up on.
     if (!proc) return;

@@ -6,7 +6,7 @@
  *
  * and a string inside a payload is a u32 byte length followed by its UTF-8 bytes.
  */
-export const RequestType = { spawn: 1, closeOutput: 2 } as const;
+export const RequestType = { spawn: 1, closeOutput: 2, ping: 3 } as const;
 
 export const EventType = {
   spawned: 1,
@@ -16,6 +16,7 @@ export const EventType = {
   stdoutEnd: 5,
   stderrEnd: 6,
   exit: 7,
+  pong: 8,
 } as const;
 export type EventTypeCode = (typeof EventType)[keyof typeof EventType];
 
@@ -63,8 +64,17 @@ export function encodeSpawn(id: number, fields: SpawnRequestFields): Buffer {
 }
 
 export function encodeCloseOutput(id: number): Buffer {
+  return emptyRequest(RequestType.closeOutput, id);
+}
+
+/** Answered with a PONG of the same id: proof that the helper runs and reads its requests. */
+export function encodePing(id: number): Buffer {
+  return emptyRequest(RequestType.ping, id);
+}
+
+function emptyRequest(type: number, id: number): Buffer {
   const frame = Buffer.allocUnsafe(HEADER_BYTES);
-  header(frame, HEADER_BYTES, RequestType.closeOutput, id);
+  header(frame, HEADER_BYTES, type, id);
   return frame;
 }
 
