@@ -3,7 +3,8 @@
 # FROM scratch, whose default command injects them into /shared. Needs `npm run build` first.
 #
 # Unlike the base images this one goes stale whenever the agent changes, so besides FORCE=1 it is
-# rebuilt when the binary differs from the one the image was built from (label sandstream.agent.sha256).
+# rebuilt when the binary or anything in its runtime/lib (the loader, libraries, the native
+# spawner) differs from what the image was built from (label sandstream.agent.sha256).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -17,14 +18,20 @@ if [ ! -x "$AGENT_BINARY" ] || [ ! -f "$AGENT_RUNTIME_LIB/ld-linux-x86-64.so.2" 
   exit 1
 fi
 
-sha="$(sha256sum "$AGENT_BINARY" | cut -d' ' -f1)"
+# One digest over the executable and every runtime file, by name and content.
+sha="$(
+  {
+    (cd "$(dirname "$AGENT_BINARY")" && sha256sum "$(basename "$AGENT_BINARY")")
+    (cd "$AGENT_RUNTIME_LIB" && sha256sum -- *)
+  } | sha256sum | cut -d' ' -f1
+)"
 if [ "${FORCE:-0}" != "1" ] && image_exists "$IMAGE"; then
   built_from="$(docker image inspect --format '{{ index .Config.Labels "sandstream.agent.sha256" }}' "$IMAGE")"
   if [ "$built_from" = "$sha" ]; then
     log "$IMAGE is up to date with $(basename "$AGENT_BINARY") (FORCE=1 rebuilds it)"
     exit 0
   fi
-  log "$IMAGE was built from another agent binary; rebuilding"
+  log "$IMAGE was built from other agent files; rebuilding"
 fi
 
 # A minimal build context: sending agent/dist (tsc output, SEA work files) would be wasted I/O.
