@@ -2,6 +2,7 @@ import type { StepEvent } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  type AgentProcess,
   childPids,
   deleteKeys,
   isAlive,
@@ -53,22 +54,33 @@ function pidsOf(line: string): number[] {
   return line.split(' ').map(Number);
 }
 
+/**
+ * An agent running a step whose shell prints its own pid and a background grandchild's, then
+ * waits: returns once both run.
+ */
+async function agentRunningATree(
+  stepId: string,
+  timeoutSeconds?: number,
+): Promise<{ agent: AgentProcess; pids: number[] }> {
+  const agent = startAgent();
+  cleanups.push(
+    () => deleteKeys(redis, agent.keys),
+    () => stopAgent(agent),
+  );
+  await pushStep(redis, agent.keys, {
+    schemaVersion: 1,
+    stepId,
+    command: 'sleep 60 & echo $$ $!; sleep 60',
+    shell: true,
+    ...(timeoutSeconds === undefined ? {} : { timeoutSeconds }),
+  });
+  return { agent, pids: pidsOf(await firstLine(agent.keys, stepId)) };
+}
+
 describe('stopping steps', () => {
   it('kills the whole process tree when a step times out', async () => {
-    const agent = startAgent();
-    cleanups.push(
-      () => deleteKeys(redis, agent.keys),
-      () => stopAgent(agent),
-    );
-    // The shell prints its own pid and a background grandchild's, then waits far past the timeout.
-    await pushStep(redis, agent.keys, {
-      schemaVersion: 1,
-      stepId: 'slow',
-      command: 'sleep 60 & echo $$ $!; sleep 60',
-      shell: true,
-      timeoutSeconds: 1,
-    });
-    const pids = pidsOf(await firstLine(agent.keys, 'slow'));
+    // The tree waits far past the timeout.
+    const { agent, pids } = await agentRunningATree('slow', 1);
     expect(pids.every(isAlive)).toBe(true);
     const result = await popResult(redis, agent.keys);
     expect(result).toMatchObject({ stepId: 'slow', timedOut: true, errorCode: 'timed_out' });
@@ -127,18 +139,7 @@ describe('stopping steps', () => {
 
 describe('signals', () => {
   it('on kill -9 of the agent mid-step, its spawner kills the step tree instead of leaving it running', async () => {
-    const agent = startAgent();
-    cleanups.push(
-      () => deleteKeys(redis, agent.keys),
-      () => stopAgent(agent),
-    );
-    await pushStep(redis, agent.keys, {
-      schemaVersion: 1,
-      stepId: 'orphan',
-      command: 'sleep 60 & echo $$ $!; sleep 60',
-      shell: true,
-    });
-    const pids = pidsOf(await firstLine(agent.keys, 'orphan'));
+    const { agent, pids } = await agentRunningATree('orphan');
     expect(pids.every(isAlive)).toBe(true);
     const [spawner, ...others] = childPids(agent.child.pid as number);
     expect(others).toEqual([]);
@@ -150,18 +151,7 @@ describe('signals', () => {
   });
 
   it('on SIGTERM mid-step kills the step, delivers its events and result, deletes the heartbeat, exits 0', async () => {
-    const agent = startAgent();
-    cleanups.push(
-      () => deleteKeys(redis, agent.keys),
-      () => stopAgent(agent),
-    );
-    await pushStep(redis, agent.keys, {
-      schemaVersion: 1,
-      stepId: 'interrupted',
-      command: 'sleep 60 & echo $$ $!; sleep 60',
-      shell: true,
-    });
-    const pids = pidsOf(await firstLine(agent.keys, 'interrupted'));
+    const { agent, pids } = await agentRunningATree('interrupted');
     agent.child.kill('SIGTERM');
     expect(await agent.exited).toEqual({ code: 0, signal: null });
     await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 2000);
