@@ -70,6 +70,9 @@ export async function benchMemory(sizes = [200_000, 1_000_000]): Promise<MemoryR
     ['node dist/main.js', undefined],
   ];
   const binary = sea[3] as string;
+  // The same bundle the single executable holds, run by an existing node (the in-process backend).
+  const bundle = `${binary}.cjs`;
+  if (existsSync(bundle)) commands.push(['node dist/sandstream-agent.cjs', [process.execPath, bundle]]);
   if (existsSync(binary)) {
     commands.push(['single executable via loader, page cache as found', sea]);
     commands.push([

@@ -4,6 +4,9 @@
  * needs, so it can be injected into any image:
  *
  *   dist/sandstream-agent      node + the bundled agent, injected as the NODE_SEA_BLOB resource
+ *   dist/sandstream-agent.cjs  the same bundle for an existing node (`node dist/sandstream-agent.cjs`:
+ *                              the in-process backend and the package's bin); one file loads in
+ *                              less memory than the compiled modules (docs/benchmarks.md)
  *   dist/runtime/lib/          ld-linux-x86-64.so.2 and every library `ldd` says the binary needs,
  *                              plus sandstream-spawner (native/spawner.c, static: build-spawner.mjs)
  *
@@ -175,6 +178,7 @@ async function main() {
   await rm(workDir, { recursive: true, force: true });
   await mkdir(workDir, { recursive: true });
   const bundlePath = await timed('bundle', bundle);
+  await copyFile(bundlePath, `${out}.cjs`);
   const blobPath = await timed('blob', () => makeBlob(bundlePath));
   await timed('executable', () => makeExecutable(blobPath));
   const libs = await timed('libs', () => copyRuntime(out));

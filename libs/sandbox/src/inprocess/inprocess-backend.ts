@@ -29,8 +29,14 @@ import {
 } from './sandbox-registry.js';
 import { createJobDirectories, removeJobDirectories } from './workspace.js';
 
-/** agent/dist/main.js of this monorepo, relative to libs/sandbox/{src,dist}/inprocess/. */
-export const DEFAULT_AGENT_ENTRY = fileURLToPath(new URL('../../../../agent/dist/main.js', import.meta.url));
+/**
+ * The agent bundled into one file (agent/dist/sandstream-agent.cjs, the single executable's code)
+ * of this monorepo, relative to libs/sandbox/{src,dist}/inprocess/: it starts in less memory than
+ * the compiled modules of agent/dist/main.js.
+ */
+export const DEFAULT_AGENT_ENTRY = fileURLToPath(
+  new URL('../../../../agent/dist/sandstream-agent.cjs', import.meta.url),
+);
 
 export interface InProcessBackendOptions {
   /** Registry of running sandboxes and the shutdown step both go through this client. */
