@@ -1,8 +1,11 @@
 import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import type { RunStep } from '@sandstream/wire';
-import { executeStep } from '../src/steps/execute-step.js';
+import { createLogger } from '../src/logger.js';
+import { SpawnerLauncher } from '../src/process/spawner-launcher.js';
+import { createStepExecutor } from '../src/steps/execute-step.js';
 import {
+  builtSpawnerPath,
   deleteKeys,
   popResult,
   pushStep,
@@ -48,6 +51,7 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
     ...(compareMain ? { command: [process.execPath, compareMain] } : { extraArgs: ['--spawner', 'none'] }),
   });
   const otherSamples: number[] = [];
+  const spawner = new SpawnerLauncher(builtSpawnerPath(), createLogger({ verbose: false, write: () => {} }));
   try {
     for (const a of [agent, other]) {
       await waitFor('agent heartbeat', async () =>
@@ -72,6 +76,10 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
       }
     })();
     const ctx = { onLine: () => {}, signal: new AbortController().signal, baseDirectory: process.cwd() };
+    // The in-process executor starts `true` the way the agent does, through the native spawner,
+    // so that "inside the agent - executor" compares like with like.
+    spawner.start();
+    const executeStep = createStepExecutor({ launcher: spawner });
     const trueStep: RunStep = {
       schemaVersion: 1,
       stepId: 'x',
@@ -134,7 +142,9 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
     );
     console.log(`    agent  p50 ${ms(a.p50)}  p99 ${ms(a.p99)}   (${iterations} steps)`);
     console.log(`    spawn  p50 ${ms(s.p50)}  p99 ${ms(s.p99)}`);
-    console.log(`    executeStep in-process (no Redis) p50 ${ms(e.p50)}  p99 ${ms(e.p99)}`);
+    console.log(
+      `    executeStep in-process through the spawner (no Redis) p50 ${ms(e.p50)}  p99 ${ms(e.p99)}`,
+    );
     console.log(
       `    inside the agent (StepResult.durationSeconds: pop -> result built) p50 ${ms(inside.p50)}  p99 ${ms(inside.p99)}`,
     );
@@ -153,6 +163,7 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
     );
     return report;
   } finally {
+    spawner.close();
     await stopAgent(other);
     await deleteKeys(redis, other.keys);
     await stopAgent(agent);

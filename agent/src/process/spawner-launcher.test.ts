@@ -7,8 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../logger.js';
 import { recordingContext } from '../steps/recording-context.js';
 import { runStep } from '../steps/run-step.js';
-import { isAlive, waitDead } from '../testing/agent-harness.js';
-import { builtSpawnerPath } from '../testing/built-spawner.js';
+import { builtSpawnerPath, isAlive, waitDead } from '../testing/agent-harness.js';
 import type { LaunchRequest, StepProcess } from './launcher.js';
 import { SpawnerLauncher } from './spawner-launcher.js';
 

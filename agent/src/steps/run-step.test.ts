@@ -7,8 +7,7 @@ import { createLogger } from '../logger.js';
 import type { ProcessLauncher } from '../process/launcher.js';
 import { NodeLauncher } from '../process/node-launcher.js';
 import { SpawnerLauncher } from '../process/spawner-launcher.js';
-import { isAlive as alive, waitDead } from '../testing/agent-harness.js';
-import { builtSpawnerPath } from '../testing/built-spawner.js';
+import { isAlive as alive, builtSpawnerPath, waitDead } from '../testing/agent-harness.js';
 import { recordingContext } from './recording-context.js';
 import { type RunStepOptions, runStep as runStepWith } from './run-step.js';
 

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
@@ -14,6 +14,7 @@ import {
   sandboxKeys,
 } from '@sandstream/wire';
 import { Redis } from 'ioredis';
+import { SPAWNER_NAME } from '../process/locate-spawner.js';
 
 /**
  * Test support for the agent's end-to-end suites: spawn the built agent (dist/main.js) as a
@@ -60,6 +61,17 @@ export interface StartAgentOptions {
    * single executable (through its bundled loader) here to measure it the same way.
    */
   command?: readonly string[];
+}
+
+/**
+ * The native spawner as `npm run build` leaves it, beside the built agent (dist/runtime/lib).
+ * Tests that need it fail with this message rather than skip: a checkout whose build could not
+ * compile it is a broken build, not a reason to test less.
+ */
+export function builtSpawnerPath(distDir = resolve(agentMain(), '..')): string {
+  const path = resolve(distDir, 'runtime', 'lib', SPAWNER_NAME);
+  if (!existsSync(path)) throw new Error(`${path} is missing: run npm run build (needs gcc and libc6-dev)`);
+  return path;
 }
 
 /** The single executable as a sandbox starts it: through the bundled loader, not the host's. */
