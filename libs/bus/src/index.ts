@@ -9,6 +9,7 @@ export * from './key-space.js';
 export * from './lua-script.js';
 export * from './queues.js';
 export * from './redis-connection.js';
+export * from './redis-safety.js';
 export * from './sandbox-acl.js';
 export * from './scan-keys.js';
 export * from './slot-leases.js';

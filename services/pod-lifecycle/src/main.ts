@@ -6,6 +6,7 @@ import {
   QueueNames,
   SandboxAcl,
   SlotLeases,
+  warnAboutRedis,
 } from '@sandstream/bus';
 import { createBackend } from '@sandstream/sandbox';
 import { GracefulShutdown, loadEnvConfig, startHealthServer } from '@sandstream/service-kit';
@@ -27,6 +28,7 @@ async function main(): Promise<void> {
   const keys = createKeySpace(env.SANDSTREAM_NAMESPACE);
   const dispatchKeys = new DispatchKeys(keys, env.COMPLETION_SHARDS);
   const redis = createRedisFromEnv(env, 'producer', 'pod-lifecycle');
+  warnAboutRedis(redis, (message) => logger.warn(message));
   const createRedisConn = createRedisFromEnv(env, 'worker', 'pod-lifecycle-create');
   const destroyRedisConn = createRedisFromEnv(env, 'worker', 'pod-lifecycle-destroy');
   const prefix = keys.bullPrefix;

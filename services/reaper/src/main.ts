@@ -7,6 +7,7 @@ import {
   QueueNames,
   SandboxAcl,
   SlotLeases,
+  warnAboutRedis,
 } from '@sandstream/bus';
 import { createBackend, type SandboxBackend } from '@sandstream/sandbox';
 import { GracefulShutdown, loadEnvConfig, sleep, startHealthServer } from '@sandstream/service-kit';
@@ -26,6 +27,7 @@ async function main(): Promise<void> {
   const metrics = createSandstreamMetrics();
   const keys = createKeySpace(env.SANDSTREAM_NAMESPACE);
   const redis = createRedisFromEnv(env, 'producer', 'reaper');
+  warnAboutRedis(redis, (message) => logger.warn(message));
   let backend: SandboxBackend | undefined;
   if (env.REAPER_SANDBOXES === 'on') {
     const created = await createBackend({ redis: redis as Redis });

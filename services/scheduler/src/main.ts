@@ -1,4 +1,11 @@
-import { createKeySpace, createRedisFromEnv, JobStore, QueueNames, SlotLeases } from '@sandstream/bus';
+import {
+  createKeySpace,
+  createRedisFromEnv,
+  JobStore,
+  QueueNames,
+  SlotLeases,
+  warnAboutRedis,
+} from '@sandstream/bus';
 import { TemplateRegistry } from '@sandstream/sandbox';
 import { GracefulShutdown, loadEnvConfig, startHealthServer } from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry, withJobSpan } from '@sandstream/telemetry';
@@ -16,6 +23,7 @@ async function main(): Promise<void> {
   const telemetry = await initTelemetry({ serviceName: 'scheduler' });
   const keys = createKeySpace(env.SANDSTREAM_NAMESPACE);
   const redis = createRedisFromEnv(env, 'producer', 'scheduler');
+  warnAboutRedis(redis, (message) => logger.warn(message));
   const workerRedis = createRedisFromEnv(env, 'worker', 'scheduler-worker');
   const blockingRedis = createRedisFromEnv(env, 'worker', 'scheduler-waker');
   const prefix = keys.bullPrefix;

@@ -12,6 +12,7 @@ import {
   QueueNames,
   type SandboxDestroyPayload,
   waitForRedis,
+  warnAboutRedis,
 } from '@sandstream/bus';
 import { GracefulShutdown, startHealthServer } from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry, withJobSpan } from '@sandstream/telemetry';
@@ -43,6 +44,7 @@ async function main(): Promise<void> {
   });
   const workerRedis = createRedisFromEnv(config, 'worker', `step-dispatcher-worker:${consumerName}`);
   await waitForRedis(redis);
+  warnAboutRedis(redis, (message) => logger.warn(message));
 
   const jobStore = new JobStore({ redis, keys: keySpace });
   const destroyQueue = new Queue<SandboxDestroyPayload>(QueueNames.sandboxDestroy, {
