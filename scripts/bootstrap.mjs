@@ -1,11 +1,13 @@
-// Makes a fresh clone runnable: installs npm dependencies when they are missing or older than the
-// lock file, builds every workspace (turbo caches what did not change), and, when this machine can
-// run a Docker engine, starts it and builds the local images the Docker backend and tests use.
+// Makes a fresh clone runnable: installs the Debian packages the next steps need (as root; else it
+// prints the apt-get line), the npm dependencies when they are missing or older than the lock file,
+// builds every workspace (turbo caches what did not change), and, when this machine can run a
+// Docker engine, starts it and builds the local images the Docker backend and tests use.
 // Shared by `npm start` and `npm test` so that both quick-start commands work on a fresh machine.
 import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensurePackages } from './system-packages.mjs';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -25,19 +27,22 @@ function dependenciesCurrent() {
 }
 
 /**
- * @param {{ docker?: 'required' | 'optional' | 'skip' }} options
- *   required: fail when no Docker engine can be had (CI); optional: carry on without one (the
- *   in-process backend and the non-Docker tests still work); skip: do not touch Docker.
+ * @param {{ docker?: 'required' | 'optional' | 'skip', packages?: string[] }} options
+ *   docker — required: fail when no Docker engine can be had (CI); optional: carry on without one
+ *   (the in-process backend and the non-Docker tests still work); skip: do not touch Docker.
+ *   packages — further Debian packages the caller needs (system-packages.mjs names them).
  */
-export function bootstrap({ docker = 'optional' } = {}) {
+export function bootstrap({ docker = 'optional', packages = [] } = {}) {
+  ensurePackages(['gcc', 'libc6-dev', ...packages], { purpose: 'the build' });
   if (!dependenciesCurrent()) run('bash', ['scripts/install-deps.sh']);
   run('npm', ['run', 'build', '--silent']);
   if (docker === 'skip') return { docker: false };
-  const engine = run('bash', ['scripts/ensure-docker.sh'], { optional: docker === 'optional' });
-  if (!engine) {
-    console.warn('bootstrap: no Docker engine; the Docker backend and its tests are unavailable');
-    return { docker: false };
-  }
+  const required = docker === 'required';
+  const purpose = 'the Docker backend and its local images';
+  const engine =
+    ensurePackages(['docker.io', 'debootstrap', 'busybox-static'], { required, purpose }) &&
+    run('bash', ['scripts/ensure-docker.sh'], { optional: !required });
+  if (!engine) return { docker: false };
   run('bash', ['scripts/images/build-all.sh']);
   return { docker: true };
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make sure a local Docker engine answers `docker info`. Idempotent: does nothing when an engine
-# already answers; installs Debian's docker.io only when dockerd is missing; otherwise starts
-# dockerd in the background with a storage driver that actually works on this machine.
+# already answers; otherwise starts dockerd in the background with a storage driver that actually
+# works on this machine. Installing Debian's docker.io is scripts/system-packages.mjs's job.
 #
 # Environment:
 #   DOCKERD_LOG       where dockerd writes its log      (default /var/log/sandstream-dockerd.log)
@@ -25,9 +25,8 @@ if docker info >/dev/null 2>&1; then
 fi
 
 if ! command -v dockerd >/dev/null 2>&1; then
-  log "dockerd missing: installing docker.io"
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+  log "dockerd is not installed (Debian package docker.io)"
+  exit 1
 fi
 
 # Choose a storage driver by trying it, not by guessing from the kernel version: inside a nested

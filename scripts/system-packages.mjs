@@ -1,0 +1,91 @@
+// The Debian packages the quick-start commands need, and the one place that installs them.
+// `npm start` and `npm test` call ensurePackages() with what their next step needs, so a fresh
+// machine (Node and npm only) gets exactly those packages: as root through apt-get, otherwise
+// with the exact `apt-get install` line to run and why each package is needed.
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+
+/**
+ * What each package is for, and how to tell it is installed. `command` is looked up on PATH and
+ * in /usr/sbin (nats-server and dockerd live there); `dpkg` asks dpkg when a command alone cannot
+ * tell (a dynamic busybox also answers `busybox`; libc6-dev has no command).
+ */
+export const PACKAGES = {
+  gcc: { command: 'gcc', why: "builds the agent's static spawner helper" },
+  'libc6-dev': { dpkg: true, why: 'libc.a, to link the spawner helper statically' },
+  'redis-server': {
+    command: 'redis-server',
+    why: 'the embedded Redis of `npm start`, and tests that restart Redis',
+  },
+  'redis-tools': {
+    command: 'redis-cli',
+    why: 'tests drive Redis through redis-cli (seed 000 smoke test, Redis Cluster)',
+  },
+  'nats-server': { command: 'nats-server', why: 'tests of the NATS lifecycle relay' },
+  ripgrep: { command: 'rg', why: 'the grep step uses ripgrep when present; tests cover both paths' },
+  'docker.io': { command: 'dockerd', why: 'the Docker sandbox backend' },
+  debootstrap: { command: 'debootstrap', why: 'builds the local Debian image (no registry can be reached)' },
+  'busybox-static': { dpkg: true, why: 'builds the libc-less busybox test image' },
+};
+
+function onPath(command) {
+  if (existsSync(`/usr/sbin/${command}`) || existsSync(`/usr/bin/${command}`)) return true;
+  return spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
+}
+
+function dpkgInstalled(name) {
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: dpkg-query's own format syntax
+  const result = spawnSync('dpkg-query', ['-W', '-f=${Status}', name], { encoding: 'utf8' });
+  return result.status === 0 && result.stdout.includes('install ok installed');
+}
+
+export function isInstalled(name) {
+  const pkg = PACKAGES[name];
+  if (!pkg) throw new Error(`system-packages: unknown package ${name}`);
+  return pkg.dpkg ? dpkgInstalled(name) : onPath(pkg.command);
+}
+
+export function missingPackages(names) {
+  return names.filter((name) => !isInstalled(name));
+}
+
+const isRoot = () => typeof process.getuid === 'function' && process.getuid() === 0;
+let aptUpdated = false;
+
+function apt(args) {
+  const result = spawnSync('apt-get', args, {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
+  return result.status === 0;
+}
+
+/**
+ * Makes sure `names` are installed. Returns true when they all are (afterwards). When they are
+ * not and cannot be installed here (not root), prints the apt-get line and why, and returns
+ * false; with `required`, exits with status 1 instead.
+ *
+ * @param {string[]} names
+ * @param {{ required?: boolean, purpose: string }} options
+ */
+export function ensurePackages(names, { required = true, purpose }) {
+  const missing = missingPackages(names);
+  if (missing.length === 0) return true;
+  const line = `apt-get install -y ${missing.join(' ')}`;
+  const reasons = missing.map((name) => `  ${name}: ${PACKAGES[name].why}`).join('\n');
+  if (!isRoot()) {
+    const say = required ? console.error : console.warn;
+    say(`${purpose} needs Debian packages that are missing; as root, run:\n  ${line}\n${reasons}`);
+    if (required) process.exit(1);
+    return false;
+  }
+  console.log(`installing ${missing.join(', ')} (${purpose})`);
+  if (!aptUpdated) aptUpdated = apt(['update', '-qq']);
+  if (!apt(['install', '-y', '-qq', ...missing]) || missingPackages(missing).length > 0) {
+    const say = required ? console.error : console.warn;
+    say(`\`${line}\` failed; ${purpose} cannot go on without:\n${reasons}`);
+    if (required) process.exit(1);
+    return false;
+  }
+  return true;
+}
