@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // `npm start`: the whole system on this machine. Starts the four services as separate processes
-// against the local Redis (REDIS_URL, default redis://127.0.0.1:6379) with the auto-detected
-// sandbox backend, waits until each is ready, submits examples/hello.yaml and streams its
-// output, then keeps running until Ctrl-C, which stops every child cleanly (SIGTERM, then
-// SIGKILL after a grace period).
+// against its own embedded Redis (scripts/local-redis.mjs; REDIS_URL names another instead) with
+// the auto-detected sandbox backend, waits until each is ready, submits examples/hello.yaml and
+// streams its output, then keeps running until Ctrl-C, which stops every child cleanly (SIGTERM,
+// then SIGKILL after a grace period) and the embedded Redis last.
 //
 //   npm start -- --scale step-dispatcher=3 --scale scheduler=2   several processes of a service
 //   npm start -- --job examples/other.yaml                       submit another job file
@@ -17,6 +17,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { bootstrap } from './bootstrap.mjs';
+import { startLocalRedis } from './local-redis.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SERVICES = ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper'];
@@ -52,42 +53,71 @@ for (const entry of values.scale) {
 
 // Passed through to the children as they are; not a build input.
 const { env } = process;
-const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const namespace = values.namespace ?? env.SANDSTREAM_NAMESPACE ?? 'sandstream';
 
 // A fresh clone just works: dependencies, build, and — where a Docker engine can run — dockerd and
 // the local images. SANDSTREAM_SKIP_BOOTSTRAP=1 skips this (tests that already built everything).
-if (process.env.SANDSTREAM_SKIP_BOOTSTRAP !== '1') {
-  const { docker } = bootstrap({ docker: process.env.SANDBOX_TYPE === 'docker' ? 'required' : 'optional' });
-  if (!docker && !process.env.SANDBOX_TYPE) {
+if (env.SANDSTREAM_SKIP_BOOTSTRAP !== '1') {
+  const { docker } = bootstrap({
+    docker: env.SANDBOX_TYPE === 'docker' ? 'required' : 'optional',
+    packages: env.REDIS_URL ? [] : ['redis-server'],
+  });
+  if (!docker && !env.SANDBOX_TYPE) {
     // Without an engine a leftover socket would still make detection pick Docker.
     console.log('no Docker engine: using the in-process backend (set SANDBOX_TYPE to choose)');
     process.env.SANDBOX_TYPE = 'inprocess';
   }
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
+/** Resolves the port it could bind on 127.0.0.1 (0: any free one), or null when it is taken. */
+function bindable(port) {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
+    server.once('error', () => resolve(null));
+    server.listen(port, '127.0.0.1', () => {
+      const bound = server.address().port;
+      server.close(() => resolve(bound));
     });
   });
+}
+const freePort = () => bindable(0);
+
+// SANDSTREAM_METRICS_PORT names the first metrics port; with several processes each gets the next
+// free one (one port shared by all would stop every process after the first).
+const metricsBase = env.SANDSTREAM_METRICS_PORT ? Number(env.SANDSTREAM_METRICS_PORT) : undefined;
+let nextMetricsPort = metricsBase;
+async function takeMetricsPort() {
+  if (nextMetricsPort === undefined) return undefined;
+  for (let port = nextMetricsPort; port <= 65535; port++) {
+    if ((await bindable(port)) !== null) {
+      nextMetricsPort = port + 1;
+      return port;
+    }
+  }
+  throw new Error(`no free metrics port at or above ${metricsBase}`);
 }
 
 const logDir = join(root, '.cache', 'start-logs');
 mkdirSync(logDir, { recursive: true });
 const children = [];
 let stopping = false;
+// No REDIS_URL: our own Redis, with AOF and no open `default` user, that the CLI finds by itself.
+let localRedis;
+let redisUrl = env.REDIS_URL;
 
 async function startOne(name, index) {
   const port = await freePort();
+  const metricsPort = await takeMetricsPort();
   const label = scale[name] > 1 ? `${name}#${index + 1}` : name;
   const child = spawn(process.execPath, [join(root, 'services', name, 'dist', 'main.js')], {
     cwd: root,
-    env: { ...process.env, REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: namespace, HEALTH_PORT: String(port) },
+    env: {
+      ...process.env,
+      REDIS_URL: redisUrl,
+      SANDSTREAM_NAMESPACE: namespace,
+      HEALTH_PORT: String(port),
+      ...(metricsPort === undefined ? {} : { SANDSTREAM_METRICS_PORT: String(metricsPort) }),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const log = createWriteStream(join(logDir, `${label.replace('#', '-')}.log`));
@@ -100,7 +130,7 @@ async function startOne(name, index) {
     log.end();
     if (!stopping) console.error(`✗ ${label} exited (${signal ?? code}); see .cache/start-logs/`);
   });
-  children.push({ label, child, port, exited });
+  children.push({ label, child, port, metricsPort, exited });
 }
 
 function prefixLines(label, chunk) {
@@ -145,16 +175,28 @@ async function stopAll(code) {
   children.forEach((c, i) => {
     console.log(`  ${c.label}: exited ${results[i].signal ?? results[i].code}`);
   });
+  if (localRedis) console.log(`  embedded Redis: exited ${await localRedis.stop()}`);
   process.exit(code);
 }
 process.on('SIGINT', () => void stopAll(0));
 process.on('SIGTERM', () => void stopAll(0));
 
 try {
-  console.log(`Redis ${redisUrl.replace(/\/\/[^@]*@/, '//***@')}, namespace ${namespace}`);
+  if (redisUrl) {
+    console.log(`Redis ${redisUrl.replace(/\/\/[^@]*@/, '//***@')}, namespace ${namespace}`);
+  } else {
+    localRedis = await startLocalRedis({ root, namespace });
+    redisUrl = localRedis.url;
+    console.log(
+      `Redis: embedded, 127.0.0.1:${localRedis.port} (data and AOF in .cache/redis, credentials in .cache/sandstream/local.json; REDIS_URL uses another), namespace ${namespace}`,
+    );
+  }
   for (const name of SERVICES) for (let i = 0; i < scale[name]; i++) await startOne(name, i);
   await Promise.all(children.map((c) => waitReady(c)));
-  for (const c of children) console.log(`✓ ${c.label} ready (pid ${c.child.pid}, health :${c.port})`);
+  for (const c of children) {
+    const metrics = c.metricsPort === undefined ? '' : `, metrics :${c.metricsPort}`;
+    console.log(`✓ ${c.label} ready (pid ${c.child.pid}, health :${c.port}${metrics})`);
+  }
 } catch (err) {
   console.error(`✗ ${err.message}`);
   await stopAll(1);

@@ -1,0 +1,153 @@
+// The embedded Redis of `npm start`, used when no REDIS_URL is given: Debian's redis-server as a
+// child process on a local port, its data and AOF (appendfsync everysec) under .cache/redis, the
+// `default` user disabled and an `admin` user whose generated password stays the same across
+// restarts (the AOF outlives a restart, and so must the way in). The URL and namespace go to
+// .cache/sandstream/local.json, readable by its owner only, where the CLI finds them.
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { join } from 'node:path';
+
+export const ADMIN_USER = 'admin';
+
+export function localRedisPaths(root) {
+  const dir = join(root, '.cache', 'redis');
+  return {
+    dir,
+    aclFile: join(dir, 'users.acl'),
+    passwordFile: join(dir, 'admin.password'),
+    logFile: join(dir, 'redis.log'),
+    pidFile: join(dir, 'redis.pid'),
+    connectionFile: join(root, '.cache', 'sandstream', 'local.json'),
+  };
+}
+
+function privateFile(path, content) {
+  writeFileSync(path, content, { mode: 0o600 });
+  // writeFileSync's mode applies only when it creates the file.
+  chmodSync(path, 0o600);
+}
+
+function adminPassword(paths) {
+  if (existsSync(paths.passwordFile)) return readFileSync(paths.passwordFile, 'utf8').trim();
+  const password = randomBytes(24).toString('hex');
+  privateFile(paths.passwordFile, `${password}\n`);
+  return password;
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** One RESP round trip: AUTH then PING; resolves true on +PONG. */
+function pingWithAuth(port, password) {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port });
+    let reply = '';
+    const done = (ok) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(1000, () => done(false));
+    socket.once('error', () => done(false));
+    socket.on('data', (chunk) => {
+      reply += chunk.toString();
+      if (reply.includes('+PONG')) done(true);
+      else if (reply.includes('-')) done(false);
+    });
+    socket.write(`AUTH ${ADMIN_USER} ${password}\r\nPING\r\n`);
+  });
+}
+
+/** A redis-server left by an `npm start` that was killed (its AOF is ours): stop it first. */
+async function stopLeftover(paths) {
+  if (!existsSync(paths.pidFile)) return;
+  const pid = Number(readFileSync(paths.pidFile, 'utf8').trim());
+  let cmdline = '';
+  try {
+    cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return; // gone
+  }
+  if (!cmdline.startsWith('redis-server')) return;
+  process.kill(pid, 'SIGTERM');
+  for (let i = 0; i < 100 && existsSync(`/proc/${pid}`); i++) await new Promise((r) => setTimeout(r, 100));
+}
+
+/**
+ * Starts the embedded Redis and waits until it answers. Returns its URL and a stop() that shuts
+ * it down cleanly (SIGTERM: Redis flushes the AOF before it exits) and removes local.json.
+ *
+ * @param {{ root: string, namespace: string }} options
+ */
+export async function startLocalRedis({ root, namespace }) {
+  const paths = localRedisPaths(root);
+  mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
+  mkdirSync(join(root, '.cache', 'sandstream'), { recursive: true, mode: 0o700 });
+  const password = adminPassword(paths);
+  // The hash, not the password, goes into the ACL file. Per-sandbox users the services create
+  // later live in memory only (the services re-create them; they are not written back here).
+  const hash = createHash('sha256').update(password).digest('hex');
+  privateFile(paths.aclFile, `user default off\nuser ${ADMIN_USER} on #${hash} ~* &* +@all\n`);
+
+  await stopLeftover(paths);
+  const port = await freePort();
+  const config = {
+    port: String(port),
+    bind: '127.0.0.1',
+    dir: paths.dir,
+    appendonly: 'yes',
+    appendfsync: 'everysec',
+    save: '',
+    aclfile: paths.aclFile,
+    logfile: paths.logFile,
+    pidfile: paths.pidFile,
+    daemonize: 'no',
+  };
+  const child = spawn(
+    'redis-server',
+    Object.entries(config).flatMap(([key, value]) => [`--${key}`, value]),
+    // Its own process group: Ctrl-C in the terminal must not stop Redis under the services, which
+    // still need it to shut down cleanly; stop() ends it after them.
+    { stdio: 'ignore', detached: true },
+  );
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
+  let early;
+  exited.then((how) => {
+    early = how;
+  });
+
+  const deadline = Date.now() + 30_000;
+  while (!(await pingWithAuth(port, password))) {
+    if (early !== undefined) throw new Error(`redis-server exited (${early}); see ${paths.logFile}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`redis-server did not answer on 127.0.0.1:${port} within 30 s; see ${paths.logFile}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+
+  const url = `redis://${ADMIN_USER}:${password}@127.0.0.1:${port}`;
+  privateFile(
+    paths.connectionFile,
+    `${JSON.stringify({ redisUrl: url, namespace, pid: process.pid }, null, 2)}\n`,
+  );
+  return {
+    url,
+    port,
+    paths,
+    async stop() {
+      rmSync(paths.connectionFile, { force: true });
+      if (early === undefined) child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
