@@ -2,12 +2,14 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { Pod } from 'kubernetes-models/v1/Pod';
+import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
@@ -43,6 +45,8 @@ const validators: Record<string, (o: never) => { validate(): void }> = {
   'rbac.authorization.k8s.io/v1/Role': (o) => new Role(o),
   'rbac.authorization.k8s.io/v1/RoleBinding': (o) => new RoleBinding(o),
   'apps/v1/Deployment': (o) => new Deployment(o),
+  'apps/v1/StatefulSet': (o) => new StatefulSet(o),
+  'v1/Service': (o) => new Service(o),
   'networking.k8s.io/v1/NetworkPolicy': (o) => new NetworkPolicy(o),
 };
 
@@ -78,6 +82,19 @@ describe('deploy/k8s manifests', () => {
       expect(() => validator!(manifest.object as never).validate()).not.toThrow();
     },
   );
+
+  it('runs Redis with an fsynced AOF on a volume and no default user, its users from a Secret', () => {
+    const config = find('ConfigMap', 'sandstream-redis-config') as { data: Record<string, string> };
+    const conf = config.data['redis.conf']!;
+    expect(conf).toMatch(/^appendonly yes$/m);
+    expect(conf).toMatch(/^appendfsync everysec$/m);
+    expect(conf).toMatch(/^aclfile \/etc\/redis\/acl\/users\.acl$/m);
+    const redis = new StatefulSet(find('StatefulSet', 'redis') as never);
+    const pod = redis.spec!.template.spec!;
+    expect(pod.volumes?.find((v) => v.name === 'acl')?.secret?.secretName).toBe('sandstream-redis');
+    expect(redis.spec!.volumeClaimTemplates?.[0]?.metadata?.name).toBe('data');
+    expect(pod.containers[0]!.volumeMounts?.find((m) => m.name === 'data')?.mountPath).toBe('/data');
+  });
 
   it('the Role grants exactly what the backend uses: no pods/exec, no wildcards, no secret reads', () => {
     const role = find('Role', 'sandstream-sandbox-manager') as {

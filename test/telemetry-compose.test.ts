@@ -52,6 +52,7 @@ describe('docker-compose.yml', () => {
     const res = spawnSync(bin!, [...args, '-f', composePath, 'config', '-q'], {
       encoding: 'utf8',
       cwd: root,
+      env: { ...process.env, SANDSTREAM_REDIS_PASSWORD: 'compose-config-check' },
     });
     expect(res.stderr).toBe('');
     expect(res.status).toBe(0);
@@ -70,6 +71,18 @@ describe('docker-compose.yml', () => {
     const { services } = loadCompose();
     expect(Object.keys(services).sort()).toEqual(['jaeger', 'nats', 'redis', ...SERVICES].sort());
     expect(services.nats?.command).toContain('--jetstream');
+    // AOF with a once-a-second fsync, and no way in as `default`.
+    expect(services.redis?.command).toEqual(
+      expect.arrayContaining([
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'everysec',
+        '--user',
+        'default',
+        'off',
+      ]),
+    );
     expect(services.jaeger?.environment?.COLLECTOR_OTLP_ENABLED).toBe('true');
     expect(services.jaeger?.ports).toEqual(expect.arrayContaining(['4318:4318', '16686:16686']));
 
@@ -79,7 +92,7 @@ describe('docker-compose.yml', () => {
       expect(existsSync(`${root}services/${name}/package.json`), name).toBe(true);
       expect(svc.command, name).toEqual(['node', `services/${name}/dist/main.js`]);
       expect(svc.environment, name).toMatchObject({
-        REDIS_URL: 'redis://redis:6379',
+        REDIS_URL: 'redis://admin:${SANDSTREAM_REDIS_PASSWORD:?set SANDSTREAM_REDIS_PASSWORD}@redis:6379',
         NATS_URL: 'nats://nats:4222',
         SANDBOX_TYPE: 'docker',
         SANDSTREAM_TELEMETRY: 'otlp',
