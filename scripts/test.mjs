@@ -9,6 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { bootstrap, root } from './bootstrap.mjs';
+import { ensureTestServers } from './test-servers.mjs';
 
 const ci = process.env.CI === 'true';
 const { env } = process;
@@ -22,6 +23,7 @@ if (!docker && dockerMode !== 'skip') {
   console.warn('no Docker engine: the Docker suites skip themselves (under CI=true they fail)');
 }
 
+const stopServers = await ensureTestServers(env);
 const reportFile = join(root, '.cache', 'vitest-report.json');
 mkdirSync(join(root, '.cache'), { recursive: true });
 const vitest = spawnSync(
@@ -34,8 +36,9 @@ const vitest = spawnSync(
     `--outputFile.json=${reportFile}`,
     ...process.argv.slice(2),
   ],
-  { cwd: root, stdio: 'inherit', env: process.env },
+  { cwd: root, stdio: 'inherit', env },
 );
+stopServers();
 
 // One closing line any CI can read, whatever vitest's own summary looks like.
 try {
