@@ -7,19 +7,20 @@ import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 export const ADMIN_USER = 'admin';
 
-export function localRedisPaths(root) {
-  const dir = join(root, '.cache', 'redis');
+/** `cacheDir`: the repository's .cache (tests give their own, so they never touch a user's). */
+export function localRedisPaths(cacheDir) {
+  const dir = join(cacheDir, 'redis');
   return {
     dir,
     aclFile: join(dir, 'users.acl'),
     passwordFile: join(dir, 'admin.password'),
     logFile: join(dir, 'redis.log'),
     pidFile: join(dir, 'redis.pid'),
-    connectionFile: join(root, '.cache', 'sandstream', 'local.json'),
+    connectionFile: join(cacheDir, 'sandstream', 'local.json'),
   };
 }
 
@@ -86,12 +87,12 @@ async function stopLeftover(paths) {
  * Starts the embedded Redis and waits until it answers. Returns its URL and a stop() that shuts
  * it down cleanly (SIGTERM: Redis flushes the AOF before it exits) and removes local.json.
  *
- * @param {{ root: string, namespace: string }} options
+ * @param {{ cacheDir: string, namespace: string }} options
  */
-export async function startLocalRedis({ root, namespace }) {
-  const paths = localRedisPaths(root);
+export async function startLocalRedis({ cacheDir, namespace }) {
+  const paths = localRedisPaths(cacheDir);
   mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
-  mkdirSync(join(root, '.cache', 'sandstream'), { recursive: true, mode: 0o700 });
+  mkdirSync(dirname(paths.connectionFile), { recursive: true, mode: 0o700 });
   const password = adminPassword(paths);
   // The hash, not the password, goes into the ACL file. Per-sandbox users the services create
   // later live in memory only (the services re-create them; they are not written back here).

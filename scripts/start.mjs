@@ -185,7 +185,9 @@ try {
   if (redisUrl) {
     console.log(`Redis ${redisUrl.replace(/\/\/[^@]*@/, '//***@')}, namespace ${namespace}`);
   } else {
-    localRedis = await startLocalRedis({ root, namespace });
+    // SANDSTREAM_CACHE_DIR: where the embedded Redis keeps its data and local.json (tests).
+    const cacheDir = env.SANDSTREAM_CACHE_DIR ?? join(root, '.cache');
+    localRedis = await startLocalRedis({ cacheDir, namespace });
     redisUrl = localRedis.url;
     console.log(
       `Redis: embedded, 127.0.0.1:${localRedis.port} (data and AOF in .cache/redis, credentials in .cache/sandstream/local.json; REDIS_URL uses another), namespace ${namespace}`,

@@ -1,7 +1,10 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { redisUrl, repoRoot, uniqueNamespace } from '../helpers/services.js';
+import { freePort, redisUrl, repoRoot, uniqueNamespace } from '../helpers/services.js';
 
 // `npm start` as a user runs it: four services up, hello.yaml streamed, Ctrl-C stops all.
 describe('npm start (scripts/start.mjs)', () => {
@@ -42,4 +45,92 @@ describe('npm start (scripts/start.mjs)', () => {
       expect(out).toContain(`  ${name}: exited 0`);
     }
   }, 240_000);
+
+  it('without REDIS_URL runs its own Redis that the CLI finds with no flags, and gives each process its own metrics port', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'sandstream-start-'));
+    const cacheDir = join(home, '.cache');
+    const namespace = uniqueNamespace('start-own');
+    const metricsBase = await freePort();
+    const { REDIS_URL: _ignored, SANDSTREAM_NAMESPACE: _alsoIgnored, ...env } = process.env;
+    const child = spawn(
+      process.execPath,
+      [join(repoRoot, 'scripts/start.mjs'), '--namespace', namespace, '--scale', 'dispatcher=2', '--no-job'],
+      {
+        cwd: repoRoot,
+        env: {
+          ...env,
+          SANDSTREAM_CACHE_DIR: cacheDir,
+          SANDSTREAM_METRICS_PORT: String(metricsBase),
+          SANDBOX_TYPE: 'inprocess',
+          SANDSTREAM_SKIP_BOOTSTRAP: '1',
+        },
+      },
+    );
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    try {
+      await expect.poll(() => out, { timeout: 120_000 }).toContain('press Ctrl-C');
+      const port = Number(/Redis: embedded, 127\.0\.0\.1:(\d+)/.exec(out)?.[1]);
+      expect(port).toBeGreaterThan(0);
+
+      // local.json: the URL with the admin credentials, for its owner's eyes only.
+      const file = join(cacheDir, 'sandstream', 'local.json');
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      const local = JSON.parse(readFileSync(file, 'utf8')) as { redisUrl: string; namespace: string };
+      expect(local.namespace).toBe(namespace);
+
+      // No way in without the password; AOF on, fsynced every second.
+      const anonymous = new Redis({
+        port,
+        lazyConnect: true,
+        enableReadyCheck: false,
+        retryStrategy: () => null,
+      });
+      anonymous.on('error', () => {});
+      await anonymous.connect();
+      await expect(anonymous.ping()).rejects.toThrow(/NOAUTH/);
+      anonymous.disconnect();
+      const admin = new Redis(local.redisUrl);
+      expect(await admin.config('GET', 'appendonly')).toEqual(['appendonly', 'yes']);
+      expect(await admin.config('GET', 'appendfsync')).toEqual(['appendfsync', 'everysec']);
+      admin.disconnect();
+
+      // One metrics port per process, each serving Prometheus text.
+      const ports = [...out.matchAll(/ready \(pid \d+, health :\d+, metrics :(\d+)\)/g)].map((m) =>
+        Number(m[1]),
+      );
+      expect(ports).toHaveLength(5);
+      expect(new Set(ports).size).toBe(5);
+      for (const p of ports) {
+        const res = await fetch(`http://127.0.0.1:${p}/metrics`);
+        expect(res.status).toBe(200);
+      }
+
+      // The README's "Using it" command, with no flag and no REDIS_URL: found through local.json.
+      const cli = spawnSync(
+        process.execPath,
+        [
+          join(repoRoot, 'libs/client/bin/sandstream.mjs'),
+          'submit',
+          join(repoRoot, 'examples/hello.yaml'),
+          '--follow',
+        ],
+        { cwd: home, env, encoding: 'utf8', timeout: 120_000 },
+      );
+      expect(cli.stderr + cli.stdout).toContain('hello from sandstream');
+      expect(cli.status).toBe(0);
+    } finally {
+      child.kill('SIGINT');
+    }
+    expect(await exited).toBe(0);
+    expect(out).toContain('  embedded Redis: exited 0');
+    expect(existsSync(join(cacheDir, 'sandstream', 'local.json'))).toBe(false);
+    rmSync(home, { recursive: true, force: true });
+  }, 300_000);
 });
