@@ -104,7 +104,11 @@ if failure and redis.call('HGET', st, 'coe:' .. i) ~= '1' then
   if r.timedOut == true then outcome = 'timed-out' end
   return finish(outcome, 'step ' .. ARGV[1] .. ' ' .. failure)
 end
-if i + 1 >= n then return finish('succeeded', 'all ' .. n .. ' steps done') end
+if i + 1 >= n then
+  -- Shown by the CLI as the job's reason: "1 step done", never "all 1 steps done".
+  if n == 1 then return finish('succeeded', '1 step done') end
+  return finish('succeeded', 'all ' .. n .. ' steps done')
+end
 local next = i + 1
 local nextId = redis.call('HGET', st, 'id:' .. next)
 redis.call('HSET', st, 'cursor', next, 'current', nextId)

@@ -105,6 +105,7 @@ describe('step-dispatcher with real agents', () => {
     expect(record.state).toBe('succeeded');
     expect(Object.keys(record.stepResults).sort()).toEqual(['step-1', 'step-2', 'step-3']);
     expect(record.stepResults['step-3']?.exitCode).toBe(0);
+    expect(record.reason).toBe('all 3 steps done');
     expect(readFileSync(marker, 'utf8')).toBe('one\ntwo\n');
     expect(await outputOf(jobId)).toEqual(['step-1:first', 'step-2:second', 'step-3:third']);
     // The sandbox is handed back for destruction.
@@ -131,6 +132,12 @@ describe('step-dispatcher with real agents', () => {
     const record = await client.wait(jobId, { timeoutMs: 20_000 });
     expect(record.state).toBe('succeeded');
     expect(readFileSync(marker, 'utf8')).toBe('one\ntwo\nthree\n');
+  });
+
+  it('says "1 step done", not "all 1 steps done", for a one-step job', async () => {
+    const { jobId } = await launch({ steps: [{ command: 'true' }] });
+    const record = await client.wait(jobId, { timeoutMs: 20_000 });
+    expect(record).toMatchObject({ state: 'succeeded', reason: '1 step done' });
   });
 
   it('stops at the first failing step', async () => {

@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { describeOutput, TimelineRenderer } from './render.js';
+import { describeOutput, plural, TimelineRenderer } from './render.js';
 
 function target(tty: boolean) {
   const out = Object.assign(new PassThrough(), { isTTY: tty });
@@ -56,5 +56,46 @@ describe('TimelineRenderer', () => {
         },
       }),
     ).toEqual(['  a.txt:2:3: xx hit']);
+  });
+
+  it('counts in the singular for one ("1 line", never "1 lines")', () => {
+    expect(plural(1, 'step')).toBe('1 step');
+    expect(plural(0, 'step')).toBe('0 steps');
+    const t = target(false);
+    const renderer = new TimelineRenderer(t, null);
+    renderer.render({
+      type: 'step-completed',
+      cursor: '1-0',
+      stepId: 'step-1',
+      exitCode: 0,
+      droppedLines: 1,
+    });
+    renderer.render({
+      type: 'step-completed',
+      cursor: '2-0',
+      stepId: 'step-2',
+      exitCode: 0,
+      droppedLines: 2,
+    });
+    expect(t.readOut()).toBe('◀ step-1  exit 0, 1 line dropped\n◀ step-2  exit 0, 2 lines dropped\n');
+    const result = {
+      schemaVersion: 1,
+      stepId: 'step-1',
+      exitCode: 0,
+      timedOut: false,
+      durationSeconds: 0,
+      errorMessage: null,
+    } as const;
+    expect(describeOutput({ ...result, output: { kind: 'writeFile', path: 'a', bytesWritten: 1 } })).toEqual([
+      '  wrote 1 byte to a',
+    ]);
+    const entries = Array.from({ length: 3 }, (_, i) => ({
+      path: `f${i}`,
+      type: 'file' as const,
+      sizeBytes: 1,
+    }));
+    expect(
+      describeOutput({ ...result, output: { kind: 'listFiles', path: '.', truncated: false, entries } }, 2),
+    ).toEqual(['  - f0 (1 B)', '  - f1 (1 B)', '  … 1 more line']);
   });
 });

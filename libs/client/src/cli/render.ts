@@ -7,6 +7,11 @@ export interface RenderTarget {
   err: NodeJS.WritableStream & { isTTY?: boolean };
 }
 
+/** "1 line", "2 lines": counts the CLI prints must not read "1 lines". */
+export function plural(count: number, singular: string, pluralForm = `${singular}s`): string {
+  return `${count} ${count === 1 ? singular : pluralForm}`;
+}
+
 const WAITING_STATES = new Set(['queued', 'scheduled', 'starting']);
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
@@ -63,7 +68,7 @@ export class TimelineRenderer {
         (item.stream === 'stderr' ? this.target.err : this.target.out).write(`${item.line}\n`);
         break;
       case 'step-completed': {
-        const dropped = item.droppedLines > 0 ? `, ${item.droppedLines} lines dropped` : '';
+        const dropped = item.droppedLines > 0 ? `, ${plural(item.droppedLines, 'line')} dropped` : '';
         this.target.out.write(`◀ ${item.stepId}  exit ${item.exitCode ?? '-'}${dropped}\n`);
         break;
       }
@@ -108,7 +113,7 @@ export function describeOutput(result: StepResult | undefined, maxLines = 20): s
       );
       break;
     case 'writeFile':
-      lines.push(`  wrote ${output.bytesWritten} bytes to ${output.path}`);
+      lines.push(`  wrote ${plural(output.bytesWritten, 'byte')} to ${output.path}`);
       break;
     case 'listFiles':
       lines.push(
@@ -123,6 +128,6 @@ export function describeOutput(result: StepResult | undefined, maxLines = 20): s
       break;
   }
   return lines.length > maxLines
-    ? [...lines.slice(0, maxLines), `  … ${lines.length - maxLines} more`]
+    ? [...lines.slice(0, maxLines), `  … ${plural(lines.length - maxLines, 'more line', 'more lines')}`]
     : lines;
 }
