@@ -1,0 +1,38 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { testRedisUrl } from '../../../bus/src/test-redis.js';
+import { freePort } from '../../../sandbox/src/testing/redis-server.js';
+import { connectCliRedis, RedisUnreachableError } from './connect-redis.js';
+
+afterEach(() => vi.restoreAllMocks());
+
+describe('connectCliRedis', () => {
+  it('gives up on a port nothing listens on within a second, with one error and no ioredis noise', async () => {
+    const printed = vi.spyOn(console, 'error');
+    const port = await freePort();
+    const started = Date.now();
+    const error = await connectCliRedis(`redis://admin:pw@127.0.0.1:${port}`).catch((e: unknown) => e);
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(error).toBeInstanceOf(RedisUnreachableError);
+    expect((error as Error).message).toBe(
+      `cannot reach Redis at redis://admin:***@127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`,
+    );
+    // ioredis reports an error event nobody listens to with console.error ("Unhandled error event").
+    await new Promise((r) => setTimeout(r, 300));
+    expect(printed).not.toHaveBeenCalled();
+  });
+
+  it('names the file a URL came from', async () => {
+    const port = await freePort();
+    await expect(
+      connectCliRedis(`redis://127.0.0.1:${port}`, { source: '/repo/.cache/sandstream/local.json' }),
+    ).rejects.toThrow(
+      `cannot reach Redis at redis://127.0.0.1:${port} (from /repo/.cache/sandstream/local.json): connect`,
+    );
+  });
+
+  it('connects to a Redis that answers', async () => {
+    const { redis } = await connectCliRedis(testRedisUrl());
+    expect(await redis.ping()).toBe('PONG');
+    redis.disconnect();
+  });
+});

@@ -1,0 +1,88 @@
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { findLocalFile, LOCAL_FILE, redactUrl, resolveConnection } from './connection-config.js';
+
+const root = mkdtempSync(join(tmpdir(), 'conn-'));
+const nested = join(root, 'a', 'b');
+mkdirSync(nested, { recursive: true });
+mkdirSync(join(root, '.cache', 'sandstream'), { recursive: true });
+const local = join(root, LOCAL_FILE);
+const fileUrl = 'redis://admin:s3cret@127.0.0.1:40123';
+writeFileSync(local, JSON.stringify({ redisUrl: fileUrl, namespace: 'from-file', pid: 4242 }), {
+  mode: 0o600,
+});
+const elsewhere = mkdtempSync(join(tmpdir(), 'conn-none-'));
+
+afterAll(() => {
+  rmSync(root, { recursive: true, force: true });
+  rmSync(elsewhere, { recursive: true, force: true });
+});
+
+const none = { redisUrl: undefined, namespace: undefined };
+
+describe('resolveConnection', () => {
+  it("finds npm start's local.json walking up from any directory below the repo", () => {
+    expect(findLocalFile([nested])).toBe(local);
+    expect(findLocalFile([elsewhere, nested])).toBe(local);
+    expect(resolveConnection({ flags: none, env: {}, searchFrom: [nested] })).toEqual({
+      redisUrl: fileUrl,
+      namespace: 'from-file',
+      urlFile: local,
+    });
+  });
+
+  it('puts flags before the environment before the file before the defaults', () => {
+    const env = { REDIS_URL: 'redis://env:6379', SANDSTREAM_NAMESPACE: 'env-ns' };
+    const flags = { redisUrl: 'redis://flag:6379', namespace: 'flag-ns' };
+    expect(resolveConnection({ flags, env, searchFrom: [nested] })).toEqual({
+      redisUrl: 'redis://flag:6379',
+      namespace: 'flag-ns',
+    });
+    expect(resolveConnection({ flags: none, env, searchFrom: [nested] })).toEqual({
+      redisUrl: 'redis://env:6379',
+      namespace: 'env-ns',
+    });
+    expect(
+      resolveConnection({
+        flags: none,
+        env: { SANDSTREAM_NAMESPACE: 'env-ns', REDIS_URL: '' },
+        searchFrom: [nested],
+      }),
+    ).toMatchObject({ redisUrl: fileUrl, namespace: 'env-ns' });
+    expect(resolveConnection({ flags: none, env: {}, searchFrom: [elsewhere] })).toEqual({
+      redisUrl: 'redis://127.0.0.1:6379',
+      namespace: 'sandstream',
+    });
+  });
+
+  it('says in one line why an unusable file is ignored, and falls back to the defaults', () => {
+    const bad = mkdtempSync(join(tmpdir(), 'conn-bad-'));
+    const file = join(bad, LOCAL_FILE);
+    mkdirSync(join(bad, '.cache', 'sandstream'), { recursive: true });
+    try {
+      writeFileSync(file, JSON.stringify({ redisUrl: 'http://x', namespace: 'n', pid: 1 }));
+      const invalid = resolveConnection({ flags: none, env: {}, searchFrom: [bad] });
+      expect(invalid).toMatchObject({ redisUrl: 'redis://127.0.0.1:6379', namespace: 'sandstream' });
+      expect(invalid.warning).toBe(
+        `ignoring ${file}: redisUrl: redisUrl must start with redis:// or rediss://`,
+      );
+      writeFileSync(file, '{"redisUrl": ');
+      expect(resolveConnection({ flags: none, env: {}, searchFrom: [bad] }).warning).toMatch(
+        new RegExp(`^ignoring ${file}: .*JSON`),
+      );
+      if (process.getuid?.() !== 0) {
+        chmodSync(file, 0);
+        expect(resolveConnection({ flags: none, env: {}, searchFrom: [bad] }).warning).toMatch(/EACCES/);
+      }
+    } finally {
+      rmSync(bad, { recursive: true, force: true });
+    }
+  });
+
+  it('masks the password in URLs it shows', () => {
+    expect(redactUrl(fileUrl)).toBe('redis://admin:***@127.0.0.1:40123');
+    expect(redactUrl('redis://127.0.0.1:6399')).toBe('redis://127.0.0.1:6399');
+  });
+});

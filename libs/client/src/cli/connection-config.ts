@@ -1,0 +1,99 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { formatIssues } from '@sandstream/wire';
+import { z } from 'zod';
+
+/**
+ * Where the CLI finds Redis and the namespace. `npm start` runs its own redis-server (with a
+ * generated admin password) and writes its URL to `<repo>/.cache/sandstream/local.json`
+ * (scripts/local-redis.mjs), so `npx sandstream …` works after it with no flags.
+ *
+ * URL: --redis-url > $REDIS_URL > local.json > redis://127.0.0.1:6379.
+ * Namespace: --namespace > $SANDSTREAM_NAMESPACE > local.json > sandstream.
+ */
+export const LOCAL_FILE = join('.cache', 'sandstream', 'local.json');
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+export const DEFAULT_NAMESPACE = 'sandstream';
+
+/**
+ * Not strict: the file is written by a program, not a person, and a later version of
+ * `npm start` may add fields that an older CLI must still accept.
+ */
+export const LocalConnectionFileSchema = z.object({
+  redisUrl: z.string().regex(/^rediss?:\/\//, 'redisUrl must start with redis:// or rediss://'),
+  namespace: z.string().min(1),
+  pid: z.number().int().positive(),
+});
+export type LocalConnectionFile = z.infer<typeof LocalConnectionFileSchema>;
+
+export interface ConnectionInputs {
+  flags: { redisUrl?: string | undefined; namespace?: string | undefined };
+  env: NodeJS.ProcessEnv;
+  /** Directories to walk up from, looking for LOCAL_FILE (the cwd, then the CLI's own place). */
+  searchFrom: string[];
+}
+
+export interface ResolvedConnection {
+  redisUrl: string;
+  namespace: string;
+  /** The local.json that supplied the URL, named in a "cannot reach" error. */
+  urlFile?: string;
+  /** One line for stderr when a local.json was found but could not be used. */
+  warning?: string;
+}
+
+/** The first LOCAL_FILE found walking up from each directory in turn. */
+export function findLocalFile(searchFrom: readonly string[]): string | undefined {
+  for (const start of searchFrom) {
+    for (let dir = resolve(start); ; dir = dirname(dir)) {
+      const candidate = join(dir, LOCAL_FILE);
+      if (existsSync(candidate)) return candidate;
+      if (dirname(dir) === dir) break;
+    }
+  }
+  return undefined;
+}
+
+export function readLocalFile(path: string): { file: LocalConnectionFile } | { problem: string } {
+  let data: unknown;
+  try {
+    data = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    return { problem: (err as Error).message };
+  }
+  const parsed = LocalConnectionFileSchema.safeParse(data);
+  return parsed.success ? { file: parsed.data } : { problem: formatIssues(parsed.error) };
+}
+
+/** Empty variables count as unset, as a shell user who wrote `REDIS_URL= cmd` means. */
+function given(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}
+
+export function resolveConnection(inputs: ConnectionInputs): ResolvedConnection {
+  const url = given(inputs.flags.redisUrl) ?? given(inputs.env.REDIS_URL);
+  const namespace = given(inputs.flags.namespace) ?? given(inputs.env.SANDSTREAM_NAMESPACE);
+  if (url !== undefined && namespace !== undefined) return { redisUrl: url, namespace };
+  // Only read when it can contribute: an explicit URL and namespace never depend on the file.
+  const path = findLocalFile(inputs.searchFrom);
+  const local = path === undefined ? undefined : readLocalFile(path);
+  const file = local && 'file' in local ? local.file : undefined;
+  return {
+    redisUrl: url ?? file?.redisUrl ?? DEFAULT_REDIS_URL,
+    namespace: namespace ?? file?.namespace ?? DEFAULT_NAMESPACE,
+    ...(url === undefined && file && path ? { urlFile: path } : {}),
+    ...(local && 'problem' in local ? { warning: `ignoring ${path}: ${local.problem}` } : {}),
+  };
+}
+
+/** The URL with its password masked, for messages: local.json carries a real one. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (!parsed.password) return url;
+    parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return url;
+  }
+}
