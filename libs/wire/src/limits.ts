@@ -17,10 +17,23 @@ export const Limits = {
   grepMaxMatches: 10_000,
   /** grep: a matching line longer than this is cut (the match itself is kept in `text`). */
   grepMaxLineChars: 2000,
-  /** A raw wire message (Step or control) larger than this is refused before parsing. */
+  /**
+   * A raw wire message (Step or control) larger than this is refused before parsing. A job's
+   * steps are measured against it at submit, as the dispatcher will serialise them.
+   */
   messageMaxBytes: 16 * 1024 * 1024,
+  /**
+   * A job spec's string with no tighter limit of its own (a run step's argument, an environment
+   * name or value), in UTF-8 bytes: Linux refuses a single argument or environment string past
+   * 128 KiB (MAX_ARG_STRLEN) anyway, so a longer one could only fail later, inside the sandbox.
+   */
+  stringMaxBytes: 128 * 1024,
+  /** A whole job spec as stored in Redis (JSON, UTF-8): refused at submit beyond this. */
+  jobSpecMaxBytes: 32 * 1024 * 1024,
   /** An output line longer than this is split into several events, so one line cannot fill memory. */
   eventLineMaxBytes: 16 * 1024,
+  /** run: arguments a step may pass. */
+  runMaxArgs: 10_000,
   /** run: the longest timeout a step may ask for (24 h). */
   runMaxTimeoutSeconds: 24 * 60 * 60,
   /** run: timeout when the step gives none. */

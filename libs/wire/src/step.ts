@@ -30,7 +30,7 @@ export const RunStepSchema = z.object({
     .max(64 * 1024),
   args: z
     .array(z.string())
-    .max(10_000)
+    .max(Limits.runMaxArgs, `a run step has at most ${Limits.runMaxArgs} arguments`)
     .nullish()
     .transform((a) => a ?? []),
   /** Run `command` through `/bin/sh -c command sh args…` (args become $1, $2, …). Off by default: argv is exec'd directly. */
