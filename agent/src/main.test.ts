@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { decodeCompletionNotice, sandboxKeys } from '@sandstream/wire';
+import { decodeCompletionNotice, Limits, sandboxKeys } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -169,6 +169,27 @@ describe('the job loop', () => {
       .filter((e) => e.kind === 'started')
       .map((e) => e.stepId);
     expect(started).toEqual(['s0', 's1', 's2', 's3', 's4', 's5', 's6', 's7']);
+  });
+
+  it('answers a step over the wire limit with its stepId, so the dispatcher can match it', async () => {
+    const agent = startAgent();
+    cleanups.push(
+      () => deleteKeys(redis, agent.keys),
+      () => stopAgent(agent),
+    );
+    const huge = 'x'.repeat(Limits.messageMaxBytes);
+    await pushStep(
+      redis,
+      agent.keys,
+      `{"schemaVersion":1,"stepId":"too-big","command":"echo","args":["${huge}"]}`,
+    );
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'after', command: 'echo', args: ['ok'] });
+    const refused = await popResult(redis, agent.keys);
+    expect(refused).toMatchObject({ stepId: 'too-big', errorCode: 'invalid_step' });
+    expect(refused.errorMessage).toMatch(/^step is 16,777,2\d\d bytes, over the limit of 16,777,216$/);
+    expect(await popResult(redis, agent.keys)).toMatchObject({ stepId: 'after', exitCode: 0 });
+    await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+    expect((await agent.exited).code).toBe(0);
   });
 
   it('runs every step kind end to end', async () => {

@@ -1,6 +1,8 @@
 import type { z } from 'zod';
 import { type ControlMessage, ControlMessageSchema } from './control.js';
 import { Limits } from './limits.js';
+import { peekStepId } from './peek-step-id.js';
+import { overLimit } from './sizes.js';
 import { type Step, StepSchema } from './step.js';
 import { formatIssues } from './zod-errors.js';
 
@@ -12,12 +14,10 @@ export type Decoded<T> = { ok: true; value: T } | { ok: false; stepId: string | 
  * naming the field, plus the stepId when one could be read, so the reader can answer it.
  */
 function decodeWith<T>(schema: z.ZodType<T>, raw: string, what: string): Decoded<T> {
-  if (Buffer.byteLength(raw, 'utf8') > Limits.messageMaxBytes) {
-    return {
-      ok: false,
-      stepId: null,
-      error: `${what} is ${Buffer.byteLength(raw, 'utf8')} bytes, over the limit of ${Limits.messageMaxBytes} bytes`,
-    };
+  const bytes = Buffer.byteLength(raw, 'utf8');
+  if (bytes > Limits.messageMaxBytes) {
+    // Too large to parse, but its id is read from its start so the answer can be matched.
+    return { ok: false, stepId: peekStepId(raw), error: overLimit(what, bytes, Limits.messageMaxBytes) };
   }
   let json: unknown;
   try {
