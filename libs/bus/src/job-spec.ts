@@ -1,14 +1,17 @@
 import {
-  formatIssues,
+  byteBoundedString,
+  formatIssue,
   GrepStepSchema,
   JobIdSchema,
   Limits,
   ListFilesStepSchema,
+  overLimit,
   ReadFileStepSchema,
   RunStepSchema,
   SCHEMA_VERSION,
   type Step,
   StepSchema,
+  strictObject,
   TraceContextSchema,
   WriteFileStepSchema,
 } from '@sandstream/wire';
@@ -18,6 +21,10 @@ import { z } from 'zod';
  * The one job spec: the SDK, the CLI and every service parse submissions with this schema.
  * Steps are wire steps without `schemaVersion` / `stepId` (ids are assigned at submit, so a
  * user cannot collide them) plus per-step orchestration fields.
+ *
+ * This is an edge where people type: every object is strict (a misspelt key is refused by name,
+ * with the nearest valid key, instead of being dropped), and sizes are checked here, at submit,
+ * so that nothing reaches Redis that the agent would refuse for its size.
  */
 
 export const TenantSchema = z
@@ -44,23 +51,49 @@ const orchestration = {
 
 const withoutIds = { schemaVersion: true, stepId: true, traceContext: true } as const;
 
-const JobRunStepSchema = RunStepSchema.omit(withoutIds).extend(orchestration);
-const JobReadFileStepSchema = ReadFileStepSchema.omit(withoutIds).extend({
-  ...orchestration,
-  timeoutSeconds: stepTimeout.optional(),
+const argument = byteBoundedString('an argument');
+/** A step's env, like the wire's, takes any name: only its size is bounded here. */
+const stepEnvName = byteBoundedString('an environment name');
+const envValue = byteBoundedString('an environment value');
+
+// Built from the wire's (lenient) step objects by shape, so only the job's copies are strict.
+const JobRunStepSchema = strictObject(
+  RunStepSchema.omit(withoutIds).extend({
+    ...orchestration,
+    // The wire bounds how many arguments; a job also bounds each one, and the environment.
+    args: z
+      .array(argument)
+      .max(Limits.runMaxArgs, `a run step has at most ${Limits.runMaxArgs} arguments`)
+      .nullish()
+      .transform((a) => a ?? []),
+    env: z.record(stepEnvName, envValue).nullish(),
+  }).shape,
+);
+const JobReadFileStepSchema = strictObject(
+  ReadFileStepSchema.omit(withoutIds).extend({ ...orchestration, timeoutSeconds: stepTimeout.optional() })
+    .shape,
+);
+const JobWriteFileStepSchema = strictObject(
+  WriteFileStepSchema.omit(withoutIds).extend({ ...orchestration, timeoutSeconds: stepTimeout.optional() })
+    .shape,
+).superRefine((step, ctx) => {
+  // The agent refuses content past writeFileMaxBytes once decoded; refuse it before it is queued.
+  const bytes = Buffer.byteLength(step.content, step.encoding === 'base64' ? 'base64' : 'utf8');
+  if (bytes > Limits.writeFileMaxBytes) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['content'],
+      message: overLimit('content', bytes, Limits.writeFileMaxBytes),
+    });
+  }
 });
-const JobWriteFileStepSchema = WriteFileStepSchema.omit(withoutIds).extend({
-  ...orchestration,
-  timeoutSeconds: stepTimeout.optional(),
-});
-const JobListFilesStepSchema = ListFilesStepSchema.omit(withoutIds).extend({
-  ...orchestration,
-  timeoutSeconds: stepTimeout.optional(),
-});
-const JobGrepStepSchema = GrepStepSchema.omit(withoutIds).extend({
-  ...orchestration,
-  timeoutSeconds: stepTimeout.optional(),
-});
+const JobListFilesStepSchema = strictObject(
+  ListFilesStepSchema.omit(withoutIds).extend({ ...orchestration, timeoutSeconds: stepTimeout.optional() })
+    .shape,
+);
+const JobGrepStepSchema = strictObject(
+  GrepStepSchema.omit(withoutIds).extend({ ...orchestration, timeoutSeconds: stepTimeout.optional() }).shape,
+);
 
 /** A step of a job; like a wire Step, `kind` defaults to `run`. No `shutdown`: the services send it. */
 export const JobStepSchema = z.preprocess(
@@ -79,9 +112,10 @@ export const JobStepSchema = z.preprocess(
 export type JobStep = z.output<typeof JobStepSchema>;
 export type JobStepInput = z.input<typeof JobStepSchema>;
 
-const envName = z
-  .string()
-  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'environment variable names are letters, digits and _');
+const envName = byteBoundedString('an environment name').regex(
+  /^[A-Za-z_][A-Za-z0-9_]*$/,
+  'environment variable names are letters, digits and _',
+);
 
 const quantity = (what: string, pattern: RegExp, example: string) =>
   z.string().regex(pattern, `${what} must look like ${example}`);
@@ -89,9 +123,9 @@ const cpu = quantity('cpu', /^(\d+(\.\d+)?|\d+m)$/, '"0.5", "2" or "500m"');
 const memory = quantity('memory', /^\d+(\.\d+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$/, '"512Mi" or "2Gi"');
 
 /** Same shape and rules as libs/sandbox ResourcesSchema (kept here so the SDK needs no backend code). */
-export const JobResourcesSchema = z.object({
-  requests: z.object({ cpu: cpu.optional(), memory: memory.optional() }).optional(),
-  limits: z.object({ cpu: cpu.optional(), memory: memory.optional() }).optional(),
+export const JobResourcesSchema = strictObject({
+  requests: strictObject({ cpu: cpu.optional(), memory: memory.optional() }).optional(),
+  limits: strictObject({ cpu: cpu.optional(), memory: memory.optional() }).optional(),
 });
 
 const labelKey = z
@@ -106,8 +140,48 @@ export const JOB_MAX_STEPS = 1000;
 export const JOB_MAX_TIMEOUT_SECONDS = 7 * 24 * 3600;
 export const JOB_DEFAULT_TIMEOUT_SECONDS = 3600;
 
-export const JobSpecSchema = z
-  .object({
+/** Keys people put in a job that belong elsewhere; said instead of a "did you mean". */
+const jobKeyHints = {
+  secretEnv:
+    'a job cannot carry secrets: it travels through Redis. Give its template a secretEnv, which the backend resolves from its own secret store',
+  workingDirectory: 'a working directory is set per step (steps[].workingDirectory) or in the template',
+  workdir: 'a working directory is set per step (steps[].workingDirectory) or in the template',
+};
+
+/**
+ * The trace context the dispatcher may add to each step when it pushes it (the largest the wire
+ * allows), so a step measured with it here still fits the wire when it is sent.
+ */
+const LARGEST_TRACE_CONTEXT = { traceparent: 'x'.repeat(512), tracestate: 'x'.repeat(1024) };
+
+const StepsSchema = z
+  .array(JobStepSchema)
+  .min(1, 'a job needs at least one step')
+  .max(JOB_MAX_STEPS, `a job has at most ${JOB_MAX_STEPS} steps`)
+  .superRefine((steps, ctx) => {
+    // Each step must fit one wire message, as the dispatcher will serialise it: the agent
+    // refuses a larger one, and it would have been stored twice in Redis on the way. The fields
+    // are measured unparsed (zod runs this even when a step broke another rule): the same
+    // fields as the Step the dispatcher sends, so the same bytes.
+    steps.forEach((step, index) => {
+      const bytes = Buffer.byteLength(
+        JSON.stringify(wireStepFields(step, index, LARGEST_TRACE_CONTEXT)),
+        'utf8',
+      );
+      if (bytes > Limits.messageMaxBytes) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [index],
+          message: overLimit('the step', bytes, Limits.messageMaxBytes, ' on the wire'),
+          // Final: the whole spec's size would only say the same again, less precisely.
+          continue: false,
+        });
+      }
+    });
+  });
+
+export const JobSpecSchema = strictObject(
+  {
     /** Submitting the same id twice makes one job. Generated when absent. */
     id: JobIdSchema.optional(),
     tenant: TenantSchema.default('default'),
@@ -116,12 +190,9 @@ export const JobSpecSchema = z
     /** … or an image; with both, the image overrides the template's. */
     image: z.string().min(1).max(1024).optional(),
     /** Plain environment for the sandbox. Travels through Redis: never put secrets here. */
-    env: z.record(envName, z.string().max(128 * 1024)).default({}),
+    env: z.record(envName, envValue).default({}),
     resources: JobResourcesSchema.default({}),
-    steps: z
-      .array(JobStepSchema)
-      .min(1, 'a job needs at least one step')
-      .max(JOB_MAX_STEPS, `a job has at most ${JOB_MAX_STEPS} steps`),
+    steps: StepsSchema,
     /** Wall-clock limit for the whole job, queueing excluded. */
     timeoutSeconds: z
       .number()
@@ -136,11 +207,20 @@ export const JobSpecSchema = z
       .max(100, 'priority is at most 100')
       .default(50),
     labels: z.record(labelKey, labelValue).default({}),
-    traceContext: TraceContextSchema.optional(),
-  })
+    traceContext: strictObject(TraceContextSchema.shape).optional(),
+  },
+  jobKeyHints,
+)
   .refine((spec) => spec.template !== undefined || spec.image !== undefined, {
     message: 'a job needs a template or an image',
     path: ['image'],
+  })
+  .superRefine((spec, ctx) => {
+    // The whole spec is stored as one JSON value; its size is what Redis holds for the job.
+    const bytes = Buffer.byteLength(JSON.stringify(spec), 'utf8');
+    if (bytes > Limits.jobSpecMaxBytes) {
+      ctx.addIssue({ code: 'custom', message: overLimit('the job spec', bytes, Limits.jobSpecMaxBytes) });
+    }
   });
 
 export type JobSpec = z.output<typeof JobSpecSchema>;
@@ -172,7 +252,7 @@ export type ParsedJobSpec = { ok: true; spec: JobSpec } | { ok: false; error: st
 export function safeParseJobSpec(input: unknown, source?: string): ParsedJobSpec {
   const parsed = JobSpecSchema.safeParse(input);
   if (parsed.success) return { ok: true, spec: parsed.data };
-  const issues = formatIssues(parsed.error).split('; ');
+  const issues = parsed.error.issues.map((issue) => formatIssue(issue));
   const prefix = source ? `${source}: ` : '';
   return { ok: false, error: `${prefix}invalid job spec: ${issues.join('; ')}`, issues };
 }
@@ -196,15 +276,21 @@ export interface MaterializedStep {
  * so the dispatcher pushes exactly what the agent will accept.
  */
 export function materializeSteps(spec: JobSpec, traceContext?: Step['traceContext']): MaterializedStep[] {
-  return spec.steps.map((jobStep, index) => {
-    const { continueOnError, name, ...rest } = jobStep;
-    const timeoutSeconds = rest.timeoutSeconds ?? Limits.runDefaultTimeoutSeconds;
-    const wire = StepSchema.parse({
-      ...rest,
-      schemaVersion: SCHEMA_VERSION,
-      stepId: stepIdFor(index),
-      ...(traceContext ? { traceContext } : {}),
-    });
-    return { step: wire, continueOnError, timeoutSeconds, name };
-  });
+  return spec.steps.map((jobStep, index) => ({
+    step: StepSchema.parse(wireStepFields(jobStep, index, traceContext)),
+    continueOnError: jobStep.continueOnError,
+    timeoutSeconds: jobStep.timeoutSeconds ?? Limits.runDefaultTimeoutSeconds,
+    name: jobStep.name,
+  }));
+}
+
+/** The fields of the i-th job step's wire Step: orchestration fields split off, version and id added. */
+function wireStepFields(jobStep: JobStep, index: number, traceContext: Step['traceContext']) {
+  const { continueOnError: _continueOnError, name: _name, ...rest } = jobStep;
+  return {
+    ...rest,
+    schemaVersion: SCHEMA_VERSION,
+    stepId: stepIdFor(index),
+    ...(traceContext ? { traceContext } : {}),
+  };
 }
