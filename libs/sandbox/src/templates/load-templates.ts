@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
-import { formatIssues } from '@sandstream/wire';
+import { describeIssue, formatIssue, formatPath } from '@sandstream/wire';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { type TemplatesFile, TemplatesFileSchema } from './template-schema.js';
@@ -16,12 +16,13 @@ export class TemplateFileError extends Error {
 function describeIssues(file: string, error: z.ZodError): string {
   return error.issues
     .map((issue) => {
-      const [first, second, ...rest] = issue.path.map(String);
+      const { path, message } = describeIssue(issue);
+      const [first, second, ...rest] = path.map(String);
       if (first === 'templates' && second !== undefined) {
-        const field = rest.join('.');
-        return `${file}: template "${second}": ${field ? `${field}: ` : ''}${issue.message}`;
+        const field = formatPath(rest);
+        return `${file}: template "${second}": ${field ? `${field}: ` : ''}${message}`;
       }
-      return `${file}: ${formatIssues({ issues: [issue] } as z.ZodError)}`;
+      return `${file}: ${formatIssue(issue)}`;
     })
     .join('\n');
 }

@@ -90,11 +90,44 @@ describe('TemplateRegistry', () => {
     );
   });
 
-  it('refuses unknown fields (typos) in a template', async () => {
+  it('refuses unknown fields (typos) in a template, naming the nearest valid one', async () => {
     await writeFile(path, `templates:\n  node:\n    imgae: node:20\n`);
     await expect(TemplateRegistry.open({ path, watch: false })).rejects.toThrow(
-      /template "node": .*Unrecognized key: "imgae"/,
+      'templates.yaml: template "node": imgae: unknown key "imgae" (did you mean "image"?)',
     );
+  });
+
+  it('refuses unknown fields at every depth of a template, the defaults and the file', async () => {
+    await writeFile(
+      path,
+      [
+        'defaultTemplates: node',
+        'defaults:',
+        '  resources: { limit: { cpu: "1" } }',
+        'templates:',
+        '  node:',
+        '    image: node:20',
+        '    workdir: /src',
+        '    resources: { limits: { cpus: "1" } }',
+        '    secretEnv: { TOKEN: { secretName: s, keys: k } }',
+        '    tolerations: [{ key: k, efect: NoSchedule }]',
+        '    persistentWorkspace: { name: w, sise: 1Gi }',
+        '    podTemplate: { spec: { anything: goes } }',
+      ].join('\n'),
+    );
+    const err = await TemplateRegistry.open({ path, watch: false }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TemplateFileError);
+    expect((err as Error).message.split('\n').sort()).toEqual([
+      'templates.yaml: defaultTemplates: unknown key "defaultTemplates" (did you mean "defaultTemplate"?)',
+      'templates.yaml: defaults.resources.limit: unknown key "limit" (did you mean "limits"?)',
+      'templates.yaml: template "node": persistentWorkspace.sise: unknown key "sise" (did you mean "size"?)',
+      'templates.yaml: template "node": resources.limits.cpus: unknown key "cpus" (did you mean "cpu"?)',
+      // secretEnv also needs its key: the misspelt one is reported, and the missing one.
+      'templates.yaml: template "node": secretEnv.TOKEN.key: Invalid input: expected string, received undefined',
+      'templates.yaml: template "node": secretEnv.TOKEN.keys: unknown key "keys" (did you mean "key"?)',
+      'templates.yaml: template "node": tolerations.0.efect: unknown key "efect" (did you mean "effect"?)',
+      'templates.yaml: template "node": workdir: unknown key "workdir" (did you mean "workingDirectory"?)',
+    ]);
   });
 
   it('reports an unknown template and an incomplete result with clear errors', async () => {

@@ -1,21 +1,45 @@
+import { strictObject } from '@sandstream/wire';
 import { z } from 'zod';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
 
 /**
+ * A SandboxSpec field as people write it in a templates file: every object inside it (resources
+ * and its requests/limits, a secretEnv reference, a toleration, persistentWorkspace) is strict
+ * too, so `resources: { limit: … }` is refused by name instead of silently ignored. The copies
+ * are clones (checks kept); SandboxSpecSchema itself stays lenient, as pod-lifecycle reads it from
+ * queue payloads. podTemplate is a record of unknown by design (a partial Pod) and stays free.
+ */
+function strictWithin(schema: z.core.$ZodType): z.core.$ZodType {
+  if (schema instanceof z.ZodObject) {
+    const shape = Object.fromEntries(
+      Object.entries(schema.shape).map(([key, field]) => [key, strictWithin(field)]),
+    );
+    return strictObject(shape);
+  }
+  if (schema instanceof z.ZodOptional) return z.optional(strictWithin(schema.unwrap()));
+  if (schema instanceof z.ZodArray)
+    return schema.clone({ ...schema.def, element: strictWithin(schema.element) });
+  if (schema instanceof z.ZodRecord) {
+    return schema.clone({ ...schema.def, valueType: strictWithin(schema.def.valueType) });
+  }
+  return schema;
+}
+
+/**
  * The spec's own fields, every one optional and without its default: a template or a request
  * only says what it changes, and defaults are applied once, after merging. Unknown keys are
- * refused so that a typo ("imgae") is an error, not a silently ignored line.
+ * refused, at every depth, so that a typo ("imgae") is an error naming the nearest valid key.
  */
 function overrideShape() {
   const shape: Record<string, z.ZodType> = {};
   for (const [key, field] of Object.entries(SandboxSpecSchema.shape)) {
     const inner = field instanceof z.ZodDefault ? field.unwrap() : field;
-    shape[key] = inner instanceof z.ZodOptional ? inner : inner.optional();
+    shape[key] = z.optional(strictWithin(inner instanceof z.ZodOptional ? inner.unwrap() : inner));
   }
   return shape as { [K in keyof typeof SandboxSpecSchema.shape]: z.ZodOptional<z.ZodType> };
 }
 
-export const SpecOverridesSchema = z.strictObject(overrideShape()).omit({ template: true });
+export const SpecOverridesSchema = strictObject(overrideShape()).omit({ template: true });
 export type SpecOverrides = Partial<z.input<typeof SandboxSpecSchema>>;
 
 export const TemplateSchema = SpecOverridesSchema.extend({
@@ -27,7 +51,7 @@ const templateName = z
   .string()
   .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'template names are lowercase letters, digits, "-" and "."');
 
-export const TemplatesFileSchema = z.strictObject({
+export const TemplatesFileSchema = strictObject({
   /** Applied under every template (the "defaults" layer of request > template > defaults). */
   defaults: SpecOverridesSchema.optional(),
   templates: z.record(templateName, TemplateSchema),
