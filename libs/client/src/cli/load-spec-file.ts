@@ -1,10 +1,25 @@
 import { readFile } from 'node:fs/promises';
 import { type JobSpec, JobSpecSchema } from '@sandstream/bus';
-import { LineCounter, parseDocument } from 'yaml';
+import { describeIssue, formatPath } from '@sandstream/wire';
+import { type Document, isMap, isNode, isScalar, Lexer, LineCounter, Parser, parseDocument } from 'yaml';
 
 export class SpecFileError extends Error {
   override readonly name = 'SpecFileError';
 }
+
+/**
+ * How deep a job file may nest. A job spec needs about 6 levels; the YAML library composes
+ * documents recursively, and 10,000 nested `[` make it exhaust the stack or even abort the
+ * process, so deeper input is refused before it is composed.
+ */
+export const SPEC_FILE_MAX_DEPTH = 64;
+
+/**
+ * How far YAML aliases may expand (the `yaml` library's maxAliasCount: nodes reached through
+ * aliases), so that a "billion laughs" file is refused instead of filling memory. Job files
+ * rarely use aliases at all.
+ */
+export const SPEC_FILE_MAX_ALIAS_COUNT = 100;
 
 /**
  * Reads a job file (YAML or JSON, which is YAML) and validates it with the one job spec schema.
@@ -22,6 +37,7 @@ export async function loadSpecFile(path: string): Promise<JobSpec> {
 }
 
 export function parseSpecText(text: string, path: string): JobSpec {
+  refuseDeepNesting(text, path);
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false });
   if (doc.errors.length > 0) {
@@ -31,21 +47,71 @@ export function parseSpecText(text: string, path: string): JobSpec {
       `${path}${at ? `:${at.line}:${at.col}` : ''}: not valid YAML: ${first?.message ?? ''}`,
     );
   }
-  const parsed = JobSpecSchema.safeParse(doc.toJS());
+  const parsed = JobSpecSchema.safeParse(toPlainData(doc, path));
   if (parsed.success) return parsed.data;
   const located = parsed.error.issues.map((issue) => {
-    // Point at the deepest part of the path that exists in the file.
-    let node: unknown;
-    for (let depth = issue.path.length; depth >= 0 && !node; depth--) {
-      node = doc.getIn(issue.path.slice(0, depth) as (string | number)[], true);
-    }
-    const range = (node as { range?: [number, number, number] } | undefined)?.range;
-    const pos = range ? lineCounter.linePos(range[0]) : undefined;
+    const { path: fieldPath, message } = describeIssue(issue);
+    const offset = locate(
+      doc,
+      fieldPath.map((segment) => (typeof segment === 'number' ? segment : String(segment))),
+    );
+    const pos = offset === undefined ? undefined : lineCounter.linePos(offset);
     const where = pos ? `${path}:${pos.line}:${pos.col}` : path;
-    const field = issue.path.map(String).join('.');
-    return { line: pos?.line ?? 0, text: `${where}: ${field ? `${field}: ` : ''}${issue.message}` };
+    const field = formatPath(fieldPath);
+    return { line: pos?.line ?? 0, text: `${where}: ${field ? `${field}: ` : ''}${message}` };
   });
   // In file order, as a compiler would list them.
   located.sort((a, b) => a.line - b.line);
   throw new SpecFileError(located.map((l) => l.text).join('\n'));
+}
+
+/**
+ * Where a field is in the file: its key when it is a key of a mapping (an unknown key is pointed
+ * at, not its value), else the deepest part of its path that exists (a missing field's parent).
+ */
+function locate(doc: Document, path: (string | number)[]): number | undefined {
+  const parent = doc.getIn(path.slice(0, -1), true);
+  const last = path.at(-1);
+  if (isMap(parent) && last !== undefined) {
+    const pair = parent.items.find((item) => isScalar(item.key) && String(item.key.value) === String(last));
+    if (isScalar(pair?.key) && pair.key.range) return pair.key.range[0];
+  }
+  for (let depth = path.length; depth >= 0; depth--) {
+    const node = doc.getIn(path.slice(0, depth), true);
+    if (isNode(node) && node.range) return node.range[0];
+  }
+  return undefined;
+}
+
+/**
+ * Runs the library's own iterative parser token by token and stops as soon as its stack of open
+ * collections passes the limit, so a deep file costs a few tokens, not a crash.
+ */
+function refuseDeepNesting(text: string, path: string): void {
+  const parser = new Parser();
+  for (const lexeme of new Lexer().lex(text)) {
+    for (const _token of parser.next(lexeme)) {
+      // Finished documents are not needed here: only the depth is.
+    }
+    // The stack holds the document, then one entry per open collection (or scalar being read).
+    if (parser.stack.length - 1 > SPEC_FILE_MAX_DEPTH) {
+      throw new SpecFileError(
+        `${path}: nested deeper than ${SPEC_FILE_MAX_DEPTH} levels, the limit for a job file`,
+      );
+    }
+  }
+}
+
+function toPlainData(doc: Document, path: string): unknown {
+  try {
+    return doc.toJS({ maxAliasCount: SPEC_FILE_MAX_ALIAS_COUNT });
+  } catch (err) {
+    // The library refuses an alias expansion past maxAliasCount with a ReferenceError.
+    if (err instanceof ReferenceError && /alias/i.test(err.message)) {
+      throw new SpecFileError(
+        `${path}: its YAML aliases expand past ${SPEC_FILE_MAX_ALIAS_COUNT} nodes, the limit for a job file (${err.message})`,
+      );
+    }
+    throw new SpecFileError(`${path}: cannot read the YAML: ${(err as Error).message}`);
+  }
 }
