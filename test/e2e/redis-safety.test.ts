@@ -29,7 +29,9 @@ describe('services warn about an unsafe Redis', () => {
       await expect
         .poll(() => service.output(), { timeout: 20_000 })
         .toMatch(/with no password: anything that can reach it has full rights/);
-      await expect.poll(() => service.output(), { timeout: 20_000 }).toMatch(/a Redis restart loses every job/);
+      await expect
+        .poll(() => service.output(), { timeout: 20_000 })
+        .toMatch(/a Redis restart loses every job/);
     }
   }, 120_000);
 });
