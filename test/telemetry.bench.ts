@@ -161,7 +161,7 @@ async function round(
   const services: Service[] = [];
   for (const name of SERVICES) services.push(await startService(root, name, env));
   const redis = new Redis(redisUrl);
-  const client = new SandstreamClient({ redis, prefix: namespace });
+  const client = new SandstreamClient({ redis, namespace });
   const spans0 = spansBefore();
   const cpu0 = childrenCpuMs();
 

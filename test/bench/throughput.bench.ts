@@ -67,7 +67,7 @@ async function main(): Promise<void> {
     services.push(await startService(name, env));
   }
   const redis = new Redis(own.url);
-  const client = new SandstreamClient({ redis, prefix: namespace });
+  const client = new SandstreamClient({ redis, namespace });
 
   // Idle system, one job at a time: the latency a user sees.
   const sequential: number[] = [];

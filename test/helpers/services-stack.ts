@@ -73,7 +73,7 @@ export async function startStack(
   const redis = options.redis?.() ?? new Redis(redisUrl);
   const client = new SandstreamClient({
     redis,
-    prefix: namespace,
+    namespace,
     completionShards: Number(env.COMPLETION_SHARDS),
   });
   return {

@@ -10,7 +10,6 @@ import {
   JobStore,
   type JobsPayload,
   type KeySpace,
-  type ListOptions,
   QueueNames,
   type RedisClient,
   type SubmitResult,
@@ -18,30 +17,23 @@ import {
   submitParsedJob,
 } from '@sandstream/bus';
 import { Queue } from 'bullmq';
+import {
+  type FollowOptions,
+  FollowOptionsSchema,
+  type ListOptions,
+  ListOptionsSchema,
+  parseOptions,
+  type SandstreamClientOptions,
+  SandstreamClientOptionsSchema,
+  type SandstreamWarning,
+  type WaitOptions,
+  WaitOptionsSchema,
+} from './client-options.js';
 import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
+import { SchedulerPresence } from './scheduler-presence.js';
 import { withSubmitSpan } from './submit-span.js';
 
-export interface SandstreamClientOptions {
-  /** An ioredis client (or Cluster) to use; the client does not close it. */
-  redis?: RedisClient;
-  /** Used when `redis` is not given (default redis://127.0.0.1:6379). */
-  redisUrl?: string;
-  /** The deployment's namespace (KeySpace); must match the services'. */
-  prefix?: string;
-  /** Must match the services' COMPLETION_SHARDS (used to leave a cancel deadline). */
-  completionShards?: number;
-}
-
-export interface WaitOptions {
-  timeoutMs?: number;
-  signal?: AbortSignal;
-}
-
-export interface FollowOptions {
-  /** Resume after this cursor (a FollowItem's cursor); default: the start of the stream. */
-  from?: string;
-  signal?: AbortSignal;
-}
+export * from './client-options.js';
 
 export class WaitTimeoutError extends Error {
   override readonly name = 'WaitTimeoutError';
@@ -61,23 +53,37 @@ export class SandstreamClient {
   private readonly ownsRedis: boolean;
   private readonly jobStore: JobStore;
   private readonly dispatchKeys: DispatchKeys;
+  private readonly onWarning: (warning: SandstreamWarning) => void;
   private queue: Queue<JobsPayload> | undefined;
+  private presence: SchedulerPresence | undefined;
 
   constructor(options: SandstreamClientOptions = {}) {
-    this.ownsRedis = options.redis === undefined;
+    const opts = parseOptions(SandstreamClientOptionsSchema, options, 'SandstreamClient options');
+    this.ownsRedis = opts.redis === undefined;
     this.redis =
-      options.redis ?? createRedis({ url: options.redisUrl ?? 'redis://127.0.0.1:6379', role: 'producer' });
-    this.keys = createKeySpace(options.prefix);
+      opts.redis ?? createRedis({ url: opts.redisUrl ?? 'redis://127.0.0.1:6379', role: 'producer' });
+    // Without a listener ioredis prints every failed reconnect as an "Unhandled error event"
+    // trace; the same error already reaches the caller as the rejected command.
+    if (this.ownsRedis) this.redis.on('error', () => {});
+    this.keys = createKeySpace(opts.namespace);
     this.jobStore = new JobStore({ redis: this.redis, keys: this.keys });
-    this.dispatchKeys = new DispatchKeys(this.keys, options.completionShards);
+    this.dispatchKeys = new DispatchKeys(this.keys, opts.completionShards);
+    this.onWarning =
+      opts.onWarning ?? ((w) => process.emitWarning(w.message, { type: 'SandstreamWarning', code: w.code }));
   }
 
   private jobsQueue(): Queue<JobsPayload> {
-    this.queue ??= new Queue<JobsPayload>(QueueNames.jobs, {
-      connection: this.redis,
-      prefix: this.keys.bullPrefix,
-      defaultJobOptions: DefaultJobOptions,
-    });
+    if (!this.queue) {
+      this.queue = new Queue<JobsPayload>(QueueNames.jobs, {
+        connection: this.redis,
+        prefix: this.keys.bullPrefix,
+        defaultJobOptions: DefaultJobOptions,
+      });
+      // BullMQ re-emits connection errors on the queue and, with no listener, prints them with
+      // console.error; they reach the caller as rejected calls already.
+      this.queue.on('error', () => {});
+      this.presence = new SchedulerPresence(this.queue, this.keys.namespace);
+    }
     return this.queue;
   }
 
@@ -86,17 +92,25 @@ export class SandstreamClient {
    * spec throws JobSpecError naming each field and rule, prefixed by `source` (e.g. a file
    * name), and nothing is written. Runs inside a `sandstream.submit` span (submit-span.ts)
    * whose context the job carries, so every service's spans for the job join its trace.
+   *
+   * When no scheduler is connected to the namespace (a wrong namespace, or the services are not
+   * running) the job is still queued, and `onWarning` is told, because otherwise the caller
+   * would wait at `queued` with no sign of why.
    */
-  submit(input: unknown, source?: string): Promise<SubmitResult> {
-    return withSubmitSpan(input, source, (spec) => submitParsedJob(this.jobStore, this.jobsQueue(), spec));
+  async submit(input: unknown, source?: string): Promise<SubmitResult> {
+    const queue = this.jobsQueue();
+    const result = await withSubmitSpan(input, source, (spec) => submitParsedJob(this.jobStore, queue, spec));
+    const warning = await this.presence?.check();
+    if (warning) this.onWarning(warning);
+    return result;
   }
 
   get(jobId: string): Promise<JobRecord | null> {
     return this.jobStore.get(jobId);
   }
 
-  list(options: ListOptions = {}): Promise<JobRecord[]> {
-    return this.jobStore.list(options);
+  async list(options: ListOptions = {}): Promise<JobRecord[]> {
+    return this.jobStore.list(parseOptions(ListOptionsSchema, options, 'list options'));
   }
 
   /**
@@ -123,7 +137,8 @@ export class SandstreamClient {
   }
 
   /** Resolves with the job's record once it reaches a terminal state. */
-  async wait(jobId: string, options: WaitOptions = {}): Promise<JobRecord> {
+  async wait(jobId: string, waitOptions: WaitOptions = {}): Promise<JobRecord> {
+    const options = parseOptions(WaitOptionsSchema, waitOptions, 'wait options');
     const deadline =
       options.timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + options.timeoutMs;
     const controller = new AbortController();
@@ -151,10 +166,13 @@ export class SandstreamClient {
    */
   async *follow(
     jobId: string,
-    options: FollowOptions & { statesOnly?: boolean } = {},
+    followOptions: FollowOptions = {},
   ): AsyncGenerator<FollowItem, void, undefined> {
+    const options = parseOptions(FollowOptionsSchema, followOptions, 'follow options');
     const stream = this.keys.sandbox(jobId).events;
     const reader = this.redis.duplicate();
+    // A failed read rejects xread below; the listener only keeps ioredis from printing it too.
+    reader.on('error', () => {});
     const abort = () => reader.disconnect();
     options.signal?.addEventListener('abort', abort, { once: true });
     let cursor = options.from ?? '0-0';

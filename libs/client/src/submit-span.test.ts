@@ -18,7 +18,7 @@ const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
 const namespace = uniqueNamespace('submit-span');
 const redis = new Redis(redisUrl);
-const client = new SandstreamClient({ redis, prefix: namespace });
+const client = new SandstreamClient({ redis, namespace });
 const queue = new Queue<JobsPayload>(QueueNames.jobs, { connection: redis, prefix: client.keys.bullPrefix });
 
 beforeAll(() => {

@@ -40,7 +40,7 @@ beforeAll(async () => {
   redis = new Redis(redisUrl);
   store = new JobStore({ redis, keys: keySpace });
   dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix: keySpace.bullPrefix });
-  client = new SandstreamClient({ redis, prefix: namespace, completionShards: 4 });
+  client = new SandstreamClient({ redis, namespace, completionShards: 4 });
   dispatcher = await startService('step-dispatcher', {
     SANDSTREAM_NAMESPACE: namespace,
     COMPLETION_SHARDS: '4',

@@ -61,7 +61,7 @@ async function main(argv: string[]): Promise<number> {
 
   const client = new SandstreamClient({
     redisUrl: values['redis-url'] ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-    prefix: values.namespace ?? process.env.SANDSTREAM_NAMESPACE ?? 'sandstream',
+    namespace: values.namespace ?? process.env.SANDSTREAM_NAMESPACE ?? 'sandstream',
   });
   try {
     switch (command) {

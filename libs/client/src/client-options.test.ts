@@ -1,0 +1,41 @@
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SandstreamClient, SandstreamOptionsError } from './client.js';
+
+// lazyConnect: these tests check option handling only and must not open a connection.
+const redis = new Redis({ lazyConnect: true });
+
+afterAll(() => redis.disconnect());
+
+describe('SandstreamClient options', () => {
+  it('takes `namespace` (the name the CLI and the services use)', () => {
+    expect(new SandstreamClient({ redis, namespace: 'ns-opt' }).keys.namespace).toBe('ns-opt');
+  });
+
+  it('refuses the old `prefix` by name, pointing at `namespace`', () => {
+    expect(() => new SandstreamClient({ redis, prefix: 'ns-opt' } as never)).toThrow(SandstreamOptionsError);
+    expect(() => new SandstreamClient({ redis, prefix: 'ns-opt' } as never)).toThrow(
+      /SandstreamClient options: prefix: unknown key "prefix" \(did you mean "namespace"\?/,
+    );
+  });
+
+  it('refuses a misspelt option, suggesting the nearest one', () => {
+    expect(() => new SandstreamClient({ redis, namespce: 'x' } as never)).toThrow(
+      /unknown key "namespce" \(did you mean "namespace"\?\)/,
+    );
+    expect(() => new SandstreamClient({ redis, completionShards: 0 })).toThrow(/completionShards/);
+  });
+
+  it('validates follow, wait and list options the same way', async () => {
+    const client = new SandstreamClient({ redis, namespace: 'ns-opt' });
+    await expect(client.follow('j', { form: '1-0' } as never).next()).rejects.toThrow(
+      /follow options: form: unknown key "form" \(did you mean "from"\?\)/,
+    );
+    await expect(client.wait('j', { timeout: 5 } as never)).rejects.toThrow(
+      /wait options: timeout: unknown key "timeout" \(did you mean "timeoutMs"\?\)/,
+    );
+    await expect(client.list({ tennant: 'a' } as never)).rejects.toThrow(
+      /list options: tennant: unknown key "tennant" \(did you mean "tenant"\?\)/,
+    );
+  });
+});

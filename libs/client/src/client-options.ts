@@ -1,0 +1,92 @@
+import { JobStateSchema, type RedisClient } from '@sandstream/bus';
+import { formatIssues, strictObject } from '@sandstream/wire';
+import { z } from 'zod';
+
+/**
+ * The SDK's option objects as strict zod schemas: a misspelt or renamed key (`prefix` for
+ * `namespace`) is refused with its name instead of being ignored, which once let a client talk to
+ * the default namespace while its caller waited on another. They are built with libs/wire's
+ * strictObject and worded by its formatIssues, so an unknown key gets the same "did you mean"
+ * as at every other edge.
+ */
+
+/** What `onWarning` receives: something the caller should know, that is not an error. */
+export const SandstreamWarningSchema = z.object({
+  /** `no-scheduler`: nothing consumes the namespace's jobs queue, so a submitted job stays queued. */
+  code: z.enum(['no-scheduler']),
+  message: z.string(),
+  namespace: z.string(),
+});
+export type SandstreamWarning = z.infer<typeof SandstreamWarningSchema>;
+
+const fn = <T>(what: string) =>
+  z.custom<T>((v) => typeof v === 'function', { message: `${what} must be a function` });
+
+export const SandstreamClientOptionsSchema = strictObject(
+  {
+    /** An ioredis client (or Cluster) to use; the client does not close it. */
+    redis: z
+      // Duck-typed, not instanceof: the caller's ioredis may be another copy of the package.
+      .custom<RedisClient>(
+        (v) => typeof v === 'object' && v !== null && typeof (v as RedisClient).duplicate === 'function',
+        { message: 'redis must be an ioredis Redis or Cluster client' },
+      )
+      .optional(),
+    /** Used when `redis` is not given (default redis://127.0.0.1:6379). */
+    redisUrl: z
+      .string()
+      .regex(/^rediss?:\/\//, 'redisUrl must start with redis:// or rediss://')
+      .optional(),
+    /** The deployment's namespace (KeySpace); must match the services' SANDSTREAM_NAMESPACE. */
+    namespace: z.string().min(1).optional(),
+    /** Must match the services' COMPLETION_SHARDS (used to leave a cancel deadline). */
+    completionShards: z.number().int().positive().optional(),
+    /**
+     * Called with each warning (e.g. a submit to a namespace no scheduler serves). Default:
+     * process.emitWarning, so a caller who never looks still sees it on stderr.
+     */
+    onWarning: fn<(warning: SandstreamWarning) => void>('onWarning').optional(),
+  },
+  // The option's name before it matched the CLI's --namespace and the services' variable.
+  { prefix: 'did you mean "namespace"? the option was renamed' },
+);
+export type SandstreamClientOptions = z.input<typeof SandstreamClientOptionsSchema>;
+
+const signal = z.instanceof(AbortSignal, { message: 'signal must be an AbortSignal' }).optional();
+
+export const FollowOptionsSchema = strictObject({
+  /** Resume after this cursor (a FollowItem's cursor); default: the start of the stream. */
+  from: z
+    .string()
+    .regex(/^\d+-\d+$/, 'from must be a stream entry id such as 1700000000000-0')
+    .optional(),
+  signal,
+  /** Yield state changes only (what wait() needs). */
+  statesOnly: z.boolean().optional(),
+});
+export type FollowOptions = z.input<typeof FollowOptionsSchema>;
+
+export const WaitOptionsSchema = strictObject({
+  timeoutMs: z.number().positive().optional(),
+  signal,
+});
+export type WaitOptions = z.input<typeof WaitOptionsSchema>;
+
+export const ListOptionsSchema = strictObject({
+  tenant: z.string().min(1).optional(),
+  state: JobStateSchema.optional(),
+  /** Newest first; at most this many (default 100, max 1000). */
+  limit: z.number().int().min(1).max(1000).optional(),
+});
+export type ListOptions = z.input<typeof ListOptionsSchema>;
+
+export class SandstreamOptionsError extends TypeError {
+  override readonly name = 'SandstreamOptionsError';
+}
+
+/** Parses `value` (undefined counts as `{}`), or throws naming `what` and every broken rule. */
+export function parseOptions<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
+  const parsed = schema.safeParse(value ?? {});
+  if (parsed.success) return parsed.data;
+  throw new SandstreamOptionsError(`${what}: ${formatIssues(parsed.error)}`);
+}
