@@ -1,12 +1,14 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKeySpace, QueueNames } from '@sandstream/bus';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { redisUrl, repoRoot, uniqueNamespace } from '../../../../test/helpers/services.js';
+import { freePort, redisUrl, repoRoot, uniqueNamespace } from '../../../../test/helpers/services.js';
+import { startOwnRedis } from '../../../sandbox/src/testing/redis-server.js';
+import { SandstreamClient } from '../client.js';
 
 // The built CLI as a user runs it (libs/client must be built: npx tsc -b libs/client).
 const dir = mkdtempSync(join(tmpdir(), 'cli-'));
@@ -14,8 +16,15 @@ const namespace = uniqueNamespace('cli');
 const redis = new Redis(redisUrl);
 
 function cli(...args: string[]) {
+  return cliIn({ REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: namespace }, undefined, ...args);
+}
+
+/** The CLI with only `env` for its connection (none of the caller's REDIS_URL…), run in `cwd`. */
+function cliIn(env: Record<string, string>, cwd: string | undefined, ...args: string[]) {
+  const { REDIS_URL: _url, SANDSTREAM_NAMESPACE: _ns, ...rest } = process.env;
   return spawnSync(process.execPath, [join(repoRoot, 'libs/client/dist/cli/main.js'), ...args], {
-    env: { ...process.env, REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: namespace },
+    env: { ...rest, ...env },
+    ...(cwd ? { cwd } : {}),
     encoding: 'utf8',
     timeout: 90_000,
   });
@@ -67,6 +76,119 @@ describe('sandstream CLI', () => {
   it('explains bad usage with exit 2', () => {
     expect(cli('frobnicate').status).toBe(2);
     expect(cli('ls', '--state', 'nope').stderr).toMatch(/--state must be one of/);
-    expect(cli('status', 'no-such-job-xyz').status).toBe(2);
+  });
+
+  it('refuses an unknown flag, naming it and the nearest valid one, exit 2', () => {
+    const run = cli('status', 'some-job', '--namespce', 'x');
+    expect(run.status).toBe(2);
+    expect(run.stderr).toBe('sandstream: unknown flag --namespce (did you mean --namespace?)\n');
+  });
+
+  it('exits 4 (not found) for status, logs and cancel of a job that does not exist', () => {
+    for (const command of ['status', 'logs', 'cancel']) {
+      const run = cli(command, `${namespace}-nope`);
+      expect({ command, status: run.status, stderr: run.stderr }).toEqual({
+        command,
+        status: 4,
+        stderr: `sandstream: job ${namespace}-nope not found\n`,
+      });
+    }
+  });
+
+  it('warns on submit when no scheduler serves the namespace', () => {
+    const file = join(dir, 'w.yaml');
+    writeFileSync(file, `id: ${namespace}-w\nimage: debian\nsteps:\n  - command: "true"\n`);
+    const run = cli('submit', file);
+    expect(run.status).toBe(0);
+    expect(run.stderr).toContain(
+      `sandstream: warning: no scheduler is connected to namespace "${namespace}" (is npm start running, and is --namespace right?)\n`,
+    );
+  });
+
+  it('prints one line and exits 3, promptly, when nothing listens at the Redis URL', async () => {
+    const port = await freePort();
+    const started = Date.now();
+    const run = cliIn({ REDIS_URL: `redis://127.0.0.1:${port}` }, undefined, 'status', 'x');
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(run.status).toBe(3);
+    expect(run.stderr).toBe(
+      `sandstream: cannot reach Redis at redis://127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}\n`,
+    );
+  });
+
+  it('prints one line and exits 3 when Redis goes away under logs -f', async () => {
+    const own = await startOwnRedis();
+    const client = new SandstreamClient({ redisUrl: own.url, namespace, onWarning: () => {} });
+    const jobId = `${namespace}-lost`;
+    await client.submit({ id: jobId, image: 'debian', steps: [{ command: 'true' }] });
+    await client.close();
+    const child = spawn(
+      process.execPath,
+      [join(repoRoot, 'libs/client/dist/cli/main.js'), 'logs', '-f', jobId],
+      {
+        env: { ...process.env, REDIS_URL: own.url, SANDSTREAM_NAMESPACE: namespace },
+      },
+    );
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    try {
+      for (let i = 0; i < 300 && !stderr.includes('● queued'); i++)
+        await new Promise((r) => setTimeout(r, 50));
+      await own.stop();
+      expect(await exited).toBe(3);
+      expect(stderr).toBe(
+        `● queued\nsandstream: lost Redis at ${own.url}: connect ECONNREFUSED 127.0.0.1:${own.port}\n`,
+      );
+    } finally {
+      child.kill('SIGKILL');
+      await own.stop();
+    }
+  });
+
+  it("finds npm start's Redis and namespace through .cache/sandstream/local.json, with no flags", async () => {
+    // Like npm start's embedded Redis: its own port, `default` off, an admin user with a password.
+    const own = await startOwnRedis([
+      '--user',
+      'default',
+      'off',
+      '--user',
+      'admin',
+      'on',
+      '>pw',
+      '~*',
+      '&*',
+      '+@all',
+    ]);
+    const ownUrl = `redis://admin:pw@127.0.0.1:${own.port}`;
+    const project = mkdtempSync(join(tmpdir(), 'cli-local-'));
+    const below = join(project, 'sub', 'dir');
+    mkdirSync(below, { recursive: true });
+    mkdirSync(join(project, '.cache', 'sandstream'), { recursive: true });
+    const local = uniqueNamespace('cli-local');
+    writeFileSync(
+      join(project, '.cache', 'sandstream', 'local.json'),
+      JSON.stringify({ redisUrl: ownUrl, namespace: local, pid: process.pid }),
+      { mode: 0o600 },
+    );
+    const seeded = new SandstreamClient({ redisUrl: ownUrl, namespace: local, onWarning: () => {} });
+    try {
+      await seeded.submit({ id: `${local}-seeded`, image: 'debian', steps: [{ command: 'true' }] });
+      const status = cliIn({}, below, 'status', `${local}-seeded`);
+      expect(status.stderr).toBe('');
+      expect(status.stdout).toMatch(/state\s+queued/);
+      writeFileSync(join(below, 'l.yaml'), `id: ${local}-l\nimage: debian\nsteps:\n  - command: "true"\n`);
+      expect(cliIn({}, below, 'submit', 'l.yaml').status).toBe(0);
+      expect(await seeded.get(`${local}-l`)).toMatchObject({ state: 'queued' });
+      // The namespace is the file's (job records are not namespaced, the lists are); a flag wins.
+      expect(cliIn({}, below, 'ls').stdout).toContain(`${local}-l`);
+      expect(cliIn({}, below, 'ls', '--namespace', namespace).stdout).not.toContain(`${local}-l`);
+    } finally {
+      await seeded.close();
+      await own.stop();
+      rmSync(project, { recursive: true, force: true });
+    }
   });
 });

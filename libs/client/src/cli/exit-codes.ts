@@ -11,6 +11,8 @@ export const ExitCodes = {
   usage: 2,
   /** Redis unreachable or another infrastructure error. */
   infrastructure: 3,
+  /** `status`, `logs` or `cancel` of a job id that does not exist (in this namespace). */
+  notFound: 4,
   timedOut: 124,
   cancelled: 130,
 } as const;

@@ -1,10 +1,13 @@
 #!/usr/bin/env node
-import { parseArgs } from 'node:util';
+import { fileURLToPath } from 'node:url';
 import { isTerminal, type JobRecord, type JobSpec, JobSpecSchema, JobStateSchema } from '@sandstream/bus';
 import type { StepResult } from '@sandstream/wire';
-import { SandstreamClient } from '../client.js';
+import { type ListOptions, SandstreamClient } from '../client.js';
 import { decodeFollowEntry } from '../follow-entry.js';
+import { type CliRedis, connectCliRedis } from './connect-redis.js';
+import { redactUrl, resolveConnection } from './connection-config.js';
 import { ExitCodes, exitCodeFor } from './exit-codes.js';
+import { type ParsedCommandLine, parseCommandLine, UsageError } from './flags.js';
 import { loadSpecFile, SpecFileError } from './load-spec-file.js';
 import { describeOutput, TimelineRenderer } from './render.js';
 import { startCliTelemetry } from './telemetry.js';
@@ -20,31 +23,29 @@ Commands:
   ls [--tenant t] [--state s]    list jobs (newest first)
 
 Options:
-  --redis-url <url>   default $REDIS_URL or redis://127.0.0.1:6379
-  --namespace <ns>    default $SANDSTREAM_NAMESPACE or sandstream
+  --redis-url <url>   default $REDIS_URL, then the Redis that \`npm start\` runs (found
+                      through .cache/sandstream/local.json), then redis://127.0.0.1:6379
+  --namespace <ns>    default $SANDSTREAM_NAMESPACE, then npm start's, then sandstream
   -h, --help
 
 Exit codes: 0 succeeded, 1 failed, 2 usage or invalid job file, 3 Redis or other
-infrastructure error, 124 timed out, 130 cancelled.`;
+infrastructure error, 4 job not found, 124 timed out, 130 cancelled.`;
 
-class UsageError extends Error {}
+/** A job id that does not exist in this namespace (exit 4). */
+class NotFoundError extends Error {}
+
+/**
+ * The CLI's own directory (libs/client/dist/cli): walking up from it reaches the repo root, where
+ * `npm start` writes local.json, from whatever directory the CLI is run.
+ */
+const CLI_DIR = fileURLToPath(new URL('.', import.meta.url));
+
+/** Set once connected, so a "lost Redis" message can name the URL and the socket's reason. */
+let connection: (CliRedis & { url: string }) | undefined;
 
 async function main(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      follow: { type: 'boolean', short: 'f' },
-      json: { type: 'boolean' },
-      tenant: { type: 'string' },
-      state: { type: 'string' },
-      limit: { type: 'string' },
-      'redis-url': { type: 'string' },
-      namespace: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  const [command, arg] = positionals;
+  const { command, args, values } = parseCommandLine(argv);
+  const [arg] = args;
   if (values.help || !command) {
     process.stdout.write(`${USAGE}\n`);
     return command || values.help ? ExitCodes.succeeded : ExitCodes.usage;
@@ -53,15 +54,35 @@ async function main(argv: string[]): Promise<number> {
     if (!arg) throw new UsageError(`${command} needs a ${what}`);
     return arg;
   };
-  // Validate the file before connecting anywhere: a bad spec costs no round trip.
+  // Usage is checked and the file validated before connecting anywhere: a bad command line or
+  // spec costs no round trip.
+  if (command !== 'ls') needArg(command === 'submit' ? 'job file' : 'job id');
+  else if (arg) throw new UsageError(`ls takes no arguments (got "${arg}")`);
+  const listOptions = command === 'ls' ? parseListFlags(values) : undefined;
   const specFile = command === 'submit' ? await loadSpecFile(needArg('job file')) : null;
+
+  const resolved = resolveConnection({
+    flags: { redisUrl: values['redis-url'], namespace: values.namespace },
+    env: process.env,
+    searchFrom: [process.cwd(), CLI_DIR],
+  });
+  if (resolved.warning) process.stderr.write(`sandstream: warning: ${resolved.warning}\n`);
+  const cli = await connectCliRedis(resolved.redisUrl, { source: resolved.urlFile });
+  connection = { ...cli, url: resolved.redisUrl };
   // Only submit starts a trace. Off unless the services' switch (SANDSTREAM_TELEMETRY / an OTLP
   // endpoint) is set; the SDK is loaded only then, so the CLI pays nothing by default.
   const telemetry = command === 'submit' ? await startCliTelemetry() : undefined;
-
   const client = new SandstreamClient({
-    redisUrl: values['redis-url'] ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-    namespace: values.namespace ?? process.env.SANDSTREAM_NAMESPACE ?? 'sandstream',
+    redis: cli.redis,
+    namespace: resolved.namespace,
+    onWarning: (warning) => {
+      if (warning.code === 'no-scheduler') {
+        process.stderr.write(
+          `sandstream: warning: no scheduler is connected to namespace "${warning.namespace}" ` +
+            '(is npm start running, and is --namespace right?)\n',
+        );
+      } else process.stderr.write(`sandstream: warning: ${warning.message}\n`);
+    },
   });
   try {
     switch (command) {
@@ -85,7 +106,7 @@ async function main(argv: string[]): Promise<number> {
       case 'cancel': {
         const jobId = needArg('job id');
         const result = await client.cancel(jobId);
-        if (result.status === 'missing') throw new UsageError(`no job ${jobId}`);
+        if (result.status === 'missing') throw new NotFoundError(`job ${jobId} not found`);
         process.stdout.write(
           result.status === 'terminal'
             ? `${jobId} already ${result.state}\n`
@@ -94,17 +115,7 @@ async function main(argv: string[]): Promise<number> {
         return ExitCodes.succeeded;
       }
       case 'ls': {
-        const state = values.state === undefined ? undefined : JobStateSchema.safeParse(values.state);
-        if (state && !state.success) {
-          throw new UsageError(`--state must be one of ${JobStateSchema.options.join(', ')}`);
-        }
-        const limit = values.limit === undefined ? 50 : Number(values.limit);
-        if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit is 1..1000');
-        const records = await client.list({
-          tenant: values.tenant ?? (state ? undefined : 'default'),
-          ...(state ? { state: state.data } : {}),
-          limit,
-        });
+        const records = await client.list(listOptions);
         for (const r of records) {
           process.stdout.write(
             `${r.id.padEnd(40)} ${r.tenant.padEnd(12)} ${r.state.padEnd(10)} ${new Date(r.createdAt).toISOString()}\n`,
@@ -113,18 +124,34 @@ async function main(argv: string[]): Promise<number> {
         return ExitCodes.succeeded;
       }
       default:
-        throw new UsageError(`unknown command "${command}"`);
+        // parseCommandLine refuses unknown commands; this keeps the switch total for the compiler.
+        throw new UsageError(`unknown command "${command satisfies never}"`);
     }
   } finally {
     await client.close();
+    cli.redis.disconnect();
     // Flushes the submit span before the process exits (bounded: a dead collector costs ≤ 5 s).
     await telemetry?.shutdown();
   }
 }
 
+function parseListFlags(values: ParsedCommandLine['values']): ListOptions {
+  const state = values.state === undefined ? undefined : JobStateSchema.safeParse(values.state);
+  if (state && !state.success) {
+    throw new UsageError(`--state must be one of ${JobStateSchema.options.join(', ')}`);
+  }
+  const limit = values.limit === undefined ? 50 : Number(values.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit is 1..1000');
+  return {
+    tenant: values.tenant ?? (state ? undefined : 'default'),
+    ...(state ? { state: state.data } : {}),
+    limit,
+  };
+}
+
 async function mustGet(client: SandstreamClient, jobId: string): Promise<JobRecord> {
   const record = await client.get(jobId);
-  if (!record) throw new UsageError(`no job ${jobId}`);
+  if (!record) throw new NotFoundError(`job ${jobId} not found`);
   return record;
 }
 
@@ -222,6 +249,14 @@ main(process.argv.slice(2)).then(
     if (err instanceof SpecFileError || err instanceof UsageError) {
       process.stderr.write(`sandstream: ${err.message}\n`);
       process.exitCode = ExitCodes.usage;
+    } else if (err instanceof NotFoundError) {
+      process.stderr.write(`sandstream: ${err.message}\n`);
+      process.exitCode = ExitCodes.notFound;
+    } else if (err instanceof Error && err.name === 'MaxRetriesPerRequestError' && connection) {
+      // Redis went away mid-command: ioredis' own message names its option, not the cause.
+      const cause = connection.lastError()?.message ?? err.message;
+      process.stderr.write(`sandstream: lost Redis at ${redactUrl(connection.url)}: ${cause}\n`);
+      process.exitCode = ExitCodes.infrastructure;
     } else if (err instanceof Error && err.name === 'JobSpecError') {
       process.stderr.write(`sandstream: ${err.message}\n`);
       process.exitCode = ExitCodes.usage;
