@@ -2,14 +2,22 @@ import { hostname } from 'node:os';
 import {
   createKeySpace,
   createRedisFromEnv,
+  DispatcherPresence,
   DispatchKeys,
+  installationOf,
   JobStore,
   QueueNames,
   SandboxAcl,
   SlotLeases,
 } from '@sandstream/bus';
 import { createBackend, type SandboxBackend } from '@sandstream/sandbox';
-import { GracefulShutdown, loadEnvConfig, sleep, startHealthServer } from '@sandstream/service-kit';
+import {
+  GracefulShutdown,
+  loadEnvConfig,
+  ProgressWatchdog,
+  sleep,
+  startHealthServer,
+} from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry } from '@sandstream/telemetry';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -41,6 +49,9 @@ async function main(): Promise<void> {
     if (await candidate.supported()) acl = candidate;
   }
   const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keys.bullPrefix });
+  destroyQueue.on('error', (err) => logger.warn({ err: err.message }, 'destroy queue error'));
+  const dispatchKeys = new DispatchKeys(keys, env.COMPLETION_SHARDS);
+  const installation = installationOf(env);
   const reaper = new Reaper({
     redis,
     keys,
@@ -52,7 +63,7 @@ async function main(): Promise<void> {
       tenantLimit: Number.MAX_SAFE_INTEGER,
       leaseMs: env.LEASE_SECONDS * 1000,
     }),
-    dispatchKeys: new DispatchKeys(keys, env.COMPLETION_SHARDS),
+    dispatchKeys,
     logger,
     ...(backend ? { backend } : {}),
     ...(acl ? { acl } : {}),
@@ -62,6 +73,11 @@ async function main(): Promise<void> {
     sandboxGraceMs: env.REAPER_SANDBOX_GRACE_SECONDS * 1000,
     startingTimeoutMs: env.REAPER_STARTING_TIMEOUT_SECONDS * 1000,
     heartbeatGraceMs: env.REAPER_HEARTBEAT_GRACE_SECONDS * 1000,
+    dispatchers: {
+      presence: new DispatcherPresence(redis, dispatchKeys),
+      absentMs: env.REAPER_DISPATCHER_ABSENT_SECONDS * 1000,
+    },
+    installation,
     jobIdGlob: env.REAPER_JOB_GLOB,
     scanCount: env.REAPER_SCAN_COUNT,
     pauseMs: env.REAPER_PAUSE_MS,
@@ -96,17 +112,26 @@ async function main(): Promise<void> {
   relay?.start();
 
   let lastPassOk = true;
+  const watchdog = new ProgressWatchdog();
+  const passDone = watchdog.track('reaper-pass', Math.max(env.REAPER_INTERVAL_SECONDS * 5000, 60_000));
   const shutdown = new GracefulShutdown({ logger });
   const loop = (async () => {
+    let failures = 0;
     while (!shutdown.signal.aborted) {
+      let pause = env.REAPER_INTERVAL_SECONDS * 1000;
       try {
         await reaper.runOnce(shutdown.signal);
         lastPassOk = true;
+        failures = 0;
+        passDone();
       } catch (err) {
         lastPassOk = false;
-        logger.error({ err: (err as Error).message }, 'reaper pass failed');
+        // One line per outage; retry sooner than a full interval (Redis may be back in seconds).
+        if (failures === 0) logger.error({ err: (err as Error).message }, 'reaper pass failed');
+        failures++;
+        pause = Math.min(pause, 1000 * failures, 10_000);
       }
-      await sleep(env.REAPER_INTERVAL_SECONDS * 1000, shutdown.signal);
+      await sleep(pause, shutdown.signal);
     }
   })();
   const health = await startHealthServer({
@@ -114,6 +139,7 @@ async function main(): Promise<void> {
     checks: {
       redis: async () => (await redis.ping()) === 'PONG',
       lastPass: async () => lastPassOk,
+      ...watchdog.checks(),
       ...(nats ? { nats: async () => !nats.isClosed() } : {}),
     },
   });
@@ -130,7 +156,7 @@ async function main(): Promise<void> {
   shutdown.add('health server', () => health.close());
   shutdown.add('telemetry', () => telemetry.shutdown());
   logger.info(
-    { healthPort: health.port, namespace: keys.namespace, natsRelay: relay !== undefined },
+    { healthPort: health.port, namespace: keys.namespace, natsRelay: relay !== undefined, installation },
     'reaper started',
   );
 }
