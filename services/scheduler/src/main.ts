@@ -1,6 +1,11 @@
 import { createKeySpace, createRedisFromEnv, JobStore, QueueNames, SlotLeases } from '@sandstream/bus';
 import { TemplateRegistry } from '@sandstream/sandbox';
-import { GracefulShutdown, loadEnvConfig, startHealthServer } from '@sandstream/service-kit';
+import {
+  GracefulShutdown,
+  loadEnvConfig,
+  ProgressWatchdog,
+  startHealthServer,
+} from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry, withJobSpan } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import { failExhaustedAdmission } from './admission-failure.js';
@@ -100,7 +105,19 @@ async function main(): Promise<void> {
     );
   });
   worker.on('error', (err) => logger.error({ err }, 'worker error'));
-  const waker = new CapacityWaker({ blockingRedis, redis, keys, jobsQueue, logger });
+  for (const queue of [jobsQueue, createQueue]) {
+    queue.on('error', (err) => logger.warn({ queue: queue.name, err: err.message }, 'queue error'));
+  }
+  // /readyz fails a loop that stopped making progress.
+  const watchdog = new ProgressWatchdog();
+  const waker = new CapacityWaker({
+    blockingRedis,
+    redis,
+    keys,
+    jobsQueue,
+    logger,
+    onProgress: watchdog.track('capacity-waker', 20_000),
+  });
   waker.start();
 
   const health = await startHealthServer({
@@ -108,6 +125,7 @@ async function main(): Promise<void> {
     checks: {
       redis: async () => (await redis.ping()) === 'PONG',
       worker: async () => worker.isRunning(),
+      ...watchdog.checks(),
     },
   });
   const shutdown = new GracefulShutdown({ logger });
