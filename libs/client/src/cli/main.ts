@@ -4,10 +4,14 @@ import { isTerminal, type JobRecord, type JobSpec, JobSpecSchema, JobStateSchema
 import type { StepResult } from '@sandstream/wire';
 import { SandstreamClient } from '../client.js';
 import { decodeFollowEntry } from '../follow-entry.js';
+import { JobNotFoundError } from '../job-not-found.js';
 import { ExitCodes, exitCodeFor } from './exit-codes.js';
 import { loadSpecFile, SpecFileError } from './load-spec-file.js';
 import { describeOutput, TimelineRenderer } from './render.js';
 import { startCliTelemetry } from './telemetry.js';
+
+/** Exit code of a job that is not found (main defines it in ExitCodes; reconciled at merge). */
+const NOT_FOUND_EXIT_CODE = 4;
 
 const USAGE = `Usage: sandstream <command> [options]
 
@@ -219,7 +223,11 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (err: unknown) => {
-    if (err instanceof SpecFileError || err instanceof UsageError) {
+    if (err instanceof JobNotFoundError) {
+      // The job's record is gone (Redis lost its data, or it never existed): "not found", 4.
+      process.stderr.write(`sandstream: ${err.message}\n`);
+      process.exitCode = NOT_FOUND_EXIT_CODE;
+    } else if (err instanceof SpecFileError || err instanceof UsageError) {
       process.stderr.write(`sandstream: ${err.message}\n`);
       process.exitCode = ExitCodes.usage;
     } else if (err instanceof Error && err.name === 'JobSpecError') {
