@@ -82,11 +82,21 @@ describe('Redis crash and restart under running jobs', () => {
       }));
       ids.push((await stack.client.submit({ id: `${stack.namespace}-a${i}`, image: 'none', steps })).jobId);
     }
+    // One more job whose user cannot come back: pod-lifecycle restores the users of the jobs its
+    // index lists as running, and this one is taken out of the index (as a crash between a
+    // transition and its index update would). It must end promptly, saying why.
+    const lockedOut = `${stack.namespace}-locked-out`;
+    await stack.client.submit({ id: lockedOut, image: 'none', steps: [{ command: 'sleep', args: ['100'] }] });
     // The SDK waits through the whole outage.
     const waited = stack.client.wait(ids[0] as string);
     await waitFor('steps running in every job', async () =>
       ids.every((_, i) => existsSync(join(scratch, 'runs', `a${i}`))),
     );
+    await waitFor(
+      'the locked-out job running',
+      async () => (await stack.client.get(lockedOut))?.state === 'running',
+    );
+    await stack.redis.zrem(`${stack.namespace}:jobs:state:running`, lockedOut);
     await redis.crash();
     await waitFor('every service reports not ready', async () => (await readiness()).every((s) => s === 503));
     await new Promise((r) => setTimeout(r, OUTAGE_MS));
@@ -106,6 +116,9 @@ describe('Redis crash and restart under running jobs', () => {
       expect(lines, `job a${i}`).toEqual(['step-1', 'step-2', 'step-3']);
     }
     expect((await waited).state).toBe('succeeded');
+    const locked = (await waitAll(stack.client, [lockedOut], 60_000)).get(lockedOut);
+    expect(locked?.state).toBe('failed');
+    expect(locked?.reason).toMatch(/Redis user \S+ no longer exists/);
     expect(exited()).toEqual([]);
     await waitFor(
       'every service ready again',
