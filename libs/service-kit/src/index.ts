@@ -5,3 +5,4 @@ export * from './periodic-task.js';
 export * from './progress-watchdog.js';
 export * from './service-process.js';
 export * from './sleep.js';
+export * from './throttled-error-log.js';

@@ -14,6 +14,7 @@ import {
   loadEnvConfig,
   ProgressWatchdog,
   startHealthServer,
+  throttledErrorLog,
 } from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry, withJobSpan } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
@@ -37,6 +38,9 @@ async function main(): Promise<void> {
   const createRedisConn = createRedisFromEnv(env, 'worker', 'pod-lifecycle-create');
   const destroyRedisConn = createRedisFromEnv(env, 'worker', 'pod-lifecycle-destroy');
   const prefix = keys.bullPrefix;
+  // Connection errors surface as rejected commands; these only keep ioredis from printing each.
+  for (const client of [redis, createRedisConn, destroyRedisConn])
+    client.on('error', throttledErrorLog(logger, 'redis'));
 
   const installation = installationOf(env);
   const { backend, detection } = await createBackend({ redis: redis as Redis });
@@ -119,7 +123,7 @@ async function main(): Promise<void> {
     worker.on('failed', (job, err) =>
       logger.error({ queue: name, bullJobId: job?.id, err: err.message }, 'job failed'),
     );
-    worker.on('error', (err) => logger.error({ queue: name, err: err.message }, 'worker error'));
+    worker.on('error', throttledErrorLog(logger, `${name} worker`));
   }
   createWorker.on('failed', (job, err) => {
     failExhaustedStart({ store, destroyQueue, logger }, job, err).catch((e: Error) =>
@@ -152,7 +156,7 @@ async function main(): Promise<void> {
     : undefined;
   restorer?.start();
   for (const queue of [dispatchQueue, destroyQueue]) {
-    queue.on('error', (err) => logger.warn({ queue: queue.name, err: err.message }, 'queue error'));
+    queue.on('error', throttledErrorLog(logger, `${queue.name} queue`));
   }
 
   const health = await startHealthServer({

@@ -17,6 +17,7 @@ import {
   ProgressWatchdog,
   sleep,
   startHealthServer,
+  throttledErrorLog,
 } from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry } from '@sandstream/telemetry';
 import { Queue } from 'bullmq';
@@ -34,6 +35,8 @@ async function main(): Promise<void> {
   const metrics = createSandstreamMetrics();
   const keys = createKeySpace(env.SANDSTREAM_NAMESPACE);
   const redis = createRedisFromEnv(env, 'producer', 'reaper');
+  // Connection errors surface as rejected commands; this only keeps ioredis from printing each.
+  redis.on('error', throttledErrorLog(logger, 'redis'));
   let backend: SandboxBackend | undefined;
   if (env.REAPER_SANDBOXES === 'on') {
     const created = await createBackend({ redis: redis as Redis });
@@ -49,7 +52,7 @@ async function main(): Promise<void> {
     if (await candidate.supported()) acl = candidate;
   }
   const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keys.bullPrefix });
-  destroyQueue.on('error', (err) => logger.warn({ err: err.message }, 'destroy queue error'));
+  destroyQueue.on('error', throttledErrorLog(logger, 'destroy queue'));
   const dispatchKeys = new DispatchKeys(keys, env.COMPLETION_SHARDS);
   const installation = installationOf(env);
   const reaper = new Reaper({
@@ -98,6 +101,7 @@ async function main(): Promise<void> {
 
   const nats = env.NATS_URL ? await connect({ servers: env.NATS_URL, name: 'sandstream-reaper' }) : undefined;
   const relayRedis = nats ? createRedisFromEnv(env, 'worker', 'reaper-nats-relay') : undefined;
+  relayRedis?.on('error', throttledErrorLog(logger, 'relay redis'));
   const relay =
     nats && relayRedis
       ? new LifecycleRelay({

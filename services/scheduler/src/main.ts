@@ -5,6 +5,7 @@ import {
   loadEnvConfig,
   ProgressWatchdog,
   startHealthServer,
+  throttledErrorLog,
 } from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry, withJobSpan } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
@@ -24,6 +25,9 @@ async function main(): Promise<void> {
   const workerRedis = createRedisFromEnv(env, 'worker', 'scheduler-worker');
   const blockingRedis = createRedisFromEnv(env, 'worker', 'scheduler-waker');
   const prefix = keys.bullPrefix;
+  // Connection errors surface as rejected commands; these only keep ioredis from printing each.
+  for (const client of [redis, workerRedis, blockingRedis])
+    client.on('error', throttledErrorLog(logger, 'redis'));
 
   const store = new JobStore({ redis, keys });
   const leases = new SlotLeases({
@@ -104,9 +108,9 @@ async function main(): Promise<void> {
       logger.error({ bullJobId: job?.id, err: e.message }, 'could not end a job whose admission gave up'),
     );
   });
-  worker.on('error', (err) => logger.error({ err }, 'worker error'));
+  worker.on('error', throttledErrorLog(logger, 'jobs worker'));
   for (const queue of [jobsQueue, createQueue]) {
-    queue.on('error', (err) => logger.warn({ queue: queue.name, err: err.message }, 'queue error'));
+    queue.on('error', throttledErrorLog(logger, `${queue.name} queue`));
   }
   // /readyz fails a loop that stopped making progress.
   const watchdog = new ProgressWatchdog();

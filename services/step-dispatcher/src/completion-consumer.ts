@@ -69,6 +69,8 @@ export class CompletionConsumer {
     const groups = redis instanceof Cluster ? keys.allShards().map((s) => [s]) : [keys.allShards()];
     for (const shards of groups) {
       const reader = redis.duplicate();
+      // A duplicate has no listeners: read failures are handled (and logged) by the loop.
+      reader.on('error', () => {});
       this.readers.push(reader);
       this.loops.push(this.readLoop(reader, shards));
     }

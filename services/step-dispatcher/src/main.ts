@@ -14,7 +14,12 @@ import {
   type SandboxDestroyPayload,
   waitForRedis,
 } from '@sandstream/bus';
-import { GracefulShutdown, ProgressWatchdog, startHealthServer } from '@sandstream/service-kit';
+import {
+  GracefulShutdown,
+  ProgressWatchdog,
+  startHealthServer,
+  throttledErrorLog,
+} from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry, withJobSpan } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
@@ -43,6 +48,8 @@ async function main(): Promise<void> {
     overrides: { enableAutoPipelining: true },
   });
   const workerRedis = createRedisFromEnv(config, 'worker', `step-dispatcher-worker:${consumerName}`);
+  // Connection errors surface as rejected commands; these only keep ioredis from printing each.
+  for (const client of [redis, workerRedis]) client.on('error', throttledErrorLog(logger, 'redis'));
   await waitForRedis(redis);
 
   const jobStore = new JobStore({ redis, keys: keySpace });
@@ -84,8 +91,8 @@ async function main(): Promise<void> {
   );
   worker.on('failed', (job, err) => logger.error({ err, jobId: job?.data.jobId }, 'dispatch failed'));
   // BullMQ reports connection trouble here; it reconnects by itself.
-  worker.on('error', (err) => logger.warn({ err: err.message }, 'dispatch worker error'));
-  destroyQueue.on('error', (err) => logger.warn({ err: err.message }, 'destroy queue error'));
+  worker.on('error', throttledErrorLog(logger, 'dispatch worker'));
+  destroyQueue.on('error', throttledErrorLog(logger, 'destroy queue'));
 
   // /readyz fails a loop that stopped making progress (each beats after every completed round).
   const watchdog = new ProgressWatchdog();
