@@ -21,7 +21,7 @@ export class JobNotFoundError extends Error {
 export function isTransientRedisError(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   if (err.name === 'MaxRetriesPerRequestError') return true;
-  if (/LOADING|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|ENOTCONN/.test(err.message))
-    return true;
-  return err.name !== 'ReplyError';
+  return /LOADING|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|ENOTCONN|ENOTFOUND/.test(
+    err.message,
+  );
 }
