@@ -49,7 +49,7 @@ describe('PeriodicTask when its run rejects (Redis down)', () => {
       5,
       {
         name: 'test',
-        logger: { warn: (obj: unknown) => warned.push(obj), info: () => {} } as never,
+        logger: { warn: (fields) => warned.push(fields), info: () => {} },
         onProgress: () => {
           progress++;
           recovered();

@@ -1,9 +1,13 @@
-import type { Logger } from '@sandstream/telemetry';
+/** The two log levels a task uses (a pino Logger fits). */
+export interface TaskLogger {
+  warn(fields: object, message: string): void;
+  info(fields: object, message: string): void;
+}
 
 export interface PeriodicTaskOptions {
   /** Named in the log lines about failures and recovery. */
   name?: string;
-  logger?: Pick<Logger, 'warn' | 'info'>;
+  logger?: TaskLogger;
   /** Called after every run that resolved: the loop made progress (see ProgressWatchdog). */
   onProgress?: () => void;
   /** Upper bound of the pause after consecutive failures (default 5 s). */

@@ -1,5 +1,3 @@
-import type { Logger } from '@sandstream/telemetry';
-
 /**
  * An 'error' listener for Redis clients, BullMQ workers and queues that logs at most one line per
  * `intervalMs` (with how many it held back). While Redis is down they emit an error on every
@@ -8,7 +6,7 @@ import type { Logger } from '@sandstream/telemetry';
  * "[ioredis] Unhandled error event" with a stack trace for each attempt.
  */
 export function throttledErrorLog(
-  logger: Pick<Logger, 'warn'>,
+  logger: { warn(fields: object, message: string): void },
   what: string,
   intervalMs = 30_000,
 ): (err: Error) => void {

@@ -1,5 +1,6 @@
 import {
   createKeySpace,
+  type JobState,
   JobStore,
   parseJobSpec,
   SandboxAcl,
