@@ -8,6 +8,7 @@ import Dockerode from 'dockerode';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { SandboxLabels } from '../libs/sandbox/src/backend.js';
 import { createKubernetesBackend } from '../libs/sandbox/src/kubernetes/index.js';
 import { SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
 import { outputLines, waitAll } from './e2e/job-helpers.js';
@@ -115,6 +116,9 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
       DESTROY_GRACE_SECONDS: '3',
       REAPER_INTERVAL_SECONDS: '2',
       REAPER_JOB_GLOB: `${prefix}-*`,
+      // The reaper destroys only its own installation's orphans, after their grace.
+      SANDSTREAM_INSTALLATION: prefix,
+      REAPER_SANDBOX_GRACE_SECONDS: '2',
     });
   }, 240_000);
 
@@ -186,7 +190,10 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
       const ref = await backend.create({
         jobId,
         tenant: 'e2e',
-        spec: SandboxSpecSchema.parse({ image: images.busybox }),
+        spec: SandboxSpecSchema.parse({
+          image: images.busybox,
+          labels: { [SandboxLabels.installation]: prefix },
+        }),
         agent: { redisUrl, keyStyle: 'tagged', heartbeatIntervalMs: 200 },
       });
       // No waitReady: the reaper may well take the pod before its agent is up.

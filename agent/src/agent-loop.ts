@@ -10,6 +10,7 @@ import {
   StepResultSchema,
 } from '@sandstream/wire';
 import type { ChainableCommander } from 'ioredis';
+import { AuthFailureClock, isAuthError } from './auth-failure.js';
 import { ControlWatcher } from './control-watcher.js';
 import { EventPublisher } from './event-publisher.js';
 import { ExitCode } from './exit-codes.js';
@@ -23,6 +24,12 @@ import { withinMs } from './within-ms.js';
 
 /** The shortest time the agent waits for Redis at boot before giving up (exit 3). */
 const MIN_BOOT_WAIT_MS = 5000;
+
+/** Default of --auth-retry-seconds (see config.ts). */
+const DEFAULT_AUTH_RETRY_MS = 120_000;
+
+/** Pause between pops while Redis refuses our credentials (the connection reconnects meanwhile). */
+const AUTH_RETRY_PAUSE_MS = 500;
 
 /** How long cleanup waits for Redis before giving up on a tidy exit. */
 const CLEANUP_WAIT_MS = 2000;
@@ -39,6 +46,8 @@ export interface AgentLoopOptions {
   idleTimeoutSeconds: number;
   maxIdleWaits: number;
   heartbeatIntervalMs: number;
+  /** How long Redis may refuse our credentials (WRONGPASS/NOAUTH) before the agent gives up (exit 3). */
+  authRetryMs?: number;
   eventBufferLines: number;
   eventBufferBytes: number;
   notifyStream?: string | undefined;
@@ -63,9 +72,11 @@ export class AgentLoop {
   private readonly heartbeat: Heartbeat;
   private readonly control: ControlWatcher;
   private readonly results: ResultSink;
+  private readonly auth: AuthFailureClock;
 
   constructor(private readonly options: AgentLoopOptions) {
     const { connections, keys, log } = options;
+    this.auth = new AuthFailureClock(options.authRetryMs ?? DEFAULT_AUTH_RETRY_MS);
     this.heartbeat = new Heartbeat({
       redis: connections.writer,
       key: keys.heartbeat,
@@ -86,6 +97,7 @@ export class AgentLoop {
       notifyStream: options.notifyStream,
       notifyStreamMaxLength: options.notifyStreamMaxLength,
       log,
+      auth: this.auth,
     });
   }
 
@@ -159,8 +171,19 @@ export class AgentLoop {
       let popped: [string, string] | null;
       try {
         popped = await connections.steps.brpop(keys.in, idleTimeoutSeconds);
+        this.auth.succeeded();
       } catch (err) {
         if (this.stopping) break;
+        if (isAuthError(err)) {
+          // Redis is back but our user is not (yet): not idle time and not bad input. Wait for
+          // the service to re-create it; give up (exit 3) only after the clock's limit.
+          if (!this.auth.failing)
+            log.warn('Redis refuses our credentials; retrying', { error: (err as Error).message });
+          this.auth.failed();
+          this.auth.assertNotExpired();
+          await new Promise((resolve) => setTimeout(resolve, AUTH_RETRY_PAUSE_MS));
+          continue;
+        }
         if ((err as Error).name !== 'ReplyError') throw err;
         // Redis refused the pop (e.g. WRONGTYPE: someone wrote a string to `:in`). That is bad
         // input, not a reason to die: wait one idle period, count it as idle, and try again.
@@ -235,6 +258,7 @@ export class AgentLoop {
       maxBufferedLines: this.options.eventBufferLines,
       maxBufferedBytes: this.options.eventBufferBytes,
       log,
+      auth: this.auth,
     });
     events.started();
     let outcome: StepOutcome;

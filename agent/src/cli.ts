@@ -112,6 +112,7 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
     idleTimeoutSeconds: config.idleTimeoutSeconds,
     maxIdleWaits: config.maxIdleWaits,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
+    authRetryMs: config.authRetrySeconds * 1000,
     eventBufferLines: config.eventBufferLines,
     eventBufferBytes: config.eventBufferBytes,
     notifyStream: config.notifyStream,

@@ -24,6 +24,7 @@ export const ENV_FOR_FLAG = {
   'idle-timeout-seconds': 'AGENT_IDLE_TIMEOUT_SECONDS',
   'max-idle-waits': 'AGENT_MAX_IDLE_WAITS',
   'heartbeat-interval-ms': 'AGENT_HEARTBEAT_INTERVAL_MS',
+  'auth-retry-seconds': 'AGENT_AUTH_RETRY_SECONDS',
   'event-buffer-lines': 'AGENT_EVENT_BUFFER_LINES',
   'event-buffer-bytes': 'AGENT_EVENT_BUFFER_BYTES',
   spawner: 'AGENT_SPAWNER',
@@ -94,6 +95,13 @@ const RunConfigSchema = z.object({
     .default(60),
   maxIdleWaits: intFlag('max-idle-waits', 1, 1_000_000).default(5),
   heartbeatIntervalMs: intFlag('heartbeat-interval-ms', 50, 3_600_000).default(2000),
+  /**
+   * How long Redis may refuse the sandbox's credentials (WRONGPASS/NOAUTH) before the agent gives
+   * up with exit 3. After a Redis restart the sandbox users are re-created within seconds
+   * (pod-lifecycle); two minutes leave room for a slow service without keeping a sandbox whose
+   * user is gone for good.
+   */
+  authRetrySeconds: intFlag('auth-retry-seconds', 1, 86_400).default(120),
   eventBufferLines: intFlag('event-buffer-lines', 100, 10_000_000).default(DEFAULT_EVENT_BUFFER_LINES),
   eventBufferBytes: intFlag('event-buffer-bytes', 64 * 1024, 1024 * 1024 * 1024).default(
     DEFAULT_EVENT_BUFFER_BYTES,
@@ -123,6 +131,7 @@ const FLAG_KEYS: Record<Flag, keyof z.input<typeof RunConfigSchema> | 'inject'> 
   'idle-timeout-seconds': 'idleTimeoutSeconds',
   'max-idle-waits': 'maxIdleWaits',
   'heartbeat-interval-ms': 'heartbeatIntervalMs',
+  'auth-retry-seconds': 'authRetrySeconds',
   'event-buffer-lines': 'eventBufferLines',
   'event-buffer-bytes': 'eventBufferBytes',
   spawner: 'spawner',
@@ -155,6 +164,7 @@ export function parseConfig(
         'idle-timeout-seconds': { type: 'string' },
         'max-idle-waits': { type: 'string' },
         'heartbeat-interval-ms': { type: 'string' },
+        'auth-retry-seconds': { type: 'string' },
         'event-buffer-lines': { type: 'string' },
         'event-buffer-bytes': { type: 'string' },
         spawner: { type: 'string' },

@@ -31,15 +31,19 @@ export class ControlWatcher {
   private async run(): Promise<void> {
     const { redis, key, log, onMessage } = this.options;
     const timeout = this.options.popTimeoutSeconds ?? 5;
+    let failing = false;
     while (!this.stopped) {
       let popped: [string, string] | null;
       try {
         popped = await redis.brpop(key, timeout);
+        failing = false;
       } catch (err) {
         if (this.stopped) return;
         // A connection-level failure is retried by ioredis; anything else (e.g. WRONGTYPE because
-        // someone wrote a string there) must not spin, so back off briefly.
-        log.warn('control pop failed', { key, error: (err as Error).message });
+        // someone wrote a string there, or WRONGPASS while Redis restarts without our user) must
+        // not spin, so back off briefly — and log once per streak, not every half second.
+        if (!failing) log.warn('control pop failed', { key, error: (err as Error).message });
+        failing = true;
         await new Promise((resolve) => setTimeout(resolve, 500));
         continue;
       }

@@ -7,6 +7,7 @@ import {
   StreamLimits,
 } from '@sandstream/wire';
 import type { ChainableCommander, Redis } from 'ioredis';
+import { type AuthFailureClock, isAuthError } from './auth-failure.js';
 import type { Logger } from './logger.js';
 import { fitsOneEvent, splitLine } from './split-line.js';
 
@@ -39,6 +40,8 @@ export interface EventPublisherOptions {
   /** How many pipelined writes may wait for their replies at once. */
   maxWritesInFlight?: number;
   streamMaxLength?: number;
+  /** When given, a write Redis refuses for our credentials (WRONGPASS) is repeated until the clock gives up. */
+  auth?: AuthFailureClock;
 }
 
 /**
@@ -303,13 +306,19 @@ export class EventPublisher {
 
   private async write(batch: StepEvent[]): Promise<void> {
     if (batch.length === 0) return;
-    const { redis, key, log } = this.options;
-    const pipeline = redis.pipeline();
-    for (const event of batch) this.appendXadd(pipeline, event);
-    try {
+    const { redis, key, log, auth } = this.options;
+    const send = async () => {
+      const pipeline = redis.pipeline();
+      for (const event of batch) this.appendXadd(pipeline, event);
       const replies = await pipeline.exec();
       const failed = replies?.find(([err]) => err);
+      // A refusal of our credentials rejects every command of the pipeline, so none was
+      // written: throwing it lets the clock send the whole batch again once we are let in.
+      if (failed && auth && isAuthError(failed[0])) throw failed[0];
       if (failed) log.warn('event write failed', { key, error: String(failed[0]) });
+    };
+    try {
+      await (auth ? auth.retry(send) : send());
     } catch (err) {
       log.warn('event write failed', { key, error: (err as Error).message });
     }

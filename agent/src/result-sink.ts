@@ -1,5 +1,6 @@
 import { encodeCompletionNotice, type StepResult } from '@sandstream/wire';
 import type { ChainableCommander, Redis } from 'ioredis';
+import { type AuthFailureClock, isAuthError } from './auth-failure.js';
 import type { Logger } from './logger.js';
 
 export interface ResultSinkOptions {
@@ -11,6 +12,8 @@ export interface ResultSinkOptions {
   notifyStream?: string | undefined;
   notifyStreamMaxLength: number;
   log: Logger;
+  /** When given, a delivery Redis refuses for our credentials (WRONGPASS) is repeated until the clock gives up. */
+  auth?: AuthFailureClock;
 }
 
 /**
@@ -28,6 +31,17 @@ export class ResultSink {
    * logged, like any event write; only the result's own failure is thrown.
    */
   async deliver(result: StepResult, leading?: (pipeline: ChainableCommander) => void): Promise<void> {
+    const { auth } = this.options;
+    if (!auth) return this.deliverOnce(result, leading);
+    // A refusal rejects the whole pipeline (nothing was written), so sending it again cannot
+    // push the result twice.
+    return auth.retry(() => this.deliverOnce(result, leading));
+  }
+
+  private async deliverOnce(
+    result: StepResult,
+    leading?: (pipeline: ChainableCommander) => void,
+  ): Promise<void> {
     const { redis, resultsKey, jobId, notifyStream, notifyStreamMaxLength } = this.options;
     const pipeline = redis.pipeline();
     if (leading) leading(pipeline);
@@ -42,6 +56,7 @@ export class ResultSink {
     const [leadingError] = leading ? (replies[0] ?? [null]) : [null];
     if (leadingError) this.options.log.warn('event write failed', { error: String(leadingError) });
     const [resultError] = replies[first] ?? [null];
+    if (resultError && isAuthError(resultError)) throw resultError;
     if (resultError)
       throw new Error(`writing the result of step ${result.stepId} failed: ${String(resultError)}`);
     // The notice only saves a reader a poll; a broken shared stream must not stop this agent.

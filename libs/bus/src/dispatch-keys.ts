@@ -68,6 +68,11 @@ export class DispatchKeys {
     return this.keySpace.lock(`dispatch:${name}`);
   }
 
+  /** ZSET of live dispatcher instances (DispatcherPresence), scored by their last stamp. */
+  dispatchersAlive(): string {
+    return `${this.namespace}:dispatchers:alive`;
+  }
+
   allShards(): number[] {
     return Array.from({ length: this.shards }, (_, i) => i);
   }

@@ -1,6 +1,8 @@
 export * from './cancel-signal.js';
 export * from './cluster-agent-route.js';
 export * from './dispatch-keys.js';
+export * from './dispatcher-presence.js';
+export * from './installation.js';
 export * from './job-spec.js';
 export * from './job-state.js';
 export * from './job-store.js';
@@ -11,5 +13,6 @@ export * from './queues.js';
 export * from './redis-connection.js';
 export * from './redis-safety.js';
 export * from './sandbox-acl.js';
+export * from './sandbox-user-record.js';
 export * from './scan-keys.js';
 export * from './slot-leases.js';

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import type { KeySpace } from './key-space.js';
 import type { RedisClient } from './redis-connection.js';
@@ -32,6 +32,17 @@ export interface SandboxCredentials {
   username: string;
   /** Secret: goes into the agent's REDIS_URL only, never into logs or Redis. */
   password: string;
+  /**
+   * SHA-256 of the password, as `ACL SETUSER … #<hash>` takes it: kept with the job record so
+   * the user can be re-created after a Redis restart (ACL users are not in the AOF) without the
+   * password ever being stored.
+   */
+  passwordHash: string;
+}
+
+/** The SHA-256 (hex) of a password, the form Redis keeps and `#<hash>` accepts. */
+export function aclPasswordHash(password: string): string {
+  return createHash('sha256').update(password).digest('hex');
 }
 
 /** The ACL rules of one sandbox's user: its own keys, write-only XADD to its notify stream, nothing else. */
@@ -39,12 +50,12 @@ export function sandboxAclRules(
   keys: KeySpace,
   jobId: string,
   notifyStream: string,
-  password: string,
+  password: { password: string } | { hash: string },
 ): string[] {
   return [
     'reset',
     'on',
-    `>${password}`,
+    'password' in password ? `>${password.password}` : `#${password.hash}`,
     `~${keys.sandboxPrefix(jobId)}*`,
     `%W~${notifyStream}`,
     'resetchannels',
@@ -90,9 +101,25 @@ export class SandboxAcl {
   async create(jobId: string, notifyStream: string): Promise<SandboxCredentials> {
     const username = this.username(jobId);
     const password = randomBytes(24).toString('hex');
-    const rules = sandboxAclRules(this.keys, jobId, notifyStream, password);
+    const rules = sandboxAclRules(this.keys, jobId, notifyStream, { password });
     await Promise.all(nodesOf(this.redis).map((node) => node.call('ACL', 'SETUSER', username, ...rules)));
-    return { username, password };
+    return { username, password, passwordHash: aclPasswordHash(password) };
+  }
+
+  /**
+   * Re-creates a user that Redis lost (a restart: ACL users live outside the AOF) with the same
+   * rules and the kept password hash, so the running agent's credentials work again.
+   */
+  async restore(jobId: string, notifyStream: string, passwordHash: string): Promise<void> {
+    const rules = sandboxAclRules(this.keys, jobId, notifyStream, { hash: passwordHash });
+    await Promise.all(
+      nodesOf(this.redis).map((node) => node.call('ACL', 'SETUSER', this.username(jobId), ...rules)),
+    );
+  }
+
+  /** True when the sandbox's user exists (on the first node; they are created on all at once). */
+  async exists(jobId: string): Promise<boolean> {
+    return (await nodesOf(this.redis)[0]!.call('ACL', 'GETUSER', this.username(jobId))) !== null;
   }
 
   /** Idempotent. Also disconnects the user's live connections (Redis does that on DELUSER). */

@@ -63,6 +63,12 @@ export const FollowOptionsSchema = strictObject({
   signal,
   /** Yield state changes only (what wait() needs). */
   statesOnly: z.boolean().optional(),
+  /**
+   * Give up when Redis stays unreachable this long, rethrowing the connection error. Default:
+   * wait it out however long it lasts (services and SDK users ride through outages; a CLI
+   * with a person waiting in front of it sets a bound).
+   */
+  outageLimitMs: z.number().positive().optional(),
 });
 export type FollowOptions = z.input<typeof FollowOptionsSchema>;
 

@@ -30,6 +30,7 @@ import {
   WaitOptionsSchema,
 } from './client-options.js';
 import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
+import { isTransientRedisError, JobNotFoundError } from './job-not-found.js';
 import { SchedulerPresence } from './scheduler-presence.js';
 import { withSubmitSpan } from './submit-span.js';
 
@@ -37,6 +38,18 @@ export * from './client-options.js';
 
 export class WaitTimeoutError extends Error {
   override readonly name = 'WaitTimeoutError';
+}
+
+function abortableSleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 /** How long a blocking read waits before re-checking the record (covers a trimmed stream). */
@@ -153,7 +166,8 @@ export class SandstreamClient {
       if (record && isTerminal(record.state)) return record;
       if (Date.now() >= deadline)
         throw new WaitTimeoutError(`job ${jobId} not finished after ${options.timeoutMs} ms`);
-      throw new Error(`job ${jobId} ${record ? `is ${record.state}` : 'does not exist'}`);
+      if (!record) throw new JobNotFoundError(jobId, true);
+      throw new Error(`job ${jobId} is ${record.state}`);
     } finally {
       if (timer) clearTimeout(timer);
     }
@@ -163,6 +177,10 @@ export class SandstreamClient {
    * Yields the job's timeline (state changes, step boundaries, output lines) from the start of
    * its events stream, or after `from`; ends after the terminal state. Uses its own connection
    * for the blocking reads, so several follows can run at once.
+   *
+   * A Redis outage does not end it: reads are retried with backoff (up to 2 s apart) until Redis
+   * answers again or `signal` aborts. A job whose record is gone ends it with JobNotFoundError
+   * (`vanished` when the job had been seen: Redis lost its data).
    */
   async *follow(
     jobId: string,
@@ -171,14 +189,20 @@ export class SandstreamClient {
     const options = parseOptions(FollowOptionsSchema, followOptions, 'follow options');
     const stream = this.keys.sandbox(jobId).events;
     const reader = this.redis.duplicate();
-    // A failed read rejects xread below; the listener only keeps ioredis from printing it too.
+    // Connection errors surface as rejected reads, retried below; without a listener ioredis
+    // would print each reconnect attempt as an "Unhandled error event".
     reader.on('error', () => {});
     const abort = () => reader.disconnect();
     options.signal?.addEventListener('abort', abort, { once: true });
     let cursor = options.from ?? '0-0';
+    // Resuming from a cursor means the job was seen; otherwise the first entry proves it.
+    let seen = options.from !== undefined;
+    let failures = 0;
+    let outageSince: number | undefined;
     try {
       while (!options.signal?.aborted) {
         let reply: [string, [string, string[]][]][] | null;
+        let state: string | null = null;
         try {
           reply = (await reader.xread(
             'COUNT',
@@ -189,11 +213,22 @@ export class SandstreamClient {
             stream,
             cursor,
           )) as typeof reply;
+          if ((reply?.[0]?.[1] ?? []).length === 0)
+            state = await this.redis.hget(this.keys.job(jobId), 'state');
+          failures = 0;
+          outageSince = undefined;
         } catch (err) {
           if (options.signal?.aborted) return;
-          throw err;
+          if (!isTransientRedisError(err)) throw err;
+          outageSince ??= Date.now();
+          if (options.outageLimitMs !== undefined && Date.now() - outageSince >= options.outageLimitMs)
+            throw err;
+          failures++;
+          await abortableSleep(Math.min(100 * 2 ** Math.min(failures, 5), 2000), options.signal);
+          continue;
         }
         const entries = reply?.[0]?.[1] ?? [];
+        if (entries.length > 0) seen = true;
         for (const [id, fields] of entries) {
           cursor = id;
           const item = decodeFollowEntry(id, fields);
@@ -204,10 +239,15 @@ export class SandstreamClient {
         }
         if (entries.length === 0) {
           // Nothing new: the terminal entry may have been trimmed away or the job deleted.
-          const state = await this.redis.hget(this.keys.job(jobId), 'state');
-          if (state === null) throw new Error(`job ${jobId} does not exist`);
+          if (state === null) throw new JobNotFoundError(jobId, seen);
           if (isTerminal(state as JobState)) {
-            const more = (await this.redis.xread('COUNT', 1, 'STREAMS', stream, cursor)) as typeof reply;
+            const more = (await this.redis
+              .xread('COUNT', 1, 'STREAMS', stream, cursor)
+              // Redis went away between the two reads: the next round reads again.
+              .catch((err: unknown) => (isTransientRedisError(err) ? undefined : Promise.reject(err)))) as
+              | typeof reply
+              | undefined;
+            if (more === undefined) continue;
             if (!more || more[0]?.[1].length === 0) {
               yield { type: 'state', cursor, from: null, to: state as JobState, terminal: true };
               return;

@@ -105,4 +105,9 @@ export const SandboxLabels = {
   keyStyle: 'sandstream.dev/key-style',
   /** Name of the template the spec was resolved from. */
   template: 'sandstream.dev/template',
+  /**
+   * The installation that created the sandbox (SANDSTREAM_INSTALLATION): a reaper destroys only
+   * orphans carrying its own, so installations sharing an engine never touch each other's.
+   */
+  installation: 'sandstream.dev/installation',
 } as const;

@@ -8,6 +8,8 @@ export interface LeaseKeeperOptions {
   logger: Logger;
   /** Renewal period; a third of the lease length leaves two missed rounds of slack. */
   intervalMs: number;
+  /** Called after every completed pass (see ProgressWatchdog). */
+  onProgress?: () => void;
 }
 
 /**
@@ -53,13 +55,22 @@ export class LeaseKeeper {
 
   private async run(): Promise<void> {
     const signal = this.controller.signal;
+    let failures = 0;
     while (!signal.aborted) {
+      let pause = this.options.intervalMs;
       try {
         await this.renewAll();
+        if (failures > 0) this.options.logger.info({ failures }, 'lease renewal works again');
+        failures = 0;
+        this.options.onProgress?.();
       } catch (err) {
-        this.options.logger.warn({ err }, 'lease renewal pass failed');
+        // One line per outage, not one per pass; retry sooner than a full interval, at most every 5 s.
+        if (failures === 0)
+          this.options.logger.warn({ err: (err as Error).message }, 'lease renewal pass failed');
+        failures++;
+        pause = Math.min(pause, 1000 * failures, 5000);
       }
-      await sleep(this.options.intervalMs, signal);
+      await sleep(pause, signal);
     }
   }
 }

@@ -2,6 +2,7 @@ import {
   createKeySpace,
   createRedisFromEnv,
   DispatchKeys,
+  installationOf,
   JobStore,
   QueueNames,
   SandboxAcl,
@@ -9,13 +10,20 @@ import {
   warnAboutRedis,
 } from '@sandstream/bus';
 import { createBackend } from '@sandstream/sandbox';
-import { GracefulShutdown, loadEnvConfig, startHealthServer } from '@sandstream/service-kit';
+import {
+  GracefulShutdown,
+  loadEnvConfig,
+  ProgressWatchdog,
+  startHealthServer,
+  throttledErrorLog,
+} from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry, withJobSpan } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
+import { SandboxUserRestorer } from './sandbox-user-restorer.js';
 import { failExhaustedStart } from './start-failure.js';
 import { createStartProcessor } from './start-sandbox.js';
 
@@ -32,7 +40,11 @@ async function main(): Promise<void> {
   const createRedisConn = createRedisFromEnv(env, 'worker', 'pod-lifecycle-create');
   const destroyRedisConn = createRedisFromEnv(env, 'worker', 'pod-lifecycle-destroy');
   const prefix = keys.bullPrefix;
+  // Connection errors surface as rejected commands; these only keep ioredis from printing each.
+  for (const client of [redis, createRedisConn, destroyRedisConn])
+    client.on('error', throttledErrorLog(logger, 'redis'));
 
+  const installation = installationOf(env);
   const { backend, detection } = await createBackend({ redis: redis as Redis });
   logger.info({ backend: detection.kind, why: detection.reason }, 'sandbox backend selected');
 
@@ -69,6 +81,7 @@ async function main(): Promise<void> {
     dispatchQueue,
     destroyQueue,
     logger,
+    installation,
     onStarted: (seconds, kind) => {
       metrics.sandboxStartSeconds.record(seconds, { backend: kind });
       metrics.activeSandboxes.add(1, { backend: kind });
@@ -112,21 +125,48 @@ async function main(): Promise<void> {
     worker.on('failed', (job, err) =>
       logger.error({ queue: name, bullJobId: job?.id, err: err.message }, 'job failed'),
     );
-    worker.on('error', (err) => logger.error({ queue: name, err: err.message }, 'worker error'));
+    worker.on('error', throttledErrorLog(logger, `${name} worker`));
   }
   createWorker.on('failed', (job, err) => {
     failExhaustedStart({ store, destroyQueue, logger }, job, err).catch((e: Error) =>
       logger.error({ bullJobId: job?.id, err: e.message }, 'could not end a job whose start gave up'),
     );
   });
-  const keeper = new LeaseKeeper({ leases, store, logger, intervalMs: (env.LEASE_SECONDS * 1000) / 3 });
+  // /readyz fails a loop that stopped making progress.
+  const watchdog = new ProgressWatchdog();
+  const renewEveryMs = (env.LEASE_SECONDS * 1000) / 3;
+  const keeper = new LeaseKeeper({
+    leases,
+    store,
+    logger,
+    intervalMs: renewEveryMs,
+    onProgress: watchdog.track('lease-keeper', Math.max(renewEveryMs * 5, 20_000)),
+  });
   keeper.start();
+  const restorer = acl
+    ? new SandboxUserRestorer({
+        redis,
+        keys,
+        acl,
+        logger,
+        intervalMs: env.SANDBOX_ACL_RESTORE_SECONDS * 1000,
+        onProgress: watchdog.track(
+          'sandbox-user-restore',
+          Math.max(env.SANDBOX_ACL_RESTORE_SECONDS * 5000, 20_000),
+        ),
+      })
+    : undefined;
+  restorer?.start();
+  for (const queue of [dispatchQueue, destroyQueue]) {
+    queue.on('error', throttledErrorLog(logger, `${queue.name} queue`));
+  }
 
   const health = await startHealthServer({
     port: env.HEALTH_PORT,
     checks: {
       redis: async () => (await redis.ping()) === 'PONG',
       workers: async () => createWorker.isRunning() && destroyWorker.isRunning(),
+      ...watchdog.checks(),
     },
   });
   const shutdown = new GracefulShutdown({ logger, timeoutMs: 60_000 });
@@ -136,6 +176,7 @@ async function main(): Promise<void> {
     await Promise.all([createWorker.close(), destroyWorker.close()]);
   });
   shutdown.add('lease keeper', () => keeper.stop());
+  if (restorer) shutdown.add('sandbox user restore', () => restorer.stop());
   shutdown.add('queues', async () => {
     await Promise.all([dispatchQueue.close(), destroyQueue.close()]);
   });
@@ -146,7 +187,7 @@ async function main(): Promise<void> {
   shutdown.add('health server', () => health.close());
   shutdown.add('telemetry', () => telemetry.shutdown());
   logger.info(
-    { healthPort: health.port, acl: acl !== null, namespace: keys.namespace },
+    { healthPort: health.port, acl: acl !== null, namespace: keys.namespace, installation },
     'pod-lifecycle started',
   );
 }

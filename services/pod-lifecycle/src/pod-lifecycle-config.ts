@@ -1,8 +1,8 @@
-import { DEFAULT_COMPLETION_SHARDS, RedisEnvSchema } from '@sandstream/bus';
+import { DEFAULT_COMPLETION_SHARDS, InstallationEnvSchema, RedisEnvSchema } from '@sandstream/bus';
 import { intVar, portVar } from '@sandstream/service-kit';
 import { z } from 'zod';
 
-export const PodLifecycleEnvSchema = RedisEnvSchema.extend({
+export const PodLifecycleEnvSchema = RedisEnvSchema.extend(InstallationEnvSchema.shape).extend({
   SANDSTREAM_NAMESPACE: z
     .string()
     .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-"')
@@ -33,6 +33,8 @@ export const PodLifecycleEnvSchema = RedisEnvSchema.extend({
   /** Time the agent gets to exit after its shutdown step before it is killed. */
   DESTROY_GRACE_SECONDS: intVar(0, 600, 10),
   COMPLETION_SHARDS: intVar(1, 1024, DEFAULT_COMPLETION_SHARDS),
+  /** Safety-net period of the sandbox user restore (it also runs on every reconnect). */
+  SANDBOX_ACL_RESTORE_SECONDS: intVar(1, 3600, 30),
   HEALTH_PORT: portVar(8082),
 });
 export type PodLifecycleEnv = z.output<typeof PodLifecycleEnvSchema>;

@@ -8,12 +8,14 @@ import {
   JobStore,
   parseJobSpec,
   QueueNames,
+  readSandboxUser,
   SandboxAcl,
   SlotLeases,
 } from '@sandstream/bus';
 import {
   type CreateSandboxRequest,
   InProcessBackend,
+  SandboxLabels,
   type SandboxRef,
   SandboxStartError,
 } from '@sandstream/sandbox';
@@ -60,6 +62,7 @@ beforeAll(async () => {
     dispatchQueue,
     destroyQueue,
     logger,
+    installation: 'lifecycle-test',
   });
   startWorker = new Worker(QueueNames.sandboxCreate, (job) => start(job), {
     connection: workerRedis,
@@ -125,6 +128,10 @@ describe('pod-lifecycle', () => {
     // The agent authenticated as the sandbox user, not as the service.
     const clients = (await redis.call('CLIENT', 'LIST')) as string;
     expect(clients).toContain(`user=${acl.username(jobId)}`);
+    // Labelled with its installation, and its user's hash kept for a restore after a restart.
+    const listed = (await backend.list()).find((s) => s.jobId === jobId);
+    expect(listed?.labels[SandboxLabels.installation]).toBe('lifecycle-test');
+    expect(await readSandboxUser(redis, keys, jobId)).toMatchObject({ username: acl.username(jobId) });
 
     // The real agent, restricted by the ACL, can still do its whole job: run a step, report, notify.
     const sk = keys.sandbox(jobId);
@@ -207,6 +214,7 @@ describe('pod-lifecycle', () => {
       dispatchQueue,
       destroyQueue,
       logger,
+      installation: 'lifecycle-test',
     });
     const jobId = await scheduledJob('quota');
     const queue = new Queue(`retry-${suffix}`, { connection: redis, prefix });

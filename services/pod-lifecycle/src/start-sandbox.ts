@@ -12,9 +12,15 @@ import {
   type SandboxCredentials,
   type SandboxDestroyPayload,
   type SlotLeases,
+  saveSandboxUser,
   urlWithCredentials,
 } from '@sandstream/bus';
-import { type SandboxBackend, SandboxSpecSchema, SandboxStartError } from '@sandstream/sandbox';
+import {
+  type SandboxBackend,
+  SandboxLabels,
+  SandboxSpecSchema,
+  SandboxStartError,
+} from '@sandstream/sandbox';
 import { injectTraceContext, type Logger, withSpan } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import type { Job, Queue } from 'bullmq';
@@ -36,6 +42,8 @@ export interface StartDeps {
   logger: Logger;
   /** Extra environment for the agent (its OTLP endpoint, so step spans join the job's trace). */
   agentEnv?: Record<string, string>;
+  /** This installation's id, put on every sandbox as a label (the reaper's orphan pass reads it). */
+  installation: string;
   /** Called with the create-to-ready latency of each started sandbox. */
   onStarted?: (seconds: number, backend: string) => void;
 }
@@ -141,7 +149,15 @@ export function createStartProcessor(deps: StartDeps) {
     let credentials: SandboxCredentials | undefined;
     const started = Date.now();
     try {
-      if (deps.acl) credentials = await deps.acl.create(jobId, notifyStream);
+      if (deps.acl) {
+        credentials = await deps.acl.create(jobId, notifyStream);
+        // Kept so the user can be re-created after a Redis restart (SandboxUserRestorer).
+        await saveSandboxUser(deps.redis, deps.keys, jobId, {
+          username: credentials.username,
+          notifyStream,
+          passwordHash: credentials.passwordHash,
+        });
+      }
       const sandboxAttributes = {
         'sandstream.job.id': jobId,
         'sandstream.sandbox.backend': deps.backend.kind,
@@ -151,7 +167,10 @@ export function createStartProcessor(deps: StartDeps) {
         deps.backend.create({
           jobId,
           tenant: payload.tenant,
-          spec: spec.data,
+          spec: {
+            ...spec.data,
+            labels: { ...spec.data.labels, [SandboxLabels.installation]: deps.installation },
+          },
           agent: {
             redisUrl: urlWithCredentials(route.redisUrl, credentials),
             keyStyle: 'tagged',

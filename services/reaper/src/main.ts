@@ -2,7 +2,9 @@ import { hostname } from 'node:os';
 import {
   createKeySpace,
   createRedisFromEnv,
+  DispatcherPresence,
   DispatchKeys,
+  installationOf,
   JobStore,
   QueueNames,
   SandboxAcl,
@@ -10,7 +12,14 @@ import {
   warnAboutRedis,
 } from '@sandstream/bus';
 import { createBackend, type SandboxBackend } from '@sandstream/sandbox';
-import { GracefulShutdown, loadEnvConfig, sleep, startHealthServer } from '@sandstream/service-kit';
+import {
+  GracefulShutdown,
+  loadEnvConfig,
+  ProgressWatchdog,
+  sleep,
+  startHealthServer,
+  throttledErrorLog,
+} from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry } from '@sandstream/telemetry';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -28,6 +37,8 @@ async function main(): Promise<void> {
   const keys = createKeySpace(env.SANDSTREAM_NAMESPACE);
   const redis = createRedisFromEnv(env, 'producer', 'reaper');
   warnAboutRedis(redis, (message) => logger.warn(message));
+  // Connection errors surface as rejected commands; this only keeps ioredis from printing each.
+  redis.on('error', throttledErrorLog(logger, 'redis'));
   let backend: SandboxBackend | undefined;
   if (env.REAPER_SANDBOXES === 'on') {
     const created = await createBackend({ redis: redis as Redis });
@@ -43,6 +54,9 @@ async function main(): Promise<void> {
     if (await candidate.supported()) acl = candidate;
   }
   const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keys.bullPrefix });
+  destroyQueue.on('error', throttledErrorLog(logger, 'destroy queue'));
+  const dispatchKeys = new DispatchKeys(keys, env.COMPLETION_SHARDS);
+  const installation = installationOf(env);
   const reaper = new Reaper({
     redis,
     keys,
@@ -54,7 +68,7 @@ async function main(): Promise<void> {
       tenantLimit: Number.MAX_SAFE_INTEGER,
       leaseMs: env.LEASE_SECONDS * 1000,
     }),
-    dispatchKeys: new DispatchKeys(keys, env.COMPLETION_SHARDS),
+    dispatchKeys,
     logger,
     ...(backend ? { backend } : {}),
     ...(acl ? { acl } : {}),
@@ -64,6 +78,11 @@ async function main(): Promise<void> {
     sandboxGraceMs: env.REAPER_SANDBOX_GRACE_SECONDS * 1000,
     startingTimeoutMs: env.REAPER_STARTING_TIMEOUT_SECONDS * 1000,
     heartbeatGraceMs: env.REAPER_HEARTBEAT_GRACE_SECONDS * 1000,
+    dispatchers: {
+      presence: new DispatcherPresence(redis, dispatchKeys),
+      absentMs: env.REAPER_DISPATCHER_ABSENT_SECONDS * 1000,
+    },
+    installation,
     jobIdGlob: env.REAPER_JOB_GLOB,
     scanCount: env.REAPER_SCAN_COUNT,
     pauseMs: env.REAPER_PAUSE_MS,
@@ -84,6 +103,7 @@ async function main(): Promise<void> {
 
   const nats = env.NATS_URL ? await connect({ servers: env.NATS_URL, name: 'sandstream-reaper' }) : undefined;
   const relayRedis = nats ? createRedisFromEnv(env, 'worker', 'reaper-nats-relay') : undefined;
+  relayRedis?.on('error', throttledErrorLog(logger, 'relay redis'));
   const relay =
     nats && relayRedis
       ? new LifecycleRelay({
@@ -98,17 +118,26 @@ async function main(): Promise<void> {
   relay?.start();
 
   let lastPassOk = true;
+  const watchdog = new ProgressWatchdog();
+  const passDone = watchdog.track('reaper-pass', Math.max(env.REAPER_INTERVAL_SECONDS * 5000, 60_000));
   const shutdown = new GracefulShutdown({ logger });
   const loop = (async () => {
+    let failures = 0;
     while (!shutdown.signal.aborted) {
+      let pause = env.REAPER_INTERVAL_SECONDS * 1000;
       try {
         await reaper.runOnce(shutdown.signal);
         lastPassOk = true;
+        failures = 0;
+        passDone();
       } catch (err) {
         lastPassOk = false;
-        logger.error({ err: (err as Error).message }, 'reaper pass failed');
+        // One line per outage; retry sooner than a full interval (Redis may be back in seconds).
+        if (failures === 0) logger.error({ err: (err as Error).message }, 'reaper pass failed');
+        failures++;
+        pause = Math.min(pause, 1000 * failures, 10_000);
       }
-      await sleep(env.REAPER_INTERVAL_SECONDS * 1000, shutdown.signal);
+      await sleep(pause, shutdown.signal);
     }
   })();
   const health = await startHealthServer({
@@ -116,6 +145,7 @@ async function main(): Promise<void> {
     checks: {
       redis: async () => (await redis.ping()) === 'PONG',
       lastPass: async () => lastPassOk,
+      ...watchdog.checks(),
       ...(nats ? { nats: async () => !nats.isClosed() } : {}),
     },
   });
@@ -132,7 +162,7 @@ async function main(): Promise<void> {
   shutdown.add('health server', () => health.close());
   shutdown.add('telemetry', () => telemetry.shutdown());
   logger.info(
-    { healthPort: health.port, namespace: keys.namespace, natsRelay: relay !== undefined },
+    { healthPort: health.port, namespace: keys.namespace, natsRelay: relay !== undefined, installation },
     'reaper started',
   );
 }

@@ -1,8 +1,8 @@
-import { RedisEnvSchema } from '@sandstream/bus';
+import { InstallationEnvSchema, RedisEnvSchema } from '@sandstream/bus';
 import { intVar, portVar } from '@sandstream/service-kit';
 import { z } from 'zod';
 
-export const ReaperEnvSchema = RedisEnvSchema.extend({
+export const ReaperEnvSchema = RedisEnvSchema.extend(InstallationEnvSchema.shape).extend({
   SANDSTREAM_NAMESPACE: z
     .string()
     .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-"')
@@ -16,6 +16,8 @@ export const ReaperEnvSchema = RedisEnvSchema.extend({
   REAPER_SANDBOX_GRACE_SECONDS: intVar(0, 86_400, 120),
   REAPER_STARTING_TIMEOUT_SECONDS: intVar(10, 86_400, 900),
   REAPER_HEARTBEAT_GRACE_SECONDS: intVar(5, 86_400, 300),
+  /** The reaper fails running jobs whose agent is gone only when no step-dispatcher has been alive this long. */
+  REAPER_DISPATCHER_ABSENT_SECONDS: intVar(5, 86_400, 120),
   REAPER_SCAN_COUNT: intVar(10, 10_000, 200),
   REAPER_PAUSE_MS: intVar(0, 10_000, 10),
   /** Look for orphaned sandboxes through the backend (off when this reaper cannot reach it). */

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   createKeySpace,
+  DispatcherPresence,
   DispatchKeys,
   type JobState,
   JobStore,
@@ -11,7 +12,7 @@ import {
   SandboxAcl,
   SlotLeases,
 } from '@sandstream/bus';
-import { InProcessBackend } from '@sandstream/sandbox';
+import { InProcessBackend, SandboxLabels } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -164,8 +165,10 @@ describe('reaper', () => {
     expect(await redis.exists(h.keys.sandbox(busy).in)).toBe(1);
   });
 
-  it('fails jobs stuck in starting or running without heartbeat nor dispatcher, and asks for their teardown', async () => {
+  it('fails jobs stuck in starting; a running job whose agent is gone only while no dispatcher is alive, dispatch state or not', async () => {
     const h = setup();
+    const presence = new DispatcherPresence(redis, h.dispatchKeys);
+    const dispatchers = { presence, absentMs: 60_000 };
     const starting = await h.job('starting', ['scheduled', 'starting']);
     const orphanRun = await h.job('orphan-run', ['scheduled', 'starting', 'running']);
     const claimed = await h.job('claimed', ['scheduled', 'starting', 'running']);
@@ -173,22 +176,31 @@ describe('reaper', () => {
     const beating = await h.job('beating', ['scheduled', 'starting', 'running']);
     await redis.set(h.keys.sandbox(beating).heartbeat, '1', 'PX', 60_000);
 
-    expect((await h.reaper().runOnce()).jobsFailed).toBe(0); // nothing is old enough yet
+    expect((await h.reaper({ dispatchers }).runOnce()).jobsFailed).toBe(0); // nothing is old enough yet
     h.advance(20 * 60_000);
-    const report = await h.reaper().runOnce();
+    // A dispatcher is alive: agent loss is its business, the reaper leaves running jobs alone.
+    await presence.stamp('dispatcher-1', Date.now() + 20 * 60_000);
+    expect((await h.reaper({ dispatchers }).runOnce()).jobsFailed).toBe(1);
+    expect((await h.store.get(starting))?.state).toBe('failed');
+    expect((await h.store.get(orphanRun))?.state).toBe('running');
+    expect((await h.store.get(claimed))?.state).toBe('running');
+    // No dispatcher for longer than absentMs: the reaper rescues them, dispatch state or not.
+    h.advance(2 * 60_000);
+    const report = await h.reaper({ dispatchers }).runOnce();
     expect(report.jobsFailed).toBe(2);
     expect(await h.store.get(starting)).toMatchObject({
       state: 'failed',
       reason: expect.stringContaining('stuck in starting'),
     });
-    expect(await h.store.get(orphanRun)).toMatchObject({
-      state: 'failed',
-      reason: expect.stringContaining('heart-beating'),
-    });
-    expect((await h.store.get(claimed))?.state).toBe('running');
+    for (const id of [orphanRun, claimed]) {
+      expect(await h.store.get(id)).toMatchObject({
+        state: 'failed',
+        reason: expect.stringContaining('no step-dispatcher has been alive'),
+      });
+    }
     expect((await h.store.get(beating))?.state).toBe('running');
     const destroys = (await h.destroyQueue.getJobs(['waiting'])).map((j) => j.data.jobId);
-    expect(destroys.sort()).toEqual([orphanRun, starting].sort());
+    expect(destroys.sort()).toEqual([claimed, orphanRun, starting].sort());
   });
 
   it('is safe with several reapers at once: each finished job is deleted exactly once, live ones stay', async () => {
@@ -245,14 +257,14 @@ describe('reaper', () => {
     await redis.set(h.keys.sandbox(live).heartbeat, '1', 'PX', 60_000);
     const gone = `${h.ns}-gone-sbx`;
     const done = await h.job('done-sbx', FINISHED);
-    const spec = { image: 'x', command: ['sleep', '30'] };
+    const spec = { image: 'x', command: ['sleep', '30'], labels: { [SandboxLabels.installation]: 'here' } };
     const agent = { redisUrl: url, keyStyle: 'tagged' as const };
     for (const jobId of [live, gone, done]) {
       await backend.create({ jobId, tenant: 'acme', spec: spec as never, agent });
       await acl.create(jobId, h.keys.completionStream(0));
     }
     try {
-      const report = await h.reaper({ backend, acl, sandboxGraceMs: 0 }).runOnce();
+      const report = await h.reaper({ backend, acl, sandboxGraceMs: 0, installation: 'here' }).runOnce();
       expect(report.sandboxesDestroyed).toBe(2);
       expect(report.aclUsersDeleted).toBe(2);
       expect((await backend.list()).map((s) => s.jobId)).toEqual([live]);

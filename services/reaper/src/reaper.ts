@@ -1,5 +1,6 @@
 import {
   bullJobId,
+  type DispatcherPresence,
   type DispatchKeys,
   isTerminal,
   type JobRecord,
@@ -12,7 +13,7 @@ import {
   type SlotLeases,
   scanKeys,
 } from '@sandstream/bus';
-import type { SandboxBackend } from '@sandstream/sandbox';
+import { type SandboxBackend, SandboxLabels } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
 import type { Queue } from 'bullmq';
 import { DELETE_FINISHED_JOB, DELETE_ORPHAN_KEY } from './reap-scripts.js';
@@ -38,8 +39,18 @@ export interface ReaperOptions {
   sandboxGraceMs: number;
   /** A job in `starting` longer than this has lost its pod-lifecycle. */
   startingTimeoutMs: number;
-  /** A `running` job whose agent heartbeat is gone, that no dispatcher holds, is failed after this. */
+  /** A `running` job whose agent heartbeat is gone is failed after this — only while no dispatcher is alive. */
   heartbeatGraceMs: number;
+  /**
+   * Live dispatchers (DispatcherPresence): ending a job whose agent is gone is theirs; the reaper
+   * does it only when none has been alive for `dispatcherAbsentMs`. Without it, never.
+   */
+  dispatchers?: { presence: DispatcherPresence; absentMs: number };
+  /**
+   * This installation's id: only sandboxes labelled with it are ever destroyed here (several
+   * installations may share an engine). Without it, no sandbox is destroyed.
+   */
+  installation?: string;
   /** Only jobs whose id matches this glob (tests; sharding the key space between reapers). */
   jobIdGlob?: string;
   scanCount?: number;
@@ -80,6 +91,8 @@ const emptyReport = (): ReapReport => ({
  */
 export class Reaper {
   private readonly now: () => number;
+  /** When each job id was first seen without a job record (orphan grace; per process, by design). */
+  private readonly missingSince = new Map<string, number>();
 
   constructor(private readonly options: ReaperOptions) {
     this.now = options.now ?? Date.now;
@@ -150,18 +163,22 @@ export class Reaper {
   }
 
   private async failIfStuck(record: JobRecord): Promise<boolean> {
-    const { store, redis, keys, dispatchKeys } = this.options;
+    const { store, redis, keys } = this.options;
     const age = this.now() - record.updatedAt;
     let reason: string | undefined;
     if (record.state === 'starting' && age > this.options.startingTimeoutMs) {
       reason = `stuck in starting for ${Math.round(age / 1000)} s: the pod-lifecycle replica starting it is gone`;
-    } else if (record.state === 'running' && age > this.options.heartbeatGraceMs) {
-      const [heartbeat, claimed] = await Promise.all([
-        redis.exists(keys.sandbox(record.id).heartbeat),
-        redis.exists(dispatchKeys.dispatchState(record.id)),
-      ]);
-      if (heartbeat === 0 && claimed === 0) {
-        reason = 'agent stopped heart-beating and no step-dispatcher holds the job';
+    } else if (
+      record.state === 'running' &&
+      age > this.options.heartbeatGraceMs &&
+      this.options.dispatchers
+    ) {
+      // The dispatcher's heartbeat monitor ends these (dispatch state or not); the reaper only
+      // when no dispatcher has been alive for a while, so the two never race for one job.
+      const { presence, absentMs } = this.options.dispatchers;
+      const heartbeat = await redis.exists(keys.sandbox(record.id).heartbeat);
+      if (heartbeat === 0 && !(await presence.anyAlive(absentMs, this.now()))) {
+        reason = `agent stopped heart-beating and no step-dispatcher has been alive for ${Math.round(absentMs / 1000)} s`;
       }
     }
     if (!reason) return false;
@@ -199,24 +216,39 @@ export class Reaper {
     }
   }
 
-  /** A finished (or vanished) job whose sandbox outlived it by the grace period. */
+  /**
+   * A finished job whose sandbox outlived it by the grace period, or a job that vanished and has
+   * stayed vanished for the grace period (counted from when this reaper first saw it missing: a
+   * Redis that comes back empty, or a job being re-created, gets that long before anything goes).
+   */
   private async isOrphan(jobId: string): Promise<boolean> {
     if (!matchesGlob(jobId, this.glob())) return false;
     const record = await this.options.store.get(jobId);
-    if (!record) return true;
+    const now = this.now();
+    if (!record) {
+      const since = this.missingSince.get(jobId) ?? now;
+      this.missingSince.set(jobId, since);
+      return now - since >= this.options.sandboxGraceMs;
+    }
+    this.missingSince.delete(jobId);
     if (!isTerminal(record.state)) return false;
-    return this.now() - (record.finishedAt ?? record.updatedAt) > this.options.sandboxGraceMs;
+    return now - (record.finishedAt ?? record.updatedAt) > this.options.sandboxGraceMs;
   }
 
   private async reapSandboxes(report: ReapReport): Promise<void> {
     const backend = this.options.backend!;
+    const { installation } = this.options;
     for (const sandbox of await backend.list()) {
+      // Another installation's (or an unlabelled, older) sandbox is never ours to judge: its job
+      // lives in a Redis we cannot see.
+      if (installation === undefined || sandbox.labels[SandboxLabels.installation] !== installation) continue;
       if (!(await this.isOrphan(sandbox.jobId))) continue;
       // A short lock so two reapers do not both wait out the same grace period.
       const lock = this.options.keys.lock(`reaper:sandbox:${sandbox.jobId}`);
       if ((await this.options.redis.set(lock, '1', 'PX', 60_000, 'NX')) !== 'OK') continue;
       try {
         await backend.destroy(sandbox, { graceMs: 2000 });
+        this.missingSince.delete(sandbox.jobId);
         report.sandboxesDestroyed++;
         this.options.logger.info(
           { jobId: sandbox.jobId, sandbox: sandbox.id },

@@ -14,6 +14,8 @@ export interface CapacityWakerOptions {
   wakePerSlot?: number;
   /** BLPOP timeout; bounds how long stop() waits. */
   blockSeconds?: number;
+  /** Called after every completed BLPOP (a timeout included): the loop is alive (ProgressWatchdog). */
+  onProgress?: () => void;
 }
 
 /**
@@ -42,15 +44,21 @@ export class CapacityWaker {
   private async run(): Promise<void> {
     const { blockingRedis, keys, logger } = this.options;
     const blockSeconds = this.options.blockSeconds ?? 1;
+    let failures = 0;
     while (!this.controller.signal.aborted) {
       try {
         const popped = await blockingRedis.blpop(keys.capacityFreed, blockSeconds);
-        if (!popped) continue;
-        await this.wake();
+        if (popped) await this.wake();
+        if (failures > 0) logger.info({ failures }, 'capacity waker: redis works again');
+        failures = 0;
+        this.options.onProgress?.();
       } catch (err) {
         if (this.controller.signal.aborted) break;
-        logger.warn({ err }, 'capacity waker: redis error; retrying');
-        await new Promise((r) => setTimeout(r, 500));
+        // One line per outage; the pause grows to 2 s so a long outage costs little.
+        if (failures === 0)
+          logger.warn({ err: (err as Error).message }, 'capacity waker: redis error; retrying');
+        failures++;
+        await new Promise((r) => setTimeout(r, Math.min(250 * 2 ** Math.min(failures, 4), 2000)));
       }
     }
   }

@@ -7,7 +7,13 @@ import {
   warnAboutRedis,
 } from '@sandstream/bus';
 import { TemplateRegistry } from '@sandstream/sandbox';
-import { GracefulShutdown, loadEnvConfig, startHealthServer } from '@sandstream/service-kit';
+import {
+  GracefulShutdown,
+  loadEnvConfig,
+  ProgressWatchdog,
+  startHealthServer,
+  throttledErrorLog,
+} from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry, withJobSpan } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import { failExhaustedAdmission } from './admission-failure.js';
@@ -27,6 +33,9 @@ async function main(): Promise<void> {
   const workerRedis = createRedisFromEnv(env, 'worker', 'scheduler-worker');
   const blockingRedis = createRedisFromEnv(env, 'worker', 'scheduler-waker');
   const prefix = keys.bullPrefix;
+  // Connection errors surface as rejected commands; these only keep ioredis from printing each.
+  for (const client of [redis, workerRedis, blockingRedis])
+    client.on('error', throttledErrorLog(logger, 'redis'));
 
   const store = new JobStore({ redis, keys });
   const leases = new SlotLeases({
@@ -107,8 +116,20 @@ async function main(): Promise<void> {
       logger.error({ bullJobId: job?.id, err: e.message }, 'could not end a job whose admission gave up'),
     );
   });
-  worker.on('error', (err) => logger.error({ err }, 'worker error'));
-  const waker = new CapacityWaker({ blockingRedis, redis, keys, jobsQueue, logger });
+  worker.on('error', throttledErrorLog(logger, 'jobs worker'));
+  for (const queue of [jobsQueue, createQueue]) {
+    queue.on('error', throttledErrorLog(logger, `${queue.name} queue`));
+  }
+  // /readyz fails a loop that stopped making progress.
+  const watchdog = new ProgressWatchdog();
+  const waker = new CapacityWaker({
+    blockingRedis,
+    redis,
+    keys,
+    jobsQueue,
+    logger,
+    onProgress: watchdog.track('capacity-waker', 20_000),
+  });
   waker.start();
 
   const health = await startHealthServer({
@@ -116,6 +137,7 @@ async function main(): Promise<void> {
     checks: {
       redis: async () => (await redis.ping()) === 'PONG',
       worker: async () => worker.isRunning(),
+      ...watchdog.checks(),
     },
   });
   const shutdown = new GracefulShutdown({ logger });

@@ -1,5 +1,6 @@
 import type { RedisClient } from '@sandstream/bus';
 import { COMPLETION_GROUP, type DispatchKeys } from '@sandstream/bus';
+import { PeriodicTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 import { type CompletionNotice, decodeCompletionNotice } from '@sandstream/wire';
 import { Cluster } from 'ioredis';
@@ -19,6 +20,10 @@ export interface CompletionConsumerOptions {
   /** A pending notice idle this long belongs to a dead (or stuck) consumer and is claimed. */
   claimIdleMs?: number;
   claimIntervalMs?: number;
+  /** Called after every completed read (an empty one included): the read loop is alive. */
+  onReadProgress?: () => void;
+  /** Called after every completed claim pass. */
+  onClaimProgress?: () => void;
 }
 
 type StreamReply = [key: string, entries: [id: string, fields: string[]][]][] | null;
@@ -36,8 +41,7 @@ type StreamReply = [key: string, entries: [id: string, fields: string[]][]][] | 
 export class CompletionConsumer {
   private readonly readers: RedisClient[] = [];
   private readonly loops: Promise<void>[] = [];
-  private claimTimer: NodeJS.Timeout | undefined;
-  private claiming: Promise<void> | undefined;
+  private claimTask: PeriodicTask | undefined;
   private stopping = false;
   private readonly inFlight = new Set<Promise<void>>();
   private readonly blockMs: number;
@@ -61,6 +65,30 @@ export class CompletionConsumer {
 
   async start(): Promise<void> {
     const { redis, keys } = this.options;
+    await this.ensureGroups();
+    const groups = redis instanceof Cluster ? keys.allShards().map((s) => [s]) : [keys.allShards()];
+    for (const shards of groups) {
+      const reader = redis.duplicate();
+      // A duplicate has no listeners: read failures are handled (and logged) by the loop.
+      reader.on('error', () => {});
+      this.readers.push(reader);
+      this.loops.push(this.readLoop(reader, shards));
+    }
+    this.claimTask = new PeriodicTask(() => this.claimAll(), this.claimIntervalMs, {
+      name: 'claim pending notices',
+      logger: this.options.logger,
+      ...(this.options.onClaimProgress ? { onProgress: this.options.onClaimProgress } : {}),
+    });
+    this.claimTask.start();
+  }
+
+  /**
+   * Creates the consumer group on every shard (MKSTREAM: the stream may not exist yet). Run at
+   * start and again whenever Redis answers NOGROUP: a Redis restarted without its data has lost
+   * the groups, and without them every later completion would go unread.
+   */
+  async ensureGroups(): Promise<void> {
+    const { redis, keys } = this.options;
     for (const shard of keys.allShards()) {
       try {
         await redis.xgroup('CREATE', keys.completionStream(shard), COMPLETION_GROUP, '0', 'MKSTREAM');
@@ -68,24 +96,19 @@ export class CompletionConsumer {
         if (!(err instanceof Error) || !err.message.includes('BUSYGROUP')) throw err;
       }
     }
-    const groups = redis instanceof Cluster ? keys.allShards().map((s) => [s]) : [keys.allShards()];
-    for (const shards of groups) {
-      const reader = redis.duplicate();
-      this.readers.push(reader);
-      this.loops.push(this.readLoop(reader, shards));
-    }
-    this.claimTimer = setInterval(() => {
-      if (this.claiming === undefined) {
-        this.claiming = this.claimAll().finally(() => {
-          this.claiming = undefined;
-        });
-      }
-    }, this.claimIntervalMs);
+  }
+
+  /** After a failure that may mean Redis lost its data: recreate the groups if that is it. */
+  private async repairIfGroupMissing(err: unknown): Promise<void> {
+    if (!(err instanceof Error) || !err.message.includes('NOGROUP')) return;
+    this.options.logger.warn('completion consumer group missing (Redis lost its data?); recreating it');
+    await this.ensureGroups();
   }
 
   private async readLoop(reader: RedisClient, shards: number[]): Promise<void> {
     const { keys, consumerName, logger } = this.options;
     const streams = shards.map((s) => keys.completionStream(s));
+    let failures = 0;
     while (!this.stopping) {
       let reply: StreamReply;
       try {
@@ -103,12 +126,26 @@ export class CompletionConsumer {
         )) as StreamReply;
       } catch (err) {
         if (this.stopping) break;
-        logger.warn({ err }, 'completion read failed; retrying');
-        await sleep(500);
+        failures++;
+        // One line per streak: a long outage must not flood the log.
+        if (failures === 1) logger.warn({ err: (err as Error).message }, 'completion read failed; retrying');
+        await this.repairIfGroupMissing(err).catch(() => undefined);
+        await sleep(Math.min(250 * 2 ** Math.min(failures, 4), 2000));
         continue;
       }
+      if (failures > 0) logger.info({ failures }, 'completion reads work again');
+      failures = 0;
+      this.options.onReadProgress?.();
       if (!reply) continue;
-      for (const [stream, entries] of reply) await this.handleEntries(stream, entries);
+      for (const [stream, entries] of reply) {
+        try {
+          await this.handleEntries(stream, entries);
+        } catch (err) {
+          // The acknowledgement failed (Redis went away mid-batch): the notices stay pending and
+          // the claim pass hands them out again; handlers are idempotent.
+          logger.warn({ err: (err as Error).message, stream }, 'acknowledging notices failed');
+        }
+      }
     }
   }
 
@@ -171,15 +208,16 @@ export class CompletionConsumer {
           cursor = next;
         }
       } catch (err) {
-        logger.warn({ err, stream }, 'claiming pending notices failed');
+        await this.repairIfGroupMissing(err);
+        // Rejecting lets the periodic task back off and report the loop as failing.
+        throw err;
       }
     }
   }
 
   async stop(): Promise<void> {
     this.stopping = true;
-    if (this.claimTimer) clearInterval(this.claimTimer);
-    await this.claiming;
+    await this.claimTask?.stop();
     await Promise.allSettled(this.loops);
     await Promise.allSettled([...this.inFlight]);
     await Promise.allSettled(this.readers.map((r) => r.quit()));

@@ -30,6 +30,8 @@ export const DispatcherEnvSchema = RedisEnvSchema.extend({
   HEARTBEAT_CHECK_MS: ms('HEARTBEAT_CHECK_MS', 100, 60_000, 4_000),
   /** A job is judged by its heartbeat only after this long in running (the agent just proved alive). */
   HEARTBEAT_GRACE_MS: ms('HEARTBEAT_GRACE_MS', 0, 600_000, 3_000),
+  /** After (re)connecting to Redis, heartbeats are not judged for this long (agents reconnect, users are restored). */
+  HEARTBEAT_RECONNECT_GRACE_MS: ms('HEARTBEAT_RECONNECT_GRACE_MS', 0, 600_000, 15_000),
   CLAIM_IDLE_MS: ms('CLAIM_IDLE_MS', 100, 3_600_000, 10_000),
   FINISHED_STATE_TTL_MS: ms('FINISHED_STATE_TTL_MS', 1_000, 7 * 24 * 3_600_000, 600_000),
   /** Consumer name in the completion group; unique per process by default. */

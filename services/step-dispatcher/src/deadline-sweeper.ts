@@ -6,8 +6,8 @@ import {
   parseDeadlineMember,
   type RedisClient,
 } from '@sandstream/bus';
+import { PeriodicTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
-import { PeriodicTask } from './periodic-task.js';
 
 /**
  * Takes the due members and pushes their score a lease into the future in one step, so two
@@ -29,6 +29,8 @@ export interface DeadlineSweeperOptions {
   intervalMs?: number;
   leaseMs?: number;
   batchSize?: number;
+  /** Called after every completed sweep (see ProgressWatchdog). */
+  onProgress?: () => void;
 }
 
 /** One timer for every deadline of every job, instead of a timer per job. */
@@ -36,7 +38,11 @@ export class DeadlineSweeper {
   private readonly loop: PeriodicTask;
 
   constructor(private readonly options: DeadlineSweeperOptions) {
-    this.loop = new PeriodicTask(() => this.sweep(), this.options.intervalMs ?? 250);
+    this.loop = new PeriodicTask(() => this.sweep(), this.options.intervalMs ?? 250, {
+      name: 'deadline sweep',
+      logger: options.logger,
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    });
   }
 
   async add(deadline: Deadline, atMs: number): Promise<void> {
@@ -62,13 +68,8 @@ export class DeadlineSweeper {
     for (const shard of keys.allShards()) {
       const key = keys.deadlines(shard);
       const now = Date.now();
-      let due: string[];
-      try {
-        due = (await claimDue.run(redis, [key], [now, now + leaseMs, batch])) as string[];
-      } catch (err) {
-        logger.warn({ err, key }, 'deadline sweep failed');
-        continue;
-      }
+      // A failure rejects the sweep: the periodic task backs off and logs once per outage.
+      const due = (await claimDue.run(redis, [key], [now, now + leaseMs, batch])) as string[];
       await Promise.all(
         due.map(async (member) => {
           const deadline = parseDeadlineMember(member);

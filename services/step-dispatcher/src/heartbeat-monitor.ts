@@ -1,7 +1,7 @@
-import type { DispatchKeys, RedisClient } from '@sandstream/bus';
+import type { DispatcherPresence, DispatchKeys, RedisClient } from '@sandstream/bus';
+import { PeriodicTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 import { sandboxKeys } from '@sandstream/wire';
-import { PeriodicTask } from './periodic-task.js';
 
 export interface HeartbeatMonitorOptions {
   redis: RedisClient;
@@ -14,6 +14,21 @@ export interface HeartbeatMonitorOptions {
   graceMs?: number;
   /** EXISTS calls sent together; ioredis pipelines them (auto-pipelining) into few round trips. */
   chunkSize?: number;
+  /**
+   * After the connection to Redis is (re-)established, no heartbeat is judged for this long.
+   * Heartbeat keys expire while Redis is down (or were never in a restored AOF), and the agents
+   * need a moment to reconnect — and to get their Redis users back — before they beat again.
+   */
+  reconnectGraceMs?: number;
+  /**
+   * The job store's index of `running` jobs (score = when they went running). Jobs in it are
+   * checked too, so a running job is ours to end even when the shard's running set lacks it.
+   */
+  runningIndexKey?: string;
+  /** Stamped every round, so the reaper knows a dispatcher is alive (DispatcherPresence). */
+  presence?: { presence: DispatcherPresence; instance: string };
+  /** Called after every completed round (the loop is alive; see ProgressWatchdog). */
+  onProgress?: () => void;
 }
 
 /**
@@ -24,13 +39,22 @@ export interface HeartbeatMonitorOptions {
  */
 export class HeartbeatMonitor {
   private readonly loop: PeriodicTask;
+  private connectedAt = Date.now();
+  private readonly onReady = () => {
+    this.connectedAt = Date.now();
+  };
   lastCheckedCount = 0;
 
   constructor(private readonly options: HeartbeatMonitorOptions) {
-    this.loop = new PeriodicTask(() => this.check(), this.intervalMs);
+    this.loop = new PeriodicTask(() => this.check(), this.intervalMs, {
+      name: 'heartbeat monitor',
+      logger: options.logger,
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    });
   }
 
   start(): void {
+    this.options.redis.on('ready', this.onReady);
     this.loop.start();
   }
 
@@ -38,8 +62,22 @@ export class HeartbeatMonitor {
     return this.options.intervalMs ?? 2_000;
   }
 
+  /** Jobs judged now: running for longer than the grace, from the shards' sets and the index. */
+  private async candidates(olderThan: number): Promise<string[]> {
+    const { redis, keys, runningIndexKey } = this.options;
+    const reads = keys
+      .allShards()
+      .map((shard) => redis.zrangebyscore(keys.running(shard), '-inf', olderThan));
+    if (runningIndexKey) reads.push(redis.zrangebyscore(runningIndexKey, '-inf', olderThan));
+    return [...new Set((await Promise.all(reads)).flat())];
+  }
+
   async check(): Promise<void> {
-    const { redis, keys, logger } = this.options;
+    const { redis, keys } = this.options;
+    const presence = this.options.presence;
+    if (presence) await presence.presence.stamp(presence.instance);
+    const reconnectGraceMs = this.options.reconnectGraceMs ?? 15_000;
+    if (Date.now() - this.connectedAt < reconnectGraceMs) return;
     const lock = await redis.set(
       keys.lock('heartbeat-check'),
       '1',
@@ -50,35 +88,30 @@ export class HeartbeatMonitor {
     if (lock !== 'OK') return;
     const graceMs = this.options.graceMs ?? 3_000;
     const chunkSize = this.options.chunkSize ?? 500;
+    const jobIds = await this.candidates(Date.now() - graceMs);
     let checked = 0;
-    for (const shard of keys.allShards()) {
-      let jobIds: string[];
-      try {
-        jobIds = await redis.zrangebyscore(keys.running(shard), '-inf', Date.now() - graceMs);
-      } catch (err) {
-        logger.warn({ err }, 'reading running jobs failed');
-        continue;
-      }
-      for (let i = 0; i < jobIds.length; i += chunkSize) {
-        const chunk = jobIds.slice(i, i + chunkSize);
-        const alive = await Promise.all(chunk.map((id) => redis.exists(sandboxKeys(id, 'tagged').heartbeat)));
-        checked += chunk.length;
-        await Promise.all(
-          chunk.map(async (jobId, j) => {
-            if (alive[j] === 1) return;
-            try {
-              await this.options.onLost(jobId);
-            } catch (err) {
-              logger.error({ err, jobId }, 'failing a lost sandbox failed; retried next round');
-            }
-          }),
-        );
-      }
+    for (let i = 0; i < jobIds.length; i += chunkSize) {
+      const chunk = jobIds.slice(i, i + chunkSize);
+      const alive = await Promise.all(chunk.map((id) => redis.exists(sandboxKeys(id, 'tagged').heartbeat)));
+      checked += chunk.length;
+      // The connection dropped while we read: what looked missing may just be unread.
+      if (Date.now() - this.connectedAt < reconnectGraceMs) return;
+      await Promise.all(
+        chunk.map(async (jobId, j) => {
+          if (alive[j] === 1) return;
+          try {
+            await this.options.onLost(jobId);
+          } catch (err) {
+            this.options.logger.error({ err, jobId }, 'failing a lost sandbox failed; retried next round');
+          }
+        }),
+      );
     }
     this.lastCheckedCount = checked;
   }
 
   stop(): Promise<void> {
+    this.options.redis.off('ready', this.onReady);
     return this.loop.stop();
   }
 }

@@ -5,6 +5,7 @@ import {
   createRedis,
   createRedisFromEnv,
   DefaultJobOptions,
+  DispatcherPresence,
   DispatchKeys,
   type DispatchPayload,
   DispatchPayloadSchema,
@@ -14,7 +15,12 @@ import {
   waitForRedis,
   warnAboutRedis,
 } from '@sandstream/bus';
-import { GracefulShutdown, startHealthServer } from '@sandstream/service-kit';
+import {
+  GracefulShutdown,
+  ProgressWatchdog,
+  startHealthServer,
+  throttledErrorLog,
+} from '@sandstream/service-kit';
 import { createLogger, createSandstreamMetrics, initTelemetry, withJobSpan } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
@@ -43,6 +49,8 @@ async function main(): Promise<void> {
     overrides: { enableAutoPipelining: true },
   });
   const workerRedis = createRedisFromEnv(config, 'worker', `step-dispatcher-worker:${consumerName}`);
+  // Connection errors surface as rejected commands; these only keep ioredis from printing each.
+  for (const client of [redis, workerRedis]) client.on('error', throttledErrorLog(logger, 'redis'));
   await waitForRedis(redis);
   warnAboutRedis(redis, (message) => logger.warn(message));
 
@@ -84,6 +92,13 @@ async function main(): Promise<void> {
     { connection: workerRedis, prefix: keySpace.bullPrefix, concurrency: config.DISPATCH_CONCURRENCY },
   );
   worker.on('failed', (job, err) => logger.error({ err, jobId: job?.data.jobId }, 'dispatch failed'));
+  // BullMQ reports connection trouble here; it reconnects by itself.
+  worker.on('error', throttledErrorLog(logger, 'dispatch worker'));
+  destroyQueue.on('error', throttledErrorLog(logger, 'destroy queue'));
+
+  // /readyz fails a loop that stopped making progress (each beats after every completed round).
+  const watchdog = new ProgressWatchdog();
+  const silence = (intervalMs: number) => Math.max(intervalMs * 5, 20_000);
 
   const completions = new CompletionConsumer({
     redis,
@@ -92,6 +107,8 @@ async function main(): Promise<void> {
     handle: (notice) => dispatcher.onCompletion(notice),
     logger,
     claimIdleMs: config.CLAIM_IDLE_MS,
+    onReadProgress: watchdog.track('completion-read', silence(1000)),
+    onClaimProgress: watchdog.track('completion-claim', silence(2000)),
   });
   const deadlines = new DeadlineSweeper({
     redis,
@@ -99,6 +116,7 @@ async function main(): Promise<void> {
     logger,
     handle: (deadline) => dispatcher.onDeadline(deadline),
     intervalMs: config.DEADLINE_SWEEP_MS,
+    onProgress: watchdog.track('deadline-sweep', silence(config.DEADLINE_SWEEP_MS)),
   });
   const heartbeats = new HeartbeatMonitor({
     redis,
@@ -107,6 +125,10 @@ async function main(): Promise<void> {
     onLost: (jobId) => dispatcher.onSandboxLost(jobId),
     intervalMs: config.HEARTBEAT_CHECK_MS,
     graceMs: config.HEARTBEAT_GRACE_MS,
+    reconnectGraceMs: config.HEARTBEAT_RECONNECT_GRACE_MS,
+    runningIndexKey: keySpace.jobsByState('running'),
+    presence: { presence: new DispatcherPresence(redis, dispatchKeys), instance: consumerName },
+    onProgress: watchdog.track('heartbeat-monitor', silence(config.HEARTBEAT_CHECK_MS)),
   });
   await completions.start();
   deadlines.start();
@@ -117,6 +139,7 @@ async function main(): Promise<void> {
     checks: {
       redis: async () => (await redis.ping()) === 'PONG',
       worker: async () => worker.isRunning(),
+      ...watchdog.checks(),
     },
   });
   // Stop taking new work first, then let in-flight handlers finish; whatever is left

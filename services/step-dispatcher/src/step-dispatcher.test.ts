@@ -47,6 +47,7 @@ beforeAll(async () => {
     STEP_GRACE_MS: '2000',
     HEARTBEAT_CHECK_MS: '500',
     HEARTBEAT_GRACE_MS: '500',
+    HEARTBEAT_RECONNECT_GRACE_MS: '1000',
   });
 });
 
@@ -199,5 +200,22 @@ describe('step-dispatcher with real agents', () => {
     expect(record.state).toBe('failed');
     expect(record.reason).toMatch(/sandbox lost/);
     expect(Date.now() - lostAt).toBeLessThan(15_000);
+  });
+
+  it('ends a running job whose agent is gone even when it holds no dispatch state', async () => {
+    // Running per the job store (as after a lost dispatch, or an expired dispatch state), no
+    // agent: the dispatcher's heartbeat monitor owns it all the same (docs/services.md).
+    const jobId = `${namespace}-nostate`;
+    await store.create(parseJobSpec({ image: 'none', id: jobId, steps: [{ command: 'true' }] }));
+    for (const [from, to] of [
+      ['queued', 'scheduled'],
+      ['scheduled', 'starting'],
+      ['starting', 'running'],
+    ] as const)
+      await store.transition(jobId, [from], to);
+    expect(await redis.exists(dispatchKeys.dispatchState(jobId))).toBe(0);
+    const record = await client.wait(jobId, { timeoutMs: 20_000 });
+    expect(record.state).toBe('failed');
+    expect(record.reason).toMatch(/sandbox lost/);
   });
 });

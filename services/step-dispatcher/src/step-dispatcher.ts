@@ -23,6 +23,7 @@ import {
 import { type CompletionNotice, errorResult, SCHEMA_VERSION } from '@sandstream/wire';
 import type { Queue } from 'bullmq';
 import { advanceScript, finishScript, startScript } from './dispatch-scripts.js';
+import { lostSandboxReason } from './lost-sandbox-reason.js';
 import { StepTelemetry } from './step-telemetry.js';
 
 export interface StepDispatcherOptions {
@@ -170,9 +171,28 @@ export class StepDispatcher {
     await this.finish(jobId, 'cancelled', 'cancelled (the agent did not confirm the cancel in time)');
   }
 
-  /** The agent stopped heart-beating. */
+  /**
+   * The agent stopped heart-beating. Ours to end whether or not this job has dispatch state
+   * (docs/services.md, "Who rescues a job"): without it (the state expired, or the job came from
+   * the job index) the record is moved to failed directly and the sandbox destroyed.
+   */
   async onSandboxLost(jobId: string): Promise<void> {
-    await this.finish(jobId, 'failed', 'sandbox lost: the agent stopped heart-beating');
+    const { jobStore, keySpace, redis } = this.options;
+    const record = await jobStore.get(jobId);
+    if (!record || (record.state !== 'running' && record.state !== 'starting')) {
+      // A stale index entry (the index is updated after the transition): nothing runs.
+      await redis.zrem(keySpace.jobsByState('running'), jobId);
+      return;
+    }
+    const reason = await lostSandboxReason(redis, keySpace, jobId);
+    const { dispatchKeys } = this.options;
+    const reply = await finishScript.run<ScriptReply>(
+      redis,
+      [dispatchKeys.dispatchState(jobId), keySpace.sandbox(jobId).control],
+      ['failed', reason],
+    );
+    if (reply[0] === 'unknown') await this.finalize(jobId, 'failed', reason);
+    else await this.afterReply(jobId, reply);
   }
 
   private advance(jobId: string, stepId: string, resultJson: string): Promise<ScriptReply> {

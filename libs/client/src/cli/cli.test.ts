@@ -116,7 +116,7 @@ describe('sandstream CLI', () => {
     );
   });
 
-  it('prints one line and exits 3 when Redis goes away under logs -f', async () => {
+  it('prints one line and exits 3 when Redis goes away under logs -f and stays away', async () => {
     const own = await startOwnRedis();
     const client = new SandstreamClient({ redisUrl: own.url, namespace, onWarning: () => {} });
     const jobId = `${namespace}-lost`;
@@ -146,7 +146,7 @@ describe('sandstream CLI', () => {
       child.kill('SIGKILL');
       await own.stop();
     }
-  });
+  }, 90_000);
 
   it("finds npm start's Redis and namespace through .cache/sandstream/local.json, with no flags", async () => {
     // Like npm start's embedded Redis: its own port, `default` off, an admin user with a password.

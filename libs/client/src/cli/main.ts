@@ -4,6 +4,7 @@ import { isTerminal, type JobRecord, type JobSpec, JobSpecSchema, JobStateSchema
 import type { StepResult } from '@sandstream/wire';
 import { type ListOptions, SandstreamClient } from '../client.js';
 import { decodeFollowEntry } from '../follow-entry.js';
+import { JobNotFoundError } from '../job-not-found.js';
 import { type CliRedis, connectCliRedis } from './connect-redis.js';
 import { redactUrl, resolveConnection } from './connection-config.js';
 import { ExitCodes, exitCodeFor } from './exit-codes.js';
@@ -30,6 +31,12 @@ Options:
 
 Exit codes: 0 succeeded, 1 failed, 2 usage or invalid job file, 3 Redis or other
 infrastructure error, 4 job not found, 124 timed out, 130 cancelled.`;
+
+/**
+ * How long `logs -f` / `submit --follow` wait for a Redis that went away before giving up with
+ * one line and exit 3: long enough for a restart, short enough for a person at the terminal.
+ */
+const FOLLOW_OUTAGE_LIMIT_MS = 20_000;
 
 /** A job id that does not exist in this namespace (exit 4). */
 class NotFoundError extends Error {}
@@ -167,7 +174,10 @@ async function followJob(client: SandstreamClient, jobId: string): Promise<numbe
   const controller = new AbortController();
   process.once('SIGINT', () => controller.abort());
   try {
-    for await (const item of client.follow(jobId, { signal: controller.signal })) {
+    for await (const item of client.follow(jobId, {
+      signal: controller.signal,
+      outageLimitMs: FOLLOW_OUTAGE_LIMIT_MS,
+    })) {
       renderer.render(item);
       if (item.type === 'step-completed') {
         for (const line of describeOutput(await stepResult(client, jobId, item.stepId)))
@@ -249,7 +259,8 @@ main(process.argv.slice(2)).then(
     if (err instanceof SpecFileError || err instanceof UsageError) {
       process.stderr.write(`sandstream: ${err.message}\n`);
       process.exitCode = ExitCodes.usage;
-    } else if (err instanceof NotFoundError) {
+    } else if (err instanceof NotFoundError || err instanceof JobNotFoundError) {
+      // Never there, or gone while followed (JobNotFoundError: Redis lost its data).
       process.stderr.write(`sandstream: ${err.message}\n`);
       process.exitCode = ExitCodes.notFound;
     } else if (err instanceof Error && err.name === 'MaxRetriesPerRequestError' && connection) {

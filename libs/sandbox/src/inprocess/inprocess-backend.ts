@@ -21,6 +21,7 @@ import { describeCrash, readLogTail } from '../log-tail.js';
 import { pollUntil } from '../poll.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
+import { findMarker, readMarkers, writeMarker } from './local-markers.js';
 import { isProcessAlive, processStartTime, terminateProcessGroup } from './process-control.js';
 import {
   DEFAULT_INPROCESS_REGISTRY_KEY,
@@ -180,7 +181,7 @@ export class InProcessBackend implements SandboxBackend {
       [SandboxLabels.keyStyle]: request.agent.keyStyle,
     };
     if (spec.template) labels[SandboxLabels.template] = spec.template;
-    await this.registry.put({
+    const record: InProcessRecord = {
       jobId: request.jobId,
       tenant: request.tenant,
       pid,
@@ -192,7 +193,10 @@ export class InProcessBackend implements SandboxBackend {
       keyStyle: request.agent.keyStyle,
       labels,
       createdAt: new Date().toISOString(),
-    });
+    };
+    // The local marker first: it is what still names the sandbox if Redis loses the registry.
+    await writeMarker(record);
+    await this.registry.put(record);
     return { jobId: request.jobId, backend: 'inprocess', id: String(pid) };
   }
 
@@ -221,7 +225,7 @@ export class InProcessBackend implements SandboxBackend {
   }
 
   async destroy(ref: SandboxRef, options: DestroyOptions = {}): Promise<void> {
-    const record = await this.registry.get(ref.jobId);
+    const record = (await this.registry.get(ref.jobId)) ?? (await findMarker(this.root, ref.jobId));
     if (!record) return;
     if (record.hostname !== hostname()) {
       throw new Error(
@@ -248,7 +252,12 @@ export class InProcessBackend implements SandboxBackend {
   }
 
   async list(): Promise<SandboxInfo[]> {
-    const records = await this.registry.all();
+    // The registry (every host's sandboxes) plus this host's local markers, which still list
+    // the sandboxes whose registry entries Redis lost.
+    const byJob = new Map<string, InProcessRecord>();
+    for (const record of await readMarkers(this.root)) byJob.set(record.jobId, record);
+    for (const record of await this.registry.all()) byJob.set(record.jobId, record);
+    const records = [...byJob.values()];
     const here = hostname();
     return Promise.all(
       records.map(async (record): Promise<SandboxInfo> => {

@@ -1,0 +1,51 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { repoRoot } from '../../../../test/helpers/services.js';
+import { type OwnRedis, startOwnRedis } from '../../../sandbox/src/testing/redis-server.js';
+import { SandstreamClient } from '../client.js';
+
+// The built CLI following a job whose record vanishes (Redis restarted empty): a private
+// redis-server, flushed under it.
+describe('sandstream CLI when the job vanishes', () => {
+  let own: OwnRedis;
+  let admin: Redis;
+  beforeAll(async () => {
+    own = await startOwnRedis();
+    admin = new Redis(own.url);
+  });
+  afterAll(async () => {
+    admin?.disconnect();
+    await own?.stop();
+  });
+
+  it('prints "job <id> not found (Redis lost its data?)" and exits 4, not a hang or a stack trace', async () => {
+    const client = new SandstreamClient({ redisUrl: own.url, namespace: 'vanish' });
+    await client.submit({ id: 'vanish-cli', image: 'none', steps: [{ command: 'true' }] });
+    await client.close();
+    const child = spawn(
+      process.execPath,
+      [join(repoRoot, 'libs/client/dist/cli/main.js'), 'logs', '-f', 'vanish-cli'],
+      {
+        env: { ...process.env, REDIS_URL: own.url, SANDSTREAM_NAMESPACE: 'vanish' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const deadline = Date.now() + 20_000;
+    // It is following once it has printed the job's first state.
+    while (!stderr.includes('● queued')) {
+      if (Date.now() > deadline) throw new Error(`the CLI did not start following: ${stderr}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await admin.flushall();
+    expect(await exited).toBe(4);
+    expect(stderr).toContain('sandstream: job vanish-cli not found (Redis lost its data?)');
+    expect(stderr).not.toMatch(/\n\s+at /);
+  });
+});

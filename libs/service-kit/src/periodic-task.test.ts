@@ -1,0 +1,71 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { PeriodicTask } from './periodic-task.js';
+
+describe('PeriodicTask', () => {
+  it('never overlaps runs, and stop() waits for the run in flight', async () => {
+    let active = 0;
+    let maxActive = 0;
+    let runs = 0;
+    let finished = 0;
+    const task = new PeriodicTask(async () => {
+      runs++;
+      active++;
+      maxActive = Math.max(maxActive, active);
+      await sleep(60); // longer than the interval: later ticks must be skipped, not stacked
+      active--;
+      finished++;
+    }, 10);
+    task.start();
+    await sleep(200);
+    await task.stop();
+    expect(runs).toBeGreaterThan(1);
+    expect(maxActive).toBe(1);
+    expect(finished).toBe(runs);
+    const after = runs;
+    await sleep(50);
+    expect(runs).toBe(after);
+  });
+});
+
+describe('PeriodicTask when its run rejects (Redis down)', () => {
+  it('raises no unhandled rejection, backs off, and reports progress again once runs succeed', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    let failing = true;
+    let attempts = 0;
+    let progress = 0;
+    let recovered!: () => void;
+    const back = new Promise<void>((resolve) => {
+      recovered = resolve;
+    });
+    const warned: unknown[] = [];
+    const task = new PeriodicTask(
+      async () => {
+        attempts++;
+        if (failing) throw new Error('Connection is closed.');
+      },
+      5,
+      {
+        name: 'test',
+        logger: { warn: (fields) => warned.push(fields), info: () => {} },
+        onProgress: () => {
+          progress++;
+          recovered();
+        },
+        maxBackoffMs: 40,
+      },
+    );
+    task.start();
+    while (attempts < 4) await sleep(5);
+    failing = false;
+    await back;
+    await task.stop();
+    process.off('unhandledRejection', onUnhandled);
+    expect(unhandled).toEqual([]);
+    expect(progress).toBeGreaterThan(0);
+    // One line per streak of failures, not one per attempt.
+    expect(warned).toHaveLength(1);
+  });
+});

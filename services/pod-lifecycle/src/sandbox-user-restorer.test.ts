@@ -1,0 +1,90 @@
+import {
+  createKeySpace,
+  type JobState,
+  JobStore,
+  parseJobSpec,
+  SandboxAcl,
+  saveSandboxUser,
+  urlWithCredentials,
+} from '@sandstream/bus';
+import { silentLogger } from '@sandstream/telemetry';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type OwnRedis, startOwnRedis } from '../../../libs/sandbox/src/testing/redis-server.js';
+import { SandboxUserRestorer } from './sandbox-user-restorer.js';
+
+// ACL users are not in the AOF: after a restart the records are back and the users are not.
+// A private redis-server, whose users the test deletes as the restart would.
+describe('SandboxUserRestorer', () => {
+  let own: OwnRedis;
+  let redis: Redis;
+  beforeAll(async () => {
+    own = await startOwnRedis();
+    redis = new Redis(own.url, { maxRetriesPerRequest: null });
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    await own?.stop();
+  });
+
+  it('re-creates the users of live jobs from their kept hash when its connection comes back', async () => {
+    const keys = createKeySpace('restore');
+    const store = new JobStore({ redis, keys });
+    const acl = new SandboxAcl(redis, keys);
+    const start = async (id: string, states: JobState[]) => {
+      await store.create(parseJobSpec({ id, image: 'none', steps: [{ command: 'true' }] }));
+      let from: JobState = 'queued';
+      for (const to of states) {
+        await store.transition(id, [from], to);
+        from = to;
+      }
+      const credentials = await acl.create(id, keys.completionStream(0));
+      await saveSandboxUser(redis, keys, id, {
+        username: credentials.username,
+        notifyStream: keys.completionStream(0),
+        passwordHash: credentials.passwordHash,
+      });
+      return credentials;
+    };
+    const live = await start('live', ['scheduled', 'starting', 'running']);
+    await start('done', ['scheduled', 'starting', 'running', 'succeeded']);
+    for (const id of ['live', 'done']) await acl.delete(id);
+
+    const restorer = new SandboxUserRestorer({
+      redis,
+      keys,
+      acl,
+      logger: silentLogger('restorer-test'),
+      // Only the reconnect can trigger it within this test.
+      intervalMs: 3_600_000,
+    });
+    restorer.start();
+    try {
+      // The connection drops and comes back, as when Redis restarts.
+      redis.disconnect(true);
+      const agent = new Redis(urlWithCredentials(own.url, live), {
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
+      agent.on('error', () => {});
+      const deadline = Date.now() + 15_000;
+      for (;;) {
+        const ok = await agent.connect().then(
+          () => agent.ping(),
+          () => null,
+        );
+        if (ok === 'PONG') break;
+        agent.disconnect();
+        if (Date.now() > deadline) throw new Error('the live job user was not re-created');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      agent.disconnect();
+      expect(await acl.exists('live')).toBe(true);
+      // A finished job's user stays gone.
+      expect(await acl.exists('done')).toBe(false);
+    } finally {
+      await restorer.stop();
+    }
+  });
+});

@@ -1,0 +1,103 @@
+import { type KeySpace, type RedisClient, readSandboxUser, type SandboxAcl } from '@sandstream/bus';
+import { PeriodicTask } from '@sandstream/service-kit';
+import type { Logger } from '@sandstream/telemetry';
+
+export interface SandboxUserRestorerOptions {
+  redis: RedisClient;
+  keys: KeySpace;
+  acl: SandboxAcl;
+  logger: Logger;
+  /** Safety net between reconnects (a restart this replica's connection did not notice). */
+  intervalMs: number;
+  onProgress?: () => void;
+}
+
+/**
+ * Re-creates the Redis users of live sandboxes after Redis lost them. ACL users are not part of
+ * the AOF, so a Redis restart — even one that kept every key — locks every running agent out
+ * (WRONGPASS) until its user is back. pod-lifecycle owns the users (it creates and deletes them),
+ * so it restores them, from the password hash kept in each job record:
+ *
+ * - when its connection becomes ready again after a drop (the moment a restart is noticed), and
+ * - every `intervalMs`, in case a restart went unnoticed or a pass failed halfway.
+ *
+ * A pass reads the `starting` and `running` job indexes, lists the existing users once, and
+ * issues `ACL SETUSER … #<hash>` for each live job whose user is missing. Idempotent, so every
+ * replica may run it.
+ */
+export class SandboxUserRestorer {
+  private readonly loop: PeriodicTask;
+  private connectedOnce = false;
+  private pass: Promise<void> | undefined;
+  private readonly onReady = () => {
+    // The first 'ready' is the service's own start: nothing can have been lost yet.
+    if (!this.connectedOnce) {
+      this.connectedOnce = true;
+      return;
+    }
+    this.runSoon();
+  };
+
+  constructor(private readonly options: SandboxUserRestorerOptions) {
+    this.loop = new PeriodicTask(() => this.restoreMissing().then(() => undefined), options.intervalMs, {
+      name: 'sandbox user restore',
+      logger: options.logger,
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    });
+  }
+
+  start(): void {
+    this.connectedOnce = this.options.redis.status === 'ready';
+    this.options.redis.on('ready', this.onReady);
+    this.loop.start();
+  }
+
+  /** One pass now, retried a few times (the reconnect may be followed by LOADING or errors). */
+  private runSoon(): void {
+    if (this.pass) return;
+    this.pass = (async () => {
+      for (let attempt = 0; attempt < 10; attempt++) {
+        try {
+          await this.restoreMissing();
+          return;
+        } catch (err) {
+          if (attempt === 0)
+            this.options.logger.warn(
+              { err: (err as Error).message },
+              'restoring sandbox users failed; retrying',
+            );
+          await new Promise((r) => setTimeout(r, 500 * (attempt + 1)));
+        }
+      }
+    })().finally(() => {
+      this.pass = undefined;
+    });
+  }
+
+  /** Returns how many users were re-created. */
+  async restoreMissing(): Promise<number> {
+    const { redis, keys, acl, logger } = this.options;
+    const [starting, running, existing] = await Promise.all([
+      redis.zrange(keys.jobsByState('starting'), 0, -1),
+      redis.zrange(keys.jobsByState('running'), 0, -1),
+      acl.listJobIds(),
+    ]);
+    const present = new Set(existing);
+    const missing = [...new Set([...starting, ...running])].filter((id) => !present.has(id));
+    let restored = 0;
+    for (const jobId of missing) {
+      const kept = await readSandboxUser(redis, keys, jobId);
+      if (!kept) continue;
+      await acl.restore(jobId, kept.notifyStream, kept.passwordHash);
+      restored++;
+    }
+    if (restored > 0) logger.info({ restored }, 're-created sandbox Redis users that Redis had lost');
+    return restored;
+  }
+
+  async stop(): Promise<void> {
+    this.options.redis.off('ready', this.onReady);
+    await this.loop.stop();
+    await this.pass;
+  }
+}

@@ -1,0 +1,63 @@
+import { COMPLETION_GROUP, createKeySpace, DispatchKeys } from '@sandstream/bus';
+import { silentLogger } from '@sandstream/telemetry';
+import { type CompletionNotice, encodeCompletionNotice } from '@sandstream/wire';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type OwnRedis, startOwnRedis } from '../../../libs/sandbox/src/testing/redis-server.js';
+import { CompletionConsumer } from './completion-consumer.js';
+
+// A Redis restarted without its data has no consumer groups: a private redis-server, flushed.
+describe('CompletionConsumer after Redis lost its data', () => {
+  let own: OwnRedis;
+  let redis: Redis;
+  beforeAll(async () => {
+    own = await startOwnRedis();
+    redis = new Redis(own.url, { maxRetriesPerRequest: null });
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    await own?.stop();
+  });
+
+  it('recreates its consumer group on NOGROUP and goes on reading notices', async () => {
+    const keys = new DispatchKeys(createKeySpace('nogroup'), 2);
+    const handled: CompletionNotice[] = [];
+    const consumer = new CompletionConsumer({
+      redis,
+      keys,
+      consumerName: 'c1',
+      handle: async (notice) => {
+        handled.push(notice);
+      },
+      logger: silentLogger('completion-consumer-test'),
+      blockMs: 200,
+      claimIntervalMs: 200,
+    });
+    await consumer.start();
+    const notify = (jobId: string) =>
+      redis.xadd(
+        keys.completionStreamFor(jobId),
+        '*',
+        ...encodeCompletionNotice({ jobId, stepId: 'step-1' }),
+      );
+    const until = async (jobId: string) => {
+      const deadline = Date.now() + 15_000;
+      while (!handled.some((n) => n.jobId === jobId)) {
+        if (Date.now() > deadline) throw new Error(`notice of ${jobId} not handled`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    try {
+      await notify('before');
+      await until('before');
+      await redis.flushall();
+      // XADD recreates the stream, but not the group: reads now answer NOGROUP.
+      await notify('after');
+      await until('after');
+      const groups = (await redis.xinfo('GROUPS', keys.completionStreamFor('after'))) as unknown[][];
+      expect(groups.map((g) => g[1])).toEqual([COMPLETION_GROUP]);
+    } finally {
+      await consumer.stop();
+    }
+  });
+});

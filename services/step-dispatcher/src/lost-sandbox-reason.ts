@@ -1,0 +1,24 @@
+import { type KeySpace, type RedisClient, readSandboxUser } from '@sandstream/bus';
+
+/**
+ * Why a job's agent stopped heart-beating, as precisely as Redis can tell. The usual answer is
+ * that the agent or its sandbox died; but after a Redis restart the agent may be alive and
+ * merely locked out, because its Redis user was lost with the restart and could not be
+ * re-created (no kept password hash). That case gets its own reason, so an operator does not
+ * go looking for a crashed container.
+ */
+export async function lostSandboxReason(redis: RedisClient, keys: KeySpace, jobId: string): Promise<string> {
+  const kept = await readSandboxUser(redis, keys, jobId).catch(() => null);
+  const user = kept?.username;
+  if (user) {
+    const exists = await redis.call('ACL', 'GETUSER', user).then(
+      (reply) => reply !== null,
+      // No right to ask (or no ACL support): say nothing more than we know.
+      () => true,
+    );
+    if (!exists) {
+      return `sandbox lost: its Redis user ${user} no longer exists (Redis restarted without its ACL users and the user could not be re-created), so the agent cannot authenticate`;
+    }
+  }
+  return 'sandbox lost: the agent stopped heart-beating';
+}
