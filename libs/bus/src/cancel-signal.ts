@@ -1,25 +1,16 @@
 import { SCHEMA_VERSION } from '@sandstream/wire';
+import { busLua } from './bus-lua.js';
 import type { DispatchKeys } from './dispatch-keys.js';
 import { deadlineMember } from './dispatch-keys.js';
 import type { KeySpace } from './key-space.js';
-import { LuaScript } from './lua-script.js';
 import type { RedisClient } from './redis-connection.js';
 
 /**
  * Tells a running job's agent to kill its running step. Reads the running stepId from the
  * dispatcher's state in the same script that pushes the control message, so the cancel names
  * exactly the step that runs at that moment (a cancel for a finished step is ignored by the agent).
- *
- * KEYS: dispatch state, control. ARGV: schemaVersion, reason. Returns the stepId signalled or ''.
  */
-const SIGNAL = new LuaScript(
-  'dispatch-cancel-signal',
-  `if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return '' end
-local current = redis.call('HGET', KEYS[1], 'current')
-if not current or current == '' then return '' end
-redis.call('LPUSH', KEYS[2], cjson.encode({schemaVersion = tonumber(ARGV[1]), kind = 'cancel', stepId = current, reason = ARGV[2]}))
-return current`,
-);
+const SIGNAL = busLua.load('dispatch-cancel-signal');
 
 export interface CancelSignalOptions {
   redis: RedisClient;

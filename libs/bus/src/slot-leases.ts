@@ -1,73 +1,12 @@
+import { busLua } from './bus-lua.js';
 import type { KeySpace } from './key-space.js';
-import { LuaScript } from './lua-script.js';
 import type { RedisClient } from './redis-connection.js';
 import { scanKeys } from './scan-keys.js';
 
-// KEYS: global set, tenant set. ARGV: holder, now, expiry, globalLimit, tenantLimit.
-// Expired holders are dropped first, so a dead holder's slot comes back by itself.
-// Returns 1 granted (or renewed: acquiring twice is idempotent), 0 global full, -1 tenant full.
-const ACQUIRE = new LuaScript(
-  'lease-acquire',
-  `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-  return 1
-end
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return -1 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-return 1
-`,
-);
-
-// KEYS: global set, tenant set. ARGV: holder, expiry, now. Extends only a lease still held and
-// unexpired: a holder that lapsed (its slot may already be someone else's) cannot revive it.
-// Returns 1 when renewed.
-const RENEW = new LuaScript(
-  'lease-renew',
-  `
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) <= tonumber(ARGV[3]) then return 0 end
-redis.call('ZADD', KEYS[1], 'XX', ARGV[2], ARGV[1])
-redis.call('ZADD', KEYS[2], 'XX', ARGV[2], ARGV[1])
-return 1
-`,
-);
-
-// KEYS: global set, tenant set, freed list, waiting set. ARGV: holder.
-// Returns 1 when a slot was actually freed (then one wake-up is pushed for waiting schedulers).
-const RELEASE = new LuaScript(
-  'lease-release',
-  `
-local removed = redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[4], ARGV[1])
-if removed == 1 then
-  redis.call('LPUSH', KEYS[3], ARGV[1])
-  redis.call('LTRIM', KEYS[3], 0, 999)
-end
-return removed
-`,
-);
-
-// KEYS: global set, freed list. ARGV: now. Drops expired global holders and wakes one waiter
-// per freed slot. Tenant sets are cleaned lazily by ACQUIRE (their keys are not enumerable here).
-const RECLAIM = new LuaScript(
-  'lease-reclaim',
-  `
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1000)
-for _, holder in ipairs(expired) do
-  redis.call('ZREM', KEYS[1], holder)
-  redis.call('LPUSH', KEYS[2], holder)
-end
-redis.call('LTRIM', KEYS[2], 0, 999)
-return expired
-`,
-);
+const ACQUIRE = busLua.load('lease-acquire');
+const RENEW = busLua.load('lease-renew');
+const RELEASE = busLua.load('lease-release');
+const RECLAIM = busLua.load('lease-reclaim');
 
 export type AcquireResult = { granted: true } | { granted: false; blockedBy: 'global' | 'tenant' };
 

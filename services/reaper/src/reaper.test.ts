@@ -18,7 +18,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { DELETE_FINISHED_JOB } from './reap-scripts.js';
-import { matchesGlob, Reaper, type ReaperOptions } from './reaper.js';
+import { jobKeysOf, matchesGlob, Reaper, type ReaperOptions } from './reaper.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const logger = silentLogger('reaper-test');
@@ -213,7 +213,7 @@ describe('reaper', () => {
     const h = setup();
     const id = await h.job('again');
     // The old, finished record is gone and the id now names a new, queued job: the script re-checks.
-    const keys = [h.keys.job(id), h.keys.sandbox(id).events];
+    const keys = jobKeysOf(h.keys, h.dispatchKeys, id);
     expect(await DELETE_FINISHED_JOB.run(redis, keys, [Date.now() + HOUR])).toBeNull();
     expect(await redis.exists(h.keys.job(id))).toBe(1);
   });

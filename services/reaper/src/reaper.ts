@@ -111,18 +111,8 @@ export class Reaper {
     });
   }
 
-  /** Every key of a job: all in the job's slot. */
   private jobKeys(jobId: string): string[] {
-    const k = this.options.keys.sandbox(jobId);
-    return [
-      this.options.keys.job(jobId),
-      k.in,
-      k.events,
-      k.results,
-      k.heartbeat,
-      k.control,
-      this.options.dispatchKeys.dispatchState(jobId),
-    ];
+    return jobKeysOf(this.options.keys, this.options.dispatchKeys, jobId);
   }
 
   private async reapJobs(report: ReapReport, signal?: AbortSignal): Promise<void> {
@@ -239,6 +229,20 @@ export class Reaper {
       report.aclUsersDeleted++;
     }
   }
+}
+
+/** Every key of a job, the record first (reaper-delete-finished-job's KEYS): all in the job's slot. */
+export function jobKeysOf(keys: KeySpace, dispatchKeys: DispatchKeys, jobId: string): string[] {
+  const k = keys.sandbox(jobId);
+  return [
+    keys.job(jobId),
+    k.in,
+    k.events,
+    k.results,
+    k.heartbeat,
+    k.control,
+    dispatchKeys.dispatchState(jobId),
+  ];
 }
 
 function jobIdFromKeyAny(key: string): string | null {

@@ -2,24 +2,12 @@ import {
   type Deadline,
   type DispatchKeys,
   deadlineMember,
-  LuaScript,
   parseDeadlineMember,
   type RedisClient,
 } from '@sandstream/bus';
 import type { Logger } from '@sandstream/telemetry';
+import { claimDueScript } from './dispatch-scripts.js';
 import { PeriodicTask } from './periodic-task.js';
-
-/**
- * Takes the due members and pushes their score a lease into the future in one step, so two
- * sweepers never handle the same deadline at once, and a sweeper that dies mid-handling only
- * delays it by the lease: the member becomes due again and another instance handles it.
- */
-const claimDue = new LuaScript(
-  'claim-due-deadlines',
-  `local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
-for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], 'XX', ARGV[2], member) end
-return due`,
-);
 
 export interface DeadlineSweeperOptions {
   redis: RedisClient;
@@ -64,7 +52,7 @@ export class DeadlineSweeper {
       const now = Date.now();
       let due: string[];
       try {
-        due = (await claimDue.run(redis, [key], [now, now + leaseMs, batch])) as string[];
+        due = await claimDueScript.run<string[]>(redis, [key], [now, now + leaseMs, batch]);
       } catch (err) {
         logger.warn({ err, key }, 'deadline sweep failed');
         continue;
