@@ -48,7 +48,7 @@ async function startKubeStack(env: Record<string, string>): Promise<KubeStack> {
     throw err;
   }
   const redis = new Redis(redisUrl);
-  const client = new SandstreamClient({ redis, prefix: namespace, completionShards: 4 });
+  const client = new SandstreamClient({ redis, prefix: namespace });
   return {
     namespace,
     client,

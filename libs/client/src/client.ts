@@ -1,9 +1,10 @@
 import {
+  type CancelRequestPayload,
   type CancelResult,
+  cancelJob,
   createKeySpace,
   createRedis,
   DefaultJobOptions,
-  DispatchKeys,
   isTerminal,
   type JobRecord,
   type JobState,
@@ -14,7 +15,6 @@ import {
   QueueNames,
   type RedisClient,
   type SubmitResult,
-  signalCancel,
   submitParsedJob,
 } from '@sandstream/bus';
 import { Queue } from 'bullmq';
@@ -28,8 +28,6 @@ export interface SandstreamClientOptions {
   redisUrl?: string;
   /** The deployment's namespace (KeySpace); must match the services'. */
   prefix?: string;
-  /** Must match the services' COMPLETION_SHARDS (used to leave a cancel deadline). */
-  completionShards?: number;
 }
 
 export interface WaitOptions {
@@ -60,8 +58,8 @@ export class SandstreamClient {
   readonly keys: KeySpace;
   private readonly ownsRedis: boolean;
   private readonly jobStore: JobStore;
-  private readonly dispatchKeys: DispatchKeys;
   private queue: Queue<JobsPayload> | undefined;
+  private cancels: Queue<CancelRequestPayload> | undefined;
 
   constructor(options: SandstreamClientOptions = {}) {
     this.ownsRedis = options.redis === undefined;
@@ -69,7 +67,6 @@ export class SandstreamClient {
       options.redis ?? createRedis({ url: options.redisUrl ?? 'redis://127.0.0.1:6379', role: 'producer' });
     this.keys = createKeySpace(options.prefix);
     this.jobStore = new JobStore({ redis: this.redis, keys: this.keys });
-    this.dispatchKeys = new DispatchKeys(this.keys, options.completionShards);
   }
 
   private jobsQueue(): Queue<JobsPayload> {
@@ -79,6 +76,14 @@ export class SandstreamClient {
       defaultJobOptions: DefaultJobOptions,
     });
     return this.queue;
+  }
+
+  private cancelQueue(): Queue<CancelRequestPayload> {
+    this.cancels ??= new Queue<CancelRequestPayload>(QueueNames.dispatchCancel, {
+      connection: this.redis,
+      prefix: this.keys.bullPrefix,
+    });
+    return this.cancels;
   }
 
   /**
@@ -100,26 +105,13 @@ export class SandstreamClient {
   }
 
   /**
-   * Asks to cancel. A job not started yet is cancelled by its state change; a running one gets
-   * a cancel for its running step and ends `cancelled` once the agent confirms (or after a
-   * short backstop, if it never does).
+   * Asks to cancel (libs/bus cancelJob): recorded on the job, which ends a job still queued on
+   * the spot; a scheduled or starting job is ended by pod-lifecycle before anything starts, and a
+   * running one by the step-dispatcher, which kills the running step and ends the job
+   * `cancelled` once the agent confirms (or after a short backstop, if it never does).
    */
-  async cancel(jobId: string, reason = 'cancelled by user'): Promise<CancelResult> {
-    const result = await this.jobStore.requestCancel(jobId, reason);
-    if (result.status === 'requested' || result.status === 'already-requested') {
-      if (result.state === 'running' || result.state === 'starting') {
-        await signalCancel(
-          { redis: this.redis, keySpace: this.keys, dispatchKeys: this.dispatchKeys },
-          jobId,
-          reason,
-        );
-      } else {
-        // scheduled: nothing runs yet; the transition ends it and pod-lifecycle / the dispatcher
-        // see the terminal state before they start anything.
-        await this.jobStore.transition(jobId, ['scheduled', 'queued'], 'cancelled', { reason });
-      }
-    }
-    return result;
+  cancel(jobId: string, reason = 'cancelled by user'): Promise<CancelResult> {
+    return cancelJob(this.jobStore, this.cancelQueue(), jobId, reason);
   }
 
   /** Resolves with the job's record once it reaches a terminal state. */
@@ -204,7 +196,7 @@ export class SandstreamClient {
   }
 
   async close(): Promise<void> {
-    await this.queue?.close();
+    await Promise.all([this.queue?.close(), this.cancels?.close()]);
     if (this.ownsRedis) await this.redis.quit();
   }
 }

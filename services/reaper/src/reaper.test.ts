@@ -4,12 +4,13 @@ import { join } from 'node:path';
 import {
   createKeySpace,
   DispatchKeys,
+  ExpiredLeases,
   type JobState,
   JobStore,
   parseJobSpec,
   QueueNames,
   SandboxAcl,
-  SlotLeases,
+  SlotAdmission,
 } from '@sandstream/bus';
 import { InProcessBackend } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
@@ -35,7 +36,7 @@ function setup(overrides: Partial<ReaperOptions> = {}) {
   const ns = `t-reap-${Math.random().toString(36).slice(2, 10)}`;
   const keys = createKeySpace(ns);
   const store = new JobStore({ redis, keys });
-  const leases = new SlotLeases({ redis, keys, globalLimit: 100, tenantLimit: 100, leaseMs: 60_000 });
+  const leases = new ExpiredLeases({ redis, keys });
   const dispatchKeys = new DispatchKeys(keys, 2);
   const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keys.bullPrefix });
   let offset = 0;
@@ -221,17 +222,21 @@ describe('reaper', () => {
   it('reclaims expired leases', async () => {
     let clock = Date.now();
     const h = setup();
-    const leases = new SlotLeases({
+    const clockNow = { now: () => clock };
+    // The scheduler's side takes the slot; the reaper's reclaims it.
+    const admission = new SlotAdmission({
       redis,
       keys: h.keys,
       globalLimit: 5,
       tenantLimit: 5,
       leaseMs: 1000,
-      now: () => clock,
+      ...clockNow,
     });
-    await leases.acquire(`${h.ns}-dead`, 'acme');
+    await admission.acquire(`${h.ns}-dead`, 'acme');
     clock += 5000;
-    const report = await h.reaper({ leases }).runOnce();
+    const report = await h
+      .reaper({ leases: new ExpiredLeases({ redis, keys: h.keys, ...clockNow }) })
+      .runOnce();
     expect(report.leasesReclaimed).toBe(1);
     expect(await redis.zcard(h.keys.leasesGlobal)).toBe(0);
   });

@@ -1,6 +1,7 @@
 import {
-  bullJobId,
   type DispatchKeys,
+  type ExpiredLeases,
+  enqueueDestroy,
   isTerminal,
   type JobRecord,
   type JobStore,
@@ -8,8 +9,6 @@ import {
   type KeySpace,
   type RedisClient,
   type SandboxAcl,
-  type SandboxDestroyPayload,
-  type SlotLeases,
   scanKeys,
 } from '@sandstream/bus';
 import type { SandboxBackend } from '@sandstream/sandbox';
@@ -21,7 +20,8 @@ export interface ReaperOptions {
   redis: RedisClient;
   keys: KeySpace;
   store: JobStore;
-  leases: SlotLeases;
+  /** Leases of dead holders. */
+  leases: ExpiredLeases;
   dispatchKeys: DispatchKeys;
   logger: Logger;
   /** Sandboxes by label; without it, orphaned sandboxes are not looked for. */
@@ -159,12 +159,11 @@ export class Reaper {
     if (result.status !== 'ok') return false;
     this.options.logger.warn({ jobId: record.id, from: record.state, reason }, 'reaper failed a stuck job');
     if (this.options.destroyQueue) {
-      const payload: SandboxDestroyPayload = {
+      await enqueueDestroy(this.options.destroyQueue, {
         jobId: record.id,
         reason: `reaper: ${reason}`,
         outcome: 'failed',
-      };
-      await this.options.destroyQueue.add('destroy', payload, { jobId: `${bullJobId(record.id)}_reaped` });
+      });
     }
     return true;
   }

@@ -56,6 +56,12 @@ async function job(steps = 3, options: { continueOnError?: boolean } = {}) {
     start: () => startScript.run<Reply>(redis, [state, k.in, keySpace.job(id)], stepArgs(steps)),
     advance: (stepId: string, result = '') =>
       advanceScript.run<Reply>(redis, [state, k.in, k.results, keySpace.job(id)], [stepId, result]),
+    finish: (outcome: string, reason: string, stepId: string) =>
+      finishScript.run<Reply>(
+        redis,
+        [state, k.control],
+        [outcome, reason, stepId, stepId ? encodeCancel(stepId, reason) : ''],
+      ),
     cancel: (stepId: string) =>
       cancelScript.run<Reply>(
         redis,
@@ -172,6 +178,27 @@ describe('dispatch-advance', () => {
   });
 });
 
+describe('dispatch-finish', () => {
+  it('answers unknown without state, stale when another step runs, then cancels the running one', async () => {
+    const j = await job();
+    expect(await j.finish('timed-out', 'too slow', '')).toEqual(['unknown']);
+    await j.start();
+    expect(await j.finish('timed-out', 'too slow', '')).toEqual(['stale', 'step-1']);
+    expect(await j.control()).toEqual([]);
+    expect(await j.finish('timed-out', 'too slow', 'step-1')).toEqual([
+      'finished',
+      'timed-out',
+      'too slow',
+      1,
+    ]);
+    expect(await j.control()).toEqual([
+      { schemaVersion: 1, kind: 'cancel', stepId: 'step-1', reason: 'too slow' },
+    ]);
+    expect(await j.finish('failed', 'later', 'step-1')).toEqual(['finished', 'timed-out', 'too slow', 0]);
+    expect(await j.control()).toHaveLength(1);
+  });
+});
+
 describe('dispatch-cancel', () => {
   it('answers unknown before dispatch, stale for another step, signals the running one, and finished after', async () => {
     const j = await job();
@@ -182,11 +209,7 @@ describe('dispatch-cancel', () => {
     expect(await j.control()).toEqual([
       { schemaVersion: 1, kind: 'cancel', stepId: 'step-1', reason: 'stop' },
     ]);
-    await finishScript.run(
-      redis,
-      [dispatchKeys.dispatchState(j.id), keySpace.sandbox(j.id).control],
-      ['cancelled', 'gave up'],
-    );
+    await j.finish('cancelled', 'gave up', 'step-1');
     expect(await j.cancel('step-1')).toEqual(['finished', 'cancelled', 'gave up', 0]);
   });
 });
