@@ -109,11 +109,13 @@ describe('step-dispatcher with real agents', () => {
     expect(record.stepResults['step-3']?.exitCode).toBe(0);
     expect(readFileSync(marker, 'utf8')).toBe('one\ntwo\n');
     expect(await outputOf(jobId)).toEqual(['step-1:first', 'step-2:second', 'step-3:third']);
-    // The sandbox is handed back for destruction.
+    // The sandbox is handed back for destruction (enqueued just after the terminal state that
+    // ended the wait above, hence polled).
     const destroy = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keySpace.bullPrefix });
-    const job = await destroy.getJob(bullJobId(jobId));
+    await expect
+      .poll(async () => (await destroy.getJob(bullJobId(jobId)))?.data, { timeout: 10_000 })
+      .toMatchObject({ jobId, outcome: 'succeeded' });
     await destroy.close();
-    expect(job?.data).toMatchObject({ jobId, outcome: 'succeeded' });
   });
 
   it('ignores redelivered and duplicate notices: no step is pushed twice', async () => {
