@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
-import { constants, hostname, tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
+import { constants, hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { formatIssues, JobIdSchema } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
