@@ -14,7 +14,8 @@ import {
 import { runService } from '@sandstream/service-kit';
 import { createSandstreamMetrics, withJobSpan } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
-import { Queue, UnrecoverableError, Worker } from 'bullmq';
+import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
+import type { z } from 'zod';
 import { CompletionConsumer } from './completion-consumer.js';
 import { DispatcherEnvSchema } from './config.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
@@ -65,33 +66,27 @@ runService({
 
     const worker = new Worker<DispatchPayload>(
       QueueNames.dispatch,
-      async (job) => {
-        const parsed = DispatchPayloadSchema.safeParse(job.data);
-        if (!parsed.success)
-          throw new UnrecoverableError(`invalid dispatch payload: ${formatIssues(parsed.error)}`);
+      validated(DispatchPayloadSchema, 'dispatch payload', (payload, job) =>
         // The span every step's dispatcher.step span hangs under (step-spans.ts).
-        await withJobSpan(
+        withJobSpan(
           'dispatcher.dispatch',
           {
-            traceContext: parsed.data.traceContext,
+            traceContext: payload.traceContext,
             attempt: job.attemptsMade + 1,
-            attributes: { 'sandstream.job.id': parsed.data.jobId },
+            attributes: { 'sandstream.job.id': payload.jobId },
           },
-          () => dispatcher.start(parsed.data),
-        );
-      },
+          () => dispatcher.start(payload),
+        ),
+      ),
       { connection: workerRedis, prefix: keySpace.bullPrefix, concurrency: config.DISPATCH_CONCURRENCY },
     );
     worker.on('failed', (job, err) => logger.error({ err, jobId: job?.data.jobId }, 'dispatch failed'));
     // Cancel requests of SDK and API callers (libs/bus cancel-request.ts); cheap, so few at once.
     const cancelWorker = new Worker<CancelRequestPayload>(
       QueueNames.dispatchCancel,
-      async (job) => {
-        const parsed = CancelRequestPayloadSchema.safeParse(job.data);
-        if (!parsed.success)
-          throw new UnrecoverableError(`invalid cancel request: ${formatIssues(parsed.error)}`);
-        await dispatcher.onCancelRequest(parsed.data.jobId, parsed.data.reason);
-      },
+      validated(CancelRequestPayloadSchema, 'cancel request', (payload) =>
+        dispatcher.onCancelRequest(payload.jobId, payload.reason),
+      ),
       {
         connection: connect('worker', `step-dispatcher-cancel:${consumerName}`),
         prefix: keySpace.bullPrefix,
@@ -153,3 +148,16 @@ runService({
     };
   },
 });
+
+/** A processor that validates its payload first: a malformed one fails for good, naming the field. */
+function validated<T>(
+  schema: z.ZodType<T>,
+  what: string,
+  handle: (payload: T, job: Job) => Promise<void>,
+): (job: Job) => Promise<void> {
+  return async (job) => {
+    const parsed = schema.safeParse(job.data);
+    if (!parsed.success) throw new UnrecoverableError(`invalid ${what}: ${formatIssues(parsed.error)}`);
+    await handle(parsed.data, job);
+  };
+}
