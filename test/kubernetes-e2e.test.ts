@@ -49,7 +49,7 @@ async function startKubeStack(env: Record<string, string>): Promise<KubeStack> {
     throw err;
   }
   const redis = new Redis(redisUrl);
-  const client = new SandstreamClient({ redis, namespace, completionShards: 4 });
+  const client = new SandstreamClient({ redis, namespace });
   return {
     namespace,
     client,

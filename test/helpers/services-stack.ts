@@ -71,11 +71,7 @@ export async function startStack(
     throw err;
   }
   const redis = options.redis?.() ?? new Redis(redisUrl);
-  const client = new SandstreamClient({
-    redis,
-    namespace,
-    completionShards: Number(env.COMPLETION_SHARDS),
-  });
+  const client = new SandstreamClient({ redis, namespace });
   return {
     namespace,
     redis,

@@ -10,7 +10,7 @@ import { QueueNames } from './queues.js';
 import { createRedis } from './redis-connection.js';
 import { SandboxAcl } from './sandbox-acl.js';
 import { scanKeys } from './scan-keys.js';
-import { SlotLeases } from './slot-leases.js';
+import { SlotAdmission } from './slot-leases.js';
 import { TestCluster } from './test-cluster.js';
 
 let cluster: TestCluster;
@@ -52,7 +52,7 @@ describe('on a real Redis Cluster', () => {
   });
 
   it('admits with leases and moves jobs through BullMQ queues with the hash-tag prefix', async () => {
-    const leases = new SlotLeases({ redis, keys, globalLimit: 2, tenantLimit: 2, leaseMs: 60_000 });
+    const leases = new SlotAdmission({ redis, keys, globalLimit: 2, tenantLimit: 2, leaseMs: 60_000 });
     const results = await Promise.all(['a', 'b', 'c'].map((h) => leases.acquire(h, 'acme')));
     expect(results.filter((r) => r.granted)).toHaveLength(2);
     expect(await leases.release('a', 'acme')).toBe(true);

@@ -3,8 +3,10 @@ import type { KeySpace } from './key-space.js';
 
 /**
  * Keys of the step-dispatcher that other packages must spell the same way: pod-lifecycle picks
- * the completion shard it passes to the agent as notifyStream, and the SDK records cancel
- * requests in the dispatch state. Built on KeySpace so namespaces isolate them like everything else.
+ * the completion shard it passes to the agent as notifyStream, and the reaper checks whether the
+ * dispatcher holds a job. Only the dispatcher reads or writes what is behind them (producers
+ * cancel through libs/bus cancel-request.ts). Built on KeySpace so namespaces isolate them like
+ * everything else.
  *
  * Per completion shard (one hash tag per shard, so shards spread over a cluster):
  * - the completion stream (KeySpace.completionStream)

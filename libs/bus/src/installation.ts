@@ -15,10 +15,7 @@ export const InstallationSchema = z
     'SANDSTREAM_INSTALLATION is 1-63 letters, digits, ".", "_" or "-", starting and ending with a letter or digit',
   );
 
-export const InstallationEnvSchema = z.object({
-  /** Default: derived from the Redis address and the namespace (deriveInstallation). */
-  SANDSTREAM_INSTALLATION: InstallationSchema.optional(),
-});
+// The variable itself is declared once for the services, in service-kit's SharedEnv.
 
 export interface InstallationSource {
   SANDSTREAM_INSTALLATION?: string | undefined;

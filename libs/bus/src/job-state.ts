@@ -26,7 +26,12 @@ export function isTerminal(state: JobState): boolean {
   return TERMINAL_STATES.includes(state);
 }
 
-const ALLOWED: Record<JobState, readonly JobState[]> = {
+/**
+ * Which state may follow which. Enforced by the job-store's transition script (job-layout.ts
+ * hands this table to Lua), so a caller that names a forbidden move fails loudly instead of
+ * corrupting the record; docs/services.md says which service owns each move.
+ */
+export const JOB_TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
   queued: ['scheduled', 'failed', 'cancelled', 'timed-out'],
   scheduled: ['starting', 'queued', 'failed', 'cancelled', 'timed-out'],
   starting: ['running', 'failed', 'cancelled', 'timed-out'],
@@ -36,10 +41,6 @@ const ALLOWED: Record<JobState, readonly JobState[]> = {
   cancelled: [],
   'timed-out': [],
 };
-
-export function canTransition(from: JobState, to: JobState): boolean {
-  return ALLOWED[from].includes(to);
-}
 
 /** Where the sandbox of a job lives, once pod-lifecycle created it. */
 export const JobSandboxSchema = z.object({

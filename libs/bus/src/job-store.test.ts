@@ -78,6 +78,15 @@ describe('job store', () => {
     expect(mine).toHaveLength(5);
   });
 
+  it('refuses a move the state table does not allow, changing nothing', async () => {
+    const s = spec('forbidden');
+    await store.create(s);
+    await expect(store.transition(s.id!, ['queued'], 'running')).rejects.toThrow(
+      /queued -> running is not an allowed transition/,
+    );
+    expect(await store.get(s.id!)).toMatchObject({ state: 'queued', version: 1 });
+  });
+
   it('exactly one of many concurrent transitions wins', async () => {
     const s = spec('race');
     await store.create(s);

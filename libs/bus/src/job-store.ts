@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { type StepResult, StepResultSchema, StreamLimits } from '@sandstream/wire';
+import { busLua } from './bus-lua.js';
+import { JobField, parseJobRecord, parseStepResult, stepResultField } from './job-layout.js';
 import { type JobSpec, JobSpecSchema } from './job-spec.js';
 import {
-  isTerminal,
   JOB_EVENT_FIELD,
   type JobEvent,
   type JobRecord,
@@ -12,79 +13,12 @@ import {
   JobStateSchema,
 } from './job-state.js';
 import { createKeySpace, type KeySpace } from './key-space.js';
-import { LuaScript } from './lua-script.js';
 import type { RedisClient } from './redis-connection.js';
 
-// KEYS: job hash, job events stream. ARGV: id, tenant, spec, now, eventJson, maxlen.
-const CREATE = new LuaScript(
-  'job-create',
-  `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'tenant', ARGV[2], 'state', 'queued', 'spec', ARGV[3],
-  'createdAt', ARGV[4], 'updatedAt', ARGV[4], 'version', 1)
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', '${JOB_EVENT_FIELD}', ARGV[5])
-return 1
-`,
-);
-
-// Compare-and-set of the state. KEYS: job hash, job events stream.
-// ARGV: to, now, terminal(0|1), reason, maxlen, nFrom, from..., then field/value pairs to set.
-// Returns {'missing'} | {'noop', state} | {'conflict', state} | {'ok', from, eventJson}.
-const TRANSITION = new LuaScript(
-  'job-transition',
-  `
-local state = redis.call('HGET', KEYS[1], 'state')
-if not state then return {'missing'} end
-local to = ARGV[1]
-if state == to then return {'noop', state} end
-local nFrom = tonumber(ARGV[6])
-local allowed = false
-for i = 7, 6 + nFrom do if ARGV[i] == state then allowed = true end end
-if not allowed then return {'conflict', state} end
-redis.call('HSET', KEYS[1], 'state', to, 'updatedAt', ARGV[2])
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'reason', ARGV[4]) else redis.call('HDEL', KEYS[1], 'reason') end
-if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'finishedAt', ARGV[2]) end
-for i = 7 + nFrom, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('HINCRBY', KEYS[1], 'version', 1)
-local event = {type = 'transition', jobId = redis.call('HGET', KEYS[1], 'id'),
-  tenant = redis.call('HGET', KEYS[1], 'tenant'), from = state, to = to, at = tonumber(ARGV[2])}
-if ARGV[4] ~= '' then event.reason = ARGV[4] end
-local json = cjson.encode(event)
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', '${JOB_EVENT_FIELD}', json)
-return {'ok', state, json}
-`,
-);
-
-// KEYS: job hash, job events stream. ARGV: reason, now, maxlen.
-// Returns {'missing'} | {'terminal', state} | {'ok', state, eventJson} (a repeat returns {'repeat', state}).
-const REQUEST_CANCEL = new LuaScript(
-  'job-request-cancel',
-  `
-local state = redis.call('HGET', KEYS[1], 'state')
-if not state then return {'missing'} end
-if state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'timed-out' then
-  return {'terminal', state}
-end
-if redis.call('HEXISTS', KEYS[1], 'cancelRequested') == 1 then return {'repeat', state} end
-redis.call('HSET', KEYS[1], 'cancelRequested', ARGV[1], 'updatedAt', ARGV[2])
-redis.call('HINCRBY', KEYS[1], 'version', 1)
-local json = cjson.encode({type = 'cancel-requested', jobId = redis.call('HGET', KEYS[1], 'id'),
-  tenant = redis.call('HGET', KEYS[1], 'tenant'), from = state, to = state, reason = ARGV[1], at = tonumber(ARGV[2])})
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', '${JOB_EVENT_FIELD}', json)
-return {'ok', state, json}
-`,
-);
-
-// KEYS: job hash. ARGV: field, value. Sets a field only on an existing record.
-const SET_IF_EXISTS = new LuaScript(
-  'job-set-if-exists',
-  `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HINCRBY', KEYS[1], 'version', 1)
-return 1
-`,
-);
+const CREATE = busLua.load('job-create');
+const TRANSITION = busLua.load('job-transition');
+const REQUEST_CANCEL = busLua.load('job-request-cancel');
+const SET_IF_EXISTS = busLua.load('job-set-if-exists');
 
 export type TransitionResult =
   | { status: 'ok'; from: JobState; event: JobEvent }
@@ -173,12 +107,12 @@ export class JobStore {
 
   async get(jobId: string): Promise<JobRecord | null> {
     const hash = await this.redis.hgetall(this.keys.job(jobId));
-    return parseRecord(hash);
+    return parseJobRecord(hash);
   }
 
   /** The parsed spec of a job (re-validated, so a record edited by hand cannot smuggle bad input). */
   async getSpec(jobId: string): Promise<JobSpec | null> {
-    const raw = await this.redis.hget(this.keys.job(jobId), 'spec');
+    const raw = await this.redis.hget(this.keys.job(jobId), JobField.spec);
     return raw === null ? null : JobSpecSchema.parse(JSON.parse(raw));
   }
 
@@ -200,7 +134,7 @@ export class JobStore {
     const hashes = await Promise.all(ids.map((id) => this.redis.hgetall(this.keys.job(id))));
     const records: JobRecord[] = [];
     for (const hash of hashes) {
-      const record = parseRecord(hash);
+      const record = parseJobRecord(hash);
       if (!record) continue;
       if (options.state && record.state !== options.state) continue;
       if (options.tenant && record.tenant !== options.tenant) continue;
@@ -222,14 +156,14 @@ export class JobStore {
   ): Promise<TransitionResult> {
     const now = this.now();
     const fields: string[] = [];
-    if (options.sandbox) fields.push('sandbox', JSON.stringify(JobSandboxSchema.parse(options.sandbox)));
+    if (options.sandbox)
+      fields.push(JobField.sandbox, JSON.stringify(JobSandboxSchema.parse(options.sandbox)));
     const reply = await TRANSITION.run<string[]>(
       this.redis,
       [this.keys.job(jobId), this.keys.sandbox(jobId).events],
       [
         to,
         now,
-        isTerminal(to) ? 1 : 0,
         (options.reason ?? '').slice(0, 4096),
         StreamLimits.eventStreamMaxLength,
         from.length,
@@ -241,23 +175,36 @@ export class JobStore {
     if (status === 'missing') return { status: 'missing' };
     if (status === 'noop') return { status: 'noop', state: JobStateSchema.parse(state) };
     if (status === 'conflict') return { status: 'conflict', state: JobStateSchema.parse(state) };
+    if (status === 'forbidden')
+      throw new Error(`job ${jobId}: ${state} -> ${to} is not an allowed transition`);
     const previous = JobStateSchema.parse(state);
-    await Promise.all([
-      this.redis.zrem(this.keys.jobsByState(previous), jobId),
-      this.redis.zadd(this.keys.jobsByState(to), now, jobId),
-      this.publishLifecycle(json as string),
-    ]);
+    await this.afterTransition(jobId, previous, to, now, json as string);
     return { status: 'ok', from: previous, event: JSON.parse(json as string) as JobEvent };
   }
 
+  /** The cross-slot half of a transition: indexes and the lifecycle stream (idempotent). */
+  private async afterTransition(
+    jobId: string,
+    from: JobState,
+    to: JobState,
+    now: number,
+    eventJson: string,
+  ): Promise<void> {
+    await Promise.all([
+      this.redis.zrem(this.keys.jobsByState(from), jobId),
+      this.redis.zadd(this.keys.jobsByState(to), now, jobId),
+      this.publishLifecycle(eventJson),
+    ]);
+  }
+
   /**
-   * Sets the cancel flag. A job still `queued` is cancelled on the spot; later states are
-   * cancelled by whichever service holds the job (pod-lifecycle, step-dispatcher), which
-   * check the flag.
+   * Sets the cancel flag. A job still `queued` is cancelled in the same script (nothing holds
+   * it yet); later states are cancelled by whichever service holds the job (pod-lifecycle,
+   * step-dispatcher), which check the flag (docs/services.md, "Who moves job state").
    */
   async requestCancel(jobId: string, reason = 'cancelled by request'): Promise<CancelResult> {
     const now = this.now();
-    const [status, state, json] = await REQUEST_CANCEL.run<string[]>(
+    const [status, state, json, transitionJson] = await REQUEST_CANCEL.run<string[]>(
       this.redis,
       [this.keys.job(jobId), this.keys.sandbox(jobId).events],
       [reason.slice(0, 4096), now, StreamLimits.eventStreamMaxLength],
@@ -267,28 +214,30 @@ export class JobStore {
     if (status === 'terminal') return { status: 'terminal', state: current };
     if (status === 'repeat') return { status: 'already-requested', state: current };
     await this.publishLifecycle(json as string);
-    if (current === 'queued') {
-      const moved = await this.transition(jobId, ['queued'], 'cancelled', { reason });
-      if (moved.status === 'ok' || (moved.status === 'noop' && moved.state === 'cancelled')) {
-        return { status: 'cancelled' };
-      }
-      if (moved.status === 'conflict') return { status: 'requested', state: moved.state };
+    if (status === 'cancelled') {
+      await this.afterTransition(jobId, current, 'cancelled', now, transitionJson as string);
+      return { status: 'cancelled' };
     }
     return { status: 'requested', state: current };
   }
 
   async isCancelRequested(jobId: string): Promise<boolean> {
-    return (await this.redis.hexists(this.keys.job(jobId), 'cancelRequested')) === 1;
+    return (await this.redis.hexists(this.keys.job(jobId), JobField.cancelRequested)) === 1;
   }
 
-  /** Records one step's result on the record (`step:<stepId>`); false when the job is gone. */
+  /** One step's recorded result, if any. */
+  async getStepResult(jobId: string, stepId: string): Promise<StepResult | undefined> {
+    return parseStepResult(await this.redis.hget(this.keys.job(jobId), stepResultField(stepId)));
+  }
+
+  /** Records one step's result on the record (job-layout's step field); false when the job is gone. */
   async recordStepResult(jobId: string, result: StepResult): Promise<boolean> {
     const parsed = StepResultSchema.parse(result);
     if (parsed.stepId === null) throw new Error('recordStepResult: result.stepId must not be null');
     const done = await SET_IF_EXISTS.run<number>(
       this.redis,
       [this.keys.job(jobId)],
-      [`step:${parsed.stepId}`, JSON.stringify(parsed)],
+      [stepResultField(parsed.stepId), JSON.stringify(parsed)],
     );
     return done === 1;
   }
@@ -298,7 +247,7 @@ export class JobStore {
     const done = await SET_IF_EXISTS.run<number>(
       this.redis,
       [this.keys.job(jobId)],
-      ['sandbox', JSON.stringify(JobSandboxSchema.parse(sandbox))],
+      [JobField.sandbox, JSON.stringify(JobSandboxSchema.parse(sandbox))],
     );
     return done === 1;
   }
@@ -331,40 +280,5 @@ export class JobStore {
       JOB_EVENT_FIELD,
       json,
     );
-  }
-}
-
-function parseRecord(hash: Record<string, string>): JobRecord | null {
-  if (!hash || hash.state === undefined || hash.id === undefined) return null;
-  const state = JobStateSchema.safeParse(hash.state);
-  if (!state.success) return null;
-  const stepResults: JobRecord['stepResults'] = {};
-  for (const [field, value] of Object.entries(hash)) {
-    if (!field.startsWith('step:')) continue;
-    const parsed = StepResultSchema.safeParse(safeJson(value));
-    if (parsed.success) stepResults[field.slice(5)] = parsed.data;
-  }
-  const sandbox = hash.sandbox ? JobSandboxSchema.safeParse(safeJson(hash.sandbox)) : undefined;
-  return {
-    id: hash.id,
-    tenant: hash.tenant ?? 'default',
-    state: state.data,
-    spec: safeJson(hash.spec ?? 'null'),
-    createdAt: Number(hash.createdAt),
-    updatedAt: Number(hash.updatedAt),
-    finishedAt: hash.finishedAt ? Number(hash.finishedAt) : undefined,
-    reason: hash.reason,
-    cancelRequested: hash.cancelRequested,
-    sandbox: sandbox?.success ? sandbox.data : undefined,
-    stepResults,
-    version: Number(hash.version ?? 0),
-  };
-}
-
-function safeJson(raw: string): unknown {
-  try {
-    return JSON.parse(raw);
-  } catch {
-    return null;
   }
 }

@@ -3,13 +3,14 @@ import { z } from 'zod';
 import { JobStateSchema } from './job-state.js';
 
 /**
- * The four BullMQ queues between the services. Every payload is zod-validated by its consumer
+ * The BullMQ queues between the services. Every payload is zod-validated by its consumer
  * (a malformed payload fails that BullMQ job with the field named, it never crashes a worker),
  * and every payload may carry the W3C trace context of the job's trace.
  *
  *   submit ──jobs──▶ scheduler ──sandbox-create──▶ pod-lifecycle ──dispatch──▶ step-dispatcher
- *                                                       ▲                            │
- *                                                       └──────sandbox-destroy───────┘
+ *                                                       ▲                            │ ▲
+ *                                                       └──────sandbox-destroy───────┘ │
+ *   cancel (SDK, API) ──dispatch-cancel───────────────────────────────────────────────┘
  *
  * The job record (job-store) is the source of truth; payloads carry ids and only what the next
  * service needs so it does not have to re-read the record on the hot path.
@@ -19,6 +20,7 @@ export const QueueNames = {
   sandboxCreate: 'sandbox-create',
   dispatch: 'dispatch',
   sandboxDestroy: 'sandbox-destroy',
+  dispatchCancel: 'dispatch-cancel',
 } as const;
 export type QueueName = (typeof QueueNames)[keyof typeof QueueNames];
 
@@ -75,11 +77,24 @@ export const SandboxDestroyPayloadSchema = z.object({
 });
 export type SandboxDestroyPayload = z.infer<typeof SandboxDestroyPayloadSchema>;
 
+/**
+ * SDK / API -> step-dispatcher: a cancel was recorded on the job (job-store requestCancel) and
+ * the job has, or is getting, a sandbox. The dispatcher owns the rest: it signals the agent's
+ * running step and leaves the backstop deadline (docs/step-dispatcher.md, "Cancel").
+ */
+export const CancelRequestPayloadSchema = z.object({
+  jobId: JobIdSchema,
+  reason: z.string().max(1024),
+  traceContext,
+});
+export type CancelRequestPayload = z.infer<typeof CancelRequestPayloadSchema>;
+
 export const QueuePayloadSchemas = {
   [QueueNames.jobs]: JobsPayloadSchema,
   [QueueNames.sandboxCreate]: SandboxCreatePayloadSchema,
   [QueueNames.dispatch]: DispatchPayloadSchema,
   [QueueNames.sandboxDestroy]: SandboxDestroyPayloadSchema,
+  [QueueNames.dispatchCancel]: CancelRequestPayloadSchema,
 } as const;
 
 /**

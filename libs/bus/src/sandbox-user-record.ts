@@ -1,12 +1,13 @@
 import { z } from 'zod';
+import { busLua } from './bus-lua.js';
+import { JobField } from './job-layout.js';
 import type { KeySpace } from './key-space.js';
-import { LuaScript } from './lua-script.js';
 import type { RedisClient } from './redis-connection.js';
 
 /**
  * What it takes to re-create a sandbox's Redis user after Redis lost it: kept in the job record
- * (field `sandboxUser`), which the AOF persists and no sandbox user can read. The password itself
- * is never stored, only its SHA-256, which `ACL SETUSER … #<hash>` accepts as it is.
+ * (field `sandboxUser`, job-layout.ts), which the AOF persists and no sandbox user can read. The
+ * password itself is never stored, only its SHA-256, which `ACL SETUSER … #<hash>` accepts as it is.
  */
 export const SandboxUserRecordSchema = z.object({
   username: z.string().min(1),
@@ -15,15 +16,10 @@ export const SandboxUserRecordSchema = z.object({
 });
 export type SandboxUserRecord = z.infer<typeof SandboxUserRecordSchema>;
 
-export const SANDBOX_USER_FIELD = 'sandboxUser';
+export const SANDBOX_USER_FIELD = JobField.sandboxUser;
 
-// KEYS: job hash. ARGV: field, value. Never creates a record for a job that is gone.
-const SET_ON_EXISTING = new LuaScript(
-  'job-set-sandbox-user',
-  `if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 1`,
-);
+/** Never creates a record for a job that is gone. */
+const SET_IF_EXISTS = busLua.load('job-set-if-exists');
 
 export async function saveSandboxUser(
   redis: RedisClient,
@@ -32,7 +28,7 @@ export async function saveSandboxUser(
   record: SandboxUserRecord,
 ): Promise<boolean> {
   const value = JSON.stringify(SandboxUserRecordSchema.parse(record));
-  return (await SET_ON_EXISTING.run<number>(redis, [keys.job(jobId)], [SANDBOX_USER_FIELD, value])) === 1;
+  return (await SET_IF_EXISTS.run<number>(redis, [keys.job(jobId)], [SANDBOX_USER_FIELD, value])) === 1;
 }
 
 /** The kept user of a job, or null (no record, no user kept, or an unreadable value). */

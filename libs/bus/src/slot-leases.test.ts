@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createKeySpace } from './key-space.js';
-import { SlotLeases } from './slot-leases.js';
+import { ExpiredLeases, LeaseRenewal, SlotAdmission } from './slot-leases.js';
 import { connectTestRedis, uniqueSuffix } from './test-redis.js';
 
 const redis = connectTestRedis();
@@ -10,9 +10,13 @@ function fresh(globalLimit: number, tenantLimit: number, leaseMs = 60_000, now?:
   const ns = `t-${uniqueSuffix()}`;
   namespaces.push(ns);
   const keys = createKeySpace(ns);
+  const clock = now ? { now } : {};
   return {
     keys,
-    leases: new SlotLeases({ redis, keys, globalLimit, tenantLimit, leaseMs, ...(now ? { now } : {}) }),
+    leases: new SlotAdmission({ redis, keys, globalLimit, tenantLimit, leaseMs, ...clock }),
+    // pod-lifecycle's and the reaper's sides of the same sets.
+    renewal: new LeaseRenewal({ redis, keys, leaseMs, ...clock }),
+    expired: new ExpiredLeases({ redis, keys, ...clock }),
   };
 }
 
@@ -31,7 +35,7 @@ describe('slot leases', () => {
     try {
       const racers = clients.map(
         (client) =>
-          new SlotLeases({ redis: client, keys, globalLimit: 5, tenantLimit: 100, leaseMs: 60_000 }),
+          new SlotAdmission({ redis: client, keys, globalLimit: 5, tenantLimit: 100, leaseMs: 60_000 }),
       );
       const results = await Promise.all(
         Array.from({ length: 50 }, (_, i) => racers[i % 5]!.acquire(`job-${i}`, 'acme')),
@@ -56,17 +60,17 @@ describe('slot leases', () => {
 
   it('reclaims the slot of a holder that stopped renewing, and release wakes a waiter', async () => {
     let clock = 1_000_000;
-    const { leases, keys } = fresh(1, 1, 5_000, () => clock);
+    const { leases, renewal, expired, keys } = fresh(1, 1, 5_000, () => clock);
     expect((await leases.acquire('dead', 't')).granted).toBe(true);
     expect(await leases.acquire('next', 't')).toEqual({ granted: false, blockedBy: 'global' });
     clock += 4_000;
-    expect(await leases.renew('dead', 't')).toBe(true); // still alive: extends to clock+5000
+    expect(await renewal.renew('dead', 't')).toBe(true); // still alive: extends to clock+5000
     clock += 4_000;
     expect((await leases.acquire('next', 't')).granted).toBe(false);
     clock += 6_000; // now past the renewed expiry: holder is dead
-    expect(await leases.reclaimExpired()).toEqual(['dead']);
+    expect(await expired.reclaimExpired()).toEqual(['dead']);
     expect(await redis.lrange(keys.capacityFreed, 0, -1)).toEqual(['dead']);
-    expect(await leases.renew('dead', 't')).toBe(false); // a late renewal cannot revive it
+    expect(await renewal.renew('dead', 't')).toBe(false); // a late renewal cannot revive it
     expect((await leases.acquire('next', 't')).granted).toBe(true);
     expect(await leases.release('next', 't')).toBe(true);
     expect(await leases.release('next', 't')).toBe(false);

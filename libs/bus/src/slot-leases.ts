@@ -1,111 +1,91 @@
+import { busLua } from './bus-lua.js';
 import type { KeySpace } from './key-space.js';
-import { LuaScript } from './lua-script.js';
 import type { RedisClient } from './redis-connection.js';
 import { scanKeys } from './scan-keys.js';
 
-// KEYS: global set, tenant set. ARGV: holder, now, expiry, globalLimit, tenantLimit.
-// Expired holders are dropped first, so a dead holder's slot comes back by itself.
-// Returns 1 granted (or renewed: acquiring twice is idempotent), 0 global full, -1 tenant full.
-const ACQUIRE = new LuaScript(
-  'lease-acquire',
-  `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-  return 1
-end
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return -1 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-return 1
-`,
-);
-
-// KEYS: global set, tenant set. ARGV: holder, expiry, now. Extends only a lease still held and
-// unexpired: a holder that lapsed (its slot may already be someone else's) cannot revive it.
-// Returns 1 when renewed.
-const RENEW = new LuaScript(
-  'lease-renew',
-  `
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) <= tonumber(ARGV[3]) then return 0 end
-redis.call('ZADD', KEYS[1], 'XX', ARGV[2], ARGV[1])
-redis.call('ZADD', KEYS[2], 'XX', ARGV[2], ARGV[1])
-return 1
-`,
-);
-
-// KEYS: global set, tenant set, freed list, waiting set. ARGV: holder.
-// Returns 1 when a slot was actually freed (then one wake-up is pushed for waiting schedulers).
-const RELEASE = new LuaScript(
-  'lease-release',
-  `
-local removed = redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[4], ARGV[1])
-if removed == 1 then
-  redis.call('LPUSH', KEYS[3], ARGV[1])
-  redis.call('LTRIM', KEYS[3], 0, 999)
-end
-return removed
-`,
-);
-
-// KEYS: global set, freed list. ARGV: now. Drops expired global holders and wakes one waiter
-// per freed slot. Tenant sets are cleaned lazily by ACQUIRE (their keys are not enumerable here).
-const RECLAIM = new LuaScript(
-  'lease-reclaim',
-  `
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1000)
-for _, holder in ipairs(expired) do
-  redis.call('ZREM', KEYS[1], holder)
-  redis.call('LPUSH', KEYS[2], holder)
-end
-redis.call('LTRIM', KEYS[2], 0, 999)
-return expired
-`,
-);
+const ACQUIRE = busLua.load('lease-acquire');
+const RENEW = busLua.load('lease-renew');
+const RELEASE = busLua.load('lease-release');
+const RECLAIM = busLua.load('lease-reclaim');
 
 export type AcquireResult = { granted: true } | { granted: false; blockedBy: 'global' | 'tenant' };
 
-export interface SlotLeasesOptions {
+export interface LeaseSetsOptions {
   redis: RedisClient;
   keys: KeySpace;
+  now?: () => number;
+}
+
+export interface SlotAdmissionOptions extends LeaseSetsOptions {
   /** Sandboxes running at once across all tenants. */
   globalLimit: number;
   /** Sandboxes one tenant may run at once. */
   tenantLimit: number | ((tenant: string) => number);
   /** How long a lease lasts without renewal; a crashed holder frees its slot after this. */
   leaseMs: number;
-  now?: () => number;
+}
+
+export interface LeaseRenewalOptions extends LeaseSetsOptions {
+  /** How far each renewal pushes a lease's expiry. */
+  leaseMs: number;
 }
 
 /**
  * Admission slots as leases: a holder (a job id) sits in the global set and in its tenant's set,
- * scored by when its lease expires. All checks and takes happen in one Lua script, so N
- * scheduler replicas never over-admit; expired holders are dropped on every acquire, so a
- * slot held by a dead process comes back without an operator.
+ * scored by when its lease expires. The concept has four actors, each with its own class here so
+ * that none holds what it does not do: the scheduler admits (SlotAdmission: acquire, release),
+ * pod-lifecycle keeps leases of live jobs and gives them back at destroy (LeaseRenewal: renew,
+ * release), the reaper reclaims expired ones (ExpiredLeases). Only admission knows the limits.
  */
-export class SlotLeases {
-  private readonly now: () => number;
+abstract class LeaseSets {
+  protected readonly now: () => number;
 
-  constructor(private readonly options: SlotLeasesOptions) {
+  constructor(protected readonly sets: LeaseSetsOptions) {
+    this.now = sets.now ?? Date.now;
+  }
+
+  protected keysFor(tenant: string): [string, string] {
+    return [this.sets.keys.leasesGlobal, this.sets.keys.leasesTenant(tenant)];
+  }
+
+  /** Frees the slot (idempotent) and wakes one waiting scheduler; true when a slot was held. */
+  async release(holder: string, tenant: string): Promise<boolean> {
+    const keys = this.sets.keys;
+    const reply = await RELEASE.run<number>(
+      this.sets.redis,
+      [...this.keysFor(tenant), keys.capacityFreed, keys.capacityWaiting],
+      [holder],
+    );
+    return reply === 1;
+  }
+
+  /** Holders of a global slot with their expiry (ms). */
+  async holders(): Promise<{ holder: string; expiresAt: number }[]> {
+    const flat = await this.sets.redis.zrange(this.sets.keys.leasesGlobal, 0, -1, 'WITHSCORES');
+    const out: { holder: string; expiresAt: number }[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      out.push({ holder: flat[i] as string, expiresAt: Number(flat[i + 1]) });
+    }
+    return out;
+  }
+}
+
+/**
+ * The scheduler's side: all checks and takes happen in one Lua script, so N scheduler replicas
+ * never over-admit; expired holders are dropped on every acquire, so a slot held by a dead
+ * process comes back without an operator.
+ */
+export class SlotAdmission extends LeaseSets {
+  constructor(private readonly options: SlotAdmissionOptions) {
+    super(options);
     if (!Number.isInteger(options.globalLimit) || options.globalLimit < 1) {
       throw new Error(`globalLimit must be a positive integer (got ${options.globalLimit})`);
     }
-    this.now = options.now ?? Date.now;
   }
 
   private tenantLimit(tenant: string): number {
     const limit = this.options.tenantLimit;
     return typeof limit === 'function' ? limit(tenant) : limit;
-  }
-
-  private keysFor(tenant: string): [string, string] {
-    return [this.options.keys.leasesGlobal, this.options.keys.leasesTenant(tenant)];
   }
 
   async acquire(holder: string, tenant: string): Promise<AcquireResult> {
@@ -119,44 +99,6 @@ export class SlotLeases {
     ]);
     if (reply === 1) return { granted: true };
     return { granted: false, blockedBy: reply === 0 ? 'global' : 'tenant' };
-  }
-
-  /** Extends a lease still held; false when it expired or was released (the slot is gone). */
-  async renew(holder: string, tenant: string): Promise<boolean> {
-    const now = this.now();
-    const reply = await RENEW.run<number>(this.options.redis, this.keysFor(tenant), [
-      holder,
-      now + this.options.leaseMs,
-      now,
-    ]);
-    return reply === 1;
-  }
-
-  /** Frees the slot (idempotent) and wakes one waiting scheduler; true when a slot was held. */
-  async release(holder: string, tenant: string): Promise<boolean> {
-    const keys = this.options.keys;
-    const reply = await RELEASE.run<number>(
-      this.options.redis,
-      [...this.keysFor(tenant), keys.capacityFreed, keys.capacityWaiting],
-      [holder],
-    );
-    return reply === 1;
-  }
-
-  /** Drops expired global holders (dead processes) and returns them; wakes waiters for each. */
-  async reclaimExpired(): Promise<string[]> {
-    const keys = this.options.keys;
-    return RECLAIM.run<string[]>(this.options.redis, [keys.leasesGlobal, keys.capacityFreed], [this.now()]);
-  }
-
-  /** Holders of a global slot with their expiry (ms). */
-  async holders(): Promise<{ holder: string; expiresAt: number }[]> {
-    const flat = await this.options.redis.zrange(this.options.keys.leasesGlobal, 0, -1, 'WITHSCORES');
-    const out: { holder: string; expiresAt: number }[] = [];
-    for (let i = 0; i + 1 < flat.length; i += 2) {
-      out.push({ holder: flat[i] as string, expiresAt: Number(flat[i + 1]) });
-    }
-    return out;
   }
 
   /** Slots in use per tenant (SCAN of the tenant sets; for metrics, not for the hot path). */
@@ -175,6 +117,39 @@ export class SlotLeases {
   async inUse(tenant?: string): Promise<number> {
     const key = tenant ? this.options.keys.leasesTenant(tenant) : this.options.keys.leasesGlobal;
     return this.options.redis.zcount(key, this.now(), '+inf');
+  }
+}
+
+/** pod-lifecycle's side: keeps the leases of live jobs and frees them at destroy. */
+export class LeaseRenewal extends LeaseSets {
+  constructor(private readonly options: LeaseRenewalOptions) {
+    super(options);
+  }
+
+  /** Extends a lease still held; false when it expired or was released (the slot is gone). */
+  async renew(holder: string, tenant: string): Promise<boolean> {
+    const now = this.now();
+    const reply = await RENEW.run<number>(this.options.redis, this.keysFor(tenant), [
+      holder,
+      now + this.options.leaseMs,
+      now,
+    ]);
+    return reply === 1;
+  }
+}
+
+/** The reaper's side: leases of dead holders. */
+export class ExpiredLeases {
+  constructor(private readonly options: LeaseSetsOptions) {}
+
+  /** Drops expired global holders (dead processes) and returns them; wakes waiters for each. */
+  async reclaimExpired(): Promise<string[]> {
+    const { keys, redis } = this.options;
+    return RECLAIM.run<string[]>(
+      redis,
+      [keys.leasesGlobal, keys.capacityFreed],
+      [(this.options.now ?? Date.now)()],
+    );
   }
 }
 

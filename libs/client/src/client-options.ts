@@ -39,16 +39,18 @@ export const SandstreamClientOptionsSchema = strictObject(
       .optional(),
     /** The deployment's namespace (KeySpace); must match the services' SANDSTREAM_NAMESPACE. */
     namespace: z.string().min(1).optional(),
-    /** Must match the services' COMPLETION_SHARDS (used to leave a cancel deadline). */
-    completionShards: z.number().int().positive().optional(),
     /**
      * Called with each warning (e.g. a submit to a namespace no scheduler serves). Default:
      * process.emitWarning, so a caller who never looks still sees it on stderr.
      */
     onWarning: fn<(warning: SandstreamWarning) => void>('onWarning').optional(),
   },
-  // The option's name before it matched the CLI's --namespace and the services' variable.
-  { prefix: 'did you mean "namespace"? the option was renamed' },
+  {
+    // The option's name before it matched the CLI's --namespace and the services' variable.
+    prefix: 'did you mean "namespace"? the option was renamed',
+    // Cancel is a request the step-dispatcher carries out: the SDK no longer knows the shards.
+    completionShards: 'the SDK no longer needs it: a cancel is a request the step-dispatcher carries out',
+  },
 );
 export type SandstreamClientOptions = z.input<typeof SandstreamClientOptionsSchema>;
 

@@ -1,9 +1,10 @@
 import {
+  type CancelRequestPayload,
   type CancelResult,
+  cancelJob,
   createKeySpace,
   createRedis,
   DefaultJobOptions,
-  DispatchKeys,
   isTerminal,
   type JobRecord,
   type JobState,
@@ -13,7 +14,6 @@ import {
   QueueNames,
   type RedisClient,
   type SubmitResult,
-  signalCancel,
   submitParsedJob,
 } from '@sandstream/bus';
 import { Queue } from 'bullmq';
@@ -65,10 +65,10 @@ export class SandstreamClient {
   readonly keys: KeySpace;
   private readonly ownsRedis: boolean;
   private readonly jobStore: JobStore;
-  private readonly dispatchKeys: DispatchKeys;
   private readonly onWarning: (warning: SandstreamWarning) => void;
   private queue: Queue<JobsPayload> | undefined;
   private presence: SchedulerPresence | undefined;
+  private cancels: Queue<CancelRequestPayload> | undefined;
 
   constructor(options: SandstreamClientOptions = {}) {
     const opts = parseOptions(SandstreamClientOptionsSchema, options, 'SandstreamClient options');
@@ -80,7 +80,6 @@ export class SandstreamClient {
     if (this.ownsRedis) this.redis.on('error', () => {});
     this.keys = createKeySpace(opts.namespace);
     this.jobStore = new JobStore({ redis: this.redis, keys: this.keys });
-    this.dispatchKeys = new DispatchKeys(this.keys, opts.completionShards);
     this.onWarning =
       opts.onWarning ?? ((w) => process.emitWarning(w.message, { type: 'SandstreamWarning', code: w.code }));
   }
@@ -98,6 +97,18 @@ export class SandstreamClient {
       this.presence = new SchedulerPresence(this.queue, this.keys.namespace);
     }
     return this.queue;
+  }
+
+  private cancelQueue(): Queue<CancelRequestPayload> {
+    if (!this.cancels) {
+      this.cancels = new Queue<CancelRequestPayload>(QueueNames.dispatchCancel, {
+        connection: this.redis,
+        prefix: this.keys.bullPrefix,
+      });
+      // As for the jobs queue: connection errors reach the caller as rejected calls already.
+      this.cancels.on('error', () => {});
+    }
+    return this.cancels;
   }
 
   /**
@@ -127,26 +138,13 @@ export class SandstreamClient {
   }
 
   /**
-   * Asks to cancel. A job not started yet is cancelled by its state change; a running one gets
-   * a cancel for its running step and ends `cancelled` once the agent confirms (or after a
-   * short backstop, if it never does).
+   * Asks to cancel (libs/bus cancelJob): recorded on the job, which ends a job still queued on
+   * the spot; a scheduled or starting job is ended by pod-lifecycle before anything starts, and a
+   * running one by the step-dispatcher, which kills the running step and ends the job
+   * `cancelled` once the agent confirms (or after a short backstop, if it never does).
    */
-  async cancel(jobId: string, reason = 'cancelled by user'): Promise<CancelResult> {
-    const result = await this.jobStore.requestCancel(jobId, reason);
-    if (result.status === 'requested' || result.status === 'already-requested') {
-      if (result.state === 'running' || result.state === 'starting') {
-        await signalCancel(
-          { redis: this.redis, keySpace: this.keys, dispatchKeys: this.dispatchKeys },
-          jobId,
-          reason,
-        );
-      } else {
-        // scheduled: nothing runs yet; the transition ends it and pod-lifecycle / the dispatcher
-        // see the terminal state before they start anything.
-        await this.jobStore.transition(jobId, ['scheduled', 'queued'], 'cancelled', { reason });
-      }
-    }
-    return result;
+  cancel(jobId: string, reason = 'cancelled by user'): Promise<CancelResult> {
+    return cancelJob(this.jobStore, this.cancelQueue(), jobId, reason);
   }
 
   /** Resolves with the job's record once it reaches a terminal state. */
@@ -262,7 +260,7 @@ export class SandstreamClient {
   }
 
   async close(): Promise<void> {
-    await this.queue?.close();
+    await Promise.all([this.queue?.close(), this.cancels?.close()]);
     if (this.ownsRedis) await this.redis.quit();
   }
 }

@@ -1,10 +1,12 @@
 import { Writable } from 'node:stream';
+import { DEFAULT_COMPLETION_SHARDS, DEFAULT_NAMESPACE } from '@sandstream/bus';
 import { createLogger } from '@sandstream/telemetry';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ConfigError, intVar, loadEnvConfig } from './env-config.js';
 import { GracefulShutdown } from './graceful-shutdown.js';
 import { startHealthServer } from './health-server.js';
+import { SharedEnv, serviceEnvSchema } from './service-env.js';
 
 const quiet = createLogger({
   service: 'test',
@@ -26,6 +28,23 @@ describe('env config', () => {
   });
   it('applies defaults and treats blank as unset', () => {
     expect(loadEnvConfig('svc', schema, { SLOTS: ' ', NAME: 'ok' })).toEqual({ SLOTS: 10, NAME: 'ok' });
+  });
+});
+
+describe('service env', () => {
+  const schema = serviceEnvSchema(8089).extend({ COMPLETION_SHARDS: SharedEnv.COMPLETION_SHARDS });
+  it('gives every service the same defaults for what they must agree on', () => {
+    expect(loadEnvConfig('svc', schema, {})).toMatchObject({
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      SANDSTREAM_NAMESPACE: DEFAULT_NAMESPACE,
+      HEALTH_PORT: 8089,
+      COMPLETION_SHARDS: DEFAULT_COMPLETION_SHARDS,
+    });
+  });
+  it('names a bad shared variable like any other', () => {
+    const load = () => loadEnvConfig('svc', schema, { COMPLETION_SHARDS: '0', SANDSTREAM_NAMESPACE: 'a b' });
+    expect(load).toThrow(/SANDSTREAM_NAMESPACE: letters, digits/);
+    expect(load).toThrow(/COMPLETION_SHARDS: must be at least 1/);
   });
 });
 

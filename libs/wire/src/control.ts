@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SchemaVersionSchema } from './schema-version.js';
+import { SCHEMA_VERSION, SchemaVersionSchema } from './schema-version.js';
 import { StepIdSchema } from './step.js';
 
 /**
@@ -13,3 +13,18 @@ export const ControlMessageSchema = z.object({
   reason: z.string().max(1024).optional(),
 });
 export type ControlMessage = z.infer<typeof ControlMessageSchema>;
+
+/**
+ * The one encoder of a cancel for `sandbox:{jobId}:control`, for every sender (the dispatcher's
+ * scripts receive its output instead of building JSON in Lua). The reason is cut to the
+ * schema's limit rather than refused: a long operator message must not stop a cancel.
+ */
+export function encodeCancel(stepId: string, reason?: string): string {
+  const message: ControlMessage = ControlMessageSchema.parse({
+    schemaVersion: SCHEMA_VERSION,
+    kind: 'cancel',
+    stepId,
+    ...(reason === undefined ? {} : { reason: reason.slice(0, 1024) }),
+  });
+  return JSON.stringify(message);
+}

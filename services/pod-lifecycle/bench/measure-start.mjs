@@ -9,10 +9,11 @@ import {
   createKeySpace,
   DispatchKeys,
   JobStore,
+  LeaseRenewal,
   parseJobSpec,
   QueueNames,
   SandboxAcl,
-  SlotLeases,
+  SlotAdmission,
 } from '@sandstream/bus';
 import { createDestroyProcessor, createStartProcessor } from '@sandstream/pod-lifecycle';
 import { InProcessBackend } from '@sandstream/sandbox';
@@ -29,7 +30,8 @@ const root = mkdtempSync(join(tmpdir(), 'sandstream-bench-'));
 const logger = silentLogger('bench');
 const backend = new InProcessBackend({ redis, root, registryKey: `${ns}:inprocess` });
 const store = new JobStore({ redis, keys });
-const leases = new SlotLeases({ redis, keys, globalLimit: 100, tenantLimit: 100, leaseMs: 60_000 });
+const leases = new LeaseRenewal({ redis, keys, leaseMs: 60_000 });
+const admission = new SlotAdmission({ redis, keys, globalLimit: 100, tenantLimit: 100, leaseMs: 60_000 });
 const acl = new SandboxAcl(redis, keys, `bench-${ns}-`);
 const dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix: keys.bullPrefix });
 const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keys.bullPrefix });
@@ -40,6 +42,7 @@ const start = createStartProcessor({
   agentRedisUrl: url,
   dispatchQueue,
   destroyQueue,
+  installation: `bench-${ns}`,
 });
 const destroy = createDestroyProcessor({ ...deps, graceMs: 5000 });
 const fakeJob = (data) => ({ id: 'bench', data, attemptsMade: 0, opts: { attempts: 1 } });
@@ -51,7 +54,7 @@ for (let i = 0; i < N; i++) {
   await store.create(
     parseJobSpec({ id: jobId, tenant: 'acme', image: 'local', steps: [{ command: 'true' }] }),
   );
-  await leases.acquire(jobId, 'acme');
+  await admission.acquire(jobId, 'acme');
   await store.transition(jobId, ['queued'], 'scheduled');
   let t = performance.now();
   const outcome = await start(fakeJob({ jobId, tenant: 'acme', sandbox: { image: 'local' } }));

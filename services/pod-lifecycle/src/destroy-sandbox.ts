@@ -2,10 +2,10 @@ import {
   isTerminal,
   type JobStore,
   type KeySpace,
+  type LeaseRenewal,
   type RedisClient,
   type SandboxAcl,
   SandboxDestroyPayloadSchema,
-  type SlotLeases,
 } from '@sandstream/bus';
 import type { SandboxBackend } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
@@ -14,7 +14,7 @@ import type { Job } from 'bullmq';
 
 export interface DestroyDeps {
   store: JobStore;
-  leases: SlotLeases;
+  leases: LeaseRenewal;
   redis: RedisClient;
   keys: KeySpace;
   backend: SandboxBackend;

@@ -1,4 +1,11 @@
-import { createKeySpace, JobStore, parseJobSpec, SlotLeases } from '@sandstream/bus';
+import {
+  createKeySpace,
+  ExpiredLeases,
+  JobStore,
+  LeaseRenewal,
+  parseJobSpec,
+  SlotAdmission,
+} from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -20,22 +27,25 @@ afterAll(async () => {
 
 describe('lease keeper', () => {
   it('keeps the slot of a live job past its lease length and lets a finished job’s slot lapse', async () => {
-    const leases = new SlotLeases({ redis, keys, globalLimit: 2, tenantLimit: 2, leaseMs: 600 });
+    // The scheduler admits, the keeper renews, the reaper reclaims: three sides of the same sets.
+    const admission = new SlotAdmission({ redis, keys, globalLimit: 2, tenantLimit: 2, leaseMs: 600 });
+    const leases = new LeaseRenewal({ redis, keys, leaseMs: 600 });
+    const expired = new ExpiredLeases({ redis, keys });
     const live = `${ns}-live`;
     const done = `${ns}-done`;
     for (const id of [live, done]) {
       await store.create(parseJobSpec({ id, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }));
-      expect((await leases.acquire(id, 'acme')).granted).toBe(true);
+      expect((await admission.acquire(id, 'acme')).granted).toBe(true);
     }
     await store.transition(done, ['queued'], 'cancelled');
     const keeper = new LeaseKeeper({ leases, store, logger, intervalMs: 200 });
     keeper.start();
     await new Promise((r) => setTimeout(r, 1500)); // 2.5 lease lengths
     await keeper.stop();
-    expect(await leases.reclaimExpired()).toEqual([done]);
+    expect(await expired.reclaimExpired()).toEqual([done]);
     expect((await leases.holders()).map((h) => h.holder)).toEqual([live]);
     // The live job's slot is still its own: a third job gets only the lapsed one.
-    expect((await leases.acquire(`${ns}-third`, 'acme')).granted).toBe(true);
-    expect((await leases.acquire(`${ns}-fourth`, 'acme')).granted).toBe(false);
+    expect((await admission.acquire(`${ns}-third`, 'acme')).granted).toBe(true);
+    expect((await admission.acquire(`${ns}-fourth`, 'acme')).granted).toBe(false);
   });
 });

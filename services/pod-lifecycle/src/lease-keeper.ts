@@ -1,9 +1,9 @@
-import { isTerminal, type JobStore, type SlotLeases } from '@sandstream/bus';
+import { isTerminal, type JobStore, type LeaseRenewal } from '@sandstream/bus';
 import { sleep } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 
 export interface LeaseKeeperOptions {
-  leases: SlotLeases;
+  leases: LeaseRenewal;
   store: JobStore;
   logger: Logger;
   /** Renewal period; a third of the lease length leaves two missed rounds of slack. */

@@ -6,7 +6,7 @@ import {
   parseJobSpec,
   QueueNames,
   SandboxAcl,
-  SlotLeases,
+  SlotAdmission,
 } from '@sandstream/bus';
 import { InProcessBackend } from '@sandstream/sandbox';
 import { ServiceProcess } from '@sandstream/service-kit';
@@ -70,7 +70,7 @@ describe('pod-lifecycle process', () => {
     await store.create(
       parseJobSpec({ id: jobId, tenant: 'acme', image: 'local', steps: [{ command: 'true' }] }),
     );
-    await new SlotLeases({ redis, keys, globalLimit: 5, tenantLimit: 5, leaseMs: 60_000 }).acquire(
+    await new SlotAdmission({ redis, keys, globalLimit: 5, tenantLimit: 5, leaseMs: 60_000 }).acquire(
       jobId,
       'acme',
     );

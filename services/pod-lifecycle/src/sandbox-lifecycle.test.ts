@@ -6,11 +6,12 @@ import {
   createKeySpace,
   DispatchKeys,
   JobStore,
+  LeaseRenewal,
   parseJobSpec,
   QueueNames,
   readSandboxUser,
   SandboxAcl,
-  SlotLeases,
+  SlotAdmission,
 } from '@sandstream/bus';
 import {
   type CreateSandboxRequest,
@@ -40,7 +41,9 @@ const prefix = keys.bullPrefix;
 const root = mkdtempSync(join(tmpdir(), 'sandstream-pl-'));
 const backend = new InProcessBackend({ redis, root, registryKey: `${ns}:inprocess`, idleTimeoutSeconds: 60 });
 const store = new JobStore({ redis, keys });
-const leases = new SlotLeases({ redis, keys, globalLimit: 10, tenantLimit: 10, leaseMs: 60_000 });
+const leases = new LeaseRenewal({ redis, keys, leaseMs: 60_000 });
+// The scheduler's side, played by this suite.
+const admission = new SlotAdmission({ redis, keys, globalLimit: 10, tenantLimit: 10, leaseMs: 60_000 });
 const acl = new SandboxAcl(redis, keys, `sandstream-test-${suffix}-`);
 const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix });
 const dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix });
@@ -101,7 +104,7 @@ async function scheduledJob(name: string): Promise<string> {
   const id = `${ns}-${name}`;
   jobIds.push(id);
   await store.create(parseJobSpec({ id, tenant: 'acme', image: 'local', steps: [{ command: 'true' }] }));
-  await leases.acquire(id, 'acme');
+  await admission.acquire(id, 'acme');
   await store.transition(id, ['queued'], 'scheduled');
   return id;
 }
@@ -167,7 +170,7 @@ describe('pod-lifecycle', () => {
     expect(await acl.listJobIds()).not.toContain(jobId);
     expect(await redis.exists(sk.in, sk.control, sk.heartbeat)).toBe(0);
     expect(await redis.exists(sk.events)).toBe(1); // output kept for retention
-    expect(await leases.inUse()).toBe(0);
+    expect(await admission.inUse()).toBe(0);
   });
 
   it('fails the job with the backend reason when the agent cannot start, and queues the cleanup', async () => {

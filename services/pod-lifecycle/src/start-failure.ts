@@ -1,9 +1,4 @@
-import {
-  DefaultJobOptions,
-  type JobStore,
-  SandboxCreatePayloadSchema,
-  type SandboxDestroyPayload,
-} from '@sandstream/bus';
+import { enqueueDestroy, type JobStore, SandboxCreatePayloadSchema } from '@sandstream/bus';
 import type { Logger } from '@sandstream/telemetry';
 import type { Job, Queue } from 'bullmq';
 
@@ -31,12 +26,7 @@ export async function failExhaustedStart(
   const reason = `sandbox start failed after ${job.attemptsMade} attempts: ${err.message}`;
   const result = await deps.store.transition(jobId, ['scheduled', 'starting'], 'failed', { reason });
   if (result.status !== 'ok') return false;
-  const destroy: SandboxDestroyPayload = { jobId, reason, outcome: 'failed' };
-  await deps.destroyQueue.add('destroy', destroy, {
-    ...DefaultJobOptions,
-    attempts: 10,
-    backoff: { type: 'exponential', delay: 1000 },
-  });
+  await enqueueDestroy(deps.destroyQueue, { jobId, reason, outcome: 'failed' });
   deps.logger.error({ jobId, reason }, 'job failed: sandbox start gave up');
   return true;
 }

@@ -4,14 +4,15 @@ import {
   DefaultJobOptions,
   type DispatchKeys,
   type DispatchPayload,
+  enqueueDestroy,
   type JobStore,
   type KeySpace,
+  type LeaseRenewal,
   type RedisClient,
   type SandboxAcl,
   SandboxCreatePayloadSchema,
   type SandboxCredentials,
   type SandboxDestroyPayload,
-  type SlotLeases,
   saveSandboxUser,
   urlWithCredentials,
 } from '@sandstream/bus';
@@ -28,7 +29,8 @@ import { Cluster } from 'ioredis';
 
 export interface StartDeps {
   store: JobStore;
-  leases: SlotLeases;
+  /** Gives the slot back when the job no longer wants a sandbox. */
+  leases: LeaseRenewal;
   redis: RedisClient;
   keys: KeySpace;
   dispatchKeys: DispatchKeys;
@@ -71,15 +73,8 @@ export function createStartProcessor(deps: StartDeps) {
     const { jobId } = payload;
     const log = deps.logger.child({ jobId });
     const traceContext = payload.traceContext ? { traceContext: payload.traceContext } : {};
-    const destroy = async (reason: string, outcome: SandboxDestroyPayload['outcome']) => {
-      const body: SandboxDestroyPayload = { jobId, reason, ...(outcome ? { outcome } : {}), ...traceContext };
-      // Not keyed by job id: a destroy must run even if an earlier one for this job is still kept in history.
-      await deps.destroyQueue.add('destroy', body, {
-        ...DefaultJobOptions,
-        attempts: 10,
-        backoff: { type: 'exponential', delay: 1000 },
-      });
-    };
+    const destroy = (reason: string, outcome: SandboxDestroyPayload['outcome']) =>
+      enqueueDestroy(deps.destroyQueue, { jobId, reason, ...(outcome ? { outcome } : {}), ...traceContext });
 
     // On a Redis Cluster the agent talks to the master of its job's slot only (libs/bus clusterAgentRoute).
     const routeFor = () =>

@@ -2,7 +2,7 @@
 // Measures one reaper pass over many finished jobs against the local Redis with the built
 // packages (npx tsc -b services/reaper first). Own namespace and job-id glob: it never sees
 // anyone else's keys.
-import { createKeySpace, DispatchKeys, JobStore, parseJobSpec, SlotLeases } from '@sandstream/bus';
+import { createKeySpace, DispatchKeys, ExpiredLeases, JobStore, parseJobSpec } from '@sandstream/bus';
 import { Reaper } from '@sandstream/reaper';
 import { silentLogger } from '@sandstream/telemetry';
 import { Redis } from 'ioredis';
@@ -27,7 +27,7 @@ const reaper = new Reaper({
   redis,
   keys,
   store,
-  leases: new SlotLeases({ redis, keys, globalLimit: 10, tenantLimit: 10, leaseMs: 60_000 }),
+  leases: new ExpiredLeases({ redis, keys }),
   dispatchKeys: new DispatchKeys(keys, 4),
   logger,
   retentionMs: 0,

@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createKeySpace, DispatchKeys, JobStore, SlotLeases } from '@sandstream/bus';
+import { createKeySpace, DispatchKeys, ExpiredLeases, JobStore } from '@sandstream/bus';
 import { InProcessBackend, SandboxLabels, SandboxSpecSchema } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
 import { Redis } from 'ioredis';
@@ -49,7 +49,7 @@ describe('reaper: orphaned sandboxes after Redis lost its data', () => {
       redis,
       keys,
       store: new JobStore({ redis, keys }),
-      leases: new SlotLeases({ redis, keys, globalLimit: 1, tenantLimit: 1, leaseMs: 1000 }),
+      leases: new ExpiredLeases({ redis, keys }),
       dispatchKeys: new DispatchKeys(keys, 1),
       logger: silentLogger('reaper-orphans'),
       backend,

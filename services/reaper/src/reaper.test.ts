@@ -5,12 +5,13 @@ import {
   createKeySpace,
   DispatcherPresence,
   DispatchKeys,
+  ExpiredLeases,
   type JobState,
   JobStore,
   parseJobSpec,
   QueueNames,
   SandboxAcl,
-  SlotLeases,
+  SlotAdmission,
 } from '@sandstream/bus';
 import { InProcessBackend, SandboxLabels } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
@@ -19,7 +20,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { DELETE_FINISHED_JOB } from './reap-scripts.js';
-import { matchesGlob, Reaper, type ReaperOptions } from './reaper.js';
+import { jobKeysOf, matchesGlob, Reaper, type ReaperOptions } from './reaper.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const logger = silentLogger('reaper-test');
@@ -36,7 +37,7 @@ function setup(overrides: Partial<ReaperOptions> = {}) {
   const ns = `t-reap-${Math.random().toString(36).slice(2, 10)}`;
   const keys = createKeySpace(ns);
   const store = new JobStore({ redis, keys });
-  const leases = new SlotLeases({ redis, keys, globalLimit: 100, tenantLimit: 100, leaseMs: 60_000 });
+  const leases = new ExpiredLeases({ redis, keys });
   const dispatchKeys = new DispatchKeys(keys, 2);
   const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keys.bullPrefix });
   let offset = 0;
@@ -225,7 +226,7 @@ describe('reaper', () => {
     const h = setup();
     const id = await h.job('again');
     // The old, finished record is gone and the id now names a new, queued job: the script re-checks.
-    const keys = [h.keys.job(id), h.keys.sandbox(id).events];
+    const keys = jobKeysOf(h.keys, h.dispatchKeys, id);
     expect(await DELETE_FINISHED_JOB.run(redis, keys, [Date.now() + HOUR])).toBeNull();
     expect(await redis.exists(h.keys.job(id))).toBe(1);
   });
@@ -233,17 +234,21 @@ describe('reaper', () => {
   it('reclaims expired leases', async () => {
     let clock = Date.now();
     const h = setup();
-    const leases = new SlotLeases({
+    const clockNow = { now: () => clock };
+    // The scheduler's side takes the slot; the reaper's reclaims it.
+    const admission = new SlotAdmission({
       redis,
       keys: h.keys,
       globalLimit: 5,
       tenantLimit: 5,
       leaseMs: 1000,
-      now: () => clock,
+      ...clockNow,
     });
-    await leases.acquire(`${h.ns}-dead`, 'acme');
+    await admission.acquire(`${h.ns}-dead`, 'acme');
     clock += 5000;
-    const report = await h.reaper({ leases }).runOnce();
+    const report = await h
+      .reaper({ leases: new ExpiredLeases({ redis, keys: h.keys, ...clockNow }) })
+      .runOnce();
     expect(report.leasesReclaimed).toBe(1);
     expect(await redis.zcard(h.keys.leasesGlobal)).toBe(0);
   });

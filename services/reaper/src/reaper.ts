@@ -1,7 +1,8 @@
 import {
-  bullJobId,
   type DispatcherPresence,
   type DispatchKeys,
+  type ExpiredLeases,
+  enqueueDestroy,
   isTerminal,
   type JobRecord,
   type JobStore,
@@ -9,8 +10,6 @@ import {
   type KeySpace,
   type RedisClient,
   type SandboxAcl,
-  type SandboxDestroyPayload,
-  type SlotLeases,
   scanKeys,
 } from '@sandstream/bus';
 import { type SandboxBackend, SandboxLabels } from '@sandstream/sandbox';
@@ -22,7 +21,8 @@ export interface ReaperOptions {
   redis: RedisClient;
   keys: KeySpace;
   store: JobStore;
-  leases: SlotLeases;
+  /** Leases of dead holders. */
+  leases: ExpiredLeases;
   dispatchKeys: DispatchKeys;
   logger: Logger;
   /** Sandboxes by label; without it, orphaned sandboxes are not looked for. */
@@ -124,18 +124,8 @@ export class Reaper {
     });
   }
 
-  /** Every key of a job: all in the job's slot. */
   private jobKeys(jobId: string): string[] {
-    const k = this.options.keys.sandbox(jobId);
-    return [
-      this.options.keys.job(jobId),
-      k.in,
-      k.events,
-      k.results,
-      k.heartbeat,
-      k.control,
-      this.options.dispatchKeys.dispatchState(jobId),
-    ];
+    return jobKeysOf(this.options.keys, this.options.dispatchKeys, jobId);
   }
 
   private async reapJobs(report: ReapReport, signal?: AbortSignal): Promise<void> {
@@ -186,12 +176,11 @@ export class Reaper {
     if (result.status !== 'ok') return false;
     this.options.logger.warn({ jobId: record.id, from: record.state, reason }, 'reaper failed a stuck job');
     if (this.options.destroyQueue) {
-      const payload: SandboxDestroyPayload = {
+      await enqueueDestroy(this.options.destroyQueue, {
         jobId: record.id,
         reason: `reaper: ${reason}`,
         outcome: 'failed',
-      };
-      await this.options.destroyQueue.add('destroy', payload, { jobId: `${bullJobId(record.id)}_reaped` });
+      });
     }
     return true;
   }
@@ -271,6 +260,20 @@ export class Reaper {
       report.aclUsersDeleted++;
     }
   }
+}
+
+/** Every key of a job, the record first (reaper-delete-finished-job's KEYS): all in the job's slot. */
+export function jobKeysOf(keys: KeySpace, dispatchKeys: DispatchKeys, jobId: string): string[] {
+  const k = keys.sandbox(jobId);
+  return [
+    keys.job(jobId),
+    k.in,
+    k.events,
+    k.results,
+    k.heartbeat,
+    k.control,
+    dispatchKeys.dispatchState(jobId),
+  ];
 }
 
 function jobIdFromKeyAny(key: string): string | null {

@@ -3,7 +3,7 @@
 // (npx tsc -b services/scheduler first): admission throughput of one replica, and the latency
 // from a slot being freed to the best waiting job being scheduled. Uses its own namespace and
 // removes its keys afterwards.
-import { createKeySpace, JobStore, QueueNames, SlotLeases, submitJob } from '@sandstream/bus';
+import { createKeySpace, JobStore, QueueNames, SlotAdmission, submitJob } from '@sandstream/bus';
 import { CapacityWaker, createScheduleProcessor, TemplateResolver } from '@sandstream/scheduler';
 import { silentLogger } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
@@ -24,7 +24,7 @@ async function harness(globalLimit) {
     return c;
   };
   const store = new JobStore({ redis, keys });
-  const leases = new SlotLeases({ redis, keys, globalLimit, tenantLimit: globalLimit, leaseMs: 600_000 });
+  const leases = new SlotAdmission({ redis, keys, globalLimit, tenantLimit: globalLimit, leaseMs: 600_000 });
   const jobsQueue = new Queue(QueueNames.jobs, { connection: redis, prefix: keys.bullPrefix });
   const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix: keys.bullPrefix });
   const processor = createScheduleProcessor({

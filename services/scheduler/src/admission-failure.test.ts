@@ -5,7 +5,7 @@ import {
   JobStore,
   parseJobSpec,
   QueueNames,
-  SlotLeases,
+  SlotAdmission,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
@@ -37,7 +37,7 @@ class UnreachableResolver extends TemplateResolver {
 describe('admission that keeps failing', () => {
   it('retries, then ends the job failed with the last error and gives its slot back', async () => {
     const store = new JobStore({ redis, keys });
-    const leases = new SlotLeases({ redis, keys, globalLimit: 5, tenantLimit: 5, leaseMs: 60_000 });
+    const leases = new SlotAdmission({ redis, keys, globalLimit: 5, tenantLimit: 5, leaseMs: 60_000 });
     const jobsQueue = new Queue(QueueNames.jobs, { connection: redis, prefix: keys.bullPrefix });
     const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix: keys.bullPrefix });
     const processor = createScheduleProcessor({

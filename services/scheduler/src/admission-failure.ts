@@ -1,10 +1,10 @@
-import { type JobStore, JobsPayloadSchema, type SlotLeases } from '@sandstream/bus';
+import { type JobStore, JobsPayloadSchema, type SlotAdmission } from '@sandstream/bus';
 import type { Logger } from '@sandstream/telemetry';
 import type { Job } from 'bullmq';
 
 export interface AdmissionFailureDeps {
   store: JobStore;
-  leases: SlotLeases;
+  leases: SlotAdmission;
   logger: Logger;
 }
 

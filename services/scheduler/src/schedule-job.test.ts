@@ -1,4 +1,11 @@
-import { createKeySpace, type JobState, JobStore, QueueNames, SlotLeases, submitJob } from '@sandstream/bus';
+import {
+  createKeySpace,
+  type JobState,
+  JobStore,
+  QueueNames,
+  SlotAdmission,
+  submitJob,
+} from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -24,7 +31,7 @@ async function harness(opts: { globalLimit: number; tenantLimit: number }) {
   const blocking = new Redis(url, { maxRetriesPerRequest: null });
   const prefix = keys.bullPrefix;
   const store = new JobStore({ redis, keys });
-  const leases = new SlotLeases({ redis, keys, ...opts, leaseMs: 60_000 });
+  const leases = new SlotAdmission({ redis, keys, ...opts, leaseMs: 60_000 });
   const jobsQueue = new Queue(QueueNames.jobs, { connection: redis, prefix });
   const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix });
   let attempts = 0;

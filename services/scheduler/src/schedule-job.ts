@@ -8,7 +8,7 @@ import {
   type KeySpace,
   type RedisClient,
   type SandboxCreatePayload,
-  type SlotLeases,
+  type SlotAdmission,
   waitingRank,
 } from '@sandstream/bus';
 import { injectTraceContext, type Logger } from '@sandstream/telemetry';
@@ -18,7 +18,7 @@ import { TemplateResolutionError, type TemplateResolver } from './template-resol
 
 export interface ScheduleDeps {
   store: JobStore;
-  leases: SlotLeases;
+  leases: SlotAdmission;
   redis: RedisClient;
   keys: KeySpace;
   createQueue: Queue;

@@ -2,24 +2,12 @@ import {
   type Deadline,
   type DispatchKeys,
   deadlineMember,
-  LuaScript,
   parseDeadlineMember,
   type RedisClient,
 } from '@sandstream/bus';
 import { PeriodicTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
-
-/**
- * Takes the due members and pushes their score a lease into the future in one step, so two
- * sweepers never handle the same deadline at once, and a sweeper that dies mid-handling only
- * delays it by the lease: the member becomes due again and another instance handles it.
- */
-const claimDue = new LuaScript(
-  'claim-due-deadlines',
-  `local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
-for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], 'XX', ARGV[2], member) end
-return due`,
-);
+import { claimDueScript } from './dispatch-scripts.js';
 
 export interface DeadlineSweeperOptions {
   redis: RedisClient;
@@ -69,7 +57,7 @@ export class DeadlineSweeper {
       const key = keys.deadlines(shard);
       const now = Date.now();
       // A failure rejects the sweep: the periodic task backs off and logs once per outage.
-      const due = (await claimDue.run(redis, [key], [now, now + leaseMs, batch])) as string[];
+      const due = await claimDueScript.run<string[]>(redis, [key], [now, now + leaseMs, batch]);
       await Promise.all(
         due.map(async (member) => {
           const deadline = parseDeadlineMember(member);

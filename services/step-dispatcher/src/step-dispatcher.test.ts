@@ -24,7 +24,7 @@ import {
 } from '../../../test/helpers/services.js';
 
 // The dispatcher as a real process against real agents and the shared Redis; the scheduler and
-// pod-lifecycle are played by this suite (record to `starting`, agent started, `dispatch` added).
+// pod-lifecycle are played by this suite (agent started, record to `running`, `dispatch` added).
 const namespace = uniqueNamespace('disp');
 const keySpace = createKeySpace(namespace);
 const dispatchKeys = new DispatchKeys(keySpace, 4);
@@ -40,7 +40,7 @@ beforeAll(async () => {
   redis = new Redis(redisUrl);
   store = new JobStore({ redis, keys: keySpace });
   dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix: keySpace.bullPrefix });
-  client = new SandstreamClient({ redis, namespace, completionShards: 4 });
+  client = new SandstreamClient({ redis, namespace });
   dispatcher = await startService('step-dispatcher', {
     SANDSTREAM_NAMESPACE: namespace,
     COMPLETION_SHARDS: '4',
@@ -61,7 +61,7 @@ afterAll(async () => {
 });
 
 let seq = 0;
-/** Plays scheduler + pod-lifecycle: record in `starting`, agent alive, dispatch enqueued. */
+/** Plays scheduler + pod-lifecycle: agent alive, record `running`, dispatch enqueued. */
 async function launch(spec: Omit<JobSpecInput, 'image'>, opts: { agent?: boolean } = {}) {
   const jobId = `${namespace}-j${++seq}`;
   await store.create(parseJobSpec({ image: 'none', ...spec, id: jobId }));
@@ -77,6 +77,8 @@ async function launch(spec: Omit<JobSpecInput, 'image'>, opts: { agent?: boolean
   const hb = keySpace.sandbox(jobId).heartbeat;
   for (let i = 0; i < 100 && agent && (await redis.exists(hb)) === 0; i++)
     await new Promise((r) => setTimeout(r, 50));
+  // starting -> running is pod-lifecycle's, before it adds the dispatch (docs/services.md).
+  await store.transition(jobId, ['starting'], 'running', { reason: 'agent alive' });
   await dispatchQueue.add(
     'dispatch',
     { jobId, sandbox: { jobId, backend: 'inprocess', id: 'test' }, notifyStream },
@@ -109,11 +111,13 @@ describe('step-dispatcher with real agents', () => {
     expect(record.reason).toBe('all 3 steps done');
     expect(readFileSync(marker, 'utf8')).toBe('one\ntwo\n');
     expect(await outputOf(jobId)).toEqual(['step-1:first', 'step-2:second', 'step-3:third']);
-    // The sandbox is handed back for destruction.
+    // The sandbox is handed back for destruction (enqueued just after the terminal state that
+    // ended the wait above, hence polled).
     const destroy = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keySpace.bullPrefix });
-    const job = await destroy.getJob(bullJobId(jobId));
+    await expect
+      .poll(async () => (await destroy.getJob(bullJobId(jobId)))?.data, { timeout: 10_000 })
+      .toMatchObject({ jobId, outcome: 'succeeded' });
     await destroy.close();
-    expect(job?.data).toMatchObject({ jobId, outcome: 'succeeded' });
   });
 
   it('ignores redelivered and duplicate notices: no step is pushed twice', async () => {
@@ -127,9 +131,15 @@ describe('step-dispatcher with real agents', () => {
     });
     for await (const item of client.follow(jobId))
       if (item.type === 'step-started' && item.stepId === 'step-2') break;
-    // As if a crashed instance's notice were claimed again, or an agent retried its XADD.
+    // As if a crashed instance's notice were claimed again, or an agent that lost the replies
+    // retried its LPUSH of step-1's result and its XADD: the result is readable again, so only
+    // the advance script's "is this the running step?" guard keeps step-3 from being pushed now.
+    const step1 = JSON.stringify((await store.get(jobId))?.stepResults['step-1']);
     const stream = dispatchKeys.completionStreamFor(jobId);
-    for (let i = 0; i < 5; i++) await redis.xadd(stream, '*', 'jobId', jobId, 'stepId', 'step-1');
+    for (let i = 0; i < 5; i++) {
+      await redis.lpush(keySpace.sandbox(jobId).results, step1);
+      await redis.xadd(stream, '*', 'jobId', jobId, 'stepId', 'step-1');
+    }
     const record = await client.wait(jobId, { timeoutMs: 20_000 });
     expect(record.state).toBe('succeeded');
     expect(readFileSync(marker, 'utf8')).toBe('one\ntwo\nthree\n');

@@ -1,10 +1,9 @@
 import {
-  bullJobId,
   type Deadline,
-  DefaultJobOptions,
   type DispatchKeys,
   type DispatchPayload,
   deadlineMember,
+  enqueueDestroy,
   JobSpecSchema,
   type JobState,
   type JobStore,
@@ -20,9 +19,9 @@ import {
   type SandstreamMetrics,
   withExtractedContext,
 } from '@sandstream/telemetry';
-import { type CompletionNotice, errorResult, SCHEMA_VERSION } from '@sandstream/wire';
+import { type CompletionNotice, encodeCancel, errorResult } from '@sandstream/wire';
 import type { Queue } from 'bullmq';
-import { advanceScript, finishScript, startScript } from './dispatch-scripts.js';
+import { advanceScript, cancelScript, finishScript, startScript } from './dispatch-scripts.js';
 import { lostSandboxReason } from './lost-sandbox-reason.js';
 import { StepTelemetry } from './step-telemetry.js';
 
@@ -39,6 +38,8 @@ export interface StepDispatcherOptions {
   stepGraceMs: number;
   /** How long the dispatch state of a finished job is kept (redelivered notices find it). */
   finishedStateTtlMs: number;
+  /** How long the agent has to confirm a cancel before the job ends `cancelled` anyway. */
+  cancelConfirmMs: number;
 }
 
 type ScriptReply = [string, ...(string | number)[]];
@@ -60,7 +61,7 @@ export class StepDispatcher {
     this.shardStreams = new Set(keys.allShards().map((s) => keys.completionStream(s)));
   }
 
-  /** A sandbox is ready: move the job to running and push its first step. */
+  /** A sandbox is ready (pod-lifecycle moved the job to running): push its first step. */
   async start(payload: DispatchPayload): Promise<void> {
     const { jobStore, logger, dispatchKeys } = this.options;
     const { jobId } = payload;
@@ -77,25 +78,9 @@ export class StepDispatcher {
       await this.destroy(jobId, 'failed', 'job record missing at dispatch');
       return;
     }
-    if (record.state === 'starting') {
-      if (record.cancelRequested !== undefined) {
-        await jobStore.transition(jobId, ['starting'], 'cancelled', {
-          reason: `cancelled: ${record.cancelRequested}`,
-        });
-        await this.destroy(jobId, 'cancelled', 'cancelled before the first step');
-        return;
-      }
-      const moved = await jobStore.transition(jobId, ['starting'], 'running', { reason: 'sandbox ready' });
-      if (moved.status === 'conflict' || moved.status === 'missing') {
-        await this.destroy(
-          jobId,
-          moved.status === 'conflict' ? moved.state : 'failed',
-          'job ended before dispatch',
-        );
-        return;
-      }
-    } else if (record.state !== 'running') {
-      // Terminal already (cancelled or timed out while the sandbox started) or not ready for us.
+    if (record.state !== 'running') {
+      // pod-lifecycle moves a job to running before it adds the dispatch (docs/services.md);
+      // anything else was ended meanwhile (cancelled, timed out, failed while starting).
       await this.destroy(jobId, record.state, `job is ${record.state} at dispatch`);
       return;
     }
@@ -149,12 +134,7 @@ export class StepDispatcher {
       const message = `no result for step ${deadline.stepId} within its timeout plus ${this.options.stepGraceMs} ms grace`;
       await this.options.redis.lpush(
         this.options.keySpace.sandbox(jobId).control,
-        JSON.stringify({
-          schemaVersion: SCHEMA_VERSION,
-          kind: 'cancel',
-          stepId: deadline.stepId,
-          reason: message,
-        }),
+        encodeCancel(deadline.stepId, message),
       );
       const result = errorResult(deadline.stepId, 'timed_out', message);
       const advancedAt = Date.now();
@@ -172,25 +152,44 @@ export class StepDispatcher {
   }
 
   /**
+   * A cancel request (the flag is on the job record already, see libs/bus cancel-request.ts):
+   * tell the agent to kill the running step, and leave a deadline that ends the job even if the
+   * agent never confirms. A job not dispatched yet needs nothing: the start script sees the flag.
+   */
+  async onCancelRequest(jobId: string, reason: string): Promise<void> {
+    const { dispatchKeys, keySpace, redis } = this.options;
+    const reply = await this.namingRunningStep((stepId) =>
+      cancelScript.run<ScriptReply>(
+        redis,
+        [dispatchKeys.dispatchState(jobId), keySpace.sandbox(jobId).control],
+        [stepId, stepId === '' ? '' : encodeCancel(stepId, reason)],
+      ),
+    );
+    if (reply[0] !== 'signalled') return;
+    await redis.zadd(
+      dispatchKeys.deadlines(dispatchKeys.shardOf(jobId)),
+      Date.now() + this.options.cancelConfirmMs,
+      deadlineMember({ kind: 'cancel', jobId }),
+    );
+  }
+
+  /**
    * The agent stopped heart-beating. Ours to end whether or not this job has dispatch state
    * (docs/services.md, "Who rescues a job"): without it (the state expired, or the job came from
-   * the job index) the record is moved to failed directly and the sandbox destroyed.
+   * the job index) the record is moved to failed directly and the sandbox destroyed. Only a
+   * `running` job: the dispatcher never moves a job out of another state (a `starting` job is
+   * pod-lifecycle's, or the reaper's when stuck).
    */
   async onSandboxLost(jobId: string): Promise<void> {
     const { jobStore, keySpace, redis } = this.options;
     const record = await jobStore.get(jobId);
-    if (!record || (record.state !== 'running' && record.state !== 'starting')) {
+    if (record?.state !== 'running') {
       // A stale index entry (the index is updated after the transition): nothing runs.
       await redis.zrem(keySpace.jobsByState('running'), jobId);
       return;
     }
     const reason = await lostSandboxReason(redis, keySpace, jobId);
-    const { dispatchKeys } = this.options;
-    const reply = await finishScript.run<ScriptReply>(
-      redis,
-      [dispatchKeys.dispatchState(jobId), keySpace.sandbox(jobId).control],
-      ['failed', reason],
-    );
+    const reply = await this.finishReply(jobId, 'failed', reason);
     if (reply[0] === 'unknown') await this.finalize(jobId, 'failed', reason);
     else await this.afterReply(jobId, reply);
   }
@@ -206,13 +205,30 @@ export class StepDispatcher {
   }
 
   private async finish(jobId: string, outcome: JobState, reason: string): Promise<void> {
+    await this.afterReply(jobId, await this.finishReply(jobId, outcome, reason));
+  }
+
+  /** The finish script's reply, its cancel naming the step that runs at that moment. */
+  private finishReply(jobId: string, outcome: JobState, reason: string): Promise<ScriptReply> {
     const { dispatchKeys, keySpace, redis } = this.options;
-    const reply = await finishScript.run<ScriptReply>(
-      redis,
-      [dispatchKeys.dispatchState(jobId), keySpace.sandbox(jobId).control],
-      [outcome, reason],
+    return this.namingRunningStep((stepId) =>
+      finishScript.run<ScriptReply>(
+        redis,
+        [dispatchKeys.dispatchState(jobId), keySpace.sandbox(jobId).control],
+        [outcome, reason, stepId, stepId === '' ? '' : encodeCancel(stepId, reason)],
+      ),
     );
-    await this.afterReply(jobId, reply);
+  }
+
+  /**
+   * Runs a script that pushes a cancel for the running step: first naming none, then, while it
+   * answers 'stale', the step it names (the cancel message is encoded here, by the wire, not in
+   * Lua). Steps move on only as fast as agents finish them, so two rounds are the rule.
+   */
+  private async namingRunningStep(run: (stepId: string) => Promise<ScriptReply>): Promise<ScriptReply> {
+    let reply = await run('');
+    for (let round = 0; round < 10 && reply[0] === 'stale'; round++) reply = await run(String(reply[1]));
+    return reply;
   }
 
   /**
@@ -254,7 +270,7 @@ export class StepDispatcher {
 
   private async finalize(jobId: string, outcome: JobState, reason: string): Promise<void> {
     const { dispatchKeys, redis, jobStore, logger } = this.options;
-    const moved = await jobStore.transition(jobId, ['running', 'starting'], outcome, { reason });
+    const moved = await jobStore.transition(jobId, ['running'], outcome, { reason });
     if (moved.status === 'ok') logger.info({ jobId, outcome, reason }, 'job finished');
     const shard = dispatchKeys.shardOf(jobId);
     await Promise.all([
@@ -284,13 +300,13 @@ export class StepDispatcher {
   }
 
   private async destroy(jobId: string, outcome: JobState | undefined, reason: string): Promise<void> {
-    // The BullMQ job id is the job's: enqueuing the same destroy twice adds it once.
     // The teardown joins the job's trace under the span active here (the last step's).
     const traceContext = injectTraceContext();
-    await this.options.destroyQueue.add(
-      'destroy',
-      { jobId, reason, ...(outcome ? { outcome } : {}), ...(traceContext ? { traceContext } : {}) },
-      { jobId: bullJobId(jobId), ...DefaultJobOptions },
-    );
+    await enqueueDestroy(this.options.destroyQueue, {
+      jobId,
+      reason,
+      ...(outcome ? { outcome } : {}),
+      ...(traceContext ? { traceContext } : {}),
+    });
   }
 }

@@ -1,4 +1,4 @@
-import type { DispatchKeys, KeySpace, MaterializedStep, RedisClient } from '@sandstream/bus';
+import type { DispatchKeys, JobStore, MaterializedStep, RedisClient } from '@sandstream/bus';
 import {
   metricsEnabled,
   planChildSpan,
@@ -6,7 +6,7 @@ import {
   type SandstreamMetrics,
   tracingEnabled,
 } from '@sandstream/telemetry';
-import { type StepResult, StepResultSchema, StepSchema, type TraceContext } from '@sandstream/wire';
+import { type StepResult, StepSchema, type TraceContext } from '@sandstream/wire';
 
 /*
  * What the dispatcher records about each finished step: a `dispatcher.step` span and the step
@@ -22,7 +22,8 @@ import { type StepResult, StepResultSchema, StepSchema, type TraceContext } from
  */
 export interface StepTelemetryOptions {
   redis: RedisClient;
-  keySpace: KeySpace;
+  /** Reads the recorded StepResult (the job record's layout is job-store's). */
+  jobStore: JobStore;
   dispatchKeys: DispatchKeys;
   metrics?: SandstreamMetrics;
 }
@@ -94,18 +95,16 @@ export class StepTelemetry {
     const match = STEP_ID.exec(stepId);
     if (!match) return undefined;
     const index = Number(match[1]) - 1;
-    const { redis, keySpace, dispatchKeys, metrics } = this.options;
+    const { redis, jobStore, dispatchKeys, metrics } = this.options;
     if (tracing && reply[0] === 'pushed') {
       // NX: a redelivered notice must not move the next step's start. Step 0 uses startedAt.
       await redis.hsetnx(dispatchKeys.dispatchState(jobId), `pushedAt:${reply[1]}`, advancedAt);
     }
-    const [[rawStep, pushedAt, startedAt], rawResult] = await Promise.all([
+    const [[rawStep, pushedAt, startedAt], r] = await Promise.all([
       redis.hmget(dispatchKeys.dispatchState(jobId), `step:${index}`, `pushedAt:${index}`, 'startedAt'),
-      redis.hget(keySpace.job(jobId), `step:${stepId}`),
+      jobStore.getStepResult(jobId, stepId),
     ]);
     const step = StepSchema.safeParse(safeJson(rawStep));
-    const parsedResult = StepResultSchema.safeParse(safeJson(rawResult));
-    const r = parsedResult.success ? parsedResult.data : undefined;
     const kind = step.success ? step.data.kind : 'unknown';
     if (metrics && r) {
       metrics.stepDurationSeconds.record(r.durationSeconds, { kind, outcome: outcomeOf(r) });

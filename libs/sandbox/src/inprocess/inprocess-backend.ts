@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { constants, hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { formatIssues, JobIdSchema } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { agentArgs, agentEnvironment } from '../agent-command.js';
@@ -31,13 +31,23 @@ import {
 import { createJobDirectories, removeJobDirectories } from './workspace.js';
 
 /**
- * The agent bundled into one file (agent/dist/sandstream-agent.cjs, the single executable's code)
- * of this monorepo, relative to libs/sandbox/{src,dist}/inprocess/: it starts in less memory than
- * the compiled modules of agent/dist/main.js.
+ * The agent bundled into one file (the single executable's code), as the agent package exports
+ * it (`@sandstream/agent/bundle`, a declared dependency): it starts in less memory than the
+ * compiled modules of its main.js. When it is not built (or, in the services image that runs
+ * Docker or Kubernetes sandboxes, not installed) this module must still load: create() then
+ * says how to build it.
  */
-export const DEFAULT_AGENT_ENTRY = fileURLToPath(
-  new URL('../../../../agent/dist/sandstream-agent.cjs', import.meta.url),
-);
+export const DEFAULT_AGENT_ENTRY = resolveAgentBundle();
+
+function resolveAgentBundle(): string {
+  const specifier = '@sandstream/agent/bundle';
+  try {
+    // createRequire rather than import.meta.resolve, which vitest's module runner lacks.
+    return createRequire(import.meta.url).resolve(specifier);
+  } catch {
+    return `${specifier} (package not installed)`;
+  }
+}
 
 export interface InProcessBackendOptions {
   /** Registry of running sandboxes and the shutdown step both go through this client. */

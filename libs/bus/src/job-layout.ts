@@ -1,0 +1,107 @@
+import { StepResultSchema } from '@sandstream/wire';
+import {
+  JOB_EVENT_FIELD,
+  JOB_TRANSITIONS,
+  type JobRecord,
+  JobSandboxSchema,
+  JobStateSchema,
+  TERMINAL_STATES,
+} from './job-state.js';
+
+/**
+ * The layout of the job record hash `job:{<jobId>}`: its field names and how a hash reads back
+ * as a JobRecord. The one place that knows it; Lua scripts of any package get the same names
+ * and the state sets through the generated include `job-layout` (jobLayoutLua), and the
+ * functions of `includes/job-record.lua` that use them.
+ */
+export const JobField = {
+  id: 'id',
+  tenant: 'tenant',
+  state: 'state',
+  spec: 'spec',
+  createdAt: 'createdAt',
+  updatedAt: 'updatedAt',
+  finishedAt: 'finishedAt',
+  reason: 'reason',
+  cancelRequested: 'cancelRequested',
+  sandbox: 'sandbox',
+  /** The sandbox's Redis user, to re-create it after a restart (sandbox-user-record.ts). */
+  sandboxUser: 'sandboxUser',
+  version: 'version',
+} as const;
+
+/** One StepResult per step is kept under `step:<stepId>`. */
+const STEP_RESULT_PREFIX = 'step:';
+
+export function stepResultField(stepId: string): string {
+  return `${STEP_RESULT_PREFIX}${stepId}`;
+}
+
+export function parseJobRecord(hash: Record<string, string>): JobRecord | null {
+  const id = hash?.[JobField.id];
+  if (!hash || hash[JobField.state] === undefined || id === undefined) return null;
+  const state = JobStateSchema.safeParse(hash[JobField.state]);
+  if (!state.success) return null;
+  const stepResults: JobRecord['stepResults'] = {};
+  for (const [field, value] of Object.entries(hash)) {
+    if (!field.startsWith(STEP_RESULT_PREFIX)) continue;
+    const parsed = StepResultSchema.safeParse(safeJson(value));
+    if (parsed.success) stepResults[field.slice(STEP_RESULT_PREFIX.length)] = parsed.data;
+  }
+  const rawSandbox = hash[JobField.sandbox];
+  const sandbox = rawSandbox ? JobSandboxSchema.safeParse(safeJson(rawSandbox)) : undefined;
+  const finishedAt = hash[JobField.finishedAt];
+  return {
+    id,
+    tenant: hash[JobField.tenant] ?? 'default',
+    state: state.data,
+    spec: safeJson(hash[JobField.spec] ?? 'null'),
+    createdAt: Number(hash[JobField.createdAt]),
+    updatedAt: Number(hash[JobField.updatedAt]),
+    finishedAt: finishedAt ? Number(finishedAt) : undefined,
+    reason: hash[JobField.reason],
+    cancelRequested: hash[JobField.cancelRequested],
+    sandbox: sandbox?.success ? sandbox.data : undefined,
+    stepResults,
+    version: Number(hash[JobField.version] ?? 0),
+  };
+}
+
+/** A parsed StepResult as stored under its step's field, or undefined. */
+export function parseStepResult(
+  raw: string | null | undefined,
+): JobRecord['stepResults'][string] | undefined {
+  const parsed = StepResultSchema.safeParse(raw ? safeJson(raw) : undefined);
+  return parsed.success ? parsed.data : undefined;
+}
+
+const luaString = (value: string) => JSON.stringify(value);
+const luaSet = (values: readonly string[]) => `{${values.map((v) => `[${luaString(v)}] = true`).join(', ')}}`;
+
+/**
+ * The generated Lua include `job-layout`: `JOB` (field names, the step-result prefix and the
+ * events-stream field), `TERMINAL` (the terminal states as a set) and `ALLOWED` (state -> set of
+ * states that may follow), all from their TypeScript definitions.
+ */
+export function jobLayoutLua(): string {
+  const fields = Object.entries(JobField).map(([name, field]) => `${name} = ${luaString(field)}`);
+  fields.push(
+    `stepResultPrefix = ${luaString(STEP_RESULT_PREFIX)}`,
+    `eventField = ${luaString(JOB_EVENT_FIELD)}`,
+  );
+  const allowed = Object.entries(JOB_TRANSITIONS).map(([from, to]) => `[${luaString(from)}] = ${luaSet(to)}`);
+  return [
+    '-- generated from libs/bus/src/job-layout.ts and job-state.ts',
+    `local JOB = {${fields.join(', ')}}`,
+    `local TERMINAL = ${luaSet(TERMINAL_STATES)}`,
+    `local ALLOWED = {${allowed.join(', ')}}`,
+  ].join('\n');
+}
+
+function safeJson(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return null;
+  }
+}

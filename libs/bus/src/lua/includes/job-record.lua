@@ -1,0 +1,35 @@
+--- @include "job-layout"
+
+-- Helpers over the job record hash (layout: libs/bus/src/job-layout.ts) for every script that
+-- touches a record: the job-store's own, the dispatcher's and the reaper's.
+
+-- Appends a JobEvent's JSON to the job's own events stream, capped like every events stream.
+local function job_append_event(eventsKey, maxlen, json)
+  redis.call('XADD', eventsKey, 'MAXLEN', '~', maxlen, '*', JOB.eventField, json)
+end
+
+-- A JobEvent (JSON) about this record; id and tenant are read from it.
+local function job_event(jobKey, kind, from, to, at, reason)
+  local event = {type = kind, jobId = redis.call('HGET', jobKey, JOB.id),
+    tenant = redis.call('HGET', jobKey, JOB.tenant), from = from, to = to, at = at}
+  if reason and reason ~= '' then event.reason = reason end
+  return cjson.encode(event)
+end
+
+-- Moves the record to `to` (the caller checked that it may) and appends the transition event.
+-- Returns the event's JSON for the cross-slot writes the caller does afterwards.
+local function job_set_state(jobKey, eventsKey, from, to, now, reason, maxlen)
+  redis.call('HSET', jobKey, JOB.state, to, JOB.updatedAt, now)
+  if reason ~= '' then redis.call('HSET', jobKey, JOB.reason, reason) else redis.call('HDEL', jobKey, JOB.reason) end
+  if TERMINAL[to] then redis.call('HSET', jobKey, JOB.finishedAt, now) end
+  redis.call('HINCRBY', jobKey, JOB.version, 1)
+  local json = job_event(jobKey, 'transition', from, to, tonumber(now), reason)
+  job_append_event(eventsKey, maxlen, json)
+  return json
+end
+
+-- Records one step's StepResult JSON on the record.
+local function job_record_step(jobKey, stepId, raw)
+  redis.call('HSET', jobKey, JOB.stepResultPrefix .. stepId, raw)
+  redis.call('HINCRBY', jobKey, JOB.version, 1)
+end

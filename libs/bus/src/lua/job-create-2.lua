@@ -1,0 +1,9 @@
+--- @include "job-record"
+-- Creates a job record in state queued, unless one exists.
+-- KEYS: job hash, job events stream. ARGV: id, tenant, spec, now, eventJson, maxlen.
+-- Returns 1 when created, 0 when the id existed.
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], JOB.id, ARGV[1], JOB.tenant, ARGV[2], JOB.state, 'queued', JOB.spec, ARGV[3],
+  JOB.createdAt, ARGV[4], JOB.updatedAt, ARGV[4], JOB.version, 1)
+job_append_event(KEYS[2], ARGV[6], ARGV[5])
+return 1

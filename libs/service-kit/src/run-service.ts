@@ -1,0 +1,140 @@
+import {
+  type ConnectionRole,
+  createKeySpace,
+  createRedis,
+  type KeySpace,
+  type RedisClient,
+  waitForRedis,
+  warnAboutRedis,
+} from '@sandstream/bus';
+import { createLogger, initTelemetry, type Logger } from '@sandstream/telemetry';
+import type { RedisOptions } from 'ioredis';
+import type { z } from 'zod';
+import { loadEnvConfig } from './env-config.js';
+import { GracefulShutdown } from './graceful-shutdown.js';
+import { type HealthServer, type ReadinessCheck, startHealthServer } from './health-server.js';
+import type { ServiceEnv } from './service-env.js';
+import { throttledErrorLog } from './throttled-error-log.js';
+
+/** What runService hands a service's start function. */
+export interface ServiceContext<E extends ServiceEnv> {
+  env: E;
+  logger: Logger;
+  keys: KeySpace;
+  /** The producer connection (scripts, writes, queues); closed by runService. */
+  redis: RedisClient;
+  /**
+   * A new connection of the given role (BullMQ workers, blocking reads); closed by runService.
+   * Like the producer it has a throttled error listener (no ioredis trace per reconnect attempt).
+   */
+  connect(role: ConnectionRole, connectionName: string): RedisClient;
+  /** Aborted when shutdown begins: background loops watch it to stop. */
+  signal: AbortSignal;
+  /**
+   * A shutdown step of the service's own (workers, loops, queues, backend), run in the order
+   * added, after readiness turned 503 and before the connections, the health server and
+   * telemetry close.
+   */
+  onShutdown(name: string, run: () => Promise<void>): void;
+}
+
+export interface StartedService {
+  /** Readiness checks besides Redis' ping (workers running, last pass ok, …). */
+  checks?: Record<string, ReadinessCheck>;
+  /** Logged with the `<name> started` line. */
+  info?: Record<string, unknown>;
+}
+
+export interface ServiceDefinition<S extends z.ZodType<ServiceEnv>> {
+  /** `scheduler`, `pod-lifecycle`, …: the logger's service, the telemetry service name, log lines. */
+  name: string;
+  env: S;
+  /** Options of the producer connection (the dispatcher auto-pipelines and names it per instance). */
+  redis?: { connectionName?: (env: z.output<S>) => string; overrides?: RedisOptions };
+  /** Wait until Redis answers before starting (else the service starts and its clients reconnect). */
+  waitForRedis?: boolean;
+  /** Budget of the whole shutdown (default 30 s). */
+  shutdownTimeoutMs?: number;
+  start(context: ServiceContext<z.output<S>>): Promise<StartedService>;
+}
+
+/**
+ * The one way a service process starts: environment validated (every bad variable named, exit
+ * 1), telemetry, logger, Redis connections (each with a throttled error listener, and the
+ * one-time warning about an unsafe Redis),
+ * the service's own start, the health server, and an ordered graceful shutdown on SIGTERM /
+ * SIGINT: readiness 503 → the service's steps → Redis → health server → telemetry. A failure
+ * before the service runs is logged as `fatal` and exits 1.
+ */
+export function runService<S extends z.ZodType<ServiceEnv>>(definition: ServiceDefinition<S>): void {
+  const logger = createLogger({ service: definition.name });
+  start(definition, logger).catch((err: unknown) => {
+    logger.fatal(
+      { err: err instanceof Error ? err.message : String(err) },
+      `${definition.name} failed to start`,
+    );
+    logger.flush();
+    process.exitCode = 1;
+    setTimeout(() => process.exit(1), 100).unref();
+  });
+}
+
+async function start<S extends z.ZodType<ServiceEnv>>(
+  definition: ServiceDefinition<S>,
+  logger: Logger,
+): Promise<void> {
+  const env = loadEnvConfig(definition.name, definition.env);
+  const telemetry = await initTelemetry({ serviceName: definition.name });
+  const keys = createKeySpace(env.SANDSTREAM_NAMESPACE);
+  const connections: RedisClient[] = [];
+  const connect = (role: ConnectionRole, connectionName: string, overrides?: RedisOptions) => {
+    const client = createRedis({
+      url: env.REDIS_URL,
+      clusterNodes: env.REDIS_CLUSTER_NODES,
+      role,
+      connectionName,
+      ...(overrides ? { overrides } : {}),
+    });
+    // Connection errors surface as rejected commands; this only keeps ioredis from printing each.
+    client.on('error', throttledErrorLog(logger, 'redis'));
+    connections.push(client);
+    return client;
+  };
+  const redis = connect(
+    'producer',
+    definition.redis?.connectionName?.(env) ?? definition.name,
+    definition.redis?.overrides,
+  );
+  if (definition.waitForRedis) await waitForRedis(redis);
+  warnAboutRedis(redis, (message) => logger.warn(message));
+
+  const shutdown = new GracefulShutdown({
+    logger,
+    ...(definition.shutdownTimeoutMs ? { timeoutMs: definition.shutdownTimeoutMs } : {}),
+  });
+  let health: HealthServer | undefined;
+  shutdown.add('stop taking work', async () => health?.markDraining());
+  const started = await definition.start({
+    env,
+    logger,
+    keys,
+    redis,
+    connect: (role, connectionName) => connect(role, connectionName),
+    signal: shutdown.signal,
+    onShutdown: (name, run) => shutdown.add(name, run),
+  });
+  health = await startHealthServer({
+    port: env.HEALTH_PORT,
+    checks: { redis: async () => (await redis.ping()) === 'PONG', ...started.checks },
+  });
+  shutdown.add('redis', async () => {
+    await Promise.allSettled(connections.map((c) => c.quit()));
+  });
+  const server = health;
+  shutdown.add('health server', () => server.close());
+  shutdown.add('telemetry', () => telemetry.shutdown());
+  logger.info(
+    { healthPort: health.port, namespace: keys.namespace, ...started.info },
+    `${definition.name} started`,
+  );
+}

@@ -1,0 +1,48 @@
+import {
+  DEFAULT_COMPLETION_SHARDS,
+  DEFAULT_NAMESPACE,
+  InstallationSchema,
+  RedisEnvSchema,
+} from '@sandstream/bus';
+import { z } from 'zod';
+import { intVar, portVar } from './env-config.js';
+
+/**
+ * Environment variables more than one service reads, each declared once, so that a default or
+ * a rule cannot drift between services that must agree (pod-lifecycle and the dispatcher on the
+ * shard count, scheduler and pod-lifecycle on the lease length, pod-lifecycle and the reaper on
+ * the installation a sandbox is labelled with). A service's schema is
+ * `serviceEnvSchema(<its health port>).extend({ ...pick what it reads from SharedEnv, own vars })`.
+ */
+export const SharedEnv = {
+  /** A slot lease lapses this long after its last renewal (pod-lifecycle renews live jobs). */
+  LEASE_SECONDS: intVar(5, 3600, 60),
+  /** Completion shards; pod-lifecycle picks each agent's, the dispatcher reads them all. */
+  COMPLETION_SHARDS: intVar(1, 1024, DEFAULT_COMPLETION_SHARDS),
+  /** Per-sandbox Redis users: `auto` uses them where the server supports ACLs. */
+  SANDBOX_ACL: z
+    .enum(['auto', 'on', 'off'], { error: 'SANDBOX_ACL must be auto, on or off' })
+    .default('auto'),
+  /**
+   * The installation sandboxes are labelled with (pod-lifecycle) and the only one whose orphans
+   * are destroyed (reaper). Default: derived from the Redis address and the namespace
+   * (installationOf in libs/bus).
+   */
+  SANDSTREAM_INSTALLATION: InstallationSchema.optional(),
+} as const;
+
+/** What every service reads: Redis, the namespace and its health port. */
+export function serviceEnvSchema(defaultHealthPort: number) {
+  return RedisEnvSchema.extend({
+    /** Isolates queues and shared keys (tests, several installations on one Redis). */
+    SANDSTREAM_NAMESPACE: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-"')
+      .default(DEFAULT_NAMESPACE),
+    /** 0 picks a free port (printed in the start-up log). */
+    HEALTH_PORT: portVar(defaultHealthPort),
+  });
+}
+
+/** The part of every service's environment runService uses itself. */
+export type ServiceEnv = z.output<ReturnType<typeof serviceEnvSchema>>;

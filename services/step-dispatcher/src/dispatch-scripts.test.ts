@@ -1,0 +1,236 @@
+import { randomBytes } from 'node:crypto';
+import { createKeySpace, DispatchKeys, JobStore, parseJobSpec } from '@sandstream/bus';
+import { encodeCancel } from '@sandstream/wire';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  advanceScript,
+  cancelScript,
+  claimDueScript,
+  finishScript,
+  startScript,
+} from './dispatch-scripts.js';
+
+// Each dispatch script's replies, straight against Redis: what the service test can only see
+// through their effects (no step pushed twice, a cancel that wins) is checked here reply by reply.
+const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+const ns = `t-dscripts-${randomBytes(4).toString('hex')}`;
+const keySpace = createKeySpace(ns);
+const dispatchKeys = new DispatchKeys(keySpace, 2);
+const store = new JobStore({ redis, keys: keySpace });
+const jobIds: string[] = [];
+
+afterAll(async () => {
+  for (const id of jobIds) {
+    await store.delete(id);
+    await redis.unlink(dispatchKeys.dispatchState(id));
+  }
+  redis.disconnect();
+});
+
+type Reply = (string | number)[];
+let seq = 0;
+
+/** A job record in `running` with `steps` steps (step-1 …), and the keys the scripts take. */
+async function job(steps = 3, options: { continueOnError?: boolean } = {}) {
+  const id = `${ns}-j${++seq}`;
+  jobIds.push(id);
+  const spec = parseJobSpec({
+    id,
+    image: 'x',
+    steps: Array.from({ length: steps }, () => ({ command: 'true', ...options })),
+  });
+  await store.create(spec);
+  const k = keySpace.sandbox(id);
+  const state = dispatchKeys.dispatchState(id);
+  const stepArgs = (n: number) => {
+    const args: (string | number)[] = [Date.now()];
+    for (let i = 0; i < n; i++) {
+      const stepId = `step-${i + 1}`;
+      args.push(stepId, JSON.stringify({ stepId, kind: 'run' }), 30, options.continueOnError ? 1 : 0);
+    }
+    return args;
+  };
+  return {
+    id,
+    start: () => startScript.run<Reply>(redis, [state, k.in, keySpace.job(id)], stepArgs(steps)),
+    advance: (stepId: string, result = '') =>
+      advanceScript.run<Reply>(redis, [state, k.in, k.results, keySpace.job(id)], [stepId, result]),
+    finish: (outcome: string, reason: string, stepId: string) =>
+      finishScript.run<Reply>(
+        redis,
+        [state, k.control],
+        [outcome, reason, stepId, stepId ? encodeCancel(stepId, reason) : ''],
+      ),
+    cancel: (stepId: string) =>
+      cancelScript.run<Reply>(
+        redis,
+        [state, k.control],
+        [stepId, stepId ? encodeCancel(stepId, 'stop') : ''],
+      ),
+    /** The agent's half of a step: its result on the results list. */
+    result: (stepId: string, exitCode = 0) =>
+      redis.lpush(
+        k.results,
+        JSON.stringify({
+          schemaVersion: 1,
+          stepId,
+          exitCode,
+          timedOut: false,
+          durationSeconds: 0.1,
+          errorMessage: null,
+        }),
+      ),
+    pushed: async () =>
+      (await redis.lrange(k.in, 0, -1)).map((s) => (JSON.parse(s) as { stepId: string }).stepId).reverse(),
+    control: async () => (await redis.lrange(k.control, 0, -1)).map((s) => JSON.parse(s) as unknown),
+  };
+}
+
+describe('dispatch-start', () => {
+  it('pushes the first step once: a redelivered start answers with the step pushed before', async () => {
+    const j = await job();
+    expect(await j.start()).toEqual(['pushed', 0, 'step-1', '30']);
+    expect(await j.start()).toEqual(['pushed', 0, 'step-1', '30']);
+    expect(await j.pushed()).toEqual(['step-1']);
+  });
+
+  it('pushes nothing for a job whose cancel was requested, and keeps that answer', async () => {
+    const j = await job();
+    await store.requestCancel(j.id, 'changed my mind');
+    expect(await j.start()).toEqual(['finished', 'cancelled', 'cancelled: changed my mind', 1]);
+    expect(await j.start()).toEqual(['finished', 'cancelled', 'cancelled: changed my mind', 0]);
+    expect(await j.pushed()).toEqual([]);
+  });
+});
+
+describe('dispatch-advance', () => {
+  it('answers unknown for a job never started', async () => {
+    const j = await job();
+    expect(await j.advance('step-1')).toEqual(['unknown']);
+  });
+
+  it('answers missing while the running step has no result on the list', async () => {
+    const j = await job();
+    await j.start();
+    expect(await j.advance('step-1')).toEqual(['missing']);
+    expect(await j.pushed()).toEqual(['step-1']);
+  });
+
+  it('records the result and pushes the next step; a notice for any other step is stale and pushes nothing', async () => {
+    const j = await job();
+    await j.start();
+    await j.result('step-1');
+    expect(await j.advance('step-1')).toEqual(['pushed', 1, 'step-2', '30']);
+    expect((await store.get(j.id))?.stepResults['step-1']?.exitCode).toBe(0);
+    // step-1 again, with its result readable again (an agent retrying its LPUSH): still stale.
+    await j.result('step-1');
+    expect(await j.advance('step-1')).toEqual(['stale', 'step-2']);
+    expect(await j.advance('step-3')).toEqual(['stale', 'step-2']);
+    expect(await j.pushed()).toEqual(['step-1', 'step-2']);
+  });
+
+  it('finishes on the first failure, and a finished job answers with its first outcome', async () => {
+    const j = await job();
+    await j.start();
+    await j.result('step-1', 3);
+    expect(await j.advance('step-1')).toEqual(['finished', 'failed', 'step step-1 exited 3', 1]);
+    expect(await j.advance('step-1')).toEqual(['finished', 'failed', 'step step-1 exited 3', 0]);
+    expect(await j.pushed()).toEqual(['step-1']);
+  });
+
+  it('goes on after a failure with continueOnError and succeeds after the last step', async () => {
+    const j = await job(2, { continueOnError: true });
+    await j.start();
+    await j.result('step-1', 1);
+    expect(await j.advance('step-1')).toEqual(['pushed', 1, 'step-2', '30']);
+    await j.result('step-2');
+    expect(await j.advance('step-2')).toEqual(['finished', 'succeeded', 'all 2 steps done', 1]);
+  });
+
+  it('says "1 step done" for a one-step job (the CLI shows the reason as it is)', async () => {
+    const j = await job(1);
+    await j.start();
+    await j.result('step-1');
+    expect(await j.advance('step-1')).toEqual(['finished', 'succeeded', '1 step done', 1]);
+  });
+
+  it('finishes cancelled when the cancel flag is set, even after a successful step', async () => {
+    const j = await job();
+    await j.start();
+    await store.requestCancel(j.id, 'stop now');
+    await j.result('step-1');
+    expect(await j.advance('step-1')).toEqual(['finished', 'cancelled', 'cancelled: stop now', 1]);
+    expect(await j.pushed()).toEqual(['step-1']);
+    expect((await store.get(j.id))?.stepResults['step-1']).toBeDefined();
+  });
+
+  it('takes a synthesized result instead of the list (a deadline)', async () => {
+    const j = await job(1);
+    await j.start();
+    const timedOut = JSON.stringify({
+      schemaVersion: 1,
+      stepId: 'step-1',
+      exitCode: null,
+      timedOut: true,
+      durationSeconds: 0,
+      errorMessage: 'no result',
+    });
+    expect(await j.advance('step-1', timedOut)).toEqual([
+      'finished',
+      'timed-out',
+      'step step-1 timed out',
+      1,
+    ]);
+  });
+});
+
+describe('dispatch-finish', () => {
+  it('answers unknown without state, stale when another step runs, then cancels the running one', async () => {
+    const j = await job();
+    expect(await j.finish('timed-out', 'too slow', '')).toEqual(['unknown']);
+    await j.start();
+    expect(await j.finish('timed-out', 'too slow', '')).toEqual(['stale', 'step-1']);
+    expect(await j.control()).toEqual([]);
+    expect(await j.finish('timed-out', 'too slow', 'step-1')).toEqual([
+      'finished',
+      'timed-out',
+      'too slow',
+      1,
+    ]);
+    expect(await j.control()).toEqual([
+      { schemaVersion: 1, kind: 'cancel', stepId: 'step-1', reason: 'too slow' },
+    ]);
+    expect(await j.finish('failed', 'later', 'step-1')).toEqual(['finished', 'timed-out', 'too slow', 0]);
+    expect(await j.control()).toHaveLength(1);
+  });
+});
+
+describe('dispatch-cancel', () => {
+  it('answers unknown before dispatch, stale for another step, signals the running one, and finished after', async () => {
+    const j = await job();
+    expect(await j.cancel('')).toEqual(['unknown']);
+    await j.start();
+    expect(await j.cancel('step-2')).toEqual(['stale', 'step-1']);
+    expect(await j.cancel('step-1')).toEqual(['signalled', 'step-1']);
+    expect(await j.control()).toEqual([
+      { schemaVersion: 1, kind: 'cancel', stepId: 'step-1', reason: 'stop' },
+    ]);
+    await j.finish('cancelled', 'gave up', 'step-1');
+    expect(await j.cancel('step-1')).toEqual(['finished', 'cancelled', 'gave up', 0]);
+  });
+});
+
+describe('claim-due-deadlines', () => {
+  it('claims only due members and leases them into the future', async () => {
+    const key = dispatchKeys.deadlines(0);
+    await redis.zadd(key, 100, 'due-a', 200, 'due-b', 10_000, 'later');
+    try {
+      expect(await claimDueScript.run(redis, [key], [500, 30_000, 10])).toEqual(['due-a', 'due-b']);
+      expect(await claimDueScript.run(redis, [key], [500, 30_000, 10])).toEqual([]);
+      expect(Number(await redis.zscore(key, 'due-a'))).toBe(30_000);
+    } finally {
+      await redis.unlink(key);
+    }
+  });
+});

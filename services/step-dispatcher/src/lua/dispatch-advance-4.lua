@@ -1,0 +1,51 @@
+--- @include "dispatch-state"
+--- @include "job-record"
+-- Records the result of the running step and pushes the next one: the only way a step is ever
+-- pushed after the first. Idempotent on redelivery: a notice for a step that is no longer the
+-- running one changes nothing, so no step is pushed (or run) twice.
+-- KEYS: state, in, results, job. ARGV: stepId, resultJSON ("" = take it from the results list).
+if not status then return {'unknown'} end
+if status == 'finished' then return finished_reply() end
+local current = redis.call('HGET', st, 'current')
+if current ~= ARGV[1] then return {'stale', current or ''} end
+local raw = ARGV[2]
+if raw == '' then
+  for _, item in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+    local ok, r = pcall(cjson.decode, item)
+    if ok and type(r) == 'table' and r.stepId == ARGV[1] then raw = item; break end
+  end
+  if raw == '' then return {'missing'} end
+  redis.call('LREM', KEYS[3], 1, raw)
+end
+local i = tonumber(redis.call('HGET', st, 'cursor'))
+local n = tonumber(redis.call('HGET', st, 'n'))
+local r = cjson.decode(raw)
+job_record_step(KEYS[4], ARGV[1], raw)
+local function present(v) return v ~= nil and v ~= cjson.null end
+local failure = nil
+if r.cancelled == true then failure = 'cancelled'
+elseif r.timedOut == true then failure = 'timed out'
+elseif present(r.errorMessage) then failure = 'failed: ' .. tostring(r.errorMessage)
+elseif present(r.exitCode) and r.exitCode ~= 0 then failure = 'exited ' .. tostring(r.exitCode)
+end
+local function finish(outcome, reason)
+  redis.call('HSET', st, 'status', 'finished', 'outcome', outcome, 'reason', reason, 'current', '')
+  return {'finished', outcome, reason, 1}
+end
+local cancel = redis.call('HGET', KEYS[4], JOB.cancelRequested)
+if cancel then return finish('cancelled', 'cancelled: ' .. cancel) end
+if failure and redis.call('HGET', st, 'coe:' .. i) ~= '1' then
+  local outcome = 'failed'
+  if r.timedOut == true then outcome = 'timed-out' end
+  return finish(outcome, 'step ' .. ARGV[1] .. ' ' .. failure)
+end
+if i + 1 >= n then
+  -- Shown by the CLI as the job's reason: "1 step done", never "all 1 steps done".
+  if n == 1 then return finish('succeeded', '1 step done') end
+  return finish('succeeded', 'all ' .. n .. ' steps done')
+end
+local next = i + 1
+local nextId = redis.call('HGET', st, 'id:' .. next)
+redis.call('HSET', st, 'cursor', next, 'current', nextId)
+redis.call('LPUSH', KEYS[2], redis.call('HGET', st, 'step:' .. next))
+return {'pushed', next, nextId, redis.call('HGET', st, 'timeout:' .. next)}
