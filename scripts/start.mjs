@@ -80,7 +80,18 @@ function bindable(port) {
     });
   });
 }
-const freePort = () => bindable(0);
+// A port bound and released can come back from the next bind(0) before its child listens on
+// it: never hand out the same port twice (two processes answering one /readyz hid a crash).
+const handedOut = new Set();
+async function freePort() {
+  for (;;) {
+    const port = await bindable(0);
+    if (port !== null && !handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+}
 
 // SANDSTREAM_METRICS_PORT names the first metrics port; with several processes each gets the next
 // free one (one port shared by all would stop every process after the first).
