@@ -6,8 +6,9 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { dirname, join } from 'node:path';
+import { freePort } from './ports.mjs';
 
 export const ADMIN_USER = 'admin';
 
@@ -35,17 +36,6 @@ function adminPassword(paths) {
   const password = randomBytes(24).toString('hex');
   privateFile(paths.passwordFile, `${password}\n`);
   return password;
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** One RESP round trip: AUTH then PING; resolves true on +PONG. */

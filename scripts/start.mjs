@@ -12,12 +12,12 @@
 //                                                                (else under .cache/start-logs/)
 import { spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { bootstrap } from './bootstrap.mjs';
 import { startLocalRedis } from './local-redis.mjs';
+import { freePort as anyFreePort, bindable } from './ports.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SERVICES = ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper'];
@@ -69,24 +69,13 @@ if (env.SANDSTREAM_SKIP_BOOTSTRAP !== '1') {
   }
 }
 
-/** Resolves the port it could bind on 127.0.0.1 (0: any free one), or null when it is taken. */
-function bindable(port) {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once('error', () => resolve(null));
-    server.listen(port, '127.0.0.1', () => {
-      const bound = server.address().port;
-      server.close(() => resolve(bound));
-    });
-  });
-}
 // A port bound and released can come back from the next bind(0) before its child listens on
 // it: never hand out the same port twice (two processes answering one /readyz hid a crash).
 const handedOut = new Set();
 async function freePort() {
   for (;;) {
-    const port = await bindable(0);
-    if (port !== null && !handedOut.has(port)) {
+    const port = await anyFreePort();
+    if (!handedOut.has(port)) {
       handedOut.add(port);
       return port;
     }

@@ -4,9 +4,10 @@
 // them with REDIS_URL / NATS_URL. A REDIS_URL or NATS_URL already set is used as it is.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from './ports.mjs';
 
 function listening(port) {
   return new Promise((resolve) => {
@@ -20,17 +21,6 @@ function listening(port) {
       resolve(true);
     });
     socket.once('error', () => resolve(false));
-  });
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
   });
 }
 
