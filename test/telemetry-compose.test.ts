@@ -92,6 +92,7 @@ describe('docker-compose.yml', () => {
       expect(existsSync(`${root}services/${name}/package.json`), name).toBe(true);
       expect(svc.command, name).toEqual(['node', `services/${name}/dist/main.js`]);
       expect(svc.environment, name).toMatchObject({
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's own ${VAR:?message} interpolation, kept literally in the file
         REDIS_URL: 'redis://admin:${SANDSTREAM_REDIS_PASSWORD:?set SANDSTREAM_REDIS_PASSWORD}@redis:6379',
         NATS_URL: 'nats://nats:4222',
         SANDBOX_TYPE: 'docker',
