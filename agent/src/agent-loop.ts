@@ -11,6 +11,7 @@ import {
 } from '@sandstream/wire';
 import type { ChainableCommander } from 'ioredis';
 import { AuthFailureClock, isAuthError } from './auth-failure.js';
+import { DEFAULT_MAX_PARALLEL_STEPS } from './config.js';
 import { ControlWatcher } from './control-watcher.js';
 import { EventPublisher } from './event-publisher.js';
 import { ExitCode } from './exit-codes.js';
@@ -24,6 +25,9 @@ import { withinMs } from './within-ms.js';
 
 /** The shortest time the agent waits for Redis at boot before giving up (exit 3). */
 const MIN_BOOT_WAIT_MS = 5000;
+
+/** An agent that never leaves on idleness still gives up on an unreachable Redis at boot after this many idle periods. */
+const BOOT_WAITS_WITHOUT_IDLE_EXIT = 5;
 
 /** Default of --auth-retry-seconds (see config.ts). */
 const DEFAULT_AUTH_RETRY_MS = 120_000;
@@ -52,6 +56,12 @@ export interface AgentLoopOptions {
   eventBufferBytes: number;
   notifyStream?: string | undefined;
   notifyStreamMaxLength: number;
+  /**
+   * How many steps marked `parallel` may run at once; the next waits in `:in` until one ends.
+   * Each has its own event buffer (eventBufferLines / eventBufferBytes), so this also bounds
+   * the memory output can take.
+   */
+  maxParallelSteps?: number;
 }
 
 interface RunningStep {
@@ -66,7 +76,15 @@ interface RunningStep {
  */
 export class AgentLoop {
   private stopping = false;
-  private running: RunningStep | null = null;
+  /** Every step now running, by id: one sequential step, or up to maxParallelSteps parallel ones. */
+  private readonly running = new Map<string, RunningStep>();
+  /** Parallel steps in flight, each settling once its result is delivered. */
+  private readonly parallel = new Set<Promise<void>>();
+  /** True while a step without the parallel mark runs: the loop is not in a pop then. */
+  private sequentialRunning = false;
+  /** A parallel step whose result could not be delivered: as fatal as for a sequential one. */
+  private fatal: Error | null = null;
+  private readonly maxParallel: number;
   /** Set while run() waits for Redis at boot, so stop() can end that wait. */
   private onStop: (() => void) | null = null;
   private readonly heartbeat: Heartbeat;
@@ -77,12 +95,13 @@ export class AgentLoop {
   constructor(private readonly options: AgentLoopOptions) {
     const { connections, keys, log } = options;
     this.auth = new AuthFailureClock(options.authRetryMs ?? DEFAULT_AUTH_RETRY_MS);
+    this.maxParallel = options.maxParallelSteps ?? DEFAULT_MAX_PARALLEL_STEPS;
     this.heartbeat = new Heartbeat({
       redis: connections.writer,
       key: keys.heartbeat,
       intervalMs: options.heartbeatIntervalMs,
       log,
-      currentStepId: () => this.running?.stepId ?? null,
+      currentStepId: () => this.running.keys().next().value ?? null,
     });
     this.control = new ControlWatcher({
       redis: connections.control,
@@ -129,7 +148,8 @@ export class AgentLoop {
     const { idleTimeoutSeconds, maxIdleWaits } = this.options;
     // Never below a few seconds: with test-sized idle settings (0.1 s) a slow first connect
     // on a busy machine is not a dead Redis.
-    const limitMs = Math.max(idleTimeoutSeconds * maxIdleWaits * 1000, MIN_BOOT_WAIT_MS);
+    const waits = maxIdleWaits === 0 ? BOOT_WAITS_WITHOUT_IDLE_EXIT : maxIdleWaits;
+    const limitMs = Math.max(idleTimeoutSeconds * waits * 1000, MIN_BOOT_WAIT_MS);
     let timer: NodeJS.Timeout | undefined;
     const outcome = await Promise.race([
       this.heartbeat.start().then(() => 'started' as const),
@@ -157,22 +177,32 @@ export class AgentLoop {
   stop(reason: string): void {
     if (this.stopping) return;
     this.stopping = true;
-    this.options.log.info('stopping', { reason, runningStep: this.running?.stepId ?? null });
+    this.options.log.info('stopping', { reason, runningSteps: [...this.running.keys()] });
     this.onStop?.();
-    if (this.running) this.running.controller.abort(new Error(`agent stopping: ${reason}`));
+    this.abortAll(new Error(`agent stopping: ${reason}`));
     // A BRPOP cannot be interrupted politely (QUIT would queue behind it): drop the socket.
-    else closeNow(this.options.connections.steps);
+    // While a sequential step runs the loop is not popping, and that step's end lets it leave.
+    if (!this.sequentialRunning) closeNow(this.options.connections.steps);
+  }
+
+  private abortAll(reason: Error): void {
+    for (const step of this.running.values()) step.controller.abort(reason);
   }
 
   private async loop(): Promise<ExitCode> {
     const { connections, keys, log, idleTimeoutSeconds, maxIdleWaits } = this.options;
     let idleWaits = 0;
     while (!this.stopping) {
+      if (this.fatal) throw this.fatal;
+      // Back-pressure: at the parallel limit, the next step waits in Redis, not in memory.
+      while (this.parallel.size >= this.maxParallel) await Promise.race(this.parallel);
+      if (this.stopping) break;
       let popped: [string, string] | null;
       try {
         popped = await connections.steps.brpop(keys.in, idleTimeoutSeconds);
         this.auth.succeeded();
       } catch (err) {
+        if (this.fatal) throw this.fatal;
         if (this.stopping) break;
         if (isAuthError(err)) {
           // Redis is back but our user is not (yet): not idle time and not bad input. Wait for
@@ -192,9 +222,14 @@ export class AgentLoop {
         popped = null;
       }
       if (!popped) {
+        // Not idle while a parallel step still runs (a live sandbox's 20-minute build).
+        if (this.parallel.size > 0) {
+          idleWaits = 0;
+          continue;
+        }
         idleWaits += 1;
         log.debug('idle', { idleWaits, maxIdleWaits });
-        if (idleWaits >= maxIdleWaits) {
+        if (maxIdleWaits > 0 && idleWaits >= maxIdleWaits) {
           log.info('idle limit reached, exiting', { idleSeconds: idleWaits * idleTimeoutSeconds });
           return ExitCode.idle;
         }
@@ -203,7 +238,14 @@ export class AgentLoop {
       idleWaits = 0;
       if ((await this.handle(popped[1])) === 'shutdown') return ExitCode.ok;
     }
+    await this.settleParallel();
+    if (this.fatal) throw this.fatal;
     return ExitCode.ok;
+  }
+
+  /** Waits until every parallel step has delivered its result. */
+  private async settleParallel(): Promise<void> {
+    while (this.parallel.size > 0) await Promise.allSettled([...this.parallel]);
   }
 
   private async handle(raw: string): Promise<'continue' | 'shutdown'> {
@@ -217,13 +259,42 @@ export class AgentLoop {
     }
     const step = decoded.value;
     if (step.kind === 'shutdown') {
-      log.info('shutdown step received', { stepId: step.stepId });
+      log.info('shutdown step received', { stepId: step.stepId, runningSteps: [...this.running.keys()] });
+      // Closing a sandbox ends what still runs in it: each parallel step's tree is killed and
+      // its result delivered before the agent answers the shutdown and leaves.
+      this.abortAll(new Error('the sandbox is shutting down'));
+      await this.settleParallel();
       await this.results.deliver(
         this.result(step.stepId, started, { exitCode: 0, timedOut: false, errorMessage: null }),
       );
       return 'shutdown';
     }
-    log.debug('step started', { stepId: step.stepId, kind: step.kind });
+    if (step.parallel) {
+      const done = this.runAndDeliver(step, started)
+        .catch((err: Error) => {
+          // The loop rethrows it (exit 3, as for a sequential step); a pop in progress is cut.
+          this.fatal ??= err;
+          if (!this.sequentialRunning) closeNow(this.options.connections.steps);
+        })
+        .finally(() => this.parallel.delete(done));
+      this.parallel.add(done);
+      return 'continue';
+    }
+    // A step without the mark keeps FIFO order with everything before it.
+    await this.settleParallel();
+    this.sequentialRunning = true;
+    try {
+      await this.runAndDeliver(step, started);
+    } finally {
+      this.sequentialRunning = false;
+    }
+    return 'continue';
+  }
+
+  /** Runs one step and delivers its events and result; rejects only when the result cannot be delivered. */
+  private async runAndDeliver(step: Exclude<Step, { kind: 'shutdown' }>, started: number): Promise<void> {
+    const { log } = this.options;
+    log.debug('step started', { stepId: step.stepId, kind: step.kind, parallel: step.parallel });
     const { result, eventsWritten, appendCompleted } = await this.runStep(step, started);
     log.debug('step finished', {
       stepId: step.stepId,
@@ -235,7 +306,6 @@ export class AgentLoop {
     // pipeline, one write) follow them on the wire without waiting a round trip for their
     // acknowledgement.
     await Promise.all([eventsWritten, this.results.deliver(result, appendCompleted)]);
-    return 'continue';
   }
 
   private async runStep(
@@ -248,7 +318,15 @@ export class AgentLoop {
   }> {
     const { connections, keys, log, workdir } = this.options;
     const controller = new AbortController();
-    this.running = { stepId: step.stepId, controller };
+    if (this.running.has(step.stepId)) {
+      // The same id twice at once would share one cancel and one seq space: refuse the second.
+      return {
+        result: errorResult(step.stepId, 'invalid_step', `step ${step.stepId} is already running`),
+        eventsWritten: Promise.resolve(),
+        appendCompleted: () => {},
+      };
+    }
+    this.running.set(step.stepId, { stepId: step.stepId, controller });
     // A stop() that raced with the pop still cancels this step rather than letting it run on.
     if (this.stopping) controller.abort(new Error('agent stopping'));
     const events = new EventPublisher({
@@ -279,7 +357,7 @@ export class AgentLoop {
         `the agent failed to run the step: ${(err as Error).message}`,
       );
     } finally {
-      this.running = null;
+      this.running.delete(step.stepId);
     }
     const { handedOver, written, appendCompleted } = events.finish(outcome.exitCode);
     const result = this.result(step.stepId, started, {
@@ -311,8 +389,8 @@ export class AgentLoop {
   }
 
   private onControl(message: ControlMessage): void {
-    const running = this.running;
-    if (running && message.kind === 'cancel' && message.stepId === running.stepId) {
+    const running = this.running.get(message.stepId);
+    if (running && message.kind === 'cancel') {
       this.options.log.info('cancelling step', { stepId: message.stepId, reason: message.reason });
       running.controller.abort(new Error(message.reason ?? 'cancelled'));
       return;
@@ -320,7 +398,7 @@ export class AgentLoop {
     // A cancel for a step that already finished (or never ran here) must not touch the next one.
     this.options.log.debug('ignoring cancel for a step that is not running', {
       stepId: message.stepId,
-      runningStepId: running?.stepId ?? null,
+      runningSteps: [...this.running.keys()],
     });
   }
 

@@ -111,6 +111,7 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
     workdir: config.workdir,
     idleTimeoutSeconds: config.idleTimeoutSeconds,
     maxIdleWaits: config.maxIdleWaits,
+    maxParallelSteps: config.maxParallelSteps,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     authRetryMs: config.authRetrySeconds * 1000,
     eventBufferLines: config.eventBufferLines,

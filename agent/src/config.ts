@@ -23,6 +23,7 @@ export const ENV_FOR_FLAG = {
   workdir: 'AGENT_WORKDIR',
   'idle-timeout-seconds': 'AGENT_IDLE_TIMEOUT_SECONDS',
   'max-idle-waits': 'AGENT_MAX_IDLE_WAITS',
+  'max-parallel-steps': 'AGENT_MAX_PARALLEL_STEPS',
   'heartbeat-interval-ms': 'AGENT_HEARTBEAT_INTERVAL_MS',
   'auth-retry-seconds': 'AGENT_AUTH_RETRY_SECONDS',
   'event-buffer-lines': 'AGENT_EVENT_BUFFER_LINES',
@@ -65,6 +66,11 @@ const booleanFlag = z
  * runs, so the default stays; a sandbox short of memory can set it lower (docs/benchmarks.md).
  */
 export const DEFAULT_EVENT_BUFFER_LINES = 10_000;
+/**
+ * Default of --max-parallel-steps: enough for an agent's parallel tool calls, while output
+ * memory stays bounded at 16 per-step event buffers.
+ */
+export const DEFAULT_MAX_PARALLEL_STEPS = 16;
 export const DEFAULT_EVENT_BUFFER_BYTES = 2 * 1024 * 1024;
 /** The shared completion stream is capped like every other stream (MAXLEN ~). */
 export const DEFAULT_NOTIFY_STREAM_MAX_LENGTH = 100_000;
@@ -93,7 +99,14 @@ const RunConfigSchema = z.object({
         .max(86_400, '--idle-timeout-seconds must be at most 86400'),
     )
     .default(60),
-  maxIdleWaits: intFlag('max-idle-waits', 1, 1_000_000).default(5),
+  /**
+   * Empty pops in a row before the agent exits 2. 0: never leave on idleness — a live sandbox's
+   * agent waits for its client's next command however long it thinks, and the services end it
+   * (close, idle expiry, lifetime).
+   */
+  maxIdleWaits: intFlag('max-idle-waits', 0, 1_000_000).default(5),
+  /** Steps marked parallel that may run at once (agent-loop.ts). */
+  maxParallelSteps: intFlag('max-parallel-steps', 1, 1024).default(DEFAULT_MAX_PARALLEL_STEPS),
   heartbeatIntervalMs: intFlag('heartbeat-interval-ms', 50, 3_600_000).default(2000),
   /**
    * How long Redis may refuse the sandbox's credentials (WRONGPASS/NOAUTH) before the agent gives
@@ -130,6 +143,7 @@ const FLAG_KEYS: Record<Flag, keyof z.input<typeof RunConfigSchema> | 'inject'> 
   workdir: 'workdir',
   'idle-timeout-seconds': 'idleTimeoutSeconds',
   'max-idle-waits': 'maxIdleWaits',
+  'max-parallel-steps': 'maxParallelSteps',
   'heartbeat-interval-ms': 'heartbeatIntervalMs',
   'auth-retry-seconds': 'authRetrySeconds',
   'event-buffer-lines': 'eventBufferLines',
@@ -163,6 +177,7 @@ export function parseConfig(
         workdir: { type: 'string' },
         'idle-timeout-seconds': { type: 'string' },
         'max-idle-waits': { type: 'string' },
+        'max-parallel-steps': { type: 'string' },
         'heartbeat-interval-ms': { type: 'string' },
         'auth-retry-seconds': { type: 'string' },
         'event-buffer-lines': { type: 'string' },

@@ -49,7 +49,9 @@ const orchestration = {
   continueOnError: z.boolean().default(false),
 };
 
-const withoutIds = { schemaVersion: true, stepId: true, traceContext: true } as const;
+// A job's steps run in their declared order: only the services mark steps parallel (the
+// commands of a live sandbox), so a job file cannot.
+const withoutIds = { schemaVersion: true, stepId: true, traceContext: true, parallel: true } as const;
 
 const argument = byteBoundedString('an argument');
 /** A step's env, like the wire's, takes any name: only its size is bounded here. */

@@ -16,6 +16,14 @@ const common = {
   traceContext: TraceContextSchema.optional(),
 };
 
+/**
+ * Steps marked `parallel` run beside other parallel steps instead of one after another: the
+ * services mark the commands of a live sandbox, so a file read is never queued behind a long
+ * build. Raw steps (seeds/000) leave it out and keep strict FIFO order; a step without the mark
+ * waits until every parallel step in flight has finished, and nothing starts while it runs.
+ */
+const parallel = z.boolean().optional().default(false);
+
 const pathField = (what: string) =>
   z.string().min(1, `${what} must not be empty`).max(4096, `${what} is at most 4096 characters`);
 
@@ -24,6 +32,7 @@ const workingDirectory = z.string().max(4096).nullish();
 export const RunStepSchema = z.object({
   ...common,
   kind: z.literal('run'),
+  parallel,
   command: z
     .string()
     .min(1, 'command must not be empty')
@@ -49,6 +58,7 @@ export const RunStepSchema = z.object({
 export const ReadFileStepSchema = z.object({
   ...common,
   kind: z.literal('readFile'),
+  parallel,
   path: pathField('path'),
   workingDirectory,
 });
@@ -56,6 +66,7 @@ export const ReadFileStepSchema = z.object({
 export const WriteFileStepSchema = z.object({
   ...common,
   kind: z.literal('writeFile'),
+  parallel,
   path: pathField('path'),
   content: z.string(),
   encoding: z.enum(['utf8', 'base64']).optional().default('utf8'),
@@ -67,6 +78,7 @@ export const WriteFileStepSchema = z.object({
 export const ListFilesStepSchema = z.object({
   ...common,
   kind: z.literal('listFiles'),
+  parallel,
   path: pathField('path').optional().default('.'),
   /** 1 lists the directory's own entries; each level more descends one directory deeper. */
   maxDepth: z
@@ -89,6 +101,7 @@ export const ListFilesStepSchema = z.object({
 export const GrepStepSchema = z.object({
   ...common,
   kind: z.literal('grep'),
+  parallel,
   /** A regular expression (Rust regex syntax under ripgrep, JavaScript syntax in the fallback; the common subset behaves the same). */
   pattern: z.string().min(1, 'pattern must not be empty').max(4096),
   path: pathField('path').optional().default('.'),
