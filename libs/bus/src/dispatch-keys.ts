@@ -92,12 +92,14 @@ export class DispatchKeys {
  * - `s|<jobId>|<stepId>` the step's result is overdue (its timeout plus grace: agent stuck or gone)
  * - `j|<jobId>` the job's own timeout
  * - `c|<jobId>` a cancel was requested and the agent has not confirmed it in time
+ * - `i|<jobId>` a live sandbox may have gone idle (checked, and moved out while it is not)
  * `|` cannot occur in job ids (wire JobIdSchema), so members split unambiguously.
  */
 export type Deadline =
   | { kind: 'step'; jobId: string; stepId: string }
   | { kind: 'job'; jobId: string }
-  | { kind: 'cancel'; jobId: string };
+  | { kind: 'cancel'; jobId: string }
+  | { kind: 'idle'; jobId: string };
 
 export function deadlineMember(deadline: Deadline): string {
   switch (deadline.kind) {
@@ -107,6 +109,8 @@ export function deadlineMember(deadline: Deadline): string {
       return `j|${deadline.jobId}`;
     case 'cancel':
       return `c|${deadline.jobId}`;
+    case 'idle':
+      return `i|${deadline.jobId}`;
   }
 }
 
@@ -116,5 +120,6 @@ export function parseDeadlineMember(member: string): Deadline | null {
   if (kind === 's' && rest.length > 0) return { kind: 'step', jobId, stepId: rest.join('|') };
   if (kind === 'j') return { kind: 'job', jobId };
   if (kind === 'c') return { kind: 'cancel', jobId };
+  if (kind === 'i') return { kind: 'idle', jobId };
   return null;
 }

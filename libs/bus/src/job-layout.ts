@@ -28,7 +28,24 @@ export const JobField = {
   /** The sandbox's Redis user, to re-create it after a restart (sandbox-user-record.ts). */
   sandboxUser: 'sandboxUser',
   version: 'version',
+  /** `sandbox` for a live sandbox (live-sandbox-spec.ts); absent for a job. */
+  kind: 'kind',
+  /** Live sandboxes: when the dispatcher opened it for commands (it became ready). */
+  readyAt: 'readyAt',
+  /** Live sandboxes: the last client call (exec, file operation, keepAlive), epoch ms. */
+  lastActivityAt: 'lastActivityAt',
+  /** Live sandboxes: the number of the last command id handed out. */
+  commandSeq: 'commandSeq',
+  /** Live sandboxes: commands pushed whose result is not recorded yet. */
+  commandsRunning: 'commandsRunning',
 } as const;
+
+/** A live sandbox's command, as pushed (its request and start time) is kept under `cmd:<id>`. */
+const COMMAND_PREFIX = 'cmd:';
+
+export function commandField(commandId: string): string {
+  return `${COMMAND_PREFIX}${commandId}`;
+}
 
 /** One StepResult per step is kept under `step:<stepId>`. */
 const STEP_RESULT_PREFIX = 'step:';
@@ -43,11 +60,17 @@ export function parseJobRecord(hash: Record<string, string>): JobRecord | null {
   const state = JobStateSchema.safeParse(hash[JobField.state]);
   if (!state.success) return null;
   const stepResults: JobRecord['stepResults'] = {};
+  const commands: JobRecord['commands'] = {};
   for (const [field, value] of Object.entries(hash)) {
+    if (field.startsWith(COMMAND_PREFIX)) {
+      commands[field.slice(COMMAND_PREFIX.length)] = safeJson(value);
+      continue;
+    }
     if (!field.startsWith(STEP_RESULT_PREFIX)) continue;
     const parsed = StepResultSchema.safeParse(safeJson(value));
     if (parsed.success) stepResults[field.slice(STEP_RESULT_PREFIX.length)] = parsed.data;
   }
+  const optionalNumber = (field: string) => (hash[field] ? Number(hash[field]) : undefined);
   const rawSandbox = hash[JobField.sandbox];
   const sandbox = rawSandbox ? JobSandboxSchema.safeParse(safeJson(rawSandbox)) : undefined;
   const finishedAt = hash[JobField.finishedAt];
@@ -64,6 +87,11 @@ export function parseJobRecord(hash: Record<string, string>): JobRecord | null {
     sandbox: sandbox?.success ? sandbox.data : undefined,
     stepResults,
     version: Number(hash[JobField.version] ?? 0),
+    kind: hash[JobField.kind] === 'sandbox' ? 'sandbox' : 'job',
+    readyAt: optionalNumber(JobField.readyAt),
+    lastActivityAt: optionalNumber(JobField.lastActivityAt),
+    commandsRunning: Math.max(0, Number(hash[JobField.commandsRunning] ?? 0)),
+    commands,
   };
 }
 
@@ -87,6 +115,7 @@ export function jobLayoutLua(): string {
   const fields = Object.entries(JobField).map(([name, field]) => `${name} = ${luaString(field)}`);
   fields.push(
     `stepResultPrefix = ${luaString(STEP_RESULT_PREFIX)}`,
+    `commandPrefix = ${luaString(COMMAND_PREFIX)}`,
     `eventField = ${luaString(JOB_EVENT_FIELD)}`,
   );
   const allowed = Object.entries(JOB_TRANSITIONS).map(([from, to]) => `[${luaString(from)}] = ${luaSet(to)}`);

@@ -138,6 +138,11 @@ const labelKey = z
   );
 const labelValue = z.string().max(63, 'label values are at most 63 characters');
 
+/** Labels of a job or sandbox (they become backend labels, so Kubernetes' rules). */
+export const labelsSchema = z.record(labelKey, labelValue);
+/** Plain environment for a sandbox. Travels through Redis: never put secrets here. */
+export const sandboxEnvSchema = z.record(envName, envValue);
+
 export const JOB_MAX_STEPS = 1000;
 export const JOB_MAX_TIMEOUT_SECONDS = 7 * 24 * 3600;
 export const JOB_DEFAULT_TIMEOUT_SECONDS = 3600;
@@ -192,7 +197,7 @@ export const JobSpecSchema = strictObject(
     /** … or an image; with both, the image overrides the template's. */
     image: z.string().min(1).max(1024).optional(),
     /** Plain environment for the sandbox. Travels through Redis: never put secrets here. */
-    env: z.record(envName, envValue).default({}),
+    env: sandboxEnvSchema.default({}),
     resources: JobResourcesSchema.default({}),
     steps: StepsSchema,
     /** Wall-clock limit for the whole job, queueing excluded. */
@@ -208,7 +213,7 @@ export const JobSpecSchema = strictObject(
       .min(1, 'priority is at least 1')
       .max(100, 'priority is at most 100')
       .default(50),
-    labels: z.record(labelKey, labelValue).default({}),
+    labels: labelsSchema.default({}),
     traceContext: strictObject(TraceContextSchema.shape).optional(),
   },
   jobKeyHints,

@@ -103,4 +103,14 @@ export interface JobRecord {
   stepResults: Record<string, z.infer<typeof StepResultSchema>>;
   /** Grows by one with every change; handy for tests and optimistic readers. */
   version: number;
+  /** `sandbox` for a live sandbox, driven command by command; `job` for declared steps. */
+  kind: 'job' | 'sandbox';
+  /** Live sandboxes: when it became ready for commands. */
+  readyAt: number | undefined;
+  /** Live sandboxes: the last client call, epoch ms. */
+  lastActivityAt: number | undefined;
+  /** Live sandboxes: commands pushed whose result is not recorded yet. */
+  commandsRunning: number;
+  /** Live sandboxes: the commands still in its bounded history, by id (CommandRecord JSON as stored). */
+  commands: Record<string, unknown>;
 }

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { type StepResult, StepResultSchema, StreamLimits } from '@sandstream/wire';
 import { busLua } from './bus-lua.js';
 import { JobField, parseJobRecord, parseStepResult, stepResultField } from './job-layout.js';
-import { type JobSpec, JobSpecSchema } from './job-spec.js';
 import {
   JOB_EVENT_FIELD,
   type JobEvent,
@@ -13,6 +12,7 @@ import {
   JobStateSchema,
 } from './job-state.js';
 import { createKeySpace, type KeySpace } from './key-space.js';
+import { isLiveSandboxSpec, parseStoredSpec, type StoredSpec } from './live-sandbox-spec.js';
 import type { RedisClient } from './redis-connection.js';
 
 const CREATE = busLua.load('job-create');
@@ -76,8 +76,9 @@ export class JobStore {
    * Creates the record in state `queued`. With an id that already exists nothing is written and
    * `created` is false: submitting the same id twice makes one job.
    */
-  async create(spec: JobSpec): Promise<{ created: boolean; jobId: string }> {
-    const parsed = JobSpecSchema.parse(spec);
+  async create(spec: StoredSpec): Promise<{ created: boolean; jobId: string }> {
+    const parsed = parseStoredSpec(spec);
+    const kind = isLiveSandboxSpec(parsed) ? 'sandbox' : 'job';
     const jobId = parsed.id ?? randomUUID();
     const now = this.now();
     const stored = { ...parsed, id: jobId };
@@ -93,7 +94,7 @@ export class JobStore {
     const created = await CREATE.run<number>(
       this.redis,
       [this.keys.job(jobId), this.keys.sandbox(jobId).events],
-      [jobId, parsed.tenant, JSON.stringify(stored), now, json, StreamLimits.eventStreamMaxLength],
+      [jobId, parsed.tenant, JSON.stringify(stored), now, json, StreamLimits.eventStreamMaxLength, kind],
     );
     if (created !== 1) return { created: false, jobId };
     // Separate commands, not one pipeline: on a Cluster these keys live in different slots.
@@ -111,9 +112,9 @@ export class JobStore {
   }
 
   /** The parsed spec of a job (re-validated, so a record edited by hand cannot smuggle bad input). */
-  async getSpec(jobId: string): Promise<JobSpec | null> {
+  async getSpec(jobId: string): Promise<StoredSpec | null> {
     const raw = await this.redis.hget(this.keys.job(jobId), JobField.spec);
-    return raw === null ? null : JobSpecSchema.parse(JSON.parse(raw));
+    return raw === null ? null : parseStoredSpec(JSON.parse(raw));
   }
 
   async list(options: ListOptions = {}): Promise<JobRecord[]> {

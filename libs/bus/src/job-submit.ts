@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
-import { type JobSpec, parseJobSpec } from './job-spec.js';
+import { parseJobSpec } from './job-spec.js';
 import type { JobStore } from './job-store.js';
+import type { StoredSpec } from './live-sandbox-spec.js';
 import { bullJobId, bullPriority, DefaultJobOptions, type JobsPayload } from './queues.js';
 
 export interface SubmitResult {
@@ -23,11 +24,14 @@ export async function submitJob(
   return submitParsedJob(store, jobsQueue, parseJobSpec(input, source));
 }
 
-/** submitJob for a spec that parseJobSpec already produced (the SDK parses once, inside its span). */
+/**
+ * submitJob for a spec already parsed (the SDK parses once, inside its span): a job's, or a live
+ * sandbox's, which goes through the same queue, admission and start.
+ */
 export async function submitParsedJob(
   store: JobStore,
   jobsQueue: Queue,
-  spec: JobSpec,
+  spec: StoredSpec,
 ): Promise<SubmitResult> {
   const { created, jobId } = await store.create(spec);
   if (!created) {

@@ -52,6 +52,8 @@ export const SandboxCreatePayloadSchema = z.object({
   sandbox: z.looseObject({ image: z.string().min(1) }),
   /** Template name it was resolved from, for logs. */
   template: z.string().optional(),
+  /** A live sandbox: its agent waits for commands however long its client thinks (no idle exit of its own). */
+  live: z.boolean().optional(),
   traceContext,
 });
 export type SandboxCreatePayload = z.infer<typeof SandboxCreatePayloadSchema>;

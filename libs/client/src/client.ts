@@ -13,6 +13,7 @@ import {
   type KeySpace,
   QueueNames,
   type RedisClient,
+  SandboxCommands,
   type SubmitResult,
   submitParsedJob,
 } from '@sandstream/bus';
@@ -31,6 +32,8 @@ import {
 } from './client-options.js';
 import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
 import { isTransientRedisError, JobNotFoundError } from './job-not-found.js';
+import { ReaderPool } from './reader-pool.js';
+import { Sandboxes, waitEnded } from './sandboxes.js';
 import { SchedulerPresence } from './scheduler-presence.js';
 import { withSubmitSpan } from './submit-span.js';
 
@@ -69,6 +72,9 @@ export class SandstreamClient {
   private queue: Queue<JobsPayload> | undefined;
   private presence: SchedulerPresence | undefined;
   private cancels: Queue<CancelRequestPayload> | undefined;
+  private readonly readers: ReaderPool;
+  /** Live sandboxes: create, connect, get, list (sandboxes.ts). */
+  readonly sandboxes: Sandboxes;
 
   constructor(options: SandstreamClientOptions = {}) {
     const opts = parseOptions(SandstreamClientOptionsSchema, options, 'SandstreamClient options');
@@ -82,6 +88,25 @@ export class SandstreamClient {
     this.jobStore = new JobStore({ redis: this.redis, keys: this.keys });
     this.onWarning =
       opts.onWarning ?? ((w) => process.emitWarning(w.message, { type: 'SandstreamWarning', code: w.code }));
+    this.readers = new ReaderPool(this.redis);
+    const store = this.jobStore;
+    this.sandboxes = new Sandboxes({
+      redis: this.redis,
+      keys: this.keys,
+      store,
+      commands: new SandboxCommands({ redis: this.redis, keys: this.keys }),
+      readers: this.readers,
+      submit: async (spec) => {
+        const result = await submitParsedJob(store, this.jobsQueue(), spec);
+        const warning = await this.presence?.check();
+        if (warning) this.onWarning(warning);
+        return result;
+      },
+      requestClose: async (id) => {
+        await cancelJob(store, this.cancelQueue(), id, 'user');
+      },
+      waitEnded: (id) => waitEnded(store, id),
+    });
   }
 
   private jobsQueue(): Queue<JobsPayload> {
@@ -260,6 +285,7 @@ export class SandstreamClient {
   }
 
   async close(): Promise<void> {
+    this.readers.close();
     await Promise.all([this.queue?.close(), this.cancels?.close()]);
     if (this.ownsRedis) await this.redis.quit();
   }

@@ -1,4 +1,10 @@
-export type { SubmitResult } from '@sandstream/bus';
+export type { LiveSandboxSpecInput, SandboxRecord, SandboxState, SubmitResult } from '@sandstream/bus';
+export { SandboxSpecError } from '@sandstream/bus';
 export * from './client.js';
+export * from './command-output.js';
 export * from './follow-entry.js';
 export * from './job-not-found.js';
+export * from './sandbox.js';
+export * from './sandbox-errors.js';
+export * from './sandbox-options.js';
+export * from './sandboxes.js';

@@ -22,6 +22,7 @@ export function agentArgs(launch: AgentLaunch): string[] {
   if (launch.idleTimeoutSeconds !== undefined) {
     args.push('--idle-timeout-seconds', String(launch.idleTimeoutSeconds));
   }
+  if (launch.agent.live) args.push('--max-idle-waits', '0');
   return args;
 }
 
@@ -42,6 +43,7 @@ export function agentEnvironment(launch: AgentLaunch): Record<string, string> {
   if (launch.agent.heartbeatIntervalMs !== undefined) {
     env.AGENT_HEARTBEAT_INTERVAL_MS = String(launch.agent.heartbeatIntervalMs);
   }
+  if (launch.agent.live) env.AGENT_MAX_IDLE_WAITS = '0';
   return env;
 }
 

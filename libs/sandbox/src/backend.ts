@@ -11,6 +11,11 @@ export interface AgentConnection {
   /** Shared completion stream the agent notifies after each result (see wire CompletionNotice). */
   notifyStream?: string;
   heartbeatIntervalMs?: number;
+  /**
+   * A live sandbox's agent: it never leaves on its own idleness (its client may think for a long
+   * time); the services close it on idle expiry or lifetime.
+   */
+  live?: boolean;
   /** Extra environment for the agent process only (e.g. OTEL_* for its spans). */
   agentEnv?: Record<string, string>;
 }

@@ -170,6 +170,7 @@ export function createStartProcessor(deps: StartDeps) {
             redisUrl: urlWithCredentials(route.redisUrl, credentials),
             keyStyle: 'tagged',
             notifyStream,
+            ...(payload.live ? { live: true } : {}),
             ...(deps.agentEnv ? { agentEnv: deps.agentEnv } : {}),
           },
         }),

@@ -2,6 +2,7 @@ import {
   bullJobId,
   bullPriority,
   DefaultJobOptions,
+  isLiveSandboxSpec,
   JobSpecError,
   type JobStore,
   JobsPayloadSchema,
@@ -144,6 +145,7 @@ function admitOnce(deps: ScheduleDeps) {
       tenant: record.tenant,
       sandbox: resolved.sandbox,
       ...(resolved.template ? { template: resolved.template } : {}),
+      ...(isLiveSandboxSpec(spec) ? { live: true } : {}),
       ...(payload.data.traceContext ? { traceContext: payload.data.traceContext } : {}),
       // The next hop is a child of this admission span (not of submit), so the trace reads
       // submit -> scheduler -> pod-lifecycle; telemetry off keeps the submitter's context.

@@ -1,4 +1,4 @@
-import type { JobSpec } from '@sandstream/bus';
+import type { StoredSpec } from '@sandstream/bus';
 
 /** The SandboxSpec input handed to pod-lifecycle (parsed there by libs/sandbox SandboxSpecSchema). */
 export interface ResolvedSandbox {
@@ -27,7 +27,7 @@ export interface TemplateSource {
 export class TemplateResolver {
   constructor(private readonly templates?: TemplateSource) {}
 
-  async resolve(spec: JobSpec): Promise<ResolvedSandbox> {
+  async resolve(spec: StoredSpec): Promise<ResolvedSandbox> {
     const overrides: Record<string, unknown> = {};
     if (spec.image !== undefined) overrides.image = spec.image;
     if (Object.keys(spec.env).length > 0) overrides.env = spec.env;

@@ -13,7 +13,8 @@ export interface DeadlineSweeperOptions {
   redis: RedisClient;
   keys: DispatchKeys;
   logger: Logger;
-  handle: (deadline: Deadline) => Promise<void>;
+  /** Handles a due deadline; a returned time (epoch ms) keeps the deadline, due again then. */
+  handle: (deadline: Deadline) => Promise<number | undefined>;
   intervalMs?: number;
   leaseMs?: number;
   batchSize?: number;
@@ -62,8 +63,9 @@ export class DeadlineSweeper {
         due.map(async (member) => {
           const deadline = parseDeadlineMember(member);
           try {
-            if (deadline) await this.options.handle(deadline);
-            await redis.zrem(key, member);
+            const again = deadline ? await this.options.handle(deadline) : undefined;
+            if (again === undefined) await redis.zrem(key, member);
+            else await redis.zadd(key, again, member);
           } catch (err) {
             logger.error({ err, member }, 'deadline handler failed; retried after the lease');
           }

@@ -17,6 +17,12 @@ import { busLua, luaDir } from '@sandstream/bus';
  *   {'missing'}                                 the result is not on the results list (yet)
  *   {'unknown'}                                 no dispatch state: never started or long expired
  *   {'signalled', stepId}                       a cancel was pushed for the running step
+ *   {'opened'}                                  a live sandbox takes commands (dispatch-open)
+ *   {'recorded', commandId}                     a live sandbox's command result is on its record
+ *   {'later', atMs}                             a live sandbox is not idle; look again then
+ *
+ * A live sandbox's state also has live = 1 and idleMs; its commands are pushed by libs/bus
+ * sandbox-exec, not here (they run side by side, so none waits for another's result).
  */
 const lua = busLua.extend(luaDir(import.meta.url));
 
@@ -25,3 +31,5 @@ export const advanceScript = lua.load('dispatch-advance');
 export const finishScript = lua.load('dispatch-finish');
 export const cancelScript = lua.load('dispatch-cancel');
 export const claimDueScript = lua.load('claim-due-deadlines');
+export const openScript = lua.load('dispatch-open');
+export const idleScript = lua.load('dispatch-idle');

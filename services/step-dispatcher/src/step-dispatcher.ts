@@ -4,13 +4,17 @@ import {
   type DispatchPayload,
   deadlineMember,
   enqueueDestroy,
-  JobSpecSchema,
+  isLiveSandboxSpec,
   type JobState,
   type JobStore,
   type KeySpace,
+  type LiveSandboxSpec,
   materializeSteps,
+  parseStoredSpec,
   type RedisClient,
+  SandboxCloseReason,
   type SandboxDestroyPayload,
+  type StoredSpec,
   stepIdFor,
 } from '@sandstream/bus';
 import {
@@ -21,7 +25,14 @@ import {
 } from '@sandstream/telemetry';
 import { type CompletionNotice, encodeCancel, errorResult } from '@sandstream/wire';
 import type { Queue } from 'bullmq';
-import { advanceScript, cancelScript, finishScript, startScript } from './dispatch-scripts.js';
+import {
+  advanceScript,
+  cancelScript,
+  finishScript,
+  idleScript,
+  openScript,
+  startScript,
+} from './dispatch-scripts.js';
 import { lostSandboxReason } from './lost-sandbox-reason.js';
 import { StepTelemetry } from './step-telemetry.js';
 
@@ -40,6 +51,8 @@ export interface StepDispatcherOptions {
   finishedStateTtlMs: number;
   /** How long the agent has to confirm a cancel before the job ends `cancelled` anyway. */
   cancelConfirmMs: number;
+  /** The operator's cap on a live sandbox's lifetime (its own timeoutSeconds applies below it). */
+  maxSandboxLifetimeSeconds?: number;
 }
 
 type ScriptReply = [string, ...(string | number)[]];
@@ -84,13 +97,18 @@ export class StepDispatcher {
       await this.destroy(jobId, record.state, `job is ${record.state} at dispatch`);
       return;
     }
-    const parsedSpec = JobSpecSchema.safeParse(record.spec);
-    if (!parsedSpec.success) {
+    let spec: StoredSpec;
+    try {
+      spec = parseStoredSpec(record.spec);
+    } catch {
       await jobStore.transition(jobId, ['running'], 'failed', { reason: 'stored job spec is invalid' });
       await this.destroy(jobId, 'failed', 'stored job spec is invalid');
       return;
     }
-    const spec = parsedSpec.data;
+    if (isLiveSandboxSpec(spec)) {
+      await this.open(jobId, spec, record.updatedAt);
+      return;
+    }
     const steps = materializeSteps(spec, payload.traceContext);
     this.telemetry.plan(steps);
     const now = Date.now();
@@ -118,6 +136,50 @@ export class StepDispatcher {
     await this.afterReply(jobId, reply);
   }
 
+  /**
+   * A live sandbox is ready: open it for commands (they come from clients, not from here), and
+   * leave its lifetime and idle deadlines.
+   */
+  private async open(jobId: string, spec: LiveSandboxSpec, readySince: number): Promise<void> {
+    const { dispatchKeys, redis } = this.options;
+    const now = Date.now();
+    const idleMs = spec.idleTimeoutSeconds * 1000;
+    const reply = await openScript.run<ScriptReply>(
+      redis,
+      [dispatchKeys.dispatchState(jobId), this.options.keySpace.job(jobId)],
+      [now, idleMs],
+    );
+    if (reply[0] === 'opened') {
+      const shard = dispatchKeys.shardOf(jobId);
+      const lifetime = Math.min(
+        spec.timeoutSeconds,
+        this.options.maxSandboxLifetimeSeconds ?? spec.timeoutSeconds,
+      );
+      // NX: a redelivered dispatch must not push either deadline further out.
+      await Promise.all([
+        redis.zadd(dispatchKeys.running(shard), 'NX', now, jobId),
+        redis.zadd(
+          dispatchKeys.deadlines(shard),
+          'NX',
+          readySince + lifetime * 1000,
+          deadlineMember({ kind: 'job', jobId }),
+        ),
+        redis.zadd(
+          dispatchKeys.deadlines(shard),
+          'NX',
+          now + idleMs,
+          deadlineMember({ kind: 'idle', jobId }),
+        ),
+      ]);
+      this.options.logger.info(
+        { jobId, idleSeconds: spec.idleTimeoutSeconds, lifetimeSeconds: lifetime },
+        'sandbox open for commands',
+      );
+      return;
+    }
+    await this.afterReply(jobId, reply);
+  }
+
   /** The agent finished a step (its result is on the results list). */
   async onCompletion(notice: CompletionNotice): Promise<void> {
     const advancedAt = Date.now();
@@ -126,8 +188,21 @@ export class StepDispatcher {
     await withExtractedContext(stepSpan, () => this.afterReply(notice.jobId, reply));
   }
 
-  async onDeadline(deadline: Deadline): Promise<void> {
+  /** Handles a due deadline; a returned time keeps it, due again then (a sandbox not yet idle). */
+  async onDeadline(deadline: Deadline): Promise<number | undefined> {
     const { jobId } = deadline;
+    if (deadline.kind === 'idle') {
+      const reply = await idleScript.run<ScriptReply>(
+        this.options.redis,
+        [this.options.dispatchKeys.dispatchState(jobId), this.options.keySpace.job(jobId)],
+        [Date.now()],
+      );
+      if (reply[0] === 'later') return Number(reply[1]);
+      if (reply[0] === 'finished' && Number(reply[3]) === 1)
+        this.options.logger.info({ jobId }, 'sandbox idle: closing');
+      await this.afterReply(jobId, reply);
+      return undefined;
+    }
     if (deadline.kind === 'step') {
       // No result within timeout + grace: the agent is stuck or gone. Ask it to kill the step
       // (harmless if it is gone) and record the step as timed out in its place.
@@ -145,10 +220,16 @@ export class StepDispatcher {
     }
     if (deadline.kind === 'job') {
       const spec = await this.options.jobStore.getSpec(jobId);
-      await this.finish(jobId, 'timed-out', `job exceeded its timeout of ${spec?.timeoutSeconds ?? '?'} s`);
-      return;
+      // A live sandbox's lifetime is its timeout: it ends closed (reason `lifetime`).
+      const reason =
+        spec && isLiveSandboxSpec(spec)
+          ? SandboxCloseReason.lifetime
+          : `job exceeded its timeout of ${spec?.timeoutSeconds ?? '?'} s`;
+      await this.finish(jobId, 'timed-out', reason);
+      return undefined;
     }
     await this.finish(jobId, 'cancelled', 'cancelled (the agent did not confirm the cancel in time)');
+    return undefined;
   }
 
   /**
@@ -158,6 +239,11 @@ export class StepDispatcher {
    */
   async onCancelRequest(jobId: string, reason: string): Promise<void> {
     const { dispatchKeys, keySpace, redis } = this.options;
+    if ((await redis.hget(dispatchKeys.dispatchState(jobId), 'live')) === '1') {
+      // Closing a live sandbox: no step to confirm; its shutdown kills every running command.
+      await this.finish(jobId, 'cancelled', reason);
+      return;
+    }
     const reply = await this.namingRunningStep((stepId) =>
       cancelScript.run<ScriptReply>(
         redis,
@@ -283,7 +369,11 @@ export class StepDispatcher {
   }
 
   private jobDeadlines(jobId: string): string[] {
-    return [deadlineMember({ kind: 'job', jobId }), deadlineMember({ kind: 'cancel', jobId })];
+    return [
+      deadlineMember({ kind: 'job', jobId }),
+      deadlineMember({ kind: 'cancel', jobId }),
+      deadlineMember({ kind: 'idle', jobId }),
+    ];
   }
 
   /** Removes the deadlines of the job's steps except `keep` (the one now running). */

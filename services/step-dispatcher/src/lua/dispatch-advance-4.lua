@@ -6,6 +6,31 @@
 -- KEYS: state, in, results, job. ARGV: stepId, resultJSON ("" = take it from the results list).
 if not status then return {'unknown'} end
 if status == 'finished' then return finished_reply() end
+if redis.call('HGET', st, 'live') == '1' then
+  -- A live sandbox's command (its commands run side by side; none is pushed after another).
+  -- Recorded once, with its command still in the history; a redelivered notice changes nothing.
+  local resultField = JOB.stepResultPrefix .. ARGV[1]
+  if redis.call('HEXISTS', KEYS[4], resultField) == 1 then return {'recorded', ARGV[1]} end
+  local raw = ARGV[2]
+  if raw == '' then
+    for _, item in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+      local ok, r = pcall(cjson.decode, item)
+      if ok and type(r) == 'table' and r.stepId == ARGV[1] then raw = item; break end
+    end
+    if raw == '' then return {'missing'} end
+    redis.call('LREM', KEYS[3], 1, raw)
+  end
+  if redis.call('HEXISTS', KEYS[4], JOB.commandPrefix .. ARGV[1]) == 1 then
+    job_record_step(KEYS[4], ARGV[1], raw)
+    if redis.call('HINCRBY', KEYS[4], JOB.commandsRunning, -1) < 0 then
+      redis.call('HSET', KEYS[4], JOB.commandsRunning, 0)
+    end
+    -- The idle clock starts when the last command ends, not when it was asked for.
+    local t = redis.call('TIME')
+    redis.call('HSET', KEYS[4], JOB.lastActivityAt, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  end
+  return {'recorded', ARGV[1]}
+end
 local current = redis.call('HGET', st, 'current')
 if current ~= ARGV[1] then return {'stale', current or ''} end
 local raw = ARGV[2]

@@ -1,0 +1,103 @@
+import { formatIssue, JobIdSchema, strictObject, TraceContextSchema } from '@sandstream/wire';
+import { z } from 'zod';
+import {
+  JOB_DEFAULT_TIMEOUT_SECONDS,
+  JOB_MAX_TIMEOUT_SECONDS,
+  JobResourcesSchema,
+  type JobSpec,
+  JobSpecSchema,
+  labelsSchema,
+  sandboxEnvSchema,
+  TenantSchema,
+} from './job-spec.js';
+
+/**
+ * A live sandbox: created, then driven command by command by a client (an AI agent's tool loop),
+ * then closed. Stored as a job record like a job's (same admission, creation, readiness, dispatch,
+ * liveness, destroy and reaper), with `kind: 'sandbox'` and no declared steps; its commands are
+ * added while it runs (sandbox-commands.ts).
+ *
+ * An edge where people type: strict at every depth, like the job spec.
+ */
+export const SANDBOX_DEFAULT_IDLE_TIMEOUT_SECONDS = 600;
+export const SANDBOX_MAX_IDLE_TIMEOUT_SECONDS = 24 * 3600;
+
+export const LiveSandboxSpecSchema = strictObject(
+  {
+    /** Set by the services when stored; a caller may leave it out or say `sandbox`. */
+    kind: z.literal('sandbox').default('sandbox'),
+    /** Chosen by the caller (seed 003's `{"id": "my-sandbox"}`) or generated. */
+    id: JobIdSchema.optional(),
+    tenant: TenantSchema.default('default'),
+    template: z.string().min(1).max(253).optional(),
+    image: z.string().min(1).max(1024).optional(),
+    env: sandboxEnvSchema.default({}),
+    resources: JobResourcesSchema.default({}),
+    labels: labelsSchema.default({}),
+    /** Closed after this long with no client call and no command running. */
+    idleTimeoutSeconds: z
+      .number()
+      .positive('idleTimeoutSeconds must be positive')
+      .max(
+        SANDBOX_MAX_IDLE_TIMEOUT_SECONDS,
+        `idleTimeoutSeconds is at most ${SANDBOX_MAX_IDLE_TIMEOUT_SECONDS}`,
+      )
+      .default(SANDBOX_DEFAULT_IDLE_TIMEOUT_SECONDS),
+    /** Maximum lifetime from ready, whatever runs; the operator may cap it lower. */
+    timeoutSeconds: z
+      .number()
+      .positive('timeoutSeconds must be positive')
+      .max(JOB_MAX_TIMEOUT_SECONDS, `timeoutSeconds is at most ${JOB_MAX_TIMEOUT_SECONDS}`)
+      .default(JOB_DEFAULT_TIMEOUT_SECONDS),
+    priority: z
+      .number()
+      .int('priority must be an integer')
+      .min(1, 'priority is at least 1')
+      .max(100, 'priority is at most 100')
+      .default(50),
+    traceContext: strictObject(TraceContextSchema.shape).optional(),
+  },
+  {
+    secretEnv:
+      'a sandbox request cannot carry secrets: it travels through Redis. Give its template a secretEnv, which the backend resolves from its own secret store',
+    steps: 'a live sandbox takes its commands one by one (exec); submit a job to declare steps up front',
+  },
+).refine((spec) => spec.template !== undefined || spec.image !== undefined, {
+  message: 'a sandbox needs a template or an image',
+  path: ['image'],
+});
+
+export type LiveSandboxSpec = z.output<typeof LiveSandboxSpecSchema>;
+export type LiveSandboxSpecInput = z.input<typeof LiveSandboxSpecSchema>;
+
+export class SandboxSpecError extends Error {
+  override readonly name = 'SandboxSpecError';
+  constructor(
+    message: string,
+    readonly issues: string[],
+  ) {
+    super(message);
+  }
+}
+
+export function parseLiveSandboxSpec(input: unknown, source?: string): LiveSandboxSpec {
+  const parsed = LiveSandboxSpecSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.map((issue) => formatIssue(issue));
+  const prefix = source ? `${source}: ` : '';
+  throw new SandboxSpecError(`${prefix}invalid sandbox spec: ${issues.join('; ')}`, issues);
+}
+
+/** What a job record holds: a job's spec or a live sandbox's. */
+export type StoredSpec = JobSpec | LiveSandboxSpec;
+
+export function isLiveSandboxSpec(spec: StoredSpec): spec is LiveSandboxSpec {
+  return 'kind' in spec && spec.kind === 'sandbox';
+}
+
+/** Parses a stored spec by its kind (re-validated: a record edited by hand smuggles nothing). */
+export function parseStoredSpec(value: unknown): StoredSpec {
+  const live =
+    value !== null && typeof value === 'object' && (value as { kind?: unknown }).kind === 'sandbox';
+  return live ? LiveSandboxSpecSchema.parse(value) : JobSpecSchema.parse(value);
+}

@@ -1,0 +1,91 @@
+import type { StepResult } from '@sandstream/wire';
+
+/** Default cap of the stdout and of the stderr an ExecResult keeps (the stream has it all). */
+export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
+
+/** Lines a follower did not see (trimmed from the capped stream, or dropped by the agent). */
+export interface OutputGap {
+  /** First missing line seq. */
+  from: number;
+  /** Last missing line seq. */
+  to: number;
+}
+
+export interface ExecResult {
+  commandId: string;
+  /** The exit code; 128 + the signal when it was killed (timed out, cancelled); null when it never started. */
+  exitCode: number | null;
+  durationMs: number;
+  timedOut: boolean;
+  cancelled: boolean;
+  stdout: string;
+  stderr: string;
+  /** Some output is not in stdout/stderr: past the cap, or in a gap. */
+  truncated: boolean;
+  gaps: OutputGap[];
+  /** Set when the agent could not run it (spawn failure, invalid command …). */
+  errorMessage: string | null;
+  errorCode: StepResult['errorCode'];
+}
+
+export interface CommandOutputLine {
+  stream: 'stdout' | 'stderr';
+  line: string;
+  seq: number;
+}
+
+/**
+ * Collects one command's output lines as they come: capped per stream, with every seq gap
+ * recorded where it happens (a line's seq is one more than the previous line's, whichever stream).
+ */
+export class CommandOutput {
+  private readonly text = { stdout: [] as string[], stderr: [] as string[] };
+  private readonly bytes = { stdout: 0, stderr: 0 };
+  private lastSeq = 0;
+  private capped = false;
+  readonly gaps: OutputGap[] = [];
+
+  constructor(private readonly maxBytes: number = DEFAULT_MAX_OUTPUT_BYTES) {}
+
+  /** Returns the gap this line reveals, if any. */
+  add(line: CommandOutputLine): OutputGap | undefined {
+    let gap: OutputGap | undefined;
+    if (line.seq > this.lastSeq + 1) {
+      gap = { from: this.lastSeq + 1, to: line.seq - 1 };
+      this.gaps.push(gap);
+    }
+    this.lastSeq = Math.max(this.lastSeq, line.seq);
+    const size = Buffer.byteLength(line.line, 'utf8') + 1;
+    if (this.bytes[line.stream] + size > this.maxBytes) {
+      this.capped = true;
+      return gap;
+    }
+    this.bytes[line.stream] += size;
+    this.text[line.stream].push(line.line);
+    return gap;
+  }
+
+  /** The completed event's seq closes the count: lines after the last one seen are a gap too. */
+  complete(completedSeq: number | undefined): void {
+    if (completedSeq !== undefined && completedSeq > this.lastSeq + 1) {
+      this.gaps.push({ from: this.lastSeq + 1, to: completedSeq - 1 });
+    }
+  }
+
+  result(commandId: string, r: StepResult): ExecResult {
+    const joined = (lines: string[]) => (lines.length > 0 ? `${lines.join('\n')}\n` : '');
+    return {
+      commandId,
+      exitCode: r.exitCode,
+      durationMs: Math.round(r.durationSeconds * 1000),
+      timedOut: r.timedOut,
+      cancelled: r.cancelled === true,
+      stdout: joined(this.text.stdout),
+      stderr: joined(this.text.stderr),
+      truncated: this.capped || this.gaps.length > 0 || (r.droppedLines ?? 0) > 0,
+      gaps: this.gaps,
+      errorMessage: r.errorMessage,
+      errorCode: r.errorCode,
+    };
+  }
+}

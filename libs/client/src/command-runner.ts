@@ -1,0 +1,210 @@
+import {
+  type CommandStep,
+  CommandTooLargeError,
+  decodeJobEventFields,
+  type JobStore,
+  type KeySpace,
+  type RedisClient,
+  type SandboxCommands,
+  sandboxRecordOf,
+  stepResultField,
+  TERMINAL_STATES,
+} from '@sandstream/bus';
+import { decodeEventFields, encodeCancel, type StepResult, StepResultSchema } from '@sandstream/wire';
+import { CommandOutput, type CommandOutputLine, type OutputGap } from './command-output.js';
+import type { ReaderPool } from './reader-pool.js';
+import { SandboxClosedError, SandboxLimitError, SandboxNotFoundError } from './sandbox-errors.js';
+
+/** How long one blocking read waits before the sandbox's state is looked at again. */
+const BLOCK_MS = 1000;
+/**
+ * The agent writes a command's `completed` event and its result in one pipeline, the event
+ * first: a follower may see the event a moment before the result. This bounds that moment.
+ */
+const RESULT_WAIT_MS = 10_000;
+
+export interface CommandRunnerContext {
+  redis: RedisClient;
+  keys: KeySpace;
+  store: JobStore;
+  commands: SandboxCommands;
+  readers: ReaderPool;
+}
+
+export interface RunCommandOptions {
+  maxOutputBytes?: number | undefined;
+  onLine?: ((line: CommandOutputLine) => void) | undefined;
+  onGap?: ((gap: OutputGap) => void) | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+export interface CommandRun {
+  commandId: string;
+  result: StepResult;
+  output: CommandOutput;
+}
+
+/**
+ * Pushes one command into a ready sandbox and follows it on the sandbox's events stream until
+ * its result: output lines (with gaps where the stream no longer held them), then the StepResult
+ * the agent wrote. Aborting `signal` asks the agent to kill the command's tree; the cancelled
+ * result still arrives and is returned. A sandbox that ends meanwhile throws SandboxClosedError.
+ */
+export async function runCommand(
+  ctx: CommandRunnerContext,
+  sandboxId: string,
+  command: CommandStep,
+  options: RunCommandOptions = {},
+): Promise<CommandRun> {
+  // Where the stream ends now: the command's events all come after it.
+  const last = await ctx.redis.xrevrange(ctx.keys.sandbox(sandboxId).events, '+', '-', 'COUNT', 1);
+  const cursor = last[0]?.[0] ?? '0-0';
+  let pushed: Awaited<ReturnType<SandboxCommands['push']>>;
+  try {
+    pushed = await ctx.commands.push(sandboxId, command);
+  } catch (err) {
+    if (err instanceof CommandTooLargeError) throw new SandboxLimitError(err.message);
+    throw err;
+  }
+  if (pushed.status !== 'pushed') throw await refusal(ctx, sandboxId, pushed.status);
+  return followCommand(ctx, sandboxId, pushed.commandId, cursor, options);
+}
+
+/**
+ * Follows a command on the sandbox's events stream from `cursor` ('0-0': from the start of what
+ * the stream still holds) to its result. Any client may follow any command of a sandbox.
+ */
+export async function followCommand(
+  ctx: CommandRunnerContext,
+  sandboxId: string,
+  commandId: string,
+  from: string,
+  options: RunCommandOptions = {},
+): Promise<CommandRun> {
+  const sandboxKeys = ctx.keys.sandbox(sandboxId);
+  let cursor = from;
+  const output = new CommandOutput(options.maxOutputBytes);
+  const cancel = () => {
+    ctx.redis.lpush(sandboxKeys.control, encodeCancel(commandId, 'cancelled by the client')).catch(() => {});
+  };
+  if (options.signal?.aborted) cancel();
+  options.signal?.addEventListener('abort', cancel, { once: true });
+  const reader = ctx.readers.acquire();
+  let broken = false;
+  try {
+    for (;;) {
+      let reply: [string, [string, string[]][]][] | null;
+      try {
+        reply = (await reader.xread(
+          'COUNT',
+          500,
+          'BLOCK',
+          BLOCK_MS,
+          'STREAMS',
+          sandboxKeys.events,
+          cursor,
+        )) as typeof reply | null;
+      } catch (err) {
+        broken = true;
+        throw err;
+      }
+      const entries = reply?.[0]?.[1] ?? [];
+      let ended = false;
+      for (const [id, fields] of entries) {
+        cursor = id;
+        const event = decodeEventFields(fields);
+        if (event) {
+          if (event.stepId !== commandId) continue;
+          if (event.kind === 'stdout' || event.kind === 'stderr') {
+            const line = { stream: event.kind, line: event.line ?? '', seq: event.seq };
+            const gap = output.add(line);
+            if (gap) options.onGap?.(gap);
+            options.onLine?.(line);
+          } else if (event.kind === 'completed') {
+            output.complete(event.seq);
+            return { commandId, output, result: await resultOf(ctx, sandboxId, commandId) };
+          }
+          continue;
+        }
+        const job = decodeJobEventFields(fields);
+        if (job?.type === 'transition' && TERMINAL_STATES.includes(job.to)) ended = true;
+      }
+      if (ended || entries.length === 0) {
+        // Nothing new: the command's `completed` may have been trimmed from the capped stream
+        // (a long-finished command attached to), or the sandbox may have ended.
+        const done = await findResult(ctx, sandboxId, commandId);
+        if (done) {
+          output.complete(done.outputLines === undefined ? undefined : done.outputLines + 1);
+          return { commandId, output, result: done };
+        }
+        const state = await ctx.redis.hget(ctx.keys.job(sandboxId), 'state');
+        if (state === null) throw new SandboxNotFoundError(sandboxId);
+        if (ended || TERMINAL_STATES.includes(state as (typeof TERMINAL_STATES)[number])) {
+          throw await refusal(ctx, sandboxId, 'closing');
+        }
+      }
+    }
+  } finally {
+    options.signal?.removeEventListener('abort', cancel);
+    ctx.readers.release(reader, broken);
+  }
+}
+
+async function resultOf(
+  ctx: CommandRunnerContext,
+  sandboxId: string,
+  commandId: string,
+): Promise<StepResult> {
+  const deadline = Date.now() + RESULT_WAIT_MS;
+  for (let pause = 2; ; pause = Math.min(pause * 2, 100)) {
+    const found = await findResult(ctx, sandboxId, commandId);
+    if (found) return found;
+    if (Date.now() > deadline) throw new Error(`command ${commandId} completed but its result never arrived`);
+    await new Promise((resolve) => setTimeout(resolve, pause));
+  }
+}
+
+/**
+ * The command's result, wherever it is at this moment: still on the results list (the agent's)
+ * or already moved to the sandbox's record by the step-dispatcher. Both are read in one MULTI
+ * (same slot), and the dispatcher moves it in one script, so it is never missed between them.
+ */
+async function findResult(
+  ctx: CommandRunnerContext,
+  sandboxId: string,
+  commandId: string,
+): Promise<StepResult | undefined> {
+  const replies = await ctx.redis
+    .multi()
+    .hget(ctx.keys.job(sandboxId), stepResultField(commandId))
+    .lrange(ctx.keys.sandbox(sandboxId).results, 0, -1)
+    .exec();
+  const recorded = replies?.[0]?.[1] as string | null;
+  const candidates = recorded ? [recorded] : ((replies?.[1]?.[1] as string[] | undefined) ?? []);
+  for (const raw of candidates) {
+    const parsed = StepResultSchema.safeParse(safeJson(raw));
+    if (parsed.success && parsed.data.stepId === commandId) return parsed.data;
+  }
+  return undefined;
+}
+
+/** The typed error for a command the sandbox would not take. */
+export async function refusal(
+  ctx: Pick<CommandRunnerContext, 'store'>,
+  sandboxId: string,
+  status: 'missing' | 'not-sandbox' | 'not-ready' | 'closing',
+): Promise<Error> {
+  if (status === 'missing' || status === 'not-sandbox') return new SandboxNotFoundError(sandboxId);
+  const record = await ctx.store.get(sandboxId);
+  const sandbox = record ? sandboxRecordOf(record) : null;
+  if (!sandbox) return new SandboxNotFoundError(sandboxId);
+  return new SandboxClosedError(sandboxId, sandbox.state, sandbox.reason, sandbox.message);
+}
+
+function safeJson(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,66 @@
+import type { SandboxEndReason, SandboxState } from '@sandstream/bus';
+import type { ExecResult } from './command-output.js';
+
+/** No sandbox has this id (or it is a job's). The CLI exits 4, as for a job. */
+export class SandboxNotFoundError extends Error {
+  override readonly name = 'SandboxNotFoundError';
+  constructor(readonly sandboxId: string) {
+    super(`sandbox ${sandboxId} not found`);
+  }
+}
+
+/** The sandbox has no such command (never, or it fell out of the bounded history). */
+export class SandboxCommandNotFoundError extends Error {
+  override readonly name = 'SandboxCommandNotFoundError';
+  constructor(
+    readonly sandboxId: string,
+    readonly commandId: string,
+  ) {
+    super(`sandbox ${sandboxId} has no command ${commandId}`);
+  }
+}
+
+/** The sandbox is closing, closed or failed: it takes no more commands. */
+export class SandboxClosedError extends Error {
+  override readonly name = 'SandboxClosedError';
+  constructor(
+    readonly sandboxId: string,
+    readonly state: SandboxState,
+    readonly reason: SandboxEndReason | undefined,
+    detail?: string,
+  ) {
+    super(`sandbox ${sandboxId} is ${state}${reason ? ` (${reason})` : ''}${detail ? `: ${detail}` : ''}`);
+  }
+}
+
+/** The sandbox did not become ready within the caller's timeout (it may still). */
+export class SandboxTimeoutError extends Error {
+  override readonly name = 'SandboxTimeoutError';
+}
+
+/** A command or file over a limit (wire message size, file size): refused before it ran. */
+export class SandboxLimitError extends Error {
+  override readonly name = 'SandboxLimitError';
+}
+
+/** The caller's AbortSignal cancelled the command; its process tree was killed. */
+export class CommandCancelledError extends Error {
+  override readonly name = 'CommandCancelledError';
+  constructor(readonly result: ExecResult) {
+    super(`command ${result.commandId} was cancelled`);
+  }
+}
+
+/**
+ * A file operation the agent refused or could not do (no such file, too large, not a
+ * directory …), with the agent's error code and message.
+ */
+export class SandboxFileError extends Error {
+  override readonly name = 'SandboxFileError';
+  constructor(
+    message: string,
+    readonly code: string | undefined,
+  ) {
+    super(message);
+  }
+}

@@ -1,0 +1,95 @@
+import { SandboxStateSchema, TenantSchema } from '@sandstream/bus';
+import { Limits, strictObject } from '@sandstream/wire';
+import { z } from 'zod';
+import type { CommandOutputLine, OutputGap } from './command-output.js';
+
+// Options of the live-sandbox calls: strict like every other SDK option (an unknown key is
+// refused by name, with the nearest valid one). Timeouts are in seconds, as in job steps.
+
+const fn = <T>(what: string) =>
+  z.custom<T>((v) => typeof v === 'function', { message: `${what} must be a function` });
+const signal = z.instanceof(AbortSignal, { message: 'signal must be an AbortSignal' }).optional();
+
+export const CreateSandboxOptionsSchema = strictObject({
+  /** Give up waiting for the sandbox to be ready after this long (it may still become ready). */
+  timeoutSeconds: z.number().positive().optional(),
+  signal,
+});
+export type CreateSandboxOptions = z.input<typeof CreateSandboxOptionsSchema>;
+
+export const ExecOptionsSchema = strictObject(
+  {
+    /** Run the command string through `/bin/sh -c` (a string command implies it). */
+    shell: z.boolean().optional(),
+    /** Working directory, relative to the sandbox's workspace or absolute. */
+    cwd: z.string().min(1).max(4096).optional(),
+    /** Merged over the sandbox's environment. Travels through Redis: no secrets. */
+    env: z.record(z.string(), z.string()).optional(),
+    timeoutSeconds: z
+      .number()
+      .positive('timeoutSeconds must be positive')
+      .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
+      .optional(),
+    /** Each of stdout and stderr kept in the result up to this many bytes (default 1 MiB). */
+    maxOutputBytes: z
+      .number()
+      .int()
+      .positive()
+      .max(64 * 1024 * 1024)
+      .optional(),
+    onStdout: fn<(line: string) => void>('onStdout').optional(),
+    onStderr: fn<(line: string) => void>('onStderr').optional(),
+    /** Told each gap in the output where it happens (lines the stream no longer held). */
+    onGap: fn<(gap: OutputGap) => void>('onGap').optional(),
+    /** Aborting kills the command's whole process tree (from this or any client). */
+    signal,
+  },
+  {
+    timeout: 'did you mean "timeoutSeconds"? timeouts are in seconds',
+    timeoutMs: 'did you mean "timeoutSeconds"? timeouts are in seconds',
+    workingDirectory: 'did you mean "cwd"?',
+  },
+);
+export type ExecOptions = z.input<typeof ExecOptionsSchema>;
+
+/** Following a command another client started: only how its output is delivered. */
+export const AttachOptionsSchema = ExecOptionsSchema.pick({
+  maxOutputBytes: true,
+  onStdout: true,
+  onStderr: true,
+  onGap: true,
+  signal: true,
+});
+export type AttachOptions = z.input<typeof AttachOptionsSchema>;
+export type { CommandOutputLine };
+
+export const ListSandboxesOptionsSchema = strictObject({
+  state: SandboxStateSchema.optional(),
+  tenant: TenantSchema.optional(),
+  /** Only sandboxes carrying every one of these labels. */
+  labels: z.record(z.string(), z.string()).optional(),
+  /** Newest first; at most this many (default 100, max 1000). */
+  limit: z.number().int().min(1).max(1000).optional(),
+});
+export type ListSandboxesOptions = z.input<typeof ListSandboxesOptionsSchema>;
+
+export const ListFilesOptionsSchema = strictObject({
+  maxDepth: z.number().int().min(1).max(Limits.listFilesMaxDepth).optional(),
+  maxEntries: z.number().int().min(1).max(Limits.listFilesMaxEntries).optional(),
+});
+export type ListFilesOptions = z.input<typeof ListFilesOptionsSchema>;
+
+export const GrepOptionsSchema = strictObject({
+  path: z.string().min(1).max(4096).optional(),
+  glob: z.string().max(1024).optional(),
+  ignoreCase: z.boolean().optional(),
+  fixedStrings: z.boolean().optional(),
+  maxMatches: z.number().int().min(1).max(Limits.grepMaxMatches).optional(),
+});
+export type GrepOptions = z.input<typeof GrepOptionsSchema>;
+
+export const WriteFileOptionsSchema = strictObject({
+  /** Permission bits of a new file, e.g. 0o755. */
+  mode: z.number().int().min(0).max(0o7777).optional(),
+});
+export type WriteFileOptions = z.input<typeof WriteFileOptionsSchema>;

@@ -1,0 +1,199 @@
+import { SandboxSpecError } from '@sandstream/bus';
+import {
+  CommandCancelledError,
+  SandboxClosedError,
+  SandboxNotFoundError,
+  SandstreamClient,
+  SandstreamOptionsError,
+} from '@sandstream/client';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { redisUrl } from '../helpers/services.js';
+import { type Stack, startStack } from '../helpers/services-stack.js';
+
+// Live sandboxes end to end: the four services as processes, the in-process backend, driven only
+// through the SDK as an AI agent's tool loop drives one.
+const image = 'debian:bookworm-slim';
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until(
+  what: string,
+  check: () => Promise<boolean> | boolean,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('live sandboxes (in-process backend)', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({
+      label: 'live',
+      env: { SCHEDULER_GLOBAL_SLOTS: '16', SCHEDULER_TENANT_SLOTS: '16' },
+    });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+  });
+  const id = (name: string) => `${stack.namespace}-${name}`;
+
+  it('drives a tool loop: write, run, parallel calls that do not wait for a long one, read back, close', async () => {
+    const sandbox = await stack.client.sandboxes.create({
+      id: id('loop'),
+      image,
+      labels: { purpose: 'loop' },
+    });
+    expect(sandbox.id).toBe(id('loop'));
+    expect(await stack.client.sandboxes.get(sandbox.id)).toMatchObject({
+      state: 'ready',
+      labels: { purpose: 'loop' },
+    });
+
+    expect(await sandbox.files.write('src/app.txt', 'alpha\nbeta\n')).toBe(11);
+    const cat = await sandbox.exec(['cat', 'src/app.txt']);
+    expect(cat).toMatchObject({
+      exitCode: 0,
+      stdout: 'alpha\nbeta\n',
+      stderr: '',
+      timedOut: false,
+      truncated: false,
+    });
+
+    // A long build and two reads at once: the reads answer while the build still runs.
+    const started = Date.now();
+    const build = sandbox.exec('echo building; sleep 30; echo never', { timeoutSeconds: 120 });
+    const [first, second] = await Promise.all([
+      sandbox.files.read('src/app.txt'),
+      sandbox.files.grep('beta'),
+    ]);
+    expect(first).toBe('alpha\nbeta\n');
+    expect(second.matches).toMatchObject([{ path: 'src/app.txt', line: 2, text: 'beta' }]);
+    const history = await sandbox.history();
+    const running = history.filter((c) => c.result === undefined);
+    expect(running.map((c) => c.kind)).toEqual(['run']);
+    expect(Date.now() - started).toBeLessThan(25_000);
+
+    const listed = await sandbox.files.list('src');
+    expect(listed.entries.map((e) => e.path)).toEqual(['app.txt']);
+
+    const closed = await sandbox.close();
+    expect(closed).toMatchObject({ state: 'closed', reason: 'user' });
+    // The build was killed with the sandbox; its follower learns the sandbox closed.
+    await expect(build).rejects.toBeInstanceOf(SandboxClosedError);
+    // Closing again is fine; a command on a closed sandbox is refused with a typed error.
+    await sandbox.close();
+    await expect(sandbox.exec(['true'])).rejects.toBeInstanceOf(SandboxClosedError);
+  });
+
+  it('streams output through callbacks and an async iterator, and reports exit codes and stderr', async () => {
+    await using sandbox = await stack.client.sandboxes.create({ id: id('stream'), image });
+    const seen: string[] = [];
+    const result = await sandbox.exec('for i in 1 2 3; do echo out $i; done; echo oops >&2; exit 3', {
+      onStdout: (line) => seen.push(line),
+    });
+    expect(seen).toEqual(['out 1', 'out 2', 'out 3']);
+    expect(result).toMatchObject({ exitCode: 3, stdout: 'out 1\nout 2\nout 3\n', stderr: 'oops\n' });
+    expect(result.commandId).toMatch(/^cmd-\d+$/);
+
+    const items: string[] = [];
+    for await (const item of sandbox.exec(['sh', '-c', 'echo a; echo b'])) {
+      if (item.stream !== 'gap') items.push(`${item.stream}:${item.line}`);
+    }
+    expect(items).toEqual(['stdout:a', 'stdout:b']);
+
+    const env = await sandbox.exec('echo $GREETING from $(pwd)', { env: { GREETING: 'hi' }, cwd: '/tmp' });
+    expect(env.stdout).toBe('hi from /tmp\n');
+    const timedOut = await sandbox.exec(['sleep', '30'], { timeoutSeconds: 1 });
+    expect(timedOut).toMatchObject({ timedOut: true, cancelled: false });
+    expect(timedOut.exitCode).not.toBe(0);
+  });
+
+  it('an abort kills the command tree; another client reconnects and follows a running command', async () => {
+    const sandbox = await stack.client.sandboxes.create({ id: id('abort'), image });
+    const controller = new AbortController();
+    const pids: number[] = [];
+    const tree = sandbox.exec('sleep 60 & echo $$ $!; wait', {
+      signal: controller.signal,
+      onStdout: (line) => pids.push(...line.split(' ').map(Number)),
+    });
+    await until('the tree printed its pids', () => pids.length === 2);
+    expect(pids.every(isAlive)).toBe(true);
+    controller.abort();
+    const cancelled = await tree.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(cancelled).toBeInstanceOf(CommandCancelledError);
+    expect((cancelled as CommandCancelledError).result).toMatchObject({ cancelled: true });
+    await until('the tree is gone', () => !pids.some(isAlive));
+
+    // A second client (a worker that restarted mid-conversation) attaches to a running command.
+    const slow = sandbox.exec('echo first; sleep 2; echo second');
+    const other = new SandstreamClient({ redis: new Redis(redisUrl), namespace: stack.namespace });
+    try {
+      const again = await other.sandboxes.connect(sandbox.id);
+      await until('the command is in the history', async () =>
+        (await again.history()).some((c) => c.result === undefined),
+      );
+      const commandId = (await again.history()).find((c) => c.result === undefined)?.id as string;
+      const followed = await again.attach(commandId);
+      expect(followed).toMatchObject({ exitCode: 0, stdout: 'first\nsecond\n' });
+      expect((await slow).commandId).toBe(commandId);
+      await again.close();
+    } finally {
+      await other.close();
+      other.redis.disconnect();
+    }
+  });
+
+  it('closes an idle sandbox, but not while a command runs; closes at its lifetime', async () => {
+    const idle = await stack.client.sandboxes.create({ id: id('idle'), image, idleTimeoutSeconds: 2 });
+    // A command longer than the idle limit keeps it open.
+    expect(await idle.exec(['sleep', '4'])).toMatchObject({ exitCode: 0 });
+    await until(
+      'idle close',
+      async () => (await stack.client.sandboxes.get(idle.id))?.state === 'closed',
+      60_000,
+    );
+    expect(await stack.client.sandboxes.get(idle.id)).toMatchObject({ state: 'closed', reason: 'idle' });
+
+    const short = await stack.client.sandboxes.create({ id: id('life'), image, timeoutSeconds: 2 });
+    await short.keepAlive();
+    await until(
+      'lifetime close',
+      async () => (await stack.client.sandboxes.get(short.id))?.state === 'closed',
+      60_000,
+    );
+    expect(await stack.client.sandboxes.get(short.id)).toMatchObject({ state: 'closed', reason: 'lifetime' });
+    await expect(short.keepAlive()).rejects.toBeInstanceOf(SandboxClosedError);
+  });
+
+  it('refuses bad input by name and unknown sandboxes with typed errors; lists sandboxes by state and label', async () => {
+    await expect(stack.client.sandboxes.create({ image, idleTimeoutSecond: 5 } as never)).rejects.toThrow(
+      /idleTimeoutSecond.*did you mean "idleTimeoutSeconds"/,
+    );
+    await expect(stack.client.sandboxes.create({ image, steps: [] } as never)).rejects.toBeInstanceOf(
+      SandboxSpecError,
+    );
+    await expect(stack.client.sandboxes.connect(id('nobody'))).rejects.toBeInstanceOf(SandboxNotFoundError);
+    const a = await stack.client.sandboxes.create({ id: id('list-a'), image, labels: { team: 'x' } });
+    expect(() => a.exec(['true'], { timeout: 5 } as never)).toThrow(SandstreamOptionsError);
+    const ready = await stack.client.sandboxes.list({ state: 'ready', labels: { team: 'x' } });
+    expect(ready.map((s) => s.id)).toEqual([a.id]);
+    await a.close();
+    const closed = await stack.client.sandboxes.list({ state: 'closed', labels: { team: 'x' } });
+    expect(closed.map((s) => s.id)).toEqual([a.id]);
+  });
+});
