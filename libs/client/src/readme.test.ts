@@ -20,7 +20,10 @@ describe('README "Using it"', () => {
   it('documents every CLI exit code', () => {
     const paragraph = /Exit codes of[\s\S]*?\n\n/.exec(usingIt)?.[0].replace(/\s+/g, ' ') ?? '';
     for (const code of Object.values(ExitCodes)) expect(paragraph).toMatch(new RegExp(`\\b${code} `));
-    expect(paragraph).toContain('4 when `status`, `logs` or `cancel` names a job that does not exist');
+    expect(paragraph).toContain(
+      '4 when `status`, `logs` or `cancel` names a job (or a `sandbox` command a sandbox) that does not exist',
+    );
+    expect(paragraph).toContain('125 when Sandstream itself failed');
   });
 
   it("shows the SDK's options by their current names", () => {

@@ -14,6 +14,8 @@ export const ExitCodes = {
   /** `status`, `logs` or `cancel` of a job id that does not exist (in this namespace). */
   notFound: 4,
   timedOut: 124,
+  /** `exec`: Sandstream itself failed (not the command), as docker exec / timeout(1) use 125. */
+  execFailed: 125,
   cancelled: 130,
 } as const;
 

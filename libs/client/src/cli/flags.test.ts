@@ -6,6 +6,7 @@ describe('parseCommandLine', () => {
     expect(parseCommandLine(['submit', 'job.yaml', '-f', '--namespace', 'ns'])).toEqual({
       command: 'submit',
       args: ['job.yaml'],
+      commandLine: [],
       values: { follow: true, namespace: 'ns' },
     });
     expect(parseCommandLine(['--redis-url', 'redis://x:1', 'ls', '--state', 'queued'])).toMatchObject({
@@ -13,6 +14,30 @@ describe('parseCommandLine', () => {
       args: [],
       values: { 'redis-url': 'redis://x:1', state: 'queued' },
     });
+  });
+
+  it('parses sandbox subcommands and exec with its command line after --', () => {
+    expect(parseCommandLine(['sandbox', 'create', 'img', '--label', 'a=1', '--label', 'b=2'])).toMatchObject({
+      command: 'sandbox create',
+      args: ['img'],
+      values: { label: ['a=1', 'b=2'] },
+    });
+    // Flags before or after the id; everything after -- is the command's, flags included.
+    expect(parseCommandLine(['exec', '--shell', 'sb', '--cwd', '/w', '--', 'ls', '-la', '--color'])).toEqual({
+      command: 'exec',
+      args: ['sb'],
+      commandLine: ['ls', '-la', '--color'],
+      values: { shell: true, cwd: '/w' },
+    });
+    expect(() => parseCommandLine(['sandbox', 'create', 'img', '--shell'])).toThrow(
+      '--shell does not apply to sandbox create',
+    );
+    expect(() => parseCommandLine(['status', 'j', '--', 'x'])).toThrow(
+      'status takes no command line after --',
+    );
+    expect(() => parseCommandLine(['sandbox', 'lst'])).toThrow(
+      'unknown command "sandbox lst" (did you mean sandbox ls?)',
+    );
   });
 
   it('refuses an unknown flag by name and suggests the nearest', () => {

@@ -15,6 +15,15 @@ const FLAGS = {
   tenant: { type: 'string' },
   state: { type: 'string' },
   limit: { type: 'string' },
+  template: { type: 'string' },
+  id: { type: 'string' },
+  env: { type: 'string', multiple: true },
+  label: { type: 'string', multiple: true },
+  'idle-timeout': { type: 'string' },
+  timeout: { type: 'string' },
+  shell: { type: 'boolean' },
+  cwd: { type: 'string' },
+  interactive: { type: 'boolean', short: 'i' },
 } as const;
 type Flag = keyof typeof FLAGS;
 
@@ -30,13 +39,26 @@ const COMMAND_FLAGS = {
   status: ['json'],
   cancel: [],
   ls: ['tenant', 'state', 'limit'],
+  'sandbox create': ['template', 'id', 'env', 'label', 'idle-timeout', 'timeout', 'tenant'],
+  'sandbox ls': ['tenant', 'state', 'label', 'limit', 'json'],
+  'sandbox inspect': ['json'],
+  'sandbox rm': [],
+  exec: ['shell', 'cwd', 'env', 'timeout', 'interactive'],
 } as const satisfies Record<string, readonly Flag[]>;
 
 export type Command = keyof typeof COMMAND_FLAGS;
 
+/** Commands with subcommands: `sandbox create`, `sandbox ls` … (the first word alone is not one). */
+const GROUPS = ['sandbox'] as const;
+
+/** Commands that take a command line of their own after `--`. */
+const TAKES_COMMAND_LINE: readonly Command[] = ['exec'];
+
 export interface ParsedCommandLine {
   command: Command | undefined;
   args: string[];
+  /** What came after `--` (exec's command and its arguments). */
+  commandLine: string[];
   values: ReturnType<
     typeof parseArgs<{ args: string[]; options: typeof FLAGS; allowPositionals: true }>
   >['values'];
@@ -61,15 +83,29 @@ export function parseCommandLine(argv: string[]): ParsedCommandLine {
     strict: false,
     tokens: true,
   });
-  const command = tokens.find((t) => t.kind === 'positional')?.value;
+  const terminator = tokens.findIndex((t) => t.kind === 'option-terminator');
+  const before = terminator === -1 ? tokens : tokens.slice(0, terminator);
+  const words = before.filter((t) => t.kind === 'positional').map((t) => t.value);
+  const group = GROUPS.find((g) => g === words[0]);
+  const command = group ? (words[1] === undefined ? group : `${group} ${words[1]}`) : words[0];
+  if (group && words[1] === undefined) {
+    const subcommands = Object.keys(COMMAND_FLAGS).filter((c) => c.startsWith(`${group} `));
+    throw new UsageError(
+      `${group} needs a subcommand: ${subcommands.map((c) => c.slice(group.length + 1)).join(', ')}`,
+    );
+  }
   if (command !== undefined && !isCommand(command)) {
     const suggestion = nearestKey(command, Object.keys(COMMAND_FLAGS));
     throw new UsageError(`unknown command "${command}"${suggestion ? ` (did you mean ${suggestion}?)` : ''}`);
   }
+  const takesCommandLine = isCommand(command) && TAKES_COMMAND_LINE.includes(command);
+  if (terminator !== -1 && !takesCommandLine) {
+    throw new UsageError(`${command ?? 'sandstream'} takes no command line after --`);
+  }
   const allowed: readonly string[] = isCommand(command)
     ? [...GLOBAL_FLAGS, ...COMMAND_FLAGS[command]]
     : Object.keys(FLAGS);
-  for (const token of tokens) {
+  for (const token of before) {
     if (token.kind !== 'option' || allowed.includes(token.name)) continue;
     if (Object.hasOwn(FLAGS, token.name))
       throw new UsageError(`${token.rawName} does not apply to ${command}`);
@@ -80,8 +116,13 @@ export function parseCommandLine(argv: string[]): ParsedCommandLine {
     );
   }
   // Second pass, strict, for the values and their types (a string flag missing its value).
-  const { values, positionals } = parseArgs({ args: argv, options: FLAGS, allowPositionals: true });
-  const [, ...args] = positionals;
+  const ownArgs = terminator === -1 ? argv : argv.slice(0, argv.indexOf('--'));
+  const commandLine = terminator === -1 ? [] : argv.slice(argv.indexOf('--') + 1);
+  const { values, positionals } = parseArgs({ args: ownArgs, options: FLAGS, allowPositionals: true });
+  const args = positionals.slice(group ? 2 : 1);
   if (args.length > 1) throw new UsageError(`unexpected argument "${args[1]}"`);
-  return { command: command as Command | undefined, args, values };
+  if (takesCommandLine && commandLine.length === 0) {
+    throw new UsageError(`${command} needs a command after --, e.g. sandstream ${command} <id> -- ls -la`);
+  }
+  return { command: command as Command | undefined, args, commandLine, values };
 }

@@ -1,16 +1,34 @@
 #!/usr/bin/env node
 import { fileURLToPath } from 'node:url';
-import { isTerminal, type JobRecord, type JobSpec, JobSpecSchema, JobStateSchema } from '@sandstream/bus';
+import {
+  isTerminal,
+  type JobRecord,
+  type JobSpec,
+  JobSpecSchema,
+  JobStateSchema,
+  SandboxSpecError,
+  sandboxRecordOf,
+} from '@sandstream/bus';
 import type { StepResult } from '@sandstream/wire';
 import { type ListOptions, SandstreamClient } from '../client.js';
+import { SandstreamOptionsError } from '../client-options.js';
 import { decodeFollowEntry } from '../follow-entry.js';
 import { JobNotFoundError } from '../job-not-found.js';
+import { SandboxClosedError, SandboxNotFoundError } from '../sandbox-errors.js';
 import { type CliRedis, connectCliRedis } from './connect-redis.js';
 import { redactUrl, resolveConnection } from './connection-config.js';
 import { ExitCodes, exitCodeFor } from './exit-codes.js';
 import { type ParsedCommandLine, parseCommandLine, UsageError } from './flags.js';
 import { loadSpecFile, SpecFileError } from './load-spec-file.js';
 import { describeOutput, TimelineRenderer } from './render.js';
+import {
+  createSandbox,
+  createSpec,
+  execInSandbox,
+  inspectSandbox,
+  listSandboxes,
+  removeSandbox,
+} from './sandbox-commands.js';
 import { startCliTelemetry } from './telemetry.js';
 
 const USAGE = `Usage: sandstream <command> [options]
@@ -21,7 +39,17 @@ Commands:
   logs [-f] <jobId>              print a job's output (-f: keep following until it ends)
   status <jobId> [--json]        show a job's state and step results
   cancel <jobId>                 cancel a job (a running step is killed)
-  ls [--tenant t] [--state s]    list jobs (newest first)
+  ls [--tenant t] [--state s]    list jobs and sandboxes (newest first)
+
+  sandbox create <image> | --template <t> [--id <id>] [--env K=V]… [--label K=V]…
+          [--idle-timeout <s>] [--timeout <s>] [--tenant <t>]
+                                 create a live sandbox; prints its id alone once it is ready
+  sandbox ls [--state s] [--label K=V]… [--tenant t] [--json]
+  sandbox inspect <id> [--json]  a sandbox's state, limits and activity
+  sandbox rm <id>                close it (kills what still runs in it)
+  exec [--shell] [--cwd <dir>] [--env K=V]… [--timeout <s>] <id> -- <command> [args…]
+                                 run a command in a sandbox with live output; exits with the
+                                 command's code (124 timed out, 130 cancelled, 125 Sandstream failed)
 
 Options:
   --redis-url <url>   default $REDIS_URL, then the Redis that \`npm start\` runs (found
@@ -30,7 +58,7 @@ Options:
   -h, --help
 
 Exit codes: 0 succeeded, 1 failed, 2 usage or invalid job file, 3 Redis or other
-infrastructure error, 4 job not found, 124 timed out, 130 cancelled.`;
+infrastructure error, 4 job or sandbox not found, 124 timed out, 130 cancelled.`;
 
 /**
  * How long `logs -f` / `submit --follow` wait for a Redis that went away before giving up with
@@ -47,11 +75,14 @@ class NotFoundError extends Error {}
  */
 const CLI_DIR = fileURLToPath(new URL('.', import.meta.url));
 
+/** The command being run: `exec` reports Sandstream's own failures as 125, not 3. */
+let currentCommand: string | undefined;
+
 /** Set once connected, so a "lost Redis" message can name the URL and the socket's reason. */
 let connection: (CliRedis & { url: string }) | undefined;
 
 async function main(argv: string[]): Promise<number> {
-  const { command, args, values } = parseCommandLine(argv);
+  const { command, args, commandLine, values } = parseCommandLine(argv);
   const [arg] = args;
   if (values.help || !command) {
     process.stdout.write(`${USAGE}\n`);
@@ -61,10 +92,16 @@ async function main(argv: string[]): Promise<number> {
     if (!arg) throw new UsageError(`${command} needs a ${what}`);
     return arg;
   };
+  currentCommand = command;
   // Usage is checked and the file validated before connecting anywhere: a bad command line or
   // spec costs no round trip.
-  if (command !== 'ls') needArg(command === 'submit' ? 'job file' : 'job id');
-  else if (arg) throw new UsageError(`ls takes no arguments (got "${arg}")`);
+  if (command === 'ls' || command === 'sandbox ls') {
+    if (arg) throw new UsageError(`${command} takes no arguments (got "${arg}")`);
+  } else if (command === 'sandbox create') {
+    createSpec(arg, values);
+  } else if (command === 'sandbox inspect' || command === 'sandbox rm' || command === 'exec') {
+    needArg('sandbox id');
+  } else needArg(command === 'submit' ? 'job file' : 'job id');
   const listOptions = command === 'ls' ? parseListFlags(values) : undefined;
   const specFile = command === 'submit' ? await loadSpecFile(needArg('job file')) : null;
 
@@ -122,14 +159,27 @@ async function main(argv: string[]): Promise<number> {
         return ExitCodes.succeeded;
       }
       case 'ls': {
+        // Jobs and live sandboxes side by side; a sandbox shows its own state (ready, closed …).
         const records = await client.list(listOptions);
         for (const r of records) {
+          const sandbox = sandboxRecordOf(r);
+          const state = sandbox ? `${sandbox.state}${sandbox.reason ? ` (${sandbox.reason})` : ''}` : r.state;
           process.stdout.write(
-            `${r.id.padEnd(40)} ${r.tenant.padEnd(12)} ${r.state.padEnd(10)} ${new Date(r.createdAt).toISOString()}\n`,
+            `${r.id.padEnd(40)} ${(sandbox ? 'sandbox' : 'job').padEnd(8)} ${r.tenant.padEnd(12)} ${state.padEnd(20)} ${new Date(r.createdAt).toISOString()}\n`,
           );
         }
         return ExitCodes.succeeded;
       }
+      case 'sandbox create':
+        return await createSandbox(client, arg, values);
+      case 'sandbox ls':
+        return await listSandboxes(client, values);
+      case 'sandbox inspect':
+        return await inspectSandbox(client, needArg('sandbox id'), values);
+      case 'sandbox rm':
+        return await removeSandbox(client, needArg('sandbox id'));
+      case 'exec':
+        return await execInSandbox(client, needArg('sandbox id'), commandLine, values);
       default:
         // parseCommandLine refuses unknown commands; this keeps the switch total for the compiler.
         throw new UsageError(`unknown command "${command satisfies never}"`);
@@ -259,7 +309,18 @@ main(process.argv.slice(2)).then(
     if (err instanceof SpecFileError || err instanceof UsageError) {
       process.stderr.write(`sandstream: ${err.message}\n`);
       process.exitCode = ExitCodes.usage;
-    } else if (err instanceof NotFoundError || err instanceof JobNotFoundError) {
+    } else if (err instanceof SandboxClosedError) {
+      // A sandbox that failed to start, or closed under a command.
+      process.stderr.write(`sandstream: ${err.message}\n`);
+      process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.failed;
+    } else if (err instanceof SandboxSpecError || err instanceof SandstreamOptionsError) {
+      process.stderr.write(`sandstream: ${err.message}\n`);
+      process.exitCode = ExitCodes.usage;
+    } else if (
+      err instanceof NotFoundError ||
+      err instanceof JobNotFoundError ||
+      err instanceof SandboxNotFoundError
+    ) {
       // Never there, or gone while followed (JobNotFoundError: Redis lost its data).
       process.stderr.write(`sandstream: ${err.message}\n`);
       process.exitCode = ExitCodes.notFound;
@@ -267,7 +328,7 @@ main(process.argv.slice(2)).then(
       // Redis went away mid-command: ioredis' own message names its option, not the cause.
       const cause = connection.lastError()?.message ?? err.message;
       process.stderr.write(`sandstream: lost Redis at ${redactUrl(connection.url)}: ${cause}\n`);
-      process.exitCode = ExitCodes.infrastructure;
+      process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.infrastructure;
     } else if (err instanceof Error && err.name === 'JobSpecError') {
       process.stderr.write(`sandstream: ${err.message}\n`);
       process.exitCode = ExitCodes.usage;
@@ -276,7 +337,7 @@ main(process.argv.slice(2)).then(
       process.exitCode = ExitCodes.usage;
     } else {
       process.stderr.write(`sandstream: ${(err as Error).message ?? String(err)}\n`);
-      process.exitCode = ExitCodes.infrastructure;
+      process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.infrastructure;
     }
   },
 );

@@ -1,0 +1,160 @@
+import type { LiveSandboxSpecInput, SandboxRecord } from '@sandstream/bus';
+import type { SandstreamClient } from '../client.js';
+import { CommandCancelledError, SandboxNotFoundError } from '../sandbox-errors.js';
+import { ExitCodes } from './exit-codes.js';
+import { type ParsedCommandLine, UsageError } from './flags.js';
+
+// `sandstream sandbox create|ls|inspect|rm` and `sandstream exec`: live sandboxes from the shell.
+// Their forms are contracts (scripts capture `ID=$(sandstream sandbox create …)`).
+
+type Values = ParsedCommandLine['values'];
+
+/** `K=V` pairs of a repeated flag, each checked. */
+export function keyValues(flag: string, entries: readonly string[] | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const entry of entries ?? []) {
+    const at = entry.indexOf('=');
+    if (at <= 0) throw new UsageError(`--${flag} takes KEY=VALUE (got "${entry}")`);
+    out[entry.slice(0, at)] = entry.slice(at + 1);
+  }
+  return out;
+}
+
+/** A number of seconds given to a flag, checked (the spec then applies its own limits). */
+export function seconds(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new UsageError(`--${flag} takes a number of seconds > 0 (got "${value}")`);
+  return n;
+}
+
+/** The spec `sandbox create` asks for; parsed (and refused by field) by the SDK. */
+export function createSpec(image: string | undefined, values: Values): LiveSandboxSpecInput {
+  if (!image && !values.template) throw new UsageError('sandbox create needs an image or --template <name>');
+  const idle = seconds('idle-timeout', values['idle-timeout']);
+  const timeout = seconds('timeout', values.timeout);
+  return {
+    ...(image ? { image } : {}),
+    ...(values.template ? { template: values.template } : {}),
+    ...(values.id ? { id: values.id } : {}),
+    ...(values.tenant ? { tenant: values.tenant } : {}),
+    env: keyValues('env', values.env),
+    labels: keyValues('label', values.label),
+    ...(idle !== undefined ? { idleTimeoutSeconds: idle } : {}),
+    ...(timeout !== undefined ? { timeoutSeconds: timeout } : {}),
+  };
+}
+
+export async function createSandbox(
+  client: SandstreamClient,
+  image: string | undefined,
+  values: Values,
+): Promise<number> {
+  const sandbox = await client.sandboxes.create(createSpec(image, values));
+  // The id alone on stdout: ID=$(sandstream sandbox create …) works.
+  process.stdout.write(`${sandbox.id}\n`);
+  return ExitCodes.succeeded;
+}
+
+export function formatSandboxRow(s: SandboxRecord): string {
+  const state = s.reason ? `${s.state} (${s.reason})` : s.state;
+  const image = s.spec.image ?? `template ${s.spec.template}`;
+  return `${s.id.padEnd(40)} ${s.tenant.padEnd(12)} ${state.padEnd(20)} ${image}`;
+}
+
+export async function listSandboxes(client: SandstreamClient, values: Values): Promise<number> {
+  const limit = values.limit === undefined ? 50 : Number(values.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit is 1..1000');
+  const records = await client.sandboxes.list({
+    ...(values.state ? { state: values.state as SandboxRecord['state'] } : {}),
+    ...(values.tenant ? { tenant: values.tenant } : {}),
+    labels: keyValues('label', values.label),
+    limit,
+  });
+  if (values.json) process.stdout.write(`${JSON.stringify(records, null, 2)}\n`);
+  else for (const r of records) process.stdout.write(`${formatSandboxRow(r)}\n`);
+  return ExitCodes.succeeded;
+}
+
+export async function inspectSandbox(client: SandstreamClient, id: string, values: Values): Promise<number> {
+  const record = await client.sandboxes.get(id);
+  if (!record) throw new SandboxNotFoundError(id);
+  if (values.json) {
+    process.stdout.write(`${JSON.stringify(record, null, 2)}\n`);
+    return ExitCodes.succeeded;
+  }
+  const time = (ms: number | undefined) => (ms === undefined ? '-' : new Date(ms).toISOString());
+  const lines = [
+    `sandbox   ${record.id}`,
+    `tenant    ${record.tenant}`,
+    `state     ${record.state}${record.reason ? ` (${record.reason})` : ''}`,
+    ...(record.message ? [`message   ${record.message}`] : []),
+    `image     ${record.spec.image ?? '-'}${record.spec.template ? `  template ${record.spec.template}` : ''}`,
+    `labels    ${
+      Object.entries(record.labels)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ') || '-'
+    }`,
+    `created   ${time(record.createdAt)}`,
+    `ready     ${time(record.readyAt)}`,
+    `activity  ${time(record.lastActivityAt)}  (${record.commandsRunning} running)`,
+    `limits    idle ${record.spec.idleTimeoutSeconds} s, lifetime ${record.spec.timeoutSeconds} s`,
+    ...(record.endedAt ? [`ended     ${time(record.endedAt)}`] : []),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  return ExitCodes.succeeded;
+}
+
+export async function removeSandbox(client: SandstreamClient, id: string): Promise<number> {
+  const record = await client.sandboxes.get(id);
+  if (!record) throw new SandboxNotFoundError(id);
+  const sandbox = await client.sandboxes.connect(id).catch(() => undefined);
+  // A sandbox that is already over, or still being created, is closed through its record.
+  const closed = sandbox ? await sandbox.close() : record;
+  process.stdout.write(`${id} ${closed.state}${closed.reason ? ` (${closed.reason})` : ''}\n`);
+  return ExitCodes.succeeded;
+}
+
+/**
+ * `exec`: live output on stdout/stderr, the command's own exit code; 124 when it timed out, 130
+ * when cancelled (Ctrl-C here kills it in the sandbox), 125 when Sandstream itself failed.
+ */
+export async function execInSandbox(
+  client: SandstreamClient,
+  id: string,
+  commandLine: string[],
+  values: Values,
+): Promise<number> {
+  if (values.interactive)
+    throw new UsageError('-i (stdin) is not supported yet; pipe data with a file instead');
+  const timeout = seconds('timeout', values.timeout);
+  const sandbox = await client.sandboxes.connect(id);
+  const controller = new AbortController();
+  const onInterrupt = () => controller.abort();
+  process.once('SIGINT', onInterrupt);
+  try {
+    const result = await sandbox.exec(values.shell ? commandLine.join(' ') : commandLine, {
+      shell: values.shell === true,
+      ...(values.cwd ? { cwd: values.cwd } : {}),
+      env: keyValues('env', values.env),
+      ...(timeout !== undefined ? { timeoutSeconds: timeout } : {}),
+      signal: controller.signal,
+      onStdout: (line) => process.stdout.write(`${line}\n`),
+      onStderr: (line) => process.stderr.write(`${line}\n`),
+      onGap: (gap) => process.stderr.write(`sandstream: … ${gap.to - gap.from + 1} lines not shown …\n`),
+    });
+    if (result.timedOut) return ExitCodes.timedOut;
+    if (result.cancelled) return ExitCodes.cancelled;
+    if (result.exitCode === null) {
+      process.stderr.write(`sandstream: ${result.errorMessage ?? 'the command did not run'}\n`);
+      return ExitCodes.execFailed;
+    }
+    return result.exitCode;
+  } catch (err) {
+    if (err instanceof CommandCancelledError) return ExitCodes.cancelled;
+    throw err;
+  } finally {
+    process.removeListener('SIGINT', onInterrupt);
+  }
+}
