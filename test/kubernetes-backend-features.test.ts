@@ -346,12 +346,17 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     const jobId = `close-${suffix()}`;
     const ref = await backend.create(request(jobId, { command: ['/bin/sh', '-c', 'sleep 300'] }));
     refs.push({ backend: backendWith(), ref });
+    const watchesBefore = standin.requests.filter((r) => r.includes('watch=true')).length;
     const waiting = backend.waitReady(ref, 60_000, { isAgentAlive: alive(redis, jobId) });
-    await new Promise((r) => setTimeout(r, 500));
+    // In progress for real: the backend's watch is open.
+    await expect
+      .poll(() => standin.requests.filter((r) => r.includes('watch=true')).length, { timeout: 10_000 })
+      .toBeGreaterThan(watchesBefore);
     const closed = Date.now();
     await backend.close();
     await expect(waiting).rejects.toThrow(/backend was closed/);
-    expect(Date.now() - closed).toBeLessThan(1000);
+    // Left to its deadline the wait would take 60 s.
+    expect(Date.now() - closed).toBeLessThan(10_000);
   });
 
   it('with an owner, the garbage collector deletes the sandbox pod, its policy and its secret when the service pod goes', async () => {
