@@ -175,7 +175,8 @@ describe('signals', () => {
     const sent = Date.now();
     agent.child.kill('SIGINT');
     expect(await agent.exited).toEqual({ code: 0, signal: null });
-    expect(Date.now() - sent).toBeLessThan(2000);
+    // Not interrupted, the idle pop would block for its 60 s default.
+    expect(Date.now() - sent).toBeLessThan(15_000);
     expect(await redis.exists(agent.keys.heartbeat)).toBe(0);
   });
 });
@@ -275,8 +276,9 @@ describe('Redis trouble', () => {
     );
     const sent = Date.now();
     agent.child.kill('SIGTERM');
+    // 0, not the 3 of the 5 s boot limit: the signal ended it. The bound only rules out a hang.
     expect((await agent.exited).code).toBe(0);
-    expect(Date.now() - sent).toBeLessThan(1500);
+    expect(Date.now() - sent).toBeLessThan(10_000);
   });
 
   it('keeps memory bounded through a chatty step of 200,000 lines', async () => {

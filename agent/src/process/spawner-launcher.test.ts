@@ -72,7 +72,8 @@ describe('SpawnerLauncher', () => {
     expect(isAlive(quietPid)).toBe(true);
     const started = Date.now();
     expect(await quiet.ready(300)).toBe(false);
-    expect(Date.now() - started).toBeLessThan(3_000);
+    // The silent helper would sleep 30 s: ready() gave up on its own limit long before.
+    expect(Date.now() - started).toBeLessThan(10_000);
     expect(await waitDead(quietPid, 2_000)).toBe(true);
     quiet.close();
   });
