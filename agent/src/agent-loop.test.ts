@@ -198,8 +198,14 @@ describe('Redis trouble', () => {
     await waitFor('step started', async () =>
       (await readEvents(own, agent.keys, 'survivor')).some((e) => e.kind === 'stdout') ? true : undefined,
     );
+    const lostBefore = agent.logs().filter((l) => l.msg === 'redis connection lost, reconnecting').length;
     await server.kill();
-    await new Promise((r) => setTimeout(r, 700));
+    // The agent has seen the loss (and chose to reconnect) before 'still running' is checked.
+    await waitFor('the agent notices the lost Redis', async () =>
+      agent.logs().filter((l) => l.msg === 'redis connection lost, reconnecting').length > lostBefore
+        ? true
+        : undefined,
+    );
     expect(agent.child.exitCode).toBeNull();
     await server.spawn(); // same port, empty data set
     const result = await popResult(own, agent.keys, 15);
