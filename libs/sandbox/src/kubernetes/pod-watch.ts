@@ -36,6 +36,8 @@ interface Subscription {
   active: boolean;
   /** Something (a snapshot or the end) was delivered: no read is needed to learn the pod's state. */
   heard: boolean;
+  /** The pod delivered last: a late DELETE of an earlier pod of the same name is not its end. */
+  uid?: string;
 }
 
 /**
@@ -116,7 +118,10 @@ export class PodInformer {
     informer.on('update', deliver);
     informer.on('delete', (pod) => {
       const name = pod.metadata?.name;
-      if (name) for (const sub of this.subscriptions.get(name) ?? []) this.sendGone(sub);
+      if (!name) return;
+      for (const sub of this.subscriptions.get(name) ?? []) {
+        if (sub.uid === undefined || sub.uid === pod.metadata?.uid) this.sendGone(sub);
+      }
     });
     informer.on('error', () => this.restartLater());
     this.informer = informer;
@@ -159,6 +164,7 @@ export class PodInformer {
   private send(sub: Subscription, pod: V1Pod): void {
     if (!sub.active) return;
     sub.heard = true;
+    sub.uid = pod.metadata?.uid ?? sub.uid;
     sub.listener.onPod(pod);
   }
 
