@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import Dockerode from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { watchPod } from '../libs/sandbox/src/kubernetes/pod-watch.js';
+import { PodInformer } from '../libs/sandbox/src/kubernetes/pod-watch.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
 import { dockerSkipReason, images } from './kubernetes-test-env.js';
 
@@ -14,7 +14,7 @@ const docker = new Dockerode();
 const skip = await dockerSkipReason(docker);
 const namespace = `watch-${randomBytes(4).toString('hex')}`;
 
-describe.skipIf(skip)('watchPod against kube-api-standin', () => {
+describe.skipIf(skip)('PodInformer against kube-api-standin', () => {
   let standin: KubeApiStandin;
   let core: CoreV1Api;
 
@@ -48,11 +48,8 @@ describe.skipIf(skip)('watchPod against kube-api-standin', () => {
     const ended = new Promise<void>((r) => {
       sawEnd = r;
     });
-    const handle = watchPod({
-      kubeConfig: standin.kubeConfig(namespace),
-      core,
-      namespace,
-      name,
+    const pods = new PodInformer({ kubeConfig: standin.kubeConfig(namespace), core, namespace });
+    const handle = pods.watch(name, {
       onPod: (pod: V1Pod) => {
         phases.push(pod.status?.phase ?? '?');
         if (pod.status?.phase === 'Running') sawRunning();
@@ -72,19 +69,24 @@ describe.skipIf(skip)('watchPod against kube-api-standin', () => {
           body: { metadata: { name: `${name}-s${i}` }, stringData: { k: 'v' } },
         });
       }
-      await new Promise((r) => setTimeout(r, 300));
+      // Let it be refused twice (the re-watch right after the drop, then a retry after backoff)
+      // before the stand-in takes watches again: the retry is what is under test.
+      const watchesSince = () =>
+        standin.requests.slice(before).filter((r) => r.includes('watch=true')).length;
+      await expect.poll(watchesSince, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
       standin.refuseWatches(false);
       await ended;
       const after = standin.requests.slice(before);
       // Refused attempts were retried, the stale version got 410, and the pod was read afresh.
       expect(after.filter((r) => r.includes('watch=true')).length).toBeGreaterThanOrEqual(2);
       const lists = after.filter(
-        (r) => r.startsWith(`GET /api/v1/namespaces/${namespace}/pods?`) && !r.includes('watch='),
+        (r) => r.split('?')[0] === `GET /api/v1/namespaces/${namespace}/pods` && !r.includes('watch='),
       );
       expect(lists).toHaveLength(1);
       expect(phases.at(-1)).toBe('Succeeded');
     } finally {
       handle.stop();
+      await pods.stop();
       await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 });
     }
   });

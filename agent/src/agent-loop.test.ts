@@ -109,10 +109,12 @@ describe('stopping steps', () => {
       shell: true,
     });
     const pids = pidsOf(await firstLine(agent.keys, 'victim'));
-    // A cancel naming another step must not touch this one.
+    // A cancel naming another step must not touch this one. The watcher handles one entry before
+    // it pops the next, so once the trailing one is popped the two under test were handled.
     await redis.lpush(agent.keys.control, cancel('someone-else'));
     await redis.lpush(agent.keys.control, 'garbage');
-    await new Promise((r) => setTimeout(r, 300));
+    await redis.lpush(agent.keys.control, cancel('someone-else-again'));
+    await expect.poll(() => redis.llen(agent.keys.control), { timeout: 10_000 }).toBe(0);
     expect(pids.every(isAlive)).toBe(true);
     expect(await redis.llen(agent.keys.results)).toBe(0);
 
@@ -126,7 +128,8 @@ describe('stopping steps', () => {
       errorCode: 'cancelled',
       timedOut: false,
     });
-    expect(took).toBeLessThan(1000);
+    // The step would run 60 s; ended by the cancel, it takes the 500 ms grace at most, plus load.
+    expect(took).toBeLessThan(10_000);
     await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 2000);
 
     // The agent goes on with the next step, unaffected.
@@ -172,7 +175,8 @@ describe('signals', () => {
     const sent = Date.now();
     agent.child.kill('SIGINT');
     expect(await agent.exited).toEqual({ code: 0, signal: null });
-    expect(Date.now() - sent).toBeLessThan(2000);
+    // Not interrupted, the idle pop would block for its 60 s default.
+    expect(Date.now() - sent).toBeLessThan(15_000);
     expect(await redis.exists(agent.keys.heartbeat)).toBe(0);
   });
 });
@@ -194,8 +198,14 @@ describe('Redis trouble', () => {
     await waitFor('step started', async () =>
       (await readEvents(own, agent.keys, 'survivor')).some((e) => e.kind === 'stdout') ? true : undefined,
     );
+    const lostBefore = agent.logs().filter((l) => l.msg === 'redis connection lost, reconnecting').length;
     await server.kill();
-    await new Promise((r) => setTimeout(r, 700));
+    // The agent has seen the loss (and chose to reconnect) before 'still running' is checked.
+    await waitFor('the agent notices the lost Redis', async () =>
+      agent.logs().filter((l) => l.msg === 'redis connection lost, reconnecting').length > lostBefore
+        ? true
+        : undefined,
+    );
     expect(agent.child.exitCode).toBeNull();
     await server.spawn(); // same port, empty data set
     const result = await popResult(own, agent.keys, 15);
@@ -272,8 +282,9 @@ describe('Redis trouble', () => {
     );
     const sent = Date.now();
     agent.child.kill('SIGTERM');
+    // 0, not the 3 of the 5 s boot limit: the signal ended it. The bound only rules out a hang.
     expect((await agent.exited).code).toBe(0);
-    expect(Date.now() - sent).toBeLessThan(1500);
+    expect(Date.now() - sent).toBeLessThan(10_000);
   });
 
   it('keeps memory bounded through a chatty step of 200,000 lines', async () => {

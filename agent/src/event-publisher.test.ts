@@ -53,19 +53,24 @@ describe('EventPublisher', () => {
     expect(written[3]).toMatchObject({ exitCode: 0, droppedLines: 0 });
   });
 
-  it('ships a full batch of 50 lines at once, and a lone line after about 100 ms', async () => {
-    const events = publisher('ev:batch', { batchDelayMs: 300 });
+  it('ships a full batch of 50 lines at once, and a lone line only after the batch delay', async () => {
+    // A delay long against a loaded machine's jitter, so each rule is told apart by a bound
+    // measured against it rather than by a short sleep.
+    const delayMs = 2000;
+    const events = publisher('ev:batch', { batchDelayMs: delayMs });
     events.started();
     await events.drained();
+    const full = Date.now();
     for (let i = 0; i < 50; i++) events.line('stdout', `line ${i}`);
-    await new Promise((r) => setTimeout(r, 50));
-    // Well before the (here 300 ms) delay: the 50-line rule flushed.
-    expect(await redis.xlen('ev:batch')).toBe(51);
+    await expect.poll(() => redis.xlen('ev:batch'), { timeout: delayMs }).toBe(51);
+    // Before the delay ran out: the 50-line rule flushed, not the timer.
+    expect(Date.now() - full).toBeLessThan(delayMs);
+    const lonely = Date.now();
     events.line('stdout', 'lonely');
-    await new Promise((r) => setTimeout(r, 100));
     expect(await redis.xlen('ev:batch')).toBe(51);
-    await new Promise((r) => setTimeout(r, 300));
-    expect(await redis.xlen('ev:batch')).toBe(52);
+    await expect.poll(() => redis.xlen('ev:batch'), { timeout: delayMs + 10_000 }).toBe(52);
+    // The lone line waited for the timer (less a little timer slack), not shipped at once.
+    expect(Date.now() - lonely).toBeGreaterThanOrEqual(delayMs - 50);
     await events.complete(0).written;
   });
 

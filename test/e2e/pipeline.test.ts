@@ -144,7 +144,7 @@ describe('pipeline (in-process backend)', () => {
     expect(j.reason).toMatch(/job exceeded its timeout of 2 s/);
   });
 
-  it('cancels a running job within a second', async () => {
+  it('cancels a running job at once, not when its step ends', async () => {
     const { jobId } = await stack.client.submit({
       id: id('cancel'),
       image,
@@ -153,9 +153,10 @@ describe('pipeline (in-process backend)', () => {
     for await (const item of stack.client.follow(jobId)) if (item.type === 'step-started') break;
     const asked = Date.now();
     await stack.client.cancel(jobId, 'test cancel');
-    const r = await stack.client.wait(jobId, { timeoutMs: 10_000 });
+    const r = await stack.client.wait(jobId, { timeoutMs: 30_000 });
     expect(r.state).toBe('cancelled');
-    expect(Date.now() - asked).toBeLessThan(1_000);
+    // The step would run 60 s: a bound far below that, and far above a loaded machine's jitter.
+    expect(Date.now() - asked).toBeLessThan(15_000);
     expect(r.stepResults['step-1']?.cancelled).toBe(true);
     expect(r.stepResults['step-2']).toBeUndefined();
   });

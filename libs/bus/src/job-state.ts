@@ -1,4 +1,4 @@
-import { JobIdSchema, StepResultSchema } from '@sandstream/wire';
+import { JobIdSchema, type StepResultSchema } from '@sandstream/wire';
 import { z } from 'zod';
 
 /**
@@ -20,7 +20,6 @@ export const JobStateSchema = z.enum([
 export type JobState = z.infer<typeof JobStateSchema>;
 
 export const TERMINAL_STATES: readonly JobState[] = ['succeeded', 'failed', 'cancelled', 'timed-out'];
-export const ACTIVE_STATES: readonly JobState[] = ['queued', 'scheduled', 'starting', 'running'];
 
 export function isTerminal(state: JobState): boolean {
   return TERMINAL_STATES.includes(state);
@@ -80,8 +79,6 @@ export function decodeJobEventFields(fields: readonly string[]): JobEvent | null
   }
   return null;
 }
-
-export const StepRecordSchema = StepResultSchema;
 
 /** The job record as job-store returns it (stored as a Redis hash `job:{id}`). */
 export interface JobRecord {

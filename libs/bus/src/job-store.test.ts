@@ -87,14 +87,22 @@ describe('job store', () => {
     expect(await store.get(s.id!)).toMatchObject({ state: 'queued', version: 1 });
   });
 
-  it('exactly one of many concurrent transitions wins', async () => {
+  it('exactly one of many concurrent transitions wins, from 5 connections', async () => {
     const s = spec('race');
     await store.create(s);
-    const results = await Promise.all(
-      Array.from({ length: 20 }, () => store.transition(s.id!, ['queued'], 'scheduled')),
-    );
-    expect(results.filter((r) => r.status === 'ok')).toHaveLength(1);
-    expect(results.filter((r) => r.status === 'noop')).toHaveLength(19);
+    // One connection would serialise the calls in its own command queue, so nothing would race:
+    // five connections (five stores, as five service replicas) let Redis interleave them.
+    const clients = Array.from({ length: 5 }, () => connectTestRedis());
+    try {
+      const racers = clients.map((client) => new JobStore({ redis: client, keys }));
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => racers[i % 5]!.transition(s.id!, ['queued'], 'scheduled')),
+      );
+      expect(results.filter((r) => r.status === 'ok')).toHaveLength(1);
+      expect(results.filter((r) => r.status === 'noop')).toHaveLength(19);
+    } finally {
+      for (const c of clients) c.disconnect();
+    }
   });
 
   it('lists by tenant and state, verifying the record', async () => {

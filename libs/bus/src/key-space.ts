@@ -44,8 +44,6 @@ export interface KeySpace {
   completionStream(shard: number): string;
   /** Picks the completion-stream shard for a job (stable for the job's life). */
   completionShard(jobId: string, shards: number): number;
-  /** SCAN MATCH patterns the reaper walks. */
-  readonly scanPatterns: { readonly jobs: string; readonly sandboxes: string };
   /** Short-lived lock keys (e.g. one reaper acting on one job at a time). */
   lock(name: string): string;
 }
@@ -82,7 +80,6 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
       }
       return hash % Math.max(1, shards);
     },
-    scanPatterns: { jobs: 'job:{*}', sandboxes: 'sandbox:{*}:*' },
     lock: (name) => `${namespace}:lock:${name}`,
   };
 }

@@ -91,14 +91,6 @@ export const CancelRequestPayloadSchema = z.object({
 });
 export type CancelRequestPayload = z.infer<typeof CancelRequestPayloadSchema>;
 
-export const QueuePayloadSchemas = {
-  [QueueNames.jobs]: JobsPayloadSchema,
-  [QueueNames.sandboxCreate]: SandboxCreatePayloadSchema,
-  [QueueNames.dispatch]: DispatchPayloadSchema,
-  [QueueNames.sandboxDestroy]: SandboxDestroyPayloadSchema,
-  [QueueNames.dispatchCancel]: CancelRequestPayloadSchema,
-} as const;
-
 /**
  * BullMQ custom ids may not contain ":" nor look like integers, but job ids may; this maps a
  * job id to a BullMQ job id reversibly ("%" never occurs in a job id). Using it as the BullMQ
@@ -106,10 +98,6 @@ export const QueuePayloadSchemas = {
  */
 export function bullJobId(jobId: string): string {
   return `j_${jobId.replaceAll(':', '%3A')}`;
-}
-
-export function jobIdFromBullJobId(id: string): string {
-  return id.replace(/^j_/, '').replaceAll('%3A', ':');
 }
 
 /** Default BullMQ job options per queue: bounded history so Redis does not grow with every job. */

@@ -17,13 +17,21 @@ describe('PeriodicTask', () => {
       finished++;
     }, 10);
     task.start();
-    await sleep(200);
+    await expect.poll(() => runs, { timeout: 10_000 }).toBeGreaterThan(2);
     await task.stop();
     expect(runs).toBeGreaterThan(1);
     expect(maxActive).toBe(1);
     expect(finished).toBe(runs);
     const after = runs;
-    await sleep(50);
+    // A witness on the same 10 ms interval: once it has ticked a few times, a stopped task that
+    // still ticked would have run again too.
+    let witnessed = 0;
+    const witness = new PeriodicTask(async () => {
+      witnessed++;
+    }, 10);
+    witness.start();
+    await expect.poll(() => witnessed, { timeout: 10_000 }).toBeGreaterThanOrEqual(5);
+    await witness.stop();
     expect(runs).toBe(after);
   });
 });

@@ -25,7 +25,8 @@ describe('initTelemetry shutdown', () => {
     trace.getTracer('t').startSpan('never-delivered').end();
     const t0 = Date.now();
     await telemetry.shutdown();
-    expect(Date.now() - t0).toBeLessThan(2500);
+    // Bounded by shutdownTimeoutMs (1 s), not the exporter's 30 s: far under the latter, with room for load.
+    expect(Date.now() - t0).toBeLessThan(10_000);
     for (const s of sockets) s.destroy();
     blackhole.close();
   });

@@ -38,9 +38,24 @@ describe('lease keeper', () => {
       expect((await admission.acquire(id, 'acme')).granted).toBe(true);
     }
     await store.transition(done, ['queued'], 'cancelled');
-    const keeper = new LeaseKeeper({ leases, store, logger, intervalMs: 200 });
+    let passes = 0;
+    const keeper = new LeaseKeeper({
+      leases,
+      store,
+      logger,
+      intervalMs: 200,
+      onProgress: () => {
+        passes++;
+      },
+    });
+    const unrenewedUntil = (await leases.holders()).find((h) => h.holder === done)?.expiresAt ?? 0;
     keeper.start();
-    await new Promise((r) => setTimeout(r, 1500)); // 2.5 lease lengths
+    // Anchored to the lease itself, not a guessed sleep: a full lease length past the end of the
+    // lease nobody renews (the live one, taken earlier, would have lapsed by then too), and then
+    // one more keeper pass.
+    await expect.poll(() => Date.now(), { timeout: 10_000 }).toBeGreaterThan(unrenewedUntil + 600);
+    const seen = passes;
+    await expect.poll(() => passes, { timeout: 10_000 }).toBeGreaterThan(seen);
     await keeper.stop();
     expect(await expired.reclaimExpired()).toEqual([done]);
     expect((await leases.holders()).map((h) => h.holder)).toEqual([live]);

@@ -78,7 +78,21 @@ describe('lifecycle relay to NATS', () => {
       await h.store.transition(id, ['queued'], 'scheduled');
     }
     await h.until(() => h.received.length >= 20);
-    await new Promise((r) => setTimeout(r, 300));
+    // A relay publishes before it acknowledges: once the group has every entry delivered and none
+    // pending, any second publish of an entry has already happened.
+    await expect
+      .poll(
+        async () => {
+          const [pending] = (await redis.xpending(h.keys.lifecycleStream, 'nats-relay')) as [number];
+          const groups = (await redis.xinfo('GROUPS', h.keys.lifecycleStream)) as unknown[][];
+          const group = groups.find((g) => g[g.indexOf('name') + 1] === 'nats-relay') ?? [];
+          const lastDelivered = group[group.indexOf('last-delivered-id') + 1];
+          const [[lastId] = []] = await redis.xrevrange(h.keys.lifecycleStream, '+', '-', 'COUNT', 1);
+          return pending === 0 && lastDelivered === lastId;
+        },
+        { timeout: 10_000 },
+      )
+      .toBe(true);
     expect(h.received).toHaveLength(20);
     const msgIds = new Set(h.received.map((m) => m.headers?.get('Nats-Msg-Id')));
     expect(msgIds.size).toBe(20);

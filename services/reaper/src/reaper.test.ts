@@ -151,8 +151,14 @@ describe('reaper', () => {
 
     // Too fresh: nothing goes (a grace far longer than the test can take, so load cannot flake it).
     expect((await h.reaper({ orphanGraceMs: 60_000 }).runOnce()).orphanKeysDeleted).toBe(0);
-    // OBJECT IDLETIME counts whole seconds: wait well past a 2 s grace.
-    await new Promise((r) => setTimeout(r, 3500));
+    // OBJECT IDLETIME counts whole seconds: wait until Redis itself counts them past a 2 s grace
+    // (reading IDLETIME does not touch the key).
+    await expect
+      .poll(async () => Number(await redis.object('IDLETIME', sk.results)), {
+        timeout: 20_000,
+        interval: 250,
+      })
+      .toBeGreaterThanOrEqual(3);
     const report = await h.reaper({ orphanGraceMs: 2000, scanCount: 1000 }).runOnce();
     expect(report.orphanKeysDeleted).toBe(3);
     expect(await redis.exists(sk.results, sk.events, h.dispatchKeys.dispatchState(ghost))).toBe(0);

@@ -65,7 +65,8 @@ describe('scheduler process', () => {
       if (scheduled >= 3) break;
       await new Promise((r) => setTimeout(r, 50));
     }
-    await new Promise((r) => setTimeout(r, 500));
+    // The other five were each looked at and refused (parked as waiters), not merely not reached.
+    await expect.poll(() => redis.zcard(keys.capacityWaiting), { timeout: 10_000 }).toBe(5);
     expect((await store.list({ state: 'scheduled', limit: 100 })).length).toBe(3);
     expect((await store.list({ state: 'queued', limit: 100 })).length).toBe(5);
     a.signal('SIGTERM');

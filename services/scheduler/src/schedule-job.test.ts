@@ -35,6 +35,11 @@ async function harness(opts: { globalLimit: number; tenantLimit: number }) {
   const jobsQueue = new Queue(QueueNames.jobs, { connection: redis, prefix });
   const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix });
   let attempts = 0;
+  // Admission runs that ended, per job id (a run that parks the job ends with DelayedError):
+  // the event that proves a waiting job was looked at, instead of sleeping and hoping it was.
+  const settled = new Map<string, number>();
+  // The waker's completed BLPOP rounds (each blocks up to 1 s in Redis when nothing is freed).
+  let wakerRounds = 0;
   const processor = createScheduleProcessor({
     store,
     leases,
@@ -49,11 +54,25 @@ async function harness(opts: { globalLimit: number; tenantLimit: number }) {
     QueueNames.jobs,
     async (job, token) => {
       attempts++;
-      return processor(job, token);
+      try {
+        return await processor(job, token);
+      } finally {
+        const id = String(job.data.jobId);
+        settled.set(id, (settled.get(id) ?? 0) + 1);
+      }
     },
     { connection: workerRedis, prefix, concurrency: 1, autorun: false },
   );
-  const waker = new CapacityWaker({ blockingRedis: blocking, redis, keys, jobsQueue, logger });
+  const waker = new CapacityWaker({
+    blockingRedis: blocking,
+    redis,
+    keys,
+    jobsQueue,
+    logger,
+    onProgress: () => {
+      wakerRounds++;
+    },
+  });
   const jobIds: string[] = [];
   cleanups.push(async () => {
     await waker.stop();
@@ -95,6 +114,14 @@ async function harness(opts: { globalLimit: number; tenantLimit: number }) {
     }
     throw new Error(`${id} is ${await state(id)}, wanted ${want}`);
   };
+  /** Resolves once admission has finished `runs` times for this job. */
+  const waitSettled = (id: string, runs = 1) =>
+    expect.poll(() => settled.get(id) ?? 0, { timeout: 10_000 }).toBeGreaterThanOrEqual(runs);
+  /** Resolves after `rounds` more idle-or-not waker rounds from now. */
+  const waitWakerRounds = async (rounds: number) => {
+    const target = wakerRounds + rounds;
+    await expect.poll(() => wakerRounds, { timeout: 15_000 }).toBeGreaterThanOrEqual(target);
+  };
   return {
     keys,
     redis,
@@ -106,6 +133,8 @@ async function harness(opts: { globalLimit: number; tenantLimit: number }) {
     submit,
     state,
     waitFor,
+    waitSettled,
+    waitWakerRounds,
     attempts: () => attempts,
   };
 }
@@ -121,21 +150,28 @@ describe('scheduler admission', () => {
     h.waker.start();
     await h.waitFor(d, 'scheduled');
     await h.waitFor(a, 'scheduled');
-    await new Promise((r) => setTimeout(r, 300));
+    // b and c were each looked at and refused (not merely not reached yet).
+    await h.waitSettled(b);
+    await h.waitSettled(c);
     expect(await h.state(b)).toBe('queued');
     expect(await h.state(c)).toBe('queued');
     expect(await h.createQueue.getJobCountByTypes('waiting', 'prioritized')).toBe(2);
     expect(await h.redis.zrange(h.keys.capacityWaiting, 0, -1)).toEqual([b, c]);
 
-    // No busy polling: while nothing frees up, nothing is re-tried.
+    // No busy polling: while nothing frees up, nothing is re-tried. Two more waker rounds (each
+    // a BLPOP that timed out in Redis after 1 s) is time in which any re-poll would have shown.
     const before = h.attempts();
-    await new Promise((r) => setTimeout(r, 1500));
+    const promotedBefore = h.waker.promoted;
+    await h.waitWakerRounds(2);
     expect(h.attempts()).toBe(before);
+    expect(h.waker.promoted).toBe(promotedBefore);
 
     // pod-lifecycle frees a's slot at the end of its job: b (better rank than c) gets it.
     expect(await h.leases.release(a, 'acme')).toBe(true);
     await h.waitFor(b, 'scheduled');
-    await new Promise((r) => setTimeout(r, 300));
+    // The wake-up promotes every waiter (up to three), so c is re-tried too: wait for that
+    // second admission run to end before saying it still waits.
+    await h.waitSettled(c, 2);
     expect(await h.state(c)).toBe('queued');
     expect(await h.leases.inUse()).toBe(2);
   });
@@ -149,7 +185,7 @@ describe('scheduler admission', () => {
     h.waker.start();
     await h.waitFor(a1, 'scheduled');
     await h.waitFor(b1, 'scheduled');
-    await new Promise((r) => setTimeout(r, 300));
+    await h.waitSettled(a2);
     expect(await h.state(a2)).toBe('queued');
     expect(await h.leases.inUse('alpha')).toBe(1);
   });
@@ -164,20 +200,52 @@ describe('scheduler admission', () => {
     await expect.poll(() => h.leases.inUse(), { timeout: 10_000 }).toBe(0);
   });
 
-  it('cancels a job whose cancel was requested while it waited for capacity', async () => {
+  it('a queued job cancelled while it waited for capacity is cancelled at once and leaves the waiting set', async () => {
     const h = await harness({ globalLimit: 1, tenantLimit: 10 });
     const first = await h.submit('first', 'acme', 50);
     const second = await h.submit('second', 'acme', 50);
     h.worker.run();
     h.waker.start();
     await h.waitFor(first, 'scheduled');
-    await new Promise((r) => setTimeout(r, 200));
+    // second was refused and parked: it waits for capacity now.
+    await h.waitSettled(second);
+    expect(await h.redis.zrange(h.keys.capacityWaiting, 0, -1)).toEqual([second]);
     expect(await h.store.requestCancel(second, 'user gave up')).toEqual({ status: 'cancelled' });
     await h.leases.release(first, 'acme');
-    await new Promise((r) => setTimeout(r, 500));
+    // The freed slot wakes second; its admission run sees the cancel and ends.
+    await h.waitSettled(second, 2);
     expect(await h.state(second)).toBe('cancelled');
     expect(await h.leases.inUse()).toBe(0);
     // The cancelled waiter left the waiting set: it cannot soak up later wake-ups.
     expect(await h.redis.zcard(h.keys.capacityWaiting)).toBe(0);
+  });
+
+  it('cancels a job whose cancel was requested while it waited for capacity', async () => {
+    // A cancel request on a queued job cancels it in the same Lua step, so the scheduler's own
+    // cancel check only matters for a job already `scheduled` that comes back to admission: a
+    // scheduler that died after queued -> scheduled (and whose lease the reaper reclaimed)
+    // leaves exactly that, and the redelivered job may then wait for capacity. A cancel that
+    // arrives meanwhile is only recorded; admission must honour it when the job is woken.
+    const h = await harness({ globalLimit: 1, tenantLimit: 10 });
+    const first = await h.submit('first', 'acme', 90);
+    const second = await h.submit('second', 'acme', 50);
+    expect(await h.store.transition(second, ['queued'], 'scheduled')).toMatchObject({ status: 'ok' });
+    h.worker.run();
+    h.waker.start();
+    await h.waitFor(first, 'scheduled');
+    await h.waitSettled(second);
+    expect(await h.redis.zrange(h.keys.capacityWaiting, 0, -1)).toEqual([second]);
+    expect(await h.store.requestCancel(second, 'user gave up')).toEqual({
+      status: 'requested',
+      state: 'scheduled',
+    });
+    await h.leases.release(first, 'acme');
+    await h.waitSettled(second, 2);
+    expect(await h.state(second)).toBe('cancelled');
+    expect((await h.store.get(second))?.reason).toBe('user gave up');
+    expect(await h.leases.inUse()).toBe(0);
+    expect(await h.redis.zcard(h.keys.capacityWaiting)).toBe(0);
+    // Only first was handed to pod-lifecycle.
+    expect(await h.createQueue.getJobCountByTypes('waiting', 'prioritized')).toBe(1);
   });
 });

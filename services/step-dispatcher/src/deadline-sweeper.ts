@@ -1,10 +1,4 @@
-import {
-  type Deadline,
-  type DispatchKeys,
-  deadlineMember,
-  parseDeadlineMember,
-  type RedisClient,
-} from '@sandstream/bus';
+import { type Deadline, type DispatchKeys, parseDeadlineMember, type RedisClient } from '@sandstream/bus';
 import { PeriodicTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 import { claimDueScript } from './dispatch-scripts.js';
@@ -32,18 +26,6 @@ export class DeadlineSweeper {
       logger: options.logger,
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
     });
-  }
-
-  async add(deadline: Deadline, atMs: number): Promise<void> {
-    const { redis, keys } = this.options;
-    await redis.zadd(keys.deadlines(keys.shardOf(deadline.jobId)), atMs, deadlineMember(deadline));
-  }
-
-  async remove(...deadlines: Deadline[]): Promise<void> {
-    const { redis, keys } = this.options;
-    await Promise.all(
-      deadlines.map((d) => redis.zrem(keys.deadlines(keys.shardOf(d.jobId)), deadlineMember(d))),
-    );
   }
 
   start(): void {

@@ -14,9 +14,16 @@ describe('TimelineRenderer', () => {
     const t = target(true);
     const renderer = new TimelineRenderer(t, null);
     renderer.render({ type: 'state', cursor: '1-0', from: 'scheduled', to: 'starting', terminal: false });
-    await new Promise((r) => setTimeout(r, 200));
+    // Wait for the spinner's first frame itself rather than a guess at its timer.
+    let err = '';
+    await expect
+      .poll(() => {
+        err += t.readErr();
+        return err;
+      })
+      .toMatch(/\r[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] waiting/);
     renderer.render({ type: 'step-started', cursor: '2-0', stepId: 'step-1' });
-    const err = t.readErr();
+    err += t.readErr();
     expect(err).toMatch(/● starting\n/);
     expect(err).toMatch(/\r[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] waiting for the sandbox \(starting\)/);
     expect(err.endsWith('\r\u001b[2K')).toBe(true);
@@ -26,8 +33,26 @@ describe('TimelineRenderer', () => {
   it('prints plain lines only when not on a TTY', async () => {
     const t = target(false);
     const renderer = new TimelineRenderer(t, null);
+    // A TTY renderer given the same event is the witness: once it has drawn two spinner frames,
+    // this one would have drawn some too had it a spinner.
+    const witness = target(true);
+    const witnessRenderer = new TimelineRenderer(witness, null);
     renderer.render({ type: 'state', cursor: '1-0', from: 'queued', to: 'scheduled', terminal: false });
-    await new Promise((r) => setTimeout(r, 200));
+    witnessRenderer.render({
+      type: 'state',
+      cursor: '1-0',
+      from: 'queued',
+      to: 'scheduled',
+      terminal: false,
+    });
+    let drawn = '';
+    await expect
+      .poll(() => {
+        drawn += witness.readErr();
+        return drawn.match(/\r[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] /g)?.length ?? 0;
+      })
+      .toBeGreaterThanOrEqual(2);
+    witnessRenderer.stopSpinner();
     renderer.render({
       type: 'output',
       cursor: '2-0',

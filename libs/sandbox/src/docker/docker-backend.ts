@@ -19,7 +19,7 @@ import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
 import { type AgentVolumeMode, CachedAgentVolumes, carrierImageId, fillAgentVolume } from './agent-volume.js';
 import { toolchainContainerOptions, type WorkMount } from './container-config.js';
-import { dockerStatus, ignoreGone, isConflict, isNotFound } from './docker-errors.js';
+import { ignoreGone, isConflict, isNotFound } from './docker-errors.js';
 import { containerLogTail } from './docker-logs.js';
 import {
   type DockerRole,
@@ -288,30 +288,6 @@ export class DockerBackend implements SandboxBackend {
               ? 'exited'
               : 'unknown',
     }));
-  }
-
-  /**
-   * Removes cached agent volumes of carrier images other than the current one (after a carrier
-   * upgrade), for the reaper. A volume still mounted by a running sandbox is kept (the engine
-   * refuses with 409) and goes on a later call. Returns the names removed.
-   */
-  async pruneAgentCache(): Promise<string[]> {
-    const current = await carrierImageId(this.docker, this.carrierImage);
-    const keep = this.cached.volumeName(current);
-    const { Volumes } = await this.docker.listVolumes({
-      filters: { label: [managedFilter, `${DockerRoleLabel}=agent-cache`] },
-    });
-    const removed: string[] = [];
-    for (const volume of Volumes ?? []) {
-      if (volume.Name === keep || volume.Name === `${keep}-complete`) continue;
-      try {
-        await this.docker.getVolume(volume.Name).remove();
-        removed.push(volume.Name);
-      } catch (err) {
-        if (!isNotFound(err) && dockerStatus(err) !== 409) throw err;
-      }
-    }
-    return removed;
   }
 
   /** The dockerode client is injected and owned by the caller. */

@@ -112,7 +112,7 @@ export class InProcessBackend implements SandboxBackend {
     if (!spec.command && !existsSync(this.agentEntry)) {
       throw new SandboxStartError(
         'backend_error',
-        `agent entry ${this.agentEntry} does not exist: build the agent (npx tsc -b agent) or set agentEntry`,
+        `agent entry ${this.agentEntry} does not exist: build the agent bundle (npm run build -w @sandstream/agent) or set agentEntry`,
       );
     }
     let secrets: Record<string, string>;

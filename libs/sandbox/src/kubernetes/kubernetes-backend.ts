@@ -33,7 +33,7 @@ import { buildEgressPolicy } from './network-policy-builder.js';
 import { assessPod, type PodAssessment } from './pod-assessment.js';
 import { buildSandboxPod, TOOLCHAIN_CONTAINER } from './pod-builder.js';
 import { type PodTemplate, parsePodTemplate } from './pod-template.js';
-import { watchPod } from './pod-watch.js';
+import { PodInformer } from './pod-watch.js';
 import {
   buildRedisUrlSecret,
   REDIS_URL_SECRET_KEY,
@@ -68,8 +68,17 @@ export class KubernetesBackend implements SandboxBackend {
   /** Cancels every wait in progress (its watch included); close() calls them all. */
   private readonly waits = new Set<() => void>();
   private closed = false;
+  /** Every wait of this backend follows its pod through this one informer (one watch in all). */
+  private readonly pods: PodInformer;
 
-  constructor(private readonly deps: KubernetesBackendDeps) {}
+  constructor(private readonly deps: KubernetesBackendDeps) {
+    this.pods = new PodInformer({
+      kubeConfig: deps.kubeConfig,
+      core: deps.core,
+      namespace: deps.settings.namespace,
+      labelSelector: MANAGED_SELECTOR,
+    });
+  }
 
   private get namespace(): string {
     return this.deps.settings.namespace;
@@ -155,7 +164,7 @@ export class KubernetesBackend implements SandboxBackend {
     if (code === 403) {
       return startError(
         'backend_error',
-        `${doing}: forbidden (${apiMessageOf(err)}). Check the service account's Role (deploy/k8s/rbac.yaml).`,
+        `${doing}: forbidden (${apiMessageOf(err)}). Check the service account's Role (deploy/k8s/1-rbac.yaml).`,
       );
     }
     if (code === 400 || code === 422) {
@@ -325,11 +334,7 @@ export class KubernetesBackend implements SandboxBackend {
         finish(startError(assessment.reason, message));
       };
 
-      const handle = watchPod({
-        kubeConfig: this.deps.kubeConfig,
-        core: this.deps.core,
-        namespace: this.namespace,
-        name: ref.id,
+      const handle = this.pods.watch(ref.id, {
         onPod: (pod) => void onAssessment(pod, assessPod(pod)),
         onGone: () =>
           finish(
@@ -433,11 +438,7 @@ export class KubernetesBackend implements SandboxBackend {
         resolve(value);
       };
       const cancel = () => finish(false);
-      const handle = watchPod({
-        kubeConfig: this.deps.kubeConfig,
-        core: this.deps.core,
-        namespace: this.namespace,
-        name,
+      const handle = this.pods.watch(name, {
         onPod: (pod) => {
           if (done(pod)) finish(true);
         },
@@ -475,6 +476,7 @@ export class KubernetesBackend implements SandboxBackend {
   async close(): Promise<void> {
     this.closed = true;
     for (const cancel of [...this.waits]) cancel();
+    await this.pods.stop();
   }
 }
 
