@@ -1,5 +1,5 @@
-import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { findCarrierImage } from '../helpers/docker.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 import { runSmoke } from './smoke.js';
 
@@ -7,22 +7,7 @@ import { runSmoke } from './smoke.js';
 // agent comes from the carrier image. Images are built locally (see scripts/ensure-docker.sh).
 const image = process.env.SANDSTREAM_TEST_IMAGE_DEBIAN ?? 'sandstream/debian:bookworm';
 
-function findCarrier(): string | undefined {
-  if (process.env.SANDSTREAM_CARRIER_IMAGE) return process.env.SANDSTREAM_CARRIER_IMAGE;
-  try {
-    const tags = execFileSync('docker', ['images', 'sandstream/agent-carrier', '--format', '{{.Tag}}'], {
-      encoding: 'utf8',
-    })
-      .trim()
-      .split('\n')
-      .filter(Boolean);
-    const tag = tags.includes('dev') ? 'dev' : tags[0];
-    return tag ? `sandstream/agent-carrier:${tag}` : undefined;
-  } catch {
-    return undefined;
-  }
-}
-const carrier = findCarrier();
+const carrier = findCarrierImage();
 
 describe.skipIf(!carrier && process.env.CI !== 'true')('pipeline smoke on the Docker backend', () => {
   let stack: Stack;

@@ -1,6 +1,7 @@
 import { SandboxSpecError } from '@sandstream/bus';
 import {
   CommandCancelledError,
+  type Sandbox,
   SandboxClosedError,
   SandboxNotFoundError,
   SandstreamClient,
@@ -8,21 +9,13 @@ import {
 } from '@sandstream/client';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findCarrierImage } from '../helpers/docker.js';
 import { redisUrl } from '../helpers/services.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
-// Live sandboxes end to end: the four services as processes, the in-process backend, driven only
-// through the SDK as an AI agent's tool loop drives one.
-const image = 'debian:bookworm-slim';
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+// Live sandboxes end to end: the four services as processes, driven only through the SDK as an
+// AI agent's tool loop drives one; on the in-process backend, and on Docker (unmodified image,
+// agent from the carrier) when an engine is there (always under CI).
 
 async function until(
   what: string,
@@ -36,12 +29,39 @@ async function until(
   }
 }
 
-describe('live sandboxes (in-process backend)', () => {
+interface Backend {
+  name: string;
+  image: string;
+  env: Record<string, string>;
+  /** The full tour; other backends run the tool loop and the abort, which exercise what differs. */
+  full: boolean;
+}
+
+const backends: Backend[] = [{ name: 'in-process', image: 'debian:bookworm-slim', env: {}, full: true }];
+const carrier = findCarrierImage();
+if (carrier || process.env.CI === 'true') {
+  backends.push({
+    name: 'docker',
+    image: process.env.SANDSTREAM_TEST_IMAGE_DEBIAN ?? 'sandstream/debian:bookworm',
+    env: {
+      SANDBOX_TYPE: 'docker',
+      SANDSTREAM_AGENT_CARRIER_IMAGE: carrier ?? 'sandstream/agent-carrier:dev',
+    },
+    full: false,
+  });
+}
+
+/** Whether a process still runs inside the sandbox (its pid namespace, whatever the backend). */
+async function aliveIn(sandbox: Sandbox, pid: number): Promise<boolean> {
+  return (await sandbox.exec(['sh', '-c', 'kill -0 "$1" 2>/dev/null', 'sh', String(pid)])).exitCode === 0;
+}
+
+describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, name }) => {
   let stack: Stack;
   beforeAll(async () => {
     stack = await startStack({
-      label: 'live',
-      env: { SCHEDULER_GLOBAL_SLOTS: '16', SCHEDULER_TENANT_SLOTS: '16' },
+      label: name === 'docker' ? 'ldock' : 'live',
+      env: { SCHEDULER_GLOBAL_SLOTS: '16', SCHEDULER_TENANT_SLOTS: '16', ...env },
     });
   });
   afterAll(async () => {
@@ -97,28 +117,31 @@ describe('live sandboxes (in-process backend)', () => {
     await expect(sandbox.exec(['true'])).rejects.toBeInstanceOf(SandboxClosedError);
   });
 
-  it('streams output through callbacks and an async iterator, and reports exit codes and stderr', async () => {
-    await using sandbox = await stack.client.sandboxes.create({ id: id('stream'), image });
-    const seen: string[] = [];
-    const result = await sandbox.exec('for i in 1 2 3; do echo out $i; done; echo oops >&2; exit 3', {
-      onStdout: (line) => seen.push(line),
-    });
-    expect(seen).toEqual(['out 1', 'out 2', 'out 3']);
-    expect(result).toMatchObject({ exitCode: 3, stdout: 'out 1\nout 2\nout 3\n', stderr: 'oops\n' });
-    expect(result.commandId).toMatch(/^cmd-\d+$/);
+  it.runIf(full)(
+    'streams output through callbacks and an async iterator, and reports exit codes and stderr',
+    async () => {
+      await using sandbox = await stack.client.sandboxes.create({ id: id('stream'), image });
+      const seen: string[] = [];
+      const result = await sandbox.exec('for i in 1 2 3; do echo out $i; done; echo oops >&2; exit 3', {
+        onStdout: (line) => seen.push(line),
+      });
+      expect(seen).toEqual(['out 1', 'out 2', 'out 3']);
+      expect(result).toMatchObject({ exitCode: 3, stdout: 'out 1\nout 2\nout 3\n', stderr: 'oops\n' });
+      expect(result.commandId).toMatch(/^cmd-\d+$/);
 
-    const items: string[] = [];
-    for await (const item of sandbox.exec(['sh', '-c', 'echo a; echo b'])) {
-      if (item.stream !== 'gap') items.push(`${item.stream}:${item.line}`);
-    }
-    expect(items).toEqual(['stdout:a', 'stdout:b']);
+      const items: string[] = [];
+      for await (const item of sandbox.exec(['sh', '-c', 'echo a; echo b'])) {
+        if (item.stream !== 'gap') items.push(`${item.stream}:${item.line}`);
+      }
+      expect(items).toEqual(['stdout:a', 'stdout:b']);
 
-    const env = await sandbox.exec('echo $GREETING from $(pwd)', { env: { GREETING: 'hi' }, cwd: '/tmp' });
-    expect(env.stdout).toBe('hi from /tmp\n');
-    const timedOut = await sandbox.exec(['sleep', '30'], { timeoutSeconds: 1 });
-    expect(timedOut).toMatchObject({ timedOut: true, cancelled: false });
-    expect(timedOut.exitCode).not.toBe(0);
-  });
+      const env = await sandbox.exec('echo $GREETING from $(pwd)', { env: { GREETING: 'hi' }, cwd: '/tmp' });
+      expect(env.stdout).toBe('hi from /tmp\n');
+      const timedOut = await sandbox.exec(['sleep', '30'], { timeoutSeconds: 1 });
+      expect(timedOut).toMatchObject({ timedOut: true, cancelled: false });
+      expect(timedOut.exitCode).not.toBe(0);
+    },
+  );
 
   it('an abort kills the command tree; another client reconnects and follows a running command', async () => {
     const sandbox = await stack.client.sandboxes.create({ id: id('abort'), image });
@@ -129,7 +152,7 @@ describe('live sandboxes (in-process backend)', () => {
       onStdout: (line) => pids.push(...line.split(' ').map(Number)),
     });
     await until('the tree printed its pids', () => pids.length === 2);
-    expect(pids.every(isAlive)).toBe(true);
+    for (const pid of pids) expect(await aliveIn(sandbox, pid)).toBe(true);
     controller.abort();
     const cancelled = await tree.then(
       () => undefined,
@@ -137,7 +160,11 @@ describe('live sandboxes (in-process backend)', () => {
     );
     expect(cancelled).toBeInstanceOf(CommandCancelledError);
     expect((cancelled as CommandCancelledError).result).toMatchObject({ cancelled: true });
-    await until('the tree is gone', () => !pids.some(isAlive));
+    await until(
+      'the tree is gone',
+      async () =>
+        !(await aliveIn(sandbox, pids[0] as number)) && !(await aliveIn(sandbox, pids[1] as number)),
+    );
 
     // A second client (a worker that restarted mid-conversation) attaches to a running command.
     const slow = sandbox.exec('echo first; sleep 2; echo second');
@@ -158,7 +185,7 @@ describe('live sandboxes (in-process backend)', () => {
     }
   });
 
-  it('closes an idle sandbox, but not while a command runs; closes at its lifetime', async () => {
+  it.runIf(full)('closes an idle sandbox, but not while a command runs; closes at its lifetime', async () => {
     const idle = await stack.client.sandboxes.create({ id: id('idle'), image, idleTimeoutSeconds: 2 });
     // A command longer than the idle limit keeps it open.
     expect(await idle.exec(['sleep', '4'])).toMatchObject({ exitCode: 0 });
@@ -180,20 +207,23 @@ describe('live sandboxes (in-process backend)', () => {
     await expect(short.keepAlive()).rejects.toBeInstanceOf(SandboxClosedError);
   });
 
-  it('refuses bad input by name and unknown sandboxes with typed errors; lists sandboxes by state and label', async () => {
-    await expect(stack.client.sandboxes.create({ image, idleTimeoutSecond: 5 } as never)).rejects.toThrow(
-      /idleTimeoutSecond.*did you mean "idleTimeoutSeconds"/,
-    );
-    await expect(stack.client.sandboxes.create({ image, steps: [] } as never)).rejects.toBeInstanceOf(
-      SandboxSpecError,
-    );
-    await expect(stack.client.sandboxes.connect(id('nobody'))).rejects.toBeInstanceOf(SandboxNotFoundError);
-    const a = await stack.client.sandboxes.create({ id: id('list-a'), image, labels: { team: 'x' } });
-    expect(() => a.exec(['true'], { timeout: 5 } as never)).toThrow(SandstreamOptionsError);
-    const ready = await stack.client.sandboxes.list({ state: 'ready', labels: { team: 'x' } });
-    expect(ready.map((s) => s.id)).toEqual([a.id]);
-    await a.close();
-    const closed = await stack.client.sandboxes.list({ state: 'closed', labels: { team: 'x' } });
-    expect(closed.map((s) => s.id)).toEqual([a.id]);
-  });
+  it.runIf(full)(
+    'refuses bad input by name and unknown sandboxes with typed errors; lists sandboxes by state and label',
+    async () => {
+      await expect(stack.client.sandboxes.create({ image, idleTimeoutSecond: 5 } as never)).rejects.toThrow(
+        /idleTimeoutSecond.*did you mean "idleTimeoutSeconds"/,
+      );
+      await expect(stack.client.sandboxes.create({ image, steps: [] } as never)).rejects.toBeInstanceOf(
+        SandboxSpecError,
+      );
+      await expect(stack.client.sandboxes.connect(id('nobody'))).rejects.toBeInstanceOf(SandboxNotFoundError);
+      const a = await stack.client.sandboxes.create({ id: id('list-a'), image, labels: { team: 'x' } });
+      expect(() => a.exec(['true'], { timeout: 5 } as never)).toThrow(SandstreamOptionsError);
+      const ready = await stack.client.sandboxes.list({ state: 'ready', labels: { team: 'x' } });
+      expect(ready.map((s) => s.id)).toEqual([a.id]);
+      await a.close();
+      const closed = await stack.client.sandboxes.list({ state: 'closed', labels: { team: 'x' } });
+      expect(closed.map((s) => s.id)).toEqual([a.id]);
+    },
+  );
 });

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import Docker from 'dockerode';
 
 /**
@@ -51,4 +52,24 @@ export async function containerLogs(container: Docker.Container): Promise<string
     offset += 8 + size;
   }
   return parts.join('');
+}
+
+/**
+ * The agent carrier image the Docker backend should use in tests: $SANDSTREAM_CARRIER_IMAGE, else
+ * the locally built `sandstream/agent-carrier` (tag `dev` preferred), else undefined.
+ */
+export function findCarrierImage(): string | undefined {
+  if (process.env.SANDSTREAM_CARRIER_IMAGE) return process.env.SANDSTREAM_CARRIER_IMAGE;
+  try {
+    const tags = execFileSync('docker', ['images', 'sandstream/agent-carrier', '--format', '{{.Tag}}'], {
+      encoding: 'utf8',
+    })
+      .trim()
+      .split('\n')
+      .filter(Boolean);
+    const tag = tags.includes('dev') ? 'dev' : tags[0];
+    return tag ? `sandstream/agent-carrier:${tag}` : undefined;
+  } catch {
+    return undefined;
+  }
 }
