@@ -18,6 +18,7 @@ export interface ExecResult {
   durationMs: number;
   timedOut: boolean;
   cancelled: boolean;
+  /** The output lines, each ending in a newline (output travels line by line). */
   stdout: string;
   stderr: string;
   /** Some output is not in stdout/stderr: past the cap, or in a gap. */
