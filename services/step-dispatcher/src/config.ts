@@ -19,6 +19,8 @@ export const DispatcherEnvSchema = serviceEnvSchema(8083).extend({
   HEARTBEAT_RECONNECT_GRACE_MS: ms(0, 600_000, 15_000),
   CLAIM_IDLE_MS: ms(100, 3_600_000, 10_000),
   FINISHED_STATE_TTL_MS: ms(1_000, 7 * 24 * 3_600_000, 600_000),
+  /** The operator's cap on a live sandbox's lifetime; a request for longer gets this. */
+  SANDBOX_MAX_LIFETIME_SECONDS: intVar(1, 7 * 24 * 3600, 24 * 3600),
   /** Consumer name in the completion group; unique per process by default. */
   CONSUMER_NAME: z.string().min(1).max(200).optional(),
 });

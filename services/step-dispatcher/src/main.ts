@@ -63,6 +63,7 @@ runService({
       stepGraceMs: config.STEP_GRACE_MS,
       finishedStateTtlMs: config.FINISHED_STATE_TTL_MS,
       cancelConfirmMs: CANCEL_CONFIRM_MS,
+      maxSandboxLifetimeSeconds: config.SANDBOX_MAX_LIFETIME_SECONDS,
     });
 
     const worker = new Worker<DispatchPayload>(

@@ -1,0 +1,147 @@
+import { randomBytes } from 'node:crypto';
+import {
+  createKeySpace,
+  DispatchKeys,
+  JobStore,
+  parseLiveSandboxSpec,
+  SandboxCommands,
+} from '@sandstream/bus';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { advanceScript, idleScript, openScript } from './dispatch-scripts.js';
+
+// The live-sandbox scripts' replies, straight against Redis: dispatch-open, the live branch of
+// dispatch-advance, dispatch-idle, and bus sandbox-exec (SandboxCommands), which they work with.
+const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+const ns = `t-lscripts-${randomBytes(4).toString('hex')}`;
+const keySpace = createKeySpace(ns);
+const dispatchKeys = new DispatchKeys(keySpace, 2);
+const store = new JobStore({ redis, keys: keySpace });
+const commands = new SandboxCommands({ redis, keys: keySpace });
+const ids: string[] = [];
+
+afterAll(async () => {
+  for (const id of ids) {
+    await store.delete(id);
+    await redis.unlink(dispatchKeys.dispatchState(id));
+  }
+  redis.disconnect();
+});
+
+type Reply = (string | number)[];
+let seq = 0;
+
+/** A live sandbox's record in `running` (as pod-lifecycle leaves it), not yet opened. */
+async function sandbox(idleSeconds = 60) {
+  const id = `${ns}-s${++seq}`;
+  ids.push(id);
+  await store.create(parseLiveSandboxSpec({ id, image: 'x', idleTimeoutSeconds: idleSeconds }));
+  for (const [from, to] of [
+    ['queued', 'scheduled'],
+    ['scheduled', 'starting'],
+    ['starting', 'running'],
+  ] as const) {
+    await store.transition(id, [from], to);
+  }
+  const state = dispatchKeys.dispatchState(id);
+  const k = keySpace.sandbox(id);
+  return {
+    id,
+    open: (now = Date.now()) =>
+      openScript.run<Reply>(redis, [state, keySpace.job(id)], [now, idleSeconds * 1000]),
+    idle: (now: number) => idleScript.run<Reply>(redis, [state, keySpace.job(id)], [now]),
+    advance: (stepId: string) =>
+      advanceScript.run<Reply>(redis, [state, k.in, k.results, keySpace.job(id)], [stepId, '']),
+    exec: () => commands.push(id, { command: 'true' }),
+    /** The agent's answer to a command: its result on the results list. */
+    result: (stepId: string) =>
+      redis.lpush(
+        k.results,
+        JSON.stringify({
+          schemaVersion: 1,
+          stepId,
+          exitCode: 0,
+          timedOut: false,
+          durationSeconds: 0,
+          errorMessage: null,
+        }),
+      ),
+  };
+}
+
+describe('live sandbox scripts', () => {
+  it('exec is refused until the dispatcher opened the sandbox, then pushes a parallel step once', async () => {
+    const s = await sandbox();
+    expect(await s.exec()).toMatchObject({ status: 'not-ready', state: 'running' });
+    expect(await s.open()).toEqual(['opened']);
+    // A redelivered dispatch finds it open, and changes nothing.
+    expect(await s.open()).toEqual(['opened']);
+    const pushed = await s.exec();
+    expect(pushed).toMatchObject({ status: 'pushed', commandId: 'cmd-2' });
+    const queued = await redis.lrange(keySpace.sandbox(s.id).in, 0, -1);
+    expect(queued.map((raw) => JSON.parse(raw))).toMatchObject([
+      { stepId: 'cmd-2', parallel: true, kind: 'run' },
+    ]);
+    expect(await store.get(s.id)).toMatchObject({ kind: 'sandbox', commandsRunning: 1 });
+  });
+
+  it('advance records a command result once, counts it finished, and answers missing results', async () => {
+    const s = await sandbox();
+    await s.open();
+    const { commandId } = (await s.exec()) as { commandId: string };
+    expect(await s.advance(commandId)).toEqual(['missing']);
+    await s.result(commandId);
+    expect(await s.advance(commandId)).toEqual(['recorded', commandId]);
+    // The redelivered notice: recorded already, nothing counted twice.
+    expect(await s.advance(commandId)).toEqual(['recorded', commandId]);
+    const record = await store.get(s.id);
+    expect(record?.commandsRunning).toBe(0);
+    expect(record?.stepResults[commandId]).toMatchObject({ exitCode: 0 });
+    expect(await redis.llen(keySpace.sandbox(s.id).results)).toBe(0);
+  });
+
+  it('idle: later while a command runs or a call was recent, closes once nothing ran for the limit', async () => {
+    const s = await sandbox(10);
+    const openedAt = Date.now();
+    await s.open(openedAt);
+    expect(await s.idle(openedAt + 5_000)).toEqual(['later', openedAt + 10_000]);
+    const { commandId } = (await s.exec()) as { commandId: string };
+    // A command runs: not idle however long ago the last call was.
+    const far = Date.now() + 3_600_000;
+    expect(await s.idle(far)).toEqual(['later', far + 10_000]);
+    await s.result(commandId);
+    await s.advance(commandId);
+    const last = Number(await redis.hget(keySpace.job(s.id), 'lastActivityAt'));
+    expect(await s.idle(last + 9_000)).toEqual(['later', last + 10_000]);
+    expect(await s.idle(last + 10_000)).toEqual(['finished', 'succeeded', 'idle', 1]);
+    expect(await s.idle(last + 20_000)).toEqual(['finished', 'succeeded', 'idle', 0]);
+  });
+
+  it('a close asked before the sandbox was opened ends it at open; exec then says closing', async () => {
+    const s = await sandbox();
+    await store.requestCancel(s.id, 'user');
+    expect(await s.exec()).toMatchObject({ status: 'not-ready' });
+    expect(await s.open()).toEqual(['finished', 'cancelled', 'user', 1]);
+    const other = await sandbox();
+    await other.open();
+    await store.requestCancel(other.id, 'user');
+    expect(await other.exec()).toEqual({ status: 'closing' });
+    expect(await commands.push(`${ns}-nobody`, { command: 'true' })).toEqual({ status: 'missing' });
+    expect(await redis.exists(keySpace.job(`${ns}-nobody`))).toBe(0);
+  });
+
+  it('keeps a bounded history: the command 200 places back is dropped with its result', async () => {
+    const s = await sandbox();
+    await s.open();
+    for (let i = 0; i < 201; i++) {
+      const { commandId } = (await s.exec()) as { commandId: string };
+      await s.result(commandId);
+      await s.advance(commandId);
+    }
+    const record = await store.get(s.id);
+    expect(Object.keys(record?.commands ?? {})).toHaveLength(200);
+    expect(record?.commands['cmd-1']).toBeUndefined();
+    expect(record?.stepResults['cmd-1']).toBeUndefined();
+    expect(record?.commands['cmd-201']).toBeDefined();
+  });
+});
