@@ -9,11 +9,10 @@ import {
   type StepResult,
   StepResultSchema,
 } from '@sandstream/wire';
-import type { ChainableCommander } from 'ioredis';
 import { AuthFailureClock, isAuthError } from './auth-failure.js';
 import { DEFAULT_MAX_PARALLEL_STEPS } from './config.js';
 import { ControlWatcher } from './control-watcher.js';
-import { EventPublisher } from './event-publisher.js';
+import { type AppendCompleted, EventPublisher } from './event-publisher.js';
 import { ExitCode } from './exit-codes.js';
 import { Heartbeat } from './heartbeat.js';
 import type { Logger } from './logger.js';
@@ -305,7 +304,13 @@ export class AgentLoop {
     // The lines were handed to the writer connection first, so `completed` and the result (one
     // pipeline, one write) follow them on the wire without waiting a round trip for their
     // acknowledgement.
-    await Promise.all([eventsWritten, this.results.deliver(result, appendCompleted)]);
+    // A parallel step's follower (a live sandbox's client) finds a plain result in `completed`
+    // itself; a file step's structured output (up to MiBs) stays on the results list alone.
+    const inEvent = step.parallel && result.output === undefined;
+    await Promise.all([
+      eventsWritten,
+      this.results.deliver(result, (pipeline) => appendCompleted(pipeline, inEvent ? result : undefined)),
+    ]);
   }
 
   private async runStep(
@@ -314,7 +319,7 @@ export class AgentLoop {
   ): Promise<{
     result: StepResult;
     eventsWritten: Promise<void>;
-    appendCompleted: (pipeline: ChainableCommander) => void;
+    appendCompleted: AppendCompleted;
   }> {
     const { connections, keys, log, workdir } = this.options;
     const controller = new AbortController();

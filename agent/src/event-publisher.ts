@@ -4,6 +4,7 @@ import {
   SCHEMA_VERSION,
   type StepEvent,
   type StepEventKind,
+  type StepResult,
   StreamLimits,
 } from '@sandstream/wire';
 import type { ChainableCommander, Redis } from 'ioredis';
@@ -22,6 +23,9 @@ import { fitsOneEvent, splitLine } from './split-line.js';
  */
 export const DEFAULT_MAX_WRITE_LINES = 250;
 export const DEFAULT_MAX_WRITES_IN_FLIGHT = 4;
+
+/** Adds the step's `completed` event to the pipeline that carries its result (and, when given, the result in it). */
+export type AppendCompleted = (pipeline: ChainableCommander, result?: StepResult) => void;
 
 export interface EventPublisherOptions {
   redis: Redis;
@@ -173,7 +177,7 @@ export class EventPublisher {
   finish(exitCode: number | null): {
     handedOver: Promise<void>;
     written: Promise<void>;
-    appendCompleted: (pipeline: ChainableCommander) => void;
+    appendCompleted: AppendCompleted;
   } {
     this.seq += 1;
     const completed = this.event('completed', this.seq, { exitCode, droppedLines: this.dropped });
@@ -182,8 +186,8 @@ export class EventPublisher {
     return {
       handedOver,
       written: handedOver.then(() => this.drained()),
-      appendCompleted: (pipeline) => {
-        this.appendXadd(pipeline, completed);
+      appendCompleted: (pipeline, result) => {
+        this.appendXadd(pipeline, result ? { ...completed, result } : completed);
       },
     };
   }

@@ -1,7 +1,6 @@
 import { Limits, overLimit, SCHEMA_VERSION, type Step, type StepInput, StepSchema } from '@sandstream/wire';
 import { z } from 'zod';
 import { busLua } from './bus-lua.js';
-import { JobField } from './job-layout.js';
 import { JobStateSchema } from './job-state.js';
 import type { KeySpace } from './key-space.js';
 import type { RedisClient } from './redis-connection.js';
@@ -40,11 +39,24 @@ export type CommandStep = DistributiveOmit<
 >;
 
 export type PushCommandResult =
-  | { status: 'pushed'; commandId: string; step: Step }
+  | { status: 'pushed'; commandId: string; lastEventId: string; step: Step }
   | { status: 'missing' }
   | { status: 'not-sandbox' }
   | { status: 'not-ready'; state: z.infer<typeof JobStateSchema> }
   | { status: 'closing' };
+
+/** Where the script writes the command's id: the first field of the step and of its record. */
+const ID_SLOT = 'cmd-0';
+
+/** Cuts JSON whose first field after `{` (or after schemaVersion) is `<key>"cmd-0"` around the id. */
+function cutAroundId(json: string, key: string): [string, string] {
+  const marker = `${key}"${ID_SLOT}"`;
+  const at = json.indexOf(marker);
+  // The id field comes before any caller-supplied value (schema order), so this is always it.
+  if (at < 0 || at > 32) throw new Error(`internal: ${key} is not where the command id belongs`);
+  const head = json.slice(0, at + key.length + 1);
+  return [head, json.slice(head.length + ID_SLOT.length)];
+}
 
 export class CommandTooLargeError extends Error {
   override readonly name = 'CommandTooLargeError';
@@ -59,35 +71,32 @@ export class CommandTooLargeError extends Error {
 export class SandboxCommands {
   constructor(private readonly options: { redis: RedisClient; keys: KeySpace; now?: () => number }) {}
 
+  /**
+   * Pushes a command in one round trip (sandbox-exec). `lastEventId` is where the sandbox's events
+   * stream ended before it: the command's events all come after it.
+   */
   async push(
     sandboxId: string,
     command: CommandStep,
     traceContext?: Step['traceContext'],
   ): Promise<PushCommandResult> {
     const { redis, keys } = this.options;
-    const jobKey = keys.job(sandboxId);
-    const n = await redis.hincrby(jobKey, JobField.commandSeq, 1);
-    if (n === 1 && !(await redis.hexists(jobKey, JobField.state))) {
-      // HINCRBY made a one-field hash of an unknown id: take it back.
-      await redis.hdel(jobKey, JobField.commandSeq);
-      return { status: 'missing' };
-    }
-    const id = commandId(n);
     const step = StepSchema.parse({
       ...command,
       schemaVersion: SCHEMA_VERSION,
-      stepId: id,
+      stepId: ID_SLOT,
       parallel: true,
       ...(traceContext ? { traceContext } : {}),
     });
     const stepJson = JSON.stringify(step);
-    const bytes = Buffer.byteLength(stepJson, 'utf8');
+    // Room for the longest id the script can give (cmd- and 15 digits).
+    const bytes = Buffer.byteLength(stepJson, 'utf8') + 20;
     if (bytes > Limits.messageMaxBytes) {
       throw new CommandTooLargeError(overLimit('the command', bytes, Limits.messageMaxBytes, ' on the wire'));
     }
     const now = (this.options.now ?? Date.now)();
     const record: CommandRecord = {
-      id,
+      id: ID_SLOT,
       kind: step.kind as CommandRecord['kind'],
       startedAt: now,
       ...(step.kind === 'run'
@@ -96,24 +105,26 @@ export class SandboxCommands {
           ? { path: step.path }
           : {}),
     };
-    const dropped = n > SANDBOX_HISTORY_LIMIT ? commandId(n - SANDBOX_HISTORY_LIMIT) : '';
-    const [status, state] = await EXEC.run<string[]>(
+    const [stepHead, stepTail] = cutAroundId(stepJson, '"stepId":');
+    const [recordHead, recordTail] = cutAroundId(JSON.stringify(record), '"id":');
+    const sandboxKeys = keys.sandbox(sandboxId);
+    const [status, detail, lastEventId] = await EXEC.run<string[]>(
       redis,
-      [jobKey, keys.sandbox(sandboxId).in],
-      [id, stepJson, JSON.stringify(record), now, dropped],
+      [keys.job(sandboxId), sandboxKeys.in, sandboxKeys.events],
+      [stepHead, stepTail, recordHead, recordTail, now, SANDBOX_HISTORY_LIMIT],
     );
     switch (status) {
       case 'pushed':
-        return { status: 'pushed', commandId: id, step };
+        return {
+          status: 'pushed',
+          commandId: String(detail),
+          lastEventId: String(lastEventId),
+          step: { ...step, stepId: String(detail) },
+        };
       case 'not-ready':
-        return { status: 'not-ready', state: JobStateSchema.parse(state) };
-      case 'missing':
-      case 'not-sandbox':
-      case 'closing':
-        return { status };
+        return { status: 'not-ready', state: JobStateSchema.parse(detail) };
       default:
-        // 'exists': the number was ours alone (HINCRBY), so only a record edited by hand gets here.
-        throw new Error(`command ${id} of sandbox ${sandboxId} exists already`);
+        return { status: status as 'missing' | 'not-sandbox' | 'closing' };
     }
   }
 

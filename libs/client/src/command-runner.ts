@@ -56,9 +56,6 @@ export async function runCommand(
   command: CommandStep,
   options: RunCommandOptions = {},
 ): Promise<CommandRun> {
-  // Where the stream ends now: the command's events all come after it.
-  const last = await ctx.redis.xrevrange(ctx.keys.sandbox(sandboxId).events, '+', '-', 'COUNT', 1);
-  const cursor = last[0]?.[0] ?? '0-0';
   let pushed: Awaited<ReturnType<SandboxCommands['push']>>;
   try {
     pushed = await ctx.commands.push(sandboxId, command);
@@ -67,7 +64,7 @@ export async function runCommand(
     throw err;
   }
   if (pushed.status !== 'pushed') throw await refusal(ctx, sandboxId, pushed.status);
-  return followCommand(ctx, sandboxId, pushed.commandId, cursor, options);
+  return followCommand(ctx, sandboxId, pushed.commandId, pushed.lastEventId, options);
 }
 
 /**
@@ -122,7 +119,9 @@ export async function followCommand(
             options.onLine?.(line);
           } else if (event.kind === 'completed') {
             output.complete(event.seq);
-            return { commandId, output, result: await resultOf(ctx, sandboxId, commandId) };
+            // A command's plain result rides in its `completed` event; a file step's is fetched.
+            const result = event.result ?? (await resultOf(ctx, sandboxId, commandId));
+            return { commandId, output, result };
           }
           continue;
         }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { SchemaVersionSchema } from './schema-version.js';
+import { StepResultSchema } from './step-result.js';
 
 export const StepEventKindSchema = z.enum(['started', 'stdout', 'stderr', 'completed']);
 export type StepEventKind = z.infer<typeof StepEventKindSchema>;
@@ -22,6 +23,12 @@ export const StepEventSchema = z.object({
   exitCode: z.number().int().nullable().optional(),
   /** completed only: lines counted but not shipped. */
   droppedLines: z.number().int().nonnegative().optional(),
+  /**
+   * completed only, for steps marked `parallel` whose result has no structured output (a live
+   * sandbox's commands): the StepResult itself, which is also pushed to `:results`. The client
+   * following the command has its answer in the event it waits for, one round trip sooner.
+   */
+  result: StepResultSchema.optional(),
 });
 export type StepEvent = z.infer<typeof StepEventSchema>;
 

@@ -32,6 +32,8 @@ describe('seed fixtures', () => {
         workingDirectory: '/work',
         env: null,
         timeoutSeconds: 600,
+        // A raw step (seeds/000) runs in FIFO order: parallel is off unless a service marks it.
+        parallel: false,
       },
     });
   });

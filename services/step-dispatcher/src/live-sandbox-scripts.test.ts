@@ -77,10 +77,11 @@ describe('live sandbox scripts', () => {
     // A redelivered dispatch finds it open, and changes nothing.
     expect(await s.open()).toEqual(['opened']);
     const pushed = await s.exec();
-    expect(pushed).toMatchObject({ status: 'pushed', commandId: 'cmd-2' });
+    // A refused command takes no number.
+    expect(pushed).toMatchObject({ status: 'pushed', commandId: 'cmd-1' });
     const queued = await redis.lrange(keySpace.sandbox(s.id).in, 0, -1);
     expect(queued.map((raw) => JSON.parse(raw))).toMatchObject([
-      { stepId: 'cmd-2', parallel: true, kind: 'run' },
+      { stepId: 'cmd-1', parallel: true, kind: 'run' },
     ]);
     expect(await store.get(s.id)).toMatchObject({ kind: 'sandbox', commandsRunning: 1 });
   });
