@@ -22,6 +22,10 @@ export default defineConfig({
       ),
       '@sandstream/telemetry': src('libs/telemetry'),
       '@sandstream/client': src('libs/client'),
+      '@sandstream/test-support/vitest': fileURLToPath(
+        new URL('./libs/test-support/src/vitest.ts', import.meta.url),
+      ),
+      '@sandstream/test-support': src('libs/test-support'),
     },
   },
   test: {

@@ -5,11 +5,11 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { bullJobId, createKeySpace, JobSpecSchema, type JobsPayload, QueueNames } from '@sandstream/bus';
 import { initTelemetry, type Telemetry } from '@sandstream/telemetry';
+import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deleteNamespaceKeys } from './helpers/namespace-cleanup.js';
-import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from './helpers/otlp-receiver.js';
 import { redisUrl, repoRoot, uniqueNamespace } from './helpers/services.js';
 import { type Stack, startStack } from './helpers/services-stack.js';
 

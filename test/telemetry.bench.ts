@@ -26,9 +26,9 @@ import {
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { SandstreamClient } from '@sandstream/client';
+import { startOtlpReceiver } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { runOneStepJobs } from './helpers/one-step-jobs.js';
-import { startOtlpReceiver } from './helpers/otlp-receiver.js';
 import { startOwnRedis } from './helpers/redis-server.js';
 import { freePort, repoRoot, uniqueNamespace } from './helpers/services.js';
 
