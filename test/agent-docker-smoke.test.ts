@@ -8,11 +8,11 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { containerLogs, dockerEngine } from '@sandstream/test-support';
 import { EVENT_FIELD, StepResultSchema, sandboxKeys } from '@sandstream/wire';
 import type Docker from 'dockerode';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { containerLogs, dockerOrSkip } from './helpers/docker.js';
 
 const run = promisify(execFile);
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -25,7 +25,7 @@ const LAUNCH = [
   '/shared/sandstream-agent',
 ];
 
-const gate = await dockerOrSkip('agent-docker-smoke');
+const gate = await dockerEngine('agent-docker-smoke');
 const suffix = randomBytes(4).toString('hex');
 const volumeName = `sandstream-smoke-shared-${suffix}`;
 const label = { 'sandstream.test': `agent-docker-smoke-${suffix}` };

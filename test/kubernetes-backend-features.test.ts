@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
+import { dockerEngine, type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
-import Dockerode from 'dockerode';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CreateSandboxRequest, SandboxBackend, SandboxRef } from '../libs/sandbox/src/backend.js';
@@ -12,10 +12,9 @@ import {
   sandboxPodName,
 } from '../libs/sandbox/src/kubernetes/index.js';
 import { type SandboxSpecInput, SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
-import { StepChannel } from '../libs/sandbox/src/testing/step-channel.js';
-import { type OwnRedis, startOwnRedis } from './helpers/redis-server.js';
+import { StepChannel } from '@sandstream/sandbox/testing';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
-import { dockerSkipReason, images, kubernetesLeftovers } from './kubernetes-test-env.js';
+import { images, kubernetesLeftovers } from './kubernetes-test-env.js';
 
 /**
  * What only the Kubernetes backend does, driven through the real client against the stand-in:
@@ -24,8 +23,7 @@ import { dockerSkipReason, images, kubernetesLeftovers } from './kubernetes-test
  * watch-based readiness.
  */
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const docker = new Dockerode();
-const skip = await dockerSkipReason(docker);
+const { docker, skip } = await dockerEngine('kubernetes-backend-features');
 const suffix = () => randomBytes(4).toString('hex');
 
 describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
@@ -235,13 +233,13 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
   });
 
   describe('with a password-protected Redis', () => {
-    let server: OwnRedis | undefined;
+    let server: RedisServer | undefined;
     let url: string;
     let authed: Redis;
     const password = `pw-${suffix()}`;
 
     beforeAll(async () => {
-      server = await startOwnRedis(['--requirepass', password]);
+      server = await startRedisServer({ args: ['--requirepass', password] });
       url = `redis://:${password}@127.0.0.1:${server.port}`;
       authed = new Redis(url, { lazyConnect: true, retryStrategy: (n) => (n > 50 ? null : 100) });
       authed.on('error', () => {});

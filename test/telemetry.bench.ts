@@ -26,11 +26,15 @@ import {
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { SandstreamClient } from '@sandstream/client';
-import { startOtlpReceiver } from '@sandstream/test-support';
+import {
+  freePort,
+  repoRoot,
+  startOtlpReceiver,
+  startRedisServer,
+  uniqueNamespace,
+} from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { runOneStepJobs } from './helpers/one-step-jobs.js';
-import { startOwnRedis } from './helpers/redis-server.js';
-import { freePort, repoRoot, uniqueNamespace } from './helpers/services.js';
 
 const JOBS = Number(process.argv[2] ?? 100);
 const ROUNDS = Number(process.argv[3] ?? 3);
@@ -182,7 +186,7 @@ async function round(
 
 async function main(): Promise<void> {
   const root = snapshot();
-  const own = await startOwnRedis(['--maxclients', '10000']);
+  const own = await startRedisServer({ args: ['--maxclients', '10000'] });
   const receiver = await startOtlpReceiver();
   const results: RoundResult[] = [];
   try {

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { RedisServer } from '@sandstream/test-support';
 import type { StepInput } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import {
@@ -11,7 +12,6 @@ import {
   testClient,
   waitFor,
 } from '../src/testing/agent-harness.js';
-import { RedisServerProcess } from '../src/testing/redis-server-process.js';
 
 /**
  * Load-independent costs of one `true` step, next to the same numbers for a bare Node process
@@ -92,7 +92,7 @@ export async function benchStepCost(
   warmup = 20,
   step: Record<string, unknown> = { command: 'true' },
 ): Promise<StepCostReport> {
-  const server = await RedisServerProcess.start();
+  const server = await RedisServer.start();
   const redis = testClient(server.url);
   const monitor = testClient(server.url);
   const agent = startAgent({ redisUrl: server.url, jobId: `bench-cost-${process.pid}` });

@@ -1,3 +1,4 @@
+import { freePort, RedisServer } from '@sandstream/test-support';
 import type { StepEvent } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +18,6 @@ import {
   waitDead,
   waitFor,
 } from './testing/agent-harness.js';
-import { freePort, RedisServerProcess } from './testing/redis-server-process.js';
 
 let redis: Redis;
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -179,7 +179,7 @@ describe('signals', () => {
 
 describe('Redis trouble', () => {
   it('keeps the step running through a Redis kill -9 and restart, and delivers the result', async () => {
-    const server = await RedisServerProcess.start();
+    const server = await RedisServer.start();
     cleanups.push(() => server.stop());
     const own = testClient(server.url);
     cleanups.push(async () => own.disconnect());
@@ -197,7 +197,7 @@ describe('Redis trouble', () => {
     await server.kill();
     await new Promise((r) => setTimeout(r, 700));
     expect(agent.child.exitCode).toBeNull();
-    await server.spawn(); // same port, empty data set
+    await server.start(); // same port, empty data set
     const result = await popResult(own, agent.keys, 15);
     expect(result).toMatchObject({ stepId: 'survivor', exitCode: 0 });
     // The events written after the restart made it too (the ones before died with the old server).
@@ -214,7 +214,7 @@ describe('Redis trouble', () => {
   });
 
   it('never blocks the child on a Redis that stopped answering: drops, counts and reports lines', async () => {
-    const server = await RedisServerProcess.start();
+    const server = await RedisServer.start();
     cleanups.push(() => server.stop());
     const own = testClient(server.url);
     cleanups.push(async () => own.disconnect());

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
+import { RedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { popResult, pushStep, readEvents, startAgent, stopAgent, waitFor } from './testing/agent-harness.js';
-import { RedisServerProcess } from './testing/redis-server-process.js';
 
 // What a Redis restart does to a sandbox: its ACL user vanishes (users are not in the AOF) and
 // comes back a few seconds later, re-created by pod-lifecycle from the password's hash.
@@ -29,7 +29,7 @@ async function refusedFor(admin: Redis, username: string): Promise<boolean> {
 
 describe('agent whose Redis user disappears', () => {
   it('keeps its step, result and output while Redis refuses it, and goes on once the user is back', async () => {
-    const server = await RedisServerProcess.start();
+    const server = await RedisServer.start();
     cleanups.push(() => server.stop());
     const admin = new Redis(server.url, { maxRetriesPerRequest: null });
     cleanups.push(async () => admin.disconnect());
@@ -73,7 +73,7 @@ describe('agent whose Redis user disappears', () => {
   }, 60_000);
 
   it('gives up with exit 3 and says why once refused for longer than --auth-retry-seconds', async () => {
-    const server = await RedisServerProcess.start();
+    const server = await RedisServer.start();
     cleanups.push(() => server.stop());
     const admin = new Redis(server.url, { maxRetriesPerRequest: null });
     cleanups.push(async () => admin.disconnect());

@@ -2,9 +2,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort, repoRoot, testRedisUrl, uniqueNamespace } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { freePort, redisUrl, repoRoot, uniqueNamespace } from '../helpers/services.js';
 
 // `npm start` as a user runs it: four services up, hello.yaml streamed, Ctrl-C stops all.
 describe('npm start (scripts/start.mjs)', () => {
@@ -17,7 +17,7 @@ describe('npm start (scripts/start.mjs)', () => {
         cwd: repoRoot,
         env: {
           ...process.env,
-          REDIS_URL: redisUrl,
+          REDIS_URL: testRedisUrl(),
           SANDBOX_TYPE: 'inprocess',
           SANDSTREAM_SKIP_BOOTSTRAP: '1',
         },

@@ -1,16 +1,16 @@
 import { QueueNames } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
-import { Queue } from 'bullmq';
-import { type Cluster, Redis } from 'ioredis';
-import { deleteNamespaceKeys } from './namespace-cleanup.js';
 import {
+  deleteNamespaceKeys,
   type RunningService,
-  redisUrl,
   type ServiceName,
   startService,
+  testRedisUrl,
   uniqueNamespace,
-} from './services.js';
+} from '@sandstream/test-support';
+import { Queue } from 'bullmq';
+import { type Cluster, Redis } from 'ioredis';
 
 export const SERVICE_NAMES: readonly ServiceName[] = [
   'scheduler',
@@ -70,7 +70,7 @@ export async function startStack(
     for (const list of services.values()) await Promise.all(list.map((s) => s.stop(2000)));
     throw err;
   }
-  const redis = options.redis?.() ?? new Redis(redisUrl);
+  const redis = options.redis?.() ?? new Redis(testRedisUrl());
   const client = new SandstreamClient({ redis, namespace });
   return {
     namespace,

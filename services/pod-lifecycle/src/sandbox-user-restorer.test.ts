@@ -8,18 +8,18 @@ import {
   urlWithCredentials,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
+import { type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type OwnRedis, startOwnRedis } from '../../../libs/sandbox/src/testing/redis-server.js';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
 
 // ACL users are not in the AOF: after a restart the records are back and the users are not.
 // A private redis-server, whose users the test deletes as the restart would.
 describe('SandboxUserRestorer', () => {
-  let own: OwnRedis;
+  let own: RedisServer;
   let redis: Redis;
   beforeAll(async () => {
-    own = await startOwnRedis();
+    own = await startRedisServer();
     redis = new Redis(own.url, { maxRetriesPerRequest: null });
   });
   afterAll(async () => {

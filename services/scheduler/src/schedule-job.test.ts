@@ -7,10 +7,10 @@ import {
   submitJob,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
+import { deleteNamespaceKeys } from '@sandstream/test-support';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { CapacityWaker } from './capacity-waker.js';
 import { createScheduleProcessor } from './schedule-job.js';
 import { TemplateResolver } from './template-resolver.js';

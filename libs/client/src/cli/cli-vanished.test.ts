@@ -1,18 +1,17 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { type RedisServer, repoRoot, startRedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot } from '../../../../test/helpers/services.js';
-import { type OwnRedis, startOwnRedis } from '../../../sandbox/src/testing/redis-server.js';
 import { SandstreamClient } from '../client.js';
 
 // The built CLI following a job whose record vanishes (Redis restarted empty): a private
 // redis-server, flushed under it.
 describe('sandstream CLI when the job vanishes', () => {
-  let own: OwnRedis;
+  let own: RedisServer;
   let admin: Redis;
   beforeAll(async () => {
-    own = await startOwnRedis();
+    own = await startRedisServer();
     admin = new Redis(own.url);
   });
   afterAll(async () => {
