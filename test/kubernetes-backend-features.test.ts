@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
+import { StepChannel } from '@sandstream/sandbox/testing';
 import { dockerEngine, type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
@@ -12,7 +13,6 @@ import {
   sandboxPodName,
 } from '../libs/sandbox/src/kubernetes/index.js';
 import { type SandboxSpecInput, SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
-import { StepChannel } from '@sandstream/sandbox/testing';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
 import { images, kubernetesLeftovers } from './kubernetes-test-env.js';
 

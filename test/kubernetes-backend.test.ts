@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { registerBackendSuite } from '@sandstream/sandbox/testing';
 import { dockerEngine } from '@sandstream/test-support';
 import { afterAll } from 'vitest';
 import { createKubernetesBackend } from '../libs/sandbox/src/kubernetes/index.js';
-import { registerBackendSuite } from '@sandstream/sandbox/testing';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
 import { images, kubernetesLeftovers } from './kubernetes-test-env.js';
 
