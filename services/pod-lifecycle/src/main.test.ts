@@ -9,8 +9,7 @@ import {
   SlotAdmission,
 } from '@sandstream/bus';
 import { InProcessBackend } from '@sandstream/sandbox';
-import { ServiceProcess } from '@sandstream/service-kit';
-import { deleteNamespaceKeys } from '@sandstream/test-support';
+import { deleteNamespaceKeys, ServiceProcess } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';

@@ -1,7 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { createKeySpace, JobStore, parseJobSpec } from '@sandstream/bus';
-import { ServiceProcess } from '@sandstream/service-kit';
-import { deleteNamespaceKeys } from '@sandstream/test-support';
+import { deleteNamespaceKeys, ServiceProcess } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { connect } from 'nats';
 import { afterAll, describe, expect, it } from 'vitest';

@@ -1,7 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { createKeySpace, JobStore, QueueNames, submitJob } from '@sandstream/bus';
-import { ServiceProcess } from '@sandstream/service-kit';
-import { deleteNamespaceKeys } from '@sandstream/test-support';
+import { deleteNamespaceKeys, ServiceProcess } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
