@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { RedisServer } from '@sandstream/test-support';
+import { pollUntil, RedisServer } from '@sandstream/test-support';
 import type { StepInput } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import {
@@ -10,7 +10,6 @@ import {
   startAgent,
   stopAgent,
   testClient,
-  waitFor,
 } from '../src/testing/agent-harness.js';
 
 /**
@@ -100,8 +99,10 @@ export async function benchStepCost(
   const counts = new Map<string, number>();
   let counting = false;
   try {
-    await waitFor('agent heartbeat', async () =>
-      (await redis.exists(agent.keys.heartbeat)) ? true : undefined,
+    await pollUntil(
+      'agent heartbeat',
+      async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined),
+      { intervalMs: 20 },
     );
     const role = (key: string | undefined) =>
       key === agent.keys.in

@@ -1,12 +1,13 @@
 import { freePort, RedisServer } from '@sandstream/test-support';
 import type { StepEvent } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   type AgentProcess,
   childPids,
   deleteKeys,
   isAlive,
+  POLL,
   peakRssKb,
   popResult,
   pushStep,
@@ -16,7 +17,6 @@ import {
   stopAgent,
   testClient,
   waitDead,
-  waitFor,
 } from './testing/agent-harness.js';
 
 let redis: Redis;
@@ -33,10 +33,10 @@ afterAll(async () => {
 
 /** Waits for the first stdout line of a step and returns it (the step prints its pids first). */
 async function firstLine(keys: Parameters<typeof readEvents>[1], stepId: string): Promise<string> {
-  return waitFor(`first line of ${stepId}`, async () => {
+  return vi.waitUntil(async () => {
     const line = (await readEvents(redis, keys, stepId)).find((e) => e.kind === 'stdout')?.line;
     return line ?? undefined;
-  });
+  }, POLL);
 }
 
 async function firstLineOn(
@@ -44,10 +44,10 @@ async function firstLineOn(
   keys: Parameters<typeof readEvents>[1],
   stepId: string,
 ): Promise<string> {
-  return waitFor(`first line of ${stepId}`, async () => {
+  return vi.waitUntil(async () => {
     const line = (await readEvents(client, keys, stepId)).find((e) => e.kind === 'stdout')?.line;
     return line ?? undefined;
-  });
+  }, POLL);
 }
 
 function pidsOf(line: string): number[] {
@@ -86,7 +86,7 @@ describe('stopping steps', () => {
     expect(result).toMatchObject({ stepId: 'slow', timedOut: true, errorCode: 'timed_out' });
     expect(result.durationSeconds).toBeGreaterThanOrEqual(1);
     expect(result.durationSeconds).toBeLessThan(5);
-    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 5000);
+    await vi.waitUntil(async () => (pids.some(isAlive) ? undefined : true), { ...POLL, timeout: 5000 });
     await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
     expect((await agent.exited).code).toBe(0);
   });
@@ -127,7 +127,7 @@ describe('stopping steps', () => {
       timedOut: false,
     });
     expect(took).toBeLessThan(1000);
-    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 2000);
+    await vi.waitUntil(async () => (pids.some(isAlive) ? undefined : true), { ...POLL, timeout: 2000 });
 
     // The agent goes on with the next step, unaffected.
     await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'next', command: 'echo', args: ['fine'] });
@@ -146,7 +146,7 @@ describe('signals', () => {
     agent.child.kill('SIGKILL');
     await agent.exited;
     // Nobody is left to report the step: the spawner sees its stdin close, kills the group, exits.
-    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 5000);
+    await vi.waitUntil(async () => (pids.some(isAlive) ? undefined : true), { ...POLL, timeout: 5000 });
     expect(await waitDead(spawner as number, 5000)).toBe(true);
   });
 
@@ -154,7 +154,7 @@ describe('signals', () => {
     const { agent, pids } = await agentRunningATree('interrupted');
     agent.child.kill('SIGTERM');
     expect(await agent.exited).toEqual({ code: 0, signal: null });
-    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 2000);
+    await vi.waitUntil(async () => (pids.some(isAlive) ? undefined : true), { ...POLL, timeout: 2000 });
     expect(await popResult(redis, agent.keys, 1)).toMatchObject({ stepId: 'interrupted', cancelled: true });
     const events = await readEvents(redis, agent.keys, 'interrupted');
     expect(events.at(-1)).toMatchObject({ kind: 'completed' });
@@ -168,7 +168,7 @@ describe('signals', () => {
       () => deleteKeys(redis, agent.keys),
       () => stopAgent(agent),
     );
-    await waitFor('heartbeat', async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined));
+    await vi.waitUntil(async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined), POLL);
     const sent = Date.now();
     agent.child.kill('SIGINT');
     expect(await agent.exited).toEqual({ code: 0, signal: null });
@@ -191,8 +191,10 @@ describe('Redis trouble', () => {
       command: 'echo begin; sleep 2; echo end',
       shell: true,
     });
-    await waitFor('step started', async () =>
-      (await readEvents(own, agent.keys, 'survivor')).some((e) => e.kind === 'stdout') ? true : undefined,
+    await vi.waitUntil(
+      async () =>
+        (await readEvents(own, agent.keys, 'survivor')).some((e) => e.kind === 'stdout') ? true : undefined,
+      POLL,
     );
     await server.kill();
     await new Promise((r) => setTimeout(r, 700));
@@ -204,9 +206,7 @@ describe('Redis trouble', () => {
     const after = await readEvents(own, agent.keys, 'survivor');
     expect(after.at(-1)).toMatchObject({ kind: 'completed', exitCode: 0 });
     // The agent is still serving: heartbeat back, next step runs.
-    await waitFor('heartbeat back', async () =>
-      (await own.exists(agent.keys.heartbeat)) ? true : undefined,
-    );
+    await vi.waitUntil(async () => ((await own.exists(agent.keys.heartbeat)) ? true : undefined), POLL);
     await pushStep(own, agent.keys, { schemaVersion: 1, stepId: 'after', command: 'true' });
     expect(await popResult(own, agent.keys)).toMatchObject({ stepId: 'after', exitCode: 0 });
     await pushStep(own, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
@@ -267,9 +267,7 @@ describe('Redis trouble', () => {
     const port = await freePort();
     const agent = startAgent({ redisUrl: `redis://127.0.0.1:${port}` });
     cleanups.push(() => stopAgent(agent));
-    await waitFor('a reconnect attempt', async () =>
-      agent.stderr().includes('reconnecting') ? true : undefined,
-    );
+    await vi.waitUntil(async () => (agent.stderr().includes('reconnecting') ? true : undefined), POLL);
     const sent = Date.now();
     agent.child.kill('SIGTERM');
     expect((await agent.exited).code).toBe(0);
@@ -283,7 +281,7 @@ describe('Redis trouble', () => {
       () => stopAgent(agent),
     );
     const pid = agent.child.pid as number;
-    await waitFor('heartbeat', async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined));
+    await vi.waitUntil(async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined), POLL);
     const idleKb = rssKb(pid);
     await pushStep(redis, agent.keys, {
       schemaVersion: 1,

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { RedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
-import { popResult, pushStep, readEvents, startAgent, stopAgent, waitFor } from './testing/agent-harness.js';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { POLL, popResult, pushStep, readEvents, startAgent, stopAgent } from './testing/agent-harness.js';
 
 // What a Redis restart does to a sandbox: its ACL user vanishes (users are not in the AOF) and
 // comes back a few seconds later, re-created by pod-lifecycle from the password's hash.
@@ -50,14 +50,13 @@ describe('agent whose Redis user disappears', () => {
       command: 'sh',
       args: ['-c', 'sleep 2; echo still-here'],
     });
-    await waitFor('the step started', async () =>
-      (await readEvents(admin, agent.keys, 'during')).length > 0 ? true : undefined,
+    await vi.waitUntil(
+      async () => ((await readEvents(admin, agent.keys, 'during')).length > 0 ? true : undefined),
+      POLL,
     );
     // DELUSER also closes the user's connections: the agent reconnects and is refused.
     await admin.call('ACL', 'DELUSER', username);
-    await waitFor('Redis refusing the agent', async () =>
-      (await refusedFor(admin, username)) ? true : undefined,
-    );
+    await vi.waitUntil(async () => ((await refusedFor(admin, username)) ? true : undefined), POLL);
     // The outage: refused for longer than the agent's idle limit (3 s), as during a slow restart.
     await new Promise((r) => setTimeout(r, 4000));
     const hash = createHash('sha256').update(PASSWORD).digest('hex');
@@ -86,9 +85,7 @@ describe('agent whose Redis user disappears', () => {
       extraArgs: ['--auth-retry-seconds', '2'],
     });
     cleanups.push(() => stopAgent(agent));
-    await waitFor('the first heartbeat', async () =>
-      (await admin.exists(agent.keys.heartbeat)) ? true : undefined,
-    );
+    await vi.waitUntil(async () => ((await admin.exists(agent.keys.heartbeat)) ? true : undefined), POLL);
     await admin.call('ACL', 'DELUSER', username);
     expect((await agent.exited).code).toBe(3);
     expect(agent.stderr()).toContain("refused this sandbox's credentials");

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pollUntil } from './poll.js';
 import { freePort } from './ports.js';
 
 /** The NATS server the machine runs (NATS_URL, default 127.0.0.1:4222), for tests that only publish and subscribe. */
@@ -30,13 +31,18 @@ export class NatsServer {
     const child = spawn('nats-server', args, { stdio: 'ignore' });
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     const server = new NatsServer(port, dir, child, exited);
-    const deadline = Date.now() + (options.startTimeoutMs ?? 10_000);
-    while (!(await answersInfo(port))) {
-      if (child.exitCode !== null || Date.now() > deadline) {
-        await server.stop();
-        throw new Error(`nats-server on ${port} did not start`);
-      }
-      await new Promise((r) => setTimeout(r, 50));
+    try {
+      await pollUntil(
+        `nats-server on ${port} to greet`,
+        async () => {
+          if (child.exitCode !== null) throw new Error(`nats-server on ${port} exited at start-up`);
+          return answersInfo(port);
+        },
+        { timeoutMs: options.startTimeoutMs ?? 10_000, intervalMs: 50 },
+      );
+    } catch (err) {
+      await server.stop();
+      throw err;
     }
     return server;
   }

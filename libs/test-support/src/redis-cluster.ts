@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
+import { pollUntil } from './poll.js';
 import { RedisServer } from './redis-server.js';
 
 const run = promisify(execFile);
@@ -47,16 +48,14 @@ export class RedisCluster {
 
   /** Every node must agree the cluster is usable before a client is pointed at it. */
   private async waitUntilOk(timeoutMs = 30_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
     for (const server of this.servers) {
       const client = new Redis(server.url, { maxRetriesPerRequest: 1 });
       try {
-        for (;;) {
-          const info = String(await client.call('CLUSTER', 'INFO'));
-          if (info.includes('cluster_state:ok')) break;
-          if (Date.now() > deadline) throw new Error(`cluster not ok on ${server.port}:\n${info}`);
-          await new Promise((r) => setTimeout(r, 100));
-        }
+        await pollUntil(
+          `cluster_state:ok on ${server.port}`,
+          async () => String(await client.call('CLUSTER', 'INFO')).includes('cluster_state:ok'),
+          { timeoutMs, intervalMs: 100 },
+        );
       } finally {
         client.disconnect();
       }

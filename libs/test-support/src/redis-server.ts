@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { pollUntil } from './poll.js';
 import { freePort } from './ports.js';
 
 export interface RedisServerOptions {
@@ -103,33 +104,34 @@ export class RedisServer {
   }
 
   private async waitUntilServing(child: ChildProcess): Promise<void> {
-    const deadline = Date.now() + (this.options.startTimeoutMs ?? 20_000);
-    for (;;) {
-      const probe = new Redis(this.url, {
-        lazyConnect: true,
-        maxRetriesPerRequest: 0,
-        retryStrategy: () => null,
-        enableReadyCheck: false,
-        ...(this.options.tls ? { tls: { ca: this.options.tls.certPem } } : {}),
-      });
-      probe.on('error', () => {});
-      try {
-        await probe.connect();
-        await probe.ping();
-        return;
-      } catch (err) {
-        // A refusal (NOAUTH with requirepass) still means the server is up; LOADING (replaying the
-        // append-only file) means it is not serving yet.
-        const { name, message } = err as Error;
-        if (name === 'ReplyError' && !message.startsWith('LOADING')) return;
+    await pollUntil(
+      `redis-server on ${this.port} to answer`,
+      async () => {
         if (child.exitCode !== null || child.signalCode !== null)
           throw new Error(`redis-server on ${this.port} exited at start-up (port taken or bad arguments?)`);
-        if (Date.now() > deadline) throw new Error(`redis-server on ${this.port} did not start`);
-        await new Promise((r) => setTimeout(r, 50));
-      } finally {
-        probe.disconnect();
-      }
-    }
+        const probe = new Redis(this.url, {
+          lazyConnect: true,
+          maxRetriesPerRequest: 0,
+          retryStrategy: () => null,
+          enableReadyCheck: false,
+          ...(this.options.tls ? { tls: { ca: this.options.tls.certPem } } : {}),
+        });
+        probe.on('error', () => {});
+        try {
+          await probe.connect();
+          await probe.ping();
+          return true;
+        } catch (err) {
+          // A refusal (NOAUTH with requirepass) still means the server is up; LOADING (replaying
+          // the append-only file) means it is not serving yet.
+          const { name, message } = err as Error;
+          return name === 'ReplyError' && !message.startsWith('LOADING');
+        } finally {
+          probe.disconnect();
+        }
+      },
+      { timeoutMs: this.options.startTimeoutMs ?? 20_000, intervalMs: 50 },
+    );
   }
 
   /** kill -9: no shutdown, no final fsync; the server vanishes mid-conversation, exactly a crash. */

@@ -87,14 +87,8 @@ async function harness(opts: { globalLimit: number; tenantLimit: number }) {
     return id;
   };
   const state = async (id: string) => (await store.get(id))?.state;
-  const waitFor = async (id: string, want: JobState, ms = 5000) => {
-    const until = Date.now() + ms;
-    while (Date.now() < until) {
-      if ((await state(id)) === want) return;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    throw new Error(`${id} is ${await state(id)}, wanted ${want}`);
-  };
+  const waitFor = (id: string, want: JobState, ms = 5000) =>
+    expect.poll(() => state(id), { timeout: ms, interval: 25, message: `state of ${id}` }).toBe(want);
   return {
     keys,
     redis,
