@@ -12,7 +12,7 @@ import { containerLogs, dockerEngine } from '@sandstream/test-support';
 import { EVENT_FIELD, StepResultSchema, sandboxKeys } from '@sandstream/wire';
 import type Docker from 'dockerode';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 const run = promisify(execFile);
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -202,11 +202,11 @@ describe.skipIf(gate.skip)('agent injected into unmodified images (Docker)', () 
     });
     try {
       await container.start();
-      const deadline = Date.now() + 60_000;
-      while ((await redis.exists(keys.heartbeat)) === 0) {
-        if (Date.now() > deadline) throw new Error(`no heartbeat: ${await containerLogs(container)}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await vi
+        .waitUntil(async () => (await redis.exists(keys.heartbeat)) === 1, { timeout: 60_000, interval: 50 })
+        .catch(async () => {
+          throw new Error(`no heartbeat: ${await containerLogs(container)}`);
+        });
       const started = Date.now();
       // t=20: without a SIGTERM handler in PID 1 the engine would wait all of it, then SIGKILL (137).
       await container.stop({ t: 20 });

@@ -374,13 +374,9 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
 
     // The service pod is gone (crash, eviction): nobody calls destroy, yet nothing is left.
     await core.deleteNamespacedPod({ name: serviceName, namespace, gracePeriodSeconds: 0 });
-    const deadline = Date.now() + 30_000;
-    let left = await kubernetesLeftovers(standin, docker, namespace, jobId);
-    while (left.length > 0 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 200));
-      left = await kubernetesLeftovers(standin, docker, namespace, jobId);
-    }
-    expect(left).toEqual([]);
+    await expect
+      .poll(() => kubernetesLeftovers(standin, docker, namespace, jobId), { timeout: 30_000, interval: 200 })
+      .toEqual([]);
   });
 
   it('starts several sandboxes at once, each followed by its own watch', async () => {

@@ -168,18 +168,18 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
 
     // Destroys run after the jobs finish; wait for the namespace to empty.
     const core = standin.kubeConfig(namespace).makeApiClient(CoreV1Api);
-    const deadline = Date.now() + 60_000;
-    let left: string[] = [];
-    do {
-      const [pods, secrets] = await Promise.all([
-        core.listNamespacedPod({ namespace }),
-        core.listNamespacedSecret({ namespace }),
-      ]);
-      left = [...pods.items, ...secrets.items].map((o) => `${o.kind ?? ''} ${o.metadata?.name}`);
-      if (left.length === 0) break;
-      await new Promise((r) => setTimeout(r, 250));
-    } while (Date.now() < deadline);
-    expect(left).toEqual([]);
+    await expect
+      .poll(
+        async () => {
+          const [pods, secrets] = await Promise.all([
+            core.listNamespacedPod({ namespace }),
+            core.listNamespacedSecret({ namespace }),
+          ]);
+          return [...pods.items, ...secrets.items].map((o) => `${o.kind ?? ''} ${o.metadata?.name}`);
+        },
+        { timeout: 60_000, interval: 250 },
+      )
+      .toEqual([]);
   }, 240_000);
 
   it('the reaper (on the Kubernetes backend) destroys a sandbox pod whose job does not exist', async () => {
@@ -203,10 +203,13 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
       });
       // No waitReady: the reaper may well take the pod before its agent is up.
       expect(ref.id).toBeTruthy();
-      const deadline = Date.now() + 60_000;
-      while ((await backend.list()).some((s) => s.jobId === jobId) && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 250));
-      }
+      // The assertion below says what is left (with the services' logs) if this times out.
+      await vi
+        .waitUntil(async () => !(await backend.list()).some((s) => s.jobId === jobId), {
+          timeout: 60_000,
+          interval: 250,
+        })
+        .catch(() => undefined);
       expect(
         (await backend.list()).filter((s) => s.jobId === jobId),
         stack.logs().slice(-3000),

@@ -28,6 +28,7 @@ import { join, relative } from 'node:path';
 import { SandstreamClient } from '@sandstream/client';
 import {
   freePort,
+  pollUntil,
   repoRoot,
   startOtlpReceiver,
   startRedisServer,
@@ -102,17 +103,19 @@ async function startService(root: string, name: string, env: Record<string, stri
     stderr = (stderr + c.toString()).slice(-4000);
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`${name} exited: ${stderr}`);
-    if (Date.now() > deadline) throw new Error(`${name} not ready: ${stderr}`);
-    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await pollUntil(
+    `${name} ready`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`${name} exited: ${stderr}`);
+      return fetch(`http://127.0.0.1:${port}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
+    },
+    { timeoutMs: 30_000, intervalMs: 100 },
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}: ${stderr}`);
+  });
   return {
     stop: async () => {
       child.kill('SIGTERM');

@@ -40,13 +40,14 @@ describe('CompletionConsumer after Redis lost its data', () => {
         '*',
         ...encodeCompletionNotice({ jobId, stepId: 'step-1' }),
       );
-    const until = async (jobId: string) => {
-      const deadline = Date.now() + 15_000;
-      while (!handled.some((n) => n.jobId === jobId)) {
-        if (Date.now() > deadline) throw new Error(`notice of ${jobId} not handled`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
+    const until = (jobId: string) =>
+      expect
+        .poll(() => handled.some((n) => n.jobId === jobId), {
+          timeout: 15_000,
+          interval: 50,
+          message: `notice of ${jobId} handled`,
+        })
+        .toBe(true);
     try {
       await notify('before');
       await until('before');

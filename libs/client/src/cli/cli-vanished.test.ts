@@ -36,12 +36,8 @@ describe('sandstream CLI when the job vanishes', () => {
       stderr += chunk;
     });
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const deadline = Date.now() + 20_000;
     // It is following once it has printed the job's first state.
-    while (!stderr.includes('● queued')) {
-      if (Date.now() > deadline) throw new Error(`the CLI did not start following: ${stderr}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await expect.poll(() => stderr, { timeout: 20_000, interval: 50 }).toContain('● queued');
     await admin.flushall();
     expect(await exited).toBe(4);
     expect(stderr).toContain('sandstream: job vanish-cli not found (Redis lost its data?)');
