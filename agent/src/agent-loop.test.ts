@@ -1,4 +1,4 @@
-import { freePort, RedisServer } from '@sandstream/test-support';
+import { test } from '@sandstream/test-support/vitest';
 import type { StepEvent } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -178,9 +178,9 @@ describe('signals', () => {
 });
 
 describe('Redis trouble', () => {
-  it('keeps the step running through a Redis kill -9 and restart, and delivers the result', async () => {
-    const server = await RedisServer.start();
-    cleanups.push(() => server.stop());
+  test('keeps the step running through a Redis kill -9 and restart, and delivers the result', async ({
+    redisServer: server,
+  }) => {
     const own = testClient(server.url);
     cleanups.push(async () => own.disconnect());
     const agent = startAgent({ redisUrl: server.url });
@@ -213,9 +213,9 @@ describe('Redis trouble', () => {
     expect((await agent.exited).code).toBe(0);
   });
 
-  it('never blocks the child on a Redis that stopped answering: drops, counts and reports lines', async () => {
-    const server = await RedisServer.start();
-    cleanups.push(() => server.stop());
+  test('never blocks the child on a Redis that stopped answering: drops, counts and reports lines', async ({
+    redisServer: server,
+  }) => {
     const own = testClient(server.url);
     cleanups.push(async () => own.disconnect());
     const agent = startAgent({ redisUrl: server.url, extraArgs: ['--event-buffer-lines', '1000'] });
@@ -252,8 +252,9 @@ describe('Redis trouble', () => {
     expect((await agent.exited).code).toBe(0);
   });
 
-  it('gives up with exit 3 when Redis cannot be reached within the idle limit at boot', async () => {
-    const port = await freePort();
+  test('gives up with exit 3 when Redis cannot be reached within the idle limit at boot', async ({
+    port,
+  }) => {
     const agent = startAgent({
       redisUrl: `redis://127.0.0.1:${port}`,
       extraArgs: ['--idle-timeout-seconds', '0.5', '--max-idle-waits', '2'],
@@ -263,8 +264,7 @@ describe('Redis trouble', () => {
     expect(agent.stderr()).toMatch(/could not reach Redis within 5 s/);
   });
 
-  it('exits 0 at once on SIGTERM while still waiting for Redis at boot', async () => {
-    const port = await freePort();
+  test('exits 0 at once on SIGTERM while still waiting for Redis at boot', async ({ port }) => {
     const agent = startAgent({ redisUrl: `redis://127.0.0.1:${port}` });
     cleanups.push(() => stopAgent(agent));
     await vi.waitUntil(async () => (agent.stderr().includes('reconnecting') ? true : undefined), POLL);

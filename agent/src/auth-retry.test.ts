@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { RedisServer } from '@sandstream/test-support';
+import { test } from '@sandstream/test-support/vitest';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, vi } from 'vitest';
 import { POLL, popResult, pushStep, readEvents, startAgent, stopAgent } from './testing/agent-harness.js';
 
 // What a Redis restart does to a sandbox: its ACL user vanishes (users are not in the AOF) and
@@ -28,9 +28,9 @@ async function refusedFor(admin: Redis, username: string): Promise<boolean> {
 }
 
 describe('agent whose Redis user disappears', () => {
-  it('keeps its step, result and output while Redis refuses it, and goes on once the user is back', async () => {
-    const server = await RedisServer.start();
-    cleanups.push(() => server.stop());
+  test('keeps its step, result and output while Redis refuses it, and goes on once the user is back', async ({
+    redisServer: server,
+  }) => {
     const admin = new Redis(server.url, { maxRetriesPerRequest: null });
     cleanups.push(async () => admin.disconnect());
     const jobId = 'auth-retry-job';
@@ -71,9 +71,9 @@ describe('agent whose Redis user disappears', () => {
     expect((await agent.exited).code).toBe(0);
   }, 60_000);
 
-  it('gives up with exit 3 and says why once refused for longer than --auth-retry-seconds', async () => {
-    const server = await RedisServer.start();
-    cleanups.push(() => server.stop());
+  test('gives up with exit 3 and says why once refused for longer than --auth-retry-seconds', async ({
+    redisServer: server,
+  }) => {
     const admin = new Redis(server.url, { maxRetriesPerRequest: null });
     cleanups.push(async () => admin.disconnect());
     const jobId = 'auth-gone-job';
