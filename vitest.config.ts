@@ -12,6 +12,11 @@ export default defineConfig({
       '@sandstream/wire': src('libs/wire'),
       '@sandstream/bus': src('libs/bus'),
       '@sandstream/service-kit': src('libs/service-kit'),
+      // Test-only code of the sandbox library, kept beside its tests (it needs the library's own
+      // types) and never built into its dist.
+      '@sandstream/sandbox/testing': fileURLToPath(
+        new URL('./libs/sandbox/src/testing/index.ts', import.meta.url),
+      ),
       '@sandstream/sandbox': src('libs/sandbox'),
       // Before the package alias: a prefix match would map the subpath under index.ts.
       '@sandstream/telemetry/trace-context': fileURLToPath(
@@ -22,6 +27,10 @@ export default defineConfig({
       ),
       '@sandstream/telemetry': src('libs/telemetry'),
       '@sandstream/client': src('libs/client'),
+      '@sandstream/test-support/vitest': fileURLToPath(
+        new URL('./libs/test-support/src/vitest.ts', import.meta.url),
+      ),
+      '@sandstream/test-support': src('libs/test-support'),
     },
   },
   test: {

@@ -8,11 +8,11 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { containerLogs, dockerEngine } from '@sandstream/test-support';
 import { EVENT_FIELD, StepResultSchema, sandboxKeys } from '@sandstream/wire';
 import type Docker from 'dockerode';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { containerLogs, dockerOrSkip } from './helpers/docker.js';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 const run = promisify(execFile);
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -25,7 +25,7 @@ const LAUNCH = [
   '/shared/sandstream-agent',
 ];
 
-const gate = await dockerOrSkip('agent-docker-smoke');
+const gate = await dockerEngine('agent-docker-smoke');
 const suffix = randomBytes(4).toString('hex');
 const volumeName = `sandstream-smoke-shared-${suffix}`;
 const label = { 'sandstream.test': `agent-docker-smoke-${suffix}` };
@@ -202,11 +202,11 @@ describe.skipIf(gate.skip)('agent injected into unmodified images (Docker)', () 
     });
     try {
       await container.start();
-      const deadline = Date.now() + 60_000;
-      while ((await redis.exists(keys.heartbeat)) === 0) {
-        if (Date.now() > deadline) throw new Error(`no heartbeat: ${await containerLogs(container)}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await vi
+        .waitUntil(async () => (await redis.exists(keys.heartbeat)) === 1, { timeout: 60_000, interval: 50 })
+        .catch(async () => {
+          throw new Error(`no heartbeat: ${await containerLogs(container)}`);
+        });
       const started = Date.now();
       // t=20: without a SIGTERM handler in PID 1 the engine would wait all of it, then SIGKILL (137).
       await container.stop({ t: 20 });

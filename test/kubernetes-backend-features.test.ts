@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
+import { StepChannel } from '@sandstream/sandbox/testing';
+import { dockerEngine, type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
-import Dockerode from 'dockerode';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CreateSandboxRequest, SandboxBackend, SandboxRef } from '../libs/sandbox/src/backend.js';
@@ -13,10 +14,8 @@ import {
 } from '../libs/sandbox/src/kubernetes/index.js';
 import { MANAGED_SELECTOR } from '../libs/sandbox/src/kubernetes/sandbox-metadata.js';
 import { type SandboxSpecInput, SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
-import { StepChannel } from '../libs/sandbox/src/testing/step-channel.js';
-import { type OwnRedis, startOwnRedis } from './helpers/redis-server.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
-import { dockerSkipReason, images, kubernetesLeftovers } from './kubernetes-test-env.js';
+import { images, kubernetesLeftovers } from './kubernetes-test-env.js';
 
 /**
  * What only the Kubernetes backend does, driven through the real client against the stand-in:
@@ -25,8 +24,7 @@ import { dockerSkipReason, images, kubernetesLeftovers } from './kubernetes-test
  * watch-based readiness.
  */
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const docker = new Dockerode();
-const skip = await dockerSkipReason(docker);
+const { docker, skip } = await dockerEngine('kubernetes-backend-features');
 const suffix = () => randomBytes(4).toString('hex');
 
 describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
@@ -237,13 +235,13 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
   });
 
   describe('with a password-protected Redis', () => {
-    let server: OwnRedis | undefined;
+    let server: RedisServer | undefined;
     let url: string;
     let authed: Redis;
     const password = `pw-${suffix()}`;
 
     beforeAll(async () => {
-      server = await startOwnRedis(['--requirepass', password]);
+      server = await startRedisServer({ args: ['--requirepass', password] });
       url = `redis://:${password}@127.0.0.1:${server.port}`;
       authed = new Redis(url, { lazyConnect: true, retryStrategy: (n) => (n > 50 ? null : 100) });
       authed.on('error', () => {});
@@ -383,13 +381,9 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
 
     // The service pod is gone (crash, eviction): nobody calls destroy, yet nothing is left.
     await core.deleteNamespacedPod({ name: serviceName, namespace, gracePeriodSeconds: 0 });
-    const deadline = Date.now() + 30_000;
-    let left = await kubernetesLeftovers(standin, docker, namespace, jobId);
-    while (left.length > 0 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 200));
-      left = await kubernetesLeftovers(standin, docker, namespace, jobId);
-    }
-    expect(left).toEqual([]);
+    await expect
+      .poll(() => kubernetesLeftovers(standin, docker, namespace, jobId), { timeout: 30_000, interval: 200 })
+      .toEqual([]);
   });
 
   it('starts several sandboxes at once, all followed by one shared watch', async () => {

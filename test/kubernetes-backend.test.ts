@@ -1,19 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api } from '@kubernetes/client-node';
-import Dockerode from 'dockerode';
+import { registerBackendSuite } from '@sandstream/sandbox/testing';
+import { dockerEngine } from '@sandstream/test-support';
 import { afterAll } from 'vitest';
 import { createKubernetesBackend } from '../libs/sandbox/src/kubernetes/index.js';
-import { registerBackendSuite } from '../libs/sandbox/src/testing/backend-suite.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
-import { dockerSkipReason, images, kubernetesLeftovers } from './kubernetes-test-env.js';
+import { images, kubernetesLeftovers } from './kubernetes-test-env.js';
 
 /**
  * The shared SandboxBackend contract, run against the Kubernetes backend through the real
  * @kubernetes/client-node and the API stand-in, whose pods run on the local Docker engine.
  */
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const docker = new Dockerode();
-const skip = await dockerSkipReason(docker);
+const { docker, skip } = await dockerEngine('kubernetes-backend');
 const namespace = `suite-${randomBytes(4).toString('hex')}`;
 const standin: KubeApiStandin | undefined = skip ? undefined : await startKubeApiStandin({ docker });
 

@@ -4,18 +4,23 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { SandstreamClient } from '@sandstream/client';
-import Dockerode from 'dockerode';
+import {
+  dockerEngine,
+  type RunningService,
+  startService,
+  testRedisUrl,
+  uniqueNamespace,
+} from '@sandstream/test-support';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { stringify } from 'yaml';
 import { SandboxLabels } from '../libs/sandbox/src/backend.js';
 import { createKubernetesBackend } from '../libs/sandbox/src/kubernetes/index.js';
 import { SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
 import { outputLines, waitAll } from './e2e/job-helpers.js';
-import { type RunningService, redisUrl, startService, uniqueNamespace, waitFor } from './helpers/services.js';
 import { SERVICE_NAMES } from './helpers/services-stack.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
-import { dockerSkipReason, images } from './kubernetes-test-env.js';
+import { images } from './kubernetes-test-env.js';
 
 /**
  * The four services as separate processes with SANDBOX_TYPE=kubernetes: pod-lifecycle and the
@@ -23,8 +28,8 @@ import { dockerSkipReason, images } from './kubernetes-test-env.js';
  * and jobs submitted through the SDK run in pods on Docker. With per-sandbox Redis ACL users
  * (SANDBOX_ACL=auto), the agent's Redis URL travels in a per-sandbox Secret.
  */
-const docker = new Dockerode();
-const skip = await dockerSkipReason(docker);
+const { docker, skip } = await dockerEngine('kubernetes-e2e');
+const poll = { timeout: 20_000, interval: 100 };
 
 interface KubeStack {
   namespace: string;
@@ -48,7 +53,7 @@ async function startKubeStack(env: Record<string, string>): Promise<KubeStack> {
     await Promise.all(services.map((s) => s.stop(2000)));
     throw err;
   }
-  const redis = new Redis(redisUrl);
+  const redis = new Redis(testRedisUrl());
   const client = new SandstreamClient({ redis, namespace });
   return {
     namespace,
@@ -163,22 +168,22 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
 
     // Destroys run after the jobs finish; wait for the namespace to empty.
     const core = standin.kubeConfig(namespace).makeApiClient(CoreV1Api);
-    const deadline = Date.now() + 60_000;
-    let left: string[] = [];
-    do {
-      const [pods, secrets] = await Promise.all([
-        core.listNamespacedPod({ namespace }),
-        core.listNamespacedSecret({ namespace }),
-      ]);
-      left = [...pods.items, ...secrets.items].map((o) => `${o.kind ?? ''} ${o.metadata?.name}`);
-      if (left.length === 0) break;
-      await new Promise((r) => setTimeout(r, 250));
-    } while (Date.now() < deadline);
-    expect(left).toEqual([]);
+    await expect
+      .poll(
+        async () => {
+          const [pods, secrets] = await Promise.all([
+            core.listNamespacedPod({ namespace }),
+            core.listNamespacedSecret({ namespace }),
+          ]);
+          return [...pods.items, ...secrets.items].map((o) => `${o.kind ?? ''} ${o.metadata?.name}`);
+        },
+        { timeout: 60_000, interval: 250 },
+      )
+      .toEqual([]);
   }, 240_000);
 
   it('the reaper (on the Kubernetes backend) destroys a sandbox pod whose job does not exist', async () => {
-    const redis = new Redis(redisUrl);
+    const redis = new Redis(testRedisUrl());
     const backend = createKubernetesBackend({
       kubeConfig: standin.kubeConfig(namespace),
       namespace,
@@ -194,23 +199,26 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
           image: images.busybox,
           labels: { [SandboxLabels.installation]: prefix },
         }),
-        agent: { redisUrl, keyStyle: 'tagged', heartbeatIntervalMs: 200 },
+        agent: { redisUrl: testRedisUrl(), keyStyle: 'tagged', heartbeatIntervalMs: 200 },
       });
       // No waitReady: the reaper may well take the pod before its agent is up.
       expect(ref.id).toBeTruthy();
-      const deadline = Date.now() + 60_000;
-      while ((await backend.list()).some((s) => s.jobId === jobId) && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 250));
-      }
+      // The assertion below says what is left (with the services' logs) if this times out.
+      await vi
+        .waitUntil(async () => !(await backend.list()).some((s) => s.jobId === jobId), {
+          timeout: 60_000,
+          interval: 250,
+        })
+        .catch(() => undefined);
       expect(
         (await backend.list()).filter((s) => s.jobId === jobId),
         stack.logs().slice(-3000),
       ).toEqual([]);
       // The pod leaves list() as soon as it is deleted; the reaper logs only once destroy() has
       // also seen it gone and removed its keys, so the line can trail the listing by a moment.
-      await waitFor('the reaper to report the orphan', async () =>
-        stack.logs().includes('reaper destroyed an orphaned sandbox'),
-      ).catch(() => undefined);
+      await vi
+        .waitUntil(() => stack.logs().includes('reaper destroyed an orphaned sandbox'), poll)
+        .catch(() => undefined);
       expect(stack.logs()).toContain('reaper destroyed an orphaned sandbox');
     } finally {
       await backend.close();

@@ -1,17 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
-import Dockerode from 'dockerode';
+import { dockerEngine } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PodInformer } from '../libs/sandbox/src/kubernetes/pod-watch.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
-import { dockerSkipReason, images } from './kubernetes-test-env.js';
+import { images } from './kubernetes-test-env.js';
 
 /**
  * The backend's pod watch must survive what real API servers do to long watches: close them,
  * refuse them for a while, and compact away the resourceVersion the client would resume from.
  */
-const docker = new Dockerode();
-const skip = await dockerSkipReason(docker);
+const { docker, skip } = await dockerEngine('kubernetes-pod-watch');
 const namespace = `watch-${randomBytes(4).toString('hex')}`;
 
 describe.skipIf(skip)('PodInformer against kube-api-standin', () => {

@@ -1,16 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, type V1Pod, Watch } from '@kubernetes/client-node';
-import Dockerode from 'dockerode';
+import { dockerEngine } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
 
 const busybox = process.env.SANDSTREAM_TEST_IMAGE_BUSYBOX ?? 'sandstream/busybox:static';
-const docker = new Dockerode();
-const engine = await docker.ping().then(
-  () => false as const,
-  (err: Error) =>
-    process.env.CI === 'true' ? (false as const) : `no Docker engine answers (${err.message})`,
-);
+const { docker, skip: engine } = await dockerEngine('kubernetes-standin');
 const suffix = () => randomBytes(4).toString('hex');
 
 /** Waits, by watch, for a pod snapshot that satisfies `done`. */

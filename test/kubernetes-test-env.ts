@@ -9,20 +9,6 @@ export const images = {
   carrier: process.env.SANDSTREAM_CARRIER_IMAGE ?? 'sandstream/agent-carrier:dev',
 };
 
-/**
- * Outside CI a machine without Docker skips these suites; in CI (CI=true) they must run. A missing
- * carrier image is not a reason to skip: the tests then fail with image_not_found, which says what
- * to build (scripts/images/build-all.sh).
- */
-export async function dockerSkipReason(docker: Dockerode): Promise<string | false> {
-  try {
-    await docker.ping();
-    return false;
-  } catch (err) {
-    return process.env.CI === 'true' ? false : `no Docker engine answers (${(err as Error).message})`;
-  }
-}
-
 /** Everything of one job still present: API objects labelled with its job id, and its Docker containers and volumes. */
 export async function kubernetesLeftovers(
   standin: KubeApiStandin,

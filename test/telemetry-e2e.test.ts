@@ -5,12 +5,18 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { bullJobId, createKeySpace, JobSpecSchema, type JobsPayload, QueueNames } from '@sandstream/bus';
 import { initTelemetry, type Telemetry } from '@sandstream/telemetry';
+import {
+  deleteNamespaceKeys,
+  type OtlpReceiver,
+  type ReceivedSpan,
+  repoRoot,
+  startOtlpReceiver,
+  testRedisUrl,
+  uniqueNamespace,
+} from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deleteNamespaceKeys } from './helpers/namespace-cleanup.js';
-import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from './helpers/otlp-receiver.js';
-import { redisUrl, repoRoot, uniqueNamespace } from './helpers/services.js';
 import { type Stack, startStack } from './helpers/services-stack.js';
 
 /*
@@ -210,7 +216,7 @@ describe('telemetry end to end', () => {
   it('the CLI exports its submit span and flushes it before exiting', async () => {
     const namespace = uniqueNamespace('tele-cli');
     const dir = mkdtempSync(join(tmpdir(), 'tele-cli-'));
-    const redis = new Redis(redisUrl);
+    const redis = new Redis(testRedisUrl());
     try {
       const file = join(dir, 'job.yaml');
       writeFileSync(file, `id: ${namespace}-j\nimage: debian\nsteps:\n  - command: "true"\n`);
@@ -221,7 +227,7 @@ describe('telemetry end to end', () => {
         {
           env: {
             ...process.env,
-            REDIS_URL: redisUrl,
+            REDIS_URL: testRedisUrl(),
             SANDSTREAM_NAMESPACE: namespace,
             OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
             // Far beyond the run: the span arrives only because exit flushes it.

@@ -26,11 +26,16 @@ import {
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { SandstreamClient } from '@sandstream/client';
+import {
+  freePort,
+  pollUntil,
+  repoRoot,
+  startOtlpReceiver,
+  startRedisServer,
+  uniqueNamespace,
+} from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { runOneStepJobs } from './helpers/one-step-jobs.js';
-import { startOtlpReceiver } from './helpers/otlp-receiver.js';
-import { startOwnRedis } from './helpers/redis-server.js';
-import { freePort, repoRoot, uniqueNamespace } from './helpers/services.js';
 
 const JOBS = Number(process.argv[2] ?? 100);
 const ROUNDS = Number(process.argv[3] ?? 3);
@@ -98,17 +103,19 @@ async function startService(root: string, name: string, env: Record<string, stri
     stderr = (stderr + c.toString()).slice(-4000);
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`${name} exited: ${stderr}`);
-    if (Date.now() > deadline) throw new Error(`${name} not ready: ${stderr}`);
-    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await pollUntil(
+    `${name} ready`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`${name} exited: ${stderr}`);
+      return fetch(`http://127.0.0.1:${port}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
+    },
+    { timeoutMs: 30_000, intervalMs: 100 },
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}: ${stderr}`);
+  });
   return {
     stop: async () => {
       child.kill('SIGTERM');
@@ -182,7 +189,7 @@ async function round(
 
 async function main(): Promise<void> {
   const root = snapshot();
-  const own = await startOwnRedis(['--maxclients', '10000']);
+  const own = await startRedisServer({ args: ['--maxclients', '10000'] });
   const receiver = await startOtlpReceiver();
   const results: RoundResult[] = [];
   try {

@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { type OtlpReceiver, startOtlpReceiver } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type OtlpReceiver, startOtlpReceiver } from './helpers/otlp-receiver.js';
 
 /*
  * One trace across three real processes: a submitter and a BullMQ worker that use

@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { pollUntil } from '@sandstream/test-support';
 import {
   childPids,
   deleteKeys,
@@ -11,7 +12,6 @@ import {
   startAgent,
   stopAgent,
   testClient,
-  waitFor,
 } from '../src/testing/agent-harness.js';
 
 export interface MemoryVariantReport {
@@ -97,8 +97,10 @@ async function measureOne(
   const agent = startAgent({ jobId: `bench-mem-${process.pid}-${Date.now()}`, command });
   const pid = agent.child.pid as number;
   try {
-    await waitFor('agent heartbeat', async () =>
-      (await redis.exists(agent.keys.heartbeat)) ? true : undefined,
+    await pollUntil(
+      'agent heartbeat',
+      async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined),
+      { intervalMs: 20 },
     );
     await new Promise((r) => setTimeout(r, 2000));
     const idle = rssKb(pid);

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
+import { pollUntil } from '@sandstream/test-support';
 import type { RunStep } from '@sandstream/wire';
 import { createLogger } from '../src/logger.js';
 import { SpawnerLauncher } from '../src/process/spawner-launcher.js';
@@ -12,7 +13,6 @@ import {
   startAgent,
   stopAgent,
   testClient,
-  waitFor,
 } from '../src/testing/agent-harness.js';
 import { ms, summarize } from './stats.js';
 
@@ -54,8 +54,12 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
   const spawner = new SpawnerLauncher(builtSpawnerPath(), createLogger({ verbose: false, write: () => {} }));
   try {
     for (const a of [agent, other]) {
-      await waitFor('agent heartbeat', async () =>
-        (await redis.exists(a.keys.heartbeat)) ? true : undefined,
+      await pollUntil(
+        'agent heartbeat',
+        async () => ((await redis.exists(a.keys.heartbeat)) ? true : undefined),
+        {
+          intervalMs: 20,
+        },
       );
     }
     const agentSamples: number[] = [];

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { pollUntil, RedisServer } from '@sandstream/test-support';
 import type { StepInput } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import {
@@ -9,9 +10,7 @@ import {
   startAgent,
   stopAgent,
   testClient,
-  waitFor,
 } from '../src/testing/agent-harness.js';
-import { RedisServerProcess } from '../src/testing/redis-server-process.js';
 
 /**
  * Load-independent costs of one `true` step, next to the same numbers for a bare Node process
@@ -92,7 +91,7 @@ export async function benchStepCost(
   warmup = 20,
   step: Record<string, unknown> = { command: 'true' },
 ): Promise<StepCostReport> {
-  const server = await RedisServerProcess.start();
+  const server = await RedisServer.start();
   const redis = testClient(server.url);
   const monitor = testClient(server.url);
   const agent = startAgent({ redisUrl: server.url, jobId: `bench-cost-${process.pid}` });
@@ -100,8 +99,10 @@ export async function benchStepCost(
   const counts = new Map<string, number>();
   let counting = false;
   try {
-    await waitFor('agent heartbeat', async () =>
-      (await redis.exists(agent.keys.heartbeat)) ? true : undefined,
+    await pollUntil(
+      'agent heartbeat',
+      async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined),
+      { intervalMs: 20 },
     );
     const role = (key: string | undefined) =>
       key === agent.keys.in

@@ -1,13 +1,7 @@
 import { performance } from 'node:perf_hooks';
+import { pollUntil } from '@sandstream/test-support';
 import { encodeEvent, StreamLimits } from '@sandstream/wire';
-import {
-  deleteKeys,
-  pushStep,
-  startAgent,
-  stopAgent,
-  testClient,
-  waitFor,
-} from '../src/testing/agent-harness.js';
+import { deleteKeys, pushStep, startAgent, stopAgent, testClient } from '../src/testing/agent-harness.js';
 import { follow } from './follower.js';
 
 export interface ThroughputReport {
@@ -80,8 +74,10 @@ async function throughAgent(
   const reader = testClient();
   const agent = startAgent({ jobId, extraArgs });
   try {
-    await waitFor('agent heartbeat', async () =>
-      (await redis.exists(agent.keys.heartbeat)) ? true : undefined,
+    await pollUntil(
+      'agent heartbeat',
+      async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined),
+      { intervalMs: 20 },
     );
     const started = performance.now();
     const following = follow(reader, agent.keys.events, started, { idleMs: 30_000 });

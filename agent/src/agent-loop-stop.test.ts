@@ -1,5 +1,5 @@
 import { sandboxKeys } from '@sandstream/wire';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { AgentLoop } from './agent-loop.js';
 import { ExitCode } from './exit-codes.js';
 import { createLogger } from './logger.js';
@@ -7,12 +7,12 @@ import { openConnections } from './redis-connections.js';
 import { executeStep } from './steps/execute-step.js';
 import {
   deleteKeys,
+  POLL,
   popResult,
   pushStep,
   readEvents,
   testClient,
   uniqueJobId,
-  waitFor,
 } from './testing/agent-harness.js';
 
 const redis = testClient();
@@ -56,19 +56,20 @@ describe('AgentLoop.stop', () => {
         command: 'sh',
         args: ['-c', 'echo go; sleep 30'],
       });
-      await waitFor('output', async () =>
-        (await readEvents(redis, keys, 'long')).some((e) => e.kind === 'stdout') ? true : undefined,
+      await vi.waitUntil(
+        async () =>
+          (await readEvents(redis, keys, 'long')).some((e) => e.kind === 'stdout') ? true : undefined,
+        POLL,
       );
       loop.stop('test');
       expect(await running).toBe(ExitCode.ok);
       expect(await popResult(redis, keys, 1)).toMatchObject({ stepId: 'long', cancelled: true });
       expect(await redis.exists(keys.heartbeat)).toBe(0);
       // Closed sockets and cleared timers disappear from the list on the next turns of the loop.
-      await waitFor(
-        'handles released',
-        async () => (liveHandles().length <= before ? true : undefined),
-        3000,
-      );
+      await vi.waitUntil(async () => (liveHandles().length <= before ? true : undefined), {
+        ...POLL,
+        timeout: 3000,
+      });
     } finally {
       await deleteKeys(redis, keys);
     }
@@ -79,7 +80,7 @@ describe('AgentLoop.stop', () => {
     const keys = sandboxKeys(jobId);
     const loop = newLoop(jobId);
     const running = loop.run();
-    await waitFor('heartbeat', async () => ((await redis.exists(keys.heartbeat)) ? true : undefined));
+    await vi.waitUntil(async () => ((await redis.exists(keys.heartbeat)) ? true : undefined), POLL);
     const stopped = Date.now();
     loop.stop('test');
     expect(await running).toBe(ExitCode.ok);

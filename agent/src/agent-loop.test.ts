@@ -1,11 +1,13 @@
+import { test } from '@sandstream/test-support/vitest';
 import type { StepEvent } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   type AgentProcess,
   childPids,
   deleteKeys,
   isAlive,
+  POLL,
   peakRssKb,
   popResult,
   pushStep,
@@ -15,9 +17,7 @@ import {
   stopAgent,
   testClient,
   waitDead,
-  waitFor,
 } from './testing/agent-harness.js';
-import { freePort, RedisServerProcess } from './testing/redis-server-process.js';
 
 let redis: Redis;
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -33,10 +33,10 @@ afterAll(async () => {
 
 /** Waits for the first stdout line of a step and returns it (the step prints its pids first). */
 async function firstLine(keys: Parameters<typeof readEvents>[1], stepId: string): Promise<string> {
-  return waitFor(`first line of ${stepId}`, async () => {
+  return vi.waitUntil(async () => {
     const line = (await readEvents(redis, keys, stepId)).find((e) => e.kind === 'stdout')?.line;
     return line ?? undefined;
-  });
+  }, POLL);
 }
 
 async function firstLineOn(
@@ -44,10 +44,10 @@ async function firstLineOn(
   keys: Parameters<typeof readEvents>[1],
   stepId: string,
 ): Promise<string> {
-  return waitFor(`first line of ${stepId}`, async () => {
+  return vi.waitUntil(async () => {
     const line = (await readEvents(client, keys, stepId)).find((e) => e.kind === 'stdout')?.line;
     return line ?? undefined;
-  });
+  }, POLL);
 }
 
 function pidsOf(line: string): number[] {
@@ -86,7 +86,7 @@ describe('stopping steps', () => {
     expect(result).toMatchObject({ stepId: 'slow', timedOut: true, errorCode: 'timed_out' });
     expect(result.durationSeconds).toBeGreaterThanOrEqual(1);
     expect(result.durationSeconds).toBeLessThan(5);
-    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 5000);
+    await vi.waitUntil(async () => (pids.some(isAlive) ? undefined : true), { ...POLL, timeout: 5000 });
     await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
     expect((await agent.exited).code).toBe(0);
   });
@@ -130,7 +130,7 @@ describe('stopping steps', () => {
     });
     // The step would run 60 s; ended by the cancel, it takes the 500 ms grace at most, plus load.
     expect(took).toBeLessThan(10_000);
-    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 2000);
+    await vi.waitUntil(async () => (pids.some(isAlive) ? undefined : true), { ...POLL, timeout: 2000 });
 
     // The agent goes on with the next step, unaffected.
     await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'next', command: 'echo', args: ['fine'] });
@@ -149,7 +149,7 @@ describe('signals', () => {
     agent.child.kill('SIGKILL');
     await agent.exited;
     // Nobody is left to report the step: the spawner sees its stdin close, kills the group, exits.
-    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 5000);
+    await vi.waitUntil(async () => (pids.some(isAlive) ? undefined : true), { ...POLL, timeout: 5000 });
     expect(await waitDead(spawner as number, 5000)).toBe(true);
   });
 
@@ -157,7 +157,7 @@ describe('signals', () => {
     const { agent, pids } = await agentRunningATree('interrupted');
     agent.child.kill('SIGTERM');
     expect(await agent.exited).toEqual({ code: 0, signal: null });
-    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true), 2000);
+    await vi.waitUntil(async () => (pids.some(isAlive) ? undefined : true), { ...POLL, timeout: 2000 });
     expect(await popResult(redis, agent.keys, 1)).toMatchObject({ stepId: 'interrupted', cancelled: true });
     const events = await readEvents(redis, agent.keys, 'interrupted');
     expect(events.at(-1)).toMatchObject({ kind: 'completed' });
@@ -171,7 +171,7 @@ describe('signals', () => {
       () => deleteKeys(redis, agent.keys),
       () => stopAgent(agent),
     );
-    await waitFor('heartbeat', async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined));
+    await vi.waitUntil(async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined), POLL);
     const sent = Date.now();
     agent.child.kill('SIGINT');
     expect(await agent.exited).toEqual({ code: 0, signal: null });
@@ -182,9 +182,9 @@ describe('signals', () => {
 });
 
 describe('Redis trouble', () => {
-  it('keeps the step running through a Redis kill -9 and restart, and delivers the result', async () => {
-    const server = await RedisServerProcess.start();
-    cleanups.push(() => server.stop());
+  test('keeps the step running through a Redis kill -9 and restart, and delivers the result', async ({
+    redisServer: server,
+  }) => {
     const own = testClient(server.url);
     cleanups.push(async () => own.disconnect());
     const agent = startAgent({ redisUrl: server.url });
@@ -195,37 +195,36 @@ describe('Redis trouble', () => {
       command: 'echo begin; sleep 2; echo end',
       shell: true,
     });
-    await waitFor('step started', async () =>
-      (await readEvents(own, agent.keys, 'survivor')).some((e) => e.kind === 'stdout') ? true : undefined,
+    await vi.waitUntil(
+      async () =>
+        (await readEvents(own, agent.keys, 'survivor')).some((e) => e.kind === 'stdout') ? true : undefined,
+      POLL,
     );
     const lostBefore = agent.logs().filter((l) => l.msg === 'redis connection lost, reconnecting').length;
     await server.kill();
     // The agent has seen the loss (and chose to reconnect) before 'still running' is checked.
-    await waitFor('the agent notices the lost Redis', async () =>
-      agent.logs().filter((l) => l.msg === 'redis connection lost, reconnecting').length > lostBefore
-        ? true
-        : undefined,
+    await vi.waitUntil(
+      () => agent.logs().filter((l) => l.msg === 'redis connection lost, reconnecting').length > lostBefore,
+      POLL,
     );
     expect(agent.child.exitCode).toBeNull();
-    await server.spawn(); // same port, empty data set
+    await server.start(); // same port, empty data set
     const result = await popResult(own, agent.keys, 15);
     expect(result).toMatchObject({ stepId: 'survivor', exitCode: 0 });
     // The events written after the restart made it too (the ones before died with the old server).
     const after = await readEvents(own, agent.keys, 'survivor');
     expect(after.at(-1)).toMatchObject({ kind: 'completed', exitCode: 0 });
     // The agent is still serving: heartbeat back, next step runs.
-    await waitFor('heartbeat back', async () =>
-      (await own.exists(agent.keys.heartbeat)) ? true : undefined,
-    );
+    await vi.waitUntil(async () => ((await own.exists(agent.keys.heartbeat)) ? true : undefined), POLL);
     await pushStep(own, agent.keys, { schemaVersion: 1, stepId: 'after', command: 'true' });
     expect(await popResult(own, agent.keys)).toMatchObject({ stepId: 'after', exitCode: 0 });
     await pushStep(own, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
     expect((await agent.exited).code).toBe(0);
   });
 
-  it('never blocks the child on a Redis that stopped answering: drops, counts and reports lines', async () => {
-    const server = await RedisServerProcess.start();
-    cleanups.push(() => server.stop());
+  test('never blocks the child on a Redis that stopped answering: drops, counts and reports lines', async ({
+    redisServer: server,
+  }) => {
     const own = testClient(server.url);
     cleanups.push(async () => own.disconnect());
     const agent = startAgent({ redisUrl: server.url, extraArgs: ['--event-buffer-lines', '1000'] });
@@ -262,8 +261,9 @@ describe('Redis trouble', () => {
     expect((await agent.exited).code).toBe(0);
   });
 
-  it('gives up with exit 3 when Redis cannot be reached within the idle limit at boot', async () => {
-    const port = await freePort();
+  test('gives up with exit 3 when Redis cannot be reached within the idle limit at boot', async ({
+    port,
+  }) => {
     const agent = startAgent({
       redisUrl: `redis://127.0.0.1:${port}`,
       extraArgs: ['--idle-timeout-seconds', '0.5', '--max-idle-waits', '2'],
@@ -273,13 +273,10 @@ describe('Redis trouble', () => {
     expect(agent.stderr()).toMatch(/could not reach Redis within 5 s/);
   });
 
-  it('exits 0 at once on SIGTERM while still waiting for Redis at boot', async () => {
-    const port = await freePort();
+  test('exits 0 at once on SIGTERM while still waiting for Redis at boot', async ({ port }) => {
     const agent = startAgent({ redisUrl: `redis://127.0.0.1:${port}` });
     cleanups.push(() => stopAgent(agent));
-    await waitFor('a reconnect attempt', async () =>
-      agent.stderr().includes('reconnecting') ? true : undefined,
-    );
+    await vi.waitUntil(async () => (agent.stderr().includes('reconnecting') ? true : undefined), POLL);
     const sent = Date.now();
     agent.child.kill('SIGTERM');
     // 0, not the 3 of the 5 s boot limit: the signal ended it. The bound only rules out a hang.
@@ -294,7 +291,7 @@ describe('Redis trouble', () => {
       () => stopAgent(agent),
     );
     const pid = agent.child.pid as number;
-    await waitFor('heartbeat', async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined));
+    await vi.waitUntil(async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined), POLL);
     const idleKb = rssKb(pid);
     await pushStep(redis, agent.keys, {
       schemaVersion: 1,

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
+import { test } from '@sandstream/test-support/vitest';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
-import { popResult, pushStep, readEvents, startAgent, stopAgent, waitFor } from './testing/agent-harness.js';
-import { RedisServerProcess } from './testing/redis-server-process.js';
+import { afterAll, describe, expect, vi } from 'vitest';
+import { POLL, popResult, pushStep, readEvents, startAgent, stopAgent } from './testing/agent-harness.js';
 
 // What a Redis restart does to a sandbox: its ACL user vanishes (users are not in the AOF) and
 // comes back a few seconds later, re-created by pod-lifecycle from the password's hash.
@@ -28,9 +28,9 @@ async function refusedFor(admin: Redis, username: string): Promise<boolean> {
 }
 
 describe('agent whose Redis user disappears', () => {
-  it('keeps its step, result and output while Redis refuses it, and goes on once the user is back', async () => {
-    const server = await RedisServerProcess.start();
-    cleanups.push(() => server.stop());
+  test('keeps its step, result and output while Redis refuses it, and goes on once the user is back', async ({
+    redisServer: server,
+  }) => {
     const admin = new Redis(server.url, { maxRetriesPerRequest: null });
     cleanups.push(async () => admin.disconnect());
     const jobId = 'auth-retry-job';
@@ -50,14 +50,13 @@ describe('agent whose Redis user disappears', () => {
       command: 'sh',
       args: ['-c', 'sleep 2; echo still-here'],
     });
-    await waitFor('the step started', async () =>
-      (await readEvents(admin, agent.keys, 'during')).length > 0 ? true : undefined,
+    await vi.waitUntil(
+      async () => ((await readEvents(admin, agent.keys, 'during')).length > 0 ? true : undefined),
+      POLL,
     );
     // DELUSER also closes the user's connections: the agent reconnects and is refused.
     await admin.call('ACL', 'DELUSER', username);
-    await waitFor('Redis refusing the agent', async () =>
-      (await refusedFor(admin, username)) ? true : undefined,
-    );
+    await vi.waitUntil(async () => ((await refusedFor(admin, username)) ? true : undefined), POLL);
     // The outage: refused for longer than the agent's idle limit (3 s), as during a slow restart.
     await new Promise((r) => setTimeout(r, 4000));
     const hash = createHash('sha256').update(PASSWORD).digest('hex');
@@ -72,9 +71,9 @@ describe('agent whose Redis user disappears', () => {
     expect((await agent.exited).code).toBe(0);
   }, 60_000);
 
-  it('gives up with exit 3 and says why once refused for longer than --auth-retry-seconds', async () => {
-    const server = await RedisServerProcess.start();
-    cleanups.push(() => server.stop());
+  test('gives up with exit 3 and says why once refused for longer than --auth-retry-seconds', async ({
+    redisServer: server,
+  }) => {
     const admin = new Redis(server.url, { maxRetriesPerRequest: null });
     cleanups.push(async () => admin.disconnect());
     const jobId = 'auth-gone-job';
@@ -86,9 +85,7 @@ describe('agent whose Redis user disappears', () => {
       extraArgs: ['--auth-retry-seconds', '2'],
     });
     cleanups.push(() => stopAgent(agent));
-    await waitFor('the first heartbeat', async () =>
-      (await admin.exists(agent.keys.heartbeat)) ? true : undefined,
-    );
+    await vi.waitUntil(async () => ((await admin.exists(agent.keys.heartbeat)) ? true : undefined), POLL);
     await admin.call('ACL', 'DELUSER', username);
     expect((await agent.exited).code).toBe(3);
     expect(agent.stderr()).toContain("refused this sandbox's credentials");

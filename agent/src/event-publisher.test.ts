@@ -1,16 +1,16 @@
+import { RedisServer } from '@sandstream/test-support';
 import { decodeEventFields, type StepEvent } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventPublisher } from './event-publisher.js';
 import { createLogger } from './logger.js';
-import { RedisServerProcess } from './testing/redis-server-process.js';
 
 const log = createLogger({ verbose: false, write: () => {} });
-let server: RedisServerProcess;
+let server: RedisServer;
 let redis: Redis;
 
 beforeAll(async () => {
-  server = await RedisServerProcess.start();
+  server = await RedisServer.start();
   redis = new Redis(server.url, { maxRetriesPerRequest: null });
 });
 

@@ -5,9 +5,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { decodeCompletionNotice, Limits, sandboxKeys } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   deleteKeys,
+  POLL,
   popResult,
   pushStep,
   readEvents,
@@ -15,7 +16,6 @@ import {
   stopAgent,
   testClient,
   uniqueJobId,
-  waitFor,
 } from './testing/agent-harness.js';
 
 const exec = promisify(execFile);
@@ -58,11 +58,12 @@ describe('seeds/000 smoke 1, through the real redis-cli', () => {
       () => deleteKeys(redis, agent.keys),
       () => stopAgent(agent),
     );
-    await waitFor('heartbeat', async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined));
+    await vi.waitUntil(async () => ((await redis.exists(agent.keys.heartbeat)) ? true : undefined), POLL);
 
     await exec('redis-cli', ['LPUSH', `sandbox:${jobId}:in`, SEED_ECHO]);
-    await waitFor('result', async () =>
-      (await redis.llen(`sandbox:${jobId}:results`)) > 0 ? true : undefined,
+    await vi.waitUntil(
+      async () => ((await redis.llen(`sandbox:${jobId}:results`)) > 0 ? true : undefined),
+      POLL,
     );
     const { stdout: events } = await exec('redis-cli', ['XRANGE', `sandbox:${jobId}:events`, '-', '+']);
     const { stdout: results } = await exec('redis-cli', ['LRANGE', `sandbox:${jobId}:results`, '0', '-1']);
@@ -107,17 +108,17 @@ describe('the job loop', () => {
       () => deleteKeys(redis, agent.keys),
       () => stopAgent(agent),
     );
-    const beat = await waitFor('heartbeat', async () => (await redis.get(agent.keys.heartbeat)) ?? undefined);
+    const beat = await vi.waitUntil(async () => (await redis.get(agent.keys.heartbeat)) ?? undefined, POLL);
     expect(JSON.parse(beat)).toMatchObject({ pid: agent.child.pid, stepId: null });
     const ttl = await redis.pttl(agent.keys.heartbeat);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(600);
     // While a step runs the heartbeat names it.
     await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'sleeper', command: 'sleep', args: ['2'] });
-    await waitFor('heartbeat naming the running step', async () => {
+    await vi.waitUntil(async () => {
       const value = JSON.parse((await redis.get(agent.keys.heartbeat)) ?? '{}') as { stepId?: string };
       return value.stepId === 'sleeper' ? true : undefined;
-    });
+    }, POLL);
     // Refreshed: well past one TTL (600 ms) it is still there.
     await new Promise((r) => setTimeout(r, 800));
     expect(await redis.exists(agent.keys.heartbeat)).toBe(1);

@@ -3,18 +3,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { StepInput, StepResult } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   type AgentProcess,
   deleteKeys,
   isAlive,
+  POLL,
   popResult,
   pushStep,
   readEvents,
   startAgent,
   stopAgent,
   testClient,
-  waitFor,
 } from './testing/agent-harness.js';
 
 // Steps marked `parallel` (the commands of a live sandbox) run side by side; raw steps keep FIFO.
@@ -54,10 +54,10 @@ function treeStep(stepId: string, parallel: boolean): StepInput {
 }
 
 async function pidsPrinted(a: AgentProcess, stepId: string): Promise<number[]> {
-  const line = await waitFor(`first line of ${stepId}`, async () => {
+  const line = await vi.waitUntil(async () => {
     const events = await readEvents(redis, a.keys, stepId);
     return events.find((e) => e.kind === 'stdout')?.line;
-  });
+  }, POLL);
   return line.split(' ').map(Number);
 }
 
@@ -121,7 +121,7 @@ describe('parallel steps', () => {
       cancelled: true,
       errorCode: 'cancelled',
     });
-    await waitFor('build tree gone', async () => (buildPids.some(isAlive) ? undefined : true));
+    await vi.waitUntil(async () => (buildPids.some(isAlive) ? undefined : true), POLL);
 
     await pushStep(redis, a.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
     expect((await a.exited).code).toBe(0);
@@ -144,7 +144,7 @@ describe('parallel steps', () => {
     await redis.lpush(a.keys.control, cancel('long'));
     const order = (await popResults(a, 3)).map((r) => r.stepId);
     expect(order).toEqual(['long', 'fifo', 'later']);
-    await waitFor('tree gone', async () => (pids.some(isAlive) ? undefined : true));
+    await vi.waitUntil(async () => (pids.some(isAlive) ? undefined : true), POLL);
     await pushStep(redis, a.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
     expect((await a.exited).code).toBe(0);
   });
@@ -159,7 +159,7 @@ describe('parallel steps', () => {
     expect(results.at(-1)).toMatchObject({ stepId: 'bye', exitCode: 0 });
     for (const r of results.slice(0, 2)) expect(r).toMatchObject({ cancelled: true, errorCode: 'cancelled' });
     expect((await a.exited).code).toBe(0);
-    await waitFor('trees gone', async () => (pids.some(isAlive) ? undefined : true));
+    await vi.waitUntil(async () => (pids.some(isAlive) ? undefined : true), POLL);
   });
 
   it('refuses a second step with the id of one still running, and leaves the first alone', async () => {
@@ -191,10 +191,8 @@ describe('parallel steps', () => {
     });
     await pidsPrinted(a, 'p1');
     await pidsPrinted(a, 'p2');
-    // p3 stays in Redis, not in the agent, while two run.
-    await waitFor('p3 left waiting in :in', async () =>
-      (await redis.llen(a.keys.in)) === 1 ? true : undefined,
-    );
+    // p3 stays in Redis, not in the agent, while two run (without the limit it was popped at once).
+    expect(await redis.llen(a.keys.in)).toBe(1);
     await redis.lpush(a.keys.control, cancel('p1'));
     const [first, second] = await popResults(a, 2);
     expect(first).toMatchObject({ stepId: 'p1', cancelled: true });
@@ -224,10 +222,9 @@ describe('idleness', () => {
   it('--max-idle-waits 0 never exits on idleness (a live sandbox waits for its client)', async () => {
     const a = agent(['--idle-timeout-seconds', '0.05', '--max-idle-waits', '0', '--verbose']);
     // Twenty empty pops are far past any idle limit the agent could be applying.
-    await waitFor(
-      'twenty idle periods',
+    await vi.waitUntil(
       async () => (a.logs().filter((l) => l.msg === 'idle').length >= 20 ? true : undefined),
-      30_000,
+      { ...POLL, timeout: 30_000 },
     );
     await pushStep(redis, a.keys, { schemaVersion: 1, stepId: 'still-here', command: 'true' });
     expect(await popResult(redis, a.keys)).toMatchObject({ stepId: 'still-here', exitCode: 0 });

@@ -3,11 +3,11 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { RedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { reconnectDelayMs } from './redis-connections.js';
 import { popResult, pushStep, startAgent, stopAgent } from './testing/agent-harness.js';
-import { RedisServerProcess } from './testing/redis-server-process.js';
 
 const exec = promisify(execFile);
 
@@ -56,7 +56,7 @@ describe('connecting', () => {
     // Least privilege: the job's own keys, write-only access to the notify stream, and exactly
     // the commands the agent sends (docs/agent.md lists them).
     const acl = `agent on >s3cret ~sandbox:${jobId}:* %W~${notify} resetchannels -@all ${AGENT_MINIMAL_COMMANDS.map((c) => `+${c}`).join(' ')}`;
-    const server = await RedisServerProcess.start({
+    const server = await RedisServer.start({
       tls: { certFile, keyFile, certPem },
       args: ['--user', ...'default on nopass ~* &* +@all'.split(' '), '--user', ...acl.split(' ')],
     });
@@ -88,7 +88,7 @@ describe('connecting', () => {
   });
 
   it('exits 3 when its credentials are refused, without logging them', async () => {
-    const server = await RedisServerProcess.start({ args: ['--requirepass', 'right'] });
+    const server = await RedisServer.start({ args: ['--requirepass', 'right'] });
     cleanups.push(() => server.stop());
     const agent = startAgent({
       redisUrl: `redis://:wrong-password@127.0.0.1:${server.port}`,

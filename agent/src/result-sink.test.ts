@@ -1,14 +1,14 @@
+import { RedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from './logger.js';
 import { ResultSink } from './result-sink.js';
-import { RedisServerProcess } from './testing/redis-server-process.js';
 
-let server: RedisServerProcess;
+let server: RedisServer;
 let redis: Redis;
 
 beforeAll(async () => {
-  server = await RedisServerProcess.start();
+  server = await RedisServer.start();
   redis = new Redis(server.url, { maxRetriesPerRequest: null });
 });
 

@@ -12,9 +12,14 @@
  */
 import { spawn } from 'node:child_process';
 import { SandstreamClient } from '@sandstream/client';
+import {
+  type RunningService,
+  repoRoot,
+  startRedisServer,
+  startService,
+  uniqueNamespace,
+} from '@sandstream/test-support';
 import { Redis } from 'ioredis';
-import { startOwnRedis } from '../helpers/redis-server.js';
-import { type RunningService, repoRoot, startService, uniqueNamespace } from '../helpers/services.js';
 
 const ROUNDS = Number(process.argv[2] ?? 300);
 const SANDBOXES = Number(process.argv[3] ?? 100);
@@ -104,7 +109,7 @@ async function connectedClients(redis: Redis): Promise<number> {
 }
 
 async function main(): Promise<void> {
-  const own = await startOwnRedis(['--maxclients', '10000']);
+  const own = await startRedisServer({ args: ['--maxclients', '10000'] });
   const namespace = uniqueNamespace('lbench');
   const env = {
     REDIS_URL: own.url,

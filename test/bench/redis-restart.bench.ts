@@ -14,8 +14,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isTerminal } from '@sandstream/bus';
+import { startRedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
-import { startRestartableRedis } from '../helpers/restartable-redis.js';
 import { startStack } from '../helpers/services-stack.js';
 
 const JOBS = Number(process.argv[2] ?? 50);
@@ -25,7 +25,7 @@ const seconds = (ms: number) => (ms / 1000).toFixed(1);
 async function main(): Promise<void> {
   const scratch = mkdtempSync(join(tmpdir(), 'bench-redis-restart-'));
   mkdirSync(join(scratch, 'runs'));
-  const redis = await startRestartableRedis();
+  const redis = await startRedisServer({ appendOnly: true });
   const stack = await startStack({
     label: 'rbench',
     redis: () => {
@@ -66,7 +66,7 @@ async function main(): Promise<void> {
     while (!ids.every((_, i) => linesOf(i).length >= 2)) await new Promise((r) => setTimeout(r, 100));
     const linesAtCrash = ids.reduce((n, _, i) => n + linesOf(i).length, 0);
     const crashedAt = Date.now();
-    await redis.crash();
+    await redis.kill();
     await redis.start();
     const backAt = Date.now();
 
@@ -96,7 +96,7 @@ async function main(): Promise<void> {
     for (const s of states.values()) outcomes[s] = (outcomes[s] ?? 0) + 1;
 
     // 2. Restart without data.
-    await redis.crash();
+    await redis.kill();
     await redis.start({ empty: true });
     const emptyAt = Date.now();
     const { jobId } = await stack.client.submit({

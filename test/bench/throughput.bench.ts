@@ -6,11 +6,15 @@
  *   npx tsc -b && npx vite-node test/bench/throughput.bench.ts [jobs]
  */
 import { SandstreamClient } from '@sandstream/client';
+import {
+  type RunningService,
+  startRedisServer,
+  startService,
+  uniqueNamespace,
+} from '@sandstream/test-support';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { runOneStepJobs } from '../helpers/one-step-jobs.js';
-import { startOwnRedis } from '../helpers/redis-server.js';
-import { type RunningService, startService, uniqueNamespace } from '../helpers/services.js';
 
 const JOBS = Number(process.argv[2] ?? 200);
 const SEQUENTIAL = 10;
@@ -52,7 +56,7 @@ async function rawBullmq(url: string, n: number): Promise<{ perSecond: number; p
 }
 
 async function main(): Promise<void> {
-  const own = await startOwnRedis(['--maxclients', '10000']);
+  const own = await startRedisServer({ args: ['--maxclients', '10000'] });
   const namespace = uniqueNamespace('tput');
   const env = {
     REDIS_URL: own.url,

@@ -107,12 +107,6 @@ describe('crash of any service mid-flight', () => {
       );
       return [...found, ...sandboxes.map((id) => `sandbox process of ${id}`)];
     };
-    const deadline = Date.now() + 60_000;
-    let left = await leftovers();
-    while (left.length > 0 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 1000));
-      left = await leftovers();
-    }
-    expect(left).toEqual([]);
+    await expect.poll(leftovers, { timeout: 60_000, interval: 1000 }).toEqual([]);
   }, 300_000);
 });

@@ -2,8 +2,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { repoRoot, testRedisUrl } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { redisUrl, repoRoot } from '../helpers/services.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // The built `sandstream` CLI against all four services: live output, structured step results
@@ -20,7 +20,7 @@ describe('sandstream submit --follow', () => {
     await stack?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
-  const env = () => ({ ...process.env, REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: stack.namespace });
+  const env = () => ({ ...process.env, REDIS_URL: testRedisUrl(), SANDSTREAM_NAMESPACE: stack.namespace });
   const file = (name: string, body: string) => {
     const path = join(dir, name);
     writeFileSync(path, body);

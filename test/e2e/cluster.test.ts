@@ -1,17 +1,17 @@
+import { type RedisCluster, startRedisCluster } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { connectCluster, type OwnCluster, startOwnCluster } from '../helpers/redis-cluster.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 import { runSmoke } from './smoke.js';
 
 // The smoke tour on a Redis Cluster of three masters started here from plain redis-server:
 // services, SDK and agents all on the cluster (the agent via the master of its job's slot).
 describe('pipeline smoke on a 3-master Redis Cluster', () => {
-  let cluster: OwnCluster;
+  let cluster: RedisCluster;
   let stack: Stack;
   beforeAll(async () => {
-    cluster = await startOwnCluster(3);
-    const client = await connectCluster(cluster);
-    const first = cluster.nodes[0];
+    cluster = await startRedisCluster(3);
+    const client = await cluster.connect();
+    const first = cluster.servers[0];
     stack = await startStack({
       label: 'clu',
       redis: () => client,

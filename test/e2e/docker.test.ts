@@ -1,5 +1,5 @@
+import { findCarrierImage } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { findCarrierImage } from '../helpers/docker.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 import { runSmoke } from './smoke.js';
 

@@ -3,9 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Sandbox, SandstreamClient } from '@sandstream/client';
 import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
+import { testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { redisUrl } from '../helpers/services.js';
+
+const redisUrl = testRedisUrl();
+
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // Live sandboxes under failure and load: kill -9 of each service while 20 sandboxes run commands

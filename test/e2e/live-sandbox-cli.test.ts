@@ -1,7 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { repoRoot, testRedisUrl } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { redisUrl, repoRoot } from '../helpers/services.js';
+
+const redisUrl = testRedisUrl();
+
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // The CLI forms of live sandboxes (contracts: scripts depend on them) against the four services.

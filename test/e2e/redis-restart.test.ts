@@ -9,11 +9,10 @@ import {
   SandboxLabels,
   SandboxSpecSchema,
 } from '@sandstream/sandbox';
+import { type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { isProcessAlive } from '../../libs/sandbox/src/inprocess/process-control.js';
-import { type RestartableRedis, startRestartableRedis } from '../helpers/restartable-redis.js';
-import { waitFor } from '../helpers/services.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 import { waitAll } from './job-helpers.js';
 
@@ -24,6 +23,8 @@ const scratch = mkdtempSync(join(tmpdir(), 'e2e-redis-restart-'));
 const JOBS = 8;
 const STEPS = 3;
 const OUTAGE_MS = 30_000;
+/** How the old waitFor helper polled: every 100 ms, for up to 20 s. */
+const poll = { timeout: 20_000, interval: 100 };
 
 /** The suite's own clients see the outages on purpose: no "Unhandled error event" noise. */
 function quiet(client: Redis): Redis {
@@ -32,10 +33,10 @@ function quiet(client: Redis): Redis {
 }
 
 describe('Redis crash and restart under running jobs', () => {
-  let redis: RestartableRedis;
+  let redis: RedisServer;
   let stack: Stack;
   beforeAll(async () => {
-    redis = await startRestartableRedis();
+    redis = await startRedisServer({ appendOnly: true });
     stack = await startStack({
       label: 'rr',
       redis: () => quiet(new Redis(redis.url, { maxRetriesPerRequest: null })),
@@ -89,16 +90,12 @@ describe('Redis crash and restart under running jobs', () => {
     await stack.client.submit({ id: lockedOut, image: 'none', steps: [{ command: 'sleep', args: ['100'] }] });
     // The SDK waits through the whole outage.
     const waited = stack.client.wait(ids[0] as string);
-    await waitFor('steps running in every job', async () =>
-      ids.every((_, i) => existsSync(join(scratch, 'runs', `a${i}`))),
-    );
-    await waitFor(
-      'the locked-out job running',
-      async () => (await stack.client.get(lockedOut))?.state === 'running',
-    );
+    // Steps running in every job, and the locked-out job running.
+    await vi.waitUntil(() => ids.every((_, i) => existsSync(join(scratch, 'runs', `a${i}`))), poll);
+    await vi.waitUntil(async () => (await stack.client.get(lockedOut))?.state === 'running', poll);
     await stack.redis.zrem(`${stack.namespace}:jobs:state:running`, lockedOut);
-    await redis.crash();
-    await waitFor('every service reports not ready', async () => (await readiness()).every((s) => s === 503));
+    await redis.kill();
+    await vi.waitUntil(async () => (await readiness()).every((s) => s === 503), poll);
     await new Promise((r) => setTimeout(r, OUTAGE_MS));
     expect(exited()).toEqual([]);
     await redis.start();
@@ -120,11 +117,7 @@ describe('Redis crash and restart under running jobs', () => {
     expect(locked?.state).toBe('failed');
     expect(locked?.reason).toMatch(/Redis user \S+ no longer exists/);
     expect(exited()).toEqual([]);
-    await waitFor(
-      'every service ready again',
-      async () => (await readiness()).every((s) => s === 200),
-      30_000,
-    );
+    await vi.waitUntil(async () => (await readiness()).every((s) => s === 200), { ...poll, timeout: 30_000 });
   }, 240_000);
 
   it('restarted empty: new jobs succeed within seconds, a vanished job is reported, only its own sandboxes go', async () => {
@@ -135,10 +128,10 @@ describe('Redis crash and restart under running jobs', () => {
       () => 'resolved',
       (err: unknown) => err,
     );
-    const running = await waitFor('the long job running', async () => {
+    const running = await vi.waitUntil(async () => {
       const r = await stack.client.get(longId);
       return r?.state === 'running' ? r : undefined;
-    });
+    }, poll);
     expect(running.state).toBe('running');
     const registered = await stack.redis.hget(DEFAULT_INPROCESS_REGISTRY_KEY, longId);
     const sandbox = JSON.parse(registered ?? '{}') as {
@@ -163,7 +156,7 @@ describe('Redis crash and restart under running jobs', () => {
       agent: { redisUrl: redis.url, keyStyle: 'tagged' },
     });
 
-    await redis.crash();
+    await redis.kill();
     await redis.start({ empty: true });
     const back = Date.now();
 
@@ -182,11 +175,9 @@ describe('Redis crash and restart under running jobs', () => {
     expect((outcome as Error).message).toContain('not found (Redis lost its data?)');
 
     // The vanished job's agent and its directory go once the reaper's grace has passed.
-    await waitFor(
-      'the orphaned sandbox destroyed',
+    await vi.waitUntil(
       async () => !(await isProcessAlive(sandbox.pid, sandbox.startTime)) && !existsSync(sandbox.stateDir),
-      60_000,
-      250,
+      { timeout: 60_000, interval: 250 },
     );
     const others = await foreign.list();
     const still = others.find((s) => s.jobId === foreignId);

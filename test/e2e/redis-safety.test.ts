@@ -1,11 +1,17 @@
+import {
+  type RedisServer,
+  type RunningService,
+  type ServiceName,
+  startRedisServer,
+  startService,
+  uniqueNamespace,
+} from '@sandstream/test-support';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type OwnRedis, startOwnRedis } from '../helpers/redis-server.js';
-import { type RunningService, type ServiceName, startService, uniqueNamespace } from '../helpers/services.js';
 
 // Every service tells its operator, at start, when the Redis it was given lets anyone in as
 // `default` or keeps nothing on disk (issue: first contact, "its own Redis").
 describe('services warn about an unsafe Redis', () => {
-  let redis: OwnRedis | undefined;
+  let redis: RedisServer | undefined;
   const services: RunningService[] = [];
   afterAll(async () => {
     await Promise.all(services.map((s) => s.stop()));
@@ -13,7 +19,7 @@ describe('services warn about an unsafe Redis', () => {
   });
 
   it('each of the four logs both warnings for an open, unpersisted Redis', async () => {
-    redis = await startOwnRedis();
+    redis = await startRedisServer();
     const namespace = uniqueNamespace('safety');
     const names: ServiceName[] = ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper'];
     for (const name of names) {

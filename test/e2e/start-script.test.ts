@@ -2,9 +2,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort, repoRoot, testRedisUrl, uniqueNamespace } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
-import { freePort, redisUrl, repoRoot, uniqueNamespace } from '../helpers/services.js';
+import { describe, expect, it, vi } from 'vitest';
 
 // `npm start` as a user runs it: four services up, hello.yaml streamed, Ctrl-C stops all.
 describe('npm start (scripts/start.mjs)', () => {
@@ -17,7 +17,7 @@ describe('npm start (scripts/start.mjs)', () => {
         cwd: repoRoot,
         env: {
           ...process.env,
-          REDIS_URL: redisUrl,
+          REDIS_URL: testRedisUrl(),
           SANDBOX_TYPE: 'inprocess',
           SANDSTREAM_SKIP_BOOTSTRAP: '1',
         },
@@ -31,10 +31,13 @@ describe('npm start (scripts/start.mjs)', () => {
       out += c.toString();
     });
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-    const deadline = Date.now() + 180_000;
-    while (!out.includes('press Ctrl-C') && Date.now() < deadline && child.exitCode === null) {
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    // Until the demo job is done (or the script died); the assertions below say which.
+    await vi
+      .waitUntil(() => out.includes('press Ctrl-C') || child.exitCode !== null, {
+        timeout: 180_000,
+        interval: 200,
+      })
+      .catch(() => undefined);
     expect(out).toMatch(/✓ step-dispatcher#2 ready/);
     expect(out).toMatch(/▶ step-4 {2}find the greeting — grep: hello in hello/);
     expect(out).toContain('  │ hello from sandstream');

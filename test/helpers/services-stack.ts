@@ -1,16 +1,17 @@
 import { QueueNames } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
-import { Queue } from 'bullmq';
-import { type Cluster, Redis } from 'ioredis';
-import { deleteNamespaceKeys } from './namespace-cleanup.js';
 import {
+  deleteNamespaceKeys,
+  pollUntil,
   type RunningService,
-  redisUrl,
   type ServiceName,
   startService,
+  testRedisUrl,
   uniqueNamespace,
-} from './services.js';
+} from '@sandstream/test-support';
+import { Queue } from 'bullmq';
+import { type Cluster, Redis } from 'ioredis';
 
 export const SERVICE_NAMES: readonly ServiceName[] = [
   'scheduler',
@@ -70,7 +71,7 @@ export async function startStack(
     for (const list of services.values()) await Promise.all(list.map((s) => s.stop(2000)));
     throw err;
   }
-  const redis = options.redis?.() ?? new Redis(redisUrl);
+  const redis = options.redis?.() ?? new Redis(testRedisUrl());
   const client = new SandstreamClient({ redis, namespace });
   return {
     namespace,
@@ -94,13 +95,20 @@ export async function startStack(
         connection: redis,
         prefix: `{${namespace}}`,
       });
-      const deadline = Date.now() + 30_000;
-      while (Date.now() < deadline) {
-        const pending = await destroyQueue.getJobCountByTypes('waiting', 'active', 'delayed', 'prioritized');
-        const ids = Object.keys(await redis.hgetall(DEFAULT_INPROCESS_REGISTRY_KEY).catch(() => ({})));
-        if (pending === 0 && !ids.some((id) => id.startsWith(`${namespace}-`))) break;
-        await new Promise((r) => setTimeout(r, 250));
-      }
+      await pollUntil(
+        "this run's sandboxes torn down",
+        async () => {
+          const pending = await destroyQueue.getJobCountByTypes(
+            'waiting',
+            'active',
+            'delayed',
+            'prioritized',
+          );
+          const ids = Object.keys(await redis.hgetall(DEFAULT_INPROCESS_REGISTRY_KEY).catch(() => ({})));
+          return pending === 0 && !ids.some((id) => id.startsWith(`${namespace}-`));
+        },
+        { timeoutMs: 30_000, intervalMs: 250 },
+      ).catch(() => {}); // a teardown that cannot finish must not hang the suite: stop anyway
       await destroyQueue.close();
       await Promise.all([...services.values()].flat().map((s) => s.stop(15_000)));
       await client.close();

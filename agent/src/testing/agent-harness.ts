@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { pollUntil } from '@sandstream/test-support';
 import {
   decodeEventFields,
   type KeyStyle,
@@ -143,20 +144,11 @@ export async function readEvents(redis: Redis, keys: SandboxKeys, stepId?: strin
   return events;
 }
 
-/** Polls until `check` returns a value other than undefined, or fails after `timeoutMs`. */
-export async function waitFor<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+/**
+ * How the agent's tests poll with `vi.waitUntil`: often (the agent reacts within milliseconds),
+ * for up to 10 s. Benchmarks, which run outside vitest, use test-support's `pollUntil`.
+ */
+export const POLL = { timeout: 10_000, interval: 20 } as const;
 
 export async function deleteKeys(redis: Redis, keys: SandboxKeys): Promise<void> {
   await redis.del(keys.in, keys.events, keys.results, keys.heartbeat, keys.control);
@@ -195,13 +187,10 @@ export function isAlive(pid: number): boolean {
 }
 
 /** Polls until the process is gone (or a zombie); false if it still runs after `withinMs`. */
-export async function waitDead(pid: number, withinMs: number): Promise<boolean> {
-  const deadline = Date.now() + withinMs;
-  while (isAlive(pid)) {
-    if (Date.now() >= deadline) return false;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return true;
+export function waitDead(pid: number, withinMs: number): Promise<boolean> {
+  return pollUntil(`pid ${pid} to end`, () => !isAlive(pid), { timeoutMs: withinMs, intervalMs: 20 }).catch(
+    () => false,
+  );
 }
 
 /** Test cleanup: make sure an agent a failed test left behind does not linger. */

@@ -1,8 +1,8 @@
 import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
+import { type OtlpReceiver, startOtlpReceiver } from '@sandstream/test-support';
 import { StepSchema } from '@sandstream/wire';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type OtlpReceiver, startOtlpReceiver } from '../../../test/helpers/otlp-receiver.js';
 import { executeStep } from '../steps/execute-step.js';
 import { recordingContext } from '../steps/recording-context.js';
 import { OtlpSpanExporter } from './otlp-span-exporter.js';

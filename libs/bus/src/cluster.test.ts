@@ -1,3 +1,4 @@
+import { RedisCluster } from '@sandstream/test-support';
 import { Queue, Worker } from 'bullmq';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,14 +12,13 @@ import { createRedis } from './redis-connection.js';
 import { SandboxAcl } from './sandbox-acl.js';
 import { scanKeys } from './scan-keys.js';
 import { SlotAdmission } from './slot-leases.js';
-import { TestCluster } from './test-cluster.js';
 
-let cluster: TestCluster;
+let cluster: RedisCluster;
 let redis: Cluster;
 const keys = createKeySpace('sandstream');
 
 beforeAll(async () => {
-  cluster = await TestCluster.start();
+  cluster = await RedisCluster.start();
   redis = createRedis({ role: 'worker', clusterNodes: cluster.nodes }) as Cluster;
 });
 

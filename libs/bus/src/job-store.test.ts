@@ -1,9 +1,9 @@
+import { connectTestRedis, uniqueSuffix } from '@sandstream/test-support';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseJobSpec } from './job-spec.js';
 import { decodeJobEventFields } from './job-state.js';
 import { JobStore } from './job-store.js';
 import { createKeySpace } from './key-space.js';
-import { connectTestRedis, uniqueSuffix } from './test-redis.js';
 
 const redis = connectTestRedis();
 const suffix = uniqueSuffix();

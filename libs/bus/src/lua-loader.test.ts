@@ -2,11 +2,11 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { connectTestRedis } from '@sandstream/test-support';
 import { afterAll, describe, expect, it } from 'vitest';
 import { busLua } from './bus-lua.js';
 import { TERMINAL_STATES } from './job-state.js';
 import { LuaLoader } from './lua-loader.js';
-import { connectTestRedis } from './test-redis.js';
 
 const root = mkdtempSync(join(tmpdir(), 'lua-loader-'));
 const dir = (name: string) => {

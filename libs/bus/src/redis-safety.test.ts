@@ -1,17 +1,17 @@
+import { type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type OwnRedis, startOwnRedis } from '../../sandbox/src/testing/redis-server.js';
 import { createRedis, type RedisClient } from './redis-connection.js';
 import { inspectRedisSafety, redisSafetyWarnings } from './redis-safety.js';
 
 describe('inspectRedisSafety', () => {
-  let open: OwnRedis;
-  let guarded: OwnRedis;
+  let open: RedisServer;
+  let guarded: RedisServer;
   const clients: RedisClient[] = [];
   beforeAll(async () => {
     // What the machine's Redis looks like: default user open, nothing on disk.
-    open = await startOwnRedis();
+    open = await startRedisServer();
     // What npm start's embedded Redis looks like: default off, an admin user, AOF.
-    guarded = await startOwnRedis(['--appendonly', 'yes', '--appendfsync', 'everysec']);
+    guarded = await startRedisServer({ appendOnly: true });
     const admin = createRedis({ url: guarded.url, role: 'producer' });
     await admin.call('ACL', 'SETUSER', 'admin', 'on', '>s3cret', '~*', '&*', '+@all');
     await admin.call('ACL', 'SETUSER', 'default', 'off');

@@ -1,7 +1,7 @@
+import { connectTestRedis, uniqueSuffix } from '@sandstream/test-support';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createKeySpace } from './key-space.js';
 import { ExpiredLeases, LeaseRenewal, SlotAdmission } from './slot-leases.js';
-import { connectTestRedis, uniqueSuffix } from './test-redis.js';
 
 const redis = connectTestRedis();
 const namespaces: string[] = [];

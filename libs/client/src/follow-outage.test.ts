@@ -1,15 +1,15 @@
 import { JobStore } from '@sandstream/bus';
+import { type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RestartableRedis, startRestartableRedis } from '../../../test/helpers/restartable-redis.js';
 import { SandstreamClient } from './client.js';
 
 // The SDK as the CLI builds it (a producer connection: commands fail after a few retries) on a
 // private redis-server with AOF, killed -9 and started again while wait() runs.
 describe('SDK through a Redis outage', () => {
-  let redis: RestartableRedis;
+  let redis: RedisServer;
   let client: SandstreamClient;
   beforeAll(async () => {
-    redis = await startRestartableRedis();
+    redis = await startRedisServer({ appendOnly: true });
     client = new SandstreamClient({ redisUrl: redis.url, namespace: 'outage' });
     client.redis.on('error', () => {});
   });
@@ -24,7 +24,7 @@ describe('SDK through a Redis outage', () => {
     expect((await timeline.next()).value).toMatchObject({ type: 'state', to: 'queued' });
     await timeline.return(undefined);
     const waited = client.wait(jobId);
-    await redis.crash();
+    await redis.kill();
     // Down for longer than the client's per-command retries last.
     await new Promise((r) => setTimeout(r, 5000));
     await redis.start();

@@ -1,17 +1,17 @@
+import { type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type OwnRedis, startOwnRedis } from '../../sandbox/src/testing/redis-server.js';
 import { SandstreamClient } from './client.js';
 import { JobNotFoundError } from './job-not-found.js';
 
 // A job whose record vanishes under a waiting SDK (Redis restarted empty): a private
 // redis-server, flushed. No services run: the record alone is what wait() and follow() watch.
 describe('SDK when the job vanishes', () => {
-  let own: OwnRedis;
+  let own: RedisServer;
   let admin: Redis;
   let client: SandstreamClient;
   beforeAll(async () => {
-    own = await startOwnRedis();
+    own = await startRedisServer();
     admin = new Redis(own.url);
     client = new SandstreamClient({ redisUrl: own.url, namespace: 'vanish' });
   });

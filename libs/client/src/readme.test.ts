@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { repoRoot } from '@sandstream/test-support';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../../../test/helpers/services.js';
 import { ExitCodes } from './cli/exit-codes.js';
 
 // The README's "Using it" section is what a new user copies: it must say what the code does.

@@ -1,7 +1,7 @@
 import { createKeySpace, QueueNames } from '@sandstream/bus';
+import { connectTestRedis, uniqueSuffix } from '@sandstream/test-support';
 import { Worker } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
-import { connectTestRedis, uniqueSuffix } from '../../bus/src/test-redis.js';
 import { SandstreamClient, type SandstreamWarning } from './client.js';
 import { SchedulerPresence } from './scheduler-presence.js';
 

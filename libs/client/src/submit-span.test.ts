@@ -5,11 +5,10 @@ import {
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import { bullJobId, type JobsPayload, QueueNames } from '@sandstream/bus';
+import { deleteNamespaceKeys, testRedisUrl, uniqueNamespace } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
-import { redisUrl, uniqueNamespace } from '../../../test/helpers/services.js';
 import { SandstreamClient } from './client.js';
 
 // A real tracer provider (in-memory exporter) registered as the global one, as an application
@@ -17,7 +16,7 @@ import { SandstreamClient } from './client.js';
 const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
 const namespace = uniqueNamespace('submit-span');
-const redis = new Redis(redisUrl);
+const redis = new Redis(testRedisUrl());
 const client = new SandstreamClient({ redis, namespace });
 const queue = new Queue<JobsPayload>(QueueNames.jobs, { connection: redis, prefix: client.keys.bullPrefix });
 

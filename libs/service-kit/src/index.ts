@@ -6,6 +6,5 @@ export * from './progress-watchdog.js';
 export * from './run-service.js';
 export * from './sandbox-acl-mode.js';
 export * from './service-env.js';
-export * from './service-process.js';
 export * from './sleep.js';
 export * from './throttled-error-log.js';

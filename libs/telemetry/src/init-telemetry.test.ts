@@ -1,6 +1,6 @@
 import { trace } from '@opentelemetry/api';
+import { type OtlpReceiver, startOtlpReceiver } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type OtlpReceiver, startOtlpReceiver } from '../../../test/helpers/otlp-receiver.js';
 import { initTelemetry, type Telemetry, tracingEnabled } from './init-telemetry.js';
 import { withExtractedContext } from './trace-context.js';
 

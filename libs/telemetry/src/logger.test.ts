@@ -1,8 +1,8 @@
 import { PassThrough } from 'node:stream';
 import { trace } from '@opentelemetry/api';
+import { useInMemoryTracing } from '@sandstream/test-support/vitest';
 import { describe, expect, it } from 'vitest';
 import { createLogger, silentLogger } from './logger.js';
-import { useInMemoryTracing } from './testing/in-memory-tracing.js';
 
 // Spans are made only so that log lines have a trace to carry; none is read back.
 useInMemoryTracing();

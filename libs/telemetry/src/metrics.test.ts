@@ -1,19 +1,9 @@
 import { createServer } from 'node:net';
 import { metrics } from '@opentelemetry/api';
+import { test } from '@sandstream/test-support/vitest';
 import { afterAll, describe, expect, it } from 'vitest';
 import { initTelemetry, type Telemetry } from './init-telemetry.js';
 import { createSandstreamMetrics } from './metrics.js';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address();
-      srv.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 let telemetry: Telemetry | undefined;
 afterAll(async () => {
@@ -22,8 +12,7 @@ afterAll(async () => {
 });
 
 describe('metrics on the Prometheus endpoint', () => {
-  it('serves every instrument, with the values recorded and observed', async () => {
-    const port = await freePort();
+  test('serves every instrument, with the values recorded and observed', async ({ port }) => {
     telemetry = await initTelemetry({
       serviceName: 'metrics-test',
       env: { SANDSTREAM_METRICS_PORT: String(port), SANDSTREAM_METRICS_HOST: '127.0.0.1' },

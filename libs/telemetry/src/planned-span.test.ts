@@ -1,8 +1,8 @@
 import { trace } from '@opentelemetry/api';
+import { useInMemoryTracing } from '@sandstream/test-support/vitest';
 import { describe, expect, it } from 'vitest';
 import { planChildSpan, plannedSpanIdGenerator, recordPlannedSpan } from './planned-span.js';
 import { withSpan } from './spans.js';
-import { useInMemoryTracing } from './testing/in-memory-tracing.js';
 
 const exporter = useInMemoryTracing({ idGenerator: plannedSpanIdGenerator });
 

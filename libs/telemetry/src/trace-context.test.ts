@@ -1,7 +1,7 @@
 import { context, ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { useInMemoryTracing } from '@sandstream/test-support/vitest';
 import { StepSchema } from '@sandstream/wire';
 import { describe, expect, it } from 'vitest';
-import { useInMemoryTracing } from './testing/in-memory-tracing.js';
 import { extractContext, injectTraceContext, withExtractedContext } from './trace-context.js';
 
 const exporter = useInMemoryTracing();

@@ -7,9 +7,9 @@ import {
   SlotAdmission,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
+import { deleteNamespaceKeys } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { LeaseKeeper } from './lease-keeper.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';

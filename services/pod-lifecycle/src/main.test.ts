@@ -9,11 +9,10 @@ import {
   SlotAdmission,
 } from '@sandstream/bus';
 import { InProcessBackend } from '@sandstream/sandbox';
-import { ServiceProcess } from '@sandstream/service-kit';
+import { deleteNamespaceKeys, ServiceProcess } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 
 // The built service, as production runs it (npx tsc -b services/pod-lifecycle).
 const entry = fileURLToPath(new URL('../dist/main.js', import.meta.url));

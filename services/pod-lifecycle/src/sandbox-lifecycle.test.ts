@@ -21,11 +21,11 @@ import {
   SandboxStartError,
 } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
+import { deleteNamespaceKeys } from '@sandstream/test-support';
 import { decodeCompletionNotice, SCHEMA_VERSION, StepResultSchema } from '@sandstream/wire';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { createStartProcessor } from './start-sandbox.js';
 

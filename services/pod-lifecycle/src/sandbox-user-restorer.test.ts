@@ -8,18 +8,18 @@ import {
   urlWithCredentials,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
+import { type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type OwnRedis, startOwnRedis } from '../../../libs/sandbox/src/testing/redis-server.js';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
 
 // ACL users are not in the AOF: after a restart the records are back and the users are not.
 // A private redis-server, whose users the test deletes as the restart would.
 describe('SandboxUserRestorer', () => {
-  let own: OwnRedis;
+  let own: RedisServer;
   let redis: Redis;
   beforeAll(async () => {
-    own = await startOwnRedis();
+    own = await startRedisServer();
     redis = new Redis(own.url, { maxRetriesPerRequest: null });
   });
   afterAll(async () => {
@@ -68,17 +68,18 @@ describe('SandboxUserRestorer', () => {
         retryStrategy: () => null,
       });
       agent.on('error', () => {});
-      const deadline = Date.now() + 15_000;
-      for (;;) {
-        const ok = await agent.connect().then(
-          () => agent.ping(),
-          () => null,
-        );
-        if (ok === 'PONG') break;
-        agent.disconnect();
-        if (Date.now() > deadline) throw new Error('the live job user was not re-created');
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      // The live job's user is back once it can log in again.
+      await vi.waitUntil(
+        async () => {
+          const ok = await agent.connect().then(
+            () => agent.ping(),
+            () => null,
+          );
+          if (ok !== 'PONG') agent.disconnect();
+          return ok === 'PONG';
+        },
+        { timeout: 15_000, interval: 100 },
+      );
       agent.disconnect();
       expect(await acl.exists('live')).toBe(true);
       // A finished job's user stays gone.

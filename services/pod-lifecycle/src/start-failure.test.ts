@@ -1,9 +1,9 @@
 import { createKeySpace, JobStore, parseJobSpec, QueueNames } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
+import { deleteNamespaceKeys } from '@sandstream/test-support';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { failExhaustedStart } from './start-failure.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';

@@ -1,9 +1,9 @@
 import { createKeySpace, JobStore, parseJobSpec } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
+import { deleteNamespaceKeys } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { connect, type Msg, type NatsConnection } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { LifecycleRelay } from './lifecycle-relay.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';

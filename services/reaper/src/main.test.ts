@@ -1,10 +1,9 @@
 import { fileURLToPath } from 'node:url';
 import { createKeySpace, JobStore, parseJobSpec } from '@sandstream/bus';
-import { ServiceProcess } from '@sandstream/service-kit';
+import { deleteNamespaceKeys, ServiceProcess } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { connect } from 'nats';
 import { afterAll, describe, expect, it } from 'vitest';
-import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 
 // The built service, as production runs it (npx tsc -b services/reaper).
 const entry = fileURLToPath(new URL('../dist/main.js', import.meta.url));

@@ -4,18 +4,18 @@ import { join } from 'node:path';
 import { createKeySpace, DispatchKeys, ExpiredLeases, JobStore } from '@sandstream/bus';
 import { InProcessBackend, SandboxLabels, SandboxSpecSchema } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
+import { type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type OwnRedis, startOwnRedis } from '../../../libs/sandbox/src/testing/redis-server.js';
 import { Reaper } from './reaper.js';
 
 // Sandboxes whose jobs vanished because Redis came back empty: a private redis-server, flushed.
 describe('reaper: orphaned sandboxes after Redis lost its data', () => {
-  let own: OwnRedis;
+  let own: RedisServer;
   let redis: Redis;
   const root = mkdtempSync(join(tmpdir(), 'sandstream-orphans-'));
   beforeAll(async () => {
-    own = await startOwnRedis();
+    own = await startRedisServer();
     redis = new Redis(own.url, { maxRetriesPerRequest: null });
   });
   afterAll(async () => {

@@ -15,10 +15,10 @@ import {
 } from '@sandstream/bus';
 import { InProcessBackend, SandboxLabels } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
+import { deleteNamespaceKeys } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { DELETE_FINISHED_JOB } from './reap-scripts.js';
 import { jobKeysOf, matchesGlob, Reaper, type ReaperOptions } from './reaper.js';
 

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { ServiceProcess } from '@sandstream/service-kit';
+import { ServiceProcess } from '@sandstream/test-support';
 import { afterAll, describe, expect, it } from 'vitest';
 
 // The lifecycle relay's own entry point, built (npx tsc -b services/reaper). What it relays is

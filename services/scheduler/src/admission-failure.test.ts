@@ -8,10 +8,10 @@ import {
   SlotAdmission,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
+import { deleteNamespaceKeys } from '@sandstream/test-support';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { failExhaustedAdmission } from './admission-failure.js';
 import { createScheduleProcessor } from './schedule-job.js';
 import { TemplateResolver } from './template-resolver.js';

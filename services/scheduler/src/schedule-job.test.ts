@@ -7,10 +7,10 @@ import {
   submitJob,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
+import { deleteNamespaceKeys } from '@sandstream/test-support';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { deleteNamespaceKeys } from '../../../test/helpers/namespace-cleanup.js';
 import { CapacityWaker } from './capacity-waker.js';
 import { createScheduleProcessor } from './schedule-job.js';
 import { TemplateResolver } from './template-resolver.js';
@@ -106,14 +106,8 @@ async function harness(opts: { globalLimit: number; tenantLimit: number }) {
     return id;
   };
   const state = async (id: string) => (await store.get(id))?.state;
-  const waitFor = async (id: string, want: JobState, ms = 5000) => {
-    const until = Date.now() + ms;
-    while (Date.now() < until) {
-      if ((await state(id)) === want) return;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    throw new Error(`${id} is ${await state(id)}, wanted ${want}`);
-  };
+  const waitFor = (id: string, want: JobState, ms = 5000) =>
+    expect.poll(() => state(id), { timeout: ms, interval: 25, message: `state of ${id}` }).toBe(want);
   /** Resolves once admission has finished `runs` times for this job. */
   const waitSettled = (id: string, runs = 1) =>
     expect.poll(() => settled.get(id) ?? 0, { timeout: 10_000 }).toBeGreaterThanOrEqual(runs);

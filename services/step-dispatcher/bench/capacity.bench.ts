@@ -13,11 +13,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { bullJobId, createKeySpace, DispatchKeys, JobStore, parseJobSpec, QueueNames } from '@sandstream/bus';
+import { startRedisServer, startService, uniqueNamespace } from '@sandstream/test-support';
 import { encodeCompletionNotice, SCHEMA_VERSION, type StepResult } from '@sandstream/wire';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { startOwnRedis } from '../../../test/helpers/redis-server.js';
-import { startService, uniqueNamespace } from '../../../test/helpers/services.js';
 
 const JOBS = Number(process.argv[2] ?? 10_000);
 const STEPS = 4;
@@ -30,7 +29,7 @@ function percentile(sorted: number[], p: number): number {
 const fmt = (n: number) => n.toFixed(1);
 
 async function main(): Promise<void> {
-  const own = await startOwnRedis(['--notify-keyspace-events', 'Kl', '--maxclients', '20000']);
+  const own = await startRedisServer({ args: ['--notify-keyspace-events', 'Kl', '--maxclients', '20000'] });
   const redis = new Redis(own.url);
   const sub = new Redis(own.url);
   const namespace = uniqueNamespace('cap');

@@ -1,17 +1,17 @@
 import { COMPLETION_GROUP, createKeySpace, DispatchKeys } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
+import { type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { type CompletionNotice, encodeCompletionNotice } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type OwnRedis, startOwnRedis } from '../../../libs/sandbox/src/testing/redis-server.js';
 import { CompletionConsumer } from './completion-consumer.js';
 
 // A Redis restarted without its data has no consumer groups: a private redis-server, flushed.
 describe('CompletionConsumer after Redis lost its data', () => {
-  let own: OwnRedis;
+  let own: RedisServer;
   let redis: Redis;
   beforeAll(async () => {
-    own = await startOwnRedis();
+    own = await startRedisServer();
     redis = new Redis(own.url, { maxRetriesPerRequest: null });
   });
   afterAll(async () => {
@@ -40,13 +40,14 @@ describe('CompletionConsumer after Redis lost its data', () => {
         '*',
         ...encodeCompletionNotice({ jobId, stepId: 'step-1' }),
       );
-    const until = async (jobId: string) => {
-      const deadline = Date.now() + 15_000;
-      while (!handled.some((n) => n.jobId === jobId)) {
-        if (Date.now() > deadline) throw new Error(`notice of ${jobId} not handled`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
+    const until = (jobId: string) =>
+      expect
+        .poll(() => handled.some((n) => n.jobId === jobId), {
+          timeout: 15_000,
+          interval: 50,
+          message: `notice of ${jobId} handled`,
+        })
+        .toBe(true);
     try {
       await notify('before');
       await until('before');

@@ -12,16 +12,16 @@ import {
   QueueNames,
 } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
+import {
+  type RunningService,
+  startAgentProcess,
+  startService,
+  testRedisUrl,
+  uniqueNamespace,
+} from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startAgent } from '../../../test/helpers/agent-process.js';
-import {
-  type RunningService,
-  redisUrl,
-  startService,
-  uniqueNamespace,
-} from '../../../test/helpers/services.js';
 
 // The dispatcher as a real process against real agents and the shared Redis; the scheduler and
 // pod-lifecycle are played by this suite (agent started, record to `running`, `dispatch` added).
@@ -37,7 +37,7 @@ const workdir = mkdtempSync(join(tmpdir(), 'disp-'));
 const agents: ReturnType<typeof startAgent>[] = [];
 
 beforeAll(async () => {
-  redis = new Redis(redisUrl);
+  redis = new Redis(testRedisUrl());
   store = new JobStore({ redis, keys: keySpace });
   dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix: keySpace.bullPrefix });
   client = new SandstreamClient({ redis, namespace });
@@ -71,7 +71,13 @@ async function launch(spec: Omit<JobSpecInput, 'image'>, opts: { agent?: boolean
   const agent =
     opts.agent === false
       ? undefined
-      : startAgent({ redisUrl, jobId, notifyStream, workdir, heartbeatIntervalMs: 300 });
+      : startAgentProcess({
+          redisUrl: testRedisUrl(),
+          jobId,
+          notifyStream,
+          workdir,
+          heartbeatIntervalMs: 300,
+        });
   if (agent) agents.push(agent);
   // Like pod-lifecycle's waitReady: dispatch only once the agent heart-beats.
   const hb = keySpace.sandbox(jobId).heartbeat;

@@ -1,18 +1,17 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { type RedisServer, repoRoot, startRedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot } from '../../../../test/helpers/services.js';
-import { type OwnRedis, startOwnRedis } from '../../../sandbox/src/testing/redis-server.js';
 import { SandstreamClient } from '../client.js';
 
 // The built CLI following a job whose record vanishes (Redis restarted empty): a private
 // redis-server, flushed under it.
 describe('sandstream CLI when the job vanishes', () => {
-  let own: OwnRedis;
+  let own: RedisServer;
   let admin: Redis;
   beforeAll(async () => {
-    own = await startOwnRedis();
+    own = await startRedisServer();
     admin = new Redis(own.url);
   });
   afterAll(async () => {
@@ -37,12 +36,8 @@ describe('sandstream CLI when the job vanishes', () => {
       stderr += chunk;
     });
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const deadline = Date.now() + 20_000;
     // It is following once it has printed the job's first state.
-    while (!stderr.includes('● queued')) {
-      if (Date.now() > deadline) throw new Error(`the CLI did not start following: ${stderr}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await expect.poll(() => stderr, { timeout: 20_000, interval: 50 }).toContain('● queued');
     await admin.flushall();
     expect(await exited).toBe(4);
     expect(stderr).toContain('sandstream: job vanish-cli not found (Redis lost its data?)');

@@ -3,20 +3,25 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKeySpace, QueueNames } from '@sandstream/bus';
+import {
+  freePort,
+  repoRoot,
+  startRedisServer,
+  testRedisUrl,
+  uniqueNamespace,
+} from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort, redisUrl, repoRoot, uniqueNamespace } from '../../../../test/helpers/services.js';
-import { startOwnRedis } from '../../../sandbox/src/testing/redis-server.js';
 import { SandstreamClient } from '../client.js';
 
 // The built CLI as a user runs it (libs/client must be built: npx tsc -b libs/client).
 const dir = mkdtempSync(join(tmpdir(), 'cli-'));
 const namespace = uniqueNamespace('cli');
-const redis = new Redis(redisUrl);
+const redis = new Redis(testRedisUrl());
 
 function cli(...args: string[]) {
-  return cliIn({ REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: namespace }, undefined, ...args);
+  return cliIn({ REDIS_URL: testRedisUrl(), SANDSTREAM_NAMESPACE: namespace }, undefined, ...args);
 }
 
 /** The CLI with only `env` for its connection (none of the caller's REDIS_URL…), run in `cwd`. */
@@ -117,7 +122,7 @@ describe('sandstream CLI', () => {
   });
 
   it('prints one line and exits 3 when Redis goes away under logs -f and stays away', async () => {
-    const own = await startOwnRedis();
+    const own = await startRedisServer();
     const client = new SandstreamClient({ redisUrl: own.url, namespace, onWarning: () => {} });
     const jobId = `${namespace}-lost`;
     await client.submit({ id: jobId, image: 'debian', steps: [{ command: 'true' }] });
@@ -150,18 +155,9 @@ describe('sandstream CLI', () => {
 
   it("finds npm start's Redis and namespace through .cache/sandstream/local.json, with no flags", async () => {
     // Like npm start's embedded Redis: its own port, `default` off, an admin user with a password.
-    const own = await startOwnRedis([
-      '--user',
-      'default',
-      'off',
-      '--user',
-      'admin',
-      'on',
-      '>pw',
-      '~*',
-      '&*',
-      '+@all',
-    ]);
+    const own = await startRedisServer({
+      args: ['--user', 'default', 'off', '--user', 'admin', 'on', '>pw', '~*', '&*', '+@all'],
+    });
     const ownUrl = `redis://admin:pw@127.0.0.1:${own.port}`;
     const project = mkdtempSync(join(tmpdir(), 'cli-local-'));
     const below = join(project, 'sub', 'dir');

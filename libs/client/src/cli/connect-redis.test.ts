@@ -1,6 +1,5 @@
+import { freePort, testRedisUrl } from '@sandstream/test-support';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { testRedisUrl } from '../../../bus/src/test-redis.js';
-import { freePort } from '../../../sandbox/src/testing/redis-server.js';
 import { connectCliRedis, RedisUnreachableError } from './connect-redis.js';
 
 afterEach(() => vi.restoreAllMocks());

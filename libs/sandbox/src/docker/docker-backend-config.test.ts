@@ -1,21 +1,18 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { dockerEngine, type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
-import Dockerode from 'dockerode';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxLabels, type SandboxRef, SandboxStartError } from '../backend.js';
 import { createBackend } from '../create-backend.js';
 import { type SandboxSpecInput, SandboxSpecSchema } from '../sandbox-spec.js';
-import { freePort } from '../testing/redis-server.js';
+import { dockerLeftovers, testImages } from '../testing/docker-test-env.js';
 import { StepChannel } from '../testing/step-channel.js';
 import { DockerBackend } from './docker-backend.js';
 import { persistentVolumeName } from './docker-names.js';
-import { dockerEngine, dockerLeftovers, testImages } from './docker-test-env.js';
 
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const { skip } = await dockerEngine();
-const docker = new Dockerode();
+const { docker, skip } = await dockerEngine('docker-backend-config');
 const tag = randomBytes(3).toString('hex');
 
 describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
@@ -157,7 +154,7 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
 
   describe('deny-egress', () => {
     const network = `sandstream-test-deny-${tag}`;
-    let server: ChildProcess | undefined;
+    let server: RedisServer | undefined;
     let gatewayRedis: Redis | undefined;
     let gatewayBlocking: Redis | undefined;
     let denyBackend: DockerBackend;
@@ -175,26 +172,9 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
         IPAM: { Config: { Gateway: string }[] };
       };
       const gateway = info.IPAM.Config[0]?.Gateway as string;
-      const port = await freePort();
-      server = spawn(
-        'redis-server',
-        [
-          '--port',
-          String(port),
-          '--bind',
-          gateway,
-          '--save',
-          '',
-          '--appendonly',
-          'no',
-          '--protected-mode',
-          'no',
-        ],
-        { stdio: 'ignore' },
-      );
-      gatewayUrl = `redis://${gateway}:${port}`;
+      server = await startRedisServer({ host: gateway, args: ['--protected-mode', 'no'] });
+      gatewayUrl = server.url;
       gatewayRedis = new Redis(gatewayUrl, { retryStrategy: (n) => (n > 50 ? null : 100) });
-      // The first connect may beat redis-server's listen; the retry strategy covers it, quietly.
       gatewayRedis.on('error', () => {});
       await gatewayRedis.ping();
       gatewayBlocking = gatewayRedis.duplicate();
@@ -210,7 +190,7 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
       for (const ref of refs) await denyBackend?.destroy(ref, { graceMs: 0 }).catch(() => {});
       gatewayBlocking?.disconnect();
       gatewayRedis?.disconnect();
-      server?.kill('SIGKILL');
+      await server?.stop();
       await docker
         .getNetwork(network)
         .remove()

@@ -1,12 +1,11 @@
-import Dockerode from 'dockerode';
+import { dockerEngine } from '@sandstream/test-support';
 import { registerBackendSuite } from '../testing/backend-suite.js';
+import { dockerLeftovers, testImages } from '../testing/docker-test-env.js';
 import { DockerBackend } from './docker-backend.js';
 import { persistentVolumeName } from './docker-names.js';
-import { dockerEngine, dockerLeftovers, testImages } from './docker-test-env.js';
 
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const { skip } = await dockerEngine();
-const docker = new Dockerode();
+const { docker, skip } = await dockerEngine('docker-backend');
 
 for (const [image, agentVolume] of [
   [testImages.debian, 'per-job'],

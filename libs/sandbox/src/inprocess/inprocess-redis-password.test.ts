@@ -2,24 +2,24 @@ import { randomBytes } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
-import { type OwnRedis, startOwnRedis } from '../testing/redis-server.js';
 import { InProcessBackend } from './inprocess-backend.js';
 
 const password = `pw-${randomBytes(6).toString('hex')}`;
 const root = join(tmpdir(), `sandstream-inprocess-pw-${randomBytes(4).toString('hex')}`);
 
 describe('a Redis URL with a password', () => {
-  let server: OwnRedis | undefined;
+  let server: RedisServer | undefined;
   let redis: Redis;
   let url: string;
 
   beforeAll(async () => {
     // Its own server: requirepass on the shared Redis would lock everyone else out.
-    server = await startOwnRedis(['--requirepass', password]);
+    server = await startRedisServer({ args: ['--requirepass', password] });
     url = `redis://:${password}@127.0.0.1:${server.port}`;
     redis = new Redis(url, { retryStrategy: (n) => (n > 50 ? null : 100) });
     redis.on('error', () => {});

@@ -1,41 +1,27 @@
 import { execFileSync } from 'node:child_process';
 import Docker from 'dockerode';
 
+export interface DockerEngine {
+  docker: Docker;
+  /** Why the caller must skip (no engine, not CI), or false to run. */
+  skip: string | false;
+}
+
 /**
- * Whether a Docker engine answers. Suites that need one call `dockerOrSkip` at collection time:
- * outside CI a missing engine skips them with a loud message (a laptop without Docker can still run
- * the rest); with CI=true it is an error, because CI must never pass by skipping.
+ * Whether a Docker engine answers, for suites that need one. Outside CI a missing engine skips
+ * them with a loud message (a laptop without Docker can still run the rest); with CI=true they
+ * run anyway and fail, because CI must never pass by skipping.
  */
-export async function dockerAvailable(docker: Docker = new Docker()): Promise<boolean> {
+export async function dockerEngine(suite = 'Docker tests'): Promise<DockerEngine> {
+  const docker = new Docker();
   try {
     await docker.ping();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-export interface DockerGate {
-  docker: Docker;
-  /** True when the suite must be skipped (no engine, not CI). */
-  skip: boolean;
-}
-
-export async function dockerOrSkip(suite: string): Promise<DockerGate> {
-  const docker = new Docker();
-  if (await dockerAvailable(docker)) return { docker, skip: false };
-  const message = `${suite}: no Docker engine answers (start one with scripts/ensure-docker.sh)`;
-  if (process.env.CI === 'true') throw new Error(`${message}; CI=true, so this is a failure, not a skip`);
-  process.stderr.write(`\n*** SKIPPING ${message} ***\n\n`);
-  return { docker, skip: true };
-}
-
-export async function imageExists(docker: Docker, image: string): Promise<boolean> {
-  try {
-    await docker.getImage(image).inspect();
-    return true;
-  } catch {
-    return false;
+    return { docker, skip: false };
+  } catch (err) {
+    if (process.env.CI === 'true') return { docker, skip: false };
+    const skip = `no Docker engine answers (${(err as Error).message}); start one with scripts/ensure-docker.sh`;
+    process.stderr.write(`\n*** SKIPPING ${suite}: ${skip} ***\n\n`);
+    return { docker, skip };
   }
 }
 

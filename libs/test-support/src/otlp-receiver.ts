@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import protobuf from 'protobufjs';
+import { pollUntil } from './poll.js';
 
 /*
  * An OTLP/HTTP collector stand-in for tests: accepts /v1/traces in both encodings the SDKs use
@@ -231,15 +232,11 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       failures = n;
     },
     async waitFor(done, timeoutMs = 15_000) {
-      const deadline = Date.now() + timeoutMs;
-      while (!done(spans)) {
-        if (Date.now() > deadline) {
-          const seen = spans.map((s) => `${s.service}:${s.name}`).join(', ');
-          throw new Error(`OTLP receiver: condition not met after ${timeoutMs} ms; spans: [${seen}]`);
-        }
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      return spans;
+      // Used by the telemetry bench too, so the polling is the plain helper, not vi.waitFor.
+      return pollUntil('spans', () => done(spans) && spans, { timeoutMs }).catch(() => {
+        const seen = spans.map((s) => `${s.service}:${s.name}`).join(', ');
+        throw new Error(`OTLP receiver: condition not met after ${timeoutMs} ms; spans: [${seen}]`);
+      });
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -1,22 +1,8 @@
-import Dockerode from 'dockerode';
+import type Dockerode from 'dockerode';
 import { SandboxLabels } from '../backend.js';
-import { DockerRoleLabel } from './docker-names.js';
+import { DockerRoleLabel } from '../docker/docker-names.js';
 
-/**
- * Shared set-up of the Docker test files: whether an engine answers, and what a job left behind.
- * Outside CI a machine without Docker skips those tests; in CI (CI=true) they must run.
- */
-export async function dockerEngine(): Promise<{ docker: Dockerode; skip: string | false }> {
-  const docker = new Dockerode();
-  try {
-    await docker.ping();
-    return { docker, skip: false };
-  } catch (err) {
-    if (process.env.CI === 'true') return { docker, skip: false };
-    return { docker, skip: `no Docker engine answers (${(err as Error).message})` };
-  }
-}
-
+/** Shared set-up of the Docker test files: the images they run and what a job left behind. */
 export const testImages = {
   debian: process.env.SANDSTREAM_TEST_IMAGE_DEBIAN ?? 'sandstream/debian:bookworm',
   busybox: process.env.SANDSTREAM_TEST_IMAGE_BUSYBOX ?? 'sandstream/busybox:static',

@@ -1,0 +1,80 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pollUntil } from './poll.js';
+import { freePort } from './ports.js';
+
+/** The NATS server the machine runs (NATS_URL, default 127.0.0.1:4222), for tests that only publish and subscribe. */
+export function testNatsUrl(): string {
+  return process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+}
+
+/**
+ * A private nats-server on a free port (JetStream on, its store in a temporary directory), for
+ * tests that must kill NATS or see a clean JetStream.
+ */
+export class NatsServer {
+  private constructor(
+    readonly port: number,
+    private readonly dir: string,
+    private readonly child: ChildProcess,
+    private readonly exited: Promise<void>,
+  ) {}
+
+  static async start(options: { jetstream?: boolean; startTimeoutMs?: number } = {}): Promise<NatsServer> {
+    const port = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), `sandstream-nats-${port}-`));
+    const args = ['-a', '127.0.0.1', '-p', String(port)];
+    if (options.jetstream !== false) args.push('-js', '-sd', dir);
+    const child = spawn('nats-server', args, { stdio: 'ignore' });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const server = new NatsServer(port, dir, child, exited);
+    try {
+      await pollUntil(
+        `nats-server on ${port} to greet`,
+        async () => {
+          if (child.exitCode !== null) throw new Error(`nats-server on ${port} exited at start-up`);
+          return answersInfo(port);
+        },
+        { timeoutMs: options.startTimeoutMs ?? 10_000, intervalMs: 50 },
+      );
+    } catch (err) {
+      await server.stop();
+      throw err;
+    }
+    return server;
+  }
+
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  /** kill -9, then the directory goes; safe to call twice. */
+  async stop(): Promise<void> {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.kill('SIGKILL');
+      await this.exited;
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** A NATS server greets every new connection with an INFO line: that is "up". */
+function answersInfo(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    const done = (up: boolean) => {
+      socket.destroy();
+      resolve(up);
+    };
+    socket.setTimeout(1000, () => done(false));
+    socket.once('error', () => done(false));
+    socket.once('data', (chunk) => done(chunk.toString().startsWith('INFO')));
+  });
+}
+
+export function startNatsServer(options: { jetstream?: boolean } = {}): Promise<NatsServer> {
+  return NatsServer.start(options);
+}
