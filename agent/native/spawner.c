@@ -298,15 +298,16 @@ static struct child *find_child(uint32_t id) {
   return NULL;
 }
 
-static int start_process(const char *program, char **argv, char **env, const char *cwd, int out_fd,
-                         int err_fd, pid_t *pid) {
+static int start_process(const char *program, char **argv, char **env, const char *cwd, const char *in_path,
+                         int out_fd, int err_fd, pid_t *pid) {
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
   sigset_t none, all;
   sigemptyset(&none);
   sigfillset(&all);
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  /* stdin: the step's input file when it has one (the agent wrote it, 0600), else nothing. */
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, in_path ? in_path : "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
   posix_spawn_file_actions_addchdir_np(&actions, cwd);
@@ -329,6 +330,12 @@ static void handle_spawn(uint32_t id, const uint8_t *payload, size_t length) {
   char *cwd = read_string(&r);
   char **argv = read_strings(&r, &argc);
   char **env = read_strings(&r, &envc);
+  /* Optional, after the environment: the path of the step's stdin ("" or absent: /dev/null). */
+  char *in_path = r.left > 0 ? read_string(&r) : NULL;
+  if (in_path && in_path[0] == '\0') {
+    free(in_path);
+    in_path = NULL;
+  }
   int rc = 0;
   /* The agent always sends an absolute directory; a relative one would resolve PATH entries
    * against the helper's own directory instead of the step's. */
@@ -341,7 +348,7 @@ static void handle_spawn(uint32_t id, const uint8_t *payload, size_t length) {
   if (!rc && (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)) rc = errno;
   pid_t pid = 0;
   if (!rc) {
-    rc = start_process(program, argv, env, cwd, out[1], err[1], &pid);
+    rc = start_process(program, argv, env, cwd, in_path, out[1], err[1], &pid);
     if (rc == ENOEXEC) {
       /* No #! line: execvp hands such a file to the shell, and so do we. */
       char **shell_argv = calloc(argc + 2, sizeof(char *));
@@ -349,7 +356,7 @@ static void handle_spawn(uint32_t id, const uint8_t *payload, size_t length) {
       shell_argv[0] = "/bin/sh";
       shell_argv[1] = program;
       for (uint32_t i = 1; i < argc; i++) shell_argv[i + 1] = argv[i];
-      rc = start_process("/bin/sh", shell_argv, env, cwd, out[1], err[1], &pid);
+      rc = start_process("/bin/sh", shell_argv, env, cwd, in_path, out[1], err[1], &pid);
       free(shell_argv);
     }
   }
@@ -379,6 +386,7 @@ static void handle_spawn(uint32_t id, const uint8_t *payload, size_t length) {
   }
   free(file);
   free(cwd);
+  free(in_path);
   free_strings(argv, argc);
   free_strings(env, envc);
 }

@@ -18,11 +18,13 @@ describe('sandstream sandbox / exec', () => {
   afterAll(async () => {
     await stack?.stop();
   });
-  const cli = (...args: string[]) =>
+  const cli = (...args: string[]) => cliWithInput(undefined, ...args);
+  const cliWithInput = (input: string | undefined, ...args: string[]) =>
     spawnSync(process.execPath, [cliPath, ...args], {
       env: { ...process.env, REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: stack.namespace },
       encoding: 'utf8',
       timeout: 60_000,
+      ...(input === undefined ? {} : { input }),
     });
 
   it('create prints the id alone; exec streams output and exits with the command code; rm closes it', () => {
@@ -52,6 +54,10 @@ describe('sandstream sandbox / exec', () => {
     expect(shell.stdout).toBe('/tmp\n.\n');
     expect(shell.status).toBe(0);
     expect(cli('exec', '--timeout', '1', id, '--', 'sleep', '30').status).toBe(124);
+    // -i: this process's stdin becomes the command's.
+    const piped = cliWithInput('b\na\nc\n', 'exec', '-i', id, '--', 'sort');
+    expect(piped.stdout).toBe('a\nb\nc\n');
+    expect(piped.status).toBe(0);
     const missing = cli('exec', id, '--', 'no-such-program-here');
     expect(missing.status).toBe(125);
 

@@ -140,6 +140,9 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
 
       const env = await sandbox.exec('echo $GREETING from $(pwd)', { env: { GREETING: 'hi' }, cwd: '/tmp' });
       expect(env.stdout).toBe('hi from /tmp\n');
+      expect(await sandbox.exec(['wc', '-l'], { stdin: 'one\ntwo\n' })).toMatchObject({ stdout: '2\n' });
+      const bytes = await sandbox.exec(['od', '-An', '-tx1'], { stdin: new Uint8Array([0, 255]) });
+      expect(bytes.stdout.trim()).toBe('00 ff');
       const timedOut = await sandbox.exec(['sleep', '30'], { timeoutSeconds: 1 });
       expect(timedOut).toMatchObject({ timedOut: true, cancelled: false });
       expect(timedOut.exitCode).not.toBe(0);

@@ -7,6 +7,8 @@ export interface LaunchRequest {
   cwd: string;
   /** The child's whole environment. */
   env: Readonly<Record<string, string>>;
+  /** A file the child reads as its stdin; absent: /dev/null. */
+  stdinPath?: string | undefined;
 }
 
 /** The events of a launched process, in the order a ChildProcess emits their counterparts. */
@@ -24,7 +26,8 @@ export interface StepProcessEvents {
 }
 
 /**
- * A process started for a run step: its own process group (pgid = pid), stdin from /dev/null,
+ * A process started for a run step: its own process group (pgid = pid), stdin from /dev/null (or
+ * the step's stdin file),
  * stdout and stderr piped back to the agent.
  */
 export interface StepProcess extends EventEmitter<StepProcessEvents> {

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
+import { closeSync, openSync } from 'node:fs';
 import type { LaunchRequest, ProcessLauncher, StepProcess, StepProcessEvents } from './launcher.js';
 
 /**
@@ -12,14 +13,20 @@ export class NodeLauncher implements ProcessLauncher {
 
   launch(request: LaunchRequest): StepProcess {
     // Throws synchronously for what Node validates up front (NUL bytes, some bad cwds).
-    const child = spawn(request.file, request.args, {
-      cwd: request.cwd,
-      env: request.env,
-      // Own process group: timeouts and cancels signal -pid and reach every descendant.
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    return new NodeStepProcess(child);
+    // The step's stdin file is opened here and handed over as the child's fd 0, then closed.
+    const stdin = request.stdinPath === undefined ? 'ignore' : openSync(request.stdinPath, 'r');
+    try {
+      const child = spawn(request.file, request.args, {
+        cwd: request.cwd,
+        env: request.env,
+        // Own process group: timeouts and cancels signal -pid and reach every descendant.
+        detached: true,
+        stdio: [stdin, 'pipe', 'pipe'],
+      });
+      return new NodeStepProcess(child);
+    } finally {
+      if (typeof stdin === 'number') closeSync(stdin);
+    }
   }
 
   close(): void {}

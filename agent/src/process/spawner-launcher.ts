@@ -109,6 +109,7 @@ export class SpawnerLauncher implements ProcessLauncher {
       cwd: request.cwd,
       argv: [request.file, ...request.args],
       env: Object.entries(request.env).map(([name, value]) => `${name}=${value}`),
+      stdinPath: request.stdinPath,
     });
     const proc = new SpawnedProcess(request, () => this.closeOutput(helper, id));
     helper.processes.set(id, proc);

@@ -33,11 +33,14 @@ export interface SpawnRequestFields {
   argv: readonly string[];
   /** "NAME=value" entries. */
   env: readonly string[];
+  /** A file the child reads as stdin (absent: /dev/null). Sent after env, so older helpers' frames stay valid. */
+  stdinPath?: string | undefined;
 }
 
-/** SPAWN: string file, string cwd, u32 argc + argc strings, u32 envc + envc strings. */
+/** SPAWN: string file, string cwd, u32 argc + argc strings, u32 envc + envc strings [, string stdin path]. */
 export function encodeSpawn(id: number, fields: SpawnRequestFields): Buffer {
-  const strings = [fields.file, fields.cwd, ...fields.argv, ...fields.env];
+  const stdin = fields.stdinPath ? [fields.stdinPath] : [];
+  const strings = [fields.file, fields.cwd, ...fields.argv, ...fields.env, ...stdin];
   let size = HEADER_BYTES + 8;
   for (const s of strings) size += 4 + Buffer.byteLength(s, 'utf8');
   if (size - 4 > MAX_REQUEST_BYTES) {
@@ -60,6 +63,7 @@ export function encodeSpawn(id: number, fields: SpawnRequestFields): Buffer {
   frame.writeUInt32LE(fields.env.length, at);
   at += 4;
   for (const entry of fields.env) string(entry);
+  for (const path of stdin) string(path);
   return frame;
 }
 

@@ -1,8 +1,9 @@
+import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Limits, type RunStep, RunStepSchema } from '@sandstream/wire';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../logger.js';
 import type { ProcessLauncher } from '../process/launcher.js';
 import { NodeLauncher } from '../process/node-launcher.js';
@@ -72,6 +73,45 @@ describe.each(launchers)('with the %s launcher', (_name, makeLauncher) => {
       );
       expect(outcome.exitCode).toBe(0);
       expect(r.text('stdout')).toEqual(['SH:A-B']);
+    });
+
+    it('feeds stdin (text or base64) from a private file that is gone once the process has it', async () => {
+      const r = recordingContext(dir);
+      const outcome = await runStep(
+        step({ command: 'sh', args: ['-c', 'wc -l; ls -l /proc/self/fd/0 >&2'], stdin: 'a\nb\nc\n' }),
+        r.ctx,
+      );
+      expect(outcome.exitCode).toBe(0);
+      expect(r.text('stdout').map((l) => l.trim())).toEqual(['3']);
+      // Its fd 0 was the step's own file, removed once the process had it open.
+      const input = /-> (\S*sandstream-stdin-[^/]+\/stdin)/.exec(r.text('stderr').join(''))?.[1];
+      expect(input).toBeDefined();
+      await vi.waitUntil(() => !existsSync(input as string), { timeout: 5000 });
+      const binary = recordingContext(dir);
+      await runStep(
+        step({
+          command: 'od',
+          args: ['-An', '-tx1'],
+          stdin: Buffer.from([0, 255, 10]).toString('base64'),
+          stdinEncoding: 'base64',
+        }),
+        binary.ctx,
+      );
+      expect(binary.text('stdout').join('').trim()).toBe('00 ff 0a');
+      // Without stdin the process reads /dev/null: at once, no input.
+      const none = recordingContext(dir);
+      await runStep(step({ command: 'wc', args: ['-c'] }), none.ctx);
+      expect(none.text('stdout').map((l) => l.trim())).toEqual(['0']);
+    });
+
+    it('refuses stdin over its limit before starting anything', async () => {
+      const r = recordingContext(dir);
+      const outcome = await runStep(
+        step({ command: 'cat', stdin: 'x'.repeat(Limits.runStdinMaxBytes + 1) }),
+        r.ctx,
+      );
+      expect(outcome).toMatchObject({ errorCode: 'limit_exceeded', exitCode: null });
+      expect(outcome.errorMessage).toMatch(/stdin/);
     });
 
     it('reports the exit code', async () => {

@@ -1,12 +1,13 @@
 import { stat } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
-import type { RunStep } from '@sandstream/wire';
+import { Limits, overLimit, type RunStep, stdinBytes } from '@sandstream/wire';
 import type { ProcessLauncher, StepProcess } from '../process/launcher.js';
 import { NodeLauncher } from '../process/node-launcher.js';
 import { type LineGate, LineSplitter } from './line-splitter.js';
 import { failed } from './outcome.js';
 import { killProcessGroup } from './process-group.js';
 import { stepDirectory } from './resolve-path.js';
+import { StdinFile } from './stdin-file.js';
 import type { OutputStream, StepContext, StepOutcome } from './step-context.js';
 
 /** Timings of a run step; each can be overridden (tests shorten them). */
@@ -68,10 +69,20 @@ export async function runStep(
   const [file, args] = step.shell
     ? ['/bin/sh', ['-c', step.command, 'sh', ...step.args]]
     : [step.command, step.args];
+  if (stdinBytes(step) > Limits.runStdinMaxBytes) {
+    return failed('limit_exceeded', overLimit('stdin', stdinBytes(step), Limits.runStdinMaxBytes));
+  }
+  let input: StdinFile | undefined;
+  try {
+    input = await StdinFile.create(step, ctx.baseDirectory);
+  } catch (err) {
+    return failed('io_error', `stdin could not be prepared: ${message(err)}`);
+  }
   let child: StepProcess;
   try {
-    child = launcher.launch({ file, args, cwd, env: childEnvironment(step.env) });
+    child = launcher.launch({ file, args, cwd, env: childEnvironment(step.env), stdinPath: input?.path });
   } catch (err) {
+    await input?.remove();
     // Node throws at once for some spawn errors, ENOTDIR from a working directory that is a file among them.
     const cwdProblem = await checkDirectory(cwd);
     if (cwdProblem) return failed('not_found', `workingDirectory ${cwdProblem}`);
@@ -80,6 +91,12 @@ export async function runStep(
       'invalid_step',
       `command ${JSON.stringify(step.command)} could not be started: ${message(err)}`,
     );
+  }
+  if (input) {
+    // The process opened it at its start (or never will): the file is no longer needed.
+    const remove = () => void input.remove();
+    child.once('spawn', remove);
+    child.once('error', remove);
   }
   return supervise(child, step, ctx, t, cwd);
 }

@@ -11,6 +11,7 @@ import {
   SCHEMA_VERSION,
   type Step,
   StepSchema,
+  stdinBytes,
   strictObject,
   TraceContextSchema,
   WriteFileStepSchema,
@@ -70,7 +71,17 @@ const JobRunStepSchema = strictObject(
       .transform((a) => a ?? []),
     env: z.record(stepEnvName, envValue).nullish(),
   }).shape,
-);
+).superRefine((step, ctx) => {
+  // The agent refuses stdin past runStdinMaxBytes once decoded; refuse it before it is queued.
+  const bytes = stdinBytes(step);
+  if (bytes > Limits.runStdinMaxBytes) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['stdin'],
+      message: overLimit('stdin', bytes, Limits.runStdinMaxBytes),
+    });
+  }
+});
 const JobReadFileStepSchema = strictObject(
   ReadFileStepSchema.omit(withoutIds).extend({ ...orchestration, timeoutSeconds: stepTimeout.optional() })
     .shape,

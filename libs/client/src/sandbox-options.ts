@@ -30,6 +30,12 @@ export const ExecOptionsSchema = strictObject(
       .positive('timeoutSeconds must be positive')
       .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
       .optional(),
+    /** What the command reads on stdin (text, or bytes), at most 8 MiB; without it, nothing. */
+    stdin: z
+      .union([z.string(), z.custom<Uint8Array>((v) => v instanceof Uint8Array)], {
+        message: 'stdin must be a string or a Uint8Array',
+      })
+      .optional(),
     /** Each of stdout and stderr kept in the result up to this many bytes (default 1 MiB). */
     maxOutputBytes: z
       .number()

@@ -5,7 +5,14 @@ import {
   type SandboxRecord,
   sandboxRecordOf,
 } from '@sandstream/bus';
-import type { FileEntry, GrepMatch, StepResult } from '@sandstream/wire';
+import {
+  type FileEntry,
+  type GrepMatch,
+  Limits,
+  overLimit,
+  type StepResult,
+  stdinBytes,
+} from '@sandstream/wire';
 import { parseOptions } from './client-options.js';
 import type { CommandOutputLine, ExecResult } from './command-output.js';
 import {
@@ -20,6 +27,7 @@ import {
   CommandCancelledError,
   SandboxCommandNotFoundError,
   SandboxFileError,
+  SandboxLimitError,
   SandboxNotFoundError,
 } from './sandbox-errors.js';
 import {
@@ -140,7 +148,11 @@ export class Sandbox implements AsyncDisposable {
       workingDirectory: options.cwd ?? null,
       env: options.env ?? null,
       ...(options.timeoutSeconds !== undefined ? { timeoutSeconds: options.timeoutSeconds } : {}),
+      ...stdinFields(options.stdin),
     };
+    if (stdinBytes(step) > Limits.runStdinMaxBytes) {
+      throw new SandboxLimitError(overLimit('stdin', stdinBytes(step), Limits.runStdinMaxBytes));
+    }
     return this.execution(options, (runOptions) => runCommand(this.ctx, this.id, step, runOptions));
   }
 
@@ -295,6 +307,13 @@ export class SandboxFiles {
     if (result.errorMessage !== null) throw new SandboxFileError(result.errorMessage, result.errorCode);
     return result.output;
   }
+}
+
+/** A command's stdin as the wire carries it: text as is, bytes in base64. */
+function stdinFields(stdin: string | Uint8Array | undefined) {
+  if (stdin === undefined) return {};
+  if (typeof stdin === 'string') return { stdin };
+  return { stdin: Buffer.from(stdin).toString('base64'), stdinEncoding: 'base64' as const };
 }
 
 function numberOf(commandId: string): number {

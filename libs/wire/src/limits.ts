@@ -7,6 +7,8 @@ export const Limits = {
   readFileMaxBytes: 1024 * 1024,
   /** writeFile: content above this size (decoded bytes) is refused. */
   writeFileMaxBytes: 10 * 1024 * 1024,
+  /** run: a step's stdin above this size (decoded bytes) is refused. */
+  runStdinMaxBytes: 8 * 1024 * 1024,
   /** listFiles: entries returned at most; the result says when it was cut. */
   listFilesMaxEntries: 1000,
   /** listFiles: the deepest maxDepth a step may ask for. */

@@ -53,7 +53,20 @@ export const RunStepSchema = z.object({
     .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
     .nullish()
     .transform((t) => t ?? Limits.runDefaultTimeoutSeconds),
+  /** What the command reads on stdin (absent: /dev/null), at most runStdinMaxBytes once decoded. */
+  stdin: z.string().optional(),
+  /** How `stdin` is written: `utf8` (the default) or `base64` for binary input. */
+  stdinEncoding: z.enum(['utf8', 'base64']).optional(),
 });
+
+/** The decoded size of a run step's stdin (the agent refuses it past Limits.runStdinMaxBytes). */
+export function stdinBytes(step: {
+  stdin?: string | undefined;
+  stdinEncoding?: 'utf8' | 'base64' | undefined;
+}): number {
+  if (step.stdin === undefined) return 0;
+  return Buffer.byteLength(step.stdin, step.stdinEncoding === 'base64' ? 'base64' : 'utf8');
+}
 
 export const ReadFileStepSchema = z.object({
   ...common,

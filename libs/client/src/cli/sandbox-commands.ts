@@ -1,4 +1,5 @@
 import type { LiveSandboxSpecInput, SandboxRecord } from '@sandstream/bus';
+import { Limits, overLimit } from '@sandstream/wire';
 import type { SandstreamClient } from '../client.js';
 import { CommandCancelledError, SandboxNotFoundError } from '../sandbox-errors.js';
 import { ExitCodes } from './exit-codes.js';
@@ -126,9 +127,9 @@ export async function execInSandbox(
   commandLine: string[],
   values: Values,
 ): Promise<number> {
-  if (values.interactive)
-    throw new UsageError('-i (stdin) is not supported yet; pipe data with a file instead');
   const timeout = seconds('timeout', values.timeout);
+  // -i: what this process reads on stdin goes to the command's stdin (read whole, bounded).
+  const stdin = values.interactive ? await readStdin(Limits.runStdinMaxBytes) : undefined;
   const sandbox = await client.sandboxes.connect(id);
   const controller = new AbortController();
   const onInterrupt = () => controller.abort();
@@ -139,6 +140,7 @@ export async function execInSandbox(
       ...(values.cwd ? { cwd: values.cwd } : {}),
       env: keyValues('env', values.env),
       ...(timeout !== undefined ? { timeoutSeconds: timeout } : {}),
+      ...(stdin ? { stdin } : {}),
       signal: controller.signal,
       onStdout: (line) => process.stdout.write(`${line}\n`),
       onStderr: (line) => process.stderr.write(`${line}\n`),
@@ -157,4 +159,16 @@ export async function execInSandbox(
   } finally {
     process.removeListener('SIGINT', onInterrupt);
   }
+}
+
+/** All of this process's stdin, refused with a usage error past `limit` bytes. */
+async function readStdin(limit: number): Promise<Uint8Array> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of process.stdin) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw new UsageError(overLimit('exec -i: stdin', size, limit));
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
 }
