@@ -84,6 +84,12 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
     });
 
     expect(await sandbox.files.write('src/app.txt', 'alpha\nbeta\n')).toBe(11);
+    const stats = await sandbox.stats();
+    expect(stats).toMatchObject({ workspaceFiles: 1, workspaceBytes: 11, workspaceTruncated: false });
+    expect(stats.commandsRun).toBe(2);
+    // Read from the cgroup the agent runs in (the container's own on Docker).
+    expect(stats.memoryBytes).toBeGreaterThan(0);
+    expect(stats.cpuSeconds).toBeGreaterThan(0);
     const cat = await sandbox.exec(['cat', 'src/app.txt']);
     expect(cat).toMatchObject({
       exitCode: 0,

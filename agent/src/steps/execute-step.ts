@@ -5,6 +5,7 @@ import { listFilesStep } from './list-files-step.js';
 import { failed } from './outcome.js';
 import { readFileStep } from './read-file-step.js';
 import { runStep } from './run-step.js';
+import { statsStep } from './stats-step.js';
 import type { StepContext, StepOutcome } from './step-context.js';
 import { writeFileStep } from './write-file-step.js';
 
@@ -46,6 +47,8 @@ function dispatch(step: Step, ctx: StepContext, options: StepExecutorOptions): P
       return listFilesStep(step, ctx);
     case 'grep':
       return grepStep(step, ctx);
+    case 'stats':
+      return statsStep(step, ctx);
     case 'shutdown':
       return Promise.resolve(
         failed('invalid_step', 'shutdown steps are handled by the agent loop, not executed'),

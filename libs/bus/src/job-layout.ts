@@ -91,6 +91,7 @@ export function parseJobRecord(hash: Record<string, string>): JobRecord | null {
     readyAt: optionalNumber(JobField.readyAt),
     lastActivityAt: optionalNumber(JobField.lastActivityAt),
     commandsRunning: Math.max(0, Number(hash[JobField.commandsRunning] ?? 0)),
+    commandSeq: Number(hash[JobField.commandSeq] ?? 0),
     commands,
   };
 }

@@ -108,6 +108,8 @@ export interface JobRecord {
   lastActivityAt: number | undefined;
   /** Live sandboxes: commands pushed whose result is not recorded yet. */
   commandsRunning: number;
+  /** Live sandboxes: commands handed out since it opened. */
+  commandSeq: number;
   /** Live sandboxes: the commands still in its bounded history, by id (CommandRecord JSON as stored). */
   commands: Record<string, unknown>;
 }

@@ -19,7 +19,7 @@ export function commandId(n: number): string {
 /** What the history keeps of a command beside its StepResult: what was asked, and when. */
 export const CommandRecordSchema = z.object({
   id: z.string(),
-  kind: z.enum(['run', 'readFile', 'writeFile', 'listFiles', 'grep']),
+  kind: z.enum(['run', 'readFile', 'writeFile', 'listFiles', 'grep', 'stats']),
   /** run: the program, or the shell string with `shell`. */
   command: z.string().optional(),
   args: z.array(z.string()).optional(),

@@ -55,6 +55,20 @@ export interface CommandHistoryEntry extends CommandRecord {
   result: StepResult | undefined;
 }
 
+export interface SandboxStats {
+  cpuSeconds: number | null;
+  memoryBytes: number | null;
+  memoryLimitBytes: number | null;
+  workspaceBytes: number;
+  workspaceFiles: number;
+  workspaceTruncated: boolean;
+  /** Commands handed to the sandbox since it opened (the stats call itself included). */
+  commandsRun: number;
+  commandsRunning: number;
+  /** Output lines of the commands still in its history. */
+  outputLines: number;
+}
+
 /** An item of a command's output as its async iterator yields it. */
 export type ExecItem = CommandOutputLine | { stream: 'gap'; from: number; to: number };
 
@@ -214,6 +228,25 @@ export class Sandbox implements AsyncDisposable {
       if (parsed.success) entries.push({ ...parsed.data, result: record.stepResults[parsed.data.id] });
     }
     return entries.sort((a, b) => numberOf(a.id) - numberOf(b.id));
+  }
+
+  /**
+   * Resource use and activity: CPU and memory of the sandbox's cgroup (null where the backend
+   * does not give it one of its own to read), workspace size, and the commands it ran.
+   */
+  async stats(): Promise<SandboxStats> {
+    const { result } = await runCommand(this.ctx, this.id, { kind: 'stats', workingDirectory: null });
+    const record = await this.ctx.store.get(this.id);
+    if (result.output?.kind !== 'stats')
+      throw new SandboxFileError(result.errorMessage ?? 'stats failed', result.errorCode);
+    const { kind: _kind, ...usage } = result.output;
+    const recorded = Object.values(record?.stepResults ?? {});
+    return {
+      ...usage,
+      commandsRun: record?.commandSeq ?? 0,
+      commandsRunning: record?.commandsRunning ?? 0,
+      outputLines: recorded.reduce((sum, r) => sum + (r.outputLines ?? 0), 0),
+    };
   }
 
   /** Counts as a client call: the sandbox's idle expiry starts again. */

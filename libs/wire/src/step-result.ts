@@ -50,6 +50,20 @@ export const StepOutputSchema = z.discriminatedUnion('kind', [
     truncated: z.boolean(),
   }),
   z.object({
+    kind: z.literal('stats'),
+    /** CPU time used by the agent's cgroup since it started, or null where it cannot be read. */
+    cpuSeconds: z.number().nonnegative().nullable(),
+    /** Memory charged to the cgroup now (memory.current), or null. */
+    memoryBytes: z.number().int().nonnegative().nullable(),
+    /** The cgroup's memory limit, or null when unlimited or unknown. */
+    memoryLimitBytes: z.number().int().nonnegative().nullable(),
+    /** Sizes of the workspace's regular files. */
+    workspaceBytes: z.number().int().nonnegative(),
+    workspaceFiles: z.number().int().nonnegative(),
+    /** The walk stopped at its entry limit: the workspace holds more than counted. */
+    workspaceTruncated: z.boolean(),
+  }),
+  z.object({
     kind: z.literal('grep'),
     matches: z.array(GrepMatchSchema),
     truncated: z.boolean(),

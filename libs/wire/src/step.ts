@@ -132,12 +132,23 @@ export const GrepStepSchema = z.object({
   workingDirectory,
 });
 
+/**
+ * Resource use of the sandbox as its agent sees it: CPU and memory of the cgroup it runs in (the
+ * sandbox's own on Docker and Kubernetes), and the size of its workspace.
+ */
+export const StatsStepSchema = z.object({
+  ...common,
+  kind: z.literal('stats'),
+  parallel,
+  workingDirectory,
+});
+
 export const ShutdownStepSchema = z.object({
   ...common,
   kind: z.literal('shutdown'),
 });
 
-export const STEP_KINDS = ['run', 'readFile', 'writeFile', 'listFiles', 'grep', 'shutdown'] as const;
+export const STEP_KINDS = ['run', 'readFile', 'writeFile', 'listFiles', 'grep', 'stats', 'shutdown'] as const;
 export type StepKind = (typeof STEP_KINDS)[number];
 
 /**
@@ -155,6 +166,7 @@ export const StepSchema = z.preprocess(
     WriteFileStepSchema,
     ListFilesStepSchema,
     GrepStepSchema,
+    StatsStepSchema,
     ShutdownStepSchema,
   ]),
 );
@@ -167,10 +179,12 @@ export type StepInput =
   | z.input<typeof WriteFileStepSchema>
   | z.input<typeof ListFilesStepSchema>
   | z.input<typeof GrepStepSchema>
+  | z.input<typeof StatsStepSchema>
   | z.input<typeof ShutdownStepSchema>;
 export type RunStep = z.output<typeof RunStepSchema>;
 export type ReadFileStep = z.output<typeof ReadFileStepSchema>;
 export type WriteFileStep = z.output<typeof WriteFileStepSchema>;
 export type ListFilesStep = z.output<typeof ListFilesStepSchema>;
 export type GrepStep = z.output<typeof GrepStepSchema>;
+export type StatsStep = z.output<typeof StatsStepSchema>;
 export type ShutdownStep = z.output<typeof ShutdownStepSchema>;
