@@ -113,12 +113,24 @@ describe('unknown keys', () => {
     expect(issues).toHaveLength(9);
   });
 
-  it('says where secrets go when a job carries secretEnv', () => {
-    expect(issuesOf({ image: 'x', secretEnv: { TOKEN: 'x' }, steps: [{ command: 'true' }] })).toEqual([
-      expect.stringMatching(
-        /^secretEnv: unknown key "secretEnv" \(a job cannot carry secrets: .*template.*secretEnv/,
-      ),
+  it('takes secrets by name only: a value, or a misspelt reference, is refused by field', () => {
+    expect(
+      parseJobSpec({
+        image: 'x',
+        secretEnv: { TOKEN: { secretName: 'git-token' } },
+        steps: [{ command: 'true' }],
+      }).secretEnv,
+    ).toEqual({ TOKEN: { secretName: 'git-token', key: 'value' } });
+    expect(issuesOf({ image: 'x', secretEnv: { TOKEN: 'hunter2' }, steps: [{ command: 'true' }] })).toEqual([
+      expect.stringMatching(/^secretEnv\.TOKEN: /),
     ]);
+    expect(
+      issuesOf({ image: 'x', secretEnv: { TOKEN: { secretname: 'x' } }, steps: [{ command: 'true' }] }),
+    ).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/unknown key "secretname" \(did you mean "secretName"\?\)/),
+      ]),
+    );
   });
 
   it('points a top-level working directory at the steps', () => {

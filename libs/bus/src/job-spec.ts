@@ -154,14 +154,28 @@ export const labelsSchema = z.record(labelKey, labelValue);
 /** Plain environment for a sandbox. Travels through Redis: never put secrets here. */
 export const sandboxEnvSchema = z.record(envName, envValue);
 
+/**
+ * A secret a job or sandbox asks for by name. Only the name travels through Redis: the backend
+ * resolves the value from its own store (a Kubernetes Secret's `key`; on Docker and in-process a
+ * SANDSTREAM_SECRET_ variable), and only names on the operator's allow-list for the template or
+ * the tenant are granted (the scheduler refuses others, naming them).
+ */
+export const SecretRefSchema = strictObject({
+  secretName: z
+    .string()
+    .min(1, 'secretName must not be empty')
+    .max(253, 'secretName is at most 253 characters'),
+  /** The key inside a Kubernetes Secret; ignored elsewhere. */
+  key: z.string().min(1).max(253).default('value'),
+});
+export const requestSecretEnvSchema = z.record(envName, SecretRefSchema);
+
 export const JOB_MAX_STEPS = 1000;
 export const JOB_MAX_TIMEOUT_SECONDS = 7 * 24 * 3600;
 export const JOB_DEFAULT_TIMEOUT_SECONDS = 3600;
 
 /** Keys people put in a job that belong elsewhere; said instead of a "did you mean". */
 const jobKeyHints = {
-  secretEnv:
-    'a job cannot carry secrets: it travels through Redis. Give its template a secretEnv, which the backend resolves from its own secret store',
   workingDirectory: 'a working directory is set per step (steps[].workingDirectory) or in the template',
   workdir: 'a working directory is set per step (steps[].workingDirectory) or in the template',
 };
@@ -209,6 +223,8 @@ export const JobSpecSchema = strictObject(
     image: z.string().min(1).max(1024).optional(),
     /** Plain environment for the sandbox. Travels through Redis: never put secrets here. */
     env: sandboxEnvSchema.default({}),
+    /** Secrets by name (never their values), granted by the operator's allow-list. */
+    secretEnv: requestSecretEnvSchema.optional(),
     resources: JobResourcesSchema.default({}),
     steps: StepsSchema,
     /** Wall-clock limit for the whole job, queueing excluded. */

@@ -7,6 +7,7 @@ import {
   type JobSpec,
   JobSpecSchema,
   labelsSchema,
+  requestSecretEnvSchema,
   sandboxEnvSchema,
   TenantSchema,
 } from './job-spec.js';
@@ -32,6 +33,8 @@ export const LiveSandboxSpecSchema = strictObject(
     template: z.string().min(1).max(253).optional(),
     image: z.string().min(1).max(1024).optional(),
     env: sandboxEnvSchema.default({}),
+    /** Secrets by name (never their values), granted by the operator's allow-list. */
+    secretEnv: requestSecretEnvSchema.optional(),
     resources: JobResourcesSchema.default({}),
     labels: labelsSchema.default({}),
     /** Closed after this long with no client call and no command running. */
@@ -58,8 +61,6 @@ export const LiveSandboxSpecSchema = strictObject(
     traceContext: strictObject(TraceContextSchema.shape).optional(),
   },
   {
-    secretEnv:
-      'a sandbox request cannot carry secrets: it travels through Redis. Give its template a secretEnv, which the backend resolves from its own secret store',
     steps: 'a live sandbox takes its commands one by one (exec); submit a job to declare steps up front',
   },
 ).refine((spec) => spec.template !== undefined || spec.image !== undefined, {

@@ -36,6 +36,51 @@ describe('template resolution', () => {
     await expect(unknown).rejects.toThrow(/unknown template "rust"; known templates: node20/);
   });
 
+  it("grants a request the secrets on its template's or tenant's allow-list, and refuses others by name", async () => {
+    const path = join(dir, 'secrets.yaml');
+    writeFileSync(
+      path,
+      [
+        'templates:',
+        '  ci:',
+        '    image: debian',
+        '    allowedSecrets: [git-token]',
+        'tenants:',
+        '  acme:',
+        '    allowedSecrets: [npm-token]',
+        '',
+      ].join('\n'),
+    );
+    const registry = await TemplateRegistry.open({ path, watch: false });
+    const resolver = new TemplateResolver(registry);
+    const job = (tenant: string, secretEnv: Record<string, { secretName: string }>) =>
+      parseJobSpec({ template: 'ci', tenant, secretEnv, steps: [{ command: 'true' }] });
+    const granted = await resolver.resolve(
+      job('acme', { GIT: { secretName: 'git-token' }, NPM: { secretName: 'npm-token' } }),
+    );
+    expect(granted.sandbox.secretEnv).toEqual({
+      GIT: { secretName: 'git-token', key: 'value' },
+      NPM: { secretName: 'npm-token', key: 'value' },
+    });
+    // Another tenant has the template's grant only; a service's own variable is no secret name.
+    await expect(resolver.resolve(job('other', { NPM: { secretName: 'npm-token' } }))).rejects.toThrow(
+      'secretEnv.NPM: secret "npm-token" is not on the allow-list of template "ci" or tenant "other"',
+    );
+    await expect(resolver.resolve(job('acme', { R: { secretName: 'REDIS_URL' } }))).rejects.toThrow(
+      /secretEnv\.R: secret "REDIS_URL" is not on the allow-list/,
+    );
+    // Without a templates file there is no allow-list: no secret is granted.
+    await expect(
+      new TemplateResolver().resolve(
+        parseJobSpec({
+          image: 'x',
+          secretEnv: { T: { secretName: 'git-token' } },
+          steps: [{ command: 'true' }],
+        }),
+      ),
+    ).rejects.toThrow(/secretEnv needs an operator allow-list/);
+  });
+
   it('passes image jobs through without a registry and refuses template jobs', async () => {
     const resolver = new TemplateResolver();
     const resolved = await resolver.resolve(

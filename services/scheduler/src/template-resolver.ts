@@ -16,6 +16,8 @@ export interface TemplateSource {
     template?: string;
     spec?: Record<string, unknown>;
   }): { image: string } & Record<string, unknown>;
+  /** The secret names a request naming `template` (or none) for `tenant` may ask for. */
+  allowedSecrets(template: string | undefined, tenant: string): Set<string>;
 }
 
 /**
@@ -33,6 +35,32 @@ export class TemplateResolver {
     if (Object.keys(spec.env).length > 0) overrides.env = spec.env;
     if (Object.keys(spec.labels).length > 0) overrides.labels = spec.labels;
     if (Object.keys(spec.resources).length > 0) overrides.resources = spec.resources;
+    const secrets = Object.entries(spec.secretEnv ?? {});
+    if (secrets.length > 0) {
+      // Only names the operator granted: a request could otherwise name any secret of the backend.
+      if (!this.templates) {
+        throw new TemplateResolutionError(
+          'secretEnv needs an operator allow-list (allowedSecrets in the templates file, SANDSTREAM_TEMPLATES_FILE); this scheduler has none',
+        );
+      }
+      const allowed = this.templates.allowedSecrets(spec.template, spec.tenant);
+      const refused = secrets.filter(([, ref]) => !allowed.has(ref.secretName));
+      if (refused.length > 0) {
+        const where =
+          spec.template === undefined
+            ? `tenant "${spec.tenant}"`
+            : `template "${spec.template}" or tenant "${spec.tenant}"`;
+        throw new TemplateResolutionError(
+          refused
+            .map(
+              ([name, ref]) =>
+                `secretEnv.${name}: secret "${ref.secretName}" is not on the allow-list of ${where}`,
+            )
+            .join('; '),
+        );
+      }
+      overrides.secretEnv = Object.fromEntries(secrets);
+    }
     const template = spec.template !== undefined ? { template: spec.template } : {};
 
     if (this.templates) {

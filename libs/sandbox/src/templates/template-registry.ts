@@ -75,7 +75,7 @@ export class TemplateRegistry {
           `unknown template "${name}"; known templates: ${this.names().join(', ') || '(none)'}`,
         );
       }
-      const { description: _description, ...spec } = template;
+      const { description: _description, allowedSecrets: _allowed, ...spec } = template;
       templateLayer = spec;
     }
     const merged = mergeSpecLayers(
@@ -93,6 +93,17 @@ export class TemplateRegistry {
       );
     }
     return parsed.data;
+  }
+
+  /**
+   * The secret names a request may ask for in its own secretEnv: the allow-list of the template
+   * it names (or the default template) and its tenant's, as the file says now.
+   */
+  allowedSecrets(template: string | undefined, tenant: string): Set<string> {
+    const file = this.current;
+    const name = template ?? file.defaultTemplate;
+    const fromTemplate = name === undefined ? [] : (file.templates[name]?.allowedSecrets ?? []);
+    return new Set([...fromTemplate, ...(file.tenants?.[tenant]?.allowedSecrets ?? [])]);
   }
 
   /** Reloads now; resolves after the attempt (a failure is reported, not thrown). */

@@ -42,9 +42,20 @@ function overrideShape() {
 export const SpecOverridesSchema = strictObject(overrideShape()).omit({ template: true });
 export type SpecOverrides = Partial<z.input<typeof SandboxSpecSchema>>;
 
+/** Secret names a request may put in its own secretEnv (operator allow-list); not part of the spec. */
+const allowedSecrets = z.array(z.string().min(1).max(253)).max(1000);
+
 export const TemplateSchema = SpecOverridesSchema.extend({
   /** Free text for operators and `sandstream templates`; not part of the spec. */
   description: z.string().optional(),
+  /** Secrets a job or sandbox naming this template may ask for in its own secretEnv. */
+  allowedSecrets: allowedSecrets.optional(),
+});
+
+/** What the operator grants a tenant whatever template it uses. */
+export const TenantPolicySchema = strictObject({
+  /** Secrets this tenant's requests may ask for in their own secretEnv. */
+  allowedSecrets: allowedSecrets.optional(),
 });
 
 const templateName = z
@@ -57,6 +68,8 @@ export const TemplatesFileSchema = strictObject({
   templates: z.record(templateName, TemplateSchema),
   /** Template used when a request names none; must exist in `templates`. */
   defaultTemplate: z.string().optional(),
+  /** Per tenant: what its requests may ask for beyond what their template allows. */
+  tenants: z.record(z.string(), TenantPolicySchema).optional(),
 });
 export type TemplatesFile = z.output<typeof TemplatesFileSchema>;
 

@@ -11,6 +11,7 @@ import {
   SandboxStartError,
 } from '../backend.js';
 import { type SandboxSpecInput, SandboxSpecSchema } from '../sandbox-spec.js';
+import { secretEnvVariable } from '../secret-env.js';
 import { StepChannel } from './step-channel.js';
 
 export interface BackendSuiteOptions {
@@ -68,7 +69,8 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
     const timeout = options.testTimeoutMs ?? 60_000;
     const readyDeadline = options.readyDeadlineMs ?? 30_000;
     const graceMs = options.graceMs ?? 3000;
-    const secretVar = `SANDSTREAM_SUITE_SECRET_${suffix().toUpperCase()}`;
+    const secretName = `suite-${suffix()}`;
+    const secretVar = secretEnvVariable(secretName);
     const secretValue = `s3cret-${suffix()}`;
     let redis: Redis;
     let blocking: Redis;
@@ -156,7 +158,7 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
           labels: { ...options.spec.labels, 'suite-label': 'yes' },
         };
         if (options.secretsFromProcessEnv !== false) {
-          spec.secretEnv = { SUITE_SECRET: { secretName: secretVar, key: 'value' } };
+          spec.secretEnv = { SUITE_SECRET: { secretName, key: 'value' } };
         }
         const ref = await start(jobId, spec);
         expect(ref).toMatchObject({ jobId, backend: backend.kind });
