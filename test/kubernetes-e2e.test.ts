@@ -182,6 +182,29 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
       .toEqual([]);
   }, 240_000);
 
+  it('creates a live sandbox as a pod, runs commands in it, and deletes the pod on close', async () => {
+    const sandbox = await stack.client.sandboxes.create({
+      id: `${prefix}-live`,
+      image: images.busybox,
+      tenant: 'e2e',
+    });
+    const core = standin.kubeConfig(namespace).makeApiClient(CoreV1Api);
+    const podsOfSandbox = async () =>
+      (await core.listNamespacedPod({ namespace })).items.filter(
+        (p) => p.metadata?.labels?.[SandboxLabels.jobId] === sandbox.id,
+      );
+    expect(await podsOfSandbox()).toHaveLength(1);
+    await sandbox.files.write('n.txt', 'in a pod');
+    const [cat, slow] = await Promise.all([
+      sandbox.exec(['cat', 'n.txt']),
+      sandbox.exec('sleep 1; echo done'),
+    ]);
+    expect(cat).toMatchObject({ exitCode: 0, stdout: 'in a pod\n' });
+    expect(slow).toMatchObject({ exitCode: 0, stdout: 'done\n' });
+    expect(await sandbox.close()).toMatchObject({ state: 'closed', reason: 'user' });
+    await expect.poll(async () => (await podsOfSandbox()).length, { timeout: 60_000, interval: 250 }).toBe(0);
+  }, 120_000);
+
   it('the reaper (on the Kubernetes backend) destroys a sandbox pod whose job does not exist', async () => {
     const redis = new Redis(testRedisUrl());
     const backend = createKubernetesBackend({
