@@ -103,6 +103,33 @@ async function oncePerSecond(client: SandstreamClient, prefix: string, count: nu
   return latencies;
 }
 
+/**
+ * Abort mid-command: `sleep 60` started, then aborted; the time from abort() until the exec
+ * settles with its cancelled result (the tree killed, the result back), against a plain `true`.
+ */
+async function abortLatency(client: SandstreamClient, id: string, rounds: number): Promise<number[]> {
+  const sandbox = await client.sandboxes.create({ id, image: 'none' });
+  const latencies: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    const controller = new AbortController();
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const exec = sandbox.exec('echo up; sleep 60', { signal: controller.signal, onStdout: () => started() });
+    await running;
+    const t = performance.now();
+    controller.abort();
+    await exec.then(
+      () => undefined,
+      () => undefined,
+    );
+    latencies.push(performance.now() - t);
+  }
+  await sandbox.close();
+  return latencies;
+}
+
 async function connectedClients(redis: Redis): Promise<number> {
   const info = await redis.info('clients');
   return Number(/connected_clients:(\d+)/.exec(info)?.[1] ?? Number.NaN);
@@ -140,6 +167,11 @@ async function main(): Promise<void> {
     console.log(`  live sandbox exec through the services: p50 ${ms(l.p50)}  p99 ${ms(l.p99)}`);
     console.log(
       `  ratio p50 ${(l.p50 / a.p50).toFixed(2)}x (goal <= 1.5x), p99 ${(l.p99 / a.p99).toFixed(2)}x`,
+    );
+
+    const aborts = summary(await abortLatency(client, `${namespace}-abort`, 30));
+    console.log(
+      `abort mid-command (sleep 60), ${aborts.n} rounds: p50 ${ms(aborts.p50)}  p99 ${ms(aborts.p99)}`,
     );
 
     const before = await connectedClients(redis);

@@ -72,12 +72,16 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
   const id = (name: string) => `${stack.namespace}-${name}`;
 
   it('drives a tool loop: write, run, parallel calls that do not wait for a long one, read back, close', async () => {
+    // The workspace is the sandbox's own choice on Docker (the in-process backend keeps a directory of its own).
+    const workingDirectory = name === 'docker' ? '/srv/app' : undefined;
     const sandbox = await stack.client.sandboxes.create({
       id: id('loop'),
       image,
       labels: { purpose: 'loop' },
+      ...(workingDirectory ? { workingDirectory } : {}),
     });
     expect(sandbox.id).toBe(id('loop'));
+    if (workingDirectory) expect((await sandbox.exec(['pwd'])).stdout).toBe(`${workingDirectory}\n`);
     expect(await stack.client.sandboxes.get(sandbox.id)).toMatchObject({
       state: 'ready',
       labels: { purpose: 'loop' },
@@ -86,7 +90,7 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
     expect(await sandbox.files.write('src/app.txt', 'alpha\nbeta\n')).toBe(11);
     const stats = await sandbox.stats();
     expect(stats).toMatchObject({ workspaceFiles: 1, workspaceBytes: 11, workspaceTruncated: false });
-    expect(stats.commandsRun).toBe(2);
+    expect(stats.commandsRun).toBe(workingDirectory ? 3 : 2);
     // Read from the cgroup the agent runs in (the container's own on Docker).
     expect(stats.memoryBytes).toBeGreaterThan(0);
     expect(stats.cpuSeconds).toBeGreaterThan(0);
@@ -190,6 +194,14 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
       const followed = await again.attach(commandId);
       expect(followed).toMatchObject({ exitCode: 0, stdout: 'first\nsecond\n' });
       expect((await slow).commandId).toBe(commandId);
+      // Any client cancels any command by id: here one the first client started.
+      const long = sandbox.exec(['sleep', '60']);
+      await expect
+        .poll(async () => (await again.history()).find((c) => c.result === undefined)?.id)
+        .toBeDefined();
+      const longId = (await again.history()).find((c) => c.result === undefined)?.id as string;
+      await again.cancel(longId);
+      expect(await long).toMatchObject({ commandId: longId, cancelled: true });
       await again.close();
     } finally {
       await other.close();

@@ -37,6 +37,14 @@ export const LiveSandboxSpecSchema = strictObject(
     secretEnv: requestSecretEnvSchema.optional(),
     resources: JobResourcesSchema.default({}),
     labels: labelsSchema.default({}),
+    /** The workspace inside the sandbox, where commands run and relative paths start (default: the template's, else /work). */
+    workingDirectory: z
+      .string()
+      .regex(/^\//, 'workingDirectory must be an absolute path')
+      .max(4096, 'workingDirectory is at most 4096 characters')
+      .optional(),
+    /** `deny-egress`: no network but the path to Redis (default: the template's, else open). */
+    network: z.enum(['default', 'deny-egress']).optional(),
     /** Closed after this long with no client call and no command running. */
     idleTimeoutSeconds: z
       .number()
@@ -62,6 +70,8 @@ export const LiveSandboxSpecSchema = strictObject(
   },
   {
     steps: 'a live sandbox takes its commands one by one (exec); submit a job to declare steps up front',
+    workdir: 'did you mean "workingDirectory"?',
+    cwd: "the sandbox's directory is \"workingDirectory\"; a command's own is exec's cwd",
   },
 ).refine((spec) => spec.template !== undefined || spec.image !== undefined, {
   message: 'a sandbox needs a template or an image',

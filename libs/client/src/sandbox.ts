@@ -6,6 +6,7 @@ import {
   sandboxRecordOf,
 } from '@sandstream/bus';
 import {
+  encodeCancel,
   type FileEntry,
   type GrepMatch,
   Limits,
@@ -208,6 +209,17 @@ export class Sandbox implements AsyncDisposable {
       if (options.signal?.aborted && result.cancelled) throw new CommandCancelledError(result);
       return result;
     });
+  }
+
+  /**
+   * Cancels a running command of this sandbox, whoever started it: its whole process tree is
+   * killed and its result says `cancelled`. A command already finished is left as it is.
+   */
+  async cancel(commandId: string): Promise<void> {
+    await this.ctx.redis.lpush(
+      this.ctx.keys.sandbox(this.id).control,
+      encodeCancel(commandId, 'cancelled by a client'),
+    );
   }
 
   /** The sandbox's record now (state, reason, activity). */

@@ -35,6 +35,10 @@ export class TemplateResolver {
     if (Object.keys(spec.env).length > 0) overrides.env = spec.env;
     if (Object.keys(spec.labels).length > 0) overrides.labels = spec.labels;
     if (Object.keys(spec.resources).length > 0) overrides.resources = spec.resources;
+    // A live sandbox may set its workspace and network; a job takes its template's.
+    if ('workingDirectory' in spec && spec.workingDirectory !== undefined)
+      overrides.workingDirectory = spec.workingDirectory;
+    if ('network' in spec && spec.network !== undefined) overrides.network = spec.network;
     const secrets = Object.entries(spec.secretEnv ?? {});
     if (secrets.length > 0) {
       // Only names the operator granted: a request could otherwise name any secret of the backend.
