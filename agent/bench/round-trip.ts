@@ -90,6 +90,7 @@ export async function benchRoundTrip(iterations = 300, warmup = 30): Promise<Rou
       kind: 'run',
       command: 'true',
       args: [],
+      parallel: false,
       shell: false,
       timeoutSeconds: 10,
     };

@@ -17,6 +17,7 @@ import {
   repoRoot,
   startRedisServer,
   startService,
+  summarize,
   uniqueNamespace,
 } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
@@ -25,13 +26,6 @@ const ROUNDS = Number(process.argv[2] ?? 300);
 const SANDBOXES = Number(process.argv[3] ?? 100);
 const SECONDS = Number(process.argv[4] ?? 20);
 
-function percentile(sorted: readonly number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
-}
-function summary(latencies: number[]): { p50: number; p99: number; n: number } {
-  const sorted = [...latencies].sort((a, b) => a - b);
-  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), n: sorted.length };
-}
 const ms = (n: number) => `${n.toFixed(2)} ms`;
 
 /** The agent alone: started by hand, fed by LPUSH, answered on its results list. */
@@ -160,8 +154,8 @@ async function main(): Promise<void> {
       alone.push(...(await agentAlone(own.url, Math.ceil(ROUNDS / 3))));
       live.push(...(await execRoundTrips(client, `${namespace}-rt${round}`, Math.ceil(ROUNDS / 3))));
     }
-    const a = summary(alone);
-    const l = summary(live);
+    const a = summarize(alone);
+    const l = summarize(live);
     console.log(`exec('true') round trip, ${l.n} rounds each`);
     console.log(`  agent alone (LPUSH step, BRPOP result): p50 ${ms(a.p50)}  p99 ${ms(a.p99)}`);
     console.log(`  live sandbox exec through the services: p50 ${ms(l.p50)}  p99 ${ms(l.p99)}`);
@@ -169,13 +163,13 @@ async function main(): Promise<void> {
       `  ratio p50 ${(l.p50 / a.p50).toFixed(2)}x (goal <= 1.5x), p99 ${(l.p99 / a.p99).toFixed(2)}x`,
     );
 
-    const aborts = summary(await abortLatency(client, `${namespace}-abort`, 30));
+    const aborts = summarize(await abortLatency(client, `${namespace}-abort`, 30));
     console.log(
       `abort mid-command (sleep 60), ${aborts.n} rounds: p50 ${ms(aborts.p50)}  p99 ${ms(aborts.p99)}`,
     );
 
     const before = await connectedClients(redis);
-    const single = summary(await oncePerSecond(client, `${namespace}-one`, 1, SECONDS));
+    const single = summarize(await oncePerSecond(client, `${namespace}-one`, 1, SECONDS));
     const many = await (async () => {
       let peak = 0;
       const sampling = setInterval(() => {
@@ -184,7 +178,7 @@ async function main(): Promise<void> {
         });
       }, 500);
       try {
-        return { ...summary(await oncePerSecond(client, `${namespace}-many`, SANDBOXES, SECONDS)), peak };
+        return { ...summarize(await oncePerSecond(client, `${namespace}-many`, SANDBOXES, SECONDS)), peak };
       } finally {
         clearInterval(sampling);
       }

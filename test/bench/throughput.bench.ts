@@ -7,6 +7,7 @@
  */
 import { SandstreamClient } from '@sandstream/client';
 import {
+  percentile,
   type RunningService,
   startRedisServer,
   startService,
@@ -19,9 +20,6 @@ import { runOneStepJobs } from '../helpers/one-step-jobs.js';
 const JOBS = Number(process.argv[2] ?? 200);
 const SEQUENTIAL = 10;
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
-}
 const fmt = (n: number) => n.toFixed(1);
 
 async function rawBullmq(url: string, n: number): Promise<{ perSecond: number; p50: number; p99: number }> {

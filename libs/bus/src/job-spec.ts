@@ -212,50 +212,56 @@ const StepsSchema = z
     });
   });
 
-export const JobSpecSchema = strictObject(
-  {
-    /** Submitting the same id twice makes one job. Generated when absent. */
-    id: JobIdSchema.optional(),
-    tenant: TenantSchema.default('default'),
-    /** A template name (libs/sandbox TemplateRegistry) … */
-    template: z.string().min(1).max(253).optional(),
-    /** … or an image; with both, the image overrides the template's. */
-    image: z.string().min(1).max(1024).optional(),
-    /** Plain environment for the sandbox. Travels through Redis: never put secrets here. */
-    env: sandboxEnvSchema.default({}),
-    /** Secrets by name (never their values), granted by the operator's allow-list. */
-    secretEnv: requestSecretEnvSchema.optional(),
-    resources: JobResourcesSchema.default({}),
-    steps: StepsSchema,
-    /** Wall-clock limit for the whole job, queueing excluded. */
-    timeoutSeconds: z
-      .number()
-      .positive('timeoutSeconds must be positive')
-      .max(JOB_MAX_TIMEOUT_SECONDS, `timeoutSeconds is at most ${JOB_MAX_TIMEOUT_SECONDS}`)
-      .default(JOB_DEFAULT_TIMEOUT_SECONDS),
-    /** 1 (lowest) … 100 (most urgent); among waiting jobs the most urgent starts first. */
-    priority: z
-      .number()
-      .int('priority must be an integer')
-      .min(1, 'priority is at least 1')
-      .max(100, 'priority is at most 100')
-      .default(50),
-    labels: labelsSchema.default({}),
-    traceContext: strictObject(TraceContextSchema.shape).optional(),
-  },
-  jobKeyHints,
-)
+/**
+ * What a job and a live sandbox both ask for (one definition, so the two edges refuse and
+ * default alike): its id, tenant, template or image, environment, secrets by name, resources,
+ * labels, priority, lifetime (`timeoutSeconds`) and trace context.
+ */
+export const sandboxRequestFields = {
+  /** Submitting the same id twice makes one job (or sandbox). Generated when absent. */
+  id: JobIdSchema.optional(),
+  tenant: TenantSchema.default('default'),
+  /** A template name (libs/sandbox TemplateRegistry) … */
+  template: z.string().min(1).max(253).optional(),
+  /** … or an image; with both, the image overrides the template's. */
+  image: z.string().min(1).max(1024).optional(),
+  /** Plain environment for the sandbox. Travels through Redis: never put secrets here. */
+  env: sandboxEnvSchema.default({}),
+  /** Secrets by name (never their values), granted by the operator's allow-list. */
+  secretEnv: requestSecretEnvSchema.optional(),
+  resources: JobResourcesSchema.default({}),
+  /** Wall-clock limit: a job's, queueing excluded; a live sandbox's lifetime from ready. */
+  timeoutSeconds: z
+    .number()
+    .positive('timeoutSeconds must be positive')
+    .max(JOB_MAX_TIMEOUT_SECONDS, `timeoutSeconds is at most ${JOB_MAX_TIMEOUT_SECONDS}`)
+    .default(JOB_DEFAULT_TIMEOUT_SECONDS),
+  /** 1 (lowest) … 100 (most urgent); among waiting requests the most urgent starts first. */
+  priority: z
+    .number()
+    .int('priority must be an integer')
+    .min(1, 'priority is at least 1')
+    .max(100, 'priority is at most 100')
+    .default(50),
+  labels: labelsSchema.default({}),
+  traceContext: strictObject(TraceContextSchema.shape).optional(),
+};
+
+/** Refuses a spec whose JSON (what Redis will hold) is over jobSpecMaxBytes. */
+export function boundedSpecSize(spec: unknown, ctx: z.RefinementCtx, what: string): void {
+  const bytes = Buffer.byteLength(JSON.stringify(spec), 'utf8');
+  if (bytes > Limits.jobSpecMaxBytes) {
+    ctx.addIssue({ code: 'custom', message: overLimit(what, bytes, Limits.jobSpecMaxBytes) });
+  }
+}
+
+export const JobSpecSchema = strictObject({ ...sandboxRequestFields, steps: StepsSchema }, jobKeyHints)
   .refine((spec) => spec.template !== undefined || spec.image !== undefined, {
     message: 'a job needs a template or an image',
     path: ['image'],
   })
-  .superRefine((spec, ctx) => {
-    // The whole spec is stored as one JSON value; its size is what Redis holds for the job.
-    const bytes = Buffer.byteLength(JSON.stringify(spec), 'utf8');
-    if (bytes > Limits.jobSpecMaxBytes) {
-      ctx.addIssue({ code: 'custom', message: overLimit('the job spec', bytes, Limits.jobSpecMaxBytes) });
-    }
-  });
+  // The whole spec is stored as one JSON value; its size is what Redis holds for the job.
+  .superRefine((spec, ctx) => boundedSpecSize(spec, ctx, 'the job spec'));
 
 export type JobSpec = z.output<typeof JobSpecSchema>;
 export type JobSpecInput = z.input<typeof JobSpecSchema>;

@@ -1,16 +1,6 @@
-import { formatIssue, JobIdSchema, strictObject, TraceContextSchema } from '@sandstream/wire';
+import { formatIssue, strictObject } from '@sandstream/wire';
 import { z } from 'zod';
-import {
-  JOB_DEFAULT_TIMEOUT_SECONDS,
-  JOB_MAX_TIMEOUT_SECONDS,
-  JobResourcesSchema,
-  type JobSpec,
-  JobSpecSchema,
-  labelsSchema,
-  requestSecretEnvSchema,
-  sandboxEnvSchema,
-  TenantSchema,
-} from './job-spec.js';
+import { boundedSpecSize, type JobSpec, JobSpecSchema, sandboxRequestFields } from './job-spec.js';
 
 /**
  * A live sandbox: created, then driven command by command by a client (an AI agent's tool loop),
@@ -25,18 +15,9 @@ export const SANDBOX_MAX_IDLE_TIMEOUT_SECONDS = 24 * 3600;
 
 export const LiveSandboxSpecSchema = strictObject(
   {
+    ...sandboxRequestFields,
     /** Set by the services when stored; a caller may leave it out or say `sandbox`. */
     kind: z.literal('sandbox').default('sandbox'),
-    /** Chosen by the caller (seed 003's `{"id": "my-sandbox"}`) or generated. */
-    id: JobIdSchema.optional(),
-    tenant: TenantSchema.default('default'),
-    template: z.string().min(1).max(253).optional(),
-    image: z.string().min(1).max(1024).optional(),
-    env: sandboxEnvSchema.default({}),
-    /** Secrets by name (never their values), granted by the operator's allow-list. */
-    secretEnv: requestSecretEnvSchema.optional(),
-    resources: JobResourcesSchema.default({}),
-    labels: labelsSchema.default({}),
     /** The workspace inside the sandbox, where commands run and relative paths start (default: the template's, else /work). */
     workingDirectory: z
       .string()
@@ -54,29 +35,18 @@ export const LiveSandboxSpecSchema = strictObject(
         `idleTimeoutSeconds is at most ${SANDBOX_MAX_IDLE_TIMEOUT_SECONDS}`,
       )
       .default(SANDBOX_DEFAULT_IDLE_TIMEOUT_SECONDS),
-    /** Maximum lifetime from ready, whatever runs; the operator may cap it lower. */
-    timeoutSeconds: z
-      .number()
-      .positive('timeoutSeconds must be positive')
-      .max(JOB_MAX_TIMEOUT_SECONDS, `timeoutSeconds is at most ${JOB_MAX_TIMEOUT_SECONDS}`)
-      .default(JOB_DEFAULT_TIMEOUT_SECONDS),
-    priority: z
-      .number()
-      .int('priority must be an integer')
-      .min(1, 'priority is at least 1')
-      .max(100, 'priority is at most 100')
-      .default(50),
-    traceContext: strictObject(TraceContextSchema.shape).optional(),
   },
   {
     steps: 'a live sandbox takes its commands one by one (exec); submit a job to declare steps up front',
     workdir: 'did you mean "workingDirectory"?',
     cwd: "the sandbox's directory is \"workingDirectory\"; a command's own is exec's cwd",
   },
-).refine((spec) => spec.template !== undefined || spec.image !== undefined, {
-  message: 'a sandbox needs a template or an image',
-  path: ['image'],
-});
+)
+  .refine((spec) => spec.template !== undefined || spec.image !== undefined, {
+    message: 'a sandbox needs a template or an image',
+    path: ['image'],
+  })
+  .superRefine((spec, ctx) => boundedSpecSize(spec, ctx, 'the sandbox spec'));
 
 export type LiveSandboxSpec = z.output<typeof LiveSandboxSpecSchema>;
 export type LiveSandboxSpecInput = z.input<typeof LiveSandboxSpecSchema>;

@@ -6,4 +6,5 @@ export * from './ports.js';
 export * from './processes.js';
 export * from './redis-cluster.js';
 export * from './redis-server.js';
+export * from './samples.js';
 export * from './shared-redis.js';

@@ -13,7 +13,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { bullJobId, createKeySpace, DispatchKeys, JobStore, parseJobSpec, QueueNames } from '@sandstream/bus';
-import { startRedisServer, startService, uniqueNamespace } from '@sandstream/test-support';
+import { percentile, startRedisServer, startService, uniqueNamespace } from '@sandstream/test-support';
 import { encodeCompletionNotice, SCHEMA_VERSION, type StepResult } from '@sandstream/wire';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -22,10 +22,6 @@ const JOBS = Number(process.argv[2] ?? 10_000);
 const STEPS = 4;
 const SHARDS = 8;
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
-}
 const fmt = (n: number) => n.toFixed(1);
 
 async function main(): Promise<void> {

@@ -4,6 +4,19 @@
 -- pushed after the first. Idempotent on redelivery: a notice for a step that is no longer the
 -- running one changes nothing, so no step is pushed (or run) twice.
 -- KEYS: state, in, results, job. ARGV: stepId, resultJSON ("" = take it from the results list).
+
+-- Takes the named step's result off the results list (the agent's); nil when it is not there yet.
+local function take_result()
+  for _, item in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+    local ok, r = pcall(cjson.decode, item)
+    if ok and type(r) == 'table' and r.stepId == ARGV[1] then
+      redis.call('LREM', KEYS[3], 1, item)
+      return item
+    end
+  end
+  return nil
+end
+
 if not status then return {'unknown'} end
 if status == 'finished' then return finished_reply() end
 if redis.call('HGET', st, 'live') == '1' then
@@ -12,14 +25,8 @@ if redis.call('HGET', st, 'live') == '1' then
   local resultField = JOB.stepResultPrefix .. ARGV[1]
   if redis.call('HEXISTS', KEYS[4], resultField) == 1 then return {'recorded', ARGV[1]} end
   local raw = ARGV[2]
-  if raw == '' then
-    for _, item in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
-      local ok, r = pcall(cjson.decode, item)
-      if ok and type(r) == 'table' and r.stepId == ARGV[1] then raw = item; break end
-    end
-    if raw == '' then return {'missing'} end
-    redis.call('LREM', KEYS[3], 1, raw)
-  end
+  if raw == '' then raw = take_result() end
+  if not raw then return {'missing'} end
   if redis.call('HEXISTS', KEYS[4], JOB.commandPrefix .. ARGV[1]) == 1 then
     job_record_step(KEYS[4], ARGV[1], raw)
     if redis.call('HINCRBY', KEYS[4], JOB.commandsRunning, -1) < 0 then
@@ -34,14 +41,8 @@ end
 local current = redis.call('HGET', st, 'current')
 if current ~= ARGV[1] then return {'stale', current or ''} end
 local raw = ARGV[2]
-if raw == '' then
-  for _, item in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
-    local ok, r = pcall(cjson.decode, item)
-    if ok and type(r) == 'table' and r.stepId == ARGV[1] then raw = item; break end
-  end
-  if raw == '' then return {'missing'} end
-  redis.call('LREM', KEYS[3], 1, raw)
-end
+if raw == '' then raw = take_result() end
+if not raw then return {'missing'} end
 local i = tonumber(redis.call('HGET', st, 'cursor'))
 local n = tonumber(redis.call('HGET', st, 'n'))
 local r = cjson.decode(raw)
