@@ -19,6 +19,7 @@ import type { Logger } from './logger.js';
 import type { AgentConnections } from './redis-connections.js';
 import { closeGracefully, closeNow } from './redis-connections.js';
 import { ResultSink } from './result-sink.js';
+import { CancelReason } from './steps/cancel-reason.js';
 import type { StepContext, StepOutcome } from './steps/step-context.js';
 import { withinMs } from './within-ms.js';
 
@@ -33,6 +34,9 @@ const DEFAULT_AUTH_RETRY_MS = 120_000;
 
 /** Pause between pops while Redis refuses our credentials (the connection reconnects meanwhile). */
 const AUTH_RETRY_PAUSE_MS = 500;
+
+/** Cancels of not-started steps remembered at most (a live sandbox has at most 64 commands pending). */
+const MAX_REMEMBERED_CANCELS = 1024;
 
 /** How long cleanup waits for Redis before giving up on a tidy exit. */
 const CLEANUP_WAIT_MS = 2000;
@@ -79,8 +83,16 @@ export class AgentLoop {
   private readonly running = new Map<string, RunningStep>();
   /** Parallel steps in flight, each settling once its result is delivered. */
   private readonly parallel = new Set<Promise<void>>();
+  /** Background steps in flight (a live sandbox's servers): outside the parallel limit, not activity. */
+  private readonly background = new Set<Promise<void>>();
   /** True while a step without the parallel mark runs: the loop is not in a pop then. */
   private sequentialRunning = false;
+  /**
+   * Cancels that named no running step, newest last, bounded: a parallel step still waiting in
+   * `:in` (the agent at its parallel limit) that a client already cancelled is answered
+   * `cancelled` when it is popped instead of being run.
+   */
+  private readonly cancelledBeforeStart = new Set<string>();
   /** A parallel step whose result could not be delivered: as fatal as for a sequential one. */
   private fatal: Error | null = null;
   private readonly maxParallel: number;
@@ -237,14 +249,20 @@ export class AgentLoop {
       idleWaits = 0;
       if ((await this.handle(popped[1])) === 'shutdown') return ExitCode.ok;
     }
-    await this.settleParallel();
+    // stop() aborted every step, background ones too; their results go out before the exit.
+    await this.settleParallel(true);
     if (this.fatal) throw this.fatal;
     return ExitCode.ok;
   }
 
-  /** Waits until every parallel step has delivered its result. */
-  private async settleParallel(): Promise<void> {
-    while (this.parallel.size > 0) await Promise.allSettled([...this.parallel]);
+  /**
+   * Waits until every parallel step has delivered its result; with `background`, the background
+   * processes too (at shutdown and exit, after they were aborted). A step without the parallel
+   * mark waits for parallel steps only: a server in the background may never end.
+   */
+  private async settleParallel(background = false): Promise<void> {
+    const pending = () => [...this.parallel, ...(background ? this.background : [])];
+    while (pending().length > 0) await Promise.allSettled(pending());
   }
 
   private async handle(raw: string): Promise<'continue' | 'shutdown'> {
@@ -262,21 +280,42 @@ export class AgentLoop {
       // Closing a sandbox ends what still runs in it: each parallel step's tree is killed and
       // its result delivered before the agent answers the shutdown and leaves.
       this.abortAll(new Error('the sandbox is shutting down'));
-      await this.settleParallel();
+      await this.settleParallel(true);
       await this.results.deliver(
         this.result(step.stepId, started, { exitCode: 0, timedOut: false, errorMessage: null }),
       );
       return 'shutdown';
     }
+    if (step.parallel && this.cancelledBeforeStart.delete(step.stepId)) {
+      log.info('step cancelled before it started', { stepId: step.stepId });
+      await this.results.deliver({
+        ...errorResult(step.stepId, 'cancelled', 'cancelled before it started'),
+        cancelled: true,
+      });
+      return 'continue';
+    }
     if (step.parallel) {
+      // A background process stays out of the parallel limit (it may run for hours); a
+      // sandbox holds at most maxParallel of each.
+      const set = step.kind === 'run' && step.background ? this.background : this.parallel;
+      if (set === this.background && set.size >= this.maxParallel) {
+        await this.results.deliver(
+          errorResult(
+            step.stepId,
+            'limit_exceeded',
+            `at most ${this.maxParallel} background processes run at once`,
+          ),
+        );
+        return 'continue';
+      }
       const done = this.runAndDeliver(step, started)
         .catch((err: Error) => {
           // The loop rethrows it (exit 3, as for a sequential step); a pop in progress is cut.
           this.fatal ??= err;
           if (!this.sequentialRunning) closeNow(this.options.connections.steps);
         })
-        .finally(() => this.parallel.delete(done));
-      this.parallel.add(done);
+        .finally(() => set.delete(done));
+      set.add(done);
       return 'continue';
     }
     // A step without the mark keeps FIFO order with everything before it.
@@ -397,10 +436,18 @@ export class AgentLoop {
     const running = this.running.get(message.stepId);
     if (running && message.kind === 'cancel') {
       this.options.log.info('cancelling step', { stepId: message.stepId, reason: message.reason });
-      running.controller.abort(new Error(message.reason ?? 'cancelled'));
+      running.controller.abort(new CancelReason(message.reason ?? 'cancelled', message.signal ?? 'SIGTERM'));
       return;
     }
-    // A cancel for a step that already finished (or never ran here) must not touch the next one.
+    // A cancel for a step that already finished (or never ran here) must not touch the next one;
+    // remembered (bounded) in case it names a parallel step still waiting in `:in`.
+    if (message.kind === 'cancel') {
+      this.cancelledBeforeStart.add(message.stepId);
+      if (this.cancelledBeforeStart.size > MAX_REMEMBERED_CANCELS) {
+        const oldest = this.cancelledBeforeStart.values().next().value;
+        if (oldest !== undefined) this.cancelledBeforeStart.delete(oldest);
+      }
+    }
     this.options.log.debug('ignoring cancel for a step that is not running', {
       stepId: message.stepId,
       runningSteps: [...this.running.keys()],

@@ -203,6 +203,65 @@ describe('parallel steps', () => {
   });
 });
 
+describe('cancels of steps not started yet', () => {
+  it('a parallel step cancelled while it waited in :in is answered cancelled, never run', async () => {
+    const a = agent(['--max-parallel-steps', '1']);
+    await pushStep(redis, a.keys, treeStep('busy', true));
+    await pidsPrinted(a, 'busy');
+    await pushStep(redis, a.keys, {
+      schemaVersion: 1,
+      stepId: 'queued',
+      command: 'sh',
+      args: ['-c', 'echo ran'],
+      parallel: true,
+    });
+    // The agent is at its limit: `queued` waits in Redis while its cancel arrives.
+    expect(await redis.llen(a.keys.in)).toBe(1);
+    await redis.lpush(a.keys.control, cancel('queued'));
+    await redis.lpush(a.keys.control, cancel('busy'));
+    const results = await popResults(a, 2);
+    expect(results.map((r) => r.stepId)).toEqual(['busy', 'queued']);
+    expect(results[1]).toMatchObject({ cancelled: true, errorCode: 'cancelled', exitCode: null });
+    expect((await readEvents(redis, a.keys, 'queued')).filter((e) => e.kind === 'stdout')).toEqual([]);
+    await pushStep(redis, a.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+    expect((await a.exited).code).toBe(0);
+  });
+
+  it('background steps run outside the parallel limit, and a cancel may name its first signal', async () => {
+    const a = agent(['--max-parallel-steps', '1']);
+    // A server that reports SIGINT before it exits, in the background.
+    await pushStep(redis, a.keys, {
+      schemaVersion: 1,
+      stepId: 'server',
+      command: "trap 'echo got-int; exit 0' INT; echo up; while true; do sleep 0.1; done",
+      shell: true,
+      parallel: true,
+      background: true,
+    });
+    await vi.waitUntil(
+      async () => (await readEvents(redis, a.keys, 'server')).some((e) => e.line === 'up'),
+      POLL,
+    );
+    // The one parallel slot is still free for a command.
+    await pushStep(redis, a.keys, {
+      schemaVersion: 1,
+      stepId: 'cmd',
+      command: 'echo',
+      args: ['hi'],
+      parallel: true,
+    });
+    expect(await popResult(redis, a.keys)).toMatchObject({ stepId: 'cmd', exitCode: 0 });
+    await redis.lpush(
+      a.keys.control,
+      JSON.stringify({ schemaVersion: 1, kind: 'cancel', stepId: 'server', signal: 'SIGINT' }),
+    );
+    expect(await popResult(redis, a.keys)).toMatchObject({ stepId: 'server', cancelled: true });
+    expect((await readEvents(redis, a.keys, 'server')).map((e) => e.line)).toContain('got-int');
+    await pushStep(redis, a.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+    expect((await a.exited).code).toBe(0);
+  });
+});
+
 describe('idleness', () => {
   it('a running parallel step is not idle time: the agent stays past its idle limit until it ends', async () => {
     // Idle limit 0.2 s; the step takes 2 s.

@@ -3,6 +3,7 @@ import {
   CommandCancelledError,
   type Sandbox,
   SandboxClosedError,
+  SandboxConflictError,
   SandboxNotFoundError,
   SandstreamClient,
   SandstreamOptionsError,
@@ -51,6 +52,15 @@ if (carrier || process.env.CI === 'true') {
     },
     full: false,
   });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Whether a process still runs inside the sandbox (its pid namespace, whatever the backend). */
@@ -208,6 +218,70 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
       other.redis.disconnect();
     }
   });
+
+  it.runIf(full)(
+    'runs a background server a command reaches; another client follows it; idle and close end it',
+    async () => {
+      const sandbox = await stack.client.sandboxes.create({ id: id('bg'), image, idleTimeoutSeconds: 3 });
+      const port = 20_000 + Math.floor(Math.random() * 20_000);
+      const server = await sandbox.processes.start([
+        process.execPath,
+        '-e',
+        `require('http').createServer((q, s) => s.end('hello from ' + process.pid)).listen(${port}, () => console.log('listening'))`,
+      ]);
+      await expect.poll(async () => (await sandbox.processes.list()).map((p) => p.id)).toEqual([server.id]);
+      // Its output from any client: a second one attaches by id.
+      const other = new SandstreamClient({ redis: new Redis(redisUrl), namespace: stack.namespace });
+      try {
+        const lines: string[] = [];
+        const following = (await other.sandboxes.connect(sandbox.id)).processes.follow(server.id, {
+          onStdout: (line) => lines.push(line),
+        });
+        await expect.poll(() => lines).toEqual(['listening']);
+        const reply = await sandbox.exec([
+          process.execPath,
+          '-e',
+          `fetch('http://127.0.0.1:${port}').then((r) => r.text()).then(console.log)`,
+        ]);
+        expect(reply).toMatchObject({ exitCode: 0, stdout: expect.stringMatching(/^hello from \d+\n$/) });
+        const pid = Number(reply.stdout.trim().split(' ').pop());
+        // The server does not keep the sandbox open: it closes when idle, killing the server's tree.
+        await expect
+          .poll(async () => (await stack.client.sandboxes.get(sandbox.id))?.state, {
+            timeout: 60_000,
+            interval: 200,
+          })
+          .toBe('closed');
+        expect(await stack.client.sandboxes.get(sandbox.id)).toMatchObject({ reason: 'idle' });
+        await expect(following).rejects.toBeInstanceOf(SandboxClosedError);
+        await expect.poll(() => isAlive(pid), { timeout: 30_000 }).toBe(false);
+      } finally {
+        await other.close();
+        other.redis.disconnect();
+      }
+    },
+  );
+
+  it.runIf(full)(
+    'kills a background process by id with the signal asked for; refuses an id taken by another tenant',
+    async () => {
+      await using sandbox = await stack.client.sandboxes.create({ id: id('kill'), image });
+      const proc = await sandbox.processes.start(
+        "trap 'echo bye; exit 0' HUP; echo up; while :; do sleep 0.1; done",
+      );
+      const lines: string[] = [];
+      const ended = proc.follow({ onStdout: (line) => lines.push(line) });
+      await expect.poll(() => lines).toEqual(['up']);
+      await proc.kill('SIGHUP');
+      expect(await ended).toMatchObject({ cancelled: true, stdout: 'up\nbye\n' });
+      expect(await sandbox.processes.list()).toEqual([]);
+      await expect(
+        stack.client.sandboxes.create({ id: sandbox.id, image, tenant: 'someone-else' }),
+      ).rejects.toBeInstanceOf(SandboxConflictError);
+      // The same request again is the same sandbox (a retried create).
+      expect((await stack.client.sandboxes.create({ id: sandbox.id, image })).id).toBe(sandbox.id);
+    },
+  );
 
   it.runIf(full)('closes an idle sandbox, but not while a command runs; closes at its lifetime', async () => {
     const idle = await stack.client.sandboxes.create({ id: id('idle'), image, idleTimeoutSeconds: 2 });

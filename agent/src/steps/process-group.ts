@@ -59,7 +59,9 @@ async function groupAndState(pid: string): Promise<{ state: string; pgrp: number
 }
 
 export interface KillGroupOptions {
-  /** Time between SIGTERM and SIGKILL. */
+  /** The first signal (default SIGTERM); SIGKILL follows after graceMs. */
+  signal?: NodeJS.Signals;
+  /** Time between the first signal and SIGKILL. */
   graceMs: number;
   /** After SIGKILL, how long to wait for the group to disappear before returning anyway. */
   settleMs: number;
@@ -78,7 +80,7 @@ export interface KillGroupOptions {
  */
 export async function killProcessGroup(pgid: number, options: KillGroupOptions): Promise<{ hard: boolean }> {
   const poll = options.pollMs ?? 25;
-  if (!signalProcessGroup(pgid, 'SIGTERM')) return { hard: false };
+  if (!signalProcessGroup(pgid, options.signal ?? 'SIGTERM')) return { hard: false };
   if (await waitUntilGone(pgid, options.graceMs, poll)) return { hard: false };
   signalProcessGroup(pgid, 'SIGKILL');
   await waitUntilGone(pgid, options.settleMs, poll);

@@ -3,6 +3,7 @@ import { constants as osConstants } from 'node:os';
 import { Limits, overLimit, type RunStep, stdinBytes } from '@sandstream/wire';
 import type { ProcessLauncher, StepProcess } from '../process/launcher.js';
 import { NodeLauncher } from '../process/node-launcher.js';
+import { CancelReason } from './cancel-reason.js';
 import { type LineGate, LineSplitter } from './line-splitter.js';
 import { failed } from './outcome.js';
 import { killProcessGroup } from './process-group.js';
@@ -101,6 +102,12 @@ export async function runStep(
   return supervise(child, step, ctx, t, cwd);
 }
 
+/** The signal a cancel asked for (the agent aborts with a CancelReason), else SIGTERM. */
+function cancelSignalOf(signal: AbortSignal): NodeJS.Signals {
+  const reason: unknown = signal.reason;
+  return reason instanceof CancelReason ? reason.signal : 'SIGTERM';
+}
+
 async function checkDirectory(dir: string): Promise<string | null> {
   try {
     const info = await stat(dir);
@@ -189,6 +196,7 @@ function supervise(
       if (stopReason || exit || child.pid === undefined) return;
       stopReason = reason;
       killing = killProcessGroup(child.pid, {
+        ...(reason === 'cancel' ? { signal: cancelSignalOf(ctx.signal) } : {}),
         graceMs: reason === 'timeout' ? t.timeoutGraceMs : reason === 'cancel' ? t.cancelGraceMs : 0,
         settleMs: t.settleAfterKillMs,
       }).catch(() => ({ hard: false }));

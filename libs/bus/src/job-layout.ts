@@ -38,6 +38,8 @@ export const JobField = {
   commandSeq: 'commandSeq',
   /** Live sandboxes: commands pushed whose result is not recorded yet. */
   commandsRunning: 'commandsRunning',
+  /** Live sandboxes: the dispatcher decided to close it (idle, lifetime); takes no more commands. */
+  closing: 'closing',
 } as const;
 
 /** A live sandbox's command, as pushed (its request and start time) is kept under `cmd:<id>`. */
@@ -92,6 +94,7 @@ export function parseJobRecord(hash: Record<string, string>): JobRecord | null {
     lastActivityAt: optionalNumber(JobField.lastActivityAt),
     commandsRunning: Math.max(0, Number(hash[JobField.commandsRunning] ?? 0)),
     commandSeq: Number(hash[JobField.commandSeq] ?? 0),
+    closing: hash[JobField.closing],
     commands,
   };
 }

@@ -110,6 +110,8 @@ export interface JobRecord {
   commandsRunning: number;
   /** Live sandboxes: commands handed out since it opened. */
   commandSeq: number;
+  /** Live sandboxes: why the dispatcher is closing it (idle, lifetime), once it decided to. */
+  closing: string | undefined;
   /** Live sandboxes: the commands still in its bounded history, by id (CommandRecord JSON as stored). */
   commands: Record<string, unknown>;
 }

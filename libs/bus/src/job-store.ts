@@ -243,6 +243,16 @@ export class JobStore {
     return done === 1;
   }
 
+  /**
+   * A live sandbox the dispatcher decided to close (`lifetime`; `idle` is set by its own script):
+   * from here on it takes no more commands. False when the record is gone.
+   */
+  async markClosing(jobId: string, reason: string): Promise<boolean> {
+    return (
+      (await SET_IF_EXISTS.run<number>(this.redis, [this.keys.job(jobId)], [JobField.closing, reason])) === 1
+    );
+  }
+
   /** Records where the job's sandbox lives; false when the job is gone. */
   async setSandbox(jobId: string, sandbox: JobSandbox): Promise<boolean> {
     const done = await SET_IF_EXISTS.run<number>(

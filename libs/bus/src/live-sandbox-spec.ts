@@ -24,7 +24,10 @@ export const LiveSandboxSpecSchema = strictObject(
       .regex(/^\//, 'workingDirectory must be an absolute path')
       .max(4096, 'workingDirectory is at most 4096 characters')
       .optional(),
-    /** `deny-egress`: no network but the path to Redis (default: the template's, else open). */
+    /**
+     * `deny-egress`: no network but the path to Redis. A request can only tighten its template's
+     * network: `default` keeps the template's (open unless the operator denied egress).
+     */
     network: z.enum(['default', 'deny-egress']).optional(),
     /** Closed after this long with no client call and no command running. */
     idleTimeoutSeconds: z

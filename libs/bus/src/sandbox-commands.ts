@@ -8,8 +8,14 @@ import type { RedisClient } from './redis-connection.js';
 const EXEC = busLua.load('sandbox-exec');
 const TOUCH = busLua.load('sandbox-touch');
 
-/** Commands a live sandbox keeps in its history (record and result); older ones are dropped. */
+/** Commands a live sandbox keeps in its history (record and result); older finished ones are dropped. */
 export const SANDBOX_HISTORY_LIMIT = 200;
+
+/**
+ * Commands (not background processes) one live sandbox may have pushed and not finished: the
+ * agent runs 16 at once and the rest wait in Redis, so this bounds what a client can queue.
+ */
+export const SANDBOX_MAX_RUNNING_COMMANDS = 64;
 
 /** Command ids are numbered per sandbox, so the history is ordered and trimmed by number. */
 export function commandId(n: number): string {
@@ -24,6 +30,8 @@ export const CommandRecordSchema = z.object({
   command: z.string().optional(),
   args: z.array(z.string()).optional(),
   shell: z.boolean().optional(),
+  /** A background process (processes.start): not counted as running for idleness. */
+  background: z.boolean().optional(),
   /** File operations: the path they name. */
   path: z.string().optional(),
   startedAt: z.number().int(),
@@ -43,7 +51,8 @@ export type PushCommandResult =
   | { status: 'missing' }
   | { status: 'not-sandbox' }
   | { status: 'not-ready'; state: z.infer<typeof JobStateSchema> }
-  | { status: 'closing' };
+  | { status: 'closing' }
+  | { status: 'busy'; running: number };
 
 /** Where the script writes the command's id: the first field of the step and of its record. */
 const ID_SLOT = 'cmd-0';
@@ -100,7 +109,12 @@ export class SandboxCommands {
       kind: step.kind as CommandRecord['kind'],
       startedAt: now,
       ...(step.kind === 'run'
-        ? { command: step.command, args: step.args, ...(step.shell ? { shell: true } : {}) }
+        ? {
+            command: step.command,
+            args: step.args,
+            ...(step.shell ? { shell: true } : {}),
+            ...(step.background ? { background: true } : {}),
+          }
         : 'path' in step
           ? { path: step.path }
           : {}),
@@ -111,7 +125,15 @@ export class SandboxCommands {
     const [status, detail, lastEventId] = await EXEC.run<string[]>(
       redis,
       [keys.job(sandboxId), sandboxKeys.in, sandboxKeys.events],
-      [stepHead, stepTail, recordHead, recordTail, now, SANDBOX_HISTORY_LIMIT],
+      [
+        stepHead,
+        stepTail,
+        recordHead,
+        recordTail,
+        SANDBOX_HISTORY_LIMIT,
+        SANDBOX_MAX_RUNNING_COMMANDS,
+        step.kind === 'run' && step.background ? '1' : '0',
+      ],
     );
     switch (status) {
       case 'pushed':
@@ -123,6 +145,8 @@ export class SandboxCommands {
         };
       case 'not-ready':
         return { status: 'not-ready', state: JobStateSchema.parse(detail) };
+      case 'busy':
+        return { status: 'busy', running: Number(detail) };
       default:
         return { status: status as 'missing' | 'not-sandbox' | 'closing' };
     }
@@ -130,7 +154,6 @@ export class SandboxCommands {
 
   /** A client call that is not a command (keepAlive): pushes the idle expiry out. False unless ready. */
   async touch(sandboxId: string): Promise<boolean> {
-    const now = (this.options.now ?? Date.now)();
-    return (await TOUCH.run<number>(this.options.redis, [this.options.keys.job(sandboxId)], [now])) === 1;
+    return (await TOUCH.run<number>(this.options.redis, [this.options.keys.job(sandboxId)], [])) === 1;
   }
 }

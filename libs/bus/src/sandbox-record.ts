@@ -67,7 +67,7 @@ export function sandboxRecordOf(job: JobRecord): SandboxRecord | null {
 }
 
 function sandboxStateOf(job: JobRecord): { state: SandboxState; reason: SandboxEndReason | undefined } {
-  const closing = job.cancelRequested !== undefined;
+  const closing = job.cancelRequested !== undefined || job.closing !== undefined;
   switch (job.state) {
     case 'queued':
       return { state: closing ? 'closing' : 'queued', reason: undefined };

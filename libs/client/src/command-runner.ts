@@ -4,7 +4,9 @@ import {
   decodeJobEventFields,
   type JobStore,
   type KeySpace,
+  type PushCommandResult,
   type RedisClient,
+  SANDBOX_MAX_RUNNING_COMMANDS,
   type SandboxCommands,
   sandboxRecordOf,
   stepResultField,
@@ -63,7 +65,7 @@ export async function runCommand(
     if (err instanceof CommandTooLargeError) throw new SandboxLimitError(err.message);
     throw err;
   }
-  if (pushed.status !== 'pushed') throw await refusal(ctx, sandboxId, pushed.status);
+  if (pushed.status !== 'pushed') throw await refusal(ctx, sandboxId, pushed);
   return followCommand(ctx, sandboxId, pushed.commandId, pushed.lastEventId, options);
 }
 
@@ -139,7 +141,7 @@ export async function followCommand(
         const state = await ctx.redis.hget(ctx.keys.job(sandboxId), 'state');
         if (state === null) throw new SandboxNotFoundError(sandboxId);
         if (ended || TERMINAL_STATES.includes(state as (typeof TERMINAL_STATES)[number])) {
-          throw await refusal(ctx, sandboxId, 'closing');
+          throw await refusal(ctx, sandboxId, { status: 'closing' });
         }
       }
     }
@@ -191,9 +193,15 @@ async function findResult(
 export async function refusal(
   ctx: Pick<CommandRunnerContext, 'store'>,
   sandboxId: string,
-  status: 'missing' | 'not-sandbox' | 'not-ready' | 'closing',
+  refused: Exclude<PushCommandResult, { status: 'pushed' }>,
 ): Promise<Error> {
-  if (status === 'missing' || status === 'not-sandbox') return new SandboxNotFoundError(sandboxId);
+  if (refused.status === 'missing' || refused.status === 'not-sandbox')
+    return new SandboxNotFoundError(sandboxId);
+  if (refused.status === 'busy') {
+    return new SandboxLimitError(
+      `sandbox ${sandboxId} has ${refused.running} commands running or waiting, at most ${SANDBOX_MAX_RUNNING_COMMANDS}: wait for some to finish`,
+    );
+  }
   const record = await ctx.store.get(sandboxId);
   const sandbox = record ? sandboxRecordOf(record) : null;
   if (!sandbox) return new SandboxNotFoundError(sandboxId);

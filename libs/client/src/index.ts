@@ -7,4 +7,5 @@ export * from './job-not-found.js';
 export * from './sandbox.js';
 export * from './sandbox-errors.js';
 export * from './sandbox-options.js';
+export * from './sandbox-processes.js';
 export * from './sandboxes.js';

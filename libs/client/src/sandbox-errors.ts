@@ -33,6 +33,11 @@ export class SandboxClosedError extends Error {
   }
 }
 
+/** The id asked for is taken by a job or by another tenant's sandbox. */
+export class SandboxConflictError extends Error {
+  override readonly name = 'SandboxConflictError';
+}
+
 /** The sandbox did not become ready within the caller's timeout (it may still). */
 export class SandboxTimeoutError extends Error {
   override readonly name = 'SandboxTimeoutError';

@@ -43,6 +43,7 @@ import {
   type WriteFileOptions,
   WriteFileOptionsSchema,
 } from './sandbox-options.js';
+import { SandboxProcesses } from './sandbox-processes.js';
 
 export interface SandboxContext extends CommandRunnerContext {
   /** Asks the services to close the sandbox (a cancel request with reason `user`). */
@@ -136,12 +137,20 @@ export class CommandExecution implements PromiseLike<ExecResult>, AsyncIterable<
  */
 export class Sandbox implements AsyncDisposable {
   readonly files: SandboxFiles;
+  /** Background processes: start, list, follow, kill (sandbox-processes.ts). */
+  readonly processes: SandboxProcesses;
 
   constructor(
     readonly id: string,
     private readonly ctx: SandboxContext,
   ) {
     this.files = new SandboxFiles(id, ctx);
+    this.processes = new SandboxProcesses(
+      id,
+      ctx,
+      (processId, options) => this.attach(processId, options),
+      () => this.history(),
+    );
   }
 
   /**
@@ -264,7 +273,7 @@ export class Sandbox implements AsyncDisposable {
   /** Counts as a client call: the sandbox's idle expiry starts again. */
   async keepAlive(): Promise<void> {
     if (await this.ctx.commands.touch(this.id)) return;
-    throw await refusal(this.ctx, this.id, 'not-ready');
+    throw await refusal(this.ctx, this.id, { status: 'closing' });
   }
 
   /** Closes the sandbox (kills everything still running in it). Idempotent. */

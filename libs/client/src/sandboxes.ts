@@ -10,7 +10,12 @@ import {
 } from '@sandstream/bus';
 import { parseOptions } from './client-options.js';
 import { Sandbox, type SandboxContext } from './sandbox.js';
-import { SandboxClosedError, SandboxNotFoundError, SandboxTimeoutError } from './sandbox-errors.js';
+import {
+  SandboxClosedError,
+  SandboxConflictError,
+  SandboxNotFoundError,
+  SandboxTimeoutError,
+} from './sandbox-errors.js';
 import {
   type CreateSandboxOptions,
   CreateSandboxOptionsSchema,
@@ -42,7 +47,17 @@ export class Sandboxes {
   async create(input: LiveSandboxSpecInput, createOptions: CreateSandboxOptions = {}): Promise<Sandbox> {
     const options = parseOptions(CreateSandboxOptionsSchema, createOptions, 'create options');
     const spec = parseLiveSandboxSpec(input);
-    const { jobId } = await this.ctx.submit(spec);
+    const { jobId, created } = await this.ctx.submit(spec);
+    if (!created) {
+      // The same request again (a retry after a timeout) gets the same sandbox; an id that names
+      // a job, or another tenant's sandbox, is refused rather than handed over.
+      const existing = await this.get(jobId);
+      if (!existing || existing.tenant !== spec.tenant) {
+        throw new SandboxConflictError(
+          `id ${jobId} is taken${existing ? ' by another tenant' : ' by a job'}`,
+        );
+      }
+    }
     await waitReady(this.ctx.store, jobId, options.timeoutSeconds, options.signal);
     return new Sandbox(jobId, this.ctx);
   }
@@ -53,6 +68,16 @@ export class Sandboxes {
     await waitReady(this.ctx.store, id, options.timeoutSeconds, options.signal);
     await this.ctx.commands.touch(id);
     return new Sandbox(id, this.ctx);
+  }
+
+  /**
+   * Closes a sandbox by id in any state (queued, being created, ready), without waiting for it
+   * to become ready first; resolves with its record once it ended. Idempotent.
+   */
+  async close(id: string): Promise<SandboxRecord> {
+    if (!(await this.get(id))) throw new SandboxNotFoundError(id);
+    await this.ctx.requestClose(id);
+    return this.ctx.waitEnded(id);
   }
 
   /** The sandbox's record, or null when no sandbox has this id. */

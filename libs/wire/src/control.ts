@@ -11,6 +11,11 @@ export const ControlMessageSchema = z.object({
   kind: z.literal('cancel'),
   stepId: StepIdSchema,
   reason: z.string().max(1024).optional(),
+  /**
+   * The first signal the step's process group gets (default SIGTERM); SIGKILL follows after the
+   * agent's grace whatever it was, so a cancel always ends the step.
+   */
+  signal: z.enum(['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGKILL', 'SIGUSR1', 'SIGUSR2']).optional(),
 });
 export type ControlMessage = z.infer<typeof ControlMessageSchema>;
 
@@ -19,12 +24,13 @@ export type ControlMessage = z.infer<typeof ControlMessageSchema>;
  * scripts receive its output instead of building JSON in Lua). The reason is cut to the
  * schema's limit rather than refused: a long operator message must not stop a cancel.
  */
-export function encodeCancel(stepId: string, reason?: string): string {
+export function encodeCancel(stepId: string, reason?: string, signal?: ControlMessage['signal']): string {
   const message: ControlMessage = ControlMessageSchema.parse({
     schemaVersion: SCHEMA_VERSION,
     kind: 'cancel',
     stepId,
     ...(reason === undefined ? {} : { reason: reason.slice(0, 1024) }),
+    ...(signal === undefined ? {} : { signal }),
   });
   return JSON.stringify(message);
 }

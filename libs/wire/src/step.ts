@@ -57,6 +57,11 @@ export const RunStepSchema = z.object({
   stdin: z.string().optional(),
   /** How `stdin` is written: `utf8` (the default) or `base64` for binary input. */
   stdinEncoding: z.enum(['utf8', 'base64']).optional(),
+  /**
+   * A live sandbox's background process (a dev server): runs beside everything (with
+   * `parallel`), outside the parallel-step limit, until it exits, is killed or the sandbox closes.
+   */
+  background: z.boolean().optional(),
 });
 
 /** The decoded size of a run step's stdin (the agent refuses it past Limits.runStdinMaxBytes). */

@@ -38,7 +38,8 @@ export class TemplateResolver {
     // A live sandbox may set its workspace and network; a job takes its template's.
     if ('workingDirectory' in spec && spec.workingDirectory !== undefined)
       overrides.workingDirectory = spec.workingDirectory;
-    if ('network' in spec && spec.network !== undefined) overrides.network = spec.network;
+    // A request may only tighten the network: `default` never loosens a deny-egress template.
+    if ('network' in spec && spec.network === 'deny-egress') overrides.network = 'deny-egress';
     const secrets = Object.entries(spec.secretEnv ?? {});
     if (secrets.length > 0) {
       // Only names the operator granted: a request could otherwise name any secret of the backend.

@@ -47,7 +47,8 @@ export class DeadlineSweeper {
           try {
             const again = deadline ? await this.options.handle(deadline) : undefined;
             if (again === undefined) await redis.zrem(key, member);
-            else await redis.zadd(key, again, member);
+            // XX: a deadline the job's end removed meanwhile stays removed.
+            else await redis.zadd(key, 'XX', again, member);
           } catch (err) {
             logger.error({ err, member }, 'deadline handler failed; retried after the lease');
           }

@@ -4,6 +4,8 @@ import {
   DispatchKeys,
   JobStore,
   parseLiveSandboxSpec,
+  SANDBOX_HISTORY_LIMIT,
+  SANDBOX_MAX_RUNNING_COMMANDS,
   SandboxCommands,
 } from '@sandstream/bus';
 import { Redis } from 'ioredis';
@@ -129,6 +131,56 @@ describe('live sandbox scripts', () => {
     expect(await other.exec()).toEqual({ status: 'closing' });
     expect(await commands.push(`${ns}-nobody`, { command: 'true' })).toEqual({ status: 'missing' });
     expect(await redis.exists(keySpace.job(`${ns}-nobody`))).toBe(0);
+  });
+
+  it('refuses a command past the running limit, but not a background process', async () => {
+    const s = await sandbox();
+    await s.open();
+    for (let i = 0; i < SANDBOX_MAX_RUNNING_COMMANDS; i++) expect((await s.exec()).status).toBe('pushed');
+    expect(await s.exec()).toEqual({ status: 'busy', running: SANDBOX_MAX_RUNNING_COMMANDS });
+    const server = await commands.push(s.id, { command: 'serve', background: true });
+    expect(server.status).toBe('pushed');
+    expect((await store.get(s.id))?.commandsRunning).toBe(SANDBOX_MAX_RUNNING_COMMANDS);
+  });
+
+  it('never drops a command still running from the history; records results that come after the close', async () => {
+    const s = await sandbox();
+    await s.open();
+    // cmd-1 runs for ever (no result); 200 more finish.
+    const first = (await s.exec()) as { commandId: string };
+    for (let i = 0; i < SANDBOX_HISTORY_LIMIT; i++) {
+      const { commandId } = (await s.exec()) as { commandId: string };
+      await s.result(commandId);
+      await s.advance(commandId);
+    }
+    let record = await store.get(s.id);
+    expect(record?.commands[first.commandId]).toBeDefined();
+    expect(record?.commandsRunning).toBe(1);
+    // Closed meanwhile (idle decided), its result arrives after: still recorded, no longer running.
+    await redis.hset(
+      dispatchKeys.dispatchState(s.id),
+      'status',
+      'finished',
+      'outcome',
+      'cancelled',
+      'reason',
+      'user',
+    );
+    await s.result(first.commandId);
+    expect(await s.advance(first.commandId)).toEqual(['recorded', first.commandId]);
+    record = await store.get(s.id);
+    expect(record?.commandsRunning).toBe(0);
+    expect(record?.stepResults[first.commandId]).toMatchObject({ exitCode: 0 });
+  });
+
+  it('once idle decided to close, a command is refused as closing (same step as the decision)', async () => {
+    const s = await sandbox(10);
+    const openedAt = Date.now();
+    await s.open(openedAt);
+    const last = Number(await redis.hget(keySpace.job(s.id), 'lastActivityAt'));
+    expect((await s.idle(last + 10_000))[0]).toBe('finished');
+    expect(await s.exec()).toEqual({ status: 'closing' });
+    expect(await commands.touch(s.id)).toBe(false);
   });
 
   it('keeps a bounded history: the command 200 places back is dropped with its result', async () => {

@@ -221,10 +221,12 @@ export class StepDispatcher {
     if (deadline.kind === 'job') {
       const spec = await this.options.jobStore.getSpec(jobId);
       // A live sandbox's lifetime is its timeout: it ends closed (reason `lifetime`).
-      const reason =
-        spec && isLiveSandboxSpec(spec)
-          ? SandboxCloseReason.lifetime
-          : `job exceeded its timeout of ${spec?.timeoutSeconds ?? '?'} s`;
+      const live = spec !== null && isLiveSandboxSpec(spec);
+      const reason = live
+        ? SandboxCloseReason.lifetime
+        : `job exceeded its timeout of ${spec?.timeoutSeconds ?? '?'} s`;
+      // Before the finish: a command asked for from now on is refused, not killed half-way.
+      if (live) await this.options.jobStore.markClosing(jobId, reason);
       await this.finish(jobId, 'timed-out', reason);
       return undefined;
     }
@@ -364,8 +366,25 @@ export class StepDispatcher {
       redis.zrem(dispatchKeys.deadlines(shard), ...this.jobDeadlines(jobId)),
       this.removeStepDeadlines(jobId, null),
     ]);
+    if ((await redis.hget(dispatchKeys.dispatchState(jobId), 'live')) === '1')
+      await this.cancelCommands(jobId, reason);
     await this.destroy(jobId, outcome, reason);
     await redis.pexpire(dispatchKeys.dispatchState(jobId), this.options.finishedStateTtlMs);
+  }
+
+  /**
+   * A live sandbox is closing: every command of it without a result is cancelled, so that its
+   * agent frees its slots, answers what still waits in `:in` as cancelled, and reaches the
+   * shutdown the destroy pushes after them instead of starting each of them first.
+   */
+  private async cancelCommands(jobId: string, reason: string): Promise<void> {
+    const record = await this.options.jobStore.get(jobId);
+    const open = Object.keys(record?.commands ?? {}).filter((id) => !(id in (record?.stepResults ?? {})));
+    if (open.length === 0) return;
+    await this.options.redis.lpush(
+      this.options.keySpace.sandbox(jobId).control,
+      ...open.map((id) => encodeCancel(id, `the sandbox is closing (${reason})`)),
+    );
   }
 
   private jobDeadlines(jobId: string): string[] {

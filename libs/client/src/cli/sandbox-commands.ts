@@ -108,11 +108,8 @@ export async function inspectSandbox(client: SandstreamClient, id: string, value
 }
 
 export async function removeSandbox(client: SandstreamClient, id: string): Promise<number> {
-  const record = await client.sandboxes.get(id);
-  if (!record) throw new SandboxNotFoundError(id);
-  const sandbox = await client.sandboxes.connect(id).catch(() => undefined);
-  // A sandbox that is already over, or still being created, is closed through its record.
-  const closed = sandbox ? await sandbox.close() : record;
+  // Closes it whatever its state: a sandbox still queued or being created is not waited for.
+  const closed = await client.sandboxes.close(id);
   process.stdout.write(`${id} ${closed.state}${closed.reason ? ` (${closed.reason})` : ''}\n`);
   return ExitCodes.succeeded;
 }

@@ -18,7 +18,8 @@ local function take_result()
 end
 
 if not status then return {'unknown'} end
-if status == 'finished' then return finished_reply() end
+-- A live sandbox's commands are recorded even after it closed: those killed by the close end
+-- after it, and must not stay counted as running.
 if redis.call('HGET', st, 'live') == '1' then
   -- A live sandbox's command (its commands run side by side; none is pushed after another).
   -- Recorded once, with its command still in the history; a redelivered notice changes nothing.
@@ -27,9 +28,13 @@ if redis.call('HGET', st, 'live') == '1' then
   local raw = ARGV[2]
   if raw == '' then raw = take_result() end
   if not raw then return {'missing'} end
-  if redis.call('HEXISTS', KEYS[4], JOB.commandPrefix .. ARGV[1]) == 1 then
+  local command = redis.call('HGET', KEYS[4], JOB.commandPrefix .. ARGV[1])
+  if command then
     job_record_step(KEYS[4], ARGV[1], raw)
-    if redis.call('HINCRBY', KEYS[4], JOB.commandsRunning, -1) < 0 then
+    -- A background process was never counted as running (sandbox-exec).
+    local ok, c = pcall(cjson.decode, command)
+    local background = ok and type(c) == 'table' and c.background == true
+    if not background and redis.call('HINCRBY', KEYS[4], JOB.commandsRunning, -1) < 0 then
       redis.call('HSET', KEYS[4], JOB.commandsRunning, 0)
     end
     -- The idle clock starts when the last command ends, not when it was asked for.
@@ -38,6 +43,7 @@ if redis.call('HGET', st, 'live') == '1' then
   end
   return {'recorded', ARGV[1]}
 end
+if status == 'finished' then return finished_reply() end
 local current = redis.call('HGET', st, 'current')
 if current ~= ARGV[1] then return {'stale', current or ''} end
 local raw = ARGV[2]

@@ -15,4 +15,6 @@ if running > 0 then return {'later', now + idleMs} end
 local last = tonumber(redis.call('HGET', KEYS[2], JOB.lastActivityAt) or redis.call('HGET', st, 'startedAt'))
 if now < last + idleMs then return {'later', last + idleMs} end
 redis.call('HSET', st, 'status', 'finished', 'outcome', 'succeeded', 'reason', 'idle', 'current', '')
+-- In the same step, so no command is taken between this decision and the close (sandbox-exec).
+redis.call('HSET', KEYS[2], JOB.closing, 'idle')
 return {'finished', 'succeeded', 'idle', 1}
