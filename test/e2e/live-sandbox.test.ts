@@ -140,6 +140,25 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
     await expect(sandbox.exec(['true'])).rejects.toBeInstanceOf(SandboxClosedError);
   });
 
+  it('keeps a long-lived shell: cd in one call, relative paths in the next (seeds/004)', async () => {
+    await using sandbox = await stack.client.sandboxes.create({ id: id('shell'), image });
+    const shell = sandbox.shell();
+    expect(
+      await shell.run('cd /tmp && export A=1 && mkdir -p work && echo hi > work/note.txt'),
+    ).toMatchObject({
+      exitCode: 0,
+    });
+    expect(await shell.run('pwd; echo $A; cat work/note.txt')).toMatchObject({
+      exitCode: 0,
+      stdout: '/tmp\n1\nhi\n',
+    });
+    // Another session has its own state; a failing command reports its own code.
+    expect(await sandbox.shell('other').run('pwd; exit_code() { return 4; }; exit_code')).toMatchObject({
+      exitCode: 4,
+    });
+    expect((await shell.run('pwd')).stdout).toBe('/tmp\n');
+  });
+
   it.runIf(full)(
     'streams output through callbacks and an async iterator, and reports exit codes and stderr',
     async () => {

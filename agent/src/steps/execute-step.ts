@@ -5,6 +5,7 @@ import { listFilesStep } from './list-files-step.js';
 import { failed } from './outcome.js';
 import { readFileStep } from './read-file-step.js';
 import { runStep } from './run-step.js';
+import { ShellSessions } from './shell-sessions.js';
 import { statsStep } from './stats-step.js';
 import type { StepContext, StepOutcome } from './step-context.js';
 import { writeFileStep } from './write-file-step.js';
@@ -22,9 +23,11 @@ export interface StepExecutorOptions {
  * error becomes an `internal` error result, so the loop always has something to report.
  */
 export function createStepExecutor(options: StepExecutorOptions = {}): StepExecutor {
+  // Shell sessions live as long as the executor (the agent): one set of them per sandbox.
+  const shells = new ShellSessions();
   return async (step, ctx) => {
     try {
-      return await dispatch(step, ctx, options);
+      return await dispatch(step, ctx, options, shells);
     } catch (err) {
       const detail = err instanceof Error ? err.message : String(err);
       return failed('internal', `${step.kind} step failed unexpectedly: ${detail}`);
@@ -35,7 +38,12 @@ export function createStepExecutor(options: StepExecutorOptions = {}): StepExecu
 /** The executor with Node's own child_process for run steps. */
 export const executeStep: StepExecutor = createStepExecutor();
 
-function dispatch(step: Step, ctx: StepContext, options: StepExecutorOptions): Promise<StepOutcome> {
+function dispatch(
+  step: Step,
+  ctx: StepContext,
+  options: StepExecutorOptions,
+  shells: ShellSessions,
+): Promise<StepOutcome> {
   switch (step.kind) {
     case 'run':
       return runStep(step, ctx, { launcher: options.launcher });
@@ -49,6 +57,8 @@ function dispatch(step: Step, ctx: StepContext, options: StepExecutorOptions): P
       return grepStep(step, ctx);
     case 'stats':
       return statsStep(step, ctx);
+    case 'shell':
+      return shells.run(step, ctx);
     case 'shutdown':
       return Promise.resolve(
         failed('invalid_step', 'shutdown steps are handled by the agent loop, not executed'),

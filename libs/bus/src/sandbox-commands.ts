@@ -25,7 +25,9 @@ export function commandId(n: number): string {
 /** What the history keeps of a command beside its StepResult: what was asked, and when. */
 export const CommandRecordSchema = z.object({
   id: z.string(),
-  kind: z.enum(['run', 'readFile', 'writeFile', 'listFiles', 'grep', 'stats']),
+  kind: z.enum(['run', 'readFile', 'writeFile', 'listFiles', 'grep', 'stats', 'shell']),
+  /** shell: the session the command went to. */
+  session: z.string().optional(),
   /** run: the program, or the shell string with `shell`. */
   command: z.string().optional(),
   args: z.array(z.string()).optional(),
@@ -115,9 +117,11 @@ export class SandboxCommands {
             ...(step.shell ? { shell: true } : {}),
             ...(step.background ? { background: true } : {}),
           }
-        : 'path' in step
-          ? { path: step.path }
-          : {}),
+        : step.kind === 'shell'
+          ? { command: step.command, session: step.session }
+          : 'path' in step
+            ? { path: step.path }
+            : {}),
     };
     const [stepHead, stepTail] = cutAroundId(stepJson, '"stepId":');
     const [recordHead, recordTail] = cutAroundId(JSON.stringify(record), '"id":');

@@ -69,6 +69,17 @@ export const AttachOptionsSchema = ExecOptionsSchema.pick({
 export type AttachOptions = z.input<typeof AttachOptionsSchema>;
 export type { CommandOutputLine };
 
+/** A shell command: its timeout, and how its output is delivered. */
+export const ShellRunOptionsSchema = ExecOptionsSchema.pick({
+  timeoutSeconds: true,
+  maxOutputBytes: true,
+  onStdout: true,
+  onStderr: true,
+  onGap: true,
+  signal: true,
+});
+export type ShellRunOptions = z.input<typeof ShellRunOptionsSchema>;
+
 export const ListSandboxesOptionsSchema = strictObject({
   state: SandboxStateSchema.optional(),
   tenant: TenantSchema.optional(),

@@ -11,6 +11,7 @@ import {
   type GrepMatch,
   Limits,
   overLimit,
+  ShellSessionNameSchema,
   type StepResult,
   stdinBytes,
 } from '@sandstream/wire';
@@ -40,6 +41,8 @@ import {
   GrepOptionsSchema,
   type ListFilesOptions,
   ListFilesOptionsSchema,
+  type ShellRunOptions,
+  ShellRunOptionsSchema,
   type WriteFileOptions,
   WriteFileOptionsSchema,
 } from './sandbox-options.js';
@@ -69,6 +72,23 @@ export interface SandboxStats {
   commandsRunning: number;
   /** Output lines of the commands still in its history. */
   outputLines: number;
+}
+
+/** A named long-lived shell of a sandbox (Sandbox.shell). */
+export class ShellSession {
+  constructor(
+    readonly name: string,
+    private readonly send: (command: string, options: ShellRunOptions) => CommandExecution,
+  ) {}
+
+  /**
+   * Runs a command line in this shell: await it for its result (exit code, output), or iterate
+   * it for its output. A command that times out or is cancelled takes the shell down with it;
+   * its result says so, and the next command starts a fresh one.
+   */
+  run(command: string, options: ShellRunOptions = {}): CommandExecution {
+    return this.send(command, options);
+  }
 }
 
 /** An item of a command's output as its async iterator yields it. */
@@ -217,6 +237,24 @@ export class Sandbox implements AsyncDisposable {
       const result = run.output.result(run.commandId, run.result);
       if (options.signal?.aborted && result.cancelled) throw new CommandCancelledError(result);
       return result;
+    });
+  }
+
+  /**
+   * A long-lived shell of the sandbox by name (started on first use): `run('cd /tmp && export
+   * A=1')`, then `run('pwd; echo $A')` prints /tmp and 1. Commands sent to one session run in
+   * the order sent; several sessions run side by side.
+   */
+  shell(name = 'default'): ShellSession {
+    return new ShellSession(ShellSessionNameSchema.parse(name), (command, options) => {
+      const parsed = parseOptions(ShellRunOptionsSchema, options, 'shell run options');
+      const step: CommandStep = {
+        kind: 'shell',
+        session: name,
+        command,
+        ...(parsed.timeoutSeconds !== undefined ? { timeoutSeconds: parsed.timeoutSeconds } : {}),
+      };
+      return this.execution(parsed, (runOptions) => runCommand(this.ctx, this.id, step, runOptions));
     });
   }
 

@@ -137,6 +137,34 @@ export const GrepStepSchema = z.object({
   workingDirectory,
 });
 
+/** Shell session names: short, printable, one per long-lived shell in a sandbox. */
+export const ShellSessionNameSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9._-]{1,64}$/, 'a session name is 1 to 64 letters, digits, ".", "_" or "-"');
+
+/**
+ * A command for a long-lived shell of the sandbox (seeds/004): the session keeps its working
+ * directory, environment and shell state between commands; commands of one session run in the
+ * order they were sent. A session starts on first use (in `workingDirectory`, or the workspace).
+ */
+export const ShellStepSchema = z.object({
+  ...common,
+  kind: z.literal('shell'),
+  parallel,
+  session: ShellSessionNameSchema.optional().default('default'),
+  command: z
+    .string()
+    .min(1, 'command must not be empty')
+    .max(64 * 1024, 'command is at most 65536 characters'),
+  timeoutSeconds: z
+    .number()
+    .positive('timeoutSeconds must be positive')
+    .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
+    .nullish()
+    .transform((t) => t ?? Limits.runDefaultTimeoutSeconds),
+  workingDirectory,
+});
+
 /**
  * Resource use of the sandbox as its agent sees it: CPU and memory of the cgroup it runs in (the
  * sandbox's own on Docker and Kubernetes), and the size of its workspace.
@@ -153,7 +181,16 @@ export const ShutdownStepSchema = z.object({
   kind: z.literal('shutdown'),
 });
 
-export const STEP_KINDS = ['run', 'readFile', 'writeFile', 'listFiles', 'grep', 'stats', 'shutdown'] as const;
+export const STEP_KINDS = [
+  'run',
+  'readFile',
+  'writeFile',
+  'listFiles',
+  'grep',
+  'stats',
+  'shell',
+  'shutdown',
+] as const;
 export type StepKind = (typeof STEP_KINDS)[number];
 
 /**
@@ -172,6 +209,7 @@ export const StepSchema = z.preprocess(
     ListFilesStepSchema,
     GrepStepSchema,
     StatsStepSchema,
+    ShellStepSchema,
     ShutdownStepSchema,
   ]),
 );
@@ -185,6 +223,7 @@ export type StepInput =
   | z.input<typeof ListFilesStepSchema>
   | z.input<typeof GrepStepSchema>
   | z.input<typeof StatsStepSchema>
+  | z.input<typeof ShellStepSchema>
   | z.input<typeof ShutdownStepSchema>;
 export type RunStep = z.output<typeof RunStepSchema>;
 export type ReadFileStep = z.output<typeof ReadFileStepSchema>;
@@ -192,4 +231,5 @@ export type WriteFileStep = z.output<typeof WriteFileStepSchema>;
 export type ListFilesStep = z.output<typeof ListFilesStepSchema>;
 export type GrepStep = z.output<typeof GrepStepSchema>;
 export type StatsStep = z.output<typeof StatsStepSchema>;
+export type ShellStep = z.output<typeof ShellStepSchema>;
 export type ShutdownStep = z.output<typeof ShutdownStepSchema>;

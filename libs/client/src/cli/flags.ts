@@ -24,6 +24,7 @@ const FLAGS = {
   shell: { type: 'boolean' },
   cwd: { type: 'string' },
   interactive: { type: 'boolean', short: 'i' },
+  session: { type: 'string' },
 } as const;
 type Flag = keyof typeof FLAGS;
 
@@ -44,6 +45,7 @@ const COMMAND_FLAGS = {
   'sandbox inspect': ['json'],
   'sandbox rm': [],
   exec: ['shell', 'cwd', 'env', 'timeout', 'interactive'],
+  shell: ['session'],
 } as const satisfies Record<string, readonly Flag[]>;
 
 export type Command = keyof typeof COMMAND_FLAGS;

@@ -28,6 +28,7 @@ import {
   inspectSandbox,
   listSandboxes,
   removeSandbox,
+  shellInSandbox,
 } from './sandbox-commands.js';
 import { startCliTelemetry } from './telemetry.js';
 
@@ -50,6 +51,8 @@ Commands:
   exec [--shell] [--cwd <dir>] [--env K=V]… [--timeout <s>] <id> -- <command> [args…]
                                  run a command in a sandbox with live output; exits with the
                                  command's code (124 timed out, 130 cancelled, 125 Sandstream failed)
+  shell <id> [--session <name>]  a long-lived shell: one command line at a time from stdin, its
+                                 cd and exports kept; exits with the last command's code
 
 Options:
   --redis-url <url>   default $REDIS_URL, then the Redis that \`npm start\` runs (found
@@ -99,7 +102,12 @@ async function main(argv: string[]): Promise<number> {
     if (arg) throw new UsageError(`${command} takes no arguments (got "${arg}")`);
   } else if (command === 'sandbox create') {
     createSpec(arg, values);
-  } else if (command === 'sandbox inspect' || command === 'sandbox rm' || command === 'exec') {
+  } else if (
+    command === 'sandbox inspect' ||
+    command === 'sandbox rm' ||
+    command === 'exec' ||
+    command === 'shell'
+  ) {
     needArg('sandbox id');
   } else needArg(command === 'submit' ? 'job file' : 'job id');
   const listOptions = command === 'ls' ? parseListFlags(values) : undefined;
@@ -180,6 +188,8 @@ async function main(argv: string[]): Promise<number> {
         return await removeSandbox(client, needArg('sandbox id'));
       case 'exec':
         return await execInSandbox(client, needArg('sandbox id'), commandLine, values);
+      case 'shell':
+        return await shellInSandbox(client, needArg('sandbox id'), values);
       default:
         // parseCommandLine refuses unknown commands; this keeps the switch total for the compiler.
         throw new UsageError(`unknown command "${command satisfies never}"`);

@@ -1,3 +1,4 @@
+import { createInterface } from 'node:readline';
 import type { LiveSandboxSpecInput, SandboxRecord } from '@sandstream/bus';
 import { Limits, overLimit } from '@sandstream/wire';
 import type { SandstreamClient } from '../client.js';
@@ -168,4 +169,43 @@ async function readStdin(limit: number): Promise<Uint8Array> {
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks);
+}
+
+/**
+ * `shell <id>`: a long-lived shell session of the sandbox, one command line at a time from
+ * stdin (`printf 'cd /tmp\npwd\n' | sandstream shell <id>` prints /tmp), output as it comes. An
+ * `exit` line or the end of stdin ends it; the exit code is the last command's. On a terminal
+ * it prompts for each line (a full terminal with line editing and full-screen programs is not
+ * there yet: this is a line-mode shell).
+ */
+export async function shellInSandbox(client: SandstreamClient, id: string, values: Values): Promise<number> {
+  const sandbox = await client.sandboxes.connect(id);
+  const session = sandbox.shell(values.session ?? 'default');
+  const tty = process.stdin.isTTY === true;
+  const lines = createInterface({
+    input: process.stdin,
+    terminal: tty,
+    ...(tty ? { prompt: `${session.name}$ ` } : {}),
+  });
+  let last = 0;
+  if (tty) lines.prompt();
+  for await (const line of lines) {
+    const command = line.trim();
+    if (command === 'exit') break;
+    if (command !== '') {
+      const result = await session.run(command, {
+        onStdout: (out) => process.stdout.write(`${out}\n`),
+        onStderr: (err) => process.stderr.write(`${err}\n`),
+      });
+      if (result.errorMessage) process.stderr.write(`sandstream: ${result.errorMessage}\n`);
+      last = result.timedOut
+        ? ExitCodes.timedOut
+        : result.cancelled
+          ? ExitCodes.cancelled
+          : (result.exitCode ?? ExitCodes.execFailed);
+    }
+    if (tty) lines.prompt();
+  }
+  lines.close();
+  return last;
 }
