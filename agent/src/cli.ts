@@ -23,6 +23,7 @@ import { NodeLauncher } from './process/node-launcher.js';
 import { SpawnerLauncher } from './process/spawner-launcher.js';
 import { closeNow, openConnections } from './redis-connections.js';
 import { createStepExecutor } from './steps/execute-step.js';
+import { TransferChannel } from './steps/transfer-channel.js';
 import { stepTracerFromEnv } from './tracing/step-span.js';
 
 /** How long a SIGTERM/SIGINT stop may take (Redis unreachable, say) before we give up. */
@@ -106,7 +107,17 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
     jobId: config.jobId,
     keys: sandboxKeys(config.jobId, config.keyStyle),
     connections,
-    execute: stepTracer.wrap(createStepExecutor({ launcher })),
+    execute: stepTracer.wrap(
+      createStepExecutor({
+        launcher,
+        // Uploads and downloads block on their own connection, as this sandbox's Redis user.
+        transfers: new TransferChannel(sandboxKeys(config.jobId, config.keyStyle), () => {
+          const connection = connections.writer.duplicate();
+          connection.on('error', () => {});
+          return connection;
+        }),
+      }),
+    ),
     log,
     workdir: config.workdir,
     idleTimeoutSeconds: config.idleTimeoutSeconds,

@@ -1,4 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot, testRedisUrl } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -58,6 +60,19 @@ describe('sandstream sandbox / exec', () => {
     const piped = cliWithInput('b\na\nc\n', 'exec', '-i', id, '--', 'sort');
     expect(piped.stdout).toBe('a\nb\nc\n');
     expect(piped.status).toBe(0);
+    // cp in and out, as docker cp: a directory arrives under its own name.
+    const local = mkdtempSync(join(tmpdir(), 'sandstream-cli-cp-'));
+    try {
+      mkdirSync(join(local, 'project'));
+      writeFileSync(join(local, 'project', 'f.txt'), 'content\n');
+      expect(cli('cp', join(local, 'project'), `${id}:/tmp/dest`).status).toBe(0);
+      expect(cli('exec', id, '--', 'cat', '/tmp/dest/project/f.txt').stdout).toBe('content\n');
+      expect(cli('cp', `${id}:/tmp/dest/project`, join(local, 'back')).status).toBe(0);
+      expect(readFileSync(join(local, 'back', 'project', 'f.txt'), 'utf8')).toBe('content\n');
+      expect(cli('cp', 'a', 'b').stderr).toMatch(/cp needs a sandbox side/);
+    } finally {
+      rmSync(local, { recursive: true, force: true });
+    }
     const missing = cli('exec', id, '--', 'no-such-program-here');
     expect(missing.status).toBe(125);
 

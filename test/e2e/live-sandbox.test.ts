@@ -1,3 +1,7 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { SandboxSpecError } from '@sandstream/bus';
 import {
   CommandCancelledError,
@@ -52,6 +56,10 @@ if (carrier || process.env.CI === 'true') {
     },
     full: false,
   });
+}
+
+function sha256(file: string): string {
+  return createHash('sha256').update(readFileSync(file)).digest('hex');
 }
 
 function isAlive(pid: number): boolean {
@@ -157,6 +165,32 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
       exitCode: 4,
     });
     expect((await shell.run('pwd')).stdout).toBe('/tmp\n');
+  });
+
+  it('copies a tree in and out as a tar stream with the same checksums', async () => {
+    await using sandbox = await stack.client.sandboxes.create({ id: id('cp'), image });
+    const local = mkdtempSync(join(tmpdir(), 'sandstream-cp-'));
+    try {
+      const tree = join(local, 'repo');
+      mkdirSync(join(tree, 'src', 'deep'), { recursive: true });
+      // 3 MiB of random bytes: several chunks, and binary.
+      writeFileSync(join(tree, 'blob.bin'), randomBytes(3 * 1024 * 1024));
+      writeFileSync(join(tree, 'src', 'deep', 'a.txt'), 'alpha\n');
+      const sent = await sandbox.files.upload(tree, '/tmp/in');
+      expect(sent).toMatchObject({ files: 2 });
+      expect(sent.bytes).toBeGreaterThan(3 * 1024 * 1024);
+      expect((await sandbox.exec('cat /tmp/in/repo/src/deep/a.txt')).stdout).toBe('alpha\n');
+      const back = join(local, 'back');
+      await sandbox.files.downloadTo('/tmp/in/repo', back);
+      expect(sha256(join(back, 'repo', 'blob.bin'))).toBe(sha256(join(tree, 'blob.bin')));
+      expect(readFileSync(join(back, 'repo', 'src', 'deep', 'a.txt'), 'utf8')).toBe('alpha\n');
+      // Past its limit a transfer is refused, naming the limit.
+      await expect(sandbox.files.upload(tree, '/tmp/small', { maxBytes: 1024 * 1024 })).rejects.toThrow(
+        /the transfer is [\d,]+ bytes, over.*1,048,576/,
+      );
+    } finally {
+      rmSync(local, { recursive: true, force: true });
+    }
   });
 
   it.runIf(full)(

@@ -8,6 +8,8 @@ import { runStep } from './run-step.js';
 import { ShellSessions } from './shell-sessions.js';
 import { statsStep } from './stats-step.js';
 import type { StepContext, StepOutcome } from './step-context.js';
+import type { TransferChannel } from './transfer-channel.js';
+import { downloadStep, uploadStep } from './transfer-steps.js';
 import { writeFileStep } from './write-file-step.js';
 
 export type StepExecutor = (step: Step, ctx: StepContext) => Promise<StepOutcome>;
@@ -15,6 +17,8 @@ export type StepExecutor = (step: Step, ctx: StepContext) => Promise<StepOutcome
 export interface StepExecutorOptions {
   /** Starts run steps' processes; default Node's child_process. */
   launcher?: ProcessLauncher;
+  /** Where upload and download steps stream their tar (the agent's Redis); without it they are refused. */
+  transfers?: TransferChannel;
 }
 
 /**
@@ -59,6 +63,16 @@ function dispatch(
       return statsStep(step, ctx);
     case 'shell':
       return shells.run(step, ctx);
+    case 'upload':
+    case 'download':
+      if (!options.transfers) {
+        return Promise.resolve(
+          failed('invalid_step', `${step.kind} steps need the agent's Redis connection`),
+        );
+      }
+      return step.kind === 'upload'
+        ? uploadStep(step, ctx, options.transfers)
+        : downloadStep(step, ctx, options.transfers);
     case 'shutdown':
       return Promise.resolve(
         failed('invalid_step', 'shutdown steps are handled by the agent loop, not executed'),

@@ -105,6 +105,12 @@ export const GrepOptionsSchema = strictObject({
 });
 export type GrepOptions = z.input<typeof GrepOptionsSchema>;
 
+export const TransferOptionsSchema = strictObject({
+  /** The largest tree (tar bytes) this transfer accepts; default 1 GiB, at most 16 GiB. */
+  maxBytes: z.number().int().positive().max(Limits.transferMaxBytes).optional(),
+});
+export type TransferOptions = z.input<typeof TransferOptionsSchema>;
+
 export const WriteFileOptionsSchema = strictObject({
   /** Permission bits of a new file, e.g. 0o755. */
   mode: z.number().int().min(0).max(0o7777).optional(),

@@ -1,3 +1,7 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import {
   type CommandRecord,
   CommandRecordSchema,
@@ -25,6 +29,7 @@ import {
   refusal,
   runCommand,
 } from './command-runner.js';
+import { newTransferId, receiveTar, sendTar } from './file-transfer.js';
 import {
   CommandCancelledError,
   SandboxCommandNotFoundError,
@@ -43,6 +48,8 @@ import {
   ListFilesOptionsSchema,
   type ShellRunOptions,
   ShellRunOptionsSchema,
+  type TransferOptions,
+  TransferOptionsSchema,
   type WriteFileOptions,
   WriteFileOptionsSchema,
 } from './sandbox-options.js';
@@ -392,6 +399,75 @@ export class SandboxFiles {
     return output?.kind === 'grep'
       ? { matches: output.matches, truncated: output.truncated }
       : { matches: [], truncated: false };
+  }
+
+  /**
+   * Copies a local file or directory (or a tar stream) into the sandbox directory `remoteDir`
+   * (created when missing), as `docker cp` does: a path arrives as `remoteDir/<its name>`. The
+   * tree travels as a tar stream in 1 MiB chunks, never as one Redis value; past `maxBytes`
+   * (default 1 GiB) it is refused.
+   */
+  async upload(
+    local: string | Readable,
+    remoteDir: string,
+    transferOptions: TransferOptions = {},
+  ): Promise<{ bytes: number; files: number }> {
+    const options = parseOptions(TransferOptionsSchema, transferOptions, 'upload options');
+    const transfer = newTransferId();
+    const tar =
+      typeof local === 'string'
+        ? (await import('tar-fs')).pack(path.dirname(path.resolve(local)), {
+            entries: [path.basename(local)],
+          })
+        : local;
+    const done = runCommand(this.ctx, this.sandboxId, {
+      kind: 'upload',
+      path: remoteDir,
+      transfer,
+      workingDirectory: null,
+      ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}),
+    });
+    const [{ result }] = await Promise.all([done, sendTar(this.ctx, this.sandboxId, transfer, tar, done)]);
+    if (result.errorMessage !== null) throw new SandboxFileError(result.errorMessage, result.errorCode);
+    return result.output?.kind === 'upload'
+      ? { bytes: result.output.bytes, files: result.output.files }
+      : { bytes: 0, files: 0 };
+  }
+
+  /**
+   * A file or directory of the sandbox as a tar stream (its top entry named like it), read as it
+   * comes: the agent waits while this side is slow, so memory stays bounded on both.
+   */
+  download(remotePath: string, transferOptions: TransferOptions = {}): Readable {
+    const options = parseOptions(TransferOptionsSchema, transferOptions, 'download options');
+    const transfer = newTransferId();
+    const done = runCommand(this.ctx, this.sandboxId, {
+      kind: 'download',
+      path: remotePath,
+      transfer,
+      workingDirectory: null,
+      ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}),
+    });
+    const tar = receiveTar(this.ctx, this.sandboxId, transfer, done);
+    done.then(
+      ({ result }) => {
+        if (result.errorMessage !== null)
+          tar.destroy(new SandboxFileError(result.errorMessage, result.errorCode));
+      },
+      (err: Error) => tar.destroy(err),
+    );
+    return tar;
+  }
+
+  /** download() unpacked into the local directory `localDir` (created when missing). */
+  async downloadTo(
+    remotePath: string,
+    localDir: string,
+    transferOptions: TransferOptions = {},
+  ): Promise<void> {
+    await mkdir(localDir, { recursive: true });
+    const { extract } = await import('tar-fs');
+    await pipeline(this.download(remotePath, transferOptions), extract(localDir));
   }
 
   private async run(step: CommandStep): Promise<StepResult['output']> {

@@ -53,3 +53,16 @@ export function sandboxKeys(jobId: string, style: KeyStyle = 'plain'): SandboxKe
     control: `${prefix}control`,
   };
 }
+
+/** Transfer ids become part of a key: short and plain. */
+export const TransferIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,64}$/, 'a transfer id is 1 to 64 letters, digits, "_" or "-"');
+
+/**
+ * LIST carrying one upload's or download's tar stream in chunks (an empty value ends it), under
+ * the sandbox's own prefix, so its Redis user may use it and cleanup finds it.
+ */
+export function transferKey(keys: SandboxKeys, transferId: string): string {
+  return `${keys.prefix}xfer:${transferId}`;
+}

@@ -40,6 +40,15 @@ export const Limits = {
   runMaxTimeoutSeconds: 24 * 60 * 60,
   /** run: timeout when the step gives none. */
   runDefaultTimeoutSeconds: 600,
+  /** upload/download: one Redis value of a tar stream in transit (never the whole tree at once). */
+  transferChunkBytes: 1024 * 1024,
+  /** upload/download: chunks waiting in Redis at most; the sender waits for the reader beyond. */
+  transferWindowChunks: 8,
+  /** upload/download: a tree larger than this is refused, unless the step allows more (up to the max). */
+  transferDefaultMaxBytes: 1024 * 1024 * 1024,
+  transferMaxBytes: 16 * 1024 * 1024 * 1024,
+  /** upload/download: the other side silent this long fails the transfer. */
+  transferIdleSeconds: 60,
 } as const;
 
 /** Redis stream caps. */

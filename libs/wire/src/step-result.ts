@@ -49,6 +49,13 @@ export const StepOutputSchema = z.discriminatedUnion('kind', [
     entries: z.array(FileEntrySchema),
     truncated: z.boolean(),
   }),
+  z.object({ kind: z.literal('upload'), path: z.string(), bytes: z.number().int(), files: z.number().int() }),
+  z.object({
+    kind: z.literal('download'),
+    path: z.string(),
+    bytes: z.number().int(),
+    files: z.number().int(),
+  }),
   z.object({
     kind: z.literal('stats'),
     /** CPU time used by the agent's cgroup since it started, or null where it cannot be read. */

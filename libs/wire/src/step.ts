@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { TransferIdSchema } from './keys.js';
 import { Limits } from './limits.js';
 import { SchemaVersionSchema } from './schema-version.js';
 import { TraceContextSchema } from './trace-context.js';
@@ -165,6 +166,38 @@ export const ShellStepSchema = z.object({
   workingDirectory,
 });
 
+const transferFields = {
+  /** The transfer's list (wire transferKey): the client and the agent stream the tar through it. */
+  transfer: TransferIdSchema,
+  maxBytes: z
+    .number()
+    .int()
+    .positive()
+    .max(Limits.transferMaxBytes, `maxBytes is at most ${Limits.transferMaxBytes}`)
+    .optional()
+    .default(Limits.transferDefaultMaxBytes),
+};
+
+/** Receives a tar stream from the transfer list and unpacks it into the directory `path`. */
+export const UploadStepSchema = z.object({
+  ...common,
+  kind: z.literal('upload'),
+  parallel,
+  path: pathField('path'),
+  ...transferFields,
+  workingDirectory,
+});
+
+/** Packs `path` (a file or a directory, as its own top entry) into the transfer list as a tar stream. */
+export const DownloadStepSchema = z.object({
+  ...common,
+  kind: z.literal('download'),
+  parallel,
+  path: pathField('path'),
+  ...transferFields,
+  workingDirectory,
+});
+
 /**
  * Resource use of the sandbox as its agent sees it: CPU and memory of the cgroup it runs in (the
  * sandbox's own on Docker and Kubernetes), and the size of its workspace.
@@ -189,6 +222,8 @@ export const STEP_KINDS = [
   'grep',
   'stats',
   'shell',
+  'upload',
+  'download',
   'shutdown',
 ] as const;
 export type StepKind = (typeof STEP_KINDS)[number];
@@ -210,6 +245,8 @@ export const StepSchema = z.preprocess(
     GrepStepSchema,
     StatsStepSchema,
     ShellStepSchema,
+    UploadStepSchema,
+    DownloadStepSchema,
     ShutdownStepSchema,
   ]),
 );
@@ -224,6 +261,8 @@ export type StepInput =
   | z.input<typeof GrepStepSchema>
   | z.input<typeof StatsStepSchema>
   | z.input<typeof ShellStepSchema>
+  | z.input<typeof UploadStepSchema>
+  | z.input<typeof DownloadStepSchema>
   | z.input<typeof ShutdownStepSchema>;
 export type RunStep = z.output<typeof RunStepSchema>;
 export type ReadFileStep = z.output<typeof ReadFileStepSchema>;
@@ -232,4 +271,6 @@ export type ListFilesStep = z.output<typeof ListFilesStepSchema>;
 export type GrepStep = z.output<typeof GrepStepSchema>;
 export type StatsStep = z.output<typeof StatsStepSchema>;
 export type ShellStep = z.output<typeof ShellStepSchema>;
+export type UploadStep = z.output<typeof UploadStepSchema>;
+export type DownloadStep = z.output<typeof DownloadStepSchema>;
 export type ShutdownStep = z.output<typeof ShutdownStepSchema>;

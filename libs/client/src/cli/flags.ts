@@ -46,6 +46,7 @@ const COMMAND_FLAGS = {
   'sandbox rm': [],
   exec: ['shell', 'cwd', 'env', 'timeout', 'interactive'],
   shell: ['session'],
+  cp: [],
 } as const satisfies Record<string, readonly Flag[]>;
 
 export type Command = keyof typeof COMMAND_FLAGS;
@@ -122,7 +123,8 @@ export function parseCommandLine(argv: string[]): ParsedCommandLine {
   const commandLine = terminator === -1 ? [] : argv.slice(argv.indexOf('--') + 1);
   const { values, positionals } = parseArgs({ args: ownArgs, options: FLAGS, allowPositionals: true });
   const args = positionals.slice(group ? 2 : 1);
-  if (args.length > 1) throw new UsageError(`unexpected argument "${args[1]}"`);
+  const most = command === 'cp' ? 2 : 1;
+  if (args.length > most) throw new UsageError(`unexpected argument "${args[most]}"`);
   if (takesCommandLine && commandLine.length === 0) {
     throw new UsageError(`${command} needs a command after --, e.g. sandstream ${command} <id> -- ls -la`);
   }

@@ -22,6 +22,7 @@ import { type ParsedCommandLine, parseCommandLine, UsageError } from './flags.js
 import { loadSpecFile, SpecFileError } from './load-spec-file.js';
 import { describeOutput, TimelineRenderer } from './render.js';
 import {
+  copyFiles,
   createSandbox,
   createSpec,
   execInSandbox,
@@ -51,6 +52,8 @@ Commands:
   exec [--shell] [--cwd <dir>] [--env K=V]… [--timeout <s>] <id> -- <command> [args…]
                                  run a command in a sandbox with live output; exits with the
                                  command's code (124 timed out, 130 cancelled, 125 Sandstream failed)
+  cp <src> <id>:<path> | cp <id>:<path> <dst>
+                                 copy a file or directory into or out of a sandbox (tar streams)
   shell <id> [--session <name>]  a long-lived shell: one command line at a time from stdin, its
                                  cd and exports kept; exits with the last command's code
 
@@ -98,7 +101,12 @@ async function main(argv: string[]): Promise<number> {
   currentCommand = command;
   // Usage is checked and the file validated before connecting anywhere: a bad command line or
   // spec costs no round trip.
-  if (command === 'ls' || command === 'sandbox ls') {
+  if (command === 'cp') {
+    if (args.length !== 2)
+      throw new UsageError(
+        'cp needs a source and a destination: cp <src> <id>:<path> or cp <id>:<path> <dst>',
+      );
+  } else if (command === 'ls' || command === 'sandbox ls') {
     if (arg) throw new UsageError(`${command} takes no arguments (got "${arg}")`);
   } else if (command === 'sandbox create') {
     createSpec(arg, values);
@@ -190,6 +198,8 @@ async function main(argv: string[]): Promise<number> {
         return await execInSandbox(client, needArg('sandbox id'), commandLine, values);
       case 'shell':
         return await shellInSandbox(client, needArg('sandbox id'), values);
+      case 'cp':
+        return await copyFiles(client, args[0] as string, args[1] as string);
       default:
         // parseCommandLine refuses unknown commands; this keeps the switch total for the compiler.
         throw new UsageError(`unknown command "${command satisfies never}"`);

@@ -209,3 +209,29 @@ export async function shellInSandbox(client: SandstreamClient, id: string, value
   lines.close();
   return last;
 }
+
+/**
+ * `cp <src> <id>:<path>` copies a local file or directory into the sandbox directory `path`;
+ * `cp <id>:<path> <dst>` copies the sandbox's file or directory into the local directory `dst`
+ * (as `docker cp` does: a directory arrives under its own name). Trees travel as tar streams.
+ */
+export async function copyFiles(client: SandstreamClient, from: string, to: string): Promise<number> {
+  const remote = (spec: string) => /^([A-Za-z0-9][A-Za-z0-9._:-]*):(\/.*|[^/].*)$/.exec(spec);
+  const source = remote(from);
+  const target = remote(to);
+  if (source && target)
+    throw new UsageError('cp copies between this machine and a sandbox, not between sandboxes');
+  if (!source && !target) throw new UsageError('cp needs a sandbox side: <id>:<path>');
+  if (target) {
+    const [, id, path] = target as RegExpExecArray;
+    const sandbox = await client.sandboxes.connect(id as string);
+    const sent = await sandbox.files.upload(from, path as string);
+    process.stderr.write(`copied ${sent.files} files (${sent.bytes} bytes of tar) to ${id}:${path}\n`);
+  } else {
+    const [, id, path] = source as RegExpExecArray;
+    const sandbox = await client.sandboxes.connect(id as string);
+    await sandbox.files.downloadTo(path as string, to);
+    process.stderr.write(`copied ${id}:${path} to ${to}\n`);
+  }
+  return ExitCodes.succeeded;
+}

@@ -1,0 +1,85 @@
+import { Limits, type SandboxKeys, transferKey } from '@sandstream/wire';
+import type { Redis } from 'ioredis';
+
+/**
+ * The Redis side of an upload or download: a tar stream in chunks on the transfer's own list
+ * (wire transferKey), an empty value at its end. A reader blocks on its own connection (the
+ * agent's others are busy blocking on `:in` and `:control`); a writer keeps at most
+ * transferWindowChunks in the list, so a slow reader slows the writer instead of filling Redis.
+ */
+export class TransferChannel {
+  constructor(
+    private readonly keys: SandboxKeys,
+    /** A fresh connection as the agent's own Redis user, closed after the transfer. */
+    private readonly connect: () => Redis,
+  ) {}
+
+  /** The chunks, until the end marker; throws when the sender stays silent past the idle limit. */
+  async *receive(transferId: string, signal: AbortSignal): AsyncGenerator<Buffer> {
+    const key = transferKey(this.keys, transferId);
+    const redis = this.connect();
+    const abort = () => redis.disconnect();
+    signal.addEventListener('abort', abort, { once: true });
+    try {
+      for (;;) {
+        const popped = await redis.brpopBuffer(key, Limits.transferIdleSeconds);
+        if (!popped) throw new Error(`no data for ${Limits.transferIdleSeconds} s: the sender went away`);
+        if (popped[1].length === 0) return;
+        yield popped[1];
+      }
+    } finally {
+      signal.removeEventListener('abort', abort);
+      redis.disconnect();
+    }
+  }
+
+  /** Sends `chunks` (each at most transferChunkBytes), then the end marker. */
+  async send(transferId: string, chunks: AsyncIterable<Buffer>, signal: AbortSignal): Promise<void> {
+    const key = transferKey(this.keys, transferId);
+    const redis = this.connect();
+    try {
+      for await (const chunk of chunks) {
+        const waitingSince = Date.now();
+        while ((await redis.llen(key)) >= Limits.transferWindowChunks) {
+          if (signal.aborted) throw new Error('cancelled');
+          if (Date.now() - waitingSince > Limits.transferIdleSeconds * 1000) {
+            throw new Error(`the reader took nothing for ${Limits.transferIdleSeconds} s: it went away`);
+          }
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+        await redis.lpush(key, chunk);
+        // A transfer nobody finishes must not stay in Redis.
+        await redis.expire(key, Limits.transferIdleSeconds * 10);
+      }
+      await redis.lpush(key, Buffer.alloc(0));
+      await redis.expire(key, Limits.transferIdleSeconds * 10);
+    } finally {
+      redis.disconnect();
+    }
+  }
+}
+
+/** Regroups a byte stream into chunks of at most `size` bytes (and not much less, but the last). */
+export async function* rechunk(
+  source: AsyncIterable<Buffer | string>,
+  size = Limits.transferChunkBytes,
+): AsyncGenerator<Buffer> {
+  let parts: Buffer[] = [];
+  let length = 0;
+  for await (const piece of source) {
+    let data = typeof piece === 'string' ? Buffer.from(piece) : piece;
+    while (length + data.length >= size) {
+      const take = size - length;
+      parts.push(data.subarray(0, take));
+      yield Buffer.concat(parts);
+      parts = [];
+      length = 0;
+      data = data.subarray(take);
+    }
+    if (data.length > 0) {
+      parts.push(data);
+      length += data.length;
+    }
+  }
+  if (length > 0) yield Buffer.concat(parts);
+}

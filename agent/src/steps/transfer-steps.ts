@@ -1,0 +1,87 @@
+import { mkdir, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { type DownloadStep, overLimit, type UploadStep } from '@sandstream/wire';
+import { fsFailure } from './fs-errors.js';
+import { failed, succeeded } from './outcome.js';
+import { resolveStepPath } from './resolve-path.js';
+import type { StepContext, StepOutcome } from './step-context.js';
+import { rechunk, type TransferChannel } from './transfer-channel.js';
+
+class TransferLimitError extends Error {}
+
+/** Counts the bytes going through, failing past `maxBytes`. */
+async function* bounded(source: AsyncIterable<Buffer>, maxBytes: number, counted: { bytes: number }) {
+  for await (const chunk of source) {
+    counted.bytes += chunk.length;
+    if (counted.bytes > maxBytes)
+      throw new TransferLimitError(overLimit('the transfer', counted.bytes, maxBytes));
+    yield chunk;
+  }
+}
+
+/**
+ * Unpacks the tar stream a client sends into the directory `path` (created when missing). tar-fs
+ * refuses entries that would land outside it (`..`, absolute names, links out of it).
+ */
+export async function uploadStep(
+  step: UploadStep,
+  ctx: StepContext,
+  channel: TransferChannel,
+): Promise<StepOutcome> {
+  const dest = resolveStepPath(ctx.baseDirectory, step.workingDirectory, step.path);
+  const counted = { bytes: 0 };
+  let files = 0;
+  try {
+    await mkdir(dest, { recursive: true });
+    // Loaded on first use: most agents never transfer anything, and boot time counts.
+    const { extract } = await import('tar-fs');
+    await pipeline(
+      Readable.from(bounded(channel.receive(step.transfer, ctx.signal), step.maxBytes, counted)),
+      extract(dest, {
+        mapStream: (stream, header) => {
+          if (header.type === 'file') files += 1;
+          return stream;
+        },
+      }),
+    );
+  } catch (err) {
+    return transferFailure(err, ctx, 'path', dest);
+  }
+  return succeeded({ kind: 'upload', path: dest, bytes: counted.bytes, files });
+}
+
+/** Packs `path` (a file or a directory, as the tar's top entry) into the transfer list. */
+export async function downloadStep(
+  step: DownloadStep,
+  ctx: StepContext,
+  channel: TransferChannel,
+): Promise<StepOutcome> {
+  const source = resolveStepPath(ctx.baseDirectory, step.workingDirectory, step.path);
+  const counted = { bytes: 0 };
+  let files = 0;
+  try {
+    await stat(source);
+    const { pack } = await import('tar-fs');
+    const tar = pack(path.dirname(source), {
+      entries: [path.basename(source)],
+      map: (header) => {
+        if (header.type === 'file') files += 1;
+        return header;
+      },
+    });
+    await channel.send(step.transfer, bounded(rechunk(tar), step.maxBytes, counted), ctx.signal);
+  } catch (err) {
+    return transferFailure(err, ctx, 'path', source);
+  }
+  return succeeded({ kind: 'download', path: source, bytes: counted.bytes, files });
+}
+
+function transferFailure(err: unknown, ctx: StepContext, field: string, where: string): StepOutcome {
+  if (ctx.signal.aborted) return { ...failed('cancelled', 'the transfer was cancelled'), cancelled: true };
+  if (err instanceof TransferLimitError) return failed('limit_exceeded', err.message);
+  const known = fsFailure(err, field, where);
+  if (known) return known;
+  return failed('io_error', `the transfer failed: ${(err as Error).message}`);
+}

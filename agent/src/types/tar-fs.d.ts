@@ -1,0 +1,15 @@
+// The part of tar-fs (no types of its own) the agent and the SDK use.
+declare module 'tar-fs' {
+  import type { Readable, Writable } from 'node:stream';
+  export interface PackOptions {
+    entries?: string[];
+    /** Called per entry's header (counts files). */
+    map?: (header: { name: string; type: string }) => { name: string; type: string };
+  }
+  export interface ExtractOptions {
+    /** Called per entry as it is written (counts files). */
+    mapStream?: (stream: Readable, header: { name: string; type: string; size?: number }) => Readable;
+  }
+  export function pack(cwd: string, options?: PackOptions): Readable;
+  export function extract(cwd: string, options?: ExtractOptions): Writable;
+}

@@ -1,0 +1,111 @@
+import { randomBytes } from 'node:crypto';
+import { PassThrough, type Readable } from 'node:stream';
+import { Limits, transferKey } from '@sandstream/wire';
+import type { CommandRunnerContext } from './command-runner.js';
+
+/** A fresh id for a transfer's list (under the sandbox's own key prefix). */
+export function newTransferId(): string {
+  return randomBytes(12).toString('hex');
+}
+
+/** Regroups a byte stream into chunks of at most transferChunkBytes (one Redis value each). */
+async function* rechunk(source: AsyncIterable<Buffer | string>): AsyncGenerator<Buffer> {
+  const size = Limits.transferChunkBytes;
+  let parts: Buffer[] = [];
+  let length = 0;
+  for await (const piece of source) {
+    let data = typeof piece === 'string' ? Buffer.from(piece) : piece;
+    while (length + data.length >= size) {
+      const take = size - length;
+      parts.push(data.subarray(0, take));
+      yield Buffer.concat(parts);
+      parts = [];
+      length = 0;
+      data = data.subarray(take);
+    }
+    if (data.length > 0) {
+      parts.push(data);
+      length += data.length;
+    }
+  }
+  if (length > 0) yield Buffer.concat(parts);
+}
+
+/**
+ * Streams a tar into a sandbox's transfer list for its agent's upload step: chunked, at most
+ * transferWindowChunks waiting (the sender waits for the agent), an empty value at the end.
+ * Stops when `done` settles first (the agent refused or failed the upload).
+ */
+export async function sendTar(
+  ctx: CommandRunnerContext,
+  sandboxId: string,
+  transferId: string,
+  tar: Readable,
+  done: Promise<unknown>,
+): Promise<void> {
+  const key = transferKey(ctx.keys.sandbox(sandboxId), transferId);
+  let over = false;
+  const end = () => {
+    over = true;
+  };
+  done.then(end, end);
+  try {
+    for await (const chunk of rechunk(tar)) {
+      while (!over && (await ctx.redis.llen(key)) >= Limits.transferWindowChunks) {
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      if (over) return;
+      await ctx.redis.lpush(key, chunk);
+      await ctx.redis.expire(key, Limits.transferIdleSeconds * 10);
+    }
+    await ctx.redis.lpush(key, Buffer.alloc(0));
+    await ctx.redis.expire(key, Limits.transferIdleSeconds * 10);
+  } finally {
+    tar.destroy();
+    if (over) await ctx.redis.unlink(key);
+  }
+}
+
+/**
+ * The tar a sandbox's agent sends for a download step, as a stream: read from the transfer list
+ * on a connection of its own until the end marker.
+ */
+export function receiveTar(
+  ctx: CommandRunnerContext,
+  sandboxId: string,
+  transferId: string,
+  done: Promise<unknown>,
+): Readable {
+  const key = transferKey(ctx.keys.sandbox(sandboxId), transferId);
+  const out = new PassThrough();
+  const reader = ctx.redis.duplicate();
+  reader.on('error', () => {});
+  let over = false;
+  const end = () => {
+    over = true;
+  };
+  done.then(end, end);
+  void (async () => {
+    try {
+      for (;;) {
+        const popped = await reader.brpopBuffer(key, 1);
+        if (!popped) {
+          // The agent's step ended without an end marker (it failed): stop waiting.
+          if (over && (await ctx.redis.llen(key)) === 0)
+            throw new Error('the download ended before its data');
+          continue;
+        }
+        if (popped[1].length === 0) break;
+        // Back-pressure: the agent waits on the list's length, so reading slower slows it.
+        if (!out.write(popped[1])) await new Promise((resolve) => out.once('drain', resolve));
+      }
+      out.end();
+    } catch (err) {
+      out.destroy(err as Error);
+    } finally {
+      reader.disconnect();
+      await ctx.redis.unlink(key).catch(() => {});
+    }
+  })();
+  return out;
+}
