@@ -250,19 +250,18 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
     const other = new SandstreamClient({ redis: new Redis(redisUrl), namespace: stack.namespace });
     try {
       const again = await other.sandboxes.connect(sandbox.id);
-      await until('the command is in the history', async () =>
-        (await again.history()).some((c) => c.result === undefined),
-      );
-      const commandId = (await again.history()).find((c) => c.result === undefined)?.id as string;
+      // Found by what it runs (the aborted command before it may not be recorded as ended yet).
+      const running = async (command: string) =>
+        (await again.history()).find((c) => c.command === command && c.result === undefined)?.id;
+      await expect.poll(() => running('echo first; sleep 2; echo second')).toBeDefined();
+      const commandId = (await running('echo first; sleep 2; echo second')) as string;
       const followed = await again.attach(commandId);
       expect(followed).toMatchObject({ exitCode: 0, stdout: 'first\nsecond\n' });
       expect((await slow).commandId).toBe(commandId);
       // Any client cancels any command by id: here one the first client started.
       const long = sandbox.exec(['sleep', '60']);
-      await expect
-        .poll(async () => (await again.history()).find((c) => c.result === undefined)?.id)
-        .toBeDefined();
-      const longId = (await again.history()).find((c) => c.result === undefined)?.id as string;
+      await expect.poll(() => running('sleep')).toBeDefined();
+      const longId = (await running('sleep')) as string;
       await again.cancel(longId);
       expect(await long).toMatchObject({ commandId: longId, cancelled: true });
       await again.close();

@@ -1,0 +1,111 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { DownloadStepSchema, Limits, sandboxKeys, transferKey, UploadStepSchema } from '@sandstream/wire';
+import type { Redis } from 'ioredis';
+import { pack } from 'tar-fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testClient, uniqueJobId } from '../testing/agent-harness.js';
+import { recordingContext } from './recording-context.js';
+import { rechunk, TransferChannel } from './transfer-channel.js';
+import { downloadStep, uploadStep } from './transfer-steps.js';
+
+// Upload and download steps against a real Redis: the tar travels through the transfer list in
+// chunks, as the SDK sends and reads it.
+let redis: Redis;
+let dir: string;
+const keys = sandboxKeys(uniqueJobId('xfer'), 'tagged');
+const channel = new TransferChannel(keys, () => {
+  const connection = redis.duplicate();
+  connection.on('error', () => {});
+  return connection;
+});
+
+beforeAll(async () => {
+  redis = testClient();
+  dir = await realpath(await mkdtemp(path.join(tmpdir(), 'transfer-steps-')));
+});
+afterAll(async () => {
+  redis.disconnect();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function sendTree(transfer: string, root: string, name: string): Promise<void> {
+  const key = transferKey(keys, transfer);
+  for await (const chunk of rechunk(pack(root, { entries: [name] }))) await redis.lpush(key, chunk);
+  await redis.lpush(key, Buffer.alloc(0));
+}
+
+describe('upload and download steps', () => {
+  it('unpack a tree sent in chunks, and send it back as a tar with the same bytes', async () => {
+    const source = path.join(dir, 'src');
+    await mkdir(path.join(source, 'tree', 'sub'), { recursive: true });
+    const blob = randomBytes(Limits.transferChunkBytes * 2 + 123);
+    await writeFile(path.join(source, 'tree', 'sub', 'blob.bin'), blob);
+    const r = recordingContext(dir);
+    const [outcome] = await Promise.all([
+      uploadStep(
+        UploadStepSchema.parse({
+          schemaVersion: 1,
+          stepId: 'u',
+          kind: 'upload',
+          path: 'dest',
+          transfer: 't1',
+        }),
+        r.ctx,
+        channel,
+      ),
+      sendTree('t1', source, 'tree'),
+    ]);
+    expect(outcome).toMatchObject({ exitCode: 0, output: { kind: 'upload', files: 1 } });
+    expect(await readFile(path.join(dir, 'dest', 'tree', 'sub', 'blob.bin'))).toEqual(blob);
+
+    const down = recordingContext(dir);
+    const sent = await downloadStep(
+      DownloadStepSchema.parse({
+        schemaVersion: 1,
+        stepId: 'd',
+        kind: 'download',
+        path: 'dest/tree',
+        transfer: 't2',
+      }),
+      down.ctx,
+      channel,
+    );
+    expect(sent).toMatchObject({ exitCode: 0, output: { kind: 'download', files: 1 } });
+    const chunks: Buffer[] = [];
+    for (;;) {
+      const popped = await redis.brpopBuffer(transferKey(keys, 't2'), 5);
+      if (!popped || popped[1].length === 0) break;
+      expect(popped[1].length).toBeLessThanOrEqual(Limits.transferChunkBytes);
+      chunks.push(popped[1]);
+    }
+    expect(Buffer.concat(chunks).includes(blob.subarray(0, 4096))).toBe(true);
+  });
+
+  it('refuses a tree past maxBytes, naming the limit, and leaves the agent working', async () => {
+    const source = path.join(dir, 'big');
+    await mkdir(path.join(source, 'b'), { recursive: true });
+    await writeFile(path.join(source, 'b', 'blob.bin'), randomBytes(3 * 1024 * 1024));
+    const r = recordingContext(dir);
+    const [outcome] = await Promise.all([
+      uploadStep(
+        UploadStepSchema.parse({
+          schemaVersion: 1,
+          stepId: 'u2',
+          kind: 'upload',
+          path: 'small',
+          transfer: 't3',
+          maxBytes: 1024 * 1024,
+        }),
+        r.ctx,
+        channel,
+      ),
+      sendTree('t3', source, 'b'),
+    ]);
+    expect(outcome).toMatchObject({ errorCode: 'limit_exceeded' });
+    expect(outcome.errorMessage).toMatch(/over.*1,048,576/);
+    await redis.del(transferKey(keys, 't3'));
+  });
+});
