@@ -1,4 +1,5 @@
 import { Limits, type SandboxKeys, transferKey } from '@sandstream/wire';
+
 import type { Redis } from 'ioredis';
 
 /**
@@ -57,29 +58,4 @@ export class TransferChannel {
       redis.disconnect();
     }
   }
-}
-
-/** Regroups a byte stream into chunks of at most `size` bytes (and not much less, but the last). */
-export async function* rechunk(
-  source: AsyncIterable<Buffer | string>,
-  size = Limits.transferChunkBytes,
-): AsyncGenerator<Buffer> {
-  let parts: Buffer[] = [];
-  let length = 0;
-  for await (const piece of source) {
-    let data = typeof piece === 'string' ? Buffer.from(piece) : piece;
-    while (length + data.length >= size) {
-      const take = size - length;
-      parts.push(data.subarray(0, take));
-      yield Buffer.concat(parts);
-      parts = [];
-      length = 0;
-      data = data.subarray(take);
-    }
-    if (data.length > 0) {
-      parts.push(data);
-      length += data.length;
-    }
-  }
-  if (length > 0) yield Buffer.concat(parts);
 }

@@ -2,13 +2,20 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { DownloadStepSchema, Limits, sandboxKeys, transferKey, UploadStepSchema } from '@sandstream/wire';
+import {
+  DownloadStepSchema,
+  Limits,
+  rechunk,
+  sandboxKeys,
+  transferKey,
+  UploadStepSchema,
+} from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { pack } from 'tar-fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testClient, uniqueJobId } from '../testing/agent-harness.js';
 import { recordingContext } from './recording-context.js';
-import { rechunk, TransferChannel } from './transfer-channel.js';
+import { TransferChannel } from './transfer-channel.js';
 import { downloadStep, uploadStep } from './transfer-steps.js';
 
 // Upload and download steps against a real Redis: the tar travels through the transfer list in

@@ -2,12 +2,12 @@ import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { type DownloadStep, overLimit, type UploadStep } from '@sandstream/wire';
+import { type DownloadStep, overLimit, rechunk, type UploadStep } from '@sandstream/wire';
 import { fsFailure } from './fs-errors.js';
 import { failed, succeeded } from './outcome.js';
 import { resolveStepPath } from './resolve-path.js';
 import type { StepContext, StepOutcome } from './step-context.js';
-import { rechunk, type TransferChannel } from './transfer-channel.js';
+import type { TransferChannel } from './transfer-channel.js';
 
 class TransferLimitError extends Error {}
 

@@ -1,34 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
-import { Limits, transferKey } from '@sandstream/wire';
+import { Limits, rechunk, transferKey } from '@sandstream/wire';
 import type { CommandRunnerContext } from './command-runner.js';
 
 /** A fresh id for a transfer's list (under the sandbox's own key prefix). */
 export function newTransferId(): string {
   return randomBytes(12).toString('hex');
-}
-
-/** Regroups a byte stream into chunks of at most transferChunkBytes (one Redis value each). */
-async function* rechunk(source: AsyncIterable<Buffer | string>): AsyncGenerator<Buffer> {
-  const size = Limits.transferChunkBytes;
-  let parts: Buffer[] = [];
-  let length = 0;
-  for await (const piece of source) {
-    let data = typeof piece === 'string' ? Buffer.from(piece) : piece;
-    while (length + data.length >= size) {
-      const take = size - length;
-      parts.push(data.subarray(0, take));
-      yield Buffer.concat(parts);
-      parts = [];
-      length = 0;
-      data = data.subarray(take);
-    }
-    if (data.length > 0) {
-      parts.push(data);
-      length += data.length;
-    }
-  }
-  if (length > 0) yield Buffer.concat(parts);
 }
 
 /**

@@ -9,5 +9,6 @@ export * from './step.js';
 export * from './step-event.js';
 export * from './step-result.js';
 export * from './trace-context.js';
+export * from './transfer-chunks.js';
 export * from './unknown-keys.js';
 export * from './zod-errors.js';

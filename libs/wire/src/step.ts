@@ -30,6 +30,14 @@ const pathField = (what: string) =>
 
 const workingDirectory = z.string().max(4096).nullish();
 
+/** A run or shell command's timeout; the default when absent. */
+const commandTimeout = z
+  .number()
+  .positive('timeoutSeconds must be positive')
+  .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
+  .nullish()
+  .transform((t) => t ?? Limits.runDefaultTimeoutSeconds);
+
 export const RunStepSchema = z.object({
   ...common,
   kind: z.literal('run'),
@@ -48,12 +56,7 @@ export const RunStepSchema = z.object({
   workingDirectory,
   /** Merged over the agent's own environment. Never put secrets here: this travels through Redis. */
   env: z.record(z.string(), z.string()).nullish(),
-  timeoutSeconds: z
-    .number()
-    .positive('timeoutSeconds must be positive')
-    .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
-    .nullish()
-    .transform((t) => t ?? Limits.runDefaultTimeoutSeconds),
+  timeoutSeconds: commandTimeout,
   /** What the command reads on stdin (absent: /dev/null), at most runStdinMaxBytes once decoded. */
   stdin: z.string().optional(),
   /** How `stdin` is written: `utf8` (the default) or `base64` for binary input. */
@@ -157,12 +160,7 @@ export const ShellStepSchema = z.object({
     .string()
     .min(1, 'command must not be empty')
     .max(64 * 1024, 'command is at most 65536 characters'),
-  timeoutSeconds: z
-    .number()
-    .positive('timeoutSeconds must be positive')
-    .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
-    .nullish()
-    .transform((t) => t ?? Limits.runDefaultTimeoutSeconds),
+  timeoutSeconds: commandTimeout,
   workingDirectory,
 });
 
