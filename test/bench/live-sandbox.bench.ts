@@ -8,9 +8,16 @@
  * 2. N live sandboxes at once on one dispatcher instance, each running one command a second,
  *    against one sandbox alone doing the same: p50/p99 latency, and Redis connections used.
  *
- *   npm run build && npx vite-node test/bench/live-sandbox.bench.ts [rounds] [sandboxes] [seconds]
+ * 3. A shell session's round trip against a bare bash over a pipe with a marker (goal +2 ms at p50).
+ * 4. Upload and download MB/s of a tree against a plain `cp -r` on the same host (goal >= 0.5x).
+ *
+ *   npm run build && npx vite-node test/bench/live-sandbox.bench.ts [rounds] [sandboxes] [seconds] [MB]
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { SandstreamClient } from '@sandstream/client';
 import {
   type RunningService,
@@ -25,6 +32,7 @@ import { Redis } from 'ioredis';
 const ROUNDS = Number(process.argv[2] ?? 300);
 const SANDBOXES = Number(process.argv[3] ?? 100);
 const SECONDS = Number(process.argv[4] ?? 20);
+const TRANSFER_MB = Number(process.argv[5] ?? 200);
 
 const ms = (n: number) => `${n.toFixed(2)} ms`;
 
@@ -124,6 +132,74 @@ async function abortLatency(client: SandstreamClient, id: string, rounds: number
   return latencies;
 }
 
+/** A bare bash over a pipe: write the command and a marker, read up to the marker (seeds/004's way). */
+async function bareShellRoundTrips(rounds: number): Promise<number[]> {
+  const bash = spawn('bash', ['--noprofile', '--norc'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  let buffered = '';
+  let waiter: (() => void) | undefined;
+  bash.stdout.setEncoding('utf8');
+  bash.stdout.on('data', (chunk: string) => {
+    buffered += chunk;
+    waiter?.();
+  });
+  const latencies: number[] = [];
+  for (let i = 0; i < rounds + 20; i++) {
+    const mark = `__MARK_${i}__`;
+    const t = performance.now();
+    bash.stdin.write(`{ true\n} </dev/null\nprintf '%s%d\\n' '${mark}' "$?"\n`);
+    while (!buffered.includes(mark)) await new Promise<void>((resolve) => (waiter = resolve));
+    buffered = '';
+    if (i >= 20) latencies.push(performance.now() - t);
+  }
+  bash.kill();
+  return latencies;
+}
+
+async function shellRoundTrips(client: SandstreamClient, id: string, rounds: number): Promise<number[]> {
+  const sandbox = await client.sandboxes.create({ id, image: 'none' });
+  const shell = sandbox.shell();
+  const latencies: number[] = [];
+  for (let i = 0; i < rounds + 20; i++) {
+    const t = performance.now();
+    await shell.run('true');
+    if (i >= 20) latencies.push(performance.now() - t);
+  }
+  await sandbox.close();
+  return latencies;
+}
+
+/** Upload and download of a tree of `megabytes` MB (1 MB files), against a plain `cp -r` of it. */
+async function transferRates(client: SandstreamClient, id: string, megabytes: number) {
+  const dir = mkdtempSync(join(tmpdir(), 'sandstream-xfer-bench-'));
+  const tree = join(dir, 'tree');
+  mkdirSync(tree);
+  for (let i = 0; i < megabytes; i++) writeFileSync(join(tree, `f${i}.bin`), randomBytes(1024 * 1024));
+  const sandbox = await client.sandboxes.create({ id, image: 'none' });
+  try {
+    const rate = (ms: number) => megabytes / (ms / 1000);
+    let t = performance.now();
+    execFileSync('cp', ['-r', tree, join(dir, 'copy')]);
+    const copy = rate(performance.now() - t);
+    t = performance.now();
+    await sandbox.files.upload(tree, '/tmp/bench-in');
+    const upload = rate(performance.now() - t);
+    t = performance.now();
+    await sandbox.files.downloadTo('/tmp/bench-in/tree', join(dir, 'back'));
+    const download = rate(performance.now() - t);
+    // The round trip must give back the same bytes, file by file.
+    for (let i = 0; i < megabytes; i++) {
+      const name = `f${i}.bin`;
+      if (!readFileSync(join(tree, name)).equals(readFileSync(join(dir, 'back', 'tree', name)))) {
+        throw new Error(`${name} came back different`);
+      }
+    }
+    return { copy, upload, download };
+  } finally {
+    await sandbox.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function connectedClients(redis: Redis): Promise<number> {
   const info = await redis.info('clients');
   return Number(/connected_clients:(\d+)/.exec(info)?.[1] ?? Number.NaN);
@@ -166,6 +242,20 @@ async function main(): Promise<void> {
     const aborts = summarize(await abortLatency(client, `${namespace}-abort`, 30));
     console.log(
       `abort mid-command (sleep 60), ${aborts.n} rounds: p50 ${ms(aborts.p50)}  p99 ${ms(aborts.p99)}`,
+    );
+
+    const bare = summarize(await bareShellRoundTrips(ROUNDS));
+    const shell = summarize(await shellRoundTrips(client, `${namespace}-shell`, ROUNDS));
+    console.log(`shell session round trip of 'true', ${shell.n} rounds`);
+    console.log(`  bare bash over a pipe with a marker: p50 ${ms(bare.p50)}  p99 ${ms(bare.p99)}`);
+    console.log(`  sandbox.shell().run:                 p50 ${ms(shell.p50)}  p99 ${ms(shell.p99)}`);
+    console.log(`  difference at p50 ${ms(shell.p50 - bare.p50)} (goal <= +2 ms)`);
+
+    const rates = await transferRates(client, `${namespace}-xfer`, TRANSFER_MB);
+    const mbs = (n: number) => `${n.toFixed(0)} MB/s`;
+    console.log(`a ${TRANSFER_MB} MB tree (1 MB files): plain cp -r ${mbs(rates.copy)}`);
+    console.log(
+      `  upload ${mbs(rates.upload)} (${(rates.upload / rates.copy).toFixed(2)}x), download ${mbs(rates.download)} (${(rates.download / rates.copy).toFixed(2)}x) (goal >= 0.5x)`,
     );
 
     const before = await connectedClients(redis);
