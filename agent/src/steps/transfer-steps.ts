@@ -37,15 +37,18 @@ export async function uploadStep(
     await mkdir(dest, { recursive: true });
     // Loaded on first use: most agents never transfer anything, and boot time counts.
     const { extract } = await import('tar-fs');
-    await pipeline(
-      Readable.from(bounded(channel.receive(step.transfer, ctx.signal), step.maxBytes, counted)),
-      extract(dest, {
-        mapStream: (stream, header) => {
-          if (header.type === 'file') files += 1;
-          return stream;
-        },
-      }),
-    );
+    const source = Readable.from(bounded(channel.receive(step.transfer, ctx.signal), step.maxBytes, counted));
+    const target = extract(dest, {
+      mapStream: (stream, header) => {
+        if (header.type === 'file') files += 1;
+        return stream;
+      },
+    });
+    // pipeline reports the first error; a stream torn down after it may still emit one, and
+    // an 'error' with no listener would take the whole agent down.
+    source.on('error', () => {});
+    target.on('error', () => {});
+    await pipeline(source, target);
   } catch (err) {
     return transferFailure(err, ctx, 'path', dest);
   }
@@ -71,6 +74,8 @@ export async function downloadStep(
         return header;
       },
     });
+    // Its errors reach the loop below through the iteration; a late one must not crash the agent.
+    tar.on('error', () => {});
     await channel.send(step.transfer, bounded(rechunk(tar), step.maxBytes, counted), ctx.signal);
   } catch (err) {
     return transferFailure(err, ctx, 'path', source);

@@ -467,7 +467,12 @@ export class SandboxFiles {
   ): Promise<void> {
     await mkdir(localDir, { recursive: true });
     const { extract } = await import('tar-fs');
-    await pipeline(this.download(remotePath, transferOptions), extract(localDir));
+    const source = this.download(remotePath, transferOptions);
+    const target = extract(localDir);
+    // pipeline rejects with the first error; a late one from a torn-down stream is not the caller's crash.
+    source.on('error', () => {});
+    target.on('error', () => {});
+    await pipeline(source, target);
   }
 
   private async run(step: CommandStep): Promise<StepResult['output']> {
