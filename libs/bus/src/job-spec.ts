@@ -292,9 +292,21 @@ export type ParsedJobSpec = { ok: true; spec: JobSpec } | { ok: false; error: st
 export function safeParseJobSpec(input: unknown, source?: string): ParsedJobSpec {
   const parsed = JobSpecSchema.safeParse(input);
   if (parsed.success) return { ok: true, spec: parsed.data };
-  const issues = parsed.error.issues.map((issue) => formatIssue(issue));
+  return { ok: false, ...describeSpecIssues(parsed.error, 'job spec', source) };
+}
+
+/**
+ * The one wording of a refused spec (job or sandbox): each field path and rule, after the source
+ * (e.g. the file the CLI read) when there is one.
+ */
+export function describeSpecIssues(
+  error: z.ZodError,
+  what: string,
+  source?: string,
+): { error: string; issues: string[] } {
+  const issues = error.issues.map((issue) => formatIssue(issue));
   const prefix = source ? `${source}: ` : '';
-  return { ok: false, error: `${prefix}invalid job spec: ${issues.join('; ')}`, issues };
+  return { error: `${prefix}invalid ${what}: ${issues.join('; ')}`, issues };
 }
 
 /** The id the i-th step (0-based) gets at submit; stable, so a resubmitted job maps the same way. */

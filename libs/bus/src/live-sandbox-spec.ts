@@ -1,6 +1,12 @@
-import { formatIssue, strictObject } from '@sandstream/wire';
+import { strictObject } from '@sandstream/wire';
 import { z } from 'zod';
-import { boundedSpecSize, type JobSpec, JobSpecSchema, sandboxRequestFields } from './job-spec.js';
+import {
+  boundedSpecSize,
+  describeSpecIssues,
+  type JobSpec,
+  JobSpecSchema,
+  sandboxRequestFields,
+} from './job-spec.js';
 
 /**
  * A live sandbox: created, then driven command by command by a client (an AI agent's tool loop),
@@ -67,9 +73,8 @@ export class SandboxSpecError extends Error {
 export function parseLiveSandboxSpec(input: unknown, source?: string): LiveSandboxSpec {
   const parsed = LiveSandboxSpecSchema.safeParse(input);
   if (parsed.success) return parsed.data;
-  const issues = parsed.error.issues.map((issue) => formatIssue(issue));
-  const prefix = source ? `${source}: ` : '';
-  throw new SandboxSpecError(`${prefix}invalid sandbox spec: ${issues.join('; ')}`, issues);
+  const { error, issues } = describeSpecIssues(parsed.error, 'sandbox spec', source);
+  throw new SandboxSpecError(error, issues);
 }
 
 /** What a job record holds: a job's spec or a live sandbox's. */
