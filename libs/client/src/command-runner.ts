@@ -88,7 +88,7 @@ export async function followCommand(
   };
   if (options.signal?.aborted) cancel();
   options.signal?.addEventListener('abort', cancel, { once: true });
-  const reader = ctx.readers.acquire();
+  const reader = await ctx.readers.acquire();
   let broken = false;
   try {
     for (;;) {
