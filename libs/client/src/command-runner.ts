@@ -12,7 +12,13 @@ import {
   stepResultField,
   TERMINAL_STATES,
 } from '@sandstream/bus';
-import { decodeEventFields, encodeCancel, type StepResult, StepResultSchema } from '@sandstream/wire';
+import {
+  type ControlMessage,
+  decodeEventFields,
+  encodeCancel,
+  type StepResult,
+  StepResultSchema,
+} from '@sandstream/wire';
 import { CommandOutput, type CommandOutputLine, type OutputGap } from './command-output.js';
 import type { ReaderPool } from './reader-pool.js';
 import { SandboxClosedError, SandboxLimitError, SandboxNotFoundError } from './sandbox-errors.js';
@@ -84,7 +90,7 @@ export async function followCommand(
   let cursor = from;
   const output = new CommandOutput(options.maxOutputBytes);
   const cancel = () => {
-    ctx.redis.lpush(sandboxKeys.control, encodeCancel(commandId, 'cancelled by the client')).catch(() => {});
+    sendCancel(ctx, sandboxId, commandId, 'cancelled by the client').catch(() => {});
   };
   if (options.signal?.aborted) cancel();
   options.signal?.addEventListener('abort', cancel, { once: true });
@@ -187,6 +193,45 @@ async function findResult(
     if (parsed.success && parsed.data.stepId === commandId) return parsed.data;
   }
   return undefined;
+}
+
+/**
+ * Asks a sandbox's agent to kill a command's whole tree (`signal` first, SIGKILL after its
+ * grace); any client may, for any command. A command already finished is left as it is.
+ */
+export async function sendCancel(
+  ctx: Pick<CommandRunnerContext, 'redis' | 'keys'>,
+  sandboxId: string,
+  commandId: string,
+  reason: string,
+  signal?: ControlMessage['signal'],
+): Promise<void> {
+  await ctx.redis.lpush(ctx.keys.sandbox(sandboxId).control, encodeCancel(commandId, reason, signal));
+}
+
+/**
+ * The run step of a command given as an argv array (exec'd directly) or a string (through
+ * `/bin/sh -c` unless `shell` says otherwise), for exec and processes.start alike.
+ */
+export function runStepOf(
+  command: string | readonly string[],
+  options: {
+    shell?: boolean | undefined;
+    cwd?: string | undefined;
+    env?: Record<string, string> | undefined;
+  },
+  caller: string,
+): Extract<CommandStep, { kind?: 'run' }> {
+  const [program, ...args] = typeof command === 'string' ? [command] : [...command];
+  if (!program) throw new TypeError(`${caller} needs a command`);
+  return {
+    kind: 'run',
+    command: program,
+    args,
+    shell: options.shell ?? typeof command === 'string',
+    workingDirectory: options.cwd ?? null,
+    env: options.env ?? null,
+  };
 }
 
 /** The typed error for a command the sandbox would not take. */

@@ -58,6 +58,18 @@ export const ExecOptionsSchema = strictObject(
 );
 export type ExecOptions = z.input<typeof ExecOptionsSchema>;
 
+/**
+ * A background process (processes.start): how it is started, as exec's; its timeout defaults
+ * to the longest allowed (24 h), closing the sandbox kills it anyway.
+ */
+export const StartProcessOptionsSchema = ExecOptionsSchema.pick({
+  shell: true,
+  cwd: true,
+  env: true,
+  timeoutSeconds: true,
+});
+export type StartProcessOptions = z.input<typeof StartProcessOptionsSchema>;
+
 /** Following a command another client started: only how its output is delivered. */
 export const AttachOptionsSchema = ExecOptionsSchema.pick({
   maxOutputBytes: true,

@@ -1,20 +1,13 @@
 import type { SandboxCommands } from '@sandstream/bus';
-import { type ControlMessage, encodeCancel, Limits, strictObject } from '@sandstream/wire';
-import { z } from 'zod';
+import { type ControlMessage, Limits } from '@sandstream/wire';
 import { parseOptions } from './client-options.js';
-import { refusal } from './command-runner.js';
+import { refusal, runStepOf, sendCancel } from './command-runner.js';
 import type { CommandExecution, CommandHistoryEntry, SandboxContext } from './sandbox.js';
-import type { AttachOptions } from './sandbox-options.js';
-
-export const StartProcessOptionsSchema = strictObject({
-  /** Run the command string through `/bin/sh -c` (a string command implies it). */
-  shell: z.boolean().optional(),
-  cwd: z.string().min(1).max(4096).optional(),
-  env: z.record(z.string(), z.string()).optional(),
-  /** Killed after this long (default and at most 24 h); closing the sandbox kills it anyway. */
-  timeoutSeconds: z.number().positive().max(Limits.runMaxTimeoutSeconds).optional(),
-});
-export type StartProcessOptions = z.input<typeof StartProcessOptionsSchema>;
+import {
+  type AttachOptions,
+  type StartProcessOptions,
+  StartProcessOptionsSchema,
+} from './sandbox-options.js';
 
 export type ProcessSignal = NonNullable<ControlMessage['signal']>;
 
@@ -54,17 +47,9 @@ export class SandboxProcesses {
     startOptions: StartProcessOptions = {},
   ): Promise<BackgroundProcess> {
     const options = parseOptions(StartProcessOptionsSchema, startOptions, 'process options');
-    const argv = typeof command === 'string' ? [command] : [...command];
-    const [program, ...args] = argv;
-    if (!program) throw new TypeError('processes.start needs a command');
     const pushed = await this.ctx.commands.push(this.sandboxId, {
-      kind: 'run',
-      command: program,
-      args,
-      shell: options.shell ?? typeof command === 'string',
+      ...runStepOf(command, options, 'processes.start'),
       background: true,
-      workingDirectory: options.cwd ?? null,
-      env: options.env ?? null,
       timeoutSeconds: options.timeoutSeconds ?? Limits.runMaxTimeoutSeconds,
     });
     if (pushed.status !== 'pushed') throw await refusal(this.ctx, this.sandboxId, pushed);
@@ -77,11 +62,8 @@ export class SandboxProcesses {
   }
 
   /** Kills the process's whole tree: `signal` first (default SIGTERM), SIGKILL after a grace. */
-  async kill(id: string, signal?: ProcessSignal): Promise<void> {
-    await this.ctx.redis.lpush(
-      this.ctx.keys.sandbox(this.sandboxId).control,
-      encodeCancel(id, 'killed by a client', signal),
-    );
+  kill(id: string, signal?: ProcessSignal): Promise<void> {
+    return sendCancel(this.ctx, this.sandboxId, id, 'killed by a client', signal);
   }
 
   /** Its output from the start of what the stream holds, then live, then its end. */

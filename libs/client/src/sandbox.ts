@@ -10,7 +10,6 @@ import {
   sandboxRecordOf,
 } from '@sandstream/bus';
 import {
-  encodeCancel,
   type FileEntry,
   type GrepMatch,
   Limits,
@@ -28,6 +27,8 @@ import {
   type RunCommandOptions,
   refusal,
   runCommand,
+  runStepOf,
+  sendCancel,
 } from './command-runner.js';
 import { newTransferId, receiveTar, sendTar } from './file-transfer.js';
 import {
@@ -187,17 +188,8 @@ export class Sandbox implements AsyncDisposable {
    */
   exec(command: string | readonly string[], execOptions: ExecOptions = {}): CommandExecution {
     const options = parseOptions(ExecOptionsSchema, execOptions, 'exec options');
-    const argv = typeof command === 'string' ? [command] : [...command];
-    const [program, ...args] = argv;
-    if (!program) throw new TypeError('exec needs a command');
-    const shell = options.shell ?? typeof command === 'string';
     const step: CommandStep = {
-      kind: 'run',
-      command: program,
-      args,
-      shell,
-      workingDirectory: options.cwd ?? null,
-      env: options.env ?? null,
+      ...runStepOf(command, options, 'exec'),
       ...(options.timeoutSeconds !== undefined ? { timeoutSeconds: options.timeoutSeconds } : {}),
       ...stdinFields(options.stdin),
     };
@@ -269,11 +261,8 @@ export class Sandbox implements AsyncDisposable {
    * Cancels a running command of this sandbox, whoever started it: its whole process tree is
    * killed and its result says `cancelled`. A command already finished is left as it is.
    */
-  async cancel(commandId: string): Promise<void> {
-    await this.ctx.redis.lpush(
-      this.ctx.keys.sandbox(this.id).control,
-      encodeCancel(commandId, 'cancelled by a client'),
-    );
+  cancel(commandId: string): Promise<void> {
+    return sendCancel(this.ctx, this.id, commandId, 'cancelled by a client');
   }
 
   /** The sandbox's record now (state, reason, activity). */
