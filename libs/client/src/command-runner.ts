@@ -96,19 +96,22 @@ export async function followCommand(
   options.signal?.addEventListener('abort', cancel, { once: true });
   const reader = await ctx.readers.acquire();
   let broken = false;
+  /**
+   * The command's result, found while the stream showed nothing new. The agent writes a step's
+   * events before its result, so once the result is there every event of it is in the stream:
+   * what follows the cursor is read without blocking, then the command is over.
+   */
+  let found: StepResult | undefined;
   try {
     for (;;) {
       let reply: [string, [string, string[]][]][] | null;
       try {
-        reply = (await reader.xread(
-          'COUNT',
-          500,
-          'BLOCK',
-          BLOCK_MS,
-          'STREAMS',
-          sandboxKeys.events,
-          cursor,
-        )) as typeof reply | null;
+        const stream = sandboxKeys.events;
+        reply = (
+          found
+            ? await reader.xread('COUNT', 500, 'STREAMS', stream, cursor)
+            : await reader.xread('COUNT', 500, 'BLOCK', BLOCK_MS, 'STREAMS', stream, cursor)
+        ) as typeof reply | null;
       } catch (err) {
         broken = true;
         throw err;
@@ -136,14 +139,16 @@ export async function followCommand(
         const job = decodeJobEventFields(fields);
         if (job?.type === 'transition' && TERMINAL_STATES.includes(job.to)) ended = true;
       }
+      if (found && entries.length === 0) {
+        // Its `completed` was trimmed from the capped stream (a long-finished command attached to).
+        output.complete(found.outputLines === undefined ? undefined : found.outputLines + 1);
+        return { commandId, output, result: found };
+      }
       if (ended || entries.length === 0) {
-        // Nothing new: the command's `completed` may have been trimmed from the capped stream
-        // (a long-finished command attached to), or the sandbox may have ended.
-        const done = await findResult(ctx, sandboxId, commandId);
-        if (done) {
-          output.complete(done.outputLines === undefined ? undefined : done.outputLines + 1);
-          return { commandId, output, result: done };
-        }
+        // Nothing new: the command may have ended between the read and now (its events are then
+        // read next, without blocking), its `completed` may have been trimmed, or the sandbox ended.
+        found = await findResult(ctx, sandboxId, commandId);
+        if (found) continue;
         const state = await ctx.redis.hget(ctx.keys.job(sandboxId), 'state');
         if (state === null) throw new SandboxNotFoundError(sandboxId);
         if (ended || TERMINAL_STATES.includes(state as (typeof TERMINAL_STATES)[number])) {
