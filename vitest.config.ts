@@ -38,6 +38,10 @@ export default defineConfig({
     exclude: ['**/node_modules/**', '**/dist/**'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    // expect.poll waits for something real (a process started, a record written by a service):
+    // its 1 s default is a wall-clock bound a loaded 2-core machine misses (seen in CI: a node
+    // server's 'listening' line took longer). A poll still ends at its first success.
+    expect: { poll: { timeout: 20_000, interval: 50 } },
     // The machine has two cores and the suites drive real Redis, Docker and child processes;
     // a small fixed pool keeps timing-sensitive tests honest.
     pool: 'forks',

@@ -39,9 +39,11 @@ export function bootstrap({ docker = 'optional', packages = [] } = {}) {
   if (docker === 'skip') return { docker: false };
   const required = docker === 'required';
   const purpose = 'the Docker backend and its local images';
-  const engine =
-    ensurePackages(['docker.io', 'debootstrap', 'busybox-static'], { required, purpose }) &&
-    run('bash', ['scripts/ensure-docker.sh'], { optional: !required });
+  const installed = ensurePackages(['docker.io', 'debootstrap', 'busybox-static'], { required, purpose });
+  // gVisor's runsc goes in before the engine script, which registers it in the engine's runtimes.
+  // Outside CI a machine without it still runs every other sandbox; its gVisor tests skip.
+  if (installed) ensurePackages(['runsc'], { required, purpose: 'gVisor sandboxes (runtimeClass: gvisor)' });
+  const engine = installed && run('bash', ['scripts/ensure-docker.sh'], { optional: !required });
   if (!engine) return { docker: false };
   run('bash', ['scripts/images/build-all.sh']);
   return { docker: true };

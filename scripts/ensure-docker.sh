@@ -7,6 +7,11 @@
 #   DOCKERD_LOG       where dockerd writes its log      (default /var/log/sandstream-dockerd.log)
 #   DOCKER_DATA_ROOT  dockerd --data-root                (default /var/lib/docker)
 #   DOCKER_WAIT_SECS  how long to wait for the engine    (default 60)
+#   DOCKER_CONFIG_FILE the engine's daemon.json          (default /etc/docker/daemon.json)
+#
+# When gVisor's runsc is installed (Debian package runsc), it is registered in daemon.json's
+# `runtimes` as `runsc`, so `runtimeClass: gvisor` sandboxes can run; an engine already running
+# is reloaded with SIGHUP (runtimes reload without a restart, running containers are untouched).
 set -euo pipefail
 
 log() { printf '[ensure-docker] %s\n' "$*" >&2; }
@@ -14,12 +19,55 @@ log() { printf '[ensure-docker] %s\n' "$*" >&2; }
 DOCKERD_LOG="${DOCKERD_LOG:-/var/log/sandstream-dockerd.log}"
 DOCKER_DATA_ROOT="${DOCKER_DATA_ROOT:-/var/lib/docker}"
 DOCKER_WAIT_SECS="${DOCKER_WAIT_SECS:-60}"
+DOCKER_CONFIG_FILE="${DOCKER_CONFIG_FILE:-/etc/docker/daemon.json}"
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+engine_has_runsc() {
+  docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'
+}
+
+# Adds runsc to daemon.json's runtimes, keeping every other key, and only when it is not there
+# with these exact arguments. Prints "changed" when it wrote the file. The ptrace platform needs
+# no KVM and no nested-virtualisation support; --network=host keeps the container's own network
+# namespace (Docker's bridge or host network) because runsc's own netstack cannot start on every
+# host, and the sandbox's network policy is Docker's job anyway.
+register_runsc() {
+  command -v runsc >/dev/null 2>&1 || return 0
+  as_root mkdir -p "$(dirname "$DOCKER_CONFIG_FILE")"
+  as_root "$(command -v node)" --input-type=module -e '
+    import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+    const [file, path] = process.argv.slice(1);
+    const config = existsSync(file) ? JSON.parse(readFileSync(file, "utf8") || "{}") : {};
+    const wanted = { path, runtimeArgs: ["--platform=ptrace", "--network=host"] };
+    if (JSON.stringify(config.runtimes?.runsc) === JSON.stringify(wanted)) process.exit(0);
+    config.runtimes = { ...config.runtimes, runsc: wanted };
+    // Written aside then renamed: a half-written daemon.json would stop the next engine start.
+    writeFileSync(`${file}.sandstream-tmp`, `${JSON.stringify(config, null, 2)}\n`);
+    renameSync(`${file}.sandstream-tmp`, file);
+    console.log("changed");
+  ' "$DOCKER_CONFIG_FILE" "$(command -v runsc)"
+}
+
+# A daemon.json this script cannot read is left as it is: the engine matters more than gVisor.
+if changed="$(register_runsc)"; then
+  [ -n "$changed" ] && log "registered runsc in $DOCKER_CONFIG_FILE"
+else
+  log "could not add runsc to $DOCKER_CONFIG_FILE (left unchanged); gVisor sandboxes will be refused"
+fi
+
 if docker info >/dev/null 2>&1; then
+  if command -v runsc >/dev/null 2>&1 && ! engine_has_runsc; then
+    pid="$(pgrep -o -x dockerd || true)"
+    if [ -n "$pid" ]; then
+      log "reloading dockerd ($pid) so it knows the runsc runtime"
+      as_root kill -HUP "$pid"
+      for _ in $(seq 1 10); do engine_has_runsc && break; sleep 1; done
+    fi
+    engine_has_runsc || log "the engine still lacks the runsc runtime (see $DOCKERD_LOG); gVisor sandboxes will be refused"
+  fi
   log "engine already answers ($(docker info --format '{{.ServerVersion}} {{.Driver}}' 2>/dev/null))"
   exit 0
 fi

@@ -8,6 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { dirname, join } from 'node:path';
+import { stopLeftover } from './leftover-process.mjs';
 import { freePort } from './ports.mjs';
 
 export const ADMIN_USER = 'admin';
@@ -58,28 +59,16 @@ function pingWithAuth(port, password) {
   });
 }
 
-/** A redis-server left by an `npm start` that was killed (its AOF is ours): stop it first. */
-async function stopLeftover(paths) {
-  if (!existsSync(paths.pidFile)) return;
-  const pid = Number(readFileSync(paths.pidFile, 'utf8').trim());
-  let cmdline = '';
-  try {
-    cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-  } catch {
-    return; // gone
-  }
-  if (!cmdline.startsWith('redis-server')) return;
-  process.kill(pid, 'SIGTERM');
-  for (let i = 0; i < 100 && existsSync(`/proc/${pid}`); i++) await new Promise((r) => setTimeout(r, 100));
-}
-
 /**
  * Starts the embedded Redis and waits until it answers. Returns its URL and a stop() that shuts
  * it down cleanly (SIGTERM: Redis flushes the AOF before it exits) and removes local.json.
  *
- * @param {{ cacheDir: string, namespace: string }} options
+ * @param {{ cacheDir: string, namespace: string, natsUrl?: string, extraBind?: string[] }} options
+ *   natsUrl — the embedded NATS, written into local.json beside the Redis URL for the CLI.
+ *   extraBind — addresses to listen on besides loopback: the Docker sandbox bridge's gateway, the
+ *   one host address sandboxes on that bridge are sent to for Redis.
  */
-export async function startLocalRedis({ cacheDir, namespace }) {
+export async function startLocalRedis({ cacheDir, namespace, natsUrl, extraBind = [] }) {
   const paths = localRedisPaths(cacheDir);
   mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
   mkdirSync(dirname(paths.connectionFile), { recursive: true, mode: 0o700 });
@@ -89,11 +78,11 @@ export async function startLocalRedis({ cacheDir, namespace }) {
   const hash = createHash('sha256').update(password).digest('hex');
   privateFile(paths.aclFile, `user default off\nuser ${ADMIN_USER} on #${hash} ~* &* +@all\n`);
 
-  await stopLeftover(paths);
+  await stopLeftover(paths.pidFile, 'redis-server');
   const port = await freePort();
   const config = {
     port: String(port),
-    bind: '127.0.0.1',
+    bind: ['127.0.0.1', ...extraBind],
     dir: paths.dir,
     appendonly: 'yes',
     appendfsync: 'everysec',
@@ -105,7 +94,7 @@ export async function startLocalRedis({ cacheDir, namespace }) {
   };
   const child = spawn(
     'redis-server',
-    Object.entries(config).flatMap(([key, value]) => [`--${key}`, value]),
+    Object.entries(config).flatMap(([key, value]) => [`--${key}`, ...[value].flat()]),
     // Its own process group: Ctrl-C in the terminal must not stop Redis under the services, which
     // still need it to shut down cleanly; stop() ends it after them.
     { stdio: 'ignore', detached: true },
@@ -129,7 +118,7 @@ export async function startLocalRedis({ cacheDir, namespace }) {
   const url = `redis://${ADMIN_USER}:${password}@127.0.0.1:${port}`;
   privateFile(
     paths.connectionFile,
-    `${JSON.stringify({ redisUrl: url, namespace, pid: process.pid }, null, 2)}\n`,
+    `${JSON.stringify({ redisUrl: url, namespace, ...(natsUrl ? { natsUrl } : {}), pid: process.pid }, null, 2)}\n`,
   );
   return {
     url,

@@ -1,23 +1,27 @@
 #!/usr/bin/env node
 // `npm start`: the whole system on this machine. Starts the four services as separate processes
-// against its own embedded Redis (scripts/local-redis.mjs; REDIS_URL names another instead) with
-// the auto-detected sandbox backend, waits until each is ready, submits examples/hello.yaml and
-// streams its output, then keeps running until Ctrl-C, which stops every child cleanly (SIGTERM,
-// then SIGKILL after a grace period) and the embedded Redis last.
+// against its own embedded Redis (scripts/local-redis.mjs; REDIS_URL names another instead) and
+// its own embedded NATS with JetStream for the log archive (scripts/local-nats.mjs; NATS_URL
+// names another, LOG_ARCHIVE=off runs without) with the auto-detected sandbox backend, waits
+// until each is ready, submits examples/hello.yaml and streams its output, then keeps running
+// until Ctrl-C, which stops every child cleanly (SIGTERM, then SIGKILL after a grace period) and
+// the embedded NATS and Redis last.
 //
 //   npm start -- --scale step-dispatcher=3 --scale scheduler=2   several processes of a service
 //   npm start -- --job examples/other.yaml                       submit another job file
 //   npm start -- --no-job                                        services only
 //   npm start -- --logs                                          service logs on the terminal
 //                                                                (else under .cache/start-logs/)
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { bootstrap } from './bootstrap.mjs';
+import { startLocalNats } from './local-nats.mjs';
 import { startLocalRedis } from './local-redis.mjs';
 import { freePort as anyFreePort, bindable } from './ports.mjs';
+import { ensurePackages, isInstalled } from './system-packages.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SERVICES = ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper'];
@@ -104,6 +108,56 @@ let stopping = false;
 // No REDIS_URL: our own Redis, with AOF and no open `default` user, that the CLI finds by itself.
 let localRedis;
 let redisUrl = env.REDIS_URL;
+// No NATS_URL: our own nats-server with JetStream, so the log archive is on as in production.
+let localNats;
+let natsUrl = env.NATS_URL;
+// SANDSTREAM_CACHE_DIR: where the embedded Redis and NATS keep their data and local.json (tests).
+const cacheDir = env.SANDSTREAM_CACHE_DIR ?? join(root, '.cache');
+
+// Docker sandboxes join this bridge (DEFAULT_SANDBOX_NETWORK in libs/sandbox docker-network.ts,
+// same options) and are sent to its gateway for Redis, so the embedded Redis must listen there as
+// well as on loopback. Made here, before Redis starts, since the gateway is only known once the
+// network exists. Undefined when Docker will not run sandboxes or cannot be asked.
+function sandboxBridgeGateway() {
+  if (env.SANDBOX_TYPE === 'inprocess' || env.SANDBOX_TYPE === 'kubernetes') return undefined;
+  if (env.SANDSTREAM_DOCKER_NETWORK) return undefined; // the operator's network, the operator's Redis binding
+  const name = 'sandstream-sandboxes';
+  const gateway = () =>
+    execFileSync('docker', ['network', 'inspect', '-f', '{{range .IPAM.Config}}{{.Gateway}} {{end}}', name], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
+      .trim()
+      .split(/\s+/)
+      .find((g) => g && !g.includes(':'));
+  try {
+    return gateway();
+  } catch {
+    try {
+      execFileSync(
+        'docker',
+        [
+          'network',
+          'create',
+          '--driver',
+          'bridge',
+          '--opt',
+          'com.docker.network.bridge.enable_icc=false',
+        ].concat([
+          '--opt',
+          'com.docker.network.bridge.name=sandstream0',
+          '--label',
+          'app.kubernetes.io/managed-by=sandstream',
+          name,
+        ]),
+        { stdio: 'ignore' },
+      );
+      return gateway();
+    } catch {
+      return undefined;
+    }
+  }
+}
 
 async function startOne(name, index) {
   const port = await freePort();
@@ -114,6 +168,7 @@ async function startOne(name, index) {
     env: {
       ...process.env,
       REDIS_URL: redisUrl,
+      ...(natsUrl ? { NATS_URL: natsUrl } : {}),
       SANDSTREAM_NAMESPACE: namespace,
       HEALTH_PORT: String(port),
       ...(metricsPort === undefined ? {} : { SANDSTREAM_METRICS_PORT: String(metricsPort) }),
@@ -175,22 +230,50 @@ async function stopAll(code) {
   children.forEach((c, i) => {
     console.log(`  ${c.label}: exited ${results[i].signal ?? results[i].code}`);
   });
+  if (localNats) console.log(`  embedded NATS: exited ${await localNats.stop()}`);
   if (localRedis) console.log(`  embedded Redis: exited ${await localRedis.stop()}`);
   process.exit(code);
 }
 process.on('SIGINT', () => void stopAll(0));
 process.on('SIGTERM', () => void stopAll(0));
 
+/** Whether nats-server can run here: installed, or installed now (as root); never fatal. */
+function natsServerAvailable() {
+  if (env.SANDSTREAM_SKIP_BOOTSTRAP === '1') return isInstalled('nats-server');
+  return ensurePackages(['nats-server'], { required: false, purpose: 'the log archive of `npm start`' });
+}
+
 try {
+  if (natsUrl) {
+    console.log(
+      `NATS ${natsUrl.replace(/\/\/[^@]*@/, '//***@')}: log archive on (LOG_ARCHIVE=off turns it off)`,
+    );
+  } else if (env.LOG_ARCHIVE === 'off') {
+    console.log('NATS: none (LOG_ARCHIVE=off): no log archive');
+  } else if (!natsServerAvailable()) {
+    console.log(
+      'NATS: nats-server is not installed, so no log archive (apt-get install nats-server, or set NATS_URL)',
+    );
+  } else {
+    localNats = await startLocalNats({ cacheDir });
+    natsUrl = localNats.url;
+    console.log(
+      `NATS: embedded, 127.0.0.1:${localNats.port} (JetStream log archive in .cache/nats; NATS_URL uses another)`,
+    );
+  }
   if (redisUrl) {
     console.log(`Redis ${redisUrl.replace(/\/\/[^@]*@/, '//***@')}, namespace ${namespace}`);
   } else {
-    // SANDSTREAM_CACHE_DIR: where the embedded Redis keeps its data and local.json (tests).
-    const cacheDir = env.SANDSTREAM_CACHE_DIR ?? join(root, '.cache');
-    localRedis = await startLocalRedis({ cacheDir, namespace });
+    const gateway = sandboxBridgeGateway();
+    localRedis = await startLocalRedis({
+      cacheDir,
+      namespace,
+      ...(natsUrl ? { natsUrl } : {}),
+      ...(gateway ? { extraBind: [gateway] } : {}),
+    });
     redisUrl = localRedis.url;
     console.log(
-      `Redis: embedded, 127.0.0.1:${localRedis.port} (data and AOF in .cache/redis, credentials in .cache/sandstream/local.json; REDIS_URL uses another), namespace ${namespace}`,
+      `Redis: embedded, 127.0.0.1${gateway ? ` and ${gateway} (the Docker sandbox bridge)` : ''}:${localRedis.port} (data and AOF in .cache/redis, credentials in .cache/sandstream/local.json; REDIS_URL uses another), namespace ${namespace}`,
     );
   }
   for (const name of SERVICES) for (let i = 0; i < scale[name]; i++) await startOne(name, i);
@@ -211,7 +294,12 @@ if (!values['no-job']) {
     [join(root, 'libs/client/dist/cli/main.js'), 'submit', values.job, '--follow'],
     {
       cwd: root,
-      env: { ...process.env, REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: namespace },
+      env: {
+        ...process.env,
+        REDIS_URL: redisUrl,
+        ...(natsUrl ? { NATS_URL: natsUrl } : {}),
+        SANDSTREAM_NAMESPACE: namespace,
+      },
       stdio: 'inherit',
     },
   );

@@ -21,9 +21,17 @@ export const PACKAGES = {
     command: 'redis-cli',
     why: 'tests drive Redis through redis-cli (seed 000 smoke test, Redis Cluster)',
   },
-  'nats-server': { command: 'nats-server', why: 'tests of the NATS lifecycle relay' },
+  'nats-server': {
+    command: 'nats-server',
+    why: 'the embedded NATS (JetStream log archive) of `npm start`, and tests of the relay and archive',
+  },
   ripgrep: { command: 'rg', why: 'the grep step uses ripgrep when present; tests cover both paths' },
+  tmux: {
+    command: 'tmux',
+    why: 'tests drive `sandstream shell` on a real terminal (send-keys, capture-pane)',
+  },
   'docker.io': { command: 'dockerd', why: 'the Docker sandbox backend' },
+  runsc: { command: 'runsc', why: 'gVisor, the Docker runtime behind `runtimeClass: gvisor`' },
   debootstrap: { command: 'debootstrap', why: 'builds the local Debian image (no registry can be reached)' },
   'busybox-static': { dpkg: true, why: 'builds the libc-less busybox test image' },
 };

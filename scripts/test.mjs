@@ -14,10 +14,11 @@ import { ensureTestServers } from './test-servers.mjs';
 const ci = process.env.CI === 'true';
 const { env } = process;
 const dockerMode = env.SANDSTREAM_TEST_DOCKER ?? (ci ? 'required' : 'optional');
-// Tests start their own redis-server and nats-server, drive redis-cli and cover the ripgrep path.
+// Tests start their own redis-server and nats-server, drive redis-cli, cover the ripgrep path and
+// drive the CLI's terminal in tmux.
 const { docker } = bootstrap({
   docker: dockerMode,
-  packages: ['redis-server', 'redis-tools', 'nats-server', 'ripgrep'],
+  packages: ['redis-server', 'redis-tools', 'nats-server', 'ripgrep', 'tmux'],
 });
 if (!docker && dockerMode !== 'skip') {
   console.warn('no Docker engine: the Docker suites skip themselves (under CI=true they fail)');

@@ -39,6 +39,8 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
 
   const backendWith = (options: Partial<KubernetesBackendOptions> = {}, client = redis) => {
     const backend = createKubernetesBackend({
+      // The shared test Redis has an open `default` user; the guard is tested in open-redis.test.ts.
+      allowOpenRedis: true,
       kubeConfig: standin.kubeConfig(namespace),
       namespace,
       agentCarrierImage: images.carrier,
@@ -152,10 +154,23 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     expect(Date.now() - started).toBeLessThan(10_000);
   });
 
+  it('refuses to create a pod while its Redis has an open default user, naming the fix and the override', async () => {
+    // The shared test Redis answers PING without credentials: exactly the case refused.
+    const backend = backendWith({ allowOpenRedis: false });
+    const jobId = `open-${suffix()}`;
+    const error = await backend.create(request(jobId)).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(SandboxStartError);
+    expect((error as Error).message).toMatch(/open "default" user.*SANDSTREAM_ALLOW_OPEN_REDIS=1/);
+    const pods = await core.listNamespacedPod({ namespace });
+    expect(pods.items.map((p) => p.metadata?.name).filter((n) => n?.includes(jobId))).toEqual([]);
+  });
+
   it('a namespace out of pod quota refuses creation with quota (403 exceeded quota)', async () => {
     const full = await startKubeApiStandin({ docker, podQuota: 0 });
     try {
       const backend = createKubernetesBackend({
+        // The shared test Redis has an open `default` user; the guard is tested in open-redis.test.ts.
+        allowOpenRedis: true,
         kubeConfig: full.kubeConfig(namespace),
         namespace,
         agentCarrierImage: images.carrier,
@@ -440,6 +455,43 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
       content: 'ok',
     });
     expect(written.errorMessage).toBeNull();
+    await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+  });
+
+  it('puts the resource policy and the read-only root (emptyDir /tmp) on the pod, and refuses a spec beyond the maximum', async () => {
+    const backend = backendWith({
+      resourcePolicy: {
+        defaults: { cpu: '500m', memory: '256Mi', pids: 64 },
+        maxima: { cpu: '1', memory: '512Mi', pids: 256 },
+      },
+    });
+    const refusedJob = `over-${suffix()}`;
+    await expect(
+      backend.create(request(refusedJob, { resources: { limits: { cpu: '2' } } })),
+    ).rejects.toMatchObject({
+      reason: 'resource_limit',
+      message: 'resources.limits.cpu "2" is above the operator maximum 1 (SANDBOX_MAX_CPU)',
+    });
+    const jobId = `locked-${suffix()}`;
+    const ref = await start(backend, request(jobId, { readOnlyRootFilesystem: true, user: '1000:1000' }));
+    const pod = await core.readNamespacedPod({ name: ref.id, namespace });
+    const toolchain = pod.spec?.containers.find((c) => c.name === 'toolchain');
+    // pids has no per-container field in Kubernetes (the kubelet's podPidsLimit): not on the pod.
+    expect(toolchain?.resources).toEqual({ limits: { cpu: '500m', memory: '256Mi' } });
+    expect(toolchain?.securityContext).toMatchObject({ readOnlyRootFilesystem: true });
+    expect(toolchain?.volumeMounts).toContainEqual({ name: 'tmp', mountPath: '/tmp' });
+    expect(pod.spec?.volumes).toContainEqual({ name: 'tmp', emptyDir: {} });
+    expect(pod.spec?.securityContext).toMatchObject({ runAsUser: 1000, runAsGroup: 1000 });
+    const steps = new StepChannel(redis, blocking, sandboxKeys(jobId, 'tagged'));
+    const probe = await steps.run({
+      schemaVersion: SCHEMA_VERSION,
+      stepId: 'probe',
+      kind: 'run',
+      shell: true,
+      command: 'id -u; touch /x 2>/dev/null || echo root-refused; echo ok > /tmp/x && cat /tmp/x',
+    });
+    expect(probe.exitCode).toBe(0);
+    expect(await steps.stdout('probe')).toEqual(['1000', 'root-refused', 'ok']);
     await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
   });
 });

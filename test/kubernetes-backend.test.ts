@@ -27,6 +27,8 @@ for (const image of [images.debian, images.busybox]) {
     redisUrl,
     createBackend: (redis) =>
       createKubernetesBackend({
+        // The shared test Redis has an open `default` user; the guard is tested in open-redis.test.ts.
+        allowOpenRedis: true,
         kubeConfig: standin!.kubeConfig(namespace),
         namespace,
         agentCarrierImage: images.carrier,

@@ -7,6 +7,7 @@ import { SandstreamClient } from '@sandstream/client';
 import {
   dockerEngine,
   type RunningService,
+  SERVICE_NAMES,
   startService,
   testRedisUrl,
   uniqueNamespace,
@@ -18,7 +19,6 @@ import { SandboxLabels } from '../libs/sandbox/src/backend.js';
 import { createKubernetesBackend } from '../libs/sandbox/src/kubernetes/index.js';
 import { SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
 import { outputLines, waitAll } from './e2e/job-helpers.js';
-import { SERVICE_NAMES } from './helpers/services-stack.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
 import { images } from './kubernetes-test-env.js';
 
@@ -111,6 +111,8 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
     );
     stack = await startKubeStack({
       SANDBOX_TYPE: 'kubernetes',
+      // The shared test Redis has an open `default` user (the guard: open-redis.test.ts).
+      SANDSTREAM_ALLOW_OPEN_REDIS: '1',
       KUBECONFIG: kubeconfig,
       SANDSTREAM_K8S_NAMESPACE: namespace,
       SANDSTREAM_AGENT_CARRIER_IMAGE: images.carrier,
@@ -208,6 +210,8 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
   it('the reaper (on the Kubernetes backend) destroys a sandbox pod whose job does not exist', async () => {
     const redis = new Redis(testRedisUrl());
     const backend = createKubernetesBackend({
+      // The shared test Redis has an open `default` user; the guard is tested in open-redis.test.ts.
+      allowOpenRedis: true,
       kubeConfig: standin.kubeConfig(namespace),
       namespace,
       agentCarrierImage: images.carrier,

@@ -67,6 +67,8 @@ describe('deploy/k8s manifests', () => {
         'Deployment/step-dispatcher',
         'Deployment/reaper',
         'NetworkPolicy/sandstream-sandbox-floor',
+        'StatefulSet/nats',
+        'Service/nats',
       ]),
     );
   });
@@ -94,6 +96,38 @@ describe('deploy/k8s manifests', () => {
     expect(pod.volumes?.find((v) => v.name === 'acl')?.secret?.secretName).toBe('sandstream-redis');
     expect(redis.spec!.volumeClaimTemplates?.[0]?.metadata?.name).toBe('data');
     expect(pod.containers[0]!.volumeMounts?.find((m) => m.name === 'data')?.mountPath).toBe('/data');
+  });
+
+  it('runs NATS with JetStream on a volume, its password from a Secret, reachable by the services only', () => {
+    const config = find('ConfigMap', 'sandstream-nats-config') as { data: Record<string, string> };
+    const conf = config.data['nats.conf']!;
+    expect(conf).toMatch(/jetstream \{[^}]*store_dir: \/data/);
+    expect(conf).toMatch(/password: \$NATS_PASSWORD/);
+    const nats = new StatefulSet(find('StatefulSet', 'nats') as never);
+    const pod = nats.spec!.template.spec!;
+    const container = pod.containers[0]!;
+    expect(container.env?.find((e) => e.name === 'NATS_PASSWORD')?.valueFrom?.secretKeyRef?.name).toBe(
+      'sandstream-nats',
+    );
+    expect(nats.spec!.volumeClaimTemplates?.[0]?.metadata?.name).toBe('data');
+    expect(container.volumeMounts?.find((m) => m.name === 'data')?.mountPath).toBe('/data');
+    const service = find('Service', 'nats') as { spec: { ports: { port: number }[] } };
+    expect(service.spec.ports.map((p) => p.port)).toEqual([4222]);
+    // Sandboxes (managed-by=sandstream) are not among NATS's peers: they could forge archived logs.
+    const policy = JSON.stringify(find('NetworkPolicy', 'sandstream-nats-ingress'));
+    expect(policy).toContain('"app.kubernetes.io/part-of":"sandstream"');
+    expect(policy).not.toContain('managed-by');
+  });
+
+  it('gives the reaper (lifecycle relay, log archiver) and pod-lifecycle NATS_URL from the NATS Secret', () => {
+    for (const name of ['reaper', 'pod-lifecycle']) {
+      const deployment = new Deployment(find('Deployment', name) as never);
+      const env = deployment.spec!.template.spec!.containers[0]!.env ?? [];
+      expect(env.find((e) => e.name === 'NATS_URL')?.valueFrom?.secretKeyRef, name).toEqual({
+        name: 'sandstream-nats',
+        key: 'url',
+      });
+    }
   });
 
   it('the Role grants exactly what the backend uses: no pods/exec, no wildcards, no secret reads', () => {

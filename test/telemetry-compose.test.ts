@@ -22,6 +22,7 @@ interface ComposeService {
   environment?: Record<string, string>;
   volumes?: string[];
   ports?: string[];
+  networks?: string[];
   depends_on?: Record<string, { condition: string }>;
 }
 interface ComposeFile {
@@ -84,7 +85,9 @@ describe('docker-compose.yml', () => {
       ]),
     );
     expect(services.jaeger?.environment?.COLLECTOR_OTLP_ENABLED).toBe('true');
-    expect(services.jaeger?.ports).toEqual(expect.arrayContaining(['4318:4318', '16686:16686']));
+    expect(services.jaeger?.ports).toEqual(
+      expect.arrayContaining(['127.0.0.1:4318:4318', '127.0.0.1:16686:16686']),
+    );
 
     const metricsPorts = new Set<string>();
     for (const name of SERVICES) {
@@ -102,10 +105,22 @@ describe('docker-compose.yml', () => {
       });
       expect(svc.depends_on?.redis?.condition).toBe('service_healthy');
       expect(existsSync(`${root}${svc.build?.dockerfile}`)).toBe(true);
-      for (const p of svc.ports ?? []) metricsPorts.add(p.split(':')[0]!);
+      for (const p of svc.ports ?? []) metricsPorts.add(p.split(':').at(-2)!);
     }
     // Each service's Prometheus endpoint is reachable on its own host port.
     expect(metricsPorts.size).toBe(SERVICES.length);
+    // Published on loopback only: a port on all host interfaces is reachable from any sandbox
+    // bridge through its gateway. Sandboxes join a network holding only Redis and Jaeger.
+    const all = services;
+    for (const [name, svc] of Object.entries(all))
+      for (const p of svc.ports ?? []) expect(p, name).toMatch(/^127\.0\.0\.1:/);
+    expect(services['pod-lifecycle']?.environment?.SANDSTREAM_DOCKER_NETWORK).toBe(
+      'sandstream-compose-sandboxes',
+    );
+    expect(Object.keys(all).filter((n) => all[n]?.networks?.includes('sandboxes'))).toEqual([
+      'redis',
+      'jaeger',
+    ]);
     for (const name of ['pod-lifecycle', 'reaper']) {
       expect(services[name]?.volumes).toContain('/var/run/docker.sock:/var/run/docker.sock');
     }

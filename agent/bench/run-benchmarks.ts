@@ -1,3 +1,4 @@
+import { benchLogArchive } from './log-archive.js';
 import { benchMemory } from './memory.js';
 import { benchRoundTrip } from './round-trip.js';
 import { benchStepCost } from './step-cost.js';
@@ -16,6 +17,7 @@ if (!only || only === 'round-trip' || only === 'step-cost') {
   await benchStepCost(200, 20, { kind: 'readFile', path: 'package.json' });
 }
 if (!only || only === 'throughput') await benchThroughput();
+if (!only || only === 'log-archive') await benchLogArchive();
 // `... memory 200000` measures only the step sizes given.
 const sizes = process.argv
   .slice(3)

@@ -16,7 +16,10 @@
  *
  * Requests:  SPAWN (payload: string file, string cwd, u32 argc, argc strings, u32 envc, envc
  *            "NAME=value" strings; a string is u32 length + bytes), CLOSE_OUTPUT (no payload),
- *            PING (no payload; the agent's check at boot that this helper runs here at all).
+ *            PING (no payload; the agent's check at boot that this helper runs here at all),
+ *            SPAWN_TTY (u32 cols, u32 rows, then SPAWN's payload without a stdin path),
+ *            INPUT (bytes for a terminal's input), RESIZE (u32 cols, u32 rows),
+ *            PAUSE_OUTPUT / RESUME_OUTPUT (no payload; see handle_pause).
  * Events:    SPAWNED (i32 pid), SPAWN_FAILED (i32 errno), STDOUT / STDERR (bytes),
  *            STDOUT_END / STDERR_END, EXIT (i32 raw wait status), PONG (no payload).
  *
@@ -25,6 +28,12 @@
  * group of its own session is orphaned, so SIGTSTP/SIGTTIN/SIGTTOU cannot stop it), /dev/null as
  * stdin, every signal at its default disposition and unblocked, `file` looked up on the PATH of the child's environment,
  * and a file without a #! line run by /bin/sh (execvp's behaviour).
+ *
+ * A SPAWN_TTY child gets a pseudo-terminal instead: the slave as its stdin, stdout and stderr and
+ * as the controlling terminal of its new session (opened after setsid, without O_NOCTTY), so
+ * line editing, job control, Ctrl-C (the line discipline turns the byte into SIGINT for the
+ * foreground group) and window sizes work as on a real terminal. Its output is relayed as STDOUT
+ * from the master, and STDERR_END follows SPAWNED at once: a terminal has one stream.
  *
  * The helper is also a child subreaper: what a step leaves behind (a daemon, a grandchild whose
  * parent exited) is re-parented here and reaped, instead of lingering as a zombie when the agent
@@ -43,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -51,7 +61,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum request_type { REQ_SPAWN = 1, REQ_CLOSE_OUTPUT = 2, REQ_PING = 3 };
+enum request_type {
+  REQ_SPAWN = 1,
+  REQ_CLOSE_OUTPUT = 2,
+  REQ_PING = 3,
+  REQ_SPAWN_TTY = 4,
+  REQ_INPUT = 5,
+  REQ_RESIZE = 6,
+  REQ_PAUSE_OUTPUT = 7,
+  REQ_RESUME_OUTPUT = 8,
+};
 enum event_type {
   EV_SPAWNED = 1,
   EV_SPAWN_FAILED = 2,
@@ -69,6 +88,9 @@ enum event_type {
 /* Output is relayed in frames of at most this much (the agent rejects larger frames). */
 #define READ_CHUNK (64 * 1024 - HEADER_BYTES)
 #define DEFAULT_PATH "/bin:/usr/bin"
+/* Terminal input the program has not read yet; past this it is dropped (a terminal whose program
+ * reads nothing cannot take more, and the helper must never block on one). */
+#define MAX_PENDING_INPUT (1024 * 1024)
 /* SO_SNDBUF for our stdout; Linux doubles it for its bookkeeping, so 32 KiB lets about the
  * 64 KiB a pipe holds wait for the agent, as when the agent read the child's pipe itself. */
 #ifndef OUTPUT_BUFFER_BYTES
@@ -92,6 +114,12 @@ struct child {
    * since a later event of the same batch may still point at one of its watches. */
   int done;
   struct watch out[2];
+  /* A terminal: out[0] is the pty master, which also takes the input. */
+  int tty;
+  /* PAUSE_OUTPUT: its output fds are out of epoll until RESUME_OUTPUT. */
+  int paused;
+  uint8_t *input;
+  size_t input_used;
   struct child *next;
 };
 
@@ -285,6 +313,7 @@ static void free_done_children(void) {
     struct child *c = *link;
     if (c->done) {
       *link = c->next;
+      free(c->input);
       free(c);
     } else {
       link = &c->next;
@@ -298,18 +327,28 @@ static struct child *find_child(uint32_t id) {
   return NULL;
 }
 
+/* `tty_path`: the pty slave to open as the child's stdin, stdout and stderr (out_fd, err_fd and
+ * in_path unused); NULL: pipes. */
 static int start_process(const char *program, char **argv, char **env, const char *cwd, const char *in_path,
-                         int out_fd, int err_fd, pid_t *pid) {
+                         int out_fd, int err_fd, const char *tty_path, pid_t *pid) {
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
   sigset_t none, all;
   sigemptyset(&none);
   sigfillset(&all);
   posix_spawn_file_actions_init(&actions);
-  /* stdin: the step's input file when it has one (the agent wrote it, 0600), else nothing. */
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, in_path ? in_path : "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
+  if (tty_path) {
+    /* File actions run after setsid (glibc and musl alike): opening the slave without
+     * O_NOCTTY makes it the new session's controlling terminal. */
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, tty_path, O_RDWR, 0);
+    posix_spawn_file_actions_adddup2(&actions, STDIN_FILENO, STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, STDIN_FILENO, STDERR_FILENO);
+  } else {
+    /* stdin: the step's input file when it has one (the agent wrote it, 0600), else nothing. */
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, in_path ? in_path : "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
+  }
   posix_spawn_file_actions_addchdir_np(&actions, cwd);
   posix_spawnattr_init(&attr);
   /* SETSID, as libuv does with setsid() for detached children: a new session whose group is
@@ -323,15 +362,42 @@ static int start_process(const char *program, char **argv, char **env, const cha
   return rc;
 }
 
-static void handle_spawn(uint32_t id, const uint8_t *payload, size_t length) {
+/* A pty master (non-blocking, close-on-exec) sized cols x rows, and its slave's path. */
+static int open_terminal(uint32_t cols, uint32_t rows, char *slave, size_t size) {
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0) return -errno;
+  struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+  if (grantpt(master) != 0 || unlockpt(master) != 0 || ptsname_r(master, slave, size) != 0 ||
+      ioctl(master, TIOCSWINSZ, &ws) != 0) {
+    int rc = errno ? errno : EIO;
+    close(master);
+    return -rc;
+  }
+  fcntl(master, F_SETFL, O_NONBLOCK);
+  return master;
+}
+
+static void watch_output(struct child *c, int stream, int fd) {
+  c->out[stream].child = c;
+  c->out[stream].stream = stream;
+  c->out[stream].fd = fd;
+  if (fd < 0) return;
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->out[stream]};
+  if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) die("epoll_ctl");
+}
+
+/* SPAWN, or SPAWN_TTY (`tty`: its payload starts with u32 cols, u32 rows). */
+static void handle_spawn(uint32_t id, const uint8_t *payload, size_t length, int tty) {
   struct reader r = {payload, length, 0};
+  uint32_t cols = tty ? read_u32(&r) : 0, rows = tty ? read_u32(&r) : 0;
   uint32_t argc = 0, envc = 0;
   char *file = read_string(&r);
   char *cwd = read_string(&r);
   char **argv = read_strings(&r, &argc);
   char **env = read_strings(&r, &envc);
   /* Optional, after the environment: the path of the step's stdin ("" or absent: /dev/null). */
-  char *in_path = r.left > 0 ? read_string(&r) : NULL;
+  char *in_path = !tty && r.left > 0 ? read_string(&r) : NULL;
   if (in_path && in_path[0] == '\0') {
     free(in_path);
     in_path = NULL;
@@ -340,15 +406,24 @@ static void handle_spawn(uint32_t id, const uint8_t *payload, size_t length) {
   /* The agent always sends an absolute directory; a relative one would resolve PATH entries
    * against the helper's own directory instead of the step's. */
   if (r.bad || r.left != 0 || argc == 0 || cwd[0] != '/') rc = EINVAL;
+  if (tty && (cols == 0 || rows == 0 || cols > 0xffff || rows > 0xffff)) rc = EINVAL;
 
   static char program[PATH_MAX];
   if (!rc) rc = resolve_program(file, cwd, env_value(env, envc, "PATH"), program, sizeof program);
 
-  int out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (!rc && (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)) rc = errno;
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, master = -1;
+  char slave[128];
+  const char *tty_path = NULL;
+  if (!rc && tty) {
+    master = open_terminal(cols, rows, slave, sizeof slave);
+    if (master < 0) rc = -master;
+    tty_path = slave;
+  } else if (!rc && (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)) {
+    rc = errno;
+  }
   pid_t pid = 0;
   if (!rc) {
-    rc = start_process(program, argv, env, cwd, in_path, out[1], err[1], &pid);
+    rc = start_process(program, argv, env, cwd, in_path, out[1], err[1], tty_path, &pid);
     if (rc == ENOEXEC) {
       /* No #! line: execvp hands such a file to the shell, and so do we. */
       char **shell_argv = calloc(argc + 2, sizeof(char *));
@@ -356,7 +431,7 @@ static void handle_spawn(uint32_t id, const uint8_t *payload, size_t length) {
       shell_argv[0] = "/bin/sh";
       shell_argv[1] = program;
       for (uint32_t i = 1; i < argc; i++) shell_argv[i + 1] = argv[i];
-      rc = start_process("/bin/sh", shell_argv, env, cwd, in_path, out[1], err[1], &pid);
+      rc = start_process("/bin/sh", shell_argv, env, cwd, in_path, out[1], err[1], tty_path, &pid);
       free(shell_argv);
     }
   }
@@ -366,23 +441,20 @@ static void handle_spawn(uint32_t id, const uint8_t *payload, size_t length) {
   if (rc) {
     if (out[0] >= 0) close(out[0]);
     if (err[0] >= 0) close(err[0]);
+    if (master >= 0) close(master);
     send_i32(EV_SPAWN_FAILED, id, rc);
   } else {
     struct child *c = calloc(1, sizeof *c);
     if (!c) die("calloc");
     c->id = id;
     c->pid = pid;
-    for (int s = 0; s < 2; s++) {
-      c->out[s].child = c;
-      c->out[s].stream = s;
-      c->out[s].fd = s == 0 ? out[0] : err[0];
-      fcntl(c->out[s].fd, F_SETFL, O_NONBLOCK);
-      struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->out[s]};
-      if (epoll_ctl(epfd, EPOLL_CTL_ADD, c->out[s].fd, &ev) != 0) die("epoll_ctl");
-    }
+    c->tty = tty;
+    watch_output(c, 0, tty ? master : out[0]);
+    watch_output(c, 1, tty ? -1 : err[0]);
     c->next = children;
     children = c;
     send_i32(EV_SPAWNED, id, pid);
+    if (tty) send_event(EV_STDERR_END, id, NULL, 0);
   }
   free(file);
   free(cwd);
@@ -391,9 +463,90 @@ static void handle_spawn(uint32_t id, const uint8_t *payload, size_t length) {
   free_strings(env, envc);
 }
 
+/* Writes what the terminal takes now; the rest waits for EPOLLOUT on the master. */
+static void flush_input(struct child *c) {
+  struct watch *w = &c->out[0];
+  size_t at = 0;
+  while (at < c->input_used) {
+    ssize_t n = write(w->fd, c->input + at, c->input_used - at);
+    if (n > 0) {
+      at += (size_t)n;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      if (n < 0 && errno != EAGAIN) at = c->input_used; /* the terminal is gone: drop it */
+      break;
+    }
+  }
+  memmove(c->input, c->input + at, c->input_used - at);
+  c->input_used -= at;
+  /* Paused: the master is out of epoll; RESUME_OUTPUT adds it back with EPOLLOUT if needed. */
+  if (c->paused) return;
+  struct epoll_event ev = {.events = EPOLLIN | (c->input_used ? EPOLLOUT : 0), .data.ptr = w};
+  epoll_ctl(epfd, EPOLL_CTL_MOD, w->fd, &ev);
+}
+
+static void handle_input(uint32_t id, const uint8_t *payload, size_t length) {
+  struct child *c = find_child(id);
+  if (!c || !c->tty || c->out[0].fd < 0 || length == 0) return;
+  if (c->input_used + length > MAX_PENDING_INPUT) {
+    fprintf(stderr, "sandstream-spawner: terminal %u reads no input; %zu bytes dropped\n", id, length);
+    return;
+  }
+  if (!c->input) {
+    c->input = malloc(MAX_PENDING_INPUT);
+    if (!c->input) die("malloc");
+  }
+  memcpy(c->input + c->input_used, payload, length);
+  c->input_used += length;
+  flush_input(c);
+}
+
+static void handle_resize(uint32_t id, const uint8_t *payload, size_t length) {
+  struct child *c = find_child(id);
+  if (!c || !c->tty || c->out[0].fd < 0 || length != 8) return;
+  uint32_t cols = get_u32(payload), rows = get_u32(payload + 4);
+  if (cols == 0 || rows == 0 || cols > 0xffff || rows > 0xffff) return;
+  /* The kernel sends SIGWINCH to the terminal's foreground group. */
+  struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+  ioctl(c->out[0].fd, TIOCSWINSZ, &ws);
+}
+
+/*
+ * PAUSE_OUTPUT / RESUME_OUTPUT: back-pressure for one child. This helper is shared by every step
+ * and terminal, so it must never stop reading as a whole; instead a paused child's output fds
+ * leave epoll (EPOLL_CTL_DEL: a MOD to no events would still report EPOLLHUP), nothing more is
+ * read from them, and only that child blocks once its pipe is full. Its exit is still reported
+ * (reap does not look at the fds); the STDOUT_END / STDERR_END come after RESUME_OUTPUT, once
+ * the pipe's remaining bytes are relayed, so the agent loses nothing written before the exit.
+ */
+static void handle_pause(uint32_t id, int pause) {
+  struct child *c = find_child(id);
+  if (!c || c->paused == pause) return;
+  c->paused = pause;
+  for (int stream = 0; stream < 2; stream++) {
+    struct watch *w = &c->out[stream];
+    if (w->fd < 0) continue;
+    if (pause) {
+      epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
+    } else {
+      /* A terminal may have input waiting for room (flush_input's MOD failed while paused). */
+      uint32_t events = EPOLLIN | (c->tty && stream == 0 && c->input_used ? EPOLLOUT : 0);
+      struct epoll_event ev = {.events = events, .data.ptr = w};
+      if (epoll_ctl(epfd, EPOLL_CTL_ADD, w->fd, &ev) != 0) die("epoll_ctl resume");
+    }
+  }
+}
+
 static void handle_request(uint8_t type, uint32_t id, const uint8_t *payload, size_t length) {
-  if (type == REQ_SPAWN) {
-    handle_spawn(id, payload, length);
+  if (type == REQ_SPAWN || type == REQ_SPAWN_TTY) {
+    handle_spawn(id, payload, length, type == REQ_SPAWN_TTY);
+  } else if (type == REQ_INPUT) {
+    handle_input(id, payload, length);
+  } else if (type == REQ_RESIZE) {
+    handle_resize(id, payload, length);
+  } else if (type == REQ_PAUSE_OUTPUT || type == REQ_RESUME_OUTPUT) {
+    handle_pause(id, type == REQ_PAUSE_OUTPUT);
   } else if (type == REQ_PING) {
     send_event(EV_PONG, id, NULL, 0);
   } else if (type == REQ_CLOSE_OUTPUT) {
@@ -541,8 +694,11 @@ int main(void) {
         read_requests();
       else if (w == &signal_watch)
         reap();
-      else if (w->fd >= 0)
-        relay_output(w);
+      else {
+        if ((events[i].events & EPOLLOUT) && w->child && w->child->input_used && w->fd >= 0)
+          flush_input(w->child);
+        if ((events[i].events & ~EPOLLOUT) && w->fd >= 0) relay_output(w);
+      }
     }
     free_done_children();
   }

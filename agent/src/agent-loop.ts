@@ -21,6 +21,7 @@ import { closeGracefully, closeNow } from './redis-connections.js';
 import { ResultSink } from './result-sink.js';
 import { CancelReason } from './steps/cancel-reason.js';
 import type { StepContext, StepOutcome } from './steps/step-context.js';
+import { StreamBudget } from './stream-budget.js';
 import { withinMs } from './within-ms.js';
 
 /** The shortest time the agent waits for Redis at boot before giving up (exit 3). */
@@ -50,6 +51,8 @@ export interface AgentLoopOptions {
   execute: ExecuteStep;
   log: Logger;
   workdir: string;
+  /** File steps stay inside workdir (config.ts confineFiles). */
+  confineFiles?: boolean;
   idleTimeoutSeconds: number;
   maxIdleWaits: number;
   heartbeatIntervalMs: number;
@@ -65,6 +68,11 @@ export interface AgentLoopOptions {
    * the memory output can take.
    */
   maxParallelSteps?: number;
+  /**
+   * The log archive is on: keep the events stream below this many entries (plus lines in flight)
+   * by slowing steps down instead of dropping their lines; see StreamBudget. Absent: off.
+   */
+  logArchiveHighWater?: number | undefined;
 }
 
 interface RunningStep {
@@ -102,11 +110,22 @@ export class AgentLoop {
   private readonly control: ControlWatcher;
   private readonly results: ResultSink;
   private readonly auth: AuthFailureClock;
+  /** Shared by every step: they all write to the one events stream. */
+  private readonly budget: StreamBudget | undefined;
 
   constructor(private readonly options: AgentLoopOptions) {
     const { connections, keys, log } = options;
     this.auth = new AuthFailureClock(options.authRetryMs ?? DEFAULT_AUTH_RETRY_MS);
     this.maxParallel = options.maxParallelSteps ?? DEFAULT_MAX_PARALLEL_STEPS;
+    this.budget =
+      options.logArchiveHighWater === undefined
+        ? undefined
+        : new StreamBudget({
+            redis: connections.writer,
+            key: keys.events,
+            highWater: options.logArchiveHighWater,
+            log,
+          });
     this.heartbeat = new Heartbeat({
       redis: connections.writer,
       key: keys.heartbeat,
@@ -140,7 +159,12 @@ export class AgentLoop {
       return ExitCode.ok;
     }
     this.control.start();
-    log.info('agent started', { in: keys.in, pid: process.pid });
+    log.info('agent started', {
+      in: keys.in,
+      pid: process.pid,
+      // With the archive on a step can be slowed down: say so where an operator looks first.
+      ...(this.budget ? { logArchiveHighWater: this.budget.highWater } : {}),
+    });
     let exitCode: ExitCode = ExitCode.ok;
     try {
       exitCode = await this.loop();
@@ -297,7 +321,10 @@ export class AgentLoop {
     if (step.parallel) {
       // A background process stays out of the parallel limit (it may run for hours); a
       // sandbox holds at most maxParallel of each.
-      const set = step.kind === 'run' && step.background ? this.background : this.parallel;
+      const set =
+        (step.kind === 'run' && step.background) || step.kind === 'terminal'
+          ? this.background
+          : this.parallel;
       if (set === this.background && set.size >= this.maxParallel) {
         await this.results.deliver(
           errorResult(
@@ -381,6 +408,7 @@ export class AgentLoop {
       maxBufferedBytes: this.options.eventBufferBytes,
       log,
       auth: this.auth,
+      budget: this.budget,
     });
     events.started();
     let outcome: StepOutcome;
@@ -389,8 +417,11 @@ export class AgentLoop {
         onLine: (stream, line) => events.line(stream, line),
         acceptingLines: () => events.accepting(),
         onDroppedLine: () => events.droppedLine(),
+        holdingLines: () => events.holding(),
+        whenAccepting: (callback) => events.onceAccepting(callback),
         signal: controller.signal,
         baseDirectory: workdir,
+        confineFiles: this.options.confineFiles ?? false,
       });
     } catch (err) {
       // Executors are not supposed to throw; if one does, the step still gets an answer.
@@ -456,6 +487,7 @@ export class AgentLoop {
 
   private async cleanup(): Promise<void> {
     const { connections, log } = this.options;
+    this.budget?.close();
     const controlDone = this.control.stop();
     closeNow(connections.control);
     await controlDone;

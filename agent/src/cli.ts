@@ -23,6 +23,7 @@ import { NodeLauncher } from './process/node-launcher.js';
 import { SpawnerLauncher } from './process/spawner-launcher.js';
 import { closeNow, openConnections } from './redis-connections.js';
 import { createStepExecutor } from './steps/execute-step.js';
+import { TerminalChannel } from './steps/terminal-channel.js';
 import { TransferChannel } from './steps/transfer-channel.js';
 import { stepTracerFromEnv } from './tracing/step-span.js';
 
@@ -100,6 +101,12 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
   }
   // From here to process.on(…, onSignal) below everything runs synchronously: no gap.
   const connections = openConnections(config.redisUrl, config.jobId, log);
+  // Transfers and terminals block on connections of their own, as this sandbox's Redis user.
+  const ownConnection = () => {
+    const connection = connections.writer.duplicate();
+    connection.on('error', () => {});
+    return connection;
+  };
   // Step spans go to OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT when set; a no-op otherwise.
   const stepTracer = stepTracerFromEnv(process.env, config.jobId);
   if (stepTracer.warning) log.warn(stepTracer.warning);
@@ -111,15 +118,13 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
       createStepExecutor({
         launcher,
         // Uploads and downloads block on their own connection, as this sandbox's Redis user.
-        transfers: new TransferChannel(sandboxKeys(config.jobId, config.keyStyle), () => {
-          const connection = connections.writer.duplicate();
-          connection.on('error', () => {});
-          return connection;
-        }),
+        transfers: new TransferChannel(sandboxKeys(config.jobId, config.keyStyle), ownConnection),
+        terminals: new TerminalChannel(sandboxKeys(config.jobId, config.keyStyle), ownConnection),
       }),
     ),
     log,
     workdir: config.workdir,
+    confineFiles: config.confineFiles,
     idleTimeoutSeconds: config.idleTimeoutSeconds,
     maxIdleWaits: config.maxIdleWaits,
     maxParallelSteps: config.maxParallelSteps,
@@ -129,6 +134,7 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
     eventBufferBytes: config.eventBufferBytes,
     notifyStream: config.notifyStream,
     notifyStreamMaxLength: config.notifyStreamMaxLength,
+    logArchiveHighWater: config.logArchive ? config.logArchiveHighWater : undefined,
   });
 
   let signalled = false;

@@ -14,6 +14,15 @@ function errorOf(argv: string[], env: Record<string, string> = {}): string {
 }
 
 describe('parseConfig', () => {
+  it('leaves the log archive off unless asked, by flag or AGENT_LOG_ARCHIVE, with a high water mark below the stream cap', () => {
+    expect(parseConfig(base, {}, '/w')).toMatchObject({ logArchive: false, logArchiveHighWater: 8000 });
+    expect(parseConfig([...base, '--log-archive'], {}, '/w')).toMatchObject({ logArchive: true });
+    expect(
+      parseConfig(base, { AGENT_LOG_ARCHIVE: '1', AGENT_LOG_ARCHIVE_HIGH_WATER: '500' }, '/w'),
+    ).toMatchObject({ logArchive: true, logArchiveHighWater: 500 });
+    expect(parseConfig(base, { AGENT_LOG_ARCHIVE: '0' }, '/w')).toMatchObject({ logArchive: false });
+  });
+
   it('fills the defaults the brief and seeds/000 name', () => {
     expect(parseConfig(base, {}, '/work')).toMatchObject({
       mode: 'run',
@@ -77,6 +86,8 @@ describe('parseConfig', () => {
     [[...base, '--max-parallel-steps', '0'], /--max-parallel-steps must be at least 1/],
     [[...base, '--heartbeat-interval-ms', '10'], /--heartbeat-interval-ms must be at least 50/],
     [[...base, '--event-buffer-lines', '5'], /--event-buffer-lines must be at least 100/],
+    [[...base, '--log-archive-high-water', '10000'], /--log-archive-high-water must be at most 9999/],
+    [[...base, '--log-archive-high-water', '0'], /--log-archive-high-water must be at least 1/],
     [[...base, 'positional'], /positional/],
   ])('refuses %j naming the flag', (argv, message) => {
     expect(errorOf(argv)).toMatch(message);

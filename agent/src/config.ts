@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { formatIssues, JobIdSchema, KeyStyleSchema } from '@sandstream/wire';
+import { formatIssues, JobIdSchema, KeyStyleSchema, StreamLimits } from '@sandstream/wire';
 import { z } from 'zod';
 
 /**
@@ -29,6 +29,9 @@ export const ENV_FOR_FLAG = {
   'event-buffer-lines': 'AGENT_EVENT_BUFFER_LINES',
   'event-buffer-bytes': 'AGENT_EVENT_BUFFER_BYTES',
   spawner: 'AGENT_SPAWNER',
+  'log-archive': 'AGENT_LOG_ARCHIVE',
+  'log-archive-high-water': 'AGENT_LOG_ARCHIVE_HIGH_WATER',
+  'confine-files': 'AGENT_CONFINE_FILES',
 } as const;
 type Flag = keyof typeof ENV_FOR_FLAG;
 
@@ -72,6 +75,12 @@ export const DEFAULT_EVENT_BUFFER_LINES = 10_000;
  */
 export const DEFAULT_MAX_PARALLEL_STEPS = 16;
 export const DEFAULT_EVENT_BUFFER_BYTES = 2 * 1024 * 1024;
+/**
+ * Default of --log-archive-high-water: entries the events stream holds (plus lines in flight)
+ * before a step is slowed down. Below the stream's MAXLEN ~ 10,000 with room to spare, so the
+ * cap never trims what the archiver has not read; well above the archiver's batches (~500).
+ */
+export const DEFAULT_LOG_ARCHIVE_HIGH_WATER = 8000;
 /** The shared completion stream is capped like every other stream (MAXLEN ~). */
 export const DEFAULT_NOTIFY_STREAM_MAX_LENGTH = 100_000;
 
@@ -125,6 +134,20 @@ const RunConfigSchema = z.object({
    * uses child_process, a path names the helper.
    */
   spawner: z.string().trim().min(1, '--spawner must be auto, none or a path').default('auto'),
+  /**
+   * The log archive reads this job's events stream (pod-lifecycle sets AGENT_LOG_ARCHIVE=1 when
+   * the installation has one): slow a step down instead of dropping its lines. Off (and for a
+   * standalone agent) lines beyond the buffer are dropped and counted.
+   */
+  logArchive: booleanFlag.default(false),
+  logArchiveHighWater: intFlag('log-archive-high-water', 1, StreamLimits.eventStreamMaxLength - 1).default(
+    DEFAULT_LOG_ARCHIVE_HIGH_WATER,
+  ),
+  /**
+   * File steps stay inside --workdir (an absolute path resolves inside it, `..` stops at it, a
+   * link out is refused): the in-process backend sets it, since there no container is the boundary.
+   */
+  confineFiles: booleanFlag.default(false),
 });
 export type RunConfig = z.output<typeof RunConfigSchema>;
 
@@ -149,6 +172,9 @@ const FLAG_KEYS: Record<Flag, keyof z.input<typeof RunConfigSchema> | 'inject'> 
   'event-buffer-lines': 'eventBufferLines',
   'event-buffer-bytes': 'eventBufferBytes',
   spawner: 'spawner',
+  'log-archive': 'logArchive',
+  'log-archive-high-water': 'logArchiveHighWater',
+  'confine-files': 'confineFiles',
 };
 
 /**
@@ -183,6 +209,9 @@ export function parseConfig(
         'event-buffer-lines': { type: 'string' },
         'event-buffer-bytes': { type: 'string' },
         spawner: { type: 'string' },
+        'log-archive': { type: 'boolean' },
+        'log-archive-high-water': { type: 'string' },
+        'confine-files': { type: 'boolean' },
       },
     }));
   } catch (err) {

@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventPublisher } from './event-publisher.js';
 import { createLogger } from './logger.js';
+import { StreamBudget } from './stream-budget.js';
 
 const log = createLogger({ verbose: false, write: () => {} });
 let server: RedisServer;
@@ -201,5 +202,44 @@ describe('EventPublisher.finish', () => {
     expect(completed).toMatchObject({ kind: 'completed', seq: 151, exitCode: 3 });
     expect(completed?.droppedLines).toBe(events.droppedLines);
     expect(events.droppedLines).toBeGreaterThan(0);
+  });
+
+  describe('with the log archive on (a StreamBudget)', () => {
+    it('stops accepting at the high water mark and holds instead of dropping, until the stream is trimmed', async () => {
+      const key = `ev:budget-${Date.now()}`;
+      const budget = new StreamBudget({ redis, key, highWater: 100, log, pollMs: 10 });
+      const events = publisher(key, { budget });
+      events.started();
+      let sent = 0;
+      while (events.accepting()) {
+        events.line('stdout', String(++sent));
+      }
+      expect(events.holding()).toBe(true);
+      // The started event and 99 lines: the mark counts what is in flight too.
+      expect(sent).toBe(99);
+      await events.drained();
+      expect(await redis.xlen(key)).toBe(100);
+      expect(events.accepting()).toBe(false);
+      const room = new Promise<void>((resolve) => events.onceAccepting(resolve));
+      // The archiver's trim is the only thing that makes room; the budget notices by polling.
+      await redis.xtrim(key, 'MAXLEN', 50);
+      await room;
+      expect(events.accepting()).toBe(true);
+      expect(events.droppedLines).toBe(0);
+      budget.close();
+      await redis.del(key);
+    });
+
+    it('counts the lines of a write Redis refused as dropped', async () => {
+      const key = `ev:budget-fail-${Date.now()}`;
+      await redis.set(key, 'not a stream');
+      const budget = new StreamBudget({ redis, key, highWater: 1000, log });
+      const events = publisher(key, { budget });
+      for (let i = 0; i < 10; i++) events.line('stdout', String(i));
+      await events.drained();
+      expect(events.droppedLines).toBe(10);
+      budget.close();
+      await redis.del(key);
+    });
   });
 });

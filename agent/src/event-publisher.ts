@@ -11,6 +11,7 @@ import type { ChainableCommander, Redis } from 'ioredis';
 import { type AuthFailureClock, isAuthError } from './auth-failure.js';
 import type { Logger } from './logger.js';
 import { fitsOneEvent, splitLine } from './split-line.js';
+import type { StreamBudget } from './stream-budget.js';
 
 /**
  * How the lines of a busy step go out: pipelines of at most 250 XADDs, up to 4 of them waiting
@@ -46,6 +47,11 @@ export interface EventPublisherOptions {
   streamMaxLength?: number;
   /** When given, a write Redis refuses for our credentials (WRONGPASS) is repeated until the clock gives up. */
   auth?: AuthFailureClock;
+  /**
+   * The log archive is on: lines wait (back-pressure) instead of being dropped while Redis is
+   * reachable, keeping the stream below the budget's high water mark; see StreamBudget.
+   */
+  budget?: StreamBudget;
 }
 
 /**
@@ -57,6 +63,11 @@ export interface EventPublisherOptions {
  * bounded buffer (lines AND bytes, counting the batch being written), and when Redis is slower
  * than the child, or gone, lines beyond the bound are counted and dropped instead of queued.
  * `started` and `completed` are never dropped, so a follower always learns how a step ended.
+ *
+ * With a StreamBudget (the log archive on) the bound does not drop while Redis is reachable:
+ * accepting() also says no while the stream is at its high water mark, and holding() tells the
+ * executor to stop reading (and wait for onceAccepting) rather than drop. Only while the writer
+ * connection is down does it buffer, drop and count as without the archive.
  */
 export class EventPublisher {
   private seq = 0;
@@ -71,6 +82,8 @@ export class EventPublisher {
   private timer: NodeJS.Timeout | null = null;
   private dropped = 0;
   private drainWaiters: (() => void)[] = [];
+  /** Executors waiting for the buffer to have room (onceAccepting while isFull). */
+  private roomWaiters: (() => void)[] = [];
   private settleWaiters: (() => void)[] = [];
   private lastMs = 0;
   private lastStamp = '';
@@ -116,9 +129,27 @@ export class EventPublisher {
     else for (const piece of splitLine(line)) this.addLine(stream, piece);
   }
 
-  /** False while a further line would be dropped: the executor may then call droppedLine() instead of line(). */
+  /**
+   * False while a further line would be dropped, or with the archive on, would have to wait: the
+   * executor then calls droppedLine() instead of line(), or if holding(), waits for onceAccepting().
+   */
   accepting(): boolean {
-    return !this.isFull();
+    if (this.isFull()) return false;
+    const budget = this.options.budget;
+    return !budget?.connected || budget.hasRoom();
+  }
+
+  /** When accepting() is false: true if the line must wait (archive on, Redis reachable), false if it is dropped. */
+  holding(): boolean {
+    return this.options.budget?.connected === true;
+  }
+
+  /** Calls `callback` once when accepting() may be true again (or holding() false). */
+  onceAccepting(callback: () => void): void {
+    if (this.accepting() || !this.holding()) queueMicrotask(callback);
+    else if (this.isFull()) this.roomWaiters.push(callback);
+    else if (this.options.budget) this.options.budget.onRoom(callback);
+    else queueMicrotask(callback);
   }
 
   /** A line the executor did not decode because accepting() said it would be dropped; it still takes a seq. */
@@ -259,6 +290,7 @@ export class EventPublisher {
   private enqueue(event: StepEvent, control: boolean): void {
     this.queue.push(event);
     this.queuedBytes += sizeOf(event);
+    this.options.budget?.added();
     if (control) return;
     if (this.queue.length >= this.batchLines) this.flushSoon(true);
     else this.flushSoon(false);
@@ -310,25 +342,49 @@ export class EventPublisher {
 
   private async write(batch: StepEvent[]): Promise<void> {
     if (batch.length === 0) return;
-    const { redis, key, log, auth } = this.options;
+    const { redis, key, log, auth, budget } = this.options;
+    let length: number | undefined;
+    let lost = 0;
     const send = async () => {
       const pipeline = redis.pipeline();
       for (const event of batch) this.appendXadd(pipeline, event);
+      // The stream's length right after this batch: what the budget measures room by.
+      if (budget) pipeline.xlen(key);
       const replies = await pipeline.exec();
       const failed = replies?.find(([err]) => err);
       // A refusal of our credentials rejects every command of the pipeline, so none was
       // written: throwing it lets the clock send the whole batch again once we are let in.
       if (failed && auth && isAuthError(failed[0])) throw failed[0];
       if (failed) log.warn('event write failed', { key, error: String(failed[0]) });
+      if (!budget || !replies) return;
+      const last = replies[batch.length];
+      if (last && !last[0] && typeof last[1] === 'number') length = last[1];
+      lost = replies.filter(([err], i) => err && i < batch.length && isLine(batch[i])).length;
     };
     try {
       await (auth ? auth.retry(send) : send());
     } catch (err) {
       log.warn('event write failed', { key, error: (err as Error).message });
+      if (budget) lost = batch.filter(isLine).length;
     }
+    if (!budget) return;
+    // With the archive on a follower and the archive must be told: the lines took their seqs
+    // but are not in the stream, so the step's droppedLines counts them.
+    this.dropped += lost;
+    budget.settled(batch.length, length);
   }
 
   private afterFlush(): void {
+    this.continueFlushing();
+    // Last, so that an executor resumed here finds the next writes already under way.
+    if (this.roomWaiters.length > 0 && !this.isFull()) {
+      const waiting = this.roomWaiters;
+      this.roomWaiters = [];
+      for (const callback of waiting) callback();
+    }
+  }
+
+  private continueFlushing(): void {
     const settled = this.settleWaiters;
     this.settleWaiters = [];
     for (const resolve of settled) resolve();
@@ -349,6 +405,10 @@ export class EventPublisher {
     }
     if (this.queue.length > 0) this.flushSoon(false);
   }
+}
+
+function isLine(event: StepEvent | undefined): boolean {
+  return event?.kind === 'stdout' || event?.kind === 'stderr';
 }
 
 /** Bytes an event will take on the wire, roughly: the line plus the JSON around it. */

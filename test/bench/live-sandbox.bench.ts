@@ -9,21 +9,17 @@
  *    against one sandbox alone doing the same: p50/p99 latency, and Redis connections used.
  *
  * 3. A shell session's round trip against a bare bash over a pipe with a marker (goal +2 ms at p50).
- * 4. Upload and download MB/s of a tree against a plain `cp -r` on the same host (goal >= 0.5x).
  *
- *   npm run build && npx vite-node test/bench/live-sandbox.bench.ts [rounds] [sandboxes] [seconds] [MB]
+ * Upload and download rates are test/bench/transfer.bench.ts (both backends).
+ *
+ *   npm run build && npx vite-node test/bench/live-sandbox.bench.ts [rounds] [sandboxes] [seconds]
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { spawn } from 'node:child_process';
 import { SandstreamClient } from '@sandstream/client';
 import {
-  type RunningService,
   repoRoot,
   startRedisServer,
-  startService,
+  startServices,
   summarize,
   uniqueNamespace,
 } from '@sandstream/test-support';
@@ -32,7 +28,6 @@ import { Redis } from 'ioredis';
 const ROUNDS = Number(process.argv[2] ?? 300);
 const SANDBOXES = Number(process.argv[3] ?? 100);
 const SECONDS = Number(process.argv[4] ?? 20);
-const TRANSFER_MB = Number(process.argv[5] ?? 200);
 
 const ms = (n: number) => `${n.toFixed(2)} ms`;
 
@@ -168,38 +163,6 @@ async function shellRoundTrips(client: SandstreamClient, id: string, rounds: num
   return latencies;
 }
 
-/** Upload and download of a tree of `megabytes` MB (1 MB files), against a plain `cp -r` of it. */
-async function transferRates(client: SandstreamClient, id: string, megabytes: number) {
-  const dir = mkdtempSync(join(tmpdir(), 'sandstream-xfer-bench-'));
-  const tree = join(dir, 'tree');
-  mkdirSync(tree);
-  for (let i = 0; i < megabytes; i++) writeFileSync(join(tree, `f${i}.bin`), randomBytes(1024 * 1024));
-  const sandbox = await client.sandboxes.create({ id, image: 'none' });
-  try {
-    const rate = (ms: number) => megabytes / (ms / 1000);
-    let t = performance.now();
-    execFileSync('cp', ['-r', tree, join(dir, 'copy')]);
-    const copy = rate(performance.now() - t);
-    t = performance.now();
-    await sandbox.files.upload(tree, '/tmp/bench-in');
-    const upload = rate(performance.now() - t);
-    t = performance.now();
-    await sandbox.files.downloadTo('/tmp/bench-in/tree', join(dir, 'back'));
-    const download = rate(performance.now() - t);
-    // The round trip must give back the same bytes, file by file.
-    for (let i = 0; i < megabytes; i++) {
-      const name = `f${i}.bin`;
-      if (!readFileSync(join(tree, name)).equals(readFileSync(join(dir, 'back', 'tree', name)))) {
-        throw new Error(`${name} came back different`);
-      }
-    }
-    return { copy, upload, download };
-  } finally {
-    await sandbox.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
-
 async function connectedClients(redis: Redis): Promise<number> {
   const info = await redis.info('clients');
   return Number(/connected_clients:(\d+)/.exec(info)?.[1] ?? Number.NaN);
@@ -216,10 +179,7 @@ async function main(): Promise<void> {
     SCHEDULER_TENANT_SLOTS: String(SANDBOXES + 8),
     LOG_LEVEL: 'warn',
   };
-  const services: RunningService[] = [];
-  for (const name of ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper'] as const) {
-    services.push(await startService(name, env));
-  }
+  const services = await startServices(env);
   const redis = new Redis(own.url);
   const client = new SandstreamClient({ redis, namespace });
   try {
@@ -250,13 +210,6 @@ async function main(): Promise<void> {
     console.log(`  bare bash over a pipe with a marker: p50 ${ms(bare.p50)}  p99 ${ms(bare.p99)}`);
     console.log(`  sandbox.shell().run:                 p50 ${ms(shell.p50)}  p99 ${ms(shell.p99)}`);
     console.log(`  difference at p50 ${ms(shell.p50 - bare.p50)} (goal <= +2 ms)`);
-
-    const rates = await transferRates(client, `${namespace}-xfer`, TRANSFER_MB);
-    const mbs = (n: number) => `${n.toFixed(0)} MB/s`;
-    console.log(`a ${TRANSFER_MB} MB tree (1 MB files): plain cp -r ${mbs(rates.copy)}`);
-    console.log(
-      `  upload ${mbs(rates.upload)} (${(rates.upload / rates.copy).toFixed(2)}x), download ${mbs(rates.download)} (${(rates.download / rates.copy).toFixed(2)}x) (goal >= 0.5x)`,
-    );
 
     const before = await connectedClients(redis);
     const single = summarize(await oncePerSecond(client, `${namespace}-one`, 1, SECONDS));

@@ -6,13 +6,7 @@
  *   npx tsc -b && npx vite-node test/bench/throughput.bench.ts [jobs]
  */
 import { SandstreamClient } from '@sandstream/client';
-import {
-  percentile,
-  type RunningService,
-  startRedisServer,
-  startService,
-  uniqueNamespace,
-} from '@sandstream/test-support';
+import { percentile, startRedisServer, startServices, uniqueNamespace } from '@sandstream/test-support';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { runOneStepJobs } from '../helpers/one-step-jobs.js';
@@ -64,10 +58,7 @@ async function main(): Promise<void> {
     SCHEDULER_TENANT_SLOTS: '16',
     LOG_LEVEL: 'warn',
   };
-  const services: RunningService[] = [];
-  for (const name of ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper'] as const) {
-    services.push(await startService(name, env));
-  }
+  const services = await startServices(env);
   const redis = new Redis(own.url);
   const client = new SandstreamClient({ redis, namespace });
 

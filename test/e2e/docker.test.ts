@@ -16,6 +16,9 @@ describe.skipIf(!carrier && process.env.CI !== 'true')('pipeline smoke on the Do
       label: 'dock',
       env: {
         SANDBOX_TYPE: 'docker',
+        // The shared test Redis: loopback only, open `default` user (isolation: docker-reach.test.ts).
+        SANDSTREAM_DOCKER_NETWORK: 'host',
+        SANDSTREAM_ALLOW_OPEN_REDIS: '1',
         SANDSTREAM_AGENT_CARRIER_IMAGE: carrier ?? 'sandstream/agent-carrier:dev',
       },
     });

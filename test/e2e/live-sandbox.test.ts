@@ -1,7 +1,20 @@
+import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { SandboxSpecError } from '@sandstream/bus';
 import {
   CommandCancelledError,
@@ -12,12 +25,15 @@ import {
   SandstreamClient,
   SandstreamOptionsError,
 } from '@sandstream/client';
-import { findCarrierImage, testRedisUrl } from '@sandstream/test-support';
+import { repoRoot, testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const redisUrl = testRedisUrl();
+/** A client in a process of its own (test/helpers/process-follower.ts), run from TypeScript. */
+const followerScript = `${repoRoot}test/helpers/process-follower.ts`;
 
+import { liveBackends } from '../helpers/live-backends.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // Live sandboxes end to end: the four services as processes, driven only through the SDK as an
@@ -36,30 +52,59 @@ async function until(
   }
 }
 
-interface Backend {
-  name: string;
-  image: string;
-  env: Record<string, string>;
-  /** The full tour; other backends run the tool loop and the abort, which exercise what differs. */
-  full: boolean;
-}
-
-const backends: Backend[] = [{ name: 'in-process', image: 'debian:bookworm-slim', env: {}, full: true }];
-const carrier = findCarrierImage();
-if (carrier || process.env.CI === 'true') {
-  backends.push({
-    name: 'docker',
-    image: process.env.SANDSTREAM_TEST_IMAGE_DEBIAN ?? 'sandstream/debian:bookworm',
-    env: {
-      SANDBOX_TYPE: 'docker',
-      SANDSTREAM_AGENT_CARRIER_IMAGE: carrier ?? 'sandstream/agent-carrier:dev',
-    },
-    full: false,
-  });
-}
+/** The full tour runs in-process; Docker runs the tool loop and the abort, which exercise what differs. */
+const backends = liveBackends().map((backend) => ({ ...backend, full: backend.name === 'in-process' }));
 
 function sha256(file: string): string {
   return createHash('sha256').update(readFileSync(file)).digest('hex');
+}
+
+/**
+ * A repository-like tree of about 200 MB of random bytes: 1,200 source files of 1–256 KiB under
+ * nested directories, four 25 MiB blobs, an executable script, an empty file and directory, a
+ * relative symlink. Returns its file bytes.
+ */
+function writeRepository(root: string): number {
+  let bytes = 0;
+  const file = (path: string, data: Buffer | string, mode = 0o644) => {
+    writeFileSync(path, data, { mode });
+    chmodSync(path, mode); // past the umask
+    bytes += data.length;
+  };
+  for (let i = 0; i < 1200; i++) {
+    const dir = join(root, 'src', `pkg${i % 12}`, `mod${i % 5}`);
+    mkdirSync(dir, { recursive: true });
+    file(join(dir, `file${i}.ts`), randomBytes(1024 + ((i * 7919) % (255 * 1024))));
+  }
+  mkdirSync(join(root, 'assets'));
+  for (let i = 0; i < 4; i++) file(join(root, 'assets', `blob${i}.bin`), randomBytes(25 * 1024 * 1024));
+  mkdirSync(join(root, 'bin'));
+  file(join(root, 'bin', 'build.sh'), '#!/bin/sh\necho built\n', 0o755);
+  file(join(root, 'read-only.txt'), 'do not edit\n', 0o444);
+  file(join(root, 'empty'), '');
+  mkdirSync(join(root, 'empty-dir'));
+  symlinkSync('src/pkg0/mod0/file0.ts', join(root, 'link-to-source'));
+  return bytes;
+}
+
+/** Every entry under `root` by relative path: its kind and permission bits, and its sha256 or link target. */
+function treeOf(root: string): Record<string, string> {
+  const entries: Record<string, string> = {};
+  const walk = (dir: string, prefix: string) => {
+    for (const name of readdirSync(dir).sort()) {
+      const path = join(dir, name);
+      const rel = `${prefix}${name}`;
+      const st = lstatSync(path);
+      const mode = (st.mode & 0o7777).toString(8);
+      if (st.isSymbolicLink()) entries[rel] = `symlink -> ${readlinkSync(path)}`;
+      else if (st.isDirectory()) {
+        entries[rel] = `dir ${mode}`;
+        walk(path, `${rel}/`);
+      } else entries[rel] = `file ${mode} ${st.size} ${sha256(path)}`;
+    }
+  };
+  walk(root, '');
+  return entries;
 }
 
 function isAlive(pid: number): boolean {
@@ -179,7 +224,9 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
       const sent = await sandbox.files.upload(tree, '/tmp/in');
       expect(sent).toMatchObject({ files: 2 });
       expect(sent.bytes).toBeGreaterThan(3 * 1024 * 1024);
-      expect((await sandbox.exec('cat /tmp/in/repo/src/deep/a.txt')).stdout).toBe('alpha\n');
+      // In-process, file steps are confined to the job's directory, where /tmp/in is tmp/in.
+      const landed = name === 'in-process' ? 'tmp/in' : '/tmp/in';
+      expect((await sandbox.exec(`cat ${landed}/repo/src/deep/a.txt`)).stdout).toBe('alpha\n');
       const back = join(local, 'back');
       await sandbox.files.downloadTo('/tmp/in/repo', back);
       expect(sha256(join(back, 'repo', 'blob.bin'))).toBe(sha256(join(tree, 'blob.bin')));
@@ -192,6 +239,28 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
       rmSync(local, { recursive: true, force: true });
     }
   });
+
+  it.runIf(full)(
+    'a 200 MB repository goes in and comes back with the same checksums, modes and links',
+    async () => {
+      await using sandbox = await stack.client.sandboxes.create({ id: id('repo'), image });
+      const local = mkdtempSync(join(tmpdir(), 'sandstream-repo-'));
+      try {
+        const repo = join(local, 'repo');
+        const bytes = writeRepository(repo);
+        expect(bytes).toBeGreaterThan(200 * 1000 * 1000);
+        const sent = await sandbox.files.upload(repo, 'in');
+        expect(sent.files).toBe(Object.values(treeOf(repo)).filter((e) => e.startsWith('file')).length);
+        expect(sent.bytes).toBeGreaterThan(bytes);
+        const back = join(local, 'back');
+        await sandbox.files.downloadTo('in/repo', back);
+        expect(treeOf(join(back, 'repo'))).toEqual(treeOf(repo));
+      } finally {
+        rmSync(local, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
 
   it.runIf(full)(
     'streams output through callbacks and an async iterator, and reports exit codes and stderr',
@@ -314,6 +383,59 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
     },
   );
 
+  it('follows a background process by id after the client that started it was killed -9: from its start, live, to its end', async () => {
+    await using sandbox = await stack.client.sandboxes.create({ id: id('reattach'), image });
+    // It prints three lines, then waits for a file the test writes after reattaching.
+    const script =
+      'for i in 1 2 3; do echo early $i; done; until [ -e go ]; do sleep 0.1; done; echo late; exit 7';
+    const first = spawn(`${repoRoot}node_modules/.bin/vite-node`, [followerScript, sandbox.id, script], {
+      env: { ...process.env, REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: stack.namespace },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      first.once('exit', (_, signal) => resolve(signal)),
+    );
+    const printed: string[] = [];
+    let errors = '';
+    first.stderr.on('data', (data: Buffer) => {
+      errors += data.toString();
+    });
+    createInterface({ input: first.stdout }).on('line', (line) => printed.push(line));
+    try {
+      // That client follows the process in its own OS process, and is killed mid-follow.
+      await until(
+        `the first client follows the process (it printed ${JSON.stringify(printed)}, ${errors})`,
+        () => printed.includes('stdout early 3'),
+      );
+      first.kill('SIGKILL');
+      expect(await exited).toBe('SIGKILL');
+    } finally {
+      first.kill('SIGKILL');
+    }
+    expect(printed[0]).toMatch(/^id cmd-\d+$/);
+    expect(printed.slice(1)).toEqual(['stdout early 1', 'stdout early 2', 'stdout early 3']);
+    const processId = (printed[0] as string).replace(/^id /, '');
+    // The process outlives its client; this client knows it by id only.
+    expect((await sandbox.processes.list()).map((p) => p.id)).toEqual([processId]);
+    const lines: string[] = [];
+    const followed = sandbox.processes.get(processId).follow({ onStdout: (line) => lines.push(line) });
+    let settled = false;
+    followed.then(
+      () => {
+        settled = true;
+      },
+      () => {
+        settled = true;
+      },
+    );
+    // Its output from the start, then nothing more until it goes on: the follow is live.
+    await expect.poll(() => lines).toEqual(['early 1', 'early 2', 'early 3']);
+    expect(settled).toBe(false);
+    await sandbox.exec(['touch', 'go']);
+    expect(await followed).toMatchObject({ exitCode: 7, stdout: 'early 1\nearly 2\nearly 3\nlate\n' });
+    expect(lines).toEqual(['early 1', 'early 2', 'early 3', 'late']);
+  });
+
   it.runIf(full)(
     'kills a background process by id with the signal asked for; refuses an id taken by another tenant',
     async () => {
@@ -333,6 +455,27 @@ describe.each(backends)('live sandboxes ($name backend)', ({ image, env, full, n
       ).rejects.toBeInstanceOf(SandboxConflictError);
       // The same request again is the same sandbox (a retried create).
       expect((await stack.client.sandboxes.create({ id: sandbox.id, image })).id).toBe(sandbox.id);
+    },
+  );
+
+  it.runIf(full)(
+    'in-process, file steps stay inside the job directory; run steps are not confined',
+    async () => {
+      await using sandbox = await stack.client.sandboxes.create({ id: id('confine'), image });
+      const workspace = (await sandbox.exec(['pwd'])).stdout.trim();
+      // An absolute path resolves inside the job directory, as in a chroot; `..` stops at it.
+      expect(await sandbox.files.write('/etc/confined.txt', 'inside\n')).toBe(7);
+      expect((await sandbox.exec(['cat', `${workspace}/etc/confined.txt`])).stdout).toBe('inside\n');
+      expect(await sandbox.files.read('../../../etc/confined.txt')).toBe('inside\n');
+      await expect(sandbox.files.read('/etc/hostname')).rejects.toThrow(/does not exist/);
+      // A link out of the job directory is refused by name, for reads and writes alike.
+      await sandbox.exec(['ln', '-s', '/etc', 'host-etc']);
+      await expect(sandbox.files.read('host-etc/hostname')).rejects.toThrow(
+        /leads out of the sandbox's directory/,
+      );
+      await expect(sandbox.files.write('host-etc/evil', 'x')).rejects.toThrow(/leads out/);
+      // A run step is a process of this user: it reads the host's /etc (the backend is no boundary).
+      expect((await sandbox.exec(['cat', '/etc/hostname'])).exitCode).toBe(0);
     },
   );
 

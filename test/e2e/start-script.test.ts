@@ -2,21 +2,27 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { logArchiveNames } from '@sandstream/bus';
 import { freePort, repoRoot, testRedisUrl, uniqueNamespace } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
+import { connect as connectNats } from 'nats';
 import { describe, expect, it, vi } from 'vitest';
 
 // `npm start` as a user runs it: four services up, hello.yaml streamed, Ctrl-C stops all.
 describe('npm start (scripts/start.mjs)', () => {
   it('starts the services, runs examples/hello.yaml and stops everything on SIGINT', async () => {
     const namespace = uniqueNamespace('start');
+    // Its embedded NATS keeps its store here, not in the user's .cache.
+    const cacheDir = mkdtempSync(join(tmpdir(), 'sandstream-start-cache-'));
+    const { NATS_URL: _noNats, ...parentEnv } = process.env;
     const child = spawn(
       process.execPath,
       [join(repoRoot, 'scripts/start.mjs'), '--namespace', namespace, '--scale', 'dispatcher=2'],
       {
         cwd: repoRoot,
         env: {
-          ...process.env,
+          ...parentEnv,
+          SANDSTREAM_CACHE_DIR: cacheDir,
           REDIS_URL: testRedisUrl(),
           SANDBOX_TYPE: 'inprocess',
           SANDSTREAM_SKIP_BOOTSTRAP: '1',
@@ -47,14 +53,22 @@ describe('npm start (scripts/start.mjs)', () => {
     for (const name of ['scheduler', 'pod-lifecycle', 'step-dispatcher#1', 'step-dispatcher#2', 'reaper']) {
       expect(out).toContain(`  ${name}: exited 0`);
     }
+    expect(out).toContain('  embedded NATS: exited 0');
+    rmSync(cacheDir, { recursive: true, force: true });
   }, 240_000);
 
-  it('without REDIS_URL runs its own Redis that the CLI finds with no flags, and gives each process its own metrics port', async () => {
+  it('without REDIS_URL and NATS_URL runs its own Redis and NATS (log archive on) that the CLI finds with no flags, and gives each process its own metrics port', async () => {
     const home = mkdtempSync(join(tmpdir(), 'sandstream-start-'));
     const cacheDir = join(home, '.cache');
     const namespace = uniqueNamespace('start-own');
     const metricsBase = await freePort();
-    const { REDIS_URL: _ignored, SANDSTREAM_NAMESPACE: _alsoIgnored, ...env } = process.env;
+    const {
+      REDIS_URL: _ignored,
+      SANDSTREAM_NAMESPACE: _alsoIgnored,
+      NATS_URL: _noNats,
+      LOG_ARCHIVE: _noArchiveSetting,
+      ...env
+    } = process.env;
     const child = spawn(
       process.execPath,
       [join(repoRoot, 'scripts/start.mjs'), '--namespace', namespace, '--scale', 'dispatcher=2', '--no-job'],
@@ -85,8 +99,14 @@ describe('npm start (scripts/start.mjs)', () => {
       // local.json: the URL with the admin credentials, for its owner's eyes only.
       const file = join(cacheDir, 'sandstream', 'local.json');
       expect(statSync(file).mode & 0o777).toBe(0o600);
-      const local = JSON.parse(readFileSync(file, 'utf8')) as { redisUrl: string; namespace: string };
+      const local = JSON.parse(readFileSync(file, 'utf8')) as {
+        redisUrl: string;
+        namespace: string;
+        natsUrl: string;
+      };
       expect(local.namespace).toBe(namespace);
+      const natsPort = Number(/NATS: embedded, 127\.0\.0\.1:(\d+)/.exec(out)?.[1]);
+      expect(local.natsUrl).toBe(`nats://127.0.0.1:${natsPort}`);
 
       // No way in without the password; AOF on, fsynced every second.
       const anonymous = new Redis({
@@ -128,10 +148,33 @@ describe('npm start (scripts/start.mjs)', () => {
       );
       expect(cli.stderr + cli.stdout).toContain('hello from sandstream');
       expect(cli.status).toBe(0);
+
+      // The reaper archived the job's output into the embedded NATS, through to its final message.
+      const nats = await connectNats({ servers: local.natsUrl });
+      try {
+        const jsm = await nats.jetstreamManager();
+        const stream = logArchiveNames({ namespace }).stream;
+        await expect
+          .poll(
+            async () => {
+              const info = await jsm.streams.info(stream, { subjects_filter: '>' }).catch(() => undefined);
+              const subjects = Object.keys(info?.state.subjects ?? {});
+              const last = await Promise.all(
+                subjects.map((s) => jsm.streams.getMessage(stream, { last_by_subj: s })),
+              );
+              return last.some((m) => m.header.get('Sandstream-Complete') === '1');
+            },
+            { timeout: 60_000, interval: 500 },
+          )
+          .toBe(true);
+      } finally {
+        await nats.close();
+      }
     } finally {
       child.kill('SIGINT');
     }
     expect(await exited).toBe(0);
+    expect(out).toContain('  embedded NATS: exited 0');
     expect(out).toContain('  embedded Redis: exited 0');
     expect(existsSync(join(cacheDir, 'sandstream', 'local.json'))).toBe(false);
     rmSync(home, { recursive: true, force: true });

@@ -5,6 +5,7 @@ import {
   deleteNamespaceKeys,
   pollUntil,
   type RunningService,
+  SERVICE_NAMES,
   type ServiceName,
   startService,
   testRedisUrl,
@@ -12,13 +13,6 @@ import {
 } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { type Cluster, Redis } from 'ioredis';
-
-export const SERVICE_NAMES: readonly ServiceName[] = [
-  'scheduler',
-  'pod-lifecycle',
-  'step-dispatcher',
-  'reaper',
-];
 
 export interface Stack {
   namespace: string;

@@ -1,4 +1,5 @@
 import type { EventEmitter } from 'node:events';
+import type { TerminalSize } from './spawner-protocol.js';
 
 /** What a run step asks for: Node's spawn(file, args, { cwd, env }) with the agent's fixed stdio. */
 export interface LaunchRequest {
@@ -9,6 +10,12 @@ export interface LaunchRequest {
   env: Readonly<Record<string, string>>;
   /** A file the child reads as its stdin; absent: /dev/null. */
   stdinPath?: string | undefined;
+  /**
+   * Run it on a pseudo-terminal of this size (its stdin, stdout and stderr, and its controlling
+   * terminal): output arrives as 'stdout' only, input goes through writeInput. Only the native
+   * spawner can; the Node launcher refuses it.
+   */
+  terminal?: TerminalSize | undefined;
 }
 
 /** The events of a launched process, in the order a ChildProcess emits their counterparts. */
@@ -34,6 +41,18 @@ export interface StepProcess extends EventEmitter<StepProcessEvents> {
   readonly pid: number | undefined;
   /** Stop reading its output: whoever still holds the pipes gets EPIPE, not the agent's memory. */
   closeOutput(): void;
+  /**
+   * Back-pressure: stop reading its output, so the process blocks once its pipe is full. A few
+   * chunks already on their way may still arrive afterwards; the caller holds them. Exit is
+   * still reported while paused, 'close' only after resumeOutput (the pipes end when drained).
+   */
+  pauseOutput(): void;
+  /** Reads its output again after pauseOutput. */
+  resumeOutput(): void;
+  /** A terminal's input, as typed (a Ctrl-C is the byte 0x03). Ignored for a process on pipes. */
+  writeInput(data: Buffer): void;
+  /** A terminal's new window size. Ignored for a process on pipes. */
+  resize(size: TerminalSize): void;
 }
 
 /** Starts run steps' processes. Implementations: Node's child_process, or the native spawner. */

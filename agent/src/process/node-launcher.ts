@@ -12,6 +12,11 @@ export class NodeLauncher implements ProcessLauncher {
   readonly name = 'node';
 
   launch(request: LaunchRequest): StepProcess {
+    if (request.terminal) {
+      throw new TerminalUnsupportedError(
+        'a terminal needs the sandstream-spawner helper, which this agent runs without (--spawner none, or no helper built for it)',
+      );
+    }
     // Throws synchronously for what Node validates up front (NUL bytes, some bad cwds).
     // The step's stdin file is opened here and handed over as the child's fd 0, then closed.
     const stdin = request.stdinPath === undefined ? 'ignore' : openSync(request.stdinPath, 'r');
@@ -30,6 +35,11 @@ export class NodeLauncher implements ProcessLauncher {
   }
 
   close(): void {}
+}
+
+/** A terminal asked of a launcher that cannot give one. */
+export class TerminalUnsupportedError extends Error {
+  readonly code = 'ENOTTY';
 }
 
 class NodeStepProcess extends EventEmitter<StepProcessEvents> implements StepProcess {
@@ -54,4 +64,19 @@ class NodeStepProcess extends EventEmitter<StepProcessEvents> implements StepPro
     this.child.stdout?.destroy();
     this.child.stderr?.destroy();
   }
+
+  pauseOutput(): void {
+    // A paused Readable stops calling read() on the pipe once its buffer is full (~64 KiB).
+    this.child.stdout?.pause();
+    this.child.stderr?.pause();
+  }
+
+  resumeOutput(): void {
+    this.child.stdout?.resume();
+    this.child.stderr?.resume();
+  }
+
+  writeInput(): void {}
+
+  resize(): void {}
 }

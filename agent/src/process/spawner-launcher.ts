@@ -12,10 +12,15 @@ import {
 import {
   EventType,
   encodeCloseOutput,
+  encodeInput,
+  encodePauseOutput,
   encodePing,
+  encodeResize,
+  encodeResumeOutput,
   encodeSpawn,
   FrameReader,
   type SpawnerEvent,
+  type TerminalSize,
 } from './spawner-protocol.js';
 
 /**
@@ -110,8 +115,17 @@ export class SpawnerLauncher implements ProcessLauncher {
       argv: [request.file, ...request.args],
       env: Object.entries(request.env).map(([name, value]) => `${name}=${value}`),
       stdinPath: request.stdinPath,
+      terminal: request.terminal,
     });
-    const proc = new SpawnedProcess(request, () => this.closeOutput(helper, id));
+    const send = (frame: Buffer) => {
+      if (helper.lostBecause === null && helper.processes.has(id)) helper.child.stdin?.write(frame);
+    };
+    const proc = new SpawnedProcess(request, () => this.closeOutput(helper, id), {
+      input: (data) => send(encodeInput(id, data)),
+      resize: (size) => send(encodeResize(id, size)),
+      pause: () => send(encodePauseOutput(id)),
+      resume: () => send(encodeResumeOutput(id)),
+    });
     helper.processes.set(id, proc);
     helper.child.stdin?.write(frame);
     return proc;
@@ -211,6 +225,9 @@ export class SpawnerLauncher implements ProcessLauncher {
 
 class UnknownEventError extends Error {}
 
+/** Terminal input per INPUT frame: keystrokes are small, a paste is cut up. */
+const INPUT_FRAME_BYTES = 64 * 1024;
+
 function dispatch(proc: SpawnedProcess, event: SpawnerEvent): void {
   switch (event.type) {
     case EventType.spawned:
@@ -250,8 +267,34 @@ class SpawnedProcess extends EventEmitter<StepProcessEvents> implements StepProc
   constructor(
     private readonly request: LaunchRequest,
     private readonly requestCloseOutput: () => void,
+    private readonly requests: {
+      input(data: Buffer): void;
+      resize(size: TerminalSize): void;
+      pause(): void;
+      resume(): void;
+    },
   ) {
     super();
+  }
+
+  pauseOutput(): void {
+    if (!this.outputClosed && !this.closed) this.requests.pause();
+  }
+
+  resumeOutput(): void {
+    if (!this.outputClosed && !this.closed) this.requests.resume();
+  }
+
+  writeInput(data: Buffer): void {
+    if (!this.request.terminal || this.exited || this.outputClosed) return;
+    // The helper takes at most a frame's worth at a time; larger input goes in pieces.
+    for (let at = 0; at < data.length; at += INPUT_FRAME_BYTES) {
+      this.requests.input(data.subarray(at, at + INPUT_FRAME_BYTES));
+    }
+  }
+
+  resize(size: TerminalSize): void {
+    if (this.request.terminal && !this.exited && !this.outputClosed) this.requests.resize(size);
   }
 
   spawned(pid: number): void {

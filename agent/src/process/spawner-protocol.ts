@@ -6,7 +6,16 @@
  *
  * and a string inside a payload is a u32 byte length followed by its UTF-8 bytes.
  */
-export const RequestType = { spawn: 1, closeOutput: 2, ping: 3 } as const;
+export const RequestType = {
+  spawn: 1,
+  closeOutput: 2,
+  ping: 3,
+  spawnTty: 4,
+  input: 5,
+  resize: 6,
+  pauseOutput: 7,
+  resumeOutput: 8,
+} as const;
 
 export const EventType = {
   spawned: 1,
@@ -35,13 +44,24 @@ export interface SpawnRequestFields {
   env: readonly string[];
   /** A file the child reads as stdin (absent: /dev/null). Sent after env, so older helpers' frames stay valid. */
   stdinPath?: string | undefined;
+  /** Run it on a pseudo-terminal of this size instead of pipes (SPAWN_TTY; no stdinPath). */
+  terminal?: TerminalSize | undefined;
 }
 
-/** SPAWN: string file, string cwd, u32 argc + argc strings, u32 envc + envc strings [, string stdin path]. */
+export interface TerminalSize {
+  cols: number;
+  rows: number;
+}
+
+/**
+ * SPAWN: string file, string cwd, u32 argc + argc strings, u32 envc + envc strings [, string stdin
+ * path]. SPAWN_TTY: u32 cols, u32 rows, then the same without the stdin path.
+ */
 export function encodeSpawn(id: number, fields: SpawnRequestFields): Buffer {
-  const stdin = fields.stdinPath ? [fields.stdinPath] : [];
+  const terminal = fields.terminal;
+  const stdin = fields.stdinPath && !terminal ? [fields.stdinPath] : [];
   const strings = [fields.file, fields.cwd, ...fields.argv, ...fields.env, ...stdin];
-  let size = HEADER_BYTES + 8;
+  let size = HEADER_BYTES + 8 + (terminal ? 8 : 0);
   for (const s of strings) size += 4 + Buffer.byteLength(s, 'utf8');
   if (size - 4 > MAX_REQUEST_BYTES) {
     throw new RangeError(
@@ -49,7 +69,12 @@ export function encodeSpawn(id: number, fields: SpawnRequestFields): Buffer {
     );
   }
   const frame = Buffer.allocUnsafe(size);
-  let at = header(frame, size, RequestType.spawn, id);
+  let at = header(frame, size, terminal ? RequestType.spawnTty : RequestType.spawn, id);
+  if (terminal) {
+    frame.writeUInt32LE(terminal.cols, at);
+    frame.writeUInt32LE(terminal.rows, at + 4);
+    at += 8;
+  }
   const string = (s: string) => {
     const length = frame.write(s, at + 4, 'utf8');
     frame.writeUInt32LE(length, at);
@@ -65,6 +90,35 @@ export function encodeSpawn(id: number, fields: SpawnRequestFields): Buffer {
   for (const entry of fields.env) string(entry);
   for (const path of stdin) string(path);
   return frame;
+}
+
+/** INPUT: bytes for a terminal's input (the helper keeps at most 1 MiB it could not write yet). */
+export function encodeInput(id: number, data: Buffer): Buffer {
+  const frame = Buffer.allocUnsafe(HEADER_BYTES + data.length);
+  header(frame, frame.length, RequestType.input, id);
+  data.copy(frame, HEADER_BYTES);
+  return frame;
+}
+
+/** RESIZE: u32 cols, u32 rows of a terminal (its foreground group gets SIGWINCH). */
+export function encodeResize(id: number, size: TerminalSize): Buffer {
+  const frame = Buffer.allocUnsafe(HEADER_BYTES + 8);
+  header(frame, frame.length, RequestType.resize, id);
+  frame.writeUInt32LE(size.cols, HEADER_BYTES);
+  frame.writeUInt32LE(size.rows, HEADER_BYTES + 4);
+  return frame;
+}
+
+/**
+ * PAUSE_OUTPUT: the helper stops reading this child's output (its fds leave epoll), so the child
+ * blocks on its own full pipe while every other child goes on. RESUME_OUTPUT undoes it.
+ */
+export function encodePauseOutput(id: number): Buffer {
+  return emptyRequest(RequestType.pauseOutput, id);
+}
+
+export function encodeResumeOutput(id: number): Buffer {
+  return emptyRequest(RequestType.resumeOutput, id);
 }
 
 export function encodeCloseOutput(id: number): Buffer {

@@ -4,10 +4,13 @@ import { grepStep } from './grep-step.js';
 import { listFilesStep } from './list-files-step.js';
 import { failed } from './outcome.js';
 import { readFileStep } from './read-file-step.js';
+import { confinementFailure, resolveStepPath } from './resolve-path.js';
 import { runStep } from './run-step.js';
 import { ShellSessions } from './shell-sessions.js';
 import { statsStep } from './stats-step.js';
 import type { StepContext, StepOutcome } from './step-context.js';
+import type { TerminalChannel } from './terminal-channel.js';
+import { terminalStep } from './terminal-step.js';
 import type { TransferChannel } from './transfer-channel.js';
 import { downloadStep, uploadStep } from './transfer-steps.js';
 import { writeFileStep } from './write-file-step.js';
@@ -19,6 +22,8 @@ export interface StepExecutorOptions {
   launcher?: ProcessLauncher;
   /** Where upload and download steps stream their tar (the agent's Redis); without it they are refused. */
   transfers?: TransferChannel;
+  /** Where terminals read input and write output (the agent's Redis); without it they are refused. */
+  terminals?: TerminalChannel;
 }
 
 /**
@@ -31,12 +36,21 @@ export function createStepExecutor(options: StepExecutorOptions = {}): StepExecu
   const shells = new ShellSessions();
   return async (step, ctx) => {
     try {
+      const outside = await leavesConfinement(step, ctx);
+      if (outside) return outside;
       return await dispatch(step, ctx, options, shells);
     } catch (err) {
       const detail = err instanceof Error ? err.message : String(err);
       return failed('internal', `${step.kind} step failed unexpectedly: ${detail}`);
     }
   };
+}
+
+/** A confined agent's file step whose path leads out of its directory through a link: refused before it runs. */
+function leavesConfinement(step: Step, ctx: StepContext): Promise<StepOutcome | null> {
+  if (!ctx.confineFiles || !('path' in step) || typeof step.path !== 'string') return Promise.resolve(null);
+  const workingDirectory = 'workingDirectory' in step ? step.workingDirectory : null;
+  return confinementFailure(ctx, resolveStepPath(ctx, workingDirectory, step.path));
 }
 
 /** The executor with Node's own child_process for run steps. */
@@ -73,6 +87,13 @@ function dispatch(
       return step.kind === 'upload'
         ? uploadStep(step, ctx, options.transfers)
         : downloadStep(step, ctx, options.transfers);
+    case 'terminal':
+      if (!options.terminals || !options.launcher) {
+        return Promise.resolve(
+          failed('invalid_step', "terminal steps need the agent's Redis connection and its spawner"),
+        );
+      }
+      return terminalStep(step, ctx, { launcher: options.launcher, channel: options.terminals });
     case 'shutdown':
       return Promise.resolve(
         failed('invalid_step', 'shutdown steps are handled by the agent loop, not executed'),

@@ -22,7 +22,7 @@ export async function grepStep(
   ctx: StepContext,
   options: GrepOptions = {},
 ): Promise<StepOutcome> {
-  const root = resolveStepPath(ctx.baseDirectory, step.workingDirectory, step.path);
+  const root = resolveStepPath(ctx, step.workingDirectory, step.path);
   let isFile: boolean;
   try {
     const info = await stat(root);

@@ -111,4 +111,89 @@ describe('LineSplitter', () => {
       expect(dropped).toBe(2);
     });
   });
+
+  describe('with a gate that holds (back-pressure)', () => {
+    /** A splitter whose gate lets `budget` lines through, then holds until given more. */
+    function holding(max?: number) {
+      const kept: string[] = [];
+      let budget = 0;
+      let dropped = 0;
+      const splitter = new LineSplitter((l) => kept.push(l), max, {
+        accepting: () => kept.length < budget,
+        dropped: () => {
+          dropped += 1;
+        },
+        holding: () => true,
+      });
+      return {
+        splitter,
+        kept,
+        allow(n: number) {
+          budget = n;
+        },
+        dropped: () => dropped,
+      };
+    }
+
+    it('stops at the line the gate holds and resumes there, losing and repeating nothing', () => {
+      const input = ['1\n2\n3', '\n4\r\n5\n', `${'x'.repeat(20)}\n`, 'y'.repeat(30), '\n6'];
+      const all = split(input, 8);
+      const h = holding(8);
+      const results: boolean[] = [];
+      for (const chunk of input) results.push(h.splitter.push(Buffer.from(chunk)));
+      // Nothing allowed yet: the first chunk is held, the rest queue behind it.
+      expect(results).toEqual([false, false, false, false, false]);
+      expect(h.splitter.holding).toBe(true);
+      expect(h.kept).toEqual([]);
+      // Let the lines through a few at a time, as room comes.
+      for (let n = 1; !h.splitter.resume(); n += 3) {
+        h.allow(n);
+        expect(h.kept.length).toBeLessThanOrEqual(n);
+      }
+      h.splitter.end();
+      expect(h.kept).toEqual(all);
+      expect(h.dropped()).toBe(0);
+      expect(h.splitter.heldBytes).toBe(0);
+    });
+
+    it('holds in the middle of an over-long line without a newline, and cuts it the same way', () => {
+      const input = ['z'.repeat(50)];
+      const all = split(input, 8);
+      const h = holding(8);
+      h.allow(2);
+      expect(h.splitter.push(Buffer.from(input[0] as string))).toBe(false);
+      expect(h.kept).toEqual(all.slice(0, 2));
+      h.allow(100);
+      expect(h.splitter.resume()).toBe(true);
+      h.splitter.end();
+      expect(h.kept).toEqual(all);
+    });
+
+    it('counts what it holds as dropped when told to give up, piece by piece', () => {
+      const h = holding(8);
+      h.allow(1);
+      h.splitter.push(Buffer.from('a\nb\n'));
+      h.splitter.push(Buffer.from(`${'c'.repeat(20)}\nd`));
+      h.splitter.dropHeld();
+      // b, three pieces of the c line, and the unterminated d.
+      expect(h.kept).toEqual(['a']);
+      expect(h.dropped()).toBe(5);
+      expect(h.splitter.holding).toBe(false);
+    });
+
+    it('drops instead of holding while the gate says it is not holding (Redis unreachable)', () => {
+      const kept: string[] = [];
+      let dropped = 0;
+      const splitter = new LineSplitter((l) => kept.push(l), undefined, {
+        accepting: () => false,
+        dropped: () => {
+          dropped += 1;
+        },
+        holding: () => false,
+      });
+      expect(splitter.push(Buffer.from('1\n2\n'))).toBe(true);
+      expect(kept).toEqual([]);
+      expect(dropped).toBe(2);
+    });
+  });
 });

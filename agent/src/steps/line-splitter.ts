@@ -11,6 +11,11 @@ export interface LineGate {
   accepting(): boolean;
   /** Called instead of emit for a line (or a piece of an over-long line) that was not decoded. */
   dropped(): void;
+  /**
+   * Optional back-pressure: asked when accepting() is false. True means the line must wait, not
+   * be dropped: the splitter stops and holds the rest of its input until resume().
+   */
+  holding?(): boolean;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -29,6 +34,10 @@ const CR = 0x0d;
  * Lines are decoded straight from the chunk by offsets (no Buffer object per line), and while
  * the gate is closed they are only counted, piece by piece exactly as they would have been
  * emitted, so a follower's seq numbers are the same either way.
+ *
+ * A gate that is holding (back-pressure) stops the splitter before the next piece: push()
+ * returns false and keeps the unprocessed rest (and any chunk pushed meanwhile, in order) until
+ * resume(), which picks up at exactly that piece, so the numbering is the same as without a stop.
  */
 export class LineSplitter {
   private pending: Buffer = EMPTY;
@@ -44,13 +53,73 @@ export class LineSplitter {
     }
   }
 
-  push(chunk: Buffer): void {
+  /** Input not processed yet because the gate was holding, oldest first. */
+  private held: Buffer[] = [];
+
+  /** True while input waits for resume(). */
+  get holding(): boolean {
+    return this.held.length > 0;
+  }
+
+  /** Bytes waiting for resume() (tests and metrics). */
+  get heldBytes(): number {
+    let bytes = this.pending.length;
+    for (const chunk of this.held) bytes += chunk.length;
+    return bytes;
+  }
+
+  /**
+   * Splits a chunk. Returns false when the gate held it (part or all of it waits for resume());
+   * a chunk pushed while earlier input is held waits behind it.
+   */
+  push(chunk: Buffer): boolean {
+    if (this.held.length > 0) {
+      this.held.push(chunk);
+      return false;
+    }
+    return this.process(chunk);
+  }
+
+  /** Continues with held input; returns false if the gate held it again. */
+  resume(): boolean {
+    while (this.held.length > 0) {
+      const chunk = this.held.shift() as Buffer;
+      if (!this.process(chunk)) {
+        // process() held the rest of this chunk; it goes before the chunks after it.
+        const rest = this.held.pop() as Buffer;
+        this.held.unshift(rest);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * Counts everything held as dropped lines (through the gate, piece by piece as they would have
+   * been emitted) and forgets it: for a step that stops waiting for room (it was cancelled).
+   */
+  dropHeld(): void {
+    const gate = this.gate;
+    const chunks = this.held;
+    this.held = [];
+    if (!gate || chunks.length === 0) return;
+    const dropAll: LineGate = { accepting: () => false, dropped: () => gate.dropped() };
+    const counter = new LineSplitter(() => {}, this.maxLineBytes, dropAll);
+    for (const chunk of chunks) counter.push(chunk);
+    // The stream is over (the caller gives up on it): a last line without its newline counts too.
+    counter.end();
+  }
+
+  /** Processes one chunk; on a hold, puts the unprocessed rest on `held` and returns false. */
+  private process(chunk: Buffer): boolean {
     const data = this.pending.length > 0 ? Buffer.concat([this.pending, chunk]) : chunk;
+    this.pending = EMPTY;
     let start = 0;
     let newline = data.indexOf(LF);
     while (newline !== -1) {
       const end = newline > start && data[newline - 1] === CR ? newline - 1 : newline;
-      this.emitRange(data, start, end);
+      const stoppedAt = this.emitRange(data, start, end);
+      if (stoppedAt !== -1) return this.hold(data, stoppedAt);
       start = newline + 1;
       newline = data.indexOf(LF, start);
     }
@@ -58,35 +127,54 @@ export class LineSplitter {
     // is kept back so that a line of exactly maxLineBytes followed by "\r\n" is not cut before its "\r".
     while (data.length - start > this.maxLineBytes + 1) {
       const cut = utf8Boundary(data, start + this.maxLineBytes);
-      this.emitPiece(data, start, cut);
+      if (!this.emitPiece(data, start, cut)) return this.hold(data, start);
       start = cut;
     }
     // Copy so that the (possibly large) chunk we were handed can be garbage-collected.
     this.pending = start < data.length ? Buffer.from(data.subarray(start)) : EMPTY;
+    return true;
   }
 
-  /** Emits the last line if the stream did not end with a newline. */
+  private hold(data: Buffer, from: number): false {
+    // A view: the chunk stays alive while held, which back-pressure keeps to a few chunks.
+    this.held.push(data.subarray(from));
+    return false;
+  }
+
+  /** Emits the last line if the stream did not end with a newline. Call it once nothing is held. */
   end(): void {
     if (this.pending.length === 0) return;
     const data = this.pending;
     this.pending = EMPTY;
     const end = data[data.length - 1] === CR ? data.length - 1 : data.length;
-    this.emitRange(data, 0, end);
+    // The last line is delivered even if the gate is holding: the stream is over, nothing
+    // would resume it, and it is at most a few pieces.
+    this.emitRange(data, 0, end, true);
   }
 
-  private emitRange(data: Buffer, start: number, end: number): void {
+  /** Returns -1 when the whole range went out, else where it stopped because the gate held. */
+  private emitRange(data: Buffer, start: number, end: number, force = false): number {
     let from = start;
     while (end - from > this.maxLineBytes) {
       const cut = utf8Boundary(data, from + this.maxLineBytes);
-      this.emitPiece(data, from, cut);
+      if (!this.emitPiece(data, from, cut, force)) return from;
       from = cut;
     }
-    this.emitPiece(data, from, end);
+    return this.emitPiece(data, from, end, force) ? -1 : from;
   }
 
-  private emitPiece(data: Buffer, start: number, end: number): void {
-    if (this.gate && !this.gate.accepting()) this.gate.dropped();
-    else this.emit(data.toString('utf8', start, end));
+  /** False when the gate holds the piece (nothing was emitted or counted). */
+  private emitPiece(data: Buffer, start: number, end: number, force = false): boolean {
+    const gate = this.gate;
+    if (gate && !gate.accepting()) {
+      if (!gate.holding?.()) {
+        gate.dropped();
+        return true;
+      }
+      if (!force) return false;
+    }
+    this.emit(data.toString('utf8', start, end));
+    return true;
   }
 }
 

@@ -24,7 +24,7 @@ interface PendingDirectory {
  * are listed but not descended into.
  */
 export async function listFilesStep(step: ListFilesStep, ctx: StepContext): Promise<StepOutcome> {
-  const root = resolveStepPath(ctx.baseDirectory, step.workingDirectory, step.path);
+  const root = resolveStepPath(ctx, step.workingDirectory, step.path);
   try {
     const info = await stat(root);
     if (!info.isDirectory()) return failed('invalid_step', `path ${root} is not a directory`);

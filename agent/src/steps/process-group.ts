@@ -46,12 +46,12 @@ function signalExists(pgid: number): boolean {
   }
 }
 
-/** Fields 3 (state) and 5 (pgrp) of /proc/<pid>/stat; the command name before them may contain anything but ends at the last ')'. */
-async function groupAndState(pid: string): Promise<{ state: string; pgrp: number } | null> {
+/** Fields 3 (state), 5 (pgrp) and 6 (session) of /proc/<pid>/stat; the command name before them may contain anything but ends at the last ')'. */
+async function groupAndState(pid: string): Promise<{ state: string; pgrp: number; session: number } | null> {
   try {
     const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { state: fields[0] ?? '', pgrp: Number(fields[2]) };
+    return { state: fields[0] ?? '', pgrp: Number(fields[2]), session: Number(fields[3]) };
   } catch {
     // The process ended while we looked.
     return null;
@@ -95,4 +95,60 @@ async function waitUntilGone(pgid: number, withinMs: number, pollMs: number): Pr
     await sleep(Math.min(pollMs, left));
   }
   return true;
+}
+
+/**
+ * The live processes of session `sid`. A terminal's shell puts each job in a process group of
+ * its own, so only the session (the terminal's) holds all of them. Linux only (/proc); elsewhere
+ * the leader's group is all we find.
+ */
+async function sessionMembers(sid: number): Promise<number[]> {
+  let pids: string[];
+  try {
+    pids = (await readdir('/proc')).filter((name) => /^[0-9]+$/.test(name));
+  } catch {
+    return signalExists(sid) ? [sid] : [];
+  }
+  const members: number[] = [];
+  await Promise.all(
+    pids.map(async (pid) => {
+      const s = await groupAndState(pid);
+      if (s && s.session === sid && s.state !== 'Z' && s.state !== 'X') members.push(Number(pid));
+    }),
+  );
+  return members;
+}
+
+function signalEach(pids: readonly number[], signal: NodeJS.Signals): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // gone meanwhile, or not ours to signal
+    }
+  }
+}
+
+/**
+ * Ends every process of a session, as a terminal hangup would and then some: SIGHUP and SIGCONT
+ * (a stopped job must wake to die), SIGKILL after `graceMs` to whatever is left, including a job
+ * that ignored the hangup or left the leader's group.
+ */
+export async function killSession(sid: number, options: KillGroupOptions): Promise<{ hard: boolean }> {
+  const poll = options.pollMs ?? 25;
+  let members = await sessionMembers(sid);
+  if (members.length === 0) return { hard: false };
+  signalEach(members, options.signal ?? 'SIGHUP');
+  signalEach(members, 'SIGCONT');
+  const deadline = Date.now() + options.graceMs;
+  for (;;) {
+    members = await sessionMembers(sid);
+    if (members.length === 0) return { hard: false };
+    if (Date.now() >= deadline) break;
+    await sleep(poll);
+  }
+  signalEach(members, 'SIGKILL');
+  const settled = Date.now() + options.settleMs;
+  while ((await sessionMembers(sid)).length > 0 && Date.now() < settled) await sleep(poll);
+  return { hard: true };
 }

@@ -17,7 +17,7 @@ export async function readFileStep(
   ctx: StepContext,
   maxBytes: number = Limits.readFileMaxBytes,
 ): Promise<StepOutcome> {
-  const target = resolveStepPath(ctx.baseDirectory, step.workingDirectory, step.path);
+  const target = resolveStepPath(ctx, step.workingDirectory, step.path);
   let handle: FileHandle;
   try {
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.

@@ -21,7 +21,8 @@ export interface RunStepTimings {
    * After the command exits, how long to keep reading output that its background children
    * still write to the inherited pipes. Past this the pipes are closed on our side and the
    * step completes; the background processes keep running (a step may start a daemon for
-   * later steps) but lose their stdout/stderr.
+   * later steps) but lose their stdout/stderr. While the output is held by back-pressure this
+   * clock does not run: it starts (again) once everything held went out.
    */
   drainAfterExitMs: number;
   /** After SIGKILL, how long to wait for the group and the pipes before completing anyway. */
@@ -120,7 +121,7 @@ async function checkDirectory(dir: string): Promise<string | null> {
 }
 
 /** The agent's environment with the step's variables over it (Node's spawn drops undefined values). */
-function childEnvironment(
+export function childEnvironment(
   overrides: Readonly<Record<string, string>> | null | undefined,
 ): Record<string, string> {
   const env: Record<string, string> = {};
@@ -145,7 +146,29 @@ function supervise(
     let completing = false;
     let settled = false;
     let timeoutTimer: NodeJS.Timeout | undefined;
+    /** When the step's timeout runs out (set at spawn). */
+    let deadline = Number.POSITIVE_INFINITY;
+    /** (Re)arms the step's timeout for what is left of it. */
+    const armTimeout = () => {
+      clearTimeout(timeoutTimer);
+      timeoutTimer = setTimeout(
+        () => {
+          // Exited, but its output still held (the archive stalled): the timeout bounds that wait too.
+          if (exit) {
+            abandonHeld();
+            complete();
+          } else stop('timeout');
+        },
+        Math.max(0, deadline - Date.now()),
+      );
+    };
     let fallbackTimer: NodeJS.Timeout | undefined;
+    /** Back-pressure: the child's output is paused and a splitter holds input until there is room. */
+    let paused = false;
+    /** The pipes ended (or we stopped waiting) while output was held: complete once it is out. */
+    let completeWhenDrained = false;
+    /** Set when a stopped step stops waiting for room: from then on lines are dropped and counted. */
+    let holdingGivenUp = false;
 
     const deliver = (stream: OutputStream) => (line: string) => {
       // onLine belongs to the loop; if it throws we keep the child's pipes flowing and report it.
@@ -155,16 +178,62 @@ function supervise(
         outputError ??= err;
       }
     };
+    const { acceptingLines, onDroppedLine, holdingLines, whenAccepting } = ctx;
     const gate = (stream: OutputStream): LineGate | undefined => {
-      const { acceptingLines, onDroppedLine } = ctx;
       if (!acceptingLines || !onDroppedLine) return undefined;
-      return { accepting: () => acceptingLines.call(ctx), dropped: () => onDroppedLine.call(ctx, stream) };
+      const holding =
+        holdingLines && whenAccepting ? { holding: () => !holdingGivenUp && holdingLines.call(ctx) } : {};
+      return {
+        accepting: () => acceptingLines.call(ctx),
+        dropped: () => onDroppedLine.call(ctx, stream),
+        ...holding,
+      };
     };
     const stdout = new LineSplitter(deliver('stdout'), undefined, gate('stdout'));
     const stderr = new LineSplitter(deliver('stderr'), undefined, gate('stderr'));
-    // Output is taken as it comes: we never apply backpressure to the child.
-    child.on('stdout', (chunk: Buffer) => stdout.push(chunk));
-    child.on('stderr', (chunk: Buffer) => stderr.push(chunk));
+
+    /**
+     * A splitter held input (the log archive is on and the stream is at its high water mark):
+     * stop reading the child's output, so it blocks on its own full pipe, until there is room.
+     * Without the archive the gate never holds, and output is taken as it comes.
+     */
+    const holdOutput = () => {
+      if (paused || !whenAccepting) return;
+      paused = true;
+      child.pauseOutput();
+      // Exited and held again after a resume: the step's own deadline still bounds the wait.
+      if (exit && !stopReason) armTimeout();
+      // The drain after the exit waits for the held output (resumeOutput starts it again).
+      if (exit && !stopReason) clearTimeout(fallbackTimer);
+      whenAccepting.call(ctx, resumeOutput);
+    };
+    const resumeOutput = () => {
+      if (!paused) return;
+      if (!stdout.resume() || !stderr.resume()) {
+        whenAccepting?.call(ctx, resumeOutput);
+        return;
+      }
+      paused = false;
+      child.resumeOutput();
+      if (exit) clearTimeout(timeoutTimer);
+      if (completeWhenDrained) complete();
+      else if (exit && !stopReason) completeAfter(t.drainAfterExitMs);
+    };
+    /** A stopped step does not wait for the archive: what is held is counted as dropped. */
+    const abandonHeld = () => {
+      holdingGivenUp = true;
+      stdout.dropHeld();
+      stderr.dropHeld();
+      if (!paused) return;
+      paused = false;
+      child.resumeOutput();
+    };
+    child.on('stdout', (chunk: Buffer) => {
+      if (!stdout.push(chunk)) holdOutput();
+    });
+    child.on('stderr', (chunk: Buffer) => {
+      if (!stderr.push(chunk)) holdOutput();
+    });
 
     const finish = (outcome: StepOutcome) => {
       if (settled) return;
@@ -180,6 +249,13 @@ function supervise(
     /** Output is over (pipes closed, or we stopped waiting): flush and answer once any kill is done. */
     const complete = () => {
       if (completing) return;
+      if (paused) {
+        if (!stopReason) {
+          completeWhenDrained = true;
+          return;
+        }
+        abandonHeld();
+      }
       completing = true;
       stdout.end();
       stderr.end();
@@ -195,6 +271,9 @@ function supervise(
     const stop = (reason: StopReason) => {
       if (stopReason || exit || child.pid === undefined) return;
       stopReason = reason;
+      // A stopped step does not wait for the archive: what its child prints while it handles the
+      // signal is counted as dropped rather than blocking it on a full pipe until the SIGKILL.
+      abandonHeld();
       killing = killProcessGroup(child.pid, {
         ...(reason === 'cancel' ? { signal: cancelSignalOf(ctx.signal) } : {}),
         graceMs: reason === 'timeout' ? t.timeoutGraceMs : reason === 'cancel' ? t.cancelGraceMs : 0,
@@ -205,9 +284,12 @@ function supervise(
     };
 
     const onAbort = () => {
-      // Once the command exited, only its background children's output is pending: stop reading.
-      if (exit) complete();
-      else stop('cancel');
+      // Once the command exited, only its background children's output is pending: stop reading
+      // (and stop waiting for room for output still held).
+      if (exit) {
+        abandonHeld();
+        complete();
+      } else stop('cancel');
     };
 
     const outcome = (hard: boolean): StepOutcome => {
@@ -277,24 +359,26 @@ function supervise(
     });
 
     child.once('spawn', () => {
-      timeoutTimer = setTimeout(() => stop('timeout'), step.timeoutSeconds * 1000);
+      deadline = Date.now() + step.timeoutSeconds * 1000;
+      armTimeout();
       ctx.signal.addEventListener('abort', onAbort, { once: true });
       if (ctx.signal.aborted) onAbort();
     });
 
     child.once('exit', (code, signal) => {
       exit = { code, signal };
-      clearTimeout(timeoutTimer);
+      // While output is held the step's timeout still bounds the wait for room.
+      if (!paused) clearTimeout(timeoutTimer);
       // While a kill is under way its own settle bound applies; otherwise give background
-      // children a moment to finish writing to the pipes they inherited.
-      if (!stopReason) completeAfter(t.drainAfterExitMs);
+      // children a moment to finish writing to the pipes they inherited (once nothing is held).
+      if (!stopReason && !paused) completeAfter(t.drainAfterExitMs);
     });
 
     child.once('close', complete);
   });
 }
 
-function exitCodeOf(code: number | null, signal: NodeJS.Signals | null): number | null {
+export function exitCodeOf(code: number | null, signal: NodeJS.Signals | null): number | null {
   if (code !== null) return code;
   if (signal === null) return null;
   const number = osConstants.signals[signal];

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { access, constants } from 'node:fs/promises';
 import type { ShellStep } from '@sandstream/wire';
+import { findShell, noShellMessage } from './find-shell.js';
 import { LineSplitter } from './line-splitter.js';
 import { failed } from './outcome.js';
 import { killProcessGroup, signalProcessGroup } from './process-group.js';
@@ -10,9 +10,6 @@ import type { OutputStream, StepContext, StepOutcome } from './step-context.js';
 
 /** Long-lived shells one agent keeps at most (each is a process for the sandbox's lifetime). */
 export const MAX_SHELL_SESSIONS = 16;
-
-/** The shells a session tries, best first: bash when the image has it, else POSIX sh. */
-const SHELLS = ['/bin/bash', '/bin/sh'];
 
 /** After a timeout or cancel: SIGTERM to the session's group, SIGKILL this much later. */
 const KILL_GRACE_MS = 500;
@@ -87,13 +84,8 @@ class ShellSession {
   }
 
   private async start(): Promise<StepOutcome | undefined> {
-    const shell = await firstExecutable(SHELLS);
-    if (!shell) {
-      return failed(
-        'spawn_failed',
-        `this image has no shell (${SHELLS.join(' or ')}): shell sessions need one; run commands with exec instead`,
-      );
-    }
+    const shell = await findShell();
+    if (!shell) return failed('spawn_failed', noShellMessage('shell sessions'));
     const args = shell.endsWith('bash') ? ['--noprofile', '--norc'] : [];
     const child = spawn(shell, args, {
       cwd: this.cwd,
@@ -188,16 +180,4 @@ class ShellSession {
       );
     });
   }
-}
-
-async function firstExecutable(paths: readonly string[]): Promise<string | undefined> {
-  for (const path of paths) {
-    try {
-      await access(path, constants.X_OK);
-      return path;
-    } catch {
-      // not this one
-    }
-  }
-  return undefined;
 }

@@ -15,7 +15,7 @@ export const STATS_MAX_ENTRIES = 200_000;
  * followed) for its size. What cannot be read is null rather than an error.
  */
 export async function statsStep(step: StatsStep, ctx: StepContext): Promise<StepOutcome> {
-  const root = resolveStepPath(ctx.baseDirectory, step.workingDirectory, '.');
+  const root = resolveStepPath(ctx, step.workingDirectory, '.');
   const [cgroup, workspace] = await Promise.all([readCgroup(), walk(root, ctx.signal)]);
   return succeeded({ kind: 'stats', ...cgroup, ...workspace });
 }

@@ -16,10 +16,19 @@ export interface StepContext {
    */
   acceptingLines?(): boolean;
   onDroppedLine?(stream: OutputStream): void;
+  /**
+   * Optional back-pressure (the log archive on): when acceptingLines() is false, true means the
+   * line must wait rather than be dropped. The executor stops reading its output and asks
+   * whenAccepting to be called back once lines may flow again.
+   */
+  holdingLines?(): boolean;
+  whenAccepting?(callback: () => void): void;
   /** Aborted when the step is cancelled (control message) or the agent is shutting down. */
   signal: AbortSignal;
   /** The agent's working directory; a step's relative workingDirectory resolves against it. */
   baseDirectory: string;
+  /** File steps stay inside baseDirectory (resolve-path.ts); off unless the agent was told so. */
+  confineFiles?: boolean | undefined;
 }
 
 /** A StepResult without the fields the loop fills in itself. */

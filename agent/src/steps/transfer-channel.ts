@@ -1,4 +1,4 @@
-import { Limits, type SandboxKeys, transferKey } from '@sandstream/wire';
+import { Limits, readAhead, type SandboxKeys, transferKey } from '@sandstream/wire';
 
 import type { Redis } from 'ioredis';
 
@@ -39,18 +39,25 @@ export class TransferChannel {
     const key = transferKey(this.keys, transferId);
     const redis = this.connect();
     try {
-      for await (const chunk of chunks) {
+      // The list's length after a push says whether the window is full: one round trip per
+      // chunk while the reader keeps up, a wait for it to take one when it does not.
+      let waiting = 0;
+      for await (const chunk of readAhead(chunks)) {
         const waitingSince = Date.now();
-        while ((await redis.llen(key)) >= Limits.transferWindowChunks) {
+        while (waiting >= Limits.transferWindowChunks) {
           if (signal.aborted) throw new Error('cancelled');
           if (Date.now() - waitingSince > Limits.transferIdleSeconds * 1000) {
             throw new Error(`the reader took nothing for ${Limits.transferIdleSeconds} s: it went away`);
           }
           await new Promise((resolve) => setTimeout(resolve, 5));
+          waiting = await redis.llen(key);
         }
-        await redis.lpush(key, chunk);
-        // A transfer nobody finishes must not stay in Redis.
-        await redis.expire(key, Limits.transferIdleSeconds * 10);
+        // A transfer nobody finishes must not stay in Redis: the expiry rides with each push.
+        // Two commands back to back, one round trip: a pipeline would copy the chunk once more.
+        [waiting] = await Promise.all([
+          redis.lpush(key, chunk),
+          redis.expire(key, Limits.transferIdleSeconds * 10),
+        ]);
       }
       await redis.lpush(key, Buffer.alloc(0));
       await redis.expire(key, Limits.transferIdleSeconds * 10);

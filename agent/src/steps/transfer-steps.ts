@@ -2,7 +2,7 @@ import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { type DownloadStep, overLimit, rechunk, type UploadStep } from '@sandstream/wire';
+import { chunkedReads, type DownloadStep, overLimit, rechunk, type UploadStep } from '@sandstream/wire';
 import { fsFailure } from './fs-errors.js';
 import { failed, succeeded } from './outcome.js';
 import { resolveStepPath } from './resolve-path.js';
@@ -30,14 +30,20 @@ export async function uploadStep(
   ctx: StepContext,
   channel: TransferChannel,
 ): Promise<StepOutcome> {
-  const dest = resolveStepPath(ctx.baseDirectory, step.workingDirectory, step.path);
+  const dest = resolveStepPath(ctx, step.workingDirectory, step.path);
   const counted = { bytes: 0 };
   let files = 0;
   try {
     await mkdir(dest, { recursive: true });
     // Loaded on first use: most agents never transfer anything, and boot time counts.
     const { extract } = await import('tar-fs');
-    const source = Readable.from(bounded(channel.receive(step.transfer, ctx.signal), step.maxBytes, counted));
+    // Two chunks at most wait here for the unpacker (Readable.from would hold sixteen).
+    const source = Readable.from(
+      bounded(channel.receive(step.transfer, ctx.signal), step.maxBytes, counted),
+      {
+        highWaterMark: 2,
+      },
+    );
     const target = extract(dest, {
       mapStream: (stream, header) => {
         if (header.type === 'file') files += 1;
@@ -61,7 +67,7 @@ export async function downloadStep(
   ctx: StepContext,
   channel: TransferChannel,
 ): Promise<StepOutcome> {
-  const source = resolveStepPath(ctx.baseDirectory, step.workingDirectory, step.path);
+  const source = resolveStepPath(ctx, step.workingDirectory, step.path);
   const counted = { bytes: 0 };
   let files = 0;
   try {
@@ -69,6 +75,7 @@ export async function downloadStep(
     const { pack } = await import('tar-fs');
     const tar = pack(path.dirname(source), {
       entries: [path.basename(source)],
+      fs: chunkedReads,
       map: (header) => {
         if (header.type === 'file') files += 1;
         return header;

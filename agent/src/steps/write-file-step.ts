@@ -21,7 +21,7 @@ export async function writeFileStep(
   ctx: StepContext,
   maxBytes: number = Limits.writeFileMaxBytes,
 ): Promise<StepOutcome> {
-  const requested = resolveStepPath(ctx.baseDirectory, step.workingDirectory, step.path);
+  const requested = resolveStepPath(ctx, step.workingDirectory, step.path);
   const content = decode(step.content, step.encoding);
   if (typeof content === 'string') return failed('invalid_step', content);
   if (content.length > maxBytes) {

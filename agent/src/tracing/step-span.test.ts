@@ -64,6 +64,27 @@ describe('agent step spans', () => {
     for (const s of spans) expect(s.endTimeUnixNano).toBeGreaterThan(s.startTimeUnixNano);
   });
 
+  it('stamps spans on the wall clock other processes read, never before a Date.now() taken earlier', async () => {
+    const tracer = stepTracerFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url }, 'job-span-clock');
+    // The inner executor does nothing: what is checked is when the tracer says the step started.
+    const execute = tracer.wrap(async () => ({ exitCode: 0, timedOut: false, errorMessage: null }));
+    const { ctx } = recordingContext(tmpdir());
+    const before = new Map<string, number>();
+    // Spread over the millisecond: a clock anchored on whole milliseconds reads early in most of them.
+    for (let i = 0; i < 30; i++) {
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * 3));
+      before.set(`c${i}`, Date.now());
+      await execute(runStep(`c${i}`, 'true', { traceContext: traced() }), ctx);
+    }
+    await tracer.flush();
+    const spans = await receiver.waitFor((s) => s.length === 30);
+    for (const span of spans) {
+      const earliest =
+        BigInt(before.get(String(span.attributes['sandstream.step.id'])) as number) * 1_000_000n;
+      expect(BigInt(span.startTimeUnixNano)).toBeGreaterThanOrEqual(earliest);
+    }
+  });
+
   it('records nothing for untraced or unsampled steps, and still runs them', async () => {
     const tracer = stepTracerFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url }, 'job-span-2');
     const execute = tracer.wrap(executeStep);

@@ -34,8 +34,16 @@ export interface KeySpace {
   jobsByTenant(tenant: string): string;
   /** ZSET jobId -> updatedAt (ms): jobs currently in a state. */
   jobsByState(state: string): string;
+  /** ZSET jobId -> first seen (ms): jobs whose output the JetStream log archive still has to finish. */
+  readonly logArchiveActive: string;
   /** HASH: the job record. */
   job(jobId: string): string;
+  /**
+   * STRING `pending` | `done`: where the JetStream log archive stands with the job's events
+   * stream. In the job's slot (the reaper's delete script checks it atomically) and outside
+   * `sandbox:{jobId}:*`, so the sandbox's own Redis user can neither read nor delete it.
+   */
+  jobLogArchive(jobId: string): string;
   /** The wire's per-job keys, always in the tagged (hash-tag) style. */
   sandbox(jobId: string): SandboxKeys;
   /** Prefix of all of a job's sandbox keys (ACL pattern, cleanup). */
@@ -67,7 +75,9 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
     capacityWaiting: `${leaseTag}:waiting`,
     jobsByTenant: (tenant) => `${namespace}:jobs:tenant:${tenant}`,
     jobsByState: (state) => `${namespace}:jobs:state:${state}`,
+    logArchiveActive: `${namespace}:logs:active`,
     job: (jobId) => `job:{${jobId}}`,
+    jobLogArchive: (jobId) => `job:{${jobId}}:log-archive`,
     sandbox: (jobId) => sandboxKeys(jobId, 'tagged'),
     sandboxPrefix: (jobId) => sandboxKeyPrefix(jobId, 'tagged'),
     completionStream: (shard) => `{${namespace}:completions:${shard}}:stream`,

@@ -38,10 +38,13 @@ describe('per-sandbox Redis user', () => {
       expect(await sandbox.set(keys.sandbox(jobA).heartbeat, '1', 'PX', 5000)).toBe('OK');
       expect(await sandbox.xadd(notify, 'MAXLEN', '~', 100, '*', 'jobId', jobA, 'stepId', 's1')).toBeTruthy();
       expect(await sandbox.brpop(keys.sandbox(jobA).in, 0.05)).toBeNull();
+      // With the log archive on, the agent measures its own events stream.
+      expect(await sandbox.xlen(keys.sandbox(jobA).events)).toBe(0);
       // What it must not:
       await expect(sandbox.lrange(keys.sandbox(jobB).results, 0, -1)).rejects.toThrow(/NOPERM/);
       await expect(sandbox.rpop(keys.sandbox(jobB).results)).rejects.toThrow(/NOPERM/);
       await expect(sandbox.xrange(notify, '-', '+')).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.xlen(keys.sandbox(jobB).events)).rejects.toThrow(/NOPERM/);
       await expect(sandbox.hset(`job:{${jobA}}`, 'state', 'succeeded')).rejects.toThrow(/NOPERM/);
       await expect(sandbox.keys('*')).rejects.toThrow(/NOPERM/);
       await expect(sandbox.call('CONFIG', 'GET', 'requirepass')).rejects.toThrow(/NOPERM/);

@@ -3,7 +3,12 @@ import type { Cluster, Redis } from 'ioredis';
 import type { KeySpace } from './key-space.js';
 import type { RedisClient } from './redis-connection.js';
 
-/** Commands the agent sends (see agent/src): heartbeat SET/DEL, step and control BRPOP, results LPUSH, events and notices XADD. */
+/**
+ * Commands the agent sends (see agent/src): heartbeat SET/DEL, step and control BRPOP, results
+ * LPUSH, events and notices XADD, and XLEN of its events stream (with the log archive on it keeps
+ * the stream below a high water mark). Redis lets XLEN through `%W~` too (it reads no entry), so
+ * a sandbox can learn the length of the shared notify stream, and nothing more of it.
+ */
 export const AGENT_COMMANDS = [
   'set',
   'get',
@@ -17,6 +22,7 @@ export const AGENT_COMMANDS = [
   'lpush',
   'llen',
   'xadd',
+  'xlen',
   'ping',
   'echo',
   'select',

@@ -1,4 +1,12 @@
-import { Limits, overLimit, SCHEMA_VERSION, type Step, type StepInput, StepSchema } from '@sandstream/wire';
+import {
+  Limits,
+  overLimit,
+  SCHEMA_VERSION,
+  STEP_KINDS,
+  type Step,
+  type StepInput,
+  StepSchema,
+} from '@sandstream/wire';
 import { z } from 'zod';
 import { busLua } from './bus-lua.js';
 import { JobStateSchema } from './job-state.js';
@@ -25,15 +33,17 @@ export function commandId(n: number): string {
 /** What the history keeps of a command beside its StepResult: what was asked, and when. */
 export const CommandRecordSchema = z.object({
   id: z.string(),
-  kind: z.enum(['run', 'readFile', 'writeFile', 'listFiles', 'grep', 'stats', 'shell']),
+  kind: z.enum(STEP_KINDS).exclude(['shutdown']),
   /** shell: the session the command went to. */
   session: z.string().optional(),
   /** run: the program, or the shell string with `shell`. */
   command: z.string().optional(),
   args: z.array(z.string()).optional(),
   shell: z.boolean().optional(),
-  /** A background process (processes.start): not counted as running for idleness. */
+  /** A background process (processes.start) or a terminal: not counted as running for idleness. */
   background: z.boolean().optional(),
+  /** terminal: its id (its input list and output stream). */
+  terminal: z.string().optional(),
   /** File operations: the path they name. */
   path: z.string().optional(),
   startedAt: z.number().int(),
@@ -119,9 +129,15 @@ export class SandboxCommands {
           }
         : step.kind === 'shell'
           ? { command: step.command, session: step.session }
-          : 'path' in step
-            ? { path: step.path }
-            : {}),
+          : step.kind === 'terminal'
+            ? {
+                terminal: step.terminal,
+                background: true,
+                ...(step.command ? { command: step.command[0], args: step.command.slice(1) } : {}),
+              }
+            : 'path' in step
+              ? { path: step.path }
+              : {}),
     };
     const [stepHead, stepTail] = cutAroundId(stepJson, '"stepId":');
     const [recordHead, recordTail] = cutAroundId(JSON.stringify(record), '"id":');
@@ -136,7 +152,7 @@ export class SandboxCommands {
         recordTail,
         SANDBOX_HISTORY_LIMIT,
         SANDBOX_MAX_RUNNING_COMMANDS,
-        step.kind === 'run' && step.background ? '1' : '0',
+        (step.kind === 'run' && step.background) || step.kind === 'terminal' ? '1' : '0',
       ],
     );
     switch (status) {

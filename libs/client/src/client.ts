@@ -36,6 +36,7 @@ import { ReaderPool } from './reader-pool.js';
 import { Sandboxes, waitEnded } from './sandboxes.js';
 import { SchedulerPresence } from './scheduler-presence.js';
 import { withSubmitSpan } from './submit-span.js';
+import { TimelineGaps } from './timeline-gaps.js';
 
 export * from './client-options.js';
 
@@ -198,7 +199,9 @@ export class SandstreamClient {
 
   /**
    * Yields the job's timeline (state changes, step boundaries, output lines) from the start of
-   * its events stream, or after `from`; ends after the terminal state. Uses its own connection
+   * its events stream, or after `from`; ends after the terminal state. Where the capped stream
+   * no longer held some of a step's lines (or the agent dropped them), a `gap` item stands in
+   * their place (timeline-gaps.ts). Uses its own connection
    * for the blocking reads, so several follows can run at once.
    *
    * A Redis outage does not end it: reads are retried with backoff (up to 2 s apart) until Redis
@@ -220,6 +223,7 @@ export class SandstreamClient {
     let cursor = options.from ?? '0-0';
     // Resuming from a cursor means the job was seen; otherwise the first entry proves it.
     let seen = options.from !== undefined;
+    const gaps = new TimelineGaps({ from: options.from });
     let failures = 0;
     let outageSince: number | undefined;
     try {
@@ -254,11 +258,11 @@ export class SandstreamClient {
         if (entries.length > 0) seen = true;
         for (const [id, fields] of entries) {
           cursor = id;
-          const item = decodeFollowEntry(id, fields);
-          if (!item) continue;
-          if (options.statesOnly && item.type !== 'state') continue;
-          yield item;
-          if (item.type === 'state' && item.terminal) return;
+          const decoded = decodeFollowEntry(id, fields);
+          if (!decoded) continue;
+          if (options.statesOnly && decoded.type !== 'state') continue;
+          for (const item of gaps.accept(decoded)) yield item;
+          if (decoded.type === 'state' && decoded.terminal) return;
         }
         if (entries.length === 0) {
           // Nothing new: the terminal entry may have been trimmed away or the job deleted.

@@ -1,15 +1,10 @@
 import type { StepResult } from '@sandstream/wire';
+import { type OutputGap, SeqGaps } from './seq-gaps.js';
+
+export type { OutputGap } from './seq-gaps.js';
 
 /** Default cap of the stdout and of the stderr an ExecResult keeps (the stream has it all). */
 export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
-
-/** Lines a follower did not see (trimmed from the capped stream, or dropped by the agent). */
-export interface OutputGap {
-  /** First missing line seq. */
-  from: number;
-  /** Last missing line seq. */
-  to: number;
-}
 
 export interface ExecResult {
   commandId: string;
@@ -42,7 +37,7 @@ export interface CommandOutputLine {
 export class CommandOutput {
   private readonly text = { stdout: [] as string[], stderr: [] as string[] };
   private readonly bytes = { stdout: 0, stderr: 0 };
-  private lastSeq = 0;
+  private readonly seqs = new SeqGaps();
   private capped = false;
   readonly gaps: OutputGap[] = [];
 
@@ -50,12 +45,8 @@ export class CommandOutput {
 
   /** Returns the gap this line reveals, if any. */
   add(line: CommandOutputLine): OutputGap | undefined {
-    let gap: OutputGap | undefined;
-    if (line.seq > this.lastSeq + 1) {
-      gap = { from: this.lastSeq + 1, to: line.seq - 1 };
-      this.gaps.push(gap);
-    }
-    this.lastSeq = Math.max(this.lastSeq, line.seq);
+    const gap = this.seqs.see(line.seq);
+    if (gap) this.gaps.push(gap);
     const size = Buffer.byteLength(line.line, 'utf8') + 1;
     if (this.bytes[line.stream] + size > this.maxBytes) {
       this.capped = true;
@@ -68,9 +59,8 @@ export class CommandOutput {
 
   /** The completed event's seq closes the count: lines after the last one seen are a gap too. */
   complete(completedSeq: number | undefined): void {
-    if (completedSeq !== undefined && completedSeq > this.lastSeq + 1) {
-      this.gaps.push({ from: this.lastSeq + 1, to: completedSeq - 1 });
-    }
+    const gap = completedSeq === undefined ? undefined : this.seqs.see(completedSeq);
+    if (gap) this.gaps.push(gap);
   }
 
   result(commandId: string, r: StepResult): ExecResult {

@@ -30,6 +30,8 @@ const BLOCK_MS = 1000;
  * first: a follower may see the event a moment before the result. This bounds that moment.
  */
 const RESULT_WAIT_MS = 10_000;
+/** Results looked at on the agent's list, from the newest: as many as dispatch-advance reads. */
+const RESULTS_SCAN = 256;
 
 export interface CommandRunnerContext {
   redis: RedisClient;
@@ -189,7 +191,9 @@ async function findResult(
   const replies = await ctx.redis
     .multi()
     .hget(ctx.keys.job(sandboxId), stepResultField(commandId))
-    .lrange(ctx.keys.sandbox(sandboxId).results, 0, -1)
+    // Only the head: the agent LPUSHes, and the list is the sandbox's to flood (the dispatcher
+    // reads no further either).
+    .lrange(ctx.keys.sandbox(sandboxId).results, 0, RESULTS_SCAN - 1)
     .exec();
   const recorded = replies?.[0]?.[1] as string | null;
   const candidates = recorded ? [recorded] : ((replies?.[1]?.[1] as string[] | undefined) ?? []);

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
-import { Limits, rechunk, transferKey } from '@sandstream/wire';
+import { Limits, readAhead, rechunk, transferKey } from '@sandstream/wire';
+import type { Cluster, Redis } from 'ioredis';
 import type { CommandRunnerContext } from './command-runner.js';
 
 /** A fresh id for a transfer's list (under the sandbox's own key prefix). */
@@ -27,13 +28,16 @@ export async function sendTar(
   };
   done.then(end, end);
   try {
-    for await (const chunk of rechunk(tar)) {
-      while (!over && (await ctx.redis.llen(key)) >= Limits.transferWindowChunks) {
+    // The list's length after a push says whether the window is full: one round trip per
+    // chunk while the agent keeps up, a wait for it to take one when it does not.
+    let waiting = 0;
+    for await (const chunk of readAhead(rechunk(tar))) {
+      while (!over && waiting >= Limits.transferWindowChunks) {
         await new Promise((resolve) => setTimeout(resolve, 2));
+        waiting = await ctx.redis.llen(key);
       }
       if (over) return;
-      await ctx.redis.lpush(key, chunk);
-      await ctx.redis.expire(key, Limits.transferIdleSeconds * 10);
+      waiting = await pushChunk(ctx.redis, key, chunk);
     }
     await ctx.redis.lpush(key, Buffer.alloc(0));
     await ctx.redis.expire(key, Limits.transferIdleSeconds * 10);
@@ -41,6 +45,19 @@ export async function sendTar(
     tar.destroy();
     if (over) await ctx.redis.unlink(key);
   }
+}
+
+/**
+ * LPUSH with the transfer's expiry, in one round trip: the list's length after it. Two commands
+ * written back to back rather than a pipeline: ioredis' pipeline concatenates its commands into
+ * one more buffer, a copy of every chunk (measured: ~30 % of the push's CPU).
+ */
+async function pushChunk(redis: Redis | Cluster, key: string, chunk: Buffer): Promise<number> {
+  const [length] = await Promise.all([
+    redis.lpush(key, chunk),
+    redis.expire(key, Limits.transferIdleSeconds * 10),
+  ]);
+  return length;
 }
 
 /**
@@ -54,7 +71,8 @@ export function receiveTar(
   done: Promise<unknown>,
 ): Readable {
   const key = transferKey(ctx.keys.sandbox(sandboxId), transferId);
-  const out = new PassThrough();
+  // Room for one chunk while the one before is unpacked: the next read is in flight meanwhile.
+  const out = new PassThrough({ highWaterMark: 2 * Limits.transferChunkBytes });
   const reader = ctx.redis.duplicate();
   reader.on('error', () => {});
   let over = false;

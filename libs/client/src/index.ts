@@ -2,10 +2,15 @@ export type { LiveSandboxSpecInput, SandboxRecord, SandboxState, SubmitResult } 
 export { SandboxSpecError } from '@sandstream/bus';
 export * from './client.js';
 export * from './command-output.js';
+export * from './events-stream-holding.js';
 export * from './follow-entry.js';
 export * from './job-not-found.js';
+export * from './log-archive.js';
 export * from './sandbox.js';
 export * from './sandbox-errors.js';
 export * from './sandbox-options.js';
 export * from './sandbox-processes.js';
+export * from './sandbox-terminals.js';
 export * from './sandboxes.js';
+export { gapLines } from './seq-gaps.js';
+export * from './timeline-gaps.js';

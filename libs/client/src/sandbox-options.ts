@@ -70,6 +70,33 @@ export const StartProcessOptionsSchema = ExecOptionsSchema.pick({
 });
 export type StartProcessOptions = z.input<typeof StartProcessOptionsSchema>;
 
+/** A terminal (Sandbox.terminals.open): what runs on it, and its window. */
+export const TerminalOptionsSchema = strictObject(
+  {
+    /** argv of the program; default: the image's shell (bash, else sh). */
+    command: z.array(z.string()).min(1, 'command must name a program').optional(),
+    cols: z
+      .number()
+      .int()
+      .min(1)
+      .max(Limits.terminalMaxCols, `cols is at most ${Limits.terminalMaxCols}`)
+      .optional(),
+    rows: z
+      .number()
+      .int()
+      .min(1)
+      .max(Limits.terminalMaxRows, `rows is at most ${Limits.terminalMaxRows}`)
+      .optional(),
+    cwd: ExecOptionsSchema.shape.cwd,
+    /** Merged over the sandbox's environment (TERM defaults to xterm-256color). No secrets. */
+    env: ExecOptionsSchema.shape.env,
+    /** Hung up after this long (default and limit: 24 h); closing the sandbox hangs it up anyway. */
+    timeoutSeconds: ExecOptionsSchema.shape.timeoutSeconds,
+  },
+  { columns: 'did you mean "cols"?', size: 'give "cols" and "rows"' },
+);
+export type TerminalOptions = z.input<typeof TerminalOptionsSchema>;
+
 /** Following a command another client started: only how its output is delivered. */
 export const AttachOptionsSchema = ExecOptionsSchema.pick({
   maxOutputBytes: true,

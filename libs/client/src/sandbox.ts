@@ -10,6 +10,7 @@ import {
   sandboxRecordOf,
 } from '@sandstream/bus';
 import {
+  chunkedReads,
   type FileEntry,
   type GrepMatch,
   Limits,
@@ -55,6 +56,7 @@ import {
   WriteFileOptionsSchema,
 } from './sandbox-options.js';
 import { SandboxProcesses } from './sandbox-processes.js';
+import { SandboxTerminals } from './sandbox-terminals.js';
 
 export interface SandboxContext extends CommandRunnerContext {
   /** Asks the services to close the sandbox (a cancel request with reason `user`). */
@@ -167,6 +169,8 @@ export class Sandbox implements AsyncDisposable {
   readonly files: SandboxFiles;
   /** Background processes: start, list, follow, kill (sandbox-processes.ts). */
   readonly processes: SandboxProcesses;
+  /** Interactive terminals (PTYs): open, attach (sandbox-terminals.ts). */
+  readonly terminals: SandboxTerminals;
 
   constructor(
     readonly id: string,
@@ -179,6 +183,7 @@ export class Sandbox implements AsyncDisposable {
       (processId, options) => this.attach(processId, options),
       () => this.history(),
     );
+    this.terminals = new SandboxTerminals(id, ctx);
   }
 
   /**
@@ -407,6 +412,7 @@ export class SandboxFiles {
       typeof local === 'string'
         ? (await import('tar-fs')).pack(path.dirname(path.resolve(local)), {
             entries: [path.basename(local)],
+            fs: chunkedReads,
           })
         : local;
     const done = runCommand(this.ctx, this.sandboxId, {

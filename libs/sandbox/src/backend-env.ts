@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { DockerBackendOptions } from './docker/docker-backend.js';
 import type { InProcessBackendOptions } from './inprocess/inprocess-backend.js';
+import { allowOpenRedisVar } from './open-redis.js';
 
 const blank = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 const optionalString = z.preprocess(blank, z.string().optional());
@@ -10,6 +11,15 @@ export const LocalBackendEnvSchema = z.object({
   /** Same variable the Kubernetes backend reads, so one setting names the carrier everywhere. */
   SANDSTREAM_AGENT_CARRIER_IMAGE: optionalString,
   SANDSTREAM_DOCKER_NETWORK: optionalString,
+  SANDSTREAM_DOCKER_REDIS_URL: z.preprocess(
+    blank,
+    z
+      .string()
+      .regex(/^rediss?:\/\//, 'SANDSTREAM_DOCKER_REDIS_URL must be a redis:// or rediss:// URL')
+      .optional(),
+  ),
+  /** Development only: create Docker sandboxes even when their Redis has an open `default` user. */
+  SANDSTREAM_ALLOW_OPEN_REDIS: allowOpenRedisVar,
   SANDSTREAM_DOCKER_AGENT_VOLUME: z.preprocess(
     blank,
     z
@@ -29,6 +39,18 @@ export const LocalBackendEnvSchema = z.object({
   ),
   SANDSTREAM_AGENT_ENTRY: optionalString,
   SANDSTREAM_INPROCESS_ROOT: optionalString,
+  /**
+   * `1`: the in-process backend's file steps may reach any path the services' user can, as run
+   * steps can. Off by default: they stay inside the job's directory (docs/sandbox-backends.md).
+   */
+  SANDSTREAM_INPROCESS_UNCONFINED_FILES: z.preprocess(
+    blank,
+    z
+      .enum(['0', '1'], {
+        error: (i) => `SANDSTREAM_INPROCESS_UNCONFINED_FILES must be 0 or 1 (got ${JSON.stringify(i.input)})`,
+      })
+      .optional(),
+  ),
 });
 
 function parseEnv(env: Record<string, string | undefined>) {
@@ -45,6 +67,8 @@ export function dockerOptionsFromEnv(
   const options: Omit<DockerBackendOptions, 'docker' | 'redis'> = {};
   if (e.SANDSTREAM_AGENT_CARRIER_IMAGE) options.carrierImage = e.SANDSTREAM_AGENT_CARRIER_IMAGE;
   if (e.SANDSTREAM_DOCKER_NETWORK) options.defaultNetwork = e.SANDSTREAM_DOCKER_NETWORK;
+  if (e.SANDSTREAM_DOCKER_REDIS_URL) options.sandboxRedisUrl = e.SANDSTREAM_DOCKER_REDIS_URL;
+  if (e.SANDSTREAM_ALLOW_OPEN_REDIS) options.allowOpenRedis = true;
   if (e.SANDSTREAM_DOCKER_AGENT_VOLUME) options.agentVolume = e.SANDSTREAM_DOCKER_AGENT_VOLUME;
   const network = e.SANDSTREAM_DOCKER_DENY_EGRESS_NETWORK;
   const redisUrl = e.SANDSTREAM_DOCKER_DENY_EGRESS_REDIS_URL;
@@ -66,5 +90,6 @@ export function inProcessOptionsFromEnv(
   const options: Omit<InProcessBackendOptions, 'redis'> = {};
   if (e.SANDSTREAM_AGENT_ENTRY) options.agentEntry = e.SANDSTREAM_AGENT_ENTRY;
   if (e.SANDSTREAM_INPROCESS_ROOT) options.root = e.SANDSTREAM_INPROCESS_ROOT;
+  if (e.SANDSTREAM_INPROCESS_UNCONFINED_FILES === '1') options.unconfinedFileSteps = true;
   return options;
 }

@@ -50,6 +50,8 @@ export type SandboxStartFailure =
   | 'unschedulable'
   | 'quota'
   | 'deadline'
+  /** The spec asks for more CPU, memory or processes than the operator's maximum. */
+  | 'resource_limit'
   | 'backend_error';
 
 export class SandboxStartError extends Error {

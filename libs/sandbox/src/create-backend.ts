@@ -6,6 +6,7 @@ import { type BackendDetection, type DetectBackendOptions, detectBackend } from 
 import { DockerBackend, type DockerBackendOptions } from './docker/docker-backend.js';
 import { InProcessBackend, type InProcessBackendOptions } from './inprocess/inprocess-backend.js';
 import type { KubernetesBackendOptions } from './kubernetes/index.js';
+import { type ResourcePolicy, resourcePolicyFromEnv } from './resource-policy.js';
 
 export interface CreateBackendOptions {
   /** Used by every backend for the shutdown step and key cleanup (and the in-process registry). */
@@ -19,6 +20,8 @@ export interface CreateBackendOptions {
   /** Settings over those read from the environment. */
   dockerOptions?: Omit<DockerBackendOptions, 'docker' | 'redis'>;
   inProcessOptions?: Omit<InProcessBackendOptions, 'redis'>;
+  /** Operator defaults and maxima for every sandbox; default: read from env (ResourcePolicyEnvSchema). */
+  resourcePolicy?: ResourcePolicy;
   /** Kubernetes backend options (kube config, API clients, settings); env settings fill the rest. */
   kubernetes?: Partial<Omit<KubernetesBackendOptions, 'redis'>>;
 }
@@ -36,6 +39,7 @@ export interface CreatedBackend {
 export async function createBackend(options: CreateBackendOptions): Promise<CreatedBackend> {
   const env = options.env ?? process.env;
   const detection = detectBackend({ ...options.detection, env });
+  const resourcePolicy = options.resourcePolicy ?? resourcePolicyFromEnv(env);
   switch (detection.kind) {
     case 'inprocess':
       return {
@@ -51,6 +55,7 @@ export async function createBackend(options: CreateBackendOptions): Promise<Crea
         detection,
         backend: new DockerBackend({
           ...dockerOptionsFromEnv(env),
+          resourcePolicy,
           ...options.dockerOptions,
           docker: options.docker ?? new Dockerode(),
           redis: options.redis,
@@ -67,6 +72,7 @@ export async function createBackend(options: CreateBackendOptions): Promise<Crea
         detection,
         backend: kube.createKubernetesBackend({
           ...base,
+          resourcePolicy,
           ...given,
           agentCarrierImage: given.agentCarrierImage ?? base.agentCarrierImage,
           redis: options.redis,

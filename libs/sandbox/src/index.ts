@@ -7,14 +7,26 @@ export * from './detect-backend.js';
 export type { AgentVolumeMode } from './docker/agent-volume.js';
 export { DEFAULT_CARRIER_IMAGE, DockerBackend, type DockerBackendOptions } from './docker/docker-backend.js';
 export { dockerJobNames, persistentVolumeName } from './docker/docker-names.js';
-export type { DenyEgressConfig } from './docker/docker-network.js';
+export {
+  DEFAULT_SANDBOX_BRIDGE,
+  DEFAULT_SANDBOX_NETWORK,
+  type DenyEgressConfig,
+} from './docker/docker-network.js';
 export {
   DEFAULT_AGENT_ENTRY,
   InProcessBackend,
   type InProcessBackendOptions,
 } from './inprocess/inprocess-backend.js';
 export { DEFAULT_INPROCESS_REGISTRY_KEY } from './inprocess/sandbox-registry.js';
+export {
+  ALLOW_OPEN_REDIS_ENV,
+  type DefaultUserState,
+  OpenRedisGuard,
+  probeDefaultUser,
+} from './open-redis.js';
 export { cpuToNanoCpus, memoryToBytes } from './quantity.js';
+export * from './resource-policy.js';
+export * from './runtime-class.js';
 export * from './sandbox-spec.js';
 export * from './secret-env.js';
 export { loadTemplatesFile, parseTemplates, TemplateFileError } from './templates/load-templates.js';

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 
 /** Kubernetes-style quantities, e.g. "500m" cpu or "512Mi" memory. */
-const cpuQuantity = z
+export const cpuQuantity = z
   .string()
   .regex(/^(\d+(\.\d+)?|\d+m)$/, 'cpu must be a number of cores ("0.5", "2") or millicores ("500m")');
-const memoryQuantity = z
+export const memoryQuantity = z
   .string()
   .regex(
     /^\d+(\.\d+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$/,
@@ -13,7 +13,17 @@ const memoryQuantity = z
 
 export const ResourcesSchema = z.object({
   requests: z.object({ cpu: cpuQuantity.optional(), memory: memoryQuantity.optional() }).optional(),
-  limits: z.object({ cpu: cpuQuantity.optional(), memory: memoryQuantity.optional() }).optional(),
+  limits: z
+    .object({
+      cpu: cpuQuantity.optional(),
+      memory: memoryQuantity.optional(),
+      /**
+       * Processes and threads the sandbox may hold at once (Docker PidsLimit). Kubernetes has no
+       * per-pod field for it: there the kubelet's podPidsLimit applies.
+       */
+      pids: z.number().int().positive().optional(),
+    })
+    .optional(),
 });
 export type Resources = z.infer<typeof ResourcesSchema>;
 
@@ -56,7 +66,15 @@ export const SandboxSpecSchema = z.object({
     .string()
     .regex(/^\d+(:\d+)?$/, 'user must be "uid" or "uid:gid"')
     .optional(),
-  /** Kubernetes runtimeClassName / Docker runtime, e.g. "gvisor" / "runsc", "kata". */
+  /**
+   * The root filesystem read-only. /tmp (a tmpfs / emptyDir) and the workspace stay writable. Off
+   * by default so `apt-get` / `pip install` work in the image as it is.
+   */
+  readOnlyRootFilesystem: z.boolean().default(false),
+  /**
+   * The isolation runtime: `gvisor` is runsc on Docker and the RuntimeClass `gvisor` on Kubernetes
+   * (runtime-class.ts); any other value is the backend's own name (a Docker runtime, a RuntimeClass).
+   */
   runtimeClass: z.string().optional(),
   network: z.enum(['default', 'none', 'deny-egress']).default('default'),
   nodeSelector: z.record(z.string(), z.string()).default({}),

@@ -6,6 +6,7 @@ export type ReadinessCheck = () => Promise<boolean>;
 
 export interface HealthServerOptions {
   port: number;
+  /** Default loopback: see HEALTH_HOST in service-env.ts for why not all interfaces. */
   host?: string;
   /** Named checks run on every /readyz request. */
   checks: Record<string, ReadinessCheck>;
@@ -65,7 +66,7 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port, options.host ?? '0.0.0.0', () => resolve());
+    server.listen(options.port, options.host ?? '127.0.0.1', () => resolve());
   });
   return {
     port: (server.address() as AddressInfo).port,

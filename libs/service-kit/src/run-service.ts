@@ -125,6 +125,7 @@ async function start<S extends z.ZodType<ServiceEnv>>(
   });
   health = await startHealthServer({
     port: env.HEALTH_PORT,
+    host: env.HEALTH_HOST,
     checks: { redis: async () => (await redis.ping()) === 'PONG', ...started.checks },
   });
   shutdown.add('redis', async () => {

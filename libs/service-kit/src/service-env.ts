@@ -41,6 +41,12 @@ export function serviceEnvSchema(defaultHealthPort: number) {
       .default(DEFAULT_NAMESPACE),
     /** 0 picks a free port (printed in the start-up log). */
     HEALTH_PORT: portVar(defaultHealthPort),
+    /**
+     * Loopback by default: a sandbox on a Docker bridge reaches the host's other addresses, so
+     * a health server on all interfaces would be one of the host ports it can probe. Containers
+     * and pods whose probes come from outside set 0.0.0.0 (docker-compose.yml, deploy/k8s).
+     */
+    HEALTH_HOST: z.string().trim().min(1, 'HEALTH_HOST must name an address').default('127.0.0.1'),
   });
 }
 

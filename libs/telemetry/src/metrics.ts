@@ -47,6 +47,11 @@ export interface SandstreamMetrics {
   /** What a reaper removed: keys, containers, pods, leases, jobs. */
   reaperDeletions: { add(n: number, attrs: { target: string }): void };
   /**
+   * The JetStream log archive: `entries` archived, `gaps` recorded (entries lost before they
+   * could be archived), `jobs` whose log was completed.
+   */
+  logArchive: { add(n: number, attrs: { what: 'entries' | 'gaps' | 'jobs' }): void };
+  /**
    * Registers pull-style gauges whose values live in Redis (queue lengths, slot leases): the
    * callback runs only when a reader collects, so there is no polling loop to stop on SIGTERM.
    */
@@ -99,6 +104,9 @@ export function createSandstreamMetrics(meter: Meter = metrics.getMeter('sandstr
     reaperScans: meter.createCounter('sandstream.reaper.scans', { description: 'Reaper scan passes' }),
     reaperDeletions: meter.createCounter('sandstream.reaper.deletions', {
       description: 'Items the reaper removed',
+    }),
+    logArchive: meter.createCounter('sandstream.log_archive', {
+      description: 'Log archive work: entries archived, gaps recorded, jobs completed',
     }),
     observeQueueDepth(observe) {
       queueDepth.addCallback(

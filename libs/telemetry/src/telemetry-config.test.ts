@@ -30,7 +30,11 @@ describe('telemetryConfigFromEnv', () => {
       OTEL_METRICS_EXPORTER: 'none',
       SANDSTREAM_METRICS_PORT: '9464',
     });
-    expect(c).toMatchObject({ otlp: true, otlpMetrics: false, prometheus: { port: 9464, host: '0.0.0.0' } });
+    expect(c).toMatchObject({
+      otlp: true,
+      otlpMetrics: false,
+      prometheus: { port: 9464, host: '127.0.0.1' },
+    });
   });
 
   it('names each bad variable and its limit', () => {

@@ -56,7 +56,11 @@ export const TelemetryEnvSchema = z.object({
   ),
   /** Prometheus scrape endpoint (GET /metrics) on this port; independent of the OTLP switch. */
   SANDSTREAM_METRICS_PORT: port('SANDSTREAM_METRICS_PORT'),
-  SANDSTREAM_METRICS_HOST: z.preprocess(emptyAsUndefined, z.string().max(255).optional().default('0.0.0.0')),
+  /** Loopback by default for the same reason as HEALTH_HOST: sandboxes on a bridge reach host addresses. */
+  SANDSTREAM_METRICS_HOST: z.preprocess(
+    emptyAsUndefined,
+    z.string().max(255).optional().default('127.0.0.1'),
+  ),
 });
 
 export interface TelemetryConfig {

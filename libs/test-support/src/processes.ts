@@ -104,6 +104,21 @@ export interface RunningService {
   kill9: () => Promise<void>;
 }
 
+/** The four services a stack runs, in the order they are started. */
+export const SERVICE_NAMES: readonly ServiceName[] = [
+  'scheduler',
+  'pod-lifecycle',
+  'step-dispatcher',
+  'reaper',
+];
+
+/** All four services (startService each, one after another) with the same environment. */
+export async function startServices(env: Record<string, string>): Promise<RunningService[]> {
+  const services: RunningService[] = [];
+  for (const name of SERVICE_NAMES) services.push(await startService(name, env));
+  return services;
+}
+
 /**
  * Starts `node services/<name>/dist/main.js` on the shared Redis (unless `env` names another)
  * with its health endpoint on a free port, and waits until /readyz answers 200.

@@ -8,6 +8,7 @@ export * from './sizes.js';
 export * from './step.js';
 export * from './step-event.js';
 export * from './step-result.js';
+export * from './terminal.js';
 export * from './trace-context.js';
 export * from './transfer-chunks.js';
 export * from './unknown-keys.js';

@@ -66,3 +66,20 @@ export const TransferIdSchema = z
 export function transferKey(keys: SandboxKeys, transferId: string): string {
   return `${keys.prefix}xfer:${transferId}`;
 }
+
+/** A terminal's id: part of its keys, like a transfer's. */
+export const TerminalIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,64}$/, 'a terminal id is 1 to 64 letters, digits, "_" or "-"');
+
+export interface TerminalKeys {
+  /** LIST: the client LPUSHes input messages (wire terminal.ts), the agent pops the other end. */
+  readonly input: string;
+  /** STREAM capped with MAXLEN ~: the terminal's output as it came, then an end entry. */
+  readonly output: string;
+}
+
+/** A terminal's keys, under the sandbox's own prefix (its Redis user may use them; cleanup finds them). */
+export function terminalKeys(keys: SandboxKeys, terminalId: string): TerminalKeys {
+  return { input: `${keys.prefix}tty:${terminalId}:in`, output: `${keys.prefix}tty:${terminalId}:out` };
+}

@@ -49,12 +49,21 @@ export const Limits = {
   transferMaxBytes: 16 * 1024 * 1024 * 1024,
   /** upload/download: the other side silent this long fails the transfer. */
   transferIdleSeconds: 60,
+  /** terminal: the largest window, either way (a 4K screen at a tiny font is ~800 columns). */
+  terminalMaxCols: 1000,
+  terminalMaxRows: 1000,
+  /** terminal: one input message (a keystroke is a few bytes; a paste is cut into these). */
+  terminalInputMaxBytes: 64 * 1024,
+  /** terminal: input messages waiting for the agent; a client pushing past this is refused. */
+  terminalInputMaxPending: 1000,
 } as const;
 
 /** Redis stream caps. */
 export const StreamLimits = {
   /** `XADD … MAXLEN ~ eventStreamMaxLength` on every per-job events stream. */
   eventStreamMaxLength: 10_000,
+  /** `XADD … MAXLEN ~` on a terminal's output stream: the scrollback a reattaching client gets. */
+  terminalOutputMaxLength: 2_000,
   /** The shared lifecycle stream observers read. */
   lifecycleStreamMaxLength: 100_000,
 } as const;

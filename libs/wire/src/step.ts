@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { TransferIdSchema } from './keys.js';
+import { TerminalIdSchema, TransferIdSchema } from './keys.js';
 import { Limits } from './limits.js';
 import { SchemaVersionSchema } from './schema-version.js';
 import { TraceContextSchema } from './trace-context.js';
@@ -207,6 +207,49 @@ export const StatsStepSchema = z.object({
   workingDirectory,
 });
 
+/**
+ * An interactive program on a pseudo-terminal (default: the image's shell), for a person at a
+ * keyboard: input and window sizes come through the terminal's input list, raw output goes to
+ * its output stream (wire terminal.ts), not to the sandbox's events. Runs in the background
+ * (with `parallel`), until the program exits, the step is cancelled or the sandbox closes.
+ */
+export const TerminalStepSchema = z.object({
+  ...common,
+  kind: z.literal('terminal'),
+  parallel,
+  terminal: TerminalIdSchema,
+  /** argv to run; absent: bash, else sh. */
+  command: z
+    .array(z.string().max(64 * 1024))
+    .min(1, 'command must name a program')
+    .max(Limits.runMaxArgs, `a terminal command has at most ${Limits.runMaxArgs} arguments`)
+    .optional(),
+  cols: z
+    .number()
+    .int()
+    .min(1, 'cols must be at least 1')
+    .max(Limits.terminalMaxCols, `cols is at most ${Limits.terminalMaxCols}`)
+    .optional()
+    .default(80),
+  rows: z
+    .number()
+    .int()
+    .min(1, 'rows must be at least 1')
+    .max(Limits.terminalMaxRows, `rows is at most ${Limits.terminalMaxRows}`)
+    .optional()
+    .default(24),
+  /** Merged over the agent's environment; TERM defaults to xterm-256color. */
+  env: z.record(z.string(), z.string()).nullish(),
+  workingDirectory,
+  /** How long it may stay open at most (default and limit: runMaxTimeoutSeconds). */
+  timeoutSeconds: z
+    .number()
+    .positive('timeoutSeconds must be positive')
+    .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
+    .nullish()
+    .transform((t) => t ?? Limits.runMaxTimeoutSeconds),
+});
+
 export const ShutdownStepSchema = z.object({
   ...common,
   kind: z.literal('shutdown'),
@@ -222,6 +265,7 @@ export const STEP_KINDS = [
   'shell',
   'upload',
   'download',
+  'terminal',
   'shutdown',
 ] as const;
 export type StepKind = (typeof STEP_KINDS)[number];
@@ -245,6 +289,7 @@ export const StepSchema = z.preprocess(
     ShellStepSchema,
     UploadStepSchema,
     DownloadStepSchema,
+    TerminalStepSchema,
     ShutdownStepSchema,
   ]),
 );
@@ -261,6 +306,7 @@ export type StepInput =
   | z.input<typeof ShellStepSchema>
   | z.input<typeof UploadStepSchema>
   | z.input<typeof DownloadStepSchema>
+  | z.input<typeof TerminalStepSchema>
   | z.input<typeof ShutdownStepSchema>;
 export type RunStep = z.output<typeof RunStepSchema>;
 export type ReadFileStep = z.output<typeof ReadFileStepSchema>;
@@ -271,4 +317,5 @@ export type StatsStep = z.output<typeof StatsStepSchema>;
 export type ShellStep = z.output<typeof ShellStepSchema>;
 export type UploadStep = z.output<typeof UploadStepSchema>;
 export type DownloadStep = z.output<typeof DownloadStepSchema>;
+export type TerminalStep = z.output<typeof TerminalStepSchema>;
 export type ShutdownStep = z.output<typeof ShutdownStepSchema>;

@@ -1,4 +1,20 @@
+import fs from 'node:fs';
 import { Limits } from './limits.js';
+
+/**
+ * tar-fs's file system for packing, reading each file a chunk at a time instead of node's 64 KiB:
+ * sixteen times fewer reads and buffers per chunk sent (the transfer's throughput was bound by
+ * CPU, much of it the garbage collector's). Whoever packs a tree for a transfer list uses it (the
+ * SDK's upload, the agent's download).
+ */
+export const chunkedReads: typeof fs = {
+  ...fs,
+  createReadStream: ((file: string, options?: { start?: number; end?: number }) =>
+    fs.createReadStream(file, {
+      ...options,
+      highWaterMark: Limits.transferChunkBytes,
+    })) as typeof fs.createReadStream,
+};
 
 /**
  * Regroups a byte stream into chunks of exactly transferChunkBytes (the last one shorter): one
@@ -26,4 +42,38 @@ export async function* rechunk(
     }
   }
   if (length > 0) yield Buffer.concat(parts);
+}
+
+/**
+ * Yields what `source` yields, asking it for the next item as soon as the current one is handed
+ * over: producing a chunk (reading and packing files) overlaps with sending the one before,
+ * instead of waiting for each Redis round trip. One item ahead, no more.
+ */
+export async function* readAhead<T>(source: AsyncIterable<T>): AsyncGenerator<T> {
+  const iterator = source[Symbol.asyncIterator]();
+  let next = iterator.next();
+  let finished = false;
+  try {
+    for (;;) {
+      const current = await next;
+      if (current.done) {
+        finished = true;
+        return;
+      }
+      next = iterator.next();
+      // Rejected while the consumer still holds the item: reported by the await above, or by
+      // nobody when the consumer stops first.
+      next.catch(() => {});
+      yield current.value;
+    }
+  } finally {
+    // The consumer stopped early (or failed): let the source clean up once its pending read settles.
+    if (!finished)
+      void next
+        .then(
+          () => iterator.return?.(),
+          () => {},
+        )
+        .catch(() => {});
+  }
 }

@@ -1,9 +1,10 @@
 import { DispatchKeys, installationOf, JobStore, LeaseRenewal, QueueNames } from '@sandstream/bus';
-import { createBackend } from '@sandstream/sandbox';
+import { createBackend, resourcePolicyOf } from '@sandstream/sandbox';
 import { openSandboxAcl, ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
 import { createSandstreamMetrics, withJobSpan } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { agentEnvFor, logArchiveOn } from './agent-env.js';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
@@ -23,8 +24,17 @@ runService({
     const prefix = keys.bullPrefix;
 
     const installation = installationOf(env);
-    const { backend, detection } = await createBackend({ redis: redis as Redis });
+    const { backend, detection } = await createBackend({
+      redis: redis as Redis,
+      resourcePolicy: resourcePolicyOf(env),
+    });
     logger.info({ backend: detection.kind, why: detection.reason }, 'sandbox backend selected');
+    if (detection.kind === 'inprocess') {
+      // Said at every start: a developer convenience must never pass for a boundary.
+      logger.warn(
+        'the in-process backend is no isolation boundary: steps run as this user on this machine, with its network and files (file steps stay in the job directory, run steps do not); run untrusted work on the Docker or Kubernetes backend',
+      );
+    }
 
     const acl = await openSandboxAcl(env.SANDBOX_ACL, redis, keys);
     if (!acl && env.SANDBOX_ACL === 'auto') {
@@ -45,7 +55,7 @@ runService({
       backend,
       acl,
       agentRedisUrl: env.AGENT_REDIS_URL ?? env.REDIS_URL,
-      ...agentTelemetryEnv(env.AGENT_OTEL_EXPORTER_OTLP_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_ENDPOINT),
+      ...withAgentEnv(agentEnvFor(env)),
       dispatchQueue,
       destroyQueue,
       logger,
@@ -145,12 +155,11 @@ runService({
         workers: async () => createWorker.isRunning() && destroyWorker.isRunning(),
         ...watchdog.checks(),
       },
-      info: { acl: acl !== null, installation },
+      info: { acl: acl !== null, installation, logArchive: logArchiveOn(env) },
     };
   },
 });
 
-/** The agent's step spans go where this service's spans go, unless told otherwise. */
-function agentTelemetryEnv(endpoint: string | undefined): { agentEnv?: Record<string, string> } {
-  return endpoint ? { agentEnv: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint } } : {};
+function withAgentEnv(agentEnv: Record<string, string> | undefined): { agentEnv?: Record<string, string> } {
+  return agentEnv ? { agentEnv } : {};
 }

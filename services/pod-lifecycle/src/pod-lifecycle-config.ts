@@ -1,3 +1,4 @@
+import { ResourcePolicyEnvSchema } from '@sandstream/sandbox';
 import { intVar, SharedEnv, serviceEnvSchema } from '@sandstream/service-kit';
 import { z } from 'zod';
 
@@ -16,6 +17,17 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
     .url({ error: 'AGENT_OTEL_EXPORTER_OTLP_ENDPOINT must be a URL' })
     .optional(),
   OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ error: 'OTEL_EXPORTER_OTLP_ENDPOINT must be a URL' }).optional(),
+  /**
+   * The installation's NATS (the archiver's, read by the reaper): set, with LOG_ARCHIVE not
+   * `off`, agents are started with AGENT_LOG_ARCHIVE=1 (agent-env.ts). This service itself
+   * never connects to it.
+   */
+  NATS_URL: z
+    .string()
+    .regex(/^(nats|tls|wss?):\/\//, 'NATS_URL must start with nats://, tls://, ws:// or wss://')
+    .optional(),
+  /** `off` turns the log archive off although NATS_URL is set (the archiver reads the same). */
+  LOG_ARCHIVE: z.enum(['on', 'off'], { error: 'LOG_ARCHIVE must be on or off' }).optional(),
   SANDBOX_ACL: SharedEnv.SANDBOX_ACL,
   LEASE_SECONDS: SharedEnv.LEASE_SECONDS,
   /** Sandboxes one replica starts concurrently (create + wait-ready are mostly waiting). */
@@ -28,5 +40,7 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
   SANDSTREAM_INSTALLATION: SharedEnv.SANDSTREAM_INSTALLATION,
   /** Safety-net period of the sandbox user restore (it also runs on every reconnect). */
   SANDBOX_ACL_RESTORE_SECONDS: intVar(1, 3600, 30),
+  /** CPU, memory and pids every sandbox gets unless its spec says otherwise, and the most it may ask. */
+  ...ResourcePolicyEnvSchema.shape,
 });
 export type PodLifecycleEnv = z.output<typeof PodLifecycleEnvSchema>;

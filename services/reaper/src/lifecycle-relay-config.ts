@@ -1,5 +1,6 @@
 import { serviceEnvSchema } from '@sandstream/service-kit';
 import { z } from 'zod';
+import { LogArchiveEnv } from './log-archive-config.js';
 
 /** The lifecycle relay's own variables (read by relay-main.ts, and by the reaper that hosts it). */
 export const LifecycleRelayEnv = {
@@ -13,5 +14,8 @@ export const LifecycleRelayEnv = {
     .default('sandstream'),
 } as const;
 
-export const LifecycleRelayEnvSchema = serviceEnvSchema(8085).extend(LifecycleRelayEnv);
+export const LifecycleRelayEnvSchema = serviceEnvSchema(8085).extend({
+  ...LifecycleRelayEnv,
+  ...LogArchiveEnv,
+});
 export type LifecycleRelayEnvConfig = z.output<typeof LifecycleRelayEnvSchema>;

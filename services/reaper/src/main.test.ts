@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { createKeySpace, JobStore, parseJobSpec } from '@sandstream/bus';
+import { createKeySpace, JobStore, logArchiveNames, parseJobSpec } from '@sandstream/bus';
 import { deleteNamespaceKeys, ServiceProcess } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { connect } from 'nats';
@@ -52,7 +52,10 @@ describe('reaper process', () => {
   it('relays lifecycle events to NATS when NATS_URL is set', async () => {
     const nats = await connect({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222' });
     const subjects: string[] = [];
-    const sub = nats.subscribe(`sandstream.${ns}.>`, { callback: (_e, m) => subjects.push(m.subject) });
+    // Lifecycle subjects only: the log archive publishes the job's output under `….logs.<id>`.
+    const sub = nats.subscribe(`sandstream.${ns}.lifecycle.>`, {
+      callback: (_e, m) => subjects.push(m.subject),
+    });
     const p = new ServiceProcess(entry, {
       REDIS_URL: url,
       SANDSTREAM_NAMESPACE: ns,
@@ -65,6 +68,8 @@ describe('reaper process', () => {
     procs.push(p);
     const started = await p.waitForLog((l) => l.msg === 'reaper started');
     expect(started.natsRelay).toBe(true);
+    const archive = logArchiveNames({ namespace: ns }).stream;
+    expect(started.logArchive).toBe(archive);
     // The relay's group starts at the stream's end: wait until it exists.
     for (let i = 0; i < 100 && (await redis.exists(keys.lifecycleStream)) === 0; i++)
       await new Promise((r) => setTimeout(r, 20));
@@ -84,6 +89,9 @@ describe('reaper process', () => {
     p.signal('SIGTERM');
     expect(await p.exitCode()).toBe(0);
     sub.unsubscribe();
+    // The machine's NATS is shared: the test's archive stream goes with the test.
+    const jsm = await nats.jetstreamManager();
+    await jsm.streams.delete(archive).catch(() => false);
     await nats.close();
   });
 });

@@ -53,6 +53,12 @@ runService({
       ...(acl ? { acl } : {}),
       destroyQueue,
       retentionMs: env.REAPER_RETENTION_SECONDS * 1000,
+      // With the archive on here, every job's log must be archived before its keys go; without
+      // it (the archive may run in relay-main.ts), jobs the archiver marked pending still wait.
+      logArchive: {
+        required: env.NATS_URL !== undefined && env.LOG_ARCHIVE === 'on',
+        holdMs: env.LOG_ARCHIVE_HOLD_SECONDS * 1000,
+      },
       orphanGraceMs: env.REAPER_ORPHAN_GRACE_SECONDS * 1000,
       sandboxGraceMs: env.REAPER_SANDBOX_GRACE_SECONDS * 1000,
       startingTimeoutMs: env.REAPER_STARTING_TIMEOUT_SECONDS * 1000,
@@ -114,13 +120,23 @@ runService({
           redis: connect('worker', 'reaper-nats-relay'),
           logger,
           onShutdown,
+          logArchive: {
+            env,
+            lifecycleRedis: connect('worker', 'reaper-log-archive-discovery'),
+            redis: connect('worker', 'reaper-log-archive'),
+            metrics: metrics.logArchive,
+          },
         })
       : undefined;
     onShutdown('queues', () => destroyQueue.close());
     if (backend) onShutdown('backend', () => backend.close());
     return {
-      checks: { lastPass: async () => lastPassOk, ...watchdog.checks(), ...(nats ? { nats } : {}) },
-      info: { natsRelay: nats !== undefined, installation },
+      checks: {
+        lastPass: async () => lastPassOk,
+        ...watchdog.checks(),
+        ...(nats ? { nats: nats.ready } : {}),
+      },
+      info: { natsRelay: nats !== undefined, logArchive: nats?.archiver?.streamName ?? 'off', installation },
     };
   },
 });

@@ -1,6 +1,7 @@
 import { intVar, SharedEnv, serviceEnvSchema } from '@sandstream/service-kit';
 import { z } from 'zod';
 import { LifecycleRelayEnv } from './lifecycle-relay-config.js';
+import { LogArchiveEnv } from './log-archive-config.js';
 
 export const ReaperEnvSchema = serviceEnvSchema(8084).extend({
   REAPER_INTERVAL_SECONDS: intVar(1, 86_400, 60),
@@ -29,5 +30,7 @@ export const ReaperEnvSchema = serviceEnvSchema(8084).extend({
   /** When NATS_URL is set, this process also runs the lifecycle relay (relay-main.ts runs it alone). */
   ...LifecycleRelayEnv,
   NATS_URL: LifecycleRelayEnv.NATS_URL.optional(),
+  /** With NATS_URL, also the JetStream log archive (on unless LOG_ARCHIVE=off). */
+  ...LogArchiveEnv,
 });
 export type ReaperEnv = z.output<typeof ReaperEnvSchema>;

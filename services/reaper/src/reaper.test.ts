@@ -228,12 +228,41 @@ describe('reaper', () => {
     }
   });
 
+  it('keeps a finished job whose log is not archived yet, until the hold runs out', async () => {
+    for (const required of [false, true]) {
+      const h = setup();
+      const pending = await h.job('pending', FINISHED);
+      await redis.set(h.keys.jobLogArchive(pending), 'pending');
+      const done = await h.job('done', FINISHED);
+      await redis.set(h.keys.jobLogArchive(done), 'done');
+      const unseen = await h.job('unseen', FINISHED);
+      h.advance(2 * HOUR);
+      const reaper = h.reaper({ logArchive: { required, holdMs: 10 * HOUR } });
+
+      const report = await reaper.runOnce();
+      // `pending` always holds; no marker at all holds only where the archive is required.
+      const held = required ? [pending, unseen] : [pending];
+      expect(report.jobsHeldForArchive).toBe(held.length);
+      expect(report.jobsDeleted).toBe(3 - held.length);
+      for (const id of [pending, done, unseen]) {
+        expect(await redis.exists(h.keys.job(id), h.keys.sandbox(id).events)).toBe(held.includes(id) ? 2 : 0);
+      }
+      // The marker goes with the job's other keys.
+      expect(await redis.exists(h.keys.jobLogArchive(done))).toBe(0);
+
+      // An archive down for longer than the hold does not keep Redis growing forever.
+      h.advance(10 * HOUR);
+      expect((await reaper.runOnce()).jobsDeleted).toBe(held.length);
+      for (const id of held) expect(await redis.exists(h.keys.job(id), h.keys.jobLogArchive(id))).toBe(0);
+    }
+  });
+
   it('never deletes a job that was re-submitted after the reaper read the old one', async () => {
     const h = setup();
     const id = await h.job('again');
     // The old, finished record is gone and the id now names a new, queued job: the script re-checks.
     const keys = jobKeysOf(h.keys, h.dispatchKeys, id);
-    expect(await DELETE_FINISHED_JOB.run(redis, keys, [Date.now() + HOUR])).toBeNull();
+    expect(await DELETE_FINISHED_JOB.run(redis, keys, [Date.now() + HOUR, 0, '0'])).toBeNull();
     expect(await redis.exists(h.keys.job(id))).toBe(1);
   });
 

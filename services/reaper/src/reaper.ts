@@ -33,6 +33,13 @@ export interface ReaperOptions {
   destroyQueue?: Queue;
   /** Finished jobs (record, events, results) are kept this long after they end. */
   retentionMs: number;
+  /**
+   * The JetStream log archive guard. A job whose log the archiver marked `pending` keeps its
+   * keys until `holdMs` past retention; with `required` (the archive is on for this
+   * installation), so does a job the archiver has not marked at all. Without it, only `pending`
+   * marks hold, for the default hold of a day.
+   */
+  logArchive?: { required: boolean; holdMs: number };
   /** Keys with no job record must be idle this long before they go. */
   orphanGraceMs: number;
   /** A finished job's sandbox or Redis user still present this long after the end is an orphan. */
@@ -68,6 +75,8 @@ export interface ReapReport {
   leasesReclaimed: number;
   sandboxesDestroyed: number;
   aclUsersDeleted: number;
+  /** Finished jobs past retention whose log is not archived yet (kept). */
+  jobsHeldForArchive: number;
   durationMs: number;
 }
 
@@ -79,6 +88,7 @@ const emptyReport = (): ReapReport => ({
   leasesReclaimed: 0,
   sandboxesDestroyed: 0,
   aclUsersDeleted: 0,
+  jobsHeldForArchive: 0,
   durationMs: 0,
 });
 
@@ -140,8 +150,24 @@ export class Reaper {
         if (isTerminal(record.state)) {
           const cutoff = this.now() - this.options.retentionMs;
           if ((record.finishedAt ?? 0) > cutoff) continue;
-          const tenant = await DELETE_FINISHED_JOB.run<string | null>(redis, this.jobKeys(jobId), [cutoff]);
-          if (tenant === null) continue;
+          const archive = this.options.logArchive;
+          const holdCutoff = cutoff - (archive?.holdMs ?? DEFAULT_ARCHIVE_HOLD_MS);
+          const deleted = await DELETE_FINISHED_JOB.run<[string, string] | 'held' | null>(
+            redis,
+            this.jobKeys(jobId),
+            [cutoff, holdCutoff, archive?.required ? '1' : '0'],
+          );
+          if (deleted === 'held') report.jobsHeldForArchive++;
+          if (deleted === null || deleted === 'held') continue;
+          const [tenant, marker] = deleted;
+          if (marker === 'pending' || (archive?.required && marker !== 'done')) {
+            // Past the hold: Redis must not fill up behind an archive that is down for days, but
+            // the loss is logged, never silent.
+            this.options.logger.error(
+              { jobId, archive: marker || 'never seen' },
+              'deleted a finished job whose log was not archived (past the hold)',
+            );
+          }
           // Index entries live in other slots; removing them after the keys is idempotent.
           await store.delete(jobId, tenant || record.tenant);
           report.jobsDeleted++;
@@ -262,6 +288,9 @@ export class Reaper {
   }
 }
 
+/** How long past retention a `pending` log archive keeps a finished job's keys, unless configured. */
+export const DEFAULT_ARCHIVE_HOLD_MS = 86_400_000;
+
 /** Every key of a job, the record first (reaper-delete-finished-job's KEYS): all in the job's slot. */
 export function jobKeysOf(keys: KeySpace, dispatchKeys: DispatchKeys, jobId: string): string[] {
   const k = keys.sandbox(jobId);
@@ -273,6 +302,7 @@ export function jobKeysOf(keys: KeySpace, dispatchKeys: DispatchKeys, jobId: str
     k.heartbeat,
     k.control,
     dispatchKeys.dispatchState(jobId),
+    keys.jobLogArchive(jobId),
   ];
 }
 

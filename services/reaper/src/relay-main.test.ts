@@ -29,6 +29,8 @@ describe('lifecycle relay process', () => {
     const p = new ServiceProcess(entry, {
       ...base,
       NATS_URL: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+      // The machine's NATS is shared: no archive stream left behind (log-archiver.test.ts covers it).
+      LOG_ARCHIVE: 'off',
     });
     procs.push(p);
     const started = await p.waitForLog((l) => l.msg === 'lifecycle-relay started');

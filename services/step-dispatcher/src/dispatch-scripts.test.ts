@@ -130,6 +130,25 @@ describe('dispatch-advance', () => {
     expect(await j.pushed()).toEqual(['step-1', 'step-2']);
   });
 
+  it('does bounded work on a flooded results list: cuts it, reads only its head, still finds the result', async () => {
+    const j = await job();
+    await j.start();
+    const results = keySpace.sandbox(j.id).results;
+    // What a hostile step can do with its own Redis user: 20,000 forged results before the real one.
+    const forged = JSON.stringify({ stepId: 'step-1x', exitCode: 0, padding: 'x'.repeat(100) });
+    for (let i = 0; i < 20; i++) await redis.lpush(results, ...Array.from({ length: 1000 }, () => forged));
+    await j.result('step-1');
+    expect(await j.advance('step-1')).toEqual(['pushed', 1, 'step-2', '30']);
+    expect((await store.get(j.id))?.stepResults['step-1']?.exitCode).toBe(0);
+    // Cut to the newest 1,024 (one was taken since): the flood is not kept for the next scan.
+    expect(await redis.llen(results)).toBe(1023);
+    // A result buried under more than the scanned head is not searched for: 'missing'.
+    await j.result('step-2');
+    for (let i = 0; i < 3; i++) await redis.lpush(results, ...Array.from({ length: 100 }, () => forged));
+    expect(await j.advance('step-2')).toEqual(['missing']);
+    await redis.unlink(results);
+  });
+
   it('finishes on the first failure, and a finished job answers with its first outcome', async () => {
     const j = await job();
     await j.start();

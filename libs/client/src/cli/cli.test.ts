@@ -78,6 +78,26 @@ describe('sandstream CLI', () => {
     expect(cli('ls', '--state', 'cancelled').stdout).toContain(`${namespace}-c`);
   });
 
+  it('exits when its command is done, even with a timer of the process still running', () => {
+    // A 1,000 s interval started before the CLI (as ioredis' reply parser leaves one running for
+    // ~2 s after a large reply, as each chunk of a `cp` download is): the CLI still ends at once.
+    const run = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'data:text/javascript,setInterval(() => {}, 1e6)',
+        join(repoRoot, 'libs/client/dist/cli/main.js'),
+        'ls',
+      ],
+      {
+        env: { ...process.env, REDIS_URL: testRedisUrl(), SANDSTREAM_NAMESPACE: namespace },
+        encoding: 'utf8',
+        timeout: 30_000,
+      },
+    );
+    expect(run).toMatchObject({ status: 0, signal: null, stderr: '' });
+  });
+
   it('explains bad usage with exit 2', () => {
     expect(cli('frobnicate').status).toBe(2);
     expect(cli('ls', '--state', 'nope').stderr).toMatch(/--state must be one of/);

@@ -81,6 +81,33 @@ describe('resolveConnection', () => {
     }
   });
 
+  it("finds the log archive's NATS by flag, then variable, then npm start's file with its own Redis only", () => {
+    const withNats = mkdtempSync(join(tmpdir(), 'conn-nats-'));
+    mkdirSync(join(withNats, '.cache', 'sandstream'), { recursive: true });
+    writeFileSync(
+      join(withNats, LOCAL_FILE),
+      JSON.stringify({ redisUrl: fileUrl, namespace: 'n', pid: 1, natsUrl: 'nats://127.0.0.1:40124' }),
+    );
+    try {
+      const resolve = (flags: { natsUrl?: string; redisUrl?: string }, env: NodeJS.ProcessEnv = {}) =>
+        resolveConnection({ flags: { ...none, ...flags }, env, searchFrom: [withNats] }).natsUrl;
+      expect(resolve({})).toBe('nats://127.0.0.1:40124');
+      expect(resolve({}, { NATS_URL: 'nats://env:4222' })).toBe('nats://env:4222');
+      expect(resolve({ natsUrl: 'nats://flag:4222' }, { NATS_URL: 'nats://env:4222' })).toBe(
+        'nats://flag:4222',
+      );
+      // Another installation's Redis: the local archive is not its archive.
+      expect(resolve({ redisUrl: 'redis://elsewhere:6379' })).toBeUndefined();
+      expect(resolve({ redisUrl: 'redis://elsewhere:6379' }, { NATS_URL: 'nats://env:4222' })).toBe(
+        'nats://env:4222',
+      );
+      // The file without natsUrl (npm start before the archive) still serves its Redis.
+      expect(resolveConnection({ flags: none, env: {}, searchFrom: [nested] }).natsUrl).toBeUndefined();
+    } finally {
+      rmSync(withNats, { recursive: true, force: true });
+    }
+  });
+
   it('masks the password in URLs it shows', () => {
     expect(redactUrl(fileUrl)).toBe('redis://admin:***@127.0.0.1:40123');
     expect(redactUrl('redis://127.0.0.1:6399')).toBe('redis://127.0.0.1:6399');

@@ -10,10 +10,18 @@ import { z } from 'zod';
  *
  * URL: --redis-url > $REDIS_URL > local.json > redis://127.0.0.1:6379.
  * Namespace: --namespace > $SANDSTREAM_NAMESPACE > local.json > sandstream.
+ * Log archive (NATS): --nats-url > $NATS_URL > local.json's natsUrl, the last only when the Redis
+ * URL came from local.json too: an archive of the local installation would otherwise be read
+ * for a job of another one. None: no archive.
  */
 export const LOCAL_FILE = join('.cache', 'sandstream', 'local.json');
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 export const DEFAULT_NAMESPACE = 'sandstream';
+
+/** The schemes nats.js connects with, as the services' NATS_URL accepts them. */
+export const NatsUrlSchema = z
+  .string()
+  .regex(/^(nats|tls|wss?):\/\//, 'a NATS URL starts with nats://, tls://, ws:// or wss://');
 
 /**
  * Not strict: the file is written by a program, not a person, and a later version of
@@ -23,11 +31,13 @@ export const LocalConnectionFileSchema = z.object({
   redisUrl: z.string().regex(/^rediss?:\/\//, 'redisUrl must start with redis:// or rediss://'),
   namespace: z.string().min(1),
   pid: z.number().int().positive(),
+  /** Written when `npm start` runs its embedded nats-server (the log archive). */
+  natsUrl: NatsUrlSchema.optional(),
 });
 export type LocalConnectionFile = z.infer<typeof LocalConnectionFileSchema>;
 
 export interface ConnectionInputs {
-  flags: { redisUrl?: string | undefined; namespace?: string | undefined };
+  flags: { redisUrl?: string | undefined; namespace?: string | undefined; natsUrl?: string | undefined };
   env: NodeJS.ProcessEnv;
   /** Directories to walk up from, looking for LOCAL_FILE (the cwd, then the CLI's own place). */
   searchFrom: string[];
@@ -36,6 +46,8 @@ export interface ConnectionInputs {
 export interface ResolvedConnection {
   redisUrl: string;
   namespace: string;
+  /** The log archive's NATS, when one is configured. */
+  natsUrl?: string;
   /** The local.json that supplied the URL, named in a "cannot reach" error. */
   urlFile?: string;
   /** One line for stderr when a local.json was found but could not be used. */
@@ -73,14 +85,18 @@ function given(value: string | undefined): string | undefined {
 export function resolveConnection(inputs: ConnectionInputs): ResolvedConnection {
   const url = given(inputs.flags.redisUrl) ?? given(inputs.env.REDIS_URL);
   const namespace = given(inputs.flags.namespace) ?? given(inputs.env.SANDSTREAM_NAMESPACE);
-  if (url !== undefined && namespace !== undefined) return { redisUrl: url, namespace };
+  const natsUrl = given(inputs.flags.natsUrl) ?? given(inputs.env.NATS_URL);
+  if (url !== undefined && namespace !== undefined)
+    return { redisUrl: url, namespace, ...(natsUrl ? { natsUrl } : {}) };
   // Only read when it can contribute: an explicit URL and namespace never depend on the file.
   const path = findLocalFile(inputs.searchFrom);
   const local = path === undefined ? undefined : readLocalFile(path);
   const file = local && 'file' in local ? local.file : undefined;
+  const archive = natsUrl ?? (url === undefined ? file?.natsUrl : undefined);
   return {
     redisUrl: url ?? file?.redisUrl ?? DEFAULT_REDIS_URL,
     namespace: namespace ?? file?.namespace ?? DEFAULT_NAMESPACE,
+    ...(archive ? { natsUrl: archive } : {}),
     ...(url === undefined && file && path ? { urlFile: path } : {}),
     ...(local && 'problem' in local ? { warning: `ignoring ${path}: ${local.problem}` } : {}),
   };

@@ -31,3 +31,14 @@ export function exitCodeFor(state: JobState): number {
       return ExitCodes.failed;
   }
 }
+
+/** A sandbox command's end as the CLI's exit code: its own code, or 124 / 130 / 125 as exec documents. */
+export function exitCodeForCommand(result: {
+  timedOut: boolean;
+  cancelled?: boolean | undefined;
+  exitCode: number | null;
+}): number {
+  if (result.timedOut) return ExitCodes.timedOut;
+  if (result.cancelled) return ExitCodes.cancelled;
+  return result.exitCode ?? ExitCodes.execFailed;
+}

@@ -8,6 +8,7 @@ export class UsageError extends Error {
 /** Every flag of every command; which command takes which is COMMAND_FLAGS. */
 const FLAGS = {
   'redis-url': { type: 'string' },
+  'nats-url': { type: 'string' },
   namespace: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   follow: { type: 'boolean', short: 'f' },
@@ -28,7 +29,8 @@ const FLAGS = {
 } as const;
 type Flag = keyof typeof FLAGS;
 
-const GLOBAL_FLAGS: readonly Flag[] = ['redis-url', 'namespace', 'help'];
+/** Connection flags every command takes, like the variables the services read. */
+const GLOBAL_FLAGS: readonly Flag[] = ['redis-url', 'nats-url', 'namespace', 'help'];
 
 /**
  * Each command's own flags. A flag another command takes is refused too ("--json does not apply

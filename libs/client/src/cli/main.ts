@@ -12,14 +12,14 @@ import {
 import type { StepResult } from '@sandstream/wire';
 import { type ListOptions, SandstreamClient } from '../client.js';
 import { SandstreamOptionsError } from '../client-options.js';
-import { decodeFollowEntry } from '../follow-entry.js';
 import { JobNotFoundError } from '../job-not-found.js';
 import { SandboxClosedError, SandboxNotFoundError } from '../sandbox-errors.js';
 import { type CliRedis, connectCliRedis } from './connect-redis.js';
-import { redactUrl, resolveConnection } from './connection-config.js';
+import { NatsUrlSchema, redactUrl, resolveConnection } from './connection-config.js';
 import { ExitCodes, exitCodeFor } from './exit-codes.js';
 import { type ParsedCommandLine, parseCommandLine, UsageError } from './flags.js';
 import { loadSpecFile, SpecFileError } from './load-spec-file.js';
+import { printLogs } from './print-logs.js';
 import { describeOutput, TimelineRenderer } from './render.js';
 import {
   copyFiles,
@@ -38,7 +38,9 @@ const USAGE = `Usage: sandstream <command> [options]
 Commands:
   submit <job.yaml> [--follow]   validate and submit a job; --follow streams its output and
                                  exits with the job's outcome
-  logs [-f] <jobId>              print a job's output (-f: keep following until it ends)
+  logs [-f] <jobId>              print a job's output (-f: keep following until it ends);
+                                 lines no longer held are marked where they were; without
+                                 -f, read from the log archive once Redis lost some
   status <jobId> [--json]        show a job's state and step results
   cancel <jobId>                 cancel a job (a running step is killed)
   ls [--tenant t] [--state s]    list jobs and sandboxes (newest first)
@@ -54,12 +56,17 @@ Commands:
                                  command's code (124 timed out, 130 cancelled, 125 Sandstream failed)
   cp <src> <id>:<path> | cp <id>:<path> <dst>
                                  copy a file or directory into or out of a sandbox (tar streams)
-  shell <id> [--session <name>]  a long-lived shell: one command line at a time from stdin, its
+  shell <id> [--session <name>]  on a terminal: an interactive terminal (PTY) in the sandbox,
+                                 exits with its shell's code; piped, or with --session: a
+                                 long-lived shell, one command line at a time from stdin, its
                                  cd and exports kept; exits with the last command's code
 
 Options:
   --redis-url <url>   default $REDIS_URL, then the Redis that \`npm start\` runs (found
                       through .cache/sandstream/local.json), then redis://127.0.0.1:6379
+  --nats-url <url>    the log archive (NATS JetStream) \`logs\` reads once Redis no longer
+                      holds a job's whole log; default $NATS_URL, then npm start's (with
+                      its Redis only), else none
   --namespace <ns>    default $SANDSTREAM_NAMESPACE, then npm start's, then sandstream
   -h, --help
 
@@ -122,11 +129,15 @@ async function main(argv: string[]): Promise<number> {
   const specFile = command === 'submit' ? await loadSpecFile(needArg('job file')) : null;
 
   const resolved = resolveConnection({
-    flags: { redisUrl: values['redis-url'], namespace: values.namespace },
+    flags: { redisUrl: values['redis-url'], namespace: values.namespace, natsUrl: values['nats-url'] },
     env: process.env,
     searchFrom: [process.cwd(), CLI_DIR],
   });
   if (resolved.warning) process.stderr.write(`sandstream: warning: ${resolved.warning}\n`);
+  if (resolved.natsUrl !== undefined && !NatsUrlSchema.safeParse(resolved.natsUrl).success)
+    throw new UsageError(
+      `--nats-url / NATS_URL "${redactUrl(resolved.natsUrl)}" is not a NATS URL (nats://host:port)`,
+    );
   const cli = await connectCliRedis(resolved.redisUrl, { source: resolved.urlFile });
   connection = { ...cli, url: resolved.redisUrl };
   // Only submit starts a trace. Off unless the services' switch (SANDSTREAM_TELEMETRY / an OTLP
@@ -156,7 +167,13 @@ async function main(argv: string[]): Promise<number> {
       case 'logs': {
         const jobId = needArg('job id');
         if (values.follow) return await followJob(client, jobId);
-        return await printLogs(client, jobId);
+        await printLogs(
+          client,
+          jobId,
+          { natsUrl: resolved.natsUrl, subjectPrefix: process.env.NATS_SUBJECT_PREFIX || undefined },
+          { out: process.stdout, err: process.stderr },
+        );
+        return ExitCodes.succeeded;
       }
       case 'status': {
         const record = await mustGet(client, needArg('job id'));
@@ -280,28 +297,6 @@ async function stepResult(
   return undefined;
 }
 
-async function printLogs(client: SandstreamClient, jobId: string): Promise<number> {
-  const record = await mustGet(client, jobId);
-  const renderer = new TimelineRenderer({ out: process.stdout, err: process.stderr }, specOf(record));
-  const stream = client.keys.sandbox(jobId).events;
-  let cursor = '-';
-  for (;;) {
-    const entries = (await client.redis.xrange(stream, cursor, '+', 'COUNT', 1000)) as [string, string[]][];
-    const fresh = cursor === '-' ? entries : entries.slice(1);
-    for (const [id, fields] of fresh) {
-      const item = decodeFollowEntry(id, fields);
-      if (item && item.type !== 'state') renderer.render(item);
-      if (item?.type === 'step-completed') {
-        for (const line of describeOutput(record.stepResults[item.stepId])) process.stdout.write(`${line}\n`);
-      }
-    }
-    if (fresh.length === 0) break;
-    cursor = entries[entries.length - 1]?.[0] ?? cursor;
-  }
-  process.stderr.write(`● ${record.state}${record.reason ? ` (${record.reason})` : ''}\n`);
-  return ExitCodes.succeeded;
-}
-
 function formatStatus(record: JobRecord): string {
   const lines = [
     `job      ${record.id}`,
@@ -321,43 +316,61 @@ function formatStatus(record: JobRecord): string {
   return `${lines.join('\n')}\n`;
 }
 
-main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    if (err instanceof SpecFileError || err instanceof UsageError) {
-      process.stderr.write(`sandstream: ${err.message}\n`);
-      process.exitCode = ExitCodes.usage;
-    } else if (err instanceof SandboxClosedError) {
-      // A sandbox that failed to start, or closed under a command.
-      process.stderr.write(`sandstream: ${err.message}\n`);
-      process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.failed;
-    } else if (err instanceof SandboxSpecError || err instanceof SandstreamOptionsError) {
-      process.stderr.write(`sandstream: ${err.message}\n`);
-      process.exitCode = ExitCodes.usage;
-    } else if (
-      err instanceof NotFoundError ||
-      err instanceof JobNotFoundError ||
-      err instanceof SandboxNotFoundError
-    ) {
-      // Never there, or gone while followed (JobNotFoundError: Redis lost its data).
-      process.stderr.write(`sandstream: ${err.message}\n`);
-      process.exitCode = ExitCodes.notFound;
-    } else if (err instanceof Error && err.name === 'MaxRetriesPerRequestError' && connection) {
-      // Redis went away mid-command: ioredis' own message names its option, not the cause.
-      const cause = connection.lastError()?.message ?? err.message;
-      process.stderr.write(`sandstream: lost Redis at ${redactUrl(connection.url)}: ${cause}\n`);
-      process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.infrastructure;
-    } else if (err instanceof Error && err.name === 'JobSpecError') {
-      process.stderr.write(`sandstream: ${err.message}\n`);
-      process.exitCode = ExitCodes.usage;
-    } else if (err instanceof Error && /ERR_PARSE_ARGS/.test((err as { code?: string }).code ?? '')) {
-      process.stderr.write(`sandstream: ${err.message}\n${USAGE}\n`);
-      process.exitCode = ExitCodes.usage;
-    } else {
-      process.stderr.write(`sandstream: ${(err as Error).message ?? String(err)}\n`);
-      process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.infrastructure;
-    }
-  },
-);
+/**
+ * Ends the process once stdout and stderr are flushed, with the exit code set. A command that
+ * finished must not wait for timers it does not own: ioredis' reply parser keeps a 50 ms interval
+ * running for about 2 s after a large reply (each chunk of `cp`'s download is one), which held
+ * `sandstream cp <id>:<path> <dst>` open that long after its copy.
+ */
+function exitWhenFlushed(): void {
+  let pending = 2;
+  const flushed = () => {
+    pending -= 1;
+    if (pending === 0) process.exit();
+  };
+  process.stdout.write('', flushed);
+  process.stderr.write('', flushed);
+}
+
+main(process.argv.slice(2))
+  .then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      if (err instanceof SpecFileError || err instanceof UsageError) {
+        process.stderr.write(`sandstream: ${err.message}\n`);
+        process.exitCode = ExitCodes.usage;
+      } else if (err instanceof SandboxClosedError) {
+        // A sandbox that failed to start, or closed under a command.
+        process.stderr.write(`sandstream: ${err.message}\n`);
+        process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.failed;
+      } else if (err instanceof SandboxSpecError || err instanceof SandstreamOptionsError) {
+        process.stderr.write(`sandstream: ${err.message}\n`);
+        process.exitCode = ExitCodes.usage;
+      } else if (
+        err instanceof NotFoundError ||
+        err instanceof JobNotFoundError ||
+        err instanceof SandboxNotFoundError
+      ) {
+        // Never there, or gone while followed (JobNotFoundError: Redis lost its data).
+        process.stderr.write(`sandstream: ${err.message}\n`);
+        process.exitCode = ExitCodes.notFound;
+      } else if (err instanceof Error && err.name === 'MaxRetriesPerRequestError' && connection) {
+        // Redis went away mid-command: ioredis' own message names its option, not the cause.
+        const cause = connection.lastError()?.message ?? err.message;
+        process.stderr.write(`sandstream: lost Redis at ${redactUrl(connection.url)}: ${cause}\n`);
+        process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.infrastructure;
+      } else if (err instanceof Error && err.name === 'JobSpecError') {
+        process.stderr.write(`sandstream: ${err.message}\n`);
+        process.exitCode = ExitCodes.usage;
+      } else if (err instanceof Error && /ERR_PARSE_ARGS/.test((err as { code?: string }).code ?? '')) {
+        process.stderr.write(`sandstream: ${err.message}\n${USAGE}\n`);
+        process.exitCode = ExitCodes.usage;
+      } else {
+        process.stderr.write(`sandstream: ${(err as Error).message ?? String(err)}\n`);
+        process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.infrastructure;
+      }
+    },
+  )
+  .then(exitWhenFlushed);

@@ -1,6 +1,7 @@
 import { PassThrough } from 'node:stream';
+import { JobSpecSchema } from '@sandstream/bus';
 import { describe, expect, it } from 'vitest';
-import { describeOutput, plural, TimelineRenderer } from './render.js';
+import { describeGap, describeOutput, plural, TimelineRenderer } from './render.js';
 
 function target(tty: boolean) {
   const out = Object.assign(new PassThrough(), { isTTY: tty });
@@ -94,6 +95,7 @@ describe('TimelineRenderer', () => {
       stepId: 'step-1',
       exitCode: 0,
       droppedLines: 1,
+      seq: 3,
     });
     renderer.render({
       type: 'step-completed',
@@ -101,6 +103,7 @@ describe('TimelineRenderer', () => {
       stepId: 'step-2',
       exitCode: 0,
       droppedLines: 2,
+      seq: 4,
     });
     expect(t.readOut()).toBe('◀ step-1  exit 0, 1 line dropped\n◀ step-2  exit 0, 2 lines dropped\n');
     const result = {
@@ -122,5 +125,55 @@ describe('TimelineRenderer', () => {
     expect(
       describeOutput({ ...result, output: { kind: 'listFiles', path: '.', truncated: false, entries } }, 2),
     ).toEqual(['  - f0 (1 B)', '  - f1 (1 B)', '  … 1 more line']);
+  });
+
+  it('marks gaps in place with thousands separators, and a step whose start was trimmed', () => {
+    const t = target(false);
+    const spec = JobSpecSchema.parse({ image: 'none', steps: [{ command: 'seq', args: ['5000'] }] });
+    const renderer = new TimelineRenderer(t, spec);
+    renderer.render({ type: 'gap', cursor: '1-0', stepId: 'step-1', from: 1, to: 2774, startTrimmed: true });
+    renderer.render({
+      type: 'output',
+      cursor: '2-0',
+      stepId: 'step-1',
+      stream: 'stdout',
+      line: '2775',
+      seq: 2775,
+    });
+    renderer.render({ type: 'gap', cursor: '2-0', stepId: 'step-1', from: 2776, to: 2776 });
+    renderer.render({
+      type: 'output',
+      cursor: '3-0',
+      stepId: 'step-1',
+      stream: 'stdout',
+      line: '2777',
+      seq: 2777,
+    });
+    renderer.render({ type: 'gap', cursor: '3-0', stepId: 'step-1', from: 2778, to: 1_002_777 });
+    renderer.render({
+      type: 'step-completed',
+      cursor: '4-0',
+      stepId: 'step-1',
+      exitCode: 0,
+      droppedLines: 0,
+      seq: 1_002_778,
+    });
+    expect(t.readOut()).toBe(
+      [
+        '▶ step-1  run: seq 5000  (its start was trimmed from the log)',
+        '… 2,774 lines not shown …',
+        '2775',
+        '… 1 line not shown …',
+        '2777',
+        '… 1,000,000 lines not shown …',
+        '◀ step-1  exit 0',
+        '',
+      ].join('\n'),
+    );
+    // Only the started event trimmed: the header, and no empty marker.
+    renderer.render({ type: 'gap', cursor: '5-0', stepId: 'step-2', from: 1, to: 0, startTrimmed: true });
+    expect(t.readOut()).toBe('▶ step-2  step-2  (its start was trimmed from the log)\n');
+    // exec prints the same marker for a live sandbox's command.
+    expect(describeGap({ from: 10, to: 12_009 })).toBe('… 12,000 lines not shown …');
   });
 });

@@ -1,15 +1,32 @@
 import type { JobSpec } from '@sandstream/bus';
 import type { StepResult } from '@sandstream/wire';
 import type { FollowItem } from '../follow-entry.js';
+import { gapLines, type OutputGap } from '../seq-gaps.js';
 
-export interface RenderTarget {
-  out: NodeJS.WritableStream & { isTTY?: boolean };
-  err: NodeJS.WritableStream & { isTTY?: boolean };
+/** Where the renderer writes: process.stdout / stderr, or a buffer in front of them. */
+export interface TextSink {
+  write(text: string): unknown;
+  isTTY?: boolean;
 }
 
-/** "1 line", "2 lines": counts the CLI prints must not read "1 lines". */
+export interface RenderTarget {
+  out: TextSink;
+  err: TextSink;
+}
+
+/** "2,774": a long log's counts are read at a glance only with separators. */
+export function formatCount(count: number): string {
+  return count.toLocaleString('en-US');
+}
+
+/** "1 line", "2,774 lines": counts the CLI prints must not read "1 lines". */
 export function plural(count: number, singular: string, pluralForm = `${singular}s`): string {
-  return `${count} ${count === 1 ? singular : pluralForm}`;
+  return `${formatCount(count)} ${count === 1 ? singular : pluralForm}`;
+}
+
+/** The marker standing where a follower missed lines: "… 2,774 lines not shown …". */
+export function describeGap(gap: OutputGap): string {
+  return `… ${plural(gapLines(gap), 'line')} not shown …`;
 }
 
 const WAITING_STATES = new Set(['queued', 'scheduled', 'starting']);
@@ -66,6 +83,15 @@ export class TimelineRenderer {
         break;
       case 'output':
         (item.stream === 'stderr' ? this.target.err : this.target.out).write(`${item.line}\n`);
+        break;
+      case 'gap':
+        // The step's header went with its start: print it here, or its lines would run on
+        // under the previous step's.
+        if (item.startTrimmed)
+          this.target.out.write(
+            `▶ ${item.stepId}  ${describeStep(this.spec, item.stepId)}  (its start was trimmed from the log)\n`,
+          );
+        if (gapLines(item) > 0) this.target.out.write(`${describeGap(item)}\n`);
         break;
       case 'step-completed': {
         const dropped = item.droppedLines > 0 ? `, ${plural(item.droppedLines, 'line')} dropped` : '';

@@ -2,9 +2,11 @@ import { createInterface } from 'node:readline';
 import type { LiveSandboxSpecInput, SandboxRecord } from '@sandstream/bus';
 import { Limits, overLimit } from '@sandstream/wire';
 import type { SandstreamClient } from '../client.js';
+import type { Sandbox } from '../sandbox.js';
 import { CommandCancelledError, SandboxNotFoundError } from '../sandbox-errors.js';
-import { ExitCodes } from './exit-codes.js';
+import { ExitCodes, exitCodeForCommand } from './exit-codes.js';
 import { type ParsedCommandLine, UsageError } from './flags.js';
+import { describeGap } from './render.js';
 
 // `sandstream sandbox create|ls|inspect|rm` and `sandstream exec`: live sandboxes from the shell.
 // Their forms are contracts (scripts capture `ID=$(sandstream sandbox create …)`).
@@ -142,15 +144,12 @@ export async function execInSandbox(
       signal: controller.signal,
       onStdout: (line) => process.stdout.write(`${line}\n`),
       onStderr: (line) => process.stderr.write(`${line}\n`),
-      onGap: (gap) => process.stderr.write(`sandstream: … ${gap.to - gap.from + 1} lines not shown …\n`),
+      onGap: (gap) => process.stderr.write(`sandstream: ${describeGap(gap)}\n`),
     });
-    if (result.timedOut) return ExitCodes.timedOut;
-    if (result.cancelled) return ExitCodes.cancelled;
-    if (result.exitCode === null) {
+    if (result.exitCode === null && !result.timedOut && !result.cancelled) {
       process.stderr.write(`sandstream: ${result.errorMessage ?? 'the command did not run'}\n`);
-      return ExitCodes.execFailed;
     }
-    return result.exitCode;
+    return exitCodeForCommand(result);
   } catch (err) {
     if (err instanceof CommandCancelledError) return ExitCodes.cancelled;
     throw err;
@@ -172,14 +171,19 @@ async function readStdin(limit: number): Promise<Uint8Array> {
 }
 
 /**
- * `shell <id>`: a long-lived shell session of the sandbox, one command line at a time from
- * stdin (`printf 'cd /tmp\npwd\n' | sandstream shell <id>` prints /tmp), output as it comes. An
- * `exit` line or the end of stdin ends it; the exit code is the last command's. On a terminal
- * it prompts for each line (a full terminal with line editing and full-screen programs is not
- * there yet: this is a line-mode shell).
+ * `shell <id>`. On a terminal (stdin and stdout both): an interactive terminal in the sandbox, a
+ * PTY running its shell, with the local terminal in raw mode, so line editing, colours,
+ * full-screen programs, window resizes and Ctrl-C (reaching the foreground command there) work
+ * as over ssh; the exit code is the shell's. Otherwise, or with `--session`: a long-lived shell
+ * session of the sandbox, one command line at a time from stdin (`printf 'cd /tmp\npwd\n' |
+ * sandstream shell <id>` prints /tmp), output as it comes; an `exit` line or the end of stdin
+ * ends it, and the exit code is the last command's.
  */
 export async function shellInSandbox(client: SandstreamClient, id: string, values: Values): Promise<number> {
   const sandbox = await client.sandboxes.connect(id);
+  if (process.stdin.isTTY === true && process.stdout.isTTY === true && values.session === undefined) {
+    return interactiveTerminal(sandbox);
+  }
   const session = sandbox.shell(values.session ?? 'default');
   const tty = process.stdin.isTTY === true;
   const lines = createInterface({
@@ -198,16 +202,45 @@ export async function shellInSandbox(client: SandstreamClient, id: string, value
         onStderr: (err) => process.stderr.write(`${err}\n`),
       });
       if (result.errorMessage) process.stderr.write(`sandstream: ${result.errorMessage}\n`);
-      last = result.timedOut
-        ? ExitCodes.timedOut
-        : result.cancelled
-          ? ExitCodes.cancelled
-          : (result.exitCode ?? ExitCodes.execFailed);
+      last = exitCodeForCommand(result);
     }
     if (tty) lines.prompt();
   }
   lines.close();
   return last;
+}
+
+/** The local terminal joined to a PTY in the sandbox until the program there ends. */
+async function interactiveTerminal(sandbox: Sandbox): Promise<number> {
+  const stdin = process.stdin;
+  const stdout = process.stdout;
+  const terminal = await sandbox.terminals.open({ cols: stdout.columns || 80, rows: stdout.rows || 24 });
+  // Input and resizes go out one after another, in the order they happened.
+  let sending: Promise<void> = Promise.resolve();
+  let lost: Error | undefined;
+  const send = (what: () => Promise<void>) => {
+    sending = sending.then(what).catch((err: Error) => {
+      lost ??= err;
+    });
+  };
+  const onData = (chunk: Buffer) => send(() => terminal.write(chunk));
+  const onResize = () => send(() => terminal.resize(stdout.columns || 80, stdout.rows || 24));
+  stdin.setRawMode(true);
+  stdin.on('data', onData);
+  stdin.resume();
+  stdout.on('resize', onResize);
+  try {
+    for await (const chunk of terminal.output()) stdout.write(chunk);
+  } finally {
+    stdout.off('resize', onResize);
+    stdin.off('data', onData);
+    stdin.setRawMode(false);
+    stdin.pause();
+  }
+  const end = await terminal.wait();
+  if (lost) process.stderr.write(`sandstream: input was lost: ${lost.message}\n`);
+  if (end.errorMessage && !end.cancelled) process.stderr.write(`sandstream: ${end.errorMessage}\n`);
+  return exitCodeForCommand(end);
 }
 
 /**

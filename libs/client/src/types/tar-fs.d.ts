@@ -5,6 +5,8 @@ declare module 'tar-fs' {
     entries?: string[];
     /** Called per entry's header (counts files). */
     map?: (header: { name: string; type: string }) => { name: string; type: string };
+    /** The file system it reads through (node's fs by default). */
+    fs?: typeof import('node:fs');
   }
   export interface ExtractOptions {
     /** Called per entry as it is written (counts files). */

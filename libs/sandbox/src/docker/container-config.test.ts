@@ -17,13 +17,17 @@ describe('toolchainContainerOptions', () => {
     const spec = SandboxSpecSchema.parse({
       image: 'node:20',
       user: '1000:1000',
-      runtimeClass: 'runsc',
-      resources: { requests: { cpu: '250m', memory: '128Mi' }, limits: { cpu: '1.5', memory: '1Gi' } },
+      runtimeClass: 'gvisor',
+      resources: {
+        requests: { cpu: '250m', memory: '128Mi' },
+        limits: { cpu: '1.5', memory: '1Gi', pids: 300 },
+      },
     });
     const o = toolchainContainerOptions({
       ...base,
       spec,
       work: { kind: 'volume', name: 'work-1' },
+      runtime: 'runsc',
     });
     expect(o.Entrypoint).toEqual([...AGENT_LOADER_COMMAND, '--job-id', 'job-1']);
     expect(o.Cmd).toEqual([]);
@@ -36,6 +40,9 @@ describe('toolchainContainerOptions', () => {
       Runtime: 'runsc',
       NanoCpus: 1.5e9,
       Memory: 1024 ** 3,
+      // No swap beyond the memory limit (Docker's own default would double it).
+      MemorySwap: 1024 ** 3,
+      PidsLimit: 300,
       MemoryReservation: 128 * 1024 ** 2,
       CpuShares: 256,
       NetworkMode: 'host',
@@ -53,6 +60,14 @@ describe('toolchainContainerOptions', () => {
     expect(o.HostConfig?.Mounts?.[1]).toEqual({ Type: 'volume', Source: 'work-1', Target: '/src' });
     expect(o.HostConfig?.Runtime).toBeUndefined();
     expect(o.HostConfig?.Memory).toBeUndefined();
+    expect(o.HostConfig?.ReadonlyRootfs).toBeUndefined();
+  });
+
+  it('makes the root read-only with a tmpfs /tmp when the spec asks for it', () => {
+    const spec = SandboxSpecSchema.parse({ image: 'x', readOnlyRootFilesystem: true });
+    const o = toolchainContainerOptions({ ...base, spec, work: { kind: 'volume', name: 'work-1' } });
+    expect(o.HostConfig?.ReadonlyRootfs).toBe(true);
+    expect(Object.keys(o.HostConfig?.Tmpfs ?? {})).toEqual(['/tmp']);
   });
 });
 

@@ -20,6 +20,8 @@ export interface ToolchainContainerInput {
   sharedVolume: string;
   work: WorkMount;
   networkMode: string;
+  /** The engine's runtime for spec.runtimeClass (see runtime-class.ts); the engine default when unset. */
+  runtime?: string;
   /** The agent's flags (agentArgs); replaced by spec.command when that is set. */
   agentArgs: string[];
   env: Record<string, string>;
@@ -27,7 +29,8 @@ export interface ToolchainContainerInput {
 
 /**
  * The toolchain container: any unmodified image, the agent as its entrypoint (through the loader
- * on the read-only /shared volume), least privilege by default.
+ * on the read-only /shared volume), least privilege by default. Limits come from the spec after the operator's resource policy
+ * (resource-policy.ts) filled in what it left unset.
  */
 export function toolchainContainerOptions(input: ToolchainContainerInput): Dockerode.ContainerCreateOptions {
   const { spec } = input;
@@ -46,13 +49,23 @@ export function toolchainContainerOptions(input: ToolchainContainerInput): Docke
     RestartPolicy: { Name: 'no' },
   };
   mounts.push({ Type: 'volume', Source: input.work.name, Target: spec.workingDirectory });
-  if (limits.memory) hostConfig.Memory = memoryToBytes(limits.memory);
+  if (spec.readOnlyRootFilesystem) {
+    hostConfig.ReadonlyRootfs = true;
+    // Tools expect a writable /tmp; a tmpfs counts against the memory limit, so it cannot fill the disk.
+    hostConfig.Tmpfs = { '/tmp': 'rw,nosuid,nodev,mode=1777' };
+  }
+  if (limits.memory) {
+    hostConfig.Memory = memoryToBytes(limits.memory);
+    // Unset, Docker grants as much again in swap: a sandbox at its limit would page the host's disk.
+    hostConfig.MemorySwap = hostConfig.Memory;
+  }
+  if (limits.pids !== undefined) hostConfig.PidsLimit = limits.pids;
   if (requests.memory) hostConfig.MemoryReservation = memoryToBytes(requests.memory);
   if (limits.cpu) hostConfig.NanoCpus = cpuToNanoCpus(limits.cpu);
   // CPU shares are relative weights (1024 = one core's worth), the nearest Docker has to a request.
   if (requests.cpu)
     hostConfig.CpuShares = Math.max(2, Math.round((cpuToNanoCpus(requests.cpu) / 1e9) * 1024));
-  if (spec.runtimeClass) hostConfig.Runtime = spec.runtimeClass;
+  if (input.runtime) hostConfig.Runtime = input.runtime;
 
   return {
     name: input.name,

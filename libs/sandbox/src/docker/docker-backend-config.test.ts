@@ -14,6 +14,9 @@ import { persistentVolumeName } from './docker-names.js';
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const { docker, skip } = await dockerEngine('docker-backend-config');
 const tag = randomBytes(3).toString('hex');
+// The shared test Redis listens on loopback with an open `default` user: these suites test
+// other things, so they take the development settings (isolation: docker-reach.test.ts).
+const devNetwork = { defaultNetwork: 'host', allowOpenRedis: true } as const;
 
 describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
   let redis: Redis;
@@ -24,7 +27,13 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
   beforeAll(() => {
     redis = new Redis(redisUrl);
     blocking = redis.duplicate();
-    backend = new DockerBackend({ docker, redis, carrierImage: testImages.carrier, defaultGraceMs: 2000 });
+    backend = new DockerBackend({
+      docker,
+      redis,
+      carrierImage: testImages.carrier,
+      defaultGraceMs: 2000,
+      ...devNetwork,
+    });
   });
   afterAll(async () => {
     for (const ref of refs)
@@ -183,6 +192,7 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
         redis: gatewayRedis,
         carrierImage: testImages.carrier,
         denyEgress: { network, redisUrl: gatewayUrl },
+        allowOpenRedis: true,
       });
     });
     afterAll(async () => {

@@ -6,6 +6,9 @@ import { persistentVolumeName } from './docker-names.js';
 
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const { docker, skip } = await dockerEngine('docker-backend');
+// The shared test Redis listens on loopback with an open `default` user: these suites test
+// other things, so they take the development settings (isolation: docker-reach.test.ts).
+const devNetwork = { defaultNetwork: 'host', allowOpenRedis: true } as const;
 
 for (const [image, agentVolume] of [
   [testImages.debian, 'per-job'],
@@ -22,6 +25,7 @@ for (const [image, agentVolume] of [
         carrierImage: testImages.carrier,
         agentVolume,
         defaultGraceMs: 3000,
+        ...devNetwork,
       }),
     agent: { heartbeatIntervalMs: 200 },
     spec: { image },

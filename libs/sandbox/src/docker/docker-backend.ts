@@ -14,7 +14,10 @@ import {
   type WaitReadyOptions,
 } from '../backend.js';
 import { describeCrash } from '../log-tail.js';
+import { OpenRedisGuard } from '../open-redis.js';
 import { pollUntil } from '../poll.js';
+import { type ResourcePolicy, withResourcePolicy } from '../resource-policy.js';
+import { dockerRuntimeFor, missingDockerRuntimeMessage, type RuntimeNameMap } from '../runtime-class.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
 import { type AgentVolumeMode, CachedAgentVolumes, carrierImageId, fillAgentVolume } from './agent-volume.js';
@@ -28,8 +31,8 @@ import {
   PersistentLabel,
   persistentVolumeName,
 } from './docker-names.js';
-import { chooseNetwork, type DenyEgressConfig } from './docker-network.js';
-import { giveWorkDirectoryTo } from './work-ownership.js';
+import { chooseNetwork, DEFAULT_SANDBOX_NETWORK, type DenyEgressConfig } from './docker-network.js';
+import { giveWorkDirectoryTo, giveWorkVolumeTo } from './work-ownership.js';
 
 export const DEFAULT_CARRIER_IMAGE = 'sandstream/agent-carrier:dev';
 
@@ -41,12 +44,26 @@ export interface DockerBackendOptions {
   carrierImage?: string;
   /** Default `cached`: see AgentVolumeMode and docs/benchmarks.md (per-job costs a container run per start). */
   agentVolume?: AgentVolumeMode;
-  /** Network for spec.network "default"; `host` suits a developer machine with Redis on 127.0.0.1. */
+  /**
+   * Network for spec.network "default" (DEFAULT_SANDBOX_NETWORK, a managed bridge). `host` lets a
+   * step reach every host port: development only.
+   */
   defaultNetwork?: string;
+  /** Redis as reached from the default network; unset, a loopback URL is rewritten to its gateway. */
+  sandboxRedisUrl?: string;
   denyEgress?: DenyEgressConfig;
+  /** Create sandboxes even when their Redis lets anyone in as `default` (SANDSTREAM_ALLOW_OPEN_REDIS). */
+  allowOpenRedis?: boolean;
   secretSource?: Record<string, string | undefined>;
   idleTimeoutSeconds?: number;
   defaultGraceMs?: number;
+  /** Operator defaults and maxima for CPU, memory and pids; default DEFAULT_RESOURCE_POLICY. */
+  resourcePolicy?: ResourcePolicy;
+  /**
+   * spec.runtimeClass → the engine's runtime name, over the defaults (`gvisor` → `runsc`), for an
+   * engine that registered a runtime under another name (say runsc with the KVM platform).
+   */
+  runtimes?: RuntimeNameMap;
 }
 
 const managedFilter = `${SandboxLabels.managedBy}=${SandboxLabels.managedByValue}`;
@@ -62,9 +79,11 @@ export class DockerBackend implements SandboxBackend {
   private readonly docker: Dockerode;
   private readonly carrierImage: string;
   private readonly cached: CachedAgentVolumes;
+  private readonly openRedis: OpenRedisGuard;
 
   constructor(private readonly options: DockerBackendOptions) {
     this.docker = options.docker;
+    this.openRedis = new OpenRedisGuard({ allowOpenRedis: options.allowOpenRedis, backend: 'docker' });
     this.carrierImage = options.carrierImage ?? DEFAULT_CARRIER_IMAGE;
     this.cached = new CachedAgentVolumes(this.docker, {
       [SandboxLabels.managedBy]: SandboxLabels.managedByValue,
@@ -77,7 +96,7 @@ export class DockerBackend implements SandboxBackend {
     if (!jobId.success) throw new SandboxStartError('backend_error', formatIssues(jobId.error, 'jobId'));
     const parsed = SandboxSpecSchema.safeParse(request.spec);
     if (!parsed.success) throw new SandboxStartError('backend_error', formatIssues(parsed.error, 'spec'));
-    const spec = parsed.data;
+    const spec = withResourcePolicy(parsed.data, this.options.resourcePolicy);
     let secrets: Record<string, string>;
     try {
       secrets = resolveSecretEnv(spec.secretEnv, this.options.secretSource);
@@ -88,18 +107,27 @@ export class DockerBackend implements SandboxBackend {
 
     // Checked before anything is created: a missing image should cost one API call, not a cleanup.
     // The four look-ups are independent; in parallel they cost one round trip of start latency.
-    const [existing, , carrierId, network] = await Promise.all([
+    const runtime = spec.runtimeClass
+      ? dockerRuntimeFor(spec.runtimeClass, this.options.runtimes)
+      : undefined;
+    const [existing, , , carrierId, network] = await Promise.all([
       this.jobContainers(request.jobId),
       this.requireImage(spec.image),
+      spec.runtimeClass && runtime ? this.requireRuntime(spec.runtimeClass, runtime) : undefined,
       carrierImageId(this.docker, this.carrierImage),
       chooseNetwork(this.docker, spec, {
-        defaultNetwork: this.options.defaultNetwork ?? 'host',
+        defaultNetwork: this.options.defaultNetwork ?? DEFAULT_SANDBOX_NETWORK,
         denyEgress: this.options.denyEgress,
+        requestRedisUrl: request.agent.redisUrl,
+        sandboxRedisUrl: this.options.sandboxRedisUrl,
       }),
     ]).catch((err: unknown) => {
       if (err instanceof SandboxStartError) throw err;
       throw new SandboxStartError('backend_error', `Docker engine: ${(err as Error).message}`);
     });
+    const agentRedisUrl = network.redisUrl ?? request.agent.redisUrl;
+    // The very URL the agent will get: that server, reached without credentials, must say NOAUTH.
+    await this.openRedis.check(agentRedisUrl);
 
     if (existing.length > 0) {
       throw new SandboxStartError(
@@ -148,7 +176,7 @@ export class DockerBackend implements SandboxBackend {
         work = { kind: 'volume', name: names.workVolume };
       }
 
-      const agent = { ...request.agent, redisUrl: network.redisUrl ?? request.agent.redisUrl };
+      const agent = { ...request.agent, redisUrl: agentRedisUrl };
       const launch = {
         jobId: request.jobId,
         agent,
@@ -165,11 +193,20 @@ export class DockerBackend implements SandboxBackend {
           sharedVolume,
           work,
           networkMode: network.networkMode,
+          runtime,
           agentArgs: agentArgs(launch),
           env: { ...spec.env, ...secrets, ...agent.agentEnv, ...agentEnvironment(launch) },
         }),
       );
-      if (spec.user) await giveWorkDirectoryTo(container, spec.workingDirectory, spec.user);
+      if (spec.user && spec.readOnlyRootFilesystem) {
+        await giveWorkVolumeTo(this.docker, {
+          image: spec.image,
+          volume: work.name,
+          workingDirectory: spec.workingDirectory,
+          user: spec.user,
+          labels: labelsFor('work'),
+        });
+      } else if (spec.user) await giveWorkDirectoryTo(container, spec.workingDirectory, spec.user);
       await container.start();
       return { jobId: request.jobId, backend: 'docker', id: container.id };
     } catch (err) {
@@ -304,6 +341,14 @@ export class DockerBackend implements SandboxBackend {
         );
       }
       throw err;
+    }
+  }
+
+  private async requireRuntime(runtimeClass: string, runtime: string): Promise<void> {
+    const info = (await this.docker.info()) as { Runtimes?: Record<string, unknown> };
+    const known = Object.keys(info.Runtimes ?? {});
+    if (!known.includes(runtime)) {
+      throw new SandboxStartError('backend_error', missingDockerRuntimeMessage(runtimeClass, runtime, known));
     }
   }
 

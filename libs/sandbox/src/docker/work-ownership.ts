@@ -24,3 +24,34 @@ export async function giveWorkDirectoryTo(
   for await (const chunk of archive) chunks.push(chunk as Buffer);
   await container.putArchive(Buffer.concat(chunks), { path: posix.dirname(dir) });
 }
+
+/**
+ * giveWorkDirectoryTo for a sandbox with a read-only root: the engine refuses an archive whose
+ * target directory is on a read-only root (here the mount point's parent), so the hand-over goes
+ * through a never-started container of the same image with the same volume and a writable root.
+ */
+export async function giveWorkVolumeTo(
+  docker: Dockerode,
+  input: {
+    image: string;
+    volume: string;
+    workingDirectory: string;
+    user: string;
+    labels: Record<string, string>;
+  },
+): Promise<void> {
+  const scratch = await docker.createContainer({
+    Image: input.image,
+    Entrypoint: ['/nonexistent'],
+    Labels: input.labels,
+    HostConfig: {
+      Mounts: [{ Type: 'volume', Source: input.volume, Target: input.workingDirectory }],
+      NetworkMode: 'none',
+    },
+  });
+  try {
+    await giveWorkDirectoryTo(scratch, input.workingDirectory, input.user);
+  } finally {
+    await scratch.remove({ force: true, v: false });
+  }
+}

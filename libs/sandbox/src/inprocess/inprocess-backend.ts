@@ -71,6 +71,11 @@ export interface InProcessBackendOptions {
   idleTimeoutSeconds?: number;
   /** Time a destroy waits after the shutdown step before killing, unless the call says otherwise. */
   defaultGraceMs?: number;
+  /**
+   * Lets file steps reach any path (SANDSTREAM_INPROCESS_UNCONFINED_FILES=1). Without it the
+   * agent confines them to the job's directory: here no container is the boundary.
+   */
+  unconfinedFileSteps?: boolean;
 }
 
 const DEFAULT_PASS_ENV = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
@@ -145,6 +150,7 @@ export class InProcessBackend implements SandboxBackend {
       ...secrets,
       ...request.agent.agentEnv,
       ...agentEnvironment(launch),
+      ...(this.options.unconfinedFileSteps ? {} : { AGENT_CONFINE_FILES: '1' }),
     };
     const [file, ...args] = spec.command ?? [
       this.options.nodePath ?? process.execPath,

@@ -18,6 +18,8 @@ import {
   SandboxStartError,
   type WaitReadyOptions,
 } from '../backend.js';
+import { OpenRedisGuard } from '../open-redis.js';
+import { withResourcePolicy } from '../resource-policy.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
 import {
   apiMessageOf,
@@ -70,8 +72,13 @@ export class KubernetesBackend implements SandboxBackend {
   private closed = false;
   /** Every wait of this backend follows its pod through this one informer (one watch in all). */
   private readonly pods: PodInformer;
+  private readonly openRedis: OpenRedisGuard;
 
   constructor(private readonly deps: KubernetesBackendDeps) {
+    this.openRedis = new OpenRedisGuard({
+      allowOpenRedis: deps.settings.allowOpenRedis,
+      backend: 'kubernetes',
+    });
     this.pods = new PodInformer({
       kubeConfig: deps.kubeConfig,
       core: deps.core,
@@ -90,8 +97,8 @@ export class KubernetesBackend implements SandboxBackend {
     // Parsed again rather than trusted: a caller may hand over a spec that never met the schema.
     const parsedSpec = SandboxSpecSchema.safeParse(request.spec);
     if (!parsedSpec.success) throw startError('backend_error', formatIssues(parsedSpec.error, 'spec'));
-    const spec = parsedSpec.data;
     const { settings } = this.deps;
+    const spec = withResourcePolicy(parsedSpec.data, settings.resourcePolicy);
     const podName = sandboxPodName(request.jobId);
     const templates: PodTemplate[] = [];
     if (settings.podTemplate) templates.push(settings.podTemplate);
@@ -102,6 +109,9 @@ export class KubernetesBackend implements SandboxBackend {
         throw startError('backend_error', (err as Error).message);
       }
     }
+
+    // Before anything is made: pod-lifecycle runs in the cluster, so it reaches the URL the pod gets.
+    await this.openRedis.check(request.agent.redisUrl);
 
     if (spec.persistentWorkspace) {
       await this.ensureWorkspaceClaim(

@@ -49,6 +49,7 @@ export function kubernetesSettingsFromEnv(
   if (env.SANDSTREAM_K8S_REDIS_URL_SOURCE) {
     settings.redisUrlSource = parseRedisUrlSource(env.SANDSTREAM_K8S_REDIS_URL_SOURCE);
   }
+  if (env.SANDSTREAM_ALLOW_OPEN_REDIS) settings.allowOpenRedis = true;
   if (env.SANDSTREAM_K8S_POD_TEMPLATE_FILE) {
     settings.podTemplate = loadPodTemplateFile(env.SANDSTREAM_K8S_POD_TEMPLATE_FILE);
   }

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { allowOpenRedisVar } from '../open-redis.js';
+import { ResourcePolicySchema } from '../resource-policy.js';
 import { PodTemplateSchema } from './pod-template.js';
 
 const dnsLabel = z
@@ -62,6 +64,10 @@ export const KubernetesSettingsSchema = z.object({
   terminationGraceSeconds: z.number().int().min(0).max(3600).default(10),
   /** The toolchain writes wherever its tools expect (~/.cache, /tmp): read-write by default. */
   toolchainReadOnlyRootFilesystem: z.boolean().default(false),
+  /** Operator defaults and maxima for CPU, memory and pids; default DEFAULT_RESOURCE_POLICY. */
+  resourcePolicy: ResourcePolicySchema.optional(),
+  /** Create pods even when their Redis lets anyone in as `default` (development only). */
+  allowOpenRedis: z.boolean().default(false),
   /** How often the agent heartbeat is checked once the pod runs. */
   heartbeatPollMs: z.number().int().min(10).max(60_000).default(200),
   /** Lines of the crashed container's log quoted in an agent_crashed error. */
@@ -79,6 +85,7 @@ export const KubernetesEnvSchema = z.object({
   /** 'auto' | 'plain' | 'per-sandbox' | '<secret-name>/<key>' */
   SANDSTREAM_K8S_REDIS_URL_SOURCE: z.string().optional(),
   SANDSTREAM_K8S_POD_TEMPLATE_FILE: z.string().optional(),
+  SANDSTREAM_ALLOW_OPEN_REDIS: allowOpenRedisVar,
   POD_NAME: z.string().optional(),
   POD_UID: z.string().optional(),
   POD_NAMESPACE: z.string().optional(),

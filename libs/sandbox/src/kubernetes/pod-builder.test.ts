@@ -214,4 +214,20 @@ describe('buildSandboxPod', () => {
     const b = buildSandboxPod(input({ image: 'node:20', labels: { a: 'b' } }));
     expect(a).toEqual(b);
   });
+
+  it('a read-only root (spec key) gets an emptyDir /tmp; pids never reaches the container resources', () => {
+    const pod = buildSandboxPod(
+      input({
+        image: 'node:20',
+        readOnlyRootFilesystem: true,
+        resources: { limits: { cpu: '1', pids: 64 } },
+      }),
+    );
+    expect(() => validate(pod)).not.toThrow();
+    const toolchain = pod.spec!.containers[0]!;
+    expect(toolchain.securityContext?.readOnlyRootFilesystem).toBe(true);
+    expect(toolchain.volumeMounts).toContainEqual({ name: 'tmp', mountPath: '/tmp' });
+    expect(pod.spec!.volumes).toContainEqual({ name: 'tmp', emptyDir: {} });
+    expect(toolchain.resources).toEqual({ limits: { cpu: '1' } });
+  });
 });

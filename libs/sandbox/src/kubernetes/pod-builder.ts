@@ -1,6 +1,7 @@
 import type { V1Container, V1EnvVar, V1Pod, V1ResourceRequirements, V1Volume } from '@kubernetes/client-node';
 import type { AgentConnection } from '../backend.js';
 import { SandboxLabels } from '../backend.js';
+import { kubernetesRuntimeClassFor } from '../runtime-class.js';
 import type { SandboxSpec } from '../sandbox-spec.js';
 import { agentCommand, agentEnvVars, SHARED_MOUNT } from './agent-launch.js';
 import { sandboxPodName } from './kube-names.js';
@@ -73,10 +74,13 @@ function toolchainEnv(input: SandboxPodInput): V1EnvVar[] {
 
 function toolchainResources(spec: SandboxSpec): V1ResourceRequirements | undefined {
   const { requests, limits } = spec.resources;
-  const clean = (r: { cpu?: string; memory?: string } | undefined) =>
-    r && (r.cpu || r.memory)
-      ? Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined) as [string, string][])
-      : undefined;
+  // pids is not a container resource in Kubernetes (the kubelet's podPidsLimit bounds it): left out.
+  const clean = (r: { cpu?: string | undefined; memory?: string | undefined } | undefined) => {
+    const entries = Object.entries({ cpu: r?.cpu, memory: r?.memory }).filter(
+      (entry): entry is [string, string] => entry[1] !== undefined,
+    );
+    return entries.length > 0 ? Object.fromEntries(entries) : undefined;
+  };
   const result: V1ResourceRequirements = {};
   const req = clean(requests);
   const lim = clean(limits);
@@ -108,6 +112,9 @@ export function buildSandboxPod(input: SandboxPodInput): V1Pod {
     ? { name: 'work', persistentVolumeClaim: { claimName: spec.persistentWorkspace.name } }
     : { name: 'work', emptyDir: {} };
 
+  // The template's key or the operator's setting; either way /tmp stays writable (an emptyDir).
+  const readOnlyRoot = spec.readOnlyRootFilesystem || input.toolchainReadOnlyRootFilesystem;
+
   const inject: V1Container = {
     name: INJECT_CONTAINER,
     image: input.carrierImage,
@@ -129,8 +136,9 @@ export function buildSandboxPod(input: SandboxPodInput): V1Pod {
     volumeMounts: [
       { name: 'shared', mountPath: SHARED_MOUNT, readOnly: true },
       { name: 'work', mountPath: spec.workingDirectory },
+      ...(readOnlyRoot ? [{ name: 'tmp', mountPath: '/tmp' }] : []),
     ],
-    securityContext: restrictedContext(input.toolchainReadOnlyRootFilesystem),
+    securityContext: restrictedContext(readOnlyRoot),
   };
   const resources = toolchainResources(spec);
   if (resources) toolchain.resources = resources;
@@ -165,11 +173,15 @@ export function buildSandboxPod(input: SandboxPodInput): V1Pod {
         seccompProfile: { type: 'RuntimeDefault' },
         ...userContext(spec.user),
       },
-      volumes: [{ name: 'shared', emptyDir: {} }, workVolume],
+      volumes: [
+        { name: 'shared', emptyDir: {} },
+        workVolume,
+        ...(readOnlyRoot ? [{ name: 'tmp', emptyDir: {} }] : []),
+      ],
       initContainers: [inject],
       containers: [toolchain],
       ...(input.serviceAccountName ? { serviceAccountName: input.serviceAccountName } : {}),
-      ...(spec.runtimeClass ? { runtimeClassName: spec.runtimeClass } : {}),
+      ...(spec.runtimeClass ? { runtimeClassName: kubernetesRuntimeClassFor(spec.runtimeClass) } : {}),
       ...(Object.keys(spec.nodeSelector).length > 0 ? { nodeSelector: { ...spec.nodeSelector } } : {}),
       ...(spec.tolerations.length > 0 ? { tolerations: spec.tolerations.map((t) => ({ ...t })) } : {}),
       ...(spec.imagePullSecrets.length > 0

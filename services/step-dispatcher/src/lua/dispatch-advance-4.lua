@@ -5,13 +5,26 @@
 -- running one changes nothing, so no step is pushed (or run) twice.
 -- KEYS: state, in, results, job. ARGV: stepId, resultJSON ("" = take it from the results list).
 
+-- The results list is the sandbox's own to write: its agent LPUSHes, so the newest results are
+-- at the head, and an honest agent has far fewer waiting than RESULTS_SCAN (64 pending commands
+-- and 16 background processes at most). A sandbox that floods the list must not make this script,
+-- which blocks Redis for every tenant, read or decode all of it: only the head is looked at, only
+-- entries that contain the step id and are no larger than a result can be are decoded, and the
+-- list is cut to RESULTS_KEEP entries (the oldest, a flood's, go).
+local RESULTS_SCAN = 256
+local RESULTS_KEEP = 1024
+local RESULT_MAX_BYTES = 17 * 1024 * 1024
+
 -- Takes the named step's result off the results list (the agent's); nil when it is not there yet.
 local function take_result()
-  for _, item in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
-    local ok, r = pcall(cjson.decode, item)
-    if ok and type(r) == 'table' and r.stepId == ARGV[1] then
-      redis.call('LREM', KEYS[3], 1, item)
-      return item
+  redis.call('LTRIM', KEYS[3], 0, RESULTS_KEEP - 1)
+  for _, item in ipairs(redis.call('LRANGE', KEYS[3], 0, RESULTS_SCAN - 1)) do
+    if #item <= RESULT_MAX_BYTES and string.find(item, ARGV[1], 1, true) then
+      local ok, r = pcall(cjson.decode, item)
+      if ok and type(r) == 'table' and r.stepId == ARGV[1] then
+        redis.call('LREM', KEYS[3], 1, item)
+        return item
+      end
     end
   end
   return nil

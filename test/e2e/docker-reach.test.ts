@@ -1,0 +1,259 @@
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { connect, createServer, type Server } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { DockerBackend, SandboxSpecSchema, SandboxStartError } from '@sandstream/sandbox';
+import { dockerEngine, findCarrierImage, type RedisServer, startRedisServer } from '@sandstream/test-support';
+import { sandboxKeys } from '@sandstream/wire';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Stack, startStack } from '../helpers/services-stack.js';
+
+// Issue 17 §1, tried as an attacker inside a real Docker sandbox would: the four services run as
+// they ship (health endpoints on their defaults), on a private Redis with the `default` user off,
+// and sandboxes join a bridge network; a step then knocks on every door it can name.
+const carrier = findCarrierImage();
+const { docker, skip } = await dockerEngine('docker-reach');
+const image = process.env.SANDSTREAM_TEST_IMAGE_BUSYBOX ?? 'sandstream/busybox:static';
+const tag = randomBytes(3).toString('hex');
+const network = `sandstream-test-reach-${tag}`;
+const bridge = `sst-${tag}`;
+const firewallScript = fileURLToPath(new URL('../../scripts/sandbox-firewall.sh', import.meta.url));
+// The firewall half needs root and iptables; CI runs as root, so there it is never skipped.
+const canFirewall =
+  process.env.CI === 'true' ||
+  (process.getuid?.() === 0 && spawnSync('iptables', ['-S', 'INPUT'], { stdio: 'ignore' }).status === 0);
+
+/** busybox nc exits 0 once connected (stdin at EOF closes it), non-zero when refused or timed out. */
+const PROBE =
+  'probe() { if nc -w 2 "$1" "$2" </dev/null >/dev/null 2>&1; then echo "$3=open"; else echo "$3=closed"; fi; }';
+/** Sends RESP commands over a raw connection and prints the replies on one line. */
+const RESP = `resp() { printf "$3" | nc -w 2 "$1" "$2" | tr -d '\\r' | tr '\\n' ' '; echo; }`;
+
+describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox reach (issue 17 §1)', () => {
+  let redis: RedisServer;
+  let admin: Redis;
+  let gateway = '';
+  let adminUrl = '';
+  let stack: Stack | undefined;
+  const listeners: Server[] = [];
+
+  const listen = (host: string) =>
+    new Promise<number>((resolve, reject) => {
+      const server = createServer((socket) => socket.end('hello\n'));
+      server.once('error', reject);
+      server.listen(0, host, () => {
+        listeners.push(server);
+        resolve((server.address() as { port: number }).port);
+      });
+    });
+
+  beforeAll(async () => {
+    // Made before Redis, as an operator would: Redis has to listen on the bridge's gateway (the
+    // host's address on it), the one host address a sandbox on that bridge is sent to.
+    await docker.createNetwork({
+      Name: network,
+      Driver: 'bridge',
+      // A named interface, as the backend's own network has (sandstream0), for the firewall test.
+      Options: { 'com.docker.network.bridge.enable_icc': 'false', 'com.docker.network.bridge.name': bridge },
+      Labels: { 'app.kubernetes.io/managed-by': 'sandstream-test' },
+    });
+    const info = (await docker.getNetwork(network).inspect()) as { IPAM: { Config: { Gateway: string }[] } };
+    gateway = info.IPAM.Config[0]?.Gateway as string;
+    redis = await startRedisServer({ args: ['--bind', '127.0.0.1', gateway, '--protected-mode', 'no'] });
+    admin = new Redis(redis.url);
+    admin.on('error', () => {});
+  });
+  let neighbour: { remove: (o: { force: boolean }) => Promise<unknown> } | undefined;
+  const startNeighbour = async () => {
+    const container = await docker.createContainer({
+      name: `sandstream-test-neighbour-${tag}`,
+      Image: image,
+      Cmd: ['sh', '-c', 'while true; do echo hi | nc -l -p 8080; done'],
+      Labels: { 'app.kubernetes.io/managed-by': 'sandstream-test' },
+      HostConfig: { NetworkMode: network },
+    });
+    neighbour = container;
+    await container.start();
+    const info = await container.inspect();
+    return info.NetworkSettings.Networks[network]?.IPAddress as string;
+  };
+  const connects = (host: string, port: number) =>
+    new Promise<boolean>((resolve) => {
+      const socket = connect({ host, port, timeout: 2000 });
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('timeout', () => {
+        socket.destroy();
+        resolve(false);
+      });
+      socket.once('error', () => resolve(false));
+    });
+
+  const firewall = (action: 'add' | 'remove') => {
+    const run = spawnSync('bash', [firewallScript, action, bridge, String(redis.port)], { encoding: 'utf8' });
+    if (run.status !== 0) throw new Error(`sandbox-firewall.sh ${action}: ${run.stderr}`);
+  };
+
+  afterAll(async () => {
+    if (canFirewall && redis) firewall('remove');
+    await stack?.stop();
+    await neighbour?.remove({ force: true }).catch(() => {});
+    for (const l of listeners) l.close();
+    admin?.disconnect();
+    await redis?.stop();
+    await docker
+      .getNetwork(network)
+      .remove()
+      .catch(() => {});
+  });
+
+  const backendOn = (allowOpenRedis: boolean) =>
+    new DockerBackend({
+      docker,
+      redis: admin,
+      carrierImage: carrier ?? 'sandstream/agent-carrier:dev',
+      defaultNetwork: network,
+      allowOpenRedis,
+      defaultGraceMs: 1000,
+    });
+  const request = (jobId: string) => ({
+    jobId,
+    tenant: 'reach',
+    spec: SandboxSpecSchema.parse({ image }),
+    // Loopback, as a workstation's REDIS_URL is: the backend sends the sandbox to the gateway.
+    agent: { redisUrl: redis.url, keyStyle: 'tagged' as const, heartbeatIntervalMs: 200 },
+  });
+
+  it('refuses to create a sandbox while the Redis has an open default user, naming the fix; the override allows it', async () => {
+    // First, while the server still has its stock open `default` user.
+    const err = await backendOn(false)
+      .create(request(`reach-open-${tag}`))
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SandboxStartError);
+    expect((err as Error).message).toMatch(/open "default" user/);
+    expect((err as Error).message).toMatch(/ACL SETUSER default off/);
+    expect((err as Error).message).toMatch(/SANDSTREAM_ALLOW_OPEN_REDIS=1/);
+    expect(
+      await docker.listContainers({
+        all: true,
+        filters: { label: [`sandstream.dev/job-id=reach-open-${tag}`] },
+      }),
+    ).toEqual([]);
+
+    const allowed = backendOn(true);
+    const jobId = `reach-allowed-${tag}`;
+    const ref = await allowed.create(request(jobId));
+    try {
+      await allowed.waitReady(ref, 30_000, {
+        isAgentAlive: async () => (await admin.exists(sandboxKeys(jobId, 'tagged').heartbeat)) === 1,
+      });
+      const inspected = await docker.getContainer(ref.id).inspect();
+      expect(inspected.HostConfig.NetworkMode).toBe(network);
+      expect(inspected.Config.Env).toContain(`REDIS_URL=redis://${gateway}:${redis.port}`);
+    } finally {
+      await allowed.destroy(ref, { graceMs: 1000, removeOutputKeys: true });
+    }
+  }, 60_000);
+
+  it('from inside a sandbox: no host port but Redis, and on Redis nothing but its own user', async () => {
+    // Close the door the way the fix message says, and give the services an admin user.
+    const password = randomBytes(12).toString('hex');
+    await admin.call('ACL', 'SETUSER', 'admin', 'on', `>${password}`, '~*', '&*', '+@all');
+    await admin.call('ACL', 'SETUSER', 'default', 'off');
+    admin.disconnect();
+    adminUrl = `redis://admin:${password}@127.0.0.1:${redis.port}`;
+    admin = new Redis(adminUrl);
+    admin.on('error', () => {});
+
+    stack = await startStack({
+      label: 'reach',
+      env: {
+        REDIS_URL: adminUrl,
+        SANDBOX_TYPE: 'docker',
+        SANDSTREAM_AGENT_CARRIER_IMAGE: carrier ?? 'sandstream/agent-carrier:dev',
+        SANDSTREAM_DOCKER_NETWORK: network,
+        SANDBOX_ACL: 'on',
+      },
+      redis: () => new Redis(adminUrl),
+    });
+    const healthPorts = [...stack.services.values()].flat().map((s) => s.port);
+    // The host's own external address, where one exists: reached through the gateway just the same.
+    const hostIp = Object.entries(networkInterfaces())
+      .filter(([name]) => !/^(docker|br-|veth|sst-|sandstream)/.test(name))
+      .flatMap(([, addresses]) => addresses ?? [])
+      .find((a) => a.family === 'IPv4' && !a.internal)?.address;
+    const loopbackPort = await listen('127.0.0.1');
+    // A neighbour on the same bridge (another sandbox, as far as the network can tell).
+    const neighbourIp = await startNeighbour();
+    // The control: the neighbour does answer, from the host.
+    expect(await connects(neighbourIp, 8080)).toBe(true);
+
+    await using sandbox = await stack.client.sandboxes.create({ id: `${stack.namespace}-probe`, image });
+    const container = (
+      await docker.listContainers({ filters: { label: [`sandstream.dev/job-id=${stack.namespace}-probe`] } })
+    )[0];
+    const env = (await docker.getContainer(container?.Id as string).inspect()).Config.Env;
+    const own = new URL((env.find((e) => e.startsWith('REDIS_URL=')) as string).slice('REDIS_URL='.length));
+    // The agent's own user, not the admin: pod-lifecycle made one for this sandbox.
+    expect(own.username).not.toBe('admin');
+    expect(own.hostname).toBe(gateway);
+
+    const targets = [
+      ...healthPorts.map((p, i) => `probe ${gateway} ${p} health${i}; probe 127.0.0.1 ${p} health${i}-lo`),
+      ...(hostIp ? healthPorts.map((p, i) => `probe ${hostIp} ${p} health${i}-ip`) : []),
+      `probe ${gateway} ${loopbackPort} other; probe 127.0.0.1 ${loopbackPort} other-lo`,
+      `probe ${neighbourIp} 8080 neighbour`,
+      `probe ${gateway} ${redis.port} redis`,
+      `resp ${gateway} ${redis.port} 'PING\\r\\n'`,
+      `resp ${gateway} ${redis.port} 'AUTH default nopass\\r\\nPING\\r\\n'`,
+      `resp ${gateway} ${redis.port} 'AUTH admin wrong\\r\\nPING\\r\\n'`,
+      `resp ${gateway} ${redis.port} 'AUTH ${decodeURIComponent(own.username)} ${decodeURIComponent(own.password)}\\r\\nPING\\r\\n'`,
+    ];
+    const result = await sandbox.exec(['sh', '-c', [PROBE, RESP, ...targets].join('\n')]);
+    const lines = result.stdout.trim().split('\n');
+    if (process.env.REACH_DEBUG) console.log(result.stdout);
+    for (let i = 0; i < healthPorts.length; i++) {
+      expect(lines).toContain(`health${i}=closed`);
+      expect(lines).toContain(`health${i}-lo=closed`);
+      if (hostIp) expect(lines).toContain(`health${i}-ip=closed`);
+    }
+    expect(lines).toContain('other=closed');
+    expect(lines).toContain('other-lo=closed');
+    expect(lines).toContain('neighbour=closed');
+    expect(lines).toContain('redis=open');
+    const replies = lines.slice(-4);
+    expect(replies[0]).toMatch(/^-NOAUTH/);
+    expect(replies[1]).toMatch(/WRONGPASS|disabled/);
+    expect(replies[2]).toMatch(/WRONGPASS/);
+    expect(replies[3]).toBe('+OK +PONG');
+  }, 120_000);
+
+  it.skipIf(!canFirewall)(
+    'with the host firewall rule, a host service on all interfaces is closed too, Redis still works',
+    async () => {
+      const live = stack as Stack;
+      const allPort = await listen('0.0.0.0');
+      const script = [PROBE, `probe ${gateway} ${allPort} all`, `probe ${gateway} ${redis.port} redis`].join(
+        '\n',
+      );
+      await using sandbox = await live.client.sandboxes.create({ id: `${live.namespace}-fw`, image });
+      // The control: binding alone leaves a service that listens everywhere open to the bridge.
+      expect((await sandbox.exec(['sh', '-c', script])).stdout.trim().split('\n')).toEqual([
+        'all=open',
+        'redis=open',
+      ]);
+      firewall('add');
+      firewall('add'); // idempotent: a second add must not stack rules
+      expect((await sandbox.exec(['sh', '-c', script])).stdout.trim().split('\n')).toEqual([
+        'all=closed',
+        'redis=open',
+      ]);
+      // The agent kept its Redis connection through it: the exec above came back.
+    },
+    60_000,
+  );
+});
