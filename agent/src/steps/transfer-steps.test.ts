@@ -66,7 +66,8 @@ describe('upload and download steps', () => {
       sendTree('t1', source, 'tree'),
     ]);
     expect(outcome).toMatchObject({ exitCode: 0, output: { kind: 'upload', files: 1 } });
-    expect(await readFile(path.join(dir, 'dest', 'tree', 'sub', 'blob.bin'))).toEqual(blob);
+    // Buffer.equals, not toEqual: a deep comparison walks 2 MiB byte by byte for seconds.
+    expect((await readFile(path.join(dir, 'dest', 'tree', 'sub', 'blob.bin'))).equals(blob)).toBe(true);
 
     const down = recordingContext(dir);
     const sent = await downloadStep(
@@ -114,5 +115,47 @@ describe('upload and download steps', () => {
     expect(outcome).toMatchObject({ errorCode: 'limit_exceeded' });
     expect(outcome.errorMessage).toMatch(/over.*1,048,576/);
     await redis.del(transferKey(keys, 't3'));
+  });
+
+  it('refuses a transfer cut off right after a file header without taking the agent down', async () => {
+    // The limit trips while tar-fs is still checking the entry's directory, before it has
+    // piped the entry anywhere: the entry stream was destroyed with no 'error' listener of its
+    // own, an uncaught exception that killed the whole agent (seen in CI as a lost sandbox). The
+    // chunks come from memory here, not Redis, so the limit trips before any file-system callback.
+    const source = path.join(dir, 'cut');
+    await mkdir(source, { recursive: true });
+    await writeFile(path.join(source, 'blob.bin'), randomBytes(64 * 1024));
+    const tar: Buffer[] = [];
+    for await (const chunk of pack(source, { entries: ['blob.bin'] })) tar.push(chunk as Buffer);
+    const whole = Buffer.concat(tar);
+    const inMemory = {
+      async *receive() {
+        yield whole.subarray(0, 1024); // the file's header and a little of its data
+        yield whole.subarray(1024);
+      },
+    };
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown) => uncaught.push(err);
+    process.on('uncaughtException', onUncaught);
+    try {
+      const outcome = await uploadStep(
+        UploadStepSchema.parse({
+          schemaVersion: 1,
+          stepId: 'u4',
+          kind: 'upload',
+          path: 'cut',
+          transfer: 't4',
+          maxBytes: 2048,
+        }),
+        recordingContext(dir).ctx,
+        inMemory,
+      );
+      expect(outcome).toMatchObject({ errorCode: 'limit_exceeded' });
+      // The destroyed entry's error surfaces a few ticks later, after tar-fs' checks.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    } finally {
+      process.off('uncaughtException', onUncaught);
+    }
+    expect(uncaught).toEqual([]);
   });
 });

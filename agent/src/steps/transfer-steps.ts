@@ -28,7 +28,7 @@ async function* bounded(source: AsyncIterable<Buffer>, maxBytes: number, counted
 export async function uploadStep(
   step: UploadStep,
   ctx: StepContext,
-  channel: TransferChannel,
+  channel: Pick<TransferChannel, 'receive'>,
 ): Promise<StepOutcome> {
   const dest = resolveStepPath(ctx, step.workingDirectory, step.path);
   const counted = { bytes: 0 };
@@ -51,9 +51,12 @@ export async function uploadStep(
       },
     });
     // pipeline reports the first error; a stream torn down after it may still emit one, and
-    // an 'error' with no listener would take the whole agent down.
+    // an 'error' with no listener would take the whole agent down. That includes each entry's
+    // stream: tar-fs pipes it only after checking and creating its directory, and an entry
+    // destroyed in between (the limit tripped, the sender went away) has no listener yet.
     source.on('error', () => {});
     target.on('error', () => {});
+    target.on('entry', (_header, entry: NodeJS.EventEmitter) => entry.on('error', () => {}));
     await pipeline(source, target);
   } catch (err) {
     return transferFailure(err, ctx, 'path', dest);
