@@ -177,6 +177,9 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
         SANDSTREAM_AGENT_CARRIER_IMAGE: carrier ?? 'sandstream/agent-carrier:dev',
         SANDSTREAM_DOCKER_NETWORK: network,
         SANDBOX_ACL: 'on',
+        // Small, so the flood below is told from normal use at once.
+        SANDBOX_REDIS_BUDGET_MB: '64',
+        REDIS_BUDGET_CHECK_MS: '100',
       },
       redis: () => new Redis(adminUrl),
     });
@@ -256,4 +259,57 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     },
     60_000,
   );
+
+  it('a sandbox that tries to write 1 GB into its own keys cannot fill Redis: it is cut off and stopped (§2)', async () => {
+    const live = stack as Stack;
+    await using sandbox = await live.client.sandboxes.create({ id: `${live.namespace}-flood`, image });
+    const container = (
+      await docker.listContainers({ filters: { label: [`sandstream.dev/job-id=${live.namespace}-flood`] } })
+    )[0];
+    const env = (await docker.getContainer(container?.Id as string).inspect()).Config.Env;
+    const own = new URL((env.find((e) => e.startsWith('REDIS_URL=')) as string).slice('REDIS_URL='.length));
+    const usedMemory = async () => Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
+    const before = await usedMemory();
+    // Its own user, its own key: 1,024 LPUSHes of 1 MiB, as fast as the sandbox can send them.
+    const key = `sandbox:{${live.namespace}-flood}:mine`;
+    const flood = [
+      `{ printf 'AUTH %s %s\\r\\n' '${decodeURIComponent(own.username)}' '${decodeURIComponent(own.password)}'`,
+      `  i=0; while [ $i -lt 1024 ]; do`,
+      `    printf '*3\\r\\n$5\\r\\nLPUSH\\r\\n$${key.length}\\r\\n${key}\\r\\n$1048576\\r\\n'`,
+      `    head -c 1048576 /dev/zero; printf '\\r\\n'; i=$((i+1))`,
+      `  done; } | nc -w 5 ${gateway} ${redis.port} > /dev/null`,
+    ].join('\n');
+    let peak = before;
+    const sampling = setInterval(() => {
+      usedMemory().then(
+        (m) => {
+          peak = Math.max(peak, m);
+        },
+        () => {},
+      );
+    }, 20);
+    try {
+      // The sandbox is stopped under the command: the call ends with the sandbox, not with the flood done.
+      await sandbox.exec(['sh', '-c', flood]).then(
+        () => undefined,
+        () => undefined,
+      );
+      await expect.poll(async () => (await sandbox.info()).state, { timeout: 30_000 }).toBe('failed');
+    } finally {
+      clearInterval(sampling);
+    }
+    const info = await sandbox.info();
+    expect(info.reason).toBe('redis-budget');
+    expect(info.message).toMatch(
+      /over its Redis budget: the sandbox stored [\d.,]+ MB in Redis, over its budget of 64 MB/,
+    );
+    // Nowhere near 1 GB ever reached Redis, and what it wrote is gone again.
+    const mb = (n: number) => Math.round(n / (1024 * 1024));
+    console.log(
+      `[measure] flood of 1 GB: Redis peaked ${mb(peak - before)} MB above where it stood, budget 64 MB`,
+    );
+    expect(peak - before).toBeLessThan(512 * 1024 * 1024);
+    expect(await admin.exists(key)).toBe(0);
+    await expect.poll(usedMemory, { timeout: 20_000 }).toBeLessThan(before + 64 * 1024 * 1024);
+  }, 120_000);
 });

@@ -23,6 +23,7 @@ export * from './redis-safety.js';
 export * from './sandbox-acl.js';
 export * from './sandbox-commands.js';
 export * from './sandbox-record.js';
+export * from './sandbox-redis-usage.js';
 export * from './sandbox-user-record.js';
 export * from './scan-keys.js';
 export * from './slot-leases.js';

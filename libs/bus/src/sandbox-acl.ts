@@ -134,6 +134,22 @@ export class SandboxAcl {
     await Promise.all(nodesOf(this.redis).map((node) => node.call('ACL', 'DELUSER', username)));
   }
 
+  /**
+   * Cuts a sandbox off Redis at once: its user turned off (no new connection authenticates) and
+   * its live connections killed (a write in flight, pipelined or not, goes no further). The user
+   * stays, off, so nothing that restores missing users brings it back; delete() removes it with
+   * the sandbox.
+   */
+  async disable(jobId: string): Promise<void> {
+    const username = this.username(jobId);
+    await Promise.all(
+      nodesOf(this.redis).map(async (node) => {
+        await node.call('ACL', 'SETUSER', username, 'off');
+        await node.call('CLIENT', 'KILL', 'USER', username);
+      }),
+    );
+  }
+
   /** Job ids that have a sandbox user (the reaper removes those whose job is gone). */
   async listJobIds(): Promise<string[]> {
     const users = (await nodesOf(this.redis)[0]!.call('ACL', 'USERS')) as string[];

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { JobRecord, JobSandbox } from './job-state.js';
 import { type LiveSandboxSpec, LiveSandboxSpecSchema } from './live-sandbox-spec.js';
+import { isRedisBudgetReason } from './sandbox-redis-usage.js';
 
 /**
  * A live sandbox as its users see it. It is stored as a job record (one pipeline serves both),
@@ -15,7 +16,14 @@ export const SandboxStateSchema = z.enum(['queued', 'creating', 'ready', 'closin
 export type SandboxState = z.infer<typeof SandboxStateSchema>;
 
 /** Why a sandbox is closed or failed. */
-export const SandboxEndReasonSchema = z.enum(['user', 'idle', 'lifetime', 'start-failed', 'sandbox-lost']);
+export const SandboxEndReasonSchema = z.enum([
+  'user',
+  'idle',
+  'lifetime',
+  'start-failed',
+  'sandbox-lost',
+  'redis-budget',
+]);
 export type SandboxEndReason = z.infer<typeof SandboxEndReasonSchema>;
 
 /**
@@ -87,6 +95,7 @@ function sandboxStateOf(job: JobRecord): { state: SandboxState; reason: SandboxE
       return { state: 'closed', reason: parsed.success ? parsed.data : 'user' };
     }
     case 'failed':
+      if (isRedisBudgetReason(job.reason)) return { state: 'failed', reason: 'redis-budget' };
       return { state: 'failed', reason: job.readyAt === undefined ? 'start-failed' : 'sandbox-lost' };
   }
 }

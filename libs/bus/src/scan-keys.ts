@@ -10,7 +10,8 @@ export interface ScanOptions {
   signal?: AbortSignal;
 }
 
-function masters(redis: RedisClient): Redis[] {
+/** The nodes that hold keys: every master of a Cluster, or the one node. */
+export function redisMasters(redis: RedisClient): Redis[] {
   const cluster = redis as Cluster;
   return cluster.isCluster ? cluster.nodes('master') : [redis as Redis];
 }
@@ -21,7 +22,7 @@ function masters(redis: RedisClient): Redis[] {
  * through the walk), so whatever consumes it must be idempotent.
  */
 export async function* scanKeys(redis: RedisClient, options: ScanOptions): AsyncGenerator<string[]> {
-  for (const node of masters(redis)) {
+  for (const node of redisMasters(redis)) {
     let cursor = '0';
     do {
       if (options.signal?.aborted) return;

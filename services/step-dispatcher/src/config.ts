@@ -18,6 +18,15 @@ export const DispatcherEnvSchema = serviceEnvSchema(8083).extend({
   /** After (re)connecting to Redis, heartbeats are not judged for this long (agents reconnect, users are restored). */
   HEARTBEAT_RECONNECT_GRACE_MS: ms(0, 600_000, 15_000),
   CLAIM_IDLE_MS: ms(100, 3_600_000, 10_000),
+  /**
+   * What one sandbox may keep in Redis, all its keys together (0 turns the check off). A busy
+   * sandbox's events stream alone can reach ~160 MB (10,000 lines of 16 KiB), hence the default.
+   */
+  SANDBOX_REDIS_BUDGET_MB: intVar(0, 1_000_000, 256),
+  /** How often Redis' used memory is read; growth by half a budget measures the sandboxes at once. */
+  REDIS_BUDGET_CHECK_MS: ms(50, 60_000, 250),
+  /** Sandboxes are measured (a SCAN of their keys) at least this often even while Redis does not grow. */
+  REDIS_BUDGET_MEASURE_MS: ms(500, 3_600_000, 10_000),
   FINISHED_STATE_TTL_MS: ms(1_000, 7 * 24 * 3_600_000, 600_000),
   /** The operator's cap on a live sandbox's lifetime; a request for longer gets this. */
   SANDBOX_MAX_LIFETIME_SECONDS: intVar(1, 7 * 24 * 3600, 24 * 3600),

@@ -62,8 +62,13 @@ export class HeartbeatMonitor {
     return this.options.intervalMs ?? 2_000;
   }
 
+  /** Every running job of this namespace, however recently it started. */
+  runningJobs(): Promise<string[]> {
+    return this.candidates('+inf');
+  }
+
   /** Jobs judged now: running for longer than the grace, from the shards' sets and the index. */
-  private async candidates(olderThan: number): Promise<string[]> {
+  private async candidates(olderThan: number | '+inf'): Promise<string[]> {
     const { redis, keys, runningIndexKey } = this.options;
     const reads = keys
       .allShards()

@@ -21,6 +21,8 @@ import { CompletionConsumer } from './completion-consumer.js';
 import { DispatcherEnvSchema } from './config.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
 import { HeartbeatMonitor } from './heartbeat-monitor.js';
+import { OverBudgetStop } from './over-budget-stop.js';
+import { RedisBudgetMonitor } from './redis-budget-monitor.js';
 import { StepDispatcher } from './step-dispatcher.js';
 
 /** Time an agent has to confirm a cancel before the job ends `cancelled` anyway. */
@@ -138,9 +140,26 @@ runService({
       presence: { presence: new DispatcherPresence(redis, dispatchKeys), instance: consumerName },
       onProgress: watchdog.track('heartbeat-monitor', silence(config.HEARTBEAT_CHECK_MS)),
     });
+    const budgetBytes = config.SANDBOX_REDIS_BUDGET_MB * 1024 * 1024;
+    const overBudget = new OverBudgetStop({ redis, keySpace, dispatcher, budgetBytes, logger });
+    const budget =
+      budgetBytes > 0
+        ? new RedisBudgetMonitor({
+            redis,
+            logger,
+            budgetBytes,
+            intervalMs: config.REDIS_BUDGET_CHECK_MS,
+            measureEveryMs: config.REDIS_BUDGET_MEASURE_MS,
+            runningJobs: () => heartbeats.runningJobs(),
+            lockKey: keySpace.lock('redis-budget'),
+            onOverBudget: (usage) => overBudget.stop(usage),
+            onProgress: watchdog.track('redis-budget', silence(config.REDIS_BUDGET_CHECK_MS)),
+          })
+        : undefined;
     await completions.start();
     deadlines.start();
     heartbeats.start();
+    budget?.start();
 
     // One line every 10 s with the completion handling latency (and the load that produced it).
     const latencyReport = setInterval(() => {
@@ -159,6 +178,7 @@ runService({
     });
     onShutdown('deadline sweeper', () => deadlines.stop());
     onShutdown('heartbeat monitor', () => heartbeats.stop());
+    onShutdown('redis budget monitor', async () => budget?.stop());
     onShutdown('queues', () => destroyQueue.close());
     return {
       checks: {

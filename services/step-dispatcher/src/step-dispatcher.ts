@@ -269,6 +269,15 @@ export class StepDispatcher {
    * pod-lifecycle's, or the reaper's when stuck).
    */
   async onSandboxLost(jobId: string): Promise<void> {
+    const { keySpace, redis } = this.options;
+    await this.failRunning(jobId, () => lostSandboxReason(redis, keySpace, jobId));
+  }
+
+  /**
+   * A running job ends `failed` for a reason found outside its steps (its sandbox lost, or over
+   * its Redis budget), and its sandbox is destroyed; the same whether or not it has dispatch state.
+   */
+  async failRunning(jobId: string, reasonOf: () => Promise<string> | string): Promise<void> {
     const { jobStore, keySpace, redis } = this.options;
     const record = await jobStore.get(jobId);
     if (record?.state !== 'running') {
@@ -276,7 +285,7 @@ export class StepDispatcher {
       await redis.zrem(keySpace.jobsByState('running'), jobId);
       return;
     }
-    const reason = await lostSandboxReason(redis, keySpace, jobId);
+    const reason = await reasonOf();
     const reply = await this.finishReply(jobId, 'failed', reason);
     if (reply[0] === 'unknown') await this.finalize(jobId, 'failed', reason);
     else await this.afterReply(jobId, reply);

@@ -1,0 +1,61 @@
+import {
+  type KeySpace,
+  type RedisClient,
+  redisBudgetReason,
+  SandboxAcl,
+  type SandboxRedisUsage,
+} from '@sandstream/bus';
+import type { Logger } from '@sandstream/telemetry';
+import type { StepDispatcher } from './step-dispatcher.js';
+
+export interface OverBudgetStopOptions {
+  redis: RedisClient;
+  keySpace: KeySpace;
+  dispatcher: Pick<StepDispatcher, 'failRunning'>;
+  budgetBytes: number;
+  logger: Logger;
+}
+
+/**
+ * Stops a sandbox over its Redis budget, in the order that bounds the damage: cut its Redis user
+ * off first (nothing more gets written), then fail the job (its sandbox is destroyed like a lost
+ * one's), then free what it stored. Its events stream keeps its newest entries, up to a quarter of
+ * the budget, so its last output stays readable; every other key of its own goes.
+ */
+export class OverBudgetStop {
+  private readonly acl: SandboxAcl;
+
+  constructor(private readonly options: OverBudgetStopOptions) {
+    this.acl = new SandboxAcl(options.redis, options.keySpace);
+  }
+
+  async stop(usage: SandboxRedisUsage): Promise<void> {
+    const { redis, keySpace, budgetBytes, logger, dispatcher } = this.options;
+    const { jobId } = usage;
+    logger.warn(
+      { jobId, storedBytes: usage.bytes, budgetBytes, largestKey: usage.keys[0]?.key },
+      'sandbox over its Redis budget: stopping it',
+    );
+    await this.cutOff(jobId);
+    await dispatcher.failRunning(jobId, () => redisBudgetReason(usage.bytes, budgetBytes));
+    const events = keySpace.sandbox(jobId).events;
+    const doomed = usage.keys.filter((k) => k.key !== events).map((k) => k.key);
+    if (doomed.length > 0) await Promise.all(doomed.map((key) => redis.unlink(key)));
+    const stream = usage.keys.find((k) => k.key === events);
+    if (stream && stream.bytes > budgetBytes / 4) {
+      const length = await redis.xlen(events);
+      const keep = Math.floor((length * budgetBytes) / 4 / stream.bytes);
+      await redis.xtrim(events, 'MAXLEN', keep);
+    }
+  }
+
+  /** No-op where Redis has no per-sandbox users (SANDBOX_ACL off): then only the destroy stops it. */
+  private async cutOff(jobId: string): Promise<void> {
+    try {
+      // SETUSER on a missing user would create one: only an existing user is turned off.
+      if (await this.acl.exists(jobId)) await this.acl.disable(jobId);
+    } catch (err) {
+      this.options.logger.warn({ err, jobId }, 'could not cut a sandbox off Redis; its destroy will');
+    }
+  }
+}
