@@ -65,9 +65,11 @@ describe('sandstream sandbox / exec', () => {
     try {
       mkdirSync(join(local, 'project'));
       writeFileSync(join(local, 'project', 'f.txt'), 'content\n');
-      expect(cli('cp', join(local, 'project'), `${id}:/tmp/dest`).status).toBe(0);
-      expect(cli('exec', id, '--', 'cat', '/tmp/dest/project/f.txt').stdout).toBe('content\n');
-      expect(cli('cp', `${id}:/tmp/dest/project`, join(local, 'back')).status).toBe(0);
+      // A path relative to the sandbox's working directory: in-process, file steps are confined to
+      // the job's directory (an absolute /tmp/dest would land in it, where `cat` would not look).
+      expect(cli('cp', join(local, 'project'), `${id}:dest`).status).toBe(0);
+      expect(cli('exec', id, '--', 'cat', 'dest/project/f.txt').stdout).toBe('content\n');
+      expect(cli('cp', `${id}:dest/project`, join(local, 'back')).status).toBe(0);
       expect(readFileSync(join(local, 'back', 'project', 'f.txt'), 'utf8')).toBe('content\n');
       expect(cli('cp', 'a', 'b').stderr).toMatch(/cp needs a sandbox side/);
     } finally {
