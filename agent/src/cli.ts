@@ -12,7 +12,7 @@
  */
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { sandboxKeys } from '@sandstream/wire';
+import { RawListConnection, rawOptionsFromUrl, sandboxKeys } from '@sandstream/wire';
 import { AgentLoop } from './agent-loop.js';
 import { ConfigError, parseConfig, type RunConfig } from './config.js';
 import { ExitCode } from './exit-codes.js';
@@ -118,7 +118,9 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
       createStepExecutor({
         launcher,
         // Uploads and downloads block on their own connection, as this sandbox's Redis user.
-        transfers: new TransferChannel(sandboxKeys(config.jobId, config.keyStyle), ownConnection),
+        transfers: new TransferChannel(sandboxKeys(config.jobId, config.keyStyle), () =>
+          RawListConnection.open(rawOptionsFromUrl(config.redisUrl)),
+        ),
         terminals: new TerminalChannel(sandboxKeys(config.jobId, config.keyStyle), ownConnection),
       }),
     ),

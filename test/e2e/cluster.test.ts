@@ -1,5 +1,9 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type RedisCluster, startRedisCluster } from '@sandstream/test-support';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 import { runSmoke } from './smoke.js';
 
@@ -33,4 +37,22 @@ describe('pipeline smoke on a 3-master Redis Cluster', () => {
   it('runs all step kinds, a failing step and a cancel', async () => {
     await runSmoke(stack, 'none');
   }, 240_000);
+
+  it('moves a tree in and out of a live sandbox through the master of its transfer list', async () => {
+    await using sandbox = await stack.client.sandboxes.create({
+      id: `${stack.namespace}-xfer`,
+      image: 'any',
+    });
+    const local = mkdtempSync(join(tmpdir(), 'sandstream-cluster-xfer-'));
+    try {
+      mkdirSync(join(local, 'tree'));
+      const blob = randomBytes(3 * 1024 * 1024 + 5); // several chunks
+      writeFileSync(join(local, 'tree', 'blob.bin'), blob);
+      expect(await sandbox.files.upload(join(local, 'tree'), 'in')).toMatchObject({ files: 1 });
+      await sandbox.files.downloadTo('in/tree', join(local, 'back'));
+      expect(readFileSync(join(local, 'back', 'tree', 'blob.bin')).equals(blob)).toBe(true);
+    } finally {
+      rmSync(local, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -5,6 +5,8 @@ import path from 'node:path';
 import {
   DownloadStepSchema,
   Limits,
+  RawListConnection,
+  rawOptionsFromUrl,
   rechunk,
   sandboxKeys,
   transferKey,
@@ -13,7 +15,7 @@ import {
 import type { Redis } from 'ioredis';
 import { pack } from 'tar-fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testClient, uniqueJobId } from '../testing/agent-harness.js';
+import { SHARED_REDIS_URL, testClient, uniqueJobId } from '../testing/agent-harness.js';
 import { recordingContext } from './recording-context.js';
 import { TransferChannel } from './transfer-channel.js';
 import { downloadStep, uploadStep } from './transfer-steps.js';
@@ -23,11 +25,7 @@ import { downloadStep, uploadStep } from './transfer-steps.js';
 let redis: Redis;
 let dir: string;
 const keys = sandboxKeys(uniqueJobId('xfer'), 'tagged');
-const channel = new TransferChannel(keys, () => {
-  const connection = redis.duplicate();
-  connection.on('error', () => {});
-  return connection;
-});
+const channel = new TransferChannel(keys, () => RawListConnection.open(rawOptionsFromUrl(SHARED_REDIS_URL)));
 
 beforeAll(async () => {
   redis = testClient();

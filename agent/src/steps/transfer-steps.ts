@@ -2,7 +2,7 @@ import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { chunkedReads, type DownloadStep, overLimit, rechunk, type UploadStep } from '@sandstream/wire';
+import { chunkedReads, chunkPieces, type DownloadStep, overLimit, type UploadStep } from '@sandstream/wire';
 import { fsFailure } from './fs-errors.js';
 import { failed, succeeded } from './outcome.js';
 import { resolveStepPath } from './resolve-path.js';
@@ -11,10 +11,16 @@ import type { TransferChannel } from './transfer-channel.js';
 
 class TransferLimitError extends Error {}
 
-/** Counts the bytes going through, failing past `maxBytes`. */
-async function* bounded(source: AsyncIterable<Buffer>, maxBytes: number, counted: { bytes: number }) {
+/** Counts the bytes going through (a buffer, or a chunk as its pieces), failing past `maxBytes`. */
+async function* bounded<T extends Buffer | Buffer[]>(
+  source: AsyncIterable<T>,
+  maxBytes: number,
+  counted: { bytes: number },
+): AsyncGenerator<T> {
   for await (const chunk of source) {
-    counted.bytes += chunk.length;
+    counted.bytes += Buffer.isBuffer(chunk)
+      ? chunk.length
+      : chunk.reduce((sum, piece) => sum + piece.length, 0);
     if (counted.bytes > maxBytes)
       throw new TransferLimitError(overLimit('the transfer', counted.bytes, maxBytes));
     yield chunk;
@@ -86,7 +92,7 @@ export async function downloadStep(
     });
     // Its errors reach the loop below through the iteration; a late one must not crash the agent.
     tar.on('error', () => {});
-    await channel.send(step.transfer, bounded(rechunk(tar), step.maxBytes, counted), ctx.signal);
+    await channel.send(step.transfer, bounded(chunkPieces(tar), step.maxBytes, counted), ctx.signal);
   } catch (err) {
     return transferFailure(err, ctx, 'path', source);
   }

@@ -3,6 +3,7 @@ export * from './control.js';
 export * from './decode.js';
 export * from './keys.js';
 export * from './limits.js';
+export * from './raw-list-connection.js';
 export * from './schema-version.js';
 export * from './sizes.js';
 export * from './step.js';

@@ -17,13 +17,15 @@ export const chunkedReads: typeof fs = {
 };
 
 /**
- * Regroups a byte stream into chunks of exactly transferChunkBytes (the last one shorter): one
- * Redis value each on a transfer list, whoever sends (the SDK's upload, the agent's download).
+ * Regroups a byte stream into chunks of exactly transferChunkBytes (the last one shorter), each
+ * as the pieces it is made of, not joined: one Redis value each on a transfer list, written to
+ * the socket piece by piece (RawListConnection), whoever sends (the SDK's upload, the agent's
+ * download).
  */
-export async function* rechunk(
+export async function* chunkPieces(
   source: AsyncIterable<Buffer | string>,
   size: number = Limits.transferChunkBytes,
-): AsyncGenerator<Buffer> {
+): AsyncGenerator<Buffer[]> {
   let parts: Buffer[] = [];
   let length = 0;
   for await (const piece of source) {
@@ -31,7 +33,7 @@ export async function* rechunk(
     while (length + data.length >= size) {
       const take = size - length;
       parts.push(data.subarray(0, take));
-      yield Buffer.concat(parts);
+      yield parts;
       parts = [];
       length = 0;
       data = data.subarray(take);
@@ -41,7 +43,16 @@ export async function* rechunk(
       length += data.length;
     }
   }
-  if (length > 0) yield Buffer.concat(parts);
+  if (length > 0) yield parts;
+}
+
+/** chunkPieces, each chunk joined into one buffer (for whoever needs it whole). */
+export async function* rechunk(
+  source: AsyncIterable<Buffer | string>,
+  size: number = Limits.transferChunkBytes,
+): AsyncGenerator<Buffer> {
+  for await (const pieces of chunkPieces(source, size))
+    yield pieces.length === 1 ? (pieces[0] as Buffer) : Buffer.concat(pieces);
 }
 
 /**
