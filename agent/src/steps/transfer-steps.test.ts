@@ -4,7 +4,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
   DownloadStepSchema,
+  findGnuTar,
   Limits,
+  packTree,
   RawListConnection,
   rawOptionsFromUrl,
   rechunk,
@@ -13,7 +15,6 @@ import {
   UploadStepSchema,
 } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
-import { pack } from 'tar-fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SHARED_REDIS_URL, testClient, uniqueJobId } from '../testing/agent-harness.js';
 import { recordingContext } from './recording-context.js';
@@ -23,26 +24,40 @@ import { downloadStep, uploadStep } from './transfer-steps.js';
 // Upload and download steps against a real Redis: the tar travels through the transfer list in
 // chunks, as the SDK sends and reads it.
 let redis: Redis;
-let dir: string;
 const keys = sandboxKeys(uniqueJobId('xfer'), 'tagged');
 const channel = new TransferChannel(keys, () => RawListConnection.open(rawOptionsFromUrl(SHARED_REDIS_URL)));
 
 beforeAll(async () => {
   redis = testClient();
-  dir = await realpath(await mkdtemp(path.join(tmpdir(), 'transfer-steps-')));
 });
 afterAll(async () => {
   redis.disconnect();
-  await rm(dir, { recursive: true, force: true });
 });
 
 async function sendTree(transfer: string, root: string, name: string): Promise<void> {
   const key = transferKey(keys, transfer);
-  for await (const chunk of rechunk(pack(root, { entries: [name] }))) await redis.lpush(key, chunk);
+  for await (const chunk of rechunk(await packTree(path.join(root, name)))) await redis.lpush(key, chunk);
   await redis.lpush(key, Buffer.alloc(0));
 }
 
-describe('upload and download steps', () => {
+// Uploads unpack with GNU tar where the sandbox has it (this machine does), else with tar-fs.
+const UNPACKERS = [
+  { name: 'GNU tar', unpacker: { gnuTar: findGnuTar } },
+  { name: 'tar-fs', unpacker: { gnuTar: async () => null } },
+];
+
+describe.each(UNPACKERS)('upload and download steps, unpacking with $name', ({ name, unpacker }) => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await realpath(await mkdtemp(path.join(tmpdir(), 'transfer-steps-')));
+    // The machine must have what this variant claims to test.
+    if (name === 'GNU tar') expect(await findGnuTar()).toBe('tar');
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+  /** Transfer ids of their own per variant: the lists live in one shared Redis. */
+  const t = (id: string) => `${id}-${name.replace(/\W/g, '')}`;
   it('unpack a tree sent in chunks, and send it back as a tar with the same bytes', async () => {
     const source = path.join(dir, 'src');
     await mkdir(path.join(source, 'tree', 'sub'), { recursive: true });
@@ -56,12 +71,13 @@ describe('upload and download steps', () => {
           stepId: 'u',
           kind: 'upload',
           path: 'dest',
-          transfer: 't1',
+          transfer: t('t1'),
         }),
         r.ctx,
         channel,
+        unpacker,
       ),
-      sendTree('t1', source, 'tree'),
+      sendTree(t('t1'), source, 'tree'),
     ]);
     expect(outcome).toMatchObject({ exitCode: 0, output: { kind: 'upload', files: 1 } });
     // Buffer.equals, not toEqual: a deep comparison walks 2 MiB byte by byte for seconds.
@@ -74,7 +90,7 @@ describe('upload and download steps', () => {
         stepId: 'd',
         kind: 'download',
         path: 'dest/tree',
-        transfer: 't2',
+        transfer: t('t2'),
       }),
       down.ctx,
       channel,
@@ -82,7 +98,7 @@ describe('upload and download steps', () => {
     expect(sent).toMatchObject({ exitCode: 0, output: { kind: 'download', files: 1 } });
     const chunks: Buffer[] = [];
     for (;;) {
-      const popped = await redis.brpopBuffer(transferKey(keys, 't2'), 5);
+      const popped = await redis.brpopBuffer(transferKey(keys, t('t2')), 5);
       if (!popped || popped[1].length === 0) break;
       expect(popped[1].length).toBeLessThanOrEqual(Limits.transferChunkBytes);
       chunks.push(popped[1]);
@@ -102,17 +118,18 @@ describe('upload and download steps', () => {
           stepId: 'u2',
           kind: 'upload',
           path: 'small',
-          transfer: 't3',
+          transfer: t('t3'),
           maxBytes: 1024 * 1024,
         }),
         r.ctx,
         channel,
+        unpacker,
       ),
-      sendTree('t3', source, 'b'),
+      sendTree(t('t3'), source, 'b'),
     ]);
     expect(outcome).toMatchObject({ errorCode: 'limit_exceeded' });
     expect(outcome.errorMessage).toMatch(/over.*1,048,576/);
-    await redis.del(transferKey(keys, 't3'));
+    await redis.del(transferKey(keys, t('t3')));
   });
 
   it('refuses a transfer cut off right after a file header without taking the agent down', async () => {
@@ -124,7 +141,7 @@ describe('upload and download steps', () => {
     await mkdir(source, { recursive: true });
     await writeFile(path.join(source, 'blob.bin'), randomBytes(64 * 1024));
     const tar: Buffer[] = [];
-    for await (const chunk of pack(source, { entries: ['blob.bin'] })) tar.push(chunk as Buffer);
+    for await (const chunk of await packTree(path.join(source, 'blob.bin'))) tar.push(chunk as Buffer);
     const whole = Buffer.concat(tar);
     const inMemory = {
       async *receive() {
@@ -142,11 +159,12 @@ describe('upload and download steps', () => {
           stepId: 'u4',
           kind: 'upload',
           path: 'cut',
-          transfer: 't4',
+          transfer: t('t4'),
           maxBytes: 2048,
         }),
         recordingContext(dir).ctx,
         inMemory,
+        unpacker,
       );
       expect(outcome).toMatchObject({ errorCode: 'limit_exceeded' });
       // The destroyed entry's error surfaces a few ticks later, after tar-fs' checks.

@@ -1,8 +1,13 @@
 import { mkdir, stat } from 'node:fs/promises';
-import path from 'node:path';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { chunkedReads, chunkPieces, type DownloadStep, overLimit, type UploadStep } from '@sandstream/wire';
+import {
+  chunkPieces,
+  type DownloadStep,
+  overLimit,
+  packTree,
+  type UnpackOptions,
+  type UploadStep,
+  unpackTar,
+} from '@sandstream/wire';
 import { fsFailure } from './fs-errors.js';
 import { failed, succeeded } from './outcome.js';
 import { resolveStepPath } from './resolve-path.js';
@@ -27,43 +32,23 @@ async function* bounded<T extends Buffer | Buffer[]>(
   }
 }
 
-/**
- * Unpacks the tar stream a client sends into the directory `path` (created when missing). tar-fs
- * refuses entries that would land outside it (`..`, absolute names, links out of it).
- */
+/** Unpacks the tar stream a client sends into the directory `path` (created when missing): wire unpackTar. */
 export async function uploadStep(
   step: UploadStep,
   ctx: StepContext,
   channel: Pick<TransferChannel, 'receive'>,
+  unpack: UnpackOptions = {},
 ): Promise<StepOutcome> {
   const dest = resolveStepPath(ctx, step.workingDirectory, step.path);
   const counted = { bytes: 0 };
-  let files = 0;
+  let files: number;
   try {
     await mkdir(dest, { recursive: true });
-    // Loaded on first use: most agents never transfer anything, and boot time counts.
-    const { extract } = await import('tar-fs');
-    // Two chunks at most wait here for the unpacker (Readable.from would hold sixteen).
-    const source = Readable.from(
+    files = await unpackTar(
       bounded(channel.receive(step.transfer, ctx.signal), step.maxBytes, counted),
-      {
-        highWaterMark: 2,
-      },
+      dest,
+      unpack,
     );
-    const target = extract(dest, {
-      mapStream: (stream, header) => {
-        if (header.type === 'file') files += 1;
-        return stream;
-      },
-    });
-    // pipeline reports the first error; a stream torn down after it may still emit one, and
-    // an 'error' with no listener would take the whole agent down. That includes each entry's
-    // stream: tar-fs pipes it only after checking and creating its directory, and an entry
-    // destroyed in between (the limit tripped, the sender went away) has no listener yet.
-    source.on('error', () => {});
-    target.on('error', () => {});
-    target.on('entry', (_header, entry: NodeJS.EventEmitter) => entry.on('error', () => {}));
-    await pipeline(source, target);
   } catch (err) {
     return transferFailure(err, ctx, 'path', dest);
   }
@@ -81,14 +66,8 @@ export async function downloadStep(
   let files = 0;
   try {
     await stat(source);
-    const { pack } = await import('tar-fs');
-    const tar = pack(path.dirname(source), {
-      entries: [path.basename(source)],
-      fs: chunkedReads,
-      map: (header) => {
-        if (header.type === 'file') files += 1;
-        return header;
-      },
+    const tar = await packTree(source, () => {
+      files += 1;
     });
     // Its errors reach the loop below through the iteration; a late one must not crash the agent.
     tar.on('error', () => {});

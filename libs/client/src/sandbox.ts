@@ -1,7 +1,5 @@
 import { mkdir } from 'node:fs/promises';
-import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import {
   type CommandRecord,
   CommandRecordSchema,
@@ -10,14 +8,15 @@ import {
   sandboxRecordOf,
 } from '@sandstream/bus';
 import {
-  chunkedReads,
   type FileEntry,
   type GrepMatch,
   Limits,
   overLimit,
+  packTree,
   ShellSessionNameSchema,
   type StepResult,
   stdinBytes,
+  unpackTar,
 } from '@sandstream/wire';
 import { parseOptions } from './client-options.js';
 import type { CommandOutputLine, ExecResult } from './command-output.js';
@@ -408,13 +407,7 @@ export class SandboxFiles {
   ): Promise<{ bytes: number; files: number }> {
     const options = parseOptions(TransferOptionsSchema, transferOptions, 'upload options');
     const transfer = newTransferId();
-    const tar =
-      typeof local === 'string'
-        ? (await import('tar-fs')).pack(path.dirname(path.resolve(local)), {
-            entries: [path.basename(local)],
-            fs: chunkedReads,
-          })
-        : local;
+    const tar = typeof local === 'string' ? await packTree(local) : local;
     const done = runCommand(this.ctx, this.sandboxId, {
       kind: 'upload',
       path: remoteDir,
@@ -461,13 +454,7 @@ export class SandboxFiles {
     transferOptions: TransferOptions = {},
   ): Promise<void> {
     await mkdir(localDir, { recursive: true });
-    const { extract } = await import('tar-fs');
-    const source = this.download(remotePath, transferOptions);
-    const target = extract(localDir);
-    // pipeline rejects with the first error; a late one from a torn-down stream is not the caller's crash.
-    source.on('error', () => {});
-    target.on('error', () => {});
-    await pipeline(source, target);
+    await unpackTar(this.download(remotePath, transferOptions), localDir);
   }
 
   private async run(step: CommandStep): Promise<StepResult['output']> {

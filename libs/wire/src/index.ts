@@ -1,8 +1,10 @@
 export * from './completion-notice.js';
 export * from './control.js';
 export * from './decode.js';
+export * from './gnu-tar.js';
 export * from './keys.js';
 export * from './limits.js';
+export * from './pack-tar.js';
 export * from './raw-list-connection.js';
 export * from './schema-version.js';
 export * from './sizes.js';
@@ -13,4 +15,5 @@ export * from './terminal.js';
 export * from './trace-context.js';
 export * from './transfer-chunks.js';
 export * from './unknown-keys.js';
+export * from './unpack-tar.js';
 export * from './zod-errors.js';

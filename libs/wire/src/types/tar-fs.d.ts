@@ -1,4 +1,4 @@
-// The part of tar-fs (no types of its own) the agent and the SDK use.
+// The part of tar-fs (no types of its own) that pack-tar.ts and unpack-tar.ts use.
 declare module 'tar-fs' {
   import type { Readable, Writable } from 'node:stream';
   export interface PackOptions {
