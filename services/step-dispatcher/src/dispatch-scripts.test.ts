@@ -149,6 +149,39 @@ describe('dispatch-advance', () => {
     await redis.unlink(results);
   });
 
+  it('decodes a bounded amount of entries that name the step but are not its result', async () => {
+    const j = await job();
+    await j.start();
+    const results = keySpace.sandbox(j.id).results;
+    // Another step's result whose id contains this one's (`step-10` for `step-1`): not a candidate.
+    const near = (i: number) =>
+      JSON.stringify({ stepId: `step-1${i}`, exitCode: 0, padding: 'x'.repeat(64 * 1024) });
+    await redis.lpush(results, JSON.stringify({ stepId: 'step-1', exitCode: 0 }));
+    await redis.lpush(results, ...Array.from({ length: 10 }, (_, i) => near(i)));
+    expect(await j.advance('step-1')).toEqual(['pushed', 1, 'step-2', '30']);
+    await redis.unlink(results);
+    // Decoys that do name the step (nested): a few are decoded and passed over; 16 of them, or
+    // 64 KiB of them, bury the result for good (however many more the scanned head holds).
+    const decoy = (stepId: string, bytes = 8 * 1024) =>
+      JSON.stringify({ stepId: 'x', inner: { stepId }, padding: 'x'.repeat(bytes) });
+    await j.result('step-2');
+    await redis.lpush(results, ...Array.from({ length: 4 }, () => decoy('step-2')));
+    expect(await j.advance('step-2')).toEqual(['pushed', 2, 'step-3', '30']);
+    await redis.unlink(results);
+    await j.result('step-3');
+    await redis.lpush(results, ...Array.from({ length: 8 }, () => decoy('step-3')));
+    expect(await j.advance('step-3')).toEqual(['missing']);
+    await redis.unlink(results);
+    await j.result('step-3');
+    await redis.lpush(results, ...Array.from({ length: 16 }, () => decoy('step-3', 10)));
+    expect(await j.advance('step-3')).toEqual(['missing']);
+    await redis.unlink(results);
+    await j.result('step-3');
+    await redis.lpush(results, ...Array.from({ length: 15 }, () => decoy('step-3', 10)));
+    expect(await j.advance('step-3')).toEqual(['finished', 'succeeded', 'all 3 steps done', 1]);
+    await redis.unlink(results);
+  });
+
   it('finishes on the first failure, and a finished job answers with its first outcome', async () => {
     const j = await job();
     await j.start();
