@@ -32,10 +32,11 @@ export interface LeaseRenewalOptions extends LeaseSetsOptions {
 
 /**
  * Admission slots as leases: a holder (a job id) sits in the global set and in its tenant's set,
- * scored by when its lease expires. The concept has four actors, each with its own class here so
+ * scored by when its lease expires. The concept has five actors, each with its own class here so
  * that none holds what it does not do: the scheduler admits (SlotAdmission: acquire, release),
- * pod-lifecycle keeps leases of live jobs and gives them back at destroy (LeaseRenewal: renew,
- * release), the reaper reclaims expired ones (ExpiredLeases). Only admission knows the limits.
+ * pod-lifecycle keeps leases of live jobs and gives them back when a destroy finds the job ended
+ * (LeaseRenewal: renew, release), the step-dispatcher gives a slot back the moment it ends a job
+ * (SlotRelease), the reaper reclaims expired ones (ExpiredLeases). Only admission knows the limits.
  */
 abstract class LeaseSets {
   protected readonly now: () => number;
@@ -137,6 +138,13 @@ export class LeaseRenewal extends LeaseSets {
     return reply === 1;
   }
 }
+
+/**
+ * The side of whoever ends a job (the step-dispatcher): the slot goes back at the job's end, not
+ * after its sandbox's destroy. Release is a ZREM, so the destroy's own release later is a no-op
+ * that wakes nobody: a slot is never given back twice.
+ */
+export class SlotRelease extends LeaseSets {}
 
 /** The reaper's side: leases of dead holders. */
 export class ExpiredLeases {

@@ -7,7 +7,7 @@ import type { Redis } from 'ioredis';
 import { agentEnvFor, logArchiveOn } from './agent-env.js';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import { PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
+import { destroyGraceMs, PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
 import { failExhaustedStart } from './start-failure.js';
 import { createStartProcessor } from './start-sandbox.js';
@@ -42,7 +42,8 @@ runService({
     }
 
     const store = new JobStore({ redis, keys });
-    // pod-lifecycle renews the leases of live jobs and frees them at destroy; limits are the scheduler's.
+    // pod-lifecycle renews the leases of live jobs and frees them when a destroy finds the job
+    // ended; limits are the scheduler's.
     const leases = new LeaseRenewal({ redis, keys, leaseMs: env.LEASE_SECONDS * 1000 });
     const dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix });
     const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix });
@@ -72,7 +73,7 @@ runService({
       keys,
       backend,
       acl,
-      graceMs: env.DESTROY_GRACE_SECONDS * 1000,
+      graceMs: destroyGraceMs(env),
       logger,
       onDestroyed: (kind) => metrics.activeSandboxes.add(-1, { backend: kind }),
     });

@@ -173,6 +173,45 @@ describe('pod-lifecycle', () => {
     expect(await admission.inUse()).toBe(0);
   });
 
+  it('frees the slot as soon as the job has ended, before its sandbox is torn down', async () => {
+    const jobId = await scheduledJob('early-release');
+    expect(await runCreate(jobId, { image: 'local', startDeadlineSeconds: 30 })).toBe('dispatched');
+    // A backend whose destroy waits for the test: while it waits, the sandbox still exists.
+    let openGate = () => {};
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve;
+    });
+    let tearingDown = false;
+    const slowBackend: InProcessBackend = Object.assign(Object.create(backend) as InProcessBackend, {
+      destroy: async (ref: SandboxRef, options?: { graceMs?: number }) => {
+        tearingDown = true;
+        await gate;
+        return backend.destroy(ref, options);
+      },
+    });
+    const destroy = createDestroyProcessor({
+      store,
+      leases,
+      redis,
+      keys,
+      backend: slowBackend,
+      acl,
+      graceMs: 5000,
+      logger,
+    });
+    const held = async () => (await admission.holders()).some((h) => h.holder === jobId);
+    expect(await held()).toBe(true);
+    const done = destroy(
+      await destroyQueue.add('destroy', { jobId, reason: 'cancelled', outcome: 'cancelled' }),
+    );
+    await expect.poll(() => tearingDown, { timeout: 10_000 }).toBe(true);
+    expect((await store.get(jobId))?.state).toBe('cancelled');
+    expect(await held()).toBe(false);
+    openGate();
+    expect(await done).toBe('destroyed');
+    expect(await backend.list()).not.toContainEqual(expect.objectContaining({ jobId }));
+  });
+
   it('fails the job with the backend reason when the agent cannot start, and queues the cleanup', async () => {
     const jobId = await scheduledJob('crash');
     const outcome = await runCreate(jobId, {
