@@ -1,4 +1,11 @@
-import { DispatchKeys, installationOf, JobStore, LeaseRenewal, QueueNames } from '@sandstream/bus';
+import {
+  AgentAnnouncements,
+  DispatchKeys,
+  installationOf,
+  JobStore,
+  LeaseRenewal,
+  QueueNames,
+} from '@sandstream/bus';
 import { createBackend, resourcePolicyOf } from '@sandstream/sandbox';
 import { openSandboxAcl, ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
 import { createSandstreamMetrics, withJobSpan } from '@sandstream/telemetry';
@@ -21,6 +28,10 @@ runService({
     const dispatchKeys = new DispatchKeys(keys, env.COMPLETION_SHARDS);
     const createRedisConn = connect('worker', 'pod-lifecycle-create');
     const destroyRedisConn = connect('worker', 'pod-lifecycle-destroy');
+    // Agents announce themselves on their ready channels: one pattern subscription serves every
+    // start of this replica (subscribed before the create worker takes any job).
+    const announcements = new AgentAnnouncements(connect('worker', 'pod-lifecycle-ready'));
+    await announcements.start();
     const prefix = keys.bullPrefix;
 
     const installation = installationOf(env);
@@ -54,6 +65,7 @@ runService({
       keys,
       dispatchKeys,
       backend,
+      announcements,
       acl,
       agentRedisUrl: env.AGENT_REDIS_URL ?? env.REDIS_URL,
       ...withAgentEnv(agentEnvFor(env)),
@@ -145,6 +157,8 @@ runService({
     onShutdown('workers', async () => {
       await Promise.all([createWorker.close(), destroyWorker.close()]);
     });
+    // After the workers: an in-flight start still listens for its agent.
+    onShutdown('ready announcements', () => announcements.close());
     onShutdown('lease keeper', () => keeper.stop());
     if (restorer) onShutdown('sandbox user restore', () => restorer.stop());
     onShutdown('queues', async () => {

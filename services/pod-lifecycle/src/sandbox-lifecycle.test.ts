@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  AgentAnnouncements,
   bullJobId,
   createKeySpace,
   DispatchKeys,
@@ -45,6 +46,8 @@ const leases = new LeaseRenewal({ redis, keys, leaseMs: 60_000 });
 // The scheduler's side, played by this suite.
 const admission = new SlotAdmission({ redis, keys, globalLimit: 10, tenantLimit: 10, leaseMs: 60_000 });
 const acl = new SandboxAcl(redis, keys, `sandstream-test-${suffix}-`);
+const subscriber = new Redis(url, { maxRetriesPerRequest: null });
+const announcements = new AgentAnnouncements(subscriber);
 const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix });
 const dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix });
 const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix });
@@ -53,6 +56,7 @@ let startWorker: Worker;
 let events: QueueEvents;
 
 beforeAll(async () => {
+  await announcements.start();
   const start = createStartProcessor({
     store,
     leases,
@@ -60,6 +64,7 @@ beforeAll(async () => {
     keys,
     dispatchKeys,
     backend,
+    announcements,
     acl,
     agentRedisUrl: url,
     dispatchQueue,
@@ -82,6 +87,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await startWorker.close();
   await events.close();
+  await announcements.close();
+  subscriber.disconnect();
   for (const q of [createQueue, dispatchQueue, destroyQueue]) {
     await q.obliterate({ force: true });
     await q.close();
@@ -251,6 +258,7 @@ describe('pod-lifecycle', () => {
       keys,
       dispatchKeys,
       backend: quotaBackend,
+      announcements,
       acl,
       agentRedisUrl: url,
       dispatchQueue,
