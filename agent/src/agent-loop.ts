@@ -16,6 +16,7 @@ import { type AppendCompleted, EventPublisher } from './event-publisher.js';
 import { ExitCode } from './exit-codes.js';
 import { Heartbeat } from './heartbeat.js';
 import type { Logger } from './logger.js';
+import { announceReady } from './ready-announcement.js';
 import type { AgentConnections } from './redis-connections.js';
 import { closeGracefully, closeNow } from './redis-connections.js';
 import { ResultSink } from './result-sink.js';
@@ -158,6 +159,7 @@ export class AgentLoop {
       await this.cleanup();
       return ExitCode.ok;
     }
+    announceReady(this.options.connections.writer, keys.ready, log);
     this.control.start();
     log.info('agent started', {
       in: keys.in,

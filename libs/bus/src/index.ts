@@ -1,3 +1,4 @@
+export * from './agent-announcements.js';
 export * from './bus-lua.js';
 export * from './cancel-request.js';
 export * from './cluster-agent-route.js';

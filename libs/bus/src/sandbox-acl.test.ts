@@ -40,10 +40,14 @@ describe('per-sandbox Redis user', () => {
       expect(await sandbox.brpop(keys.sandbox(jobA).in, 0.05)).toBeNull();
       // With the log archive on, the agent measures its own events stream.
       expect(await sandbox.xlen(keys.sandbox(jobA).events)).toBe(0);
+      // It announces that it started on its own ready channel (pod-lifecycle waits for that).
+      expect(await sandbox.publish(keys.sandbox(jobA).ready, '1')).toBeGreaterThanOrEqual(0);
       // What it must not:
       await expect(sandbox.lrange(keys.sandbox(jobB).results, 0, -1)).rejects.toThrow(/NOPERM/);
       await expect(sandbox.rpop(keys.sandbox(jobB).results)).rejects.toThrow(/NOPERM/);
       await expect(sandbox.xrange(notify, '-', '+')).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.publish(keys.sandbox(jobB).ready, '1')).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.publish('events:lifecycle', '1')).rejects.toThrow(/NOPERM/);
       await expect(sandbox.xlen(keys.sandbox(jobB).events)).rejects.toThrow(/NOPERM/);
       await expect(sandbox.hset(`job:{${jobA}}`, 'state', 'succeeded')).rejects.toThrow(/NOPERM/);
       await expect(sandbox.keys('*')).rejects.toThrow(/NOPERM/);

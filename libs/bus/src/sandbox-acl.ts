@@ -5,9 +5,10 @@ import type { RedisClient } from './redis-connection.js';
 
 /**
  * Commands the agent sends (see agent/src): heartbeat SET/DEL, step and control BRPOP, results
- * LPUSH, events and notices XADD, and XLEN of its events stream (with the log archive on it keeps
- * the stream below a high water mark). Redis lets XLEN through `%W~` too (it reads no entry), so
- * a sandbox can learn the length of the shared notify stream, and nothing more of it.
+ * LPUSH, events and notices XADD, XLEN of its events stream (with the log archive on it keeps
+ * the stream below a high water mark), and one PUBLISH on its own ready channel when it starts.
+ * Redis lets XLEN through `%W~` too (it reads no entry), so a sandbox can learn the length of the
+ * shared notify stream, and nothing more of it.
  */
 export const AGENT_COMMANDS = [
   'set',
@@ -23,6 +24,7 @@ export const AGENT_COMMANDS = [
   'llen',
   'xadd',
   'xlen',
+  'publish',
   'ping',
   'echo',
   'select',
@@ -51,7 +53,10 @@ export function aclPasswordHash(password: string): string {
   return createHash('sha256').update(password).digest('hex');
 }
 
-/** The ACL rules of one sandbox's user: its own keys, write-only XADD to its notify stream, nothing else. */
+/**
+ * The ACL rules of one sandbox's user: its own keys, write-only XADD to its notify stream, its
+ * own ready channel (PUBLISH only: SUBSCRIBE is not among its commands), nothing else.
+ */
 export function sandboxAclRules(
   keys: KeySpace,
   jobId: string,
@@ -65,6 +70,7 @@ export function sandboxAclRules(
     `~${keys.sandboxPrefix(jobId)}*`,
     `%W~${notifyStream}`,
     'resetchannels',
+    `&${keys.sandbox(jobId).ready}`,
     '-@all',
     ...AGENT_COMMANDS.map((c) => `+${c}`),
   ];

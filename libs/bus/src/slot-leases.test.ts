@@ -47,6 +47,22 @@ describe('slot leases', () => {
     }
   });
 
+  it('reserves a slot only for a job still waiting, and takes it out of the waiting set', async () => {
+    const { leases, keys } = fresh(2, 1);
+    await redis.zadd(keys.capacityWaiting, 1, 'w1', 2, 'w2', 3, 'w3');
+    expect(await leases.reserve('w1', 'alpha')).toBe('reserved');
+    expect(await leases.reserve('w1', 'alpha')).toBe('gone'); // a second waker: nothing twice
+    expect(await leases.reserve('w2', 'alpha')).toBe('tenant');
+    expect(await leases.reserve('w3', 'beta')).toBe('reserved');
+    expect(await leases.reserve('w2', 'gamma')).toBe('global');
+    expect(await leases.reserve('never-waited', 'delta')).toBe('gone');
+    expect(await redis.zrange(keys.capacityWaiting, 0, -1)).toEqual(['w2']);
+    // The woken job's own admission finds its slot held.
+    expect(await leases.holds('w1')).toBe(true);
+    expect(await leases.acquire('w1', 'alpha')).toEqual({ granted: true });
+    expect(await leases.inUse()).toBe(2);
+  });
+
   it('enforces the tenant limit separately from the global one', async () => {
     const { leases } = fresh(10, 2);
     expect(await leases.acquire('a1', 'a')).toEqual({ granted: true });

@@ -7,8 +7,12 @@ const ACQUIRE = busLua.load('lease-acquire');
 const RENEW = busLua.load('lease-renew');
 const RELEASE = busLua.load('lease-release');
 const RECLAIM = busLua.load('lease-reclaim');
+const RESERVE = busLua.load('lease-reserve');
 
 export type AcquireResult = { granted: true } | { granted: false; blockedBy: 'global' | 'tenant' };
+
+/** What reserving a slot for a waiting job did: `gone` when it no longer waits (nothing taken). */
+export type ReserveResult = 'reserved' | 'global' | 'tenant' | 'gone';
 
 export interface LeaseSetsOptions {
   redis: RedisClient;
@@ -32,10 +36,11 @@ export interface LeaseRenewalOptions extends LeaseSetsOptions {
 
 /**
  * Admission slots as leases: a holder (a job id) sits in the global set and in its tenant's set,
- * scored by when its lease expires. The concept has four actors, each with its own class here so
+ * scored by when its lease expires. The concept has five actors, each with its own class here so
  * that none holds what it does not do: the scheduler admits (SlotAdmission: acquire, release),
- * pod-lifecycle keeps leases of live jobs and gives them back at destroy (LeaseRenewal: renew,
- * release), the reaper reclaims expired ones (ExpiredLeases). Only admission knows the limits.
+ * pod-lifecycle keeps leases of live jobs and gives them back when a destroy finds the job ended
+ * (LeaseRenewal: renew, release), the step-dispatcher gives a slot back the moment it ends a job
+ * (SlotRelease), the reaper reclaims expired ones (ExpiredLeases). Only admission knows the limits.
  */
 abstract class LeaseSets {
   protected readonly now: () => number;
@@ -89,16 +94,41 @@ export class SlotAdmission extends LeaseSets {
   }
 
   async acquire(holder: string, tenant: string): Promise<AcquireResult> {
-    const now = this.now();
-    const reply = await ACQUIRE.run<number>(this.options.redis, this.keysFor(tenant), [
-      holder,
-      now,
-      now + this.options.leaseMs,
-      this.options.globalLimit,
-      this.tenantLimit(tenant),
-    ]);
+    const reply = await ACQUIRE.run<number>(
+      this.options.redis,
+      this.keysFor(tenant),
+      this.takeArgs(holder, tenant),
+    );
     if (reply === 1) return { granted: true };
     return { granted: false, blockedBy: reply === 0 ? 'global' : 'tenant' };
+  }
+
+  /**
+   * Takes a slot for a job in the waiting set and removes it from that set, in one script. The
+   * job's own admission run then finds its lease held (acquire is idempotent) and passes: a
+   * wake-up is only ever sent to a job that is sure to be admitted.
+   */
+  async reserve(holder: string, tenant: string): Promise<ReserveResult> {
+    const reply = await RESERVE.run<number>(
+      this.options.redis,
+      [...this.keysFor(tenant), this.options.keys.capacityWaiting],
+      this.takeArgs(holder, tenant),
+    );
+    if (reply === 1) return 'reserved';
+    if (reply === 0) return 'global';
+    if (reply === -1) return 'tenant';
+    return 'gone';
+  }
+
+  /** True when `holder` has an unexpired slot (for instance one reserved while it was parking). */
+  async holds(holder: string): Promise<boolean> {
+    const expiresAt = await this.options.redis.zscore(this.options.keys.leasesGlobal, holder);
+    return expiresAt !== null && Number(expiresAt) > this.now();
+  }
+
+  private takeArgs(holder: string, tenant: string): (string | number)[] {
+    const now = this.now();
+    return [holder, now, now + this.options.leaseMs, this.options.globalLimit, this.tenantLimit(tenant)];
   }
 
   /** Slots in use per tenant (SCAN of the tenant sets; for metrics, not for the hot path). */
@@ -137,6 +167,13 @@ export class LeaseRenewal extends LeaseSets {
     return reply === 1;
   }
 }
+
+/**
+ * The side of whoever ends a job (the step-dispatcher): the slot goes back at the job's end, not
+ * after its sandbox's destroy. Release is a ZREM, so the destroy's own release later is a no-op
+ * that wakes nobody: a slot is never given back twice.
+ */
+export class SlotRelease extends LeaseSets {}
 
 /** The reaper's side: leases of dead holders. */
 export class ExpiredLeases {

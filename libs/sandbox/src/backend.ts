@@ -69,6 +69,12 @@ export class SandboxStartError extends Error {
 export interface WaitReadyOptions {
   /** Checks the agent's heartbeat key; the backend supplies the "it runs" half of readiness. */
   isAgentAlive: () => Promise<boolean>;
+  /**
+   * Resolves true as soon as the agent has announced itself (or is otherwise known alive), false
+   * when `timeoutMs` passes first: a blocking wait, so a backend checks its process or container
+   * only between two of these. Absent, the backend polls isAgentAlive.
+   */
+  agentAnnounced?: (timeoutMs: number) => Promise<boolean>;
   signal?: AbortSignal;
 }
 

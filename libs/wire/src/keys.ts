@@ -34,6 +34,11 @@ export interface SandboxKeys {
   readonly heartbeat: string;
   /** LIST: cancel messages for the running step. */
   readonly control: string;
+  /**
+   * Pub/sub CHANNEL, not a key: the agent PUBLISHes on it once, right after its first heartbeat,
+   * so whoever waits for it to start is told instead of polling the heartbeat.
+   */
+  readonly ready: string;
   /** Prefix common to all of the above (for ACL patterns and cleanup). */
   readonly prefix: string;
 }
@@ -51,6 +56,7 @@ export function sandboxKeys(jobId: string, style: KeyStyle = 'plain'): SandboxKe
     results: `${prefix}results`,
     heartbeat: `${prefix}heartbeat`,
     control: `${prefix}control`,
+    ready: `${prefix}ready`,
   };
 }
 

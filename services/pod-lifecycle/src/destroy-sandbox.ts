@@ -26,10 +26,16 @@ export interface DestroyDeps {
 
 /**
  * The `sandbox-destroy` processor. Every step is idempotent, so a retried or duplicated
- * destroy converges: the job ends in a terminal state, the backend's destroy (shutdown step,
- * grace, kill, remove) runs, the sandbox's own keys (in, control, heartbeat) and its Redis user
- * go, and the slot lease is freed. The job record, events and results stay for the reaper's
+ * destroy converges: the job ends in a terminal state, its slot lease is freed, the backend's
+ * destroy (shutdown step, grace, kill, remove) runs, and the sandbox's own keys (in, control,
+ * heartbeat) and its Redis user go. The job record, events and results stay for the reaper's
  * retention, so clients can still read the outcome and the output.
+ *
+ * The slot goes back as soon as the job is terminal, not after the destroy: a waiting job
+ * should not wait for a container removal or a grace period of a job that has finished (the
+ * step-dispatcher frees it even earlier, when it ends the job; this covers every other way a
+ * job ends). The sandbox being torn down is then outside the limit for as long as the destroy
+ * takes, which pod-lifecycle bounds by keeping the grace below the lease length.
  */
 export function createDestroyProcessor(deps: DestroyDeps) {
   return async (job: Job): Promise<'destroyed' | 'skipped'> => {
@@ -52,6 +58,10 @@ export function createDestroyProcessor(deps: DestroyDeps) {
         reason: `sandbox destroyed: ${reason}`,
       });
     }
+    // Idempotent (a ZREM): a redelivered destroy, or the dispatcher having freed it first, is a
+    // no-op that wakes nobody. A crash before it leaves the lease to lapse (not renewed: the job
+    // is terminal) and the reaper to reclaim.
+    if (record) await deps.leases.release(jobId, record.tenant);
     if (record?.sandbox) {
       await deps.backend.destroy(
         { jobId, backend: record.sandbox.backend, id: record.sandbox.id },
@@ -64,7 +74,6 @@ export function createDestroyProcessor(deps: DestroyDeps) {
     // Without a sandbox these keys mean nothing; a shutdown step nobody popped must not reach
     // a future sandbox of the same job id.
     await deps.redis.unlink(keys.in, keys.control, keys.heartbeat);
-    if (record) await deps.leases.release(jobId, record.tenant);
     log.info({ reason, sandbox: record?.sandbox?.id }, 'sandbox destroyed');
     return 'destroyed';
   };

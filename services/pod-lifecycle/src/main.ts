@@ -1,4 +1,11 @@
-import { DispatchKeys, installationOf, JobStore, LeaseRenewal, QueueNames } from '@sandstream/bus';
+import {
+  AgentAnnouncements,
+  DispatchKeys,
+  installationOf,
+  JobStore,
+  LeaseRenewal,
+  QueueNames,
+} from '@sandstream/bus';
 import { createBackend, resourcePolicyOf } from '@sandstream/sandbox';
 import { openSandboxAcl, ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
 import { createSandstreamMetrics, withJobSpan } from '@sandstream/telemetry';
@@ -7,7 +14,7 @@ import type { Redis } from 'ioredis';
 import { agentEnvFor, logArchiveOn } from './agent-env.js';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import { PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
+import { destroyGraceMs, PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
 import { failExhaustedStart } from './start-failure.js';
 import { createStartProcessor } from './start-sandbox.js';
@@ -21,6 +28,10 @@ runService({
     const dispatchKeys = new DispatchKeys(keys, env.COMPLETION_SHARDS);
     const createRedisConn = connect('worker', 'pod-lifecycle-create');
     const destroyRedisConn = connect('worker', 'pod-lifecycle-destroy');
+    // Agents announce themselves on their ready channels: one pattern subscription serves every
+    // start of this replica (subscribed before the create worker takes any job).
+    const announcements = new AgentAnnouncements(connect('worker', 'pod-lifecycle-ready'));
+    await announcements.start();
     const prefix = keys.bullPrefix;
 
     const installation = installationOf(env);
@@ -42,7 +53,8 @@ runService({
     }
 
     const store = new JobStore({ redis, keys });
-    // pod-lifecycle renews the leases of live jobs and frees them at destroy; limits are the scheduler's.
+    // pod-lifecycle renews the leases of live jobs and frees them when a destroy finds the job
+    // ended; limits are the scheduler's.
     const leases = new LeaseRenewal({ redis, keys, leaseMs: env.LEASE_SECONDS * 1000 });
     const dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix });
     const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix });
@@ -53,6 +65,7 @@ runService({
       keys,
       dispatchKeys,
       backend,
+      announcements,
       acl,
       agentRedisUrl: env.AGENT_REDIS_URL ?? env.REDIS_URL,
       ...withAgentEnv(agentEnvFor(env)),
@@ -72,7 +85,7 @@ runService({
       keys,
       backend,
       acl,
-      graceMs: env.DESTROY_GRACE_SECONDS * 1000,
+      graceMs: destroyGraceMs(env),
       logger,
       onDestroyed: (kind) => metrics.activeSandboxes.add(-1, { backend: kind }),
     });
@@ -144,6 +157,8 @@ runService({
     onShutdown('workers', async () => {
       await Promise.all([createWorker.close(), destroyWorker.close()]);
     });
+    // After the workers: an in-flight start still listens for its agent.
+    onShutdown('ready announcements', () => announcements.close());
     onShutdown('lease keeper', () => keeper.stop());
     if (restorer) onShutdown('sandbox user restore', () => restorer.stop());
     onShutdown('queues', async () => {

@@ -44,3 +44,15 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
   ...ResourcePolicyEnvSchema.shape,
 });
 export type PodLifecycleEnv = z.output<typeof PodLifecycleEnvSchema>;
+
+/**
+ * The destroy's grace, kept to half a lease: the slot of a finished job is given back before its
+ * sandbox is torn down (destroy-sandbox.ts), so for the length of a destroy that sandbox runs
+ * outside the limit. Bounding the grace by the lease keeps that overlap no longer than a crashed
+ * holder's slot would stay taken anyway.
+ */
+export function destroyGraceMs(
+  env: Pick<PodLifecycleEnv, 'DESTROY_GRACE_SECONDS' | 'LEASE_SECONDS'>,
+): number {
+  return Math.min(env.DESTROY_GRACE_SECONDS, env.LEASE_SECONDS / 2) * 1000;
+}

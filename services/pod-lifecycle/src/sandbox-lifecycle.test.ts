@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  AgentAnnouncements,
   bullJobId,
   createKeySpace,
   DispatchKeys,
@@ -45,6 +46,8 @@ const leases = new LeaseRenewal({ redis, keys, leaseMs: 60_000 });
 // The scheduler's side, played by this suite.
 const admission = new SlotAdmission({ redis, keys, globalLimit: 10, tenantLimit: 10, leaseMs: 60_000 });
 const acl = new SandboxAcl(redis, keys, `sandstream-test-${suffix}-`);
+const subscriber = new Redis(url, { maxRetriesPerRequest: null });
+const announcements = new AgentAnnouncements(subscriber);
 const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix });
 const dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix });
 const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix });
@@ -53,6 +56,7 @@ let startWorker: Worker;
 let events: QueueEvents;
 
 beforeAll(async () => {
+  await announcements.start();
   const start = createStartProcessor({
     store,
     leases,
@@ -60,6 +64,7 @@ beforeAll(async () => {
     keys,
     dispatchKeys,
     backend,
+    announcements,
     acl,
     agentRedisUrl: url,
     dispatchQueue,
@@ -82,6 +87,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await startWorker.close();
   await events.close();
+  await announcements.close();
+  subscriber.disconnect();
   for (const q of [createQueue, dispatchQueue, destroyQueue]) {
     await q.obliterate({ force: true });
     await q.close();
@@ -173,6 +180,45 @@ describe('pod-lifecycle', () => {
     expect(await admission.inUse()).toBe(0);
   });
 
+  it('frees the slot as soon as the job has ended, before its sandbox is torn down', async () => {
+    const jobId = await scheduledJob('early-release');
+    expect(await runCreate(jobId, { image: 'local', startDeadlineSeconds: 30 })).toBe('dispatched');
+    // A backend whose destroy waits for the test: while it waits, the sandbox still exists.
+    let openGate = () => {};
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve;
+    });
+    let tearingDown = false;
+    const slowBackend: InProcessBackend = Object.assign(Object.create(backend) as InProcessBackend, {
+      destroy: async (ref: SandboxRef, options?: { graceMs?: number }) => {
+        tearingDown = true;
+        await gate;
+        return backend.destroy(ref, options);
+      },
+    });
+    const destroy = createDestroyProcessor({
+      store,
+      leases,
+      redis,
+      keys,
+      backend: slowBackend,
+      acl,
+      graceMs: 5000,
+      logger,
+    });
+    const held = async () => (await admission.holders()).some((h) => h.holder === jobId);
+    expect(await held()).toBe(true);
+    const done = destroy(
+      await destroyQueue.add('destroy', { jobId, reason: 'cancelled', outcome: 'cancelled' }),
+    );
+    await expect.poll(() => tearingDown, { timeout: 10_000 }).toBe(true);
+    expect((await store.get(jobId))?.state).toBe('cancelled');
+    expect(await held()).toBe(false);
+    openGate();
+    expect(await done).toBe('destroyed');
+    expect(await backend.list()).not.toContainEqual(expect.objectContaining({ jobId }));
+  });
+
   it('fails the job with the backend reason when the agent cannot start, and queues the cleanup', async () => {
     const jobId = await scheduledJob('crash');
     const outcome = await runCreate(jobId, {
@@ -212,6 +258,7 @@ describe('pod-lifecycle', () => {
       keys,
       dispatchKeys,
       backend: quotaBackend,
+      announcements,
       acl,
       agentRedisUrl: url,
       dispatchQueue,

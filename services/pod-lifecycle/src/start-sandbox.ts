@@ -1,4 +1,5 @@
 import {
+  type AgentAnnouncements,
   bullJobId,
   clusterAgentRoute,
   DefaultJobOptions,
@@ -35,6 +36,8 @@ export interface StartDeps {
   keys: KeySpace;
   dispatchKeys: DispatchKeys;
   backend: SandboxBackend;
+  /** Where agents' ready announcements are heard (subscribed before any start runs). */
+  announcements: AgentAnnouncements;
   /** Null when per-sandbox Redis users are off. */
   acl: SandboxAcl | null;
   /** Redis as the agent reaches it, without credentials. */
@@ -143,6 +146,8 @@ export function createStartProcessor(deps: StartDeps) {
     const { notifyStream } = route;
     let credentials: SandboxCredentials | undefined;
     const started = Date.now();
+    // Listening before the sandbox exists, so the agent cannot announce itself unheard.
+    const announcement = deps.announcements.expect(jobId);
     try {
       if (deps.acl) {
         credentials = await deps.acl.create(jobId, notifyStream);
@@ -177,9 +182,13 @@ export function createStartProcessor(deps: StartDeps) {
       );
       await deps.store.setSandbox(jobId, { backend: ref.backend, id: ref.id });
       const heartbeat = deps.keys.sandbox(jobId).heartbeat;
+      const isAgentAlive = async () => (await deps.redis.exists(heartbeat)) === 1;
       await withSpan('sandbox.wait_ready', { attributes: sandboxAttributes }, () =>
         deps.backend.waitReady(ref, spec.data.startDeadlineSeconds * 1000, {
-          isAgentAlive: async () => (await deps.redis.exists(heartbeat)) === 1,
+          isAgentAlive,
+          // The announcement, or else the heartbeat key once per wait: what an announcement
+          // missed during a reconnect of the subscriber still shows.
+          agentAnnounced: async (timeoutMs) => (await announcement.next(timeoutMs)) || (await isAgentAlive()),
         }),
       );
       const seconds = (Date.now() - started) / 1000;
@@ -215,6 +224,8 @@ export function createStartProcessor(deps: StartDeps) {
       await deps.store.transition(jobId, ['scheduled', 'starting'], 'failed', { reason });
       await destroy(reason, 'failed');
       return 'failed';
+    } finally {
+      announcement.close();
     }
   };
 }

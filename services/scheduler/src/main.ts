@@ -106,6 +106,8 @@ runService({
       blockingRedis,
       redis,
       keys,
+      admission: leases,
+      store,
       jobsQueue,
       logger,
       onProgress: watchdog.track('capacity-waker', 20_000),

@@ -3,6 +3,7 @@ import {
   bullPriority,
   DefaultJobOptions,
   isLiveSandboxSpec,
+  isTerminal,
   JobSpecError,
   type JobStore,
   JobsPayloadSchema,
@@ -76,6 +77,9 @@ function admitOnce(deps: ScheduleDeps) {
     }
     if (record.state !== 'queued' && record.state !== 'scheduled') {
       log.info({ state: record.state }, 'job no longer waits for scheduling');
+      // A slot the capacity waker reserved for it while it waited, if any: idempotent, and a
+      // finished job holds no slot it still needs.
+      if (isTerminal(record.state)) await deps.leases.release(jobId, record.tenant);
       return 'skipped';
     }
     if (record.cancelRequested !== undefined) {
@@ -112,6 +116,10 @@ function admitOnce(deps: ScheduleDeps) {
     if (!lease.granted) {
       log.info({ blockedBy: lease.blockedBy, tenant: record.tenant }, 'no capacity; job waits');
       await job.moveToDelayed(Date.now() + deps.recheckMs, token);
+      // The waker may have reserved a slot for this job between the acquire above and parking,
+      // and found it still running, so not promoted it: without this it would sit in the
+      // delayed set with its slot until the re-check.
+      if (await deps.leases.holds(jobId)) await job.promote().catch(() => undefined);
       throw new DelayedError();
     }
     await deps.redis.zrem(deps.keys.capacityWaiting, jobId);

@@ -11,6 +11,7 @@ import {
   JobStore,
   QueueNames,
   type SandboxDestroyPayload,
+  SlotRelease,
 } from '@sandstream/bus';
 import { ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
 import { createSandstreamMetrics, withJobSpan } from '@sandstream/telemetry';
@@ -60,6 +61,7 @@ runService({
       dispatchKeys,
       jobStore,
       destroyQueue,
+      slots: new SlotRelease({ redis, keys: keySpace }),
       logger,
       metrics: createSandstreamMetrics(),
       stepGraceMs: config.STEP_GRACE_MS,

@@ -10,6 +10,7 @@ import {
   JobStore,
   parseJobSpec,
   QueueNames,
+  SlotAdmission,
 } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import {
@@ -123,6 +124,27 @@ describe('step-dispatcher with real agents', () => {
     await expect
       .poll(async () => (await destroy.getJob(bullJobId(jobId)))?.data, { timeout: 10_000 })
       .toMatchObject({ jobId, outcome: 'succeeded' });
+    await destroy.close();
+  });
+
+  it('gives the slot back when the job ends, without waiting for its destroy', async () => {
+    // No pod-lifecycle runs in this suite: the destroy stays queued, so a slot that comes back
+    // can only have been freed by the dispatcher at the job's end.
+    const admission = new SlotAdmission({
+      redis,
+      keys: keySpace,
+      globalLimit: 100,
+      tenantLimit: 100,
+      leaseMs: 60_000,
+    });
+    const jobId = `${namespace}-j${seq + 1}`;
+    expect(await admission.acquire(jobId, 'default')).toEqual({ granted: true });
+    const launched = await launch({ steps: [{ command: 'true' }] });
+    expect(launched.jobId).toBe(jobId);
+    expect((await client.wait(jobId, { timeoutMs: 20_000 })).state).toBe('succeeded');
+    await expect.poll(() => admission.holders(), { timeout: 10_000 }).toEqual([]);
+    const destroy = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keySpace.bullPrefix });
+    expect(await destroy.getJob(bullJobId(jobId))).toBeDefined();
     await destroy.close();
   });
 

@@ -5,6 +5,7 @@ import {
   deadlineMember,
   enqueueDestroy,
   isLiveSandboxSpec,
+  isTerminal,
   type JobState,
   type JobStore,
   type KeySpace,
@@ -14,6 +15,7 @@ import {
   type RedisClient,
   SandboxCloseReason,
   type SandboxDestroyPayload,
+  type SlotRelease,
   type StoredSpec,
   stepIdFor,
 } from '@sandstream/bus';
@@ -42,6 +44,8 @@ export interface StepDispatcherOptions {
   dispatchKeys: DispatchKeys;
   jobStore: JobStore;
   destroyQueue: Queue<SandboxDestroyPayload>;
+  /** Gives the job's slot back when it ends, before its sandbox's destroy runs. */
+  slots: SlotRelease;
   logger: Logger;
   /** Step duration and dropped-lines metrics; omitted, none are recorded. */
   metrics?: SandstreamMetrics;
@@ -369,6 +373,7 @@ export class StepDispatcher {
     const { dispatchKeys, redis, jobStore, logger } = this.options;
     const moved = await jobStore.transition(jobId, ['running'], outcome, { reason });
     if (moved.status === 'ok') logger.info({ jobId, outcome, reason }, 'job finished');
+    await this.releaseSlot(jobId);
     const shard = dispatchKeys.shardOf(jobId);
     await Promise.all([
       redis.zrem(dispatchKeys.running(shard), jobId),
@@ -415,6 +420,17 @@ export class StepDispatcher {
       if (stepId !== keep) members.push(deadlineMember({ kind: 'step', jobId, stepId }));
     }
     if (members.length > 0) await redis.zrem(dispatchKeys.deadlines(dispatchKeys.shardOf(jobId)), ...members);
+  }
+
+  /**
+   * The job is over: its slot goes to a waiting job now rather than after the destroy (shutdown
+   * step, grace, container removal). Only for a job that is terminal: a finalize that lost a race
+   * to a still-live state must not free a slot that job still uses. A crash before this leaves the
+   * release to the destroy (idempotent) and, past that, to the lease's expiry.
+   */
+  private async releaseSlot(jobId: string): Promise<void> {
+    const record = await this.options.jobStore.get(jobId);
+    if (record && isTerminal(record.state)) await this.options.slots.release(jobId, record.tenant);
   }
 
   private async destroy(jobId: string, outcome: JobState | undefined, reason: string): Promise<void> {

@@ -2,6 +2,7 @@ import { formatIssues, JobIdSchema, KeyStyleSchema } from '@sandstream/wire';
 import type Dockerode from 'dockerode';
 import type { Redis } from 'ioredis';
 import { agentArgs, agentEnvironment } from '../agent-command.js';
+import { waitForAgent } from '../agent-readiness.js';
 import { deleteSandboxKeys, requestAgentShutdown } from '../agent-shutdown.js';
 import {
   type CreateSandboxRequest,
@@ -230,24 +231,22 @@ export class DockerBackend implements SandboxBackend {
         throw err;
       }
     };
-    // The heartbeat (one Redis EXISTS) is polled often, the engine (an inspect) every ~200 ms for
-    // crash detection, and once more when the heartbeat appears to confirm "running AND alive".
-    let lastInspect = 0;
-    const outcome = await pollUntil<'ready' | { exitCode: number } | 'gone'>(
-      async () => {
-        if (await options.isAgentAlive()) {
-          const state = await inspectState();
-          if (state === 'running') return 'ready';
-          if (state !== 'starting') return state;
-          return undefined;
-        }
-        if (Date.now() - lastInspect < 200) return undefined;
-        lastInspect = Date.now();
+    // The agent's announcement is waited for without polling; the engine is asked (an inspect)
+    // every LIVENESS_CHECK_MS for crash detection, and once more when the agent announced itself,
+    // to confirm "running AND alive".
+    const waited = await waitForAgent<{ exitCode: number } | 'gone'>({
+      deadlineMs,
+      options,
+      ended: async () => {
         const state = await inspectState();
         return state === 'running' || state === 'starting' ? undefined : state;
       },
-      { deadline: Date.now() + deadlineMs, signal: options.signal, initialIntervalMs: 15, maxIntervalMs: 15 },
-    );
+      confirm: async () => {
+        const state = await inspectState();
+        return state === 'running' ? 'ready' : state === 'starting' ? undefined : state;
+      },
+    });
+    const outcome = waited.kind === 'ready' ? 'ready' : waited.kind === 'ended' ? waited.ended : undefined;
     if (outcome === 'ready') return;
     if (outcome === 'gone') {
       throw new SandboxStartError(

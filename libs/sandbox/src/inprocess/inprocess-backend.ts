@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { closeSync, existsSync, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { constants, hostname, tmpdir } from 'node:os';
@@ -6,6 +7,7 @@ import { join } from 'node:path';
 import { formatIssues, JobIdSchema } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { agentArgs, agentEnvironment } from '../agent-command.js';
+import { waitForAgent } from '../agent-readiness.js';
 import { deleteSandboxKeys, requestAgentShutdown } from '../agent-shutdown.js';
 import {
   type CreateSandboxRequest,
@@ -220,16 +222,17 @@ export class InProcessBackend implements SandboxBackend {
     const record = await this.registry.get(ref.jobId);
     if (!record)
       throw new SandboxStartError('backend_error', `no in-process sandbox is recorded for job ${ref.jobId}`);
-    const started = Date.now();
-    const outcome = await pollUntil<'ready' | 'exited'>(
-      async () => {
-        if (!(await this.isAlive(record))) return 'exited';
-        return (await options.isAgentAlive()) ? 'ready' : undefined;
-      },
-      { deadline: started + deadlineMs, signal: options.signal, initialIntervalMs: 15, maxIntervalMs: 15 },
-    );
-    if (outcome === 'ready') return;
-    if (outcome === 'exited') {
+    const child = [...this.children].find((c) => c.pid === record.pid);
+    const outcome = await waitForAgent({
+      deadlineMs,
+      options,
+      // kill(0) and a /proc read: cheap, and only every LIVENESS_CHECK_MS while the agent boots.
+      ended: async () => ((await this.isAlive(record)) ? undefined : ('exited' as const)),
+      // A child of this process reports its exit at once; another replica's agent is only checked.
+      ...(child ? { endedSignal: once(child, 'exit') } : {}),
+    });
+    if (outcome.kind === 'ready') return;
+    if (outcome.kind === 'ended') {
       const lines = await readLogTail(join(record.stateDir, 'agent.log'));
       const code = this.exits.has(record.pid) ? (this.exits.get(record.pid) ?? null) : null;
       throw new SandboxStartError('agent_crashed', describeCrash(`agent process ${record.pid}`, code, lines));

@@ -12,6 +12,7 @@ import {
 } from '../backend.js';
 import { type SandboxSpecInput, SandboxSpecSchema } from '../sandbox-spec.js';
 import { secretEnvVariable } from '../secret-env.js';
+import { ReadyListener } from './ready-listener.js';
 import { StepChannel } from './step-channel.js';
 
 export interface BackendSuiteOptions {
@@ -74,6 +75,8 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
     const secretValue = `s3cret-${suffix()}`;
     let redis: Redis;
     let blocking: Redis;
+    let subscriber: Redis;
+    let ready: ReadyListener;
     let backend: SandboxBackend;
     const created: SandboxRef[] = [];
 
@@ -93,10 +96,20 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
       (await redis.exists(sandboxKeys(jobId, keyStyle()).heartbeat)) === 1;
     const newJobId = (what: string) => `suite-${what}-${suffix()}`;
 
+    /**
+     * What pod-lifecycle passes: the heartbeat check, and the announcement heard on the agent's
+     * channel (a backend that waits otherwise, like Kubernetes on its pod watch, ignores it).
+     */
+    const readyOptions = async (jobId: string) => ({
+      isAgentAlive: isAgentAlive(jobId),
+      agentAnnounced: await ready.listen(jobId),
+    });
+
     async function start(jobId: string, spec: Partial<SandboxSpecInput> = {}): Promise<SandboxRef> {
+      const waitOptions = await readyOptions(jobId);
       const ref = await backend.create(request(jobId, spec));
       created.push(ref);
-      await backend.waitReady(ref, readyDeadline, { isAgentAlive: isAgentAlive(jobId) });
+      await backend.waitReady(ref, readyDeadline, waitOptions);
       return ref;
     }
 
@@ -122,9 +135,10 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
     ): Promise<{ error: SandboxStartError; ref: SandboxRef | undefined }> {
       let ref: SandboxRef | undefined;
       try {
+        const waitOptions = await readyOptions(jobId);
         ref = await backend.create(request(jobId, spec));
         created.push(ref);
-        await backend.waitReady(ref, deadlineMs, { isAgentAlive: isAgentAlive(jobId) });
+        await backend.waitReady(ref, deadlineMs, waitOptions);
       } catch (err) {
         expect(err).toBeInstanceOf(SandboxStartError);
         return { error: err as SandboxStartError, ref };
@@ -136,6 +150,8 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
       process.env[secretVar] = secretValue;
       redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 });
       blocking = redis.duplicate();
+      subscriber = redis.duplicate();
+      ready = new ReadyListener(subscriber, keyStyle());
       backend = await options.createBackend(redis);
     });
 
@@ -145,6 +161,7 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
         await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true }).catch(() => {});
       await backend?.close();
       blocking?.disconnect();
+      subscriber?.disconnect();
       redis?.disconnect();
       delete process.env[secretVar];
     });
@@ -162,6 +179,8 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
         }
         const ref = await start(jobId, spec);
         expect(ref).toMatchObject({ jobId, backend: backend.kind });
+        // The agent said it started (pod-lifecycle waits for that instead of polling).
+        expect(ready.announced(jobId)).toBe(true);
 
         const listed = (await backend.list()).find((s) => s.jobId === jobId);
         expect(listed).toMatchObject({ jobId, tenant: 'suite-tenant', state: 'running' });
