@@ -142,7 +142,7 @@ export class AgentLoop {
     });
     this.results = new ResultSink({
       redis: connections.writer,
-      resultsKey: keys.results,
+      keys,
       jobId: options.jobId,
       notifyStream: options.notifyStream,
       notifyStreamMaxLength: options.notifyStreamMaxLength,

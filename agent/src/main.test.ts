@@ -14,6 +14,7 @@ import {
   readEvents,
   startAgent,
   stopAgent,
+  takeResult,
   testClient,
   uniqueJobId,
 } from './testing/agent-harness.js';
@@ -314,7 +315,11 @@ describe('the job loop', () => {
       { jobId: agent.jobId, stepId: '' },
       { jobId: agent.jobId, stepId: 'z' },
     ]);
-    expect(await redis.llen(agent.keys.results)).toBe(3);
+    // Each result on its step's own key, the one the dispatcher reads; one with no step id
+    // (the step was not JSON) has no key and goes to the list.
+    expect(await takeResult(redis, agent.keys, 'a')).toMatchObject({ exitCode: 0 });
+    expect(await takeResult(redis, agent.keys, 'z')).toMatchObject({ exitCode: 0 });
+    expect(await redis.llen(agent.keys.results)).toBe(1);
   });
 
   it('keeps going when the notify stream cannot be written (wrong type)', async () => {
@@ -327,9 +332,9 @@ describe('the job loop', () => {
       () => stopAgent(agent),
     );
     await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'a', command: 'true' });
-    expect(await popResult(redis, agent.keys)).toMatchObject({ stepId: 'a', exitCode: 0 });
+    expect(await takeResult(redis, agent.keys, 'a')).toMatchObject({ stepId: 'a', exitCode: 0 });
     await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'b', command: 'true' });
-    expect(await popResult(redis, agent.keys)).toMatchObject({ stepId: 'b', exitCode: 0 });
+    expect(await takeResult(redis, agent.keys, 'b')).toMatchObject({ stepId: 'b', exitCode: 0 });
     expect(agent.stderr()).toMatch(/completion notice not written.*WRONGTYPE/);
     await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
     expect((await agent.exited).code).toBe(0);

@@ -7,7 +7,7 @@ import { RedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { reconnectDelayMs } from './redis-connections.js';
-import { popResult, pushStep, startAgent, stopAgent } from './testing/agent-harness.js';
+import { pushStep, startAgent, stopAgent, takeResult } from './testing/agent-harness.js';
 
 const exec = promisify(execFile);
 
@@ -77,7 +77,10 @@ describe('connecting', () => {
       command: 'echo',
       args: ['secure'],
     });
-    expect(await popResult(admin, agent.keys, 20)).toMatchObject({ stepId: 'over-tls', exitCode: 0 });
+    expect(await takeResult(admin, agent.keys, 'over-tls')).toMatchObject({
+      stepId: 'over-tls',
+      exitCode: 0,
+    });
     expect(await admin.xlen(notify)).toBe(1);
     const clients = await admin.client('LIST');
     expect(String(clients)).toMatch(/user=agent/);

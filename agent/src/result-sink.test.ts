@@ -1,4 +1,5 @@
 import { RedisServer } from '@sandstream/test-support';
+import { resultKey, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from './logger.js';
@@ -28,29 +29,36 @@ const result = {
 
 describe('ResultSink', () => {
   it('writes the leading command before the result and the notice, in one pipeline', async () => {
+    const keys = sandboxKeys('job-1', 'tagged');
     const sink = new ResultSink({
       redis,
-      resultsKey: 'rs:results',
+      keys,
       jobId: 'job-1',
       notifyStream: 'rs:notify',
       notifyStreamMaxLength: 100,
       log: createLogger({ verbose: false, write: () => {} }),
     });
-    // The leading command records how long the results list was when it ran: 0 means it
-    // reached Redis before the LPUSH.
+    // Under the services (a notify stream is set) the result goes to its step's own key. The
+    // leading command records whether that key existed when it ran: 0 means it came first.
+    const key = resultKey(keys, 's-1');
     await sink.deliver(result, (pipeline) => {
-      pipeline.eval("redis.call('SET', KEYS[2], redis.call('LLEN', KEYS[1]))", 2, 'rs:results', 'rs:seen');
+      pipeline.eval("redis.call('SET', KEYS[2], redis.call('EXISTS', KEYS[1]))", 2, key, 'rs:seen');
     });
     expect(await redis.get('rs:seen')).toBe('0');
-    expect(JSON.parse((await redis.lindex('rs:results', 0)) as string)).toMatchObject({ stepId: 's-1' });
+    expect(JSON.parse((await redis.get(key)) as string)).toMatchObject({ stepId: 's-1' });
+    // It expires: a result nobody takes does not stay.
+    expect(await redis.ttl(key)).toBeGreaterThan(3600);
+    expect(await redis.llen(keys.results)).toBe(0);
     expect(await redis.xlen('rs:notify')).toBe(1);
   });
 
   it('delivers the result when the leading command fails, and logs that failure', async () => {
     const lines: string[] = [];
+    // Standalone (no notify stream): LPUSHed to the results list, as seed 000 reads it.
+    const keys = sandboxKeys('job-2', 'tagged');
     const sink = new ResultSink({
       redis,
-      resultsKey: 'rs:results-2',
+      keys,
       jobId: 'job-1',
       notifyStreamMaxLength: 100,
       log: createLogger({ verbose: false, write: (l) => lines.push(l) }),
@@ -59,7 +67,7 @@ describe('ResultSink', () => {
     await sink.deliver(result, (pipeline) => {
       pipeline.xadd('rs:not-a-stream', '*', 'event', '{}');
     });
-    expect(await redis.llen('rs:results-2')).toBe(1);
+    expect(await redis.llen(keys.results)).toBe(1);
     expect(lines.join('')).toContain('WRONGTYPE');
   });
 });

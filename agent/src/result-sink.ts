@@ -1,12 +1,18 @@
-import { encodeCompletionNotice, type StepResult } from '@sandstream/wire';
+import {
+  encodeCompletionNotice,
+  RESULT_KEY_TTL_SECONDS,
+  resultKey,
+  type SandboxKeys,
+  type StepResult,
+} from '@sandstream/wire';
 import type { ChainableCommander, Redis } from 'ioredis';
 import { type AuthFailureClock, isAuthError } from './auth-failure.js';
 import type { Logger } from './logger.js';
 
 export interface ResultSinkOptions {
   redis: Redis;
-  /** The job's results list. */
-  resultsKey: string;
+  /** The job's keys: its results list, and the prefix of its per-step result keys. */
+  keys: SandboxKeys;
   jobId: string;
   /** When set, a CompletionNotice is XADDed here after each result. */
   notifyStream?: string | undefined;
@@ -17,9 +23,10 @@ export interface ResultSinkOptions {
 }
 
 /**
- * Delivers StepResults: LPUSH to the job's results list, then (optionally) a CompletionNotice
- * on the shared notify stream, in one pipeline so the notice can never arrive before the result
- * it points to. With `maxRetriesPerRequest: null` this waits through a Redis outage and
+ * Delivers StepResults, then (optionally) a CompletionNotice on the shared notify stream, in one
+ * pipeline so the notice can never arrive before the result it points to. Under the services (a
+ * notify stream is set) each result is SET on its step's own key (wire resultKey), the one key the
+ * dispatcher reads; a standalone agent LPUSHes to the job's results list (seed 000's contract). With `maxRetriesPerRequest: null` this waits through a Redis outage and
  * completes once Redis is back.
  */
 export class ResultSink {
@@ -42,11 +49,13 @@ export class ResultSink {
     result: StepResult,
     leading?: (pipeline: ChainableCommander) => void,
   ): Promise<void> {
-    const { redis, resultsKey, jobId, notifyStream, notifyStreamMaxLength } = this.options;
+    const { redis, keys, jobId, notifyStream, notifyStreamMaxLength } = this.options;
     const pipeline = redis.pipeline();
     if (leading) leading(pipeline);
     const first = leading ? 1 : 0;
-    pipeline.lpush(resultsKey, JSON.stringify(result));
+    if (notifyStream && result.stepId) {
+      pipeline.set(resultKey(keys, result.stepId), JSON.stringify(result), 'EX', RESULT_KEY_TTL_SECONDS);
+    } else pipeline.lpush(keys.results, JSON.stringify(result));
     if (notifyStream) {
       // A result without a readable stepId is still announced (stepId ""), so the reader looks.
       const fields = encodeCompletionNotice({ jobId, stepId: result.stepId ?? '' });

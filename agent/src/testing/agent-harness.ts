@@ -7,6 +7,7 @@ import { pollUntil } from '@sandstream/test-support';
 import {
   decodeEventFields,
   type KeyStyle,
+  resultKey,
   type SandboxKeys,
   type StepEvent,
   type StepInput,
@@ -128,6 +129,27 @@ export async function pushStep(redis: Redis, keys: SandboxKeys, step: StepInput 
 }
 
 /** Pops the next result (the agent LPUSHes, so the oldest is on the right). */
+/**
+ * A step's result as an agent under the services writes it (a notify stream set): on its own key
+ * (wire resultKey), taken off it. Polled: the key is SET, not pushed.
+ */
+export async function takeResult(
+  redis: Redis,
+  keys: SandboxKeys,
+  stepId: string,
+  timeoutSeconds = 20,
+): Promise<StepResult> {
+  const key = resultKey(keys, stepId);
+  const until = Date.now() + timeoutSeconds * 1000;
+  for (;;) {
+    const raw = await redis.getdel(key);
+    if (raw) return StepResultSchema.parse(JSON.parse(raw));
+    if (Date.now() > until) throw new Error(`no result on ${key} within ${timeoutSeconds} s`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** A step's result as a standalone agent writes it: popped off the results list. */
 export async function popResult(redis: Redis, keys: SandboxKeys, timeoutSeconds = 20): Promise<StepResult> {
   const popped = await redis.brpop(keys.results, timeoutSeconds);
   if (!popped) throw new Error(`no result on ${keys.results} within ${timeoutSeconds} s`);

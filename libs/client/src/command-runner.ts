@@ -16,6 +16,7 @@ import {
   type ControlMessage,
   decodeEventFields,
   encodeCancel,
+  resultKey,
   type StepResult,
   StepResultSchema,
 } from '@sandstream/wire';
@@ -30,8 +31,6 @@ const BLOCK_MS = 1000;
  * first: a follower may see the event a moment before the result. This bounds that moment.
  */
 const RESULT_WAIT_MS = 10_000;
-/** Results looked at on the agent's list, from the newest: as many as dispatch-advance reads. */
-const RESULTS_SCAN = 256;
 
 export interface CommandRunnerContext {
   redis: RedisClient;
@@ -179,9 +178,9 @@ async function resultOf(
 }
 
 /**
- * The command's result, wherever it is at this moment: still on the results list (the agent's)
- * or already moved to the sandbox's record by the step-dispatcher. Both are read in one MULTI
- * (same slot), and the dispatcher moves it in one script, so it is never missed between them.
+ * The command's result, wherever it is at this moment: still on its own key (the agent's) or
+ * already moved to the sandbox's record by the step-dispatcher. Both are read in one MULTI (same
+ * slot), and the dispatcher moves it in one script, so it is never missed between them.
  */
 async function findResult(
   ctx: CommandRunnerContext,
@@ -191,13 +190,10 @@ async function findResult(
   const replies = await ctx.redis
     .multi()
     .hget(ctx.keys.job(sandboxId), stepResultField(commandId))
-    // Only the head: the agent LPUSHes, and the list is the sandbox's to flood (the dispatcher
-    // reads no further either).
-    .lrange(ctx.keys.sandbox(sandboxId).results, 0, RESULTS_SCAN - 1)
+    .get(resultKey(ctx.keys.sandbox(sandboxId), commandId))
     .exec();
-  const recorded = replies?.[0]?.[1] as string | null;
-  const candidates = recorded ? [recorded] : ((replies?.[1]?.[1] as string[] | undefined) ?? []);
-  for (const raw of candidates) {
+  for (const raw of [replies?.[0]?.[1], replies?.[1]?.[1]]) {
+    if (typeof raw !== 'string') continue;
     const parsed = StepResultSchema.safeParse(safeJson(raw));
     if (parsed.success && parsed.data.stepId === commandId) return parsed.data;
   }

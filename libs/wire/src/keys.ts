@@ -60,6 +60,19 @@ export function sandboxKeys(jobId: string, style: KeyStyle = 'plain'): SandboxKe
   };
 }
 
+/**
+ * STRING: one step's result (StepResult JSON), SET by an agent that runs under the services (it
+ * notifies a completion stream) and taken by the step-dispatcher. The dispatcher reads only the
+ * key of the step it expects, so what a sandbox writes anywhere else, however much, costs it
+ * nothing. A standalone agent LPUSHes its results to `results` instead (seed 000's contract).
+ */
+export function resultKey(keys: SandboxKeys, stepId: string): string {
+  return `${keys.prefix}result:${stepId}`;
+}
+
+/** A result nobody took (the services were down for a day) does not stay in Redis. */
+export const RESULT_KEY_TTL_SECONDS = 24 * 60 * 60;
+
 /** Transfer ids become part of a key: short and plain. */
 export const TransferIdSchema = z
   .string()

@@ -23,7 +23,7 @@ import {
 } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
 import { deleteNamespaceKeys } from '@sandstream/test-support';
-import { decodeCompletionNotice, SCHEMA_VERSION, StepResultSchema } from '@sandstream/wire';
+import { decodeCompletionNotice, resultKey, SCHEMA_VERSION, StepResultSchema } from '@sandstream/wire';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -149,8 +149,11 @@ describe('pod-lifecycle', () => {
       sk.in,
       JSON.stringify({ schemaVersion: SCHEMA_VERSION, stepId: 's1', command: 'echo', args: ['hi'] }),
     );
-    const popped = await redis.brpop(sk.results, 20);
-    expect(StepResultSchema.parse(JSON.parse(popped![1])).exitCode).toBe(0);
+    // Under the services the result is SET on the step's own key (wire resultKey).
+    await expect.poll(() => redis.get(resultKey(sk, 's1')), { timeout: 20_000 }).toBeTruthy();
+    expect(
+      StepResultSchema.parse(JSON.parse((await redis.get(resultKey(sk, 's1'))) as string)).exitCode,
+    ).toBe(0);
     const notices = await redis.xrange(dispatch!.data.notifyStream, '-', '+');
     expect(notices.map(([, f]) => decodeCompletionNotice(f))).toContainEqual({ jobId, stepId: 's1' });
 

@@ -14,7 +14,7 @@
 import { readFileSync } from 'node:fs';
 import { bullJobId, createKeySpace, DispatchKeys, JobStore, parseJobSpec, QueueNames } from '@sandstream/bus';
 import { percentile, startRedisServer, startService, uniqueNamespace } from '@sandstream/test-support';
-import { encodeCompletionNotice, SCHEMA_VERSION, type StepResult } from '@sandstream/wire';
+import { encodeCompletionNotice, resultKey, SCHEMA_VERSION, type StepResult } from '@sandstream/wire';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 
@@ -87,7 +87,7 @@ async function main(): Promise<void> {
       durationSeconds: 1,
       errorMessage: null,
     };
-    await redis.lpush(keys.results, JSON.stringify(result));
+    await redis.set(resultKey(keys, stepId), JSON.stringify(result));
     waitingSince.set(jobId, performance.now());
     await redis.xadd(
       dispatchKeys.completionStreamFor(jobId),

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createKeySpace, DispatchKeys, JobStore, parseJobSpec } from '@sandstream/bus';
-import { encodeCancel } from '@sandstream/wire';
+import { encodeCancel, resultKey } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -55,7 +55,11 @@ async function job(steps = 3, options: { continueOnError?: boolean } = {}) {
     id,
     start: () => startScript.run<Reply>(redis, [state, k.in, keySpace.job(id)], stepArgs(steps)),
     advance: (stepId: string, result = '') =>
-      advanceScript.run<Reply>(redis, [state, k.in, k.results, keySpace.job(id)], [stepId, result]),
+      advanceScript.run<Reply>(
+        redis,
+        [state, k.in, resultKey(k, stepId), keySpace.job(id)],
+        [stepId, result],
+      ),
     finish: (outcome: string, reason: string, stepId: string) =>
       finishScript.run<Reply>(
         redis,
@@ -68,10 +72,10 @@ async function job(steps = 3, options: { continueOnError?: boolean } = {}) {
         [state, k.control],
         [stepId, stepId ? encodeCancel(stepId, 'stop') : ''],
       ),
-    /** The agent's half of a step: its result on the results list. */
+    /** The agent's half of a step: its result on its own key. */
     result: (stepId: string, exitCode = 0) =>
-      redis.lpush(
-        k.results,
+      redis.set(
+        resultKey(k, stepId),
         JSON.stringify({
           schemaVersion: 1,
           stepId,
@@ -130,56 +134,52 @@ describe('dispatch-advance', () => {
     expect(await j.pushed()).toEqual(['step-1', 'step-2']);
   });
 
-  it('does bounded work on a flooded results list: cuts it, reads only its head, still finds the result', async () => {
+  it('reads only the result key of the step it expects, whatever else the sandbox wrote', async () => {
     const j = await job();
     await j.start();
-    const results = keySpace.sandbox(j.id).results;
-    // What a hostile step can do with its own Redis user: 20,000 forged results before the real one.
-    const forged = JSON.stringify({ stepId: 'step-1x', exitCode: 0, padding: 'x'.repeat(100) });
-    for (let i = 0; i < 20; i++) await redis.lpush(results, ...Array.from({ length: 1000 }, () => forged));
+    const k = keySpace.sandbox(j.id);
+    // What a hostile step can do with its own Redis user: a flooded results list, big values
+    // under other keys, other steps' keys. None of it is read.
+    const forged = JSON.stringify({ stepId: 'step-1', exitCode: 0, padding: 'x'.repeat(100) });
+    for (let i = 0; i < 20; i++) await redis.lpush(k.results, ...Array.from({ length: 1000 }, () => forged));
+    await redis.set(`${k.prefix}junk`, Buffer.alloc(8 * 1024 * 1024));
+    await redis.set(resultKey(k, 'step-2'), forged);
+    expect(await j.advance('step-1')).toEqual(['missing']);
     await j.result('step-1');
     expect(await j.advance('step-1')).toEqual(['pushed', 1, 'step-2', '30']);
     expect((await store.get(j.id))?.stepResults['step-1']?.exitCode).toBe(0);
-    // Cut to the newest 1,024 (one was taken since): the flood is not kept for the next scan.
-    expect(await redis.llen(results)).toBe(1023);
-    // A result buried under more than the scanned head is not searched for: 'missing'.
-    await j.result('step-2');
-    for (let i = 0; i < 3; i++) await redis.lpush(results, ...Array.from({ length: 100 }, () => forged));
-    expect(await j.advance('step-2')).toEqual(['missing']);
-    await redis.unlink(results);
+    // Taken: the key is gone, so its bytes are freed and a replayed notice reads nothing.
+    expect(await redis.exists(resultKey(k, 'step-1'))).toBe(0);
+    await redis.unlink(k.results, `${k.prefix}junk`);
   });
 
-  it('decodes a bounded amount of entries that name the step but are not its result', async () => {
+  it('drops a result key that is not a string or too large, and fails the step once on one not its own', async () => {
     const j = await job();
     await j.start();
-    const results = keySpace.sandbox(j.id).results;
-    // Another step's result whose id contains this one's (`step-10` for `step-1`): not a candidate.
-    const near = (i: number) =>
-      JSON.stringify({ stepId: `step-1${i}`, exitCode: 0, padding: 'x'.repeat(64 * 1024) });
-    await redis.lpush(results, JSON.stringify({ stepId: 'step-1', exitCode: 0 }));
-    await redis.lpush(results, ...Array.from({ length: 10 }, (_, i) => near(i)));
-    expect(await j.advance('step-1')).toEqual(['pushed', 1, 'step-2', '30']);
-    await redis.unlink(results);
-    // Decoys that do name the step (nested): a few are decoded and passed over; 16 of them, or
-    // 64 KiB of them, bury the result for good (however many more the scanned head holds).
-    const decoy = (stepId: string, bytes = 8 * 1024) =>
-      JSON.stringify({ stepId: 'x', inner: { stepId }, padding: 'x'.repeat(bytes) });
-    await j.result('step-2');
-    await redis.lpush(results, ...Array.from({ length: 4 }, () => decoy('step-2')));
-    expect(await j.advance('step-2')).toEqual(['pushed', 2, 'step-3', '30']);
-    await redis.unlink(results);
-    await j.result('step-3');
-    await redis.lpush(results, ...Array.from({ length: 8 }, () => decoy('step-3')));
-    expect(await j.advance('step-3')).toEqual(['missing']);
-    await redis.unlink(results);
-    await j.result('step-3');
-    await redis.lpush(results, ...Array.from({ length: 16 }, () => decoy('step-3', 10)));
-    expect(await j.advance('step-3')).toEqual(['missing']);
-    await redis.unlink(results);
-    await j.result('step-3');
-    await redis.lpush(results, ...Array.from({ length: 15 }, () => decoy('step-3', 10)));
-    expect(await j.advance('step-3')).toEqual(['finished', 'succeeded', 'all 3 steps done', 1]);
-    await redis.unlink(results);
+    const k = keySpace.sandbox(j.id);
+    // A list under the step's key: not a result, dropped (the step ends at its deadline).
+    await redis.lpush(resultKey(k, 'step-1'), 'x');
+    expect(await j.advance('step-1')).toEqual(['missing']);
+    expect(await redis.exists(resultKey(k, 'step-1'))).toBe(0);
+    // Larger than any result can be: dropped unread.
+    await redis.setrange(resultKey(k, 'step-1'), 17 * 1024 * 1024, 'x');
+    expect(await j.advance('step-1')).toEqual(['missing']);
+    expect(await redis.exists(resultKey(k, 'step-1'))).toBe(0);
+    // Readable but not this step's result: the step fails, once, for good.
+    await redis.set(resultKey(k, 'step-1'), JSON.stringify({ stepId: 'step-9', exitCode: 0 }));
+    expect(await j.advance('step-1')).toEqual([
+      'finished',
+      'failed',
+      "step step-1 failed: the agent wrote a result that is not this step's",
+      1,
+    ]);
+    await j.result('step-1');
+    expect(await j.advance('step-1')).toEqual([
+      'finished',
+      'failed',
+      "step step-1 failed: the agent wrote a result that is not this step's",
+      0,
+    ]);
   });
 
   it('finishes on the first failure, and a finished job answers with its first outcome', async () => {
@@ -217,7 +217,7 @@ describe('dispatch-advance', () => {
     expect((await store.get(j.id))?.stepResults['step-1']).toBeDefined();
   });
 
-  it('takes a synthesized result instead of the list (a deadline)', async () => {
+  it('takes a synthesized result instead of the key (a deadline)', async () => {
     const j = await job(1);
     await j.start();
     const timedOut = JSON.stringify({

@@ -8,6 +8,7 @@ import {
   SANDBOX_MAX_RUNNING_COMMANDS,
   SandboxCommands,
 } from '@sandstream/bus';
+import { resultKey } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { advanceScript, idleScript, openScript } from './dispatch-scripts.js';
@@ -53,12 +54,12 @@ async function sandbox(idleSeconds = 60) {
       openScript.run<Reply>(redis, [state, keySpace.job(id)], [now, idleSeconds * 1000]),
     idle: (now: number) => idleScript.run<Reply>(redis, [state, keySpace.job(id)], [now]),
     advance: (stepId: string) =>
-      advanceScript.run<Reply>(redis, [state, k.in, k.results, keySpace.job(id)], [stepId, '']),
+      advanceScript.run<Reply>(redis, [state, k.in, resultKey(k, stepId), keySpace.job(id)], [stepId, '']),
     exec: () => commands.push(id, { command: 'true' }),
-    /** The agent's answer to a command: its result on the results list. */
+    /** The agent's answer to a command: its result on its own key. */
     result: (stepId: string) =>
-      redis.lpush(
-        k.results,
+      redis.set(
+        resultKey(k, stepId),
         JSON.stringify({
           schemaVersion: 1,
           stepId,

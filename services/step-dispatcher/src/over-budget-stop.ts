@@ -4,6 +4,7 @@ import {
   redisBudgetReason,
   SandboxAcl,
   type SandboxRedisUsage,
+  scanKeys,
 } from '@sandstream/bus';
 import type { Logger } from '@sandstream/telemetry';
 import type { StepDispatcher } from './step-dispatcher.js';
@@ -38,13 +39,19 @@ export class OverBudgetStop {
     );
     await this.cutOff(jobId);
     await dispatcher.failRunning(jobId, () => redisBudgetReason(usage.bytes, budgetBytes));
+    // Its keys as they are now, not as measured: it may have made more before it was cut off.
     const events = keySpace.sandbox(jobId).events;
-    const doomed = usage.keys.filter((k) => k.key !== events).map((k) => k.key);
-    if (doomed.length > 0) await Promise.all(doomed.map((key) => redis.unlink(key)));
-    const stream = usage.keys.find((k) => k.key === events);
-    if (stream && stream.bytes > budgetBytes / 4) {
+    for await (const batch of scanKeys(redis, {
+      match: `${escapeGlob(keySpace.sandboxPrefix(jobId))}*`,
+      count: 1000,
+    })) {
+      const doomed = batch.filter((key) => key !== events);
+      if (doomed.length > 0) await Promise.all(doomed.map((key) => redis.unlink(key)));
+    }
+    const streamBytes = Number((await redis.memory('USAGE', events, 'SAMPLES', 5)) ?? 0);
+    if (streamBytes > budgetBytes / 4) {
       const length = await redis.xlen(events);
-      const keep = Math.floor((length * budgetBytes) / 4 / stream.bytes);
+      const keep = Math.floor((length * budgetBytes) / 4 / streamBytes);
       await redis.xtrim(events, 'MAXLEN', keep);
     }
   }
@@ -58,4 +65,9 @@ export class OverBudgetStop {
       this.options.logger.warn({ err, jobId }, 'could not cut a sandbox off Redis; its destroy will');
     }
   }
+}
+
+/** A key prefix as a SCAN pattern that matches it literally (`sandbox:{id}:` holds braces, and ids may hold `*?[]`). */
+function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
 }

@@ -20,6 +20,7 @@ import {
   testRedisUrl,
   uniqueNamespace,
 } from '@sandstream/test-support';
+import { resultKey } from '@sandstream/wire';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -143,8 +144,11 @@ describe('step-dispatcher with real agents', () => {
     expect(launched.jobId).toBe(jobId);
     expect((await client.wait(jobId, { timeoutMs: 20_000 })).state).toBe('succeeded');
     await expect.poll(() => admission.holders(), { timeout: 10_000 }).toEqual([]);
+    // The destroy is still to come (enqueued after the release, hence polled), and nobody runs it.
     const destroy = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keySpace.bullPrefix });
-    expect(await destroy.getJob(bullJobId(jobId))).toBeDefined();
+    await expect
+      .poll(async () => (await destroy.getJob(bullJobId(jobId)))?.data, { timeout: 10_000 })
+      .toMatchObject({ jobId });
     await destroy.close();
   });
 
@@ -160,12 +164,12 @@ describe('step-dispatcher with real agents', () => {
     for await (const item of client.follow(jobId))
       if (item.type === 'step-started' && item.stepId === 'step-2') break;
     // As if a crashed instance's notice were claimed again, or an agent that lost the replies
-    // retried its LPUSH of step-1's result and its XADD: the result is readable again, so only
+    // retried its SET of step-1's result and its XADD: the result is readable again, so only
     // the advance script's "is this the running step?" guard keeps step-3 from being pushed now.
     const step1 = JSON.stringify((await store.get(jobId))?.stepResults['step-1']);
     const stream = dispatchKeys.completionStreamFor(jobId);
     for (let i = 0; i < 5; i++) {
-      await redis.lpush(keySpace.sandbox(jobId).results, step1);
+      await redis.set(resultKey(keySpace.sandbox(jobId), 'step-1'), step1);
       await redis.xadd(stream, '*', 'jobId', jobId, 'stepId', 'step-1');
     }
     const record = await client.wait(jobId, { timeoutMs: 20_000 });

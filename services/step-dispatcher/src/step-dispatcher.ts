@@ -25,7 +25,7 @@ import {
   type SandstreamMetrics,
   withExtractedContext,
 } from '@sandstream/telemetry';
-import { type CompletionNotice, encodeCancel, errorResult } from '@sandstream/wire';
+import { type CompletionNotice, encodeCancel, errorResult, resultKey } from '@sandstream/wire';
 import type { Queue } from 'bullmq';
 import {
   advanceScript,
@@ -300,7 +300,7 @@ export class StepDispatcher {
     const keys = keySpace.sandbox(jobId);
     return advanceScript.run<ScriptReply>(
       redis,
-      [dispatchKeys.dispatchState(jobId), keys.in, keys.results, keySpace.job(jobId)],
+      [dispatchKeys.dispatchState(jobId), keys.in, resultKey(keys, stepId), keySpace.job(jobId)],
       [stepId, resultJson],
     );
   }

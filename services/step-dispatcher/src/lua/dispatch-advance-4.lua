@@ -3,46 +3,27 @@
 -- Records the result of the running step and pushes the next one: the only way a step is ever
 -- pushed after the first. Idempotent on redelivery: a notice for a step that is no longer the
 -- running one changes nothing, so no step is pushed (or run) twice.
--- KEYS: state, in, results, job. ARGV: stepId, resultJSON ("" = take it from the results list).
+-- KEYS: state, in, the step's result key (wire resultKey), job. ARGV: stepId, resultJSON ("" =
+-- take it from the result key).
 
--- The results list is the sandbox's own to write: its agent LPUSHes, so the newest results are
--- at the head, and an honest agent has far fewer waiting than RESULTS_SCAN (64 pending commands
--- and 16 background processes at most). A sandbox that floods the list must not make this script,
--- which blocks Redis for every tenant, read or decode all of it: only the head is looked at, only
--- entries that contain the step id and are no larger than a result can be are decoded, and the
--- list is cut to RESULTS_KEEP entries (the oldest, a flood's, go).
--- Entries that name the step but turn out to be another's are decoded up to DECODE_WASTE of them
--- or DECODE_WASTE_BYTES in all (each forged notice decoded all 256 before: test/bench/
--- redis-flood.bench.ts); past that the result counts as missing, which hurts only the sandbox
--- that buried its own result (an honest entry names another step's id, in quotes, only when its
--- content holds that id). An id that JSON writes as it is (no quote, backslash or control
--- character: the dispatcher's `cmd-<n>` and the usual step ids) is looked for in quotes, so `cmd-1`
--- does not make `cmd-12`'s result a candidate. Not bounded yet: the bytes the LRANGE copies (256
--- entries of up to RESULT_MAX_BYTES each); the fix is to read only the expected result.
-local RESULTS_SCAN = 256
-local RESULTS_KEEP = 1024
+-- The result key is the sandbox's own to write: its agent SETs it. This script reads that one
+-- key and nothing else the sandbox wrote, and never more than RESULT_MAX_BYTES of it, so a
+-- sandbox that writes many or huge values (under any of its keys) cannot make it, which blocks
+-- Redis for every tenant, do more than one bounded read per step.
 local RESULT_MAX_BYTES = 17 * 1024 * 1024
-local DECODE_WASTE = 16
-local DECODE_WASTE_BYTES = 64 * 1024
 
--- Takes the named step's result off the results list (the agent's); nil when it is not there yet.
+-- Takes the step's result off its key; nil when it is not there (yet). A value that is not a
+-- string, or is larger than any result can be, is dropped: its step ends at its deadline.
 local function take_result()
-  redis.call('LTRIM', KEYS[3], 0, RESULTS_KEEP - 1)
-  local needle = ARGV[1]
-  if not string.find(needle, '[%c"\\]') then needle = '"' .. needle .. '"' end
-  local wasted, wastedBytes = 0, 0
-  for _, item in ipairs(redis.call('LRANGE', KEYS[3], 0, RESULTS_SCAN - 1)) do
-    if #item <= RESULT_MAX_BYTES and string.find(item, needle, 1, true) then
-      local ok, r = pcall(cjson.decode, item)
-      if ok and type(r) == 'table' and r.stepId == ARGV[1] then
-        redis.call('LREM', KEYS[3], 1, item)
-        return item
-      end
-      wasted, wastedBytes = wasted + 1, wastedBytes + #item
-      if wasted >= DECODE_WASTE or wastedBytes >= DECODE_WASTE_BYTES then return nil end
-    end
+  local kind = redis.call('TYPE', KEYS[3]).ok
+  if kind == 'none' then return nil end
+  if kind ~= 'string' or redis.call('STRLEN', KEYS[3]) > RESULT_MAX_BYTES then
+    redis.call('UNLINK', KEYS[3])
+    return nil
   end
-  return nil
+  local raw = redis.call('GET', KEYS[3])
+  redis.call('UNLINK', KEYS[3])
+  return raw
 end
 
 if not status then return {'unknown'} end
@@ -79,7 +60,14 @@ if raw == '' then raw = take_result() end
 if not raw then return {'missing'} end
 local i = tonumber(redis.call('HGET', st, 'cursor'))
 local n = tonumber(redis.call('HGET', st, 'n'))
-local r = cjson.decode(raw)
+local ok, r = pcall(cjson.decode, raw)
+if not ok or type(r) ~= 'table' or r.stepId ~= ARGV[1] then
+  -- Not this step's result (a sandbox writing its key by hand): the step fails, once, for good;
+  -- a further notice finds it no longer current.
+  r = {schemaVersion = 1, stepId = ARGV[1], exitCode = cjson.null, timedOut = false, durationSeconds = 0,
+    errorCode = 'internal', errorMessage = 'the agent wrote a result that is not this step\'s'}
+  raw = cjson.encode(r)
+end
 job_record_step(KEYS[4], ARGV[1], raw)
 local function present(v) return v ~= nil and v ~= cjson.null end
 local failure = nil
