@@ -9,8 +9,9 @@
  * /proc, as a malicious step would; with that user the attacker LPUSHes 100,000 forged results to
  * its own results list (in batches) and keeps XADDing forged completion notices naming its own
  * job to the shared completion stream, so the dispatcher's advance script runs against the flood
- * again and again. Every forged result names the forged step (nested, so the script has to decode
- * it to see it is not the step's result) and none is its result.
+ * again and again. Every forged result names the forged step (nested: a script that searched the
+ * list would have to decode it to see it is not the step's result); the advance script now reads
+ * only the step's own result key, so none of the list is read at all.
  *
  * SLOWLOG records every command (slowlog-log-slower-than 0); it is reset before each phase and
  * read after it. Printed: the longest command alone and under the flood (goal <= 2x), the p99 of
@@ -225,7 +226,7 @@ async function flood(stolen: Stolen, until: Promise<unknown>): Promise<{ entries
           stepId: `flood-${entries + i}`,
           exitCode: 0,
           durationMs: 1,
-          // Names the forged step as a result would (nested), so the script decodes it to tell.
+          // Names the forged step as a result would (nested): a list search would have to decode it.
           inner: { stepId: FORGED_STEP },
           pad,
         }),
