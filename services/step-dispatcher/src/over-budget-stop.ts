@@ -19,9 +19,9 @@ export interface OverBudgetStopOptions {
 
 /**
  * Stops a sandbox over its Redis budget, in the order that bounds the damage: cut its Redis user
- * off first (nothing more gets written), then fail the job (its sandbox is destroyed like a lost
- * one's), then free what it stored. Its events stream keeps its newest entries, up to a quarter of
- * the budget, so its last output stays readable; every other key of its own goes.
+ * off first (nothing more gets written), then free what it stored, then fail the job (its sandbox
+ * is destroyed like a lost one's). Its events stream keeps its newest entries, up to a quarter of
+ * the budget, so its last output stays readable; every other key of its own goes but its heartbeat.
  */
 export class OverBudgetStop {
   private readonly acl: SandboxAcl;
@@ -31,21 +31,31 @@ export class OverBudgetStop {
   }
 
   async stop(usage: SandboxRedisUsage): Promise<void> {
-    const { redis, keySpace, budgetBytes, logger, dispatcher } = this.options;
+    const { budgetBytes, logger, dispatcher } = this.options;
     const { jobId } = usage;
     logger.warn(
       { jobId, storedBytes: usage.bytes, budgetBytes, largestKey: usage.keys[0]?.key },
       'sandbox over its Redis budget: stopping it',
     );
     await this.cutOff(jobId);
+    await this.free(jobId);
+    // Failed last: whoever sees the job failed sees what it stored already freed.
     await dispatcher.failRunning(jobId, () => redisBudgetReason(usage.bytes, budgetBytes));
-    // Its keys as they are now, not as measured: it may have made more before it was cut off.
-    const events = keySpace.sandbox(jobId).events;
+  }
+
+  /**
+   * Its keys as they are now, not as measured (it may have made more before it was cut off),
+   * except its heartbeat (without it the job would read as lost before it is failed) and its
+   * events stream, trimmed to its newest entries.
+   */
+  private async free(jobId: string): Promise<void> {
+    const { redis, keySpace, budgetBytes } = this.options;
+    const { events, heartbeat } = keySpace.sandbox(jobId);
     for await (const batch of scanKeys(redis, {
       match: `${escapeGlob(keySpace.sandboxPrefix(jobId))}*`,
       count: 1000,
     })) {
-      const doomed = batch.filter((key) => key !== events);
+      const doomed = batch.filter((key) => key !== events && key !== heartbeat);
       if (doomed.length > 0) await Promise.all(doomed.map((key) => redis.unlink(key)));
     }
     const streamBytes = Number((await redis.memory('USAGE', events, 'SAMPLES', 5)) ?? 0);
