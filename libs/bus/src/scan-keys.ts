@@ -10,6 +10,11 @@ export interface ScanOptions {
   signal?: AbortSignal;
 }
 
+/** Text as a SCAN pattern that matches it literally (a key prefix may hold `*`, `?`, `[`, `]`). */
+export function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
+}
+
 /** The nodes that hold keys: every master of a Cluster, or the one node. */
 export function redisMasters(redis: RedisClient): Redis[] {
   const cluster = redis as Cluster;

@@ -1,7 +1,7 @@
 import { busLua } from './bus-lua.js';
 import type { KeySpace } from './key-space.js';
 import type { RedisClient } from './redis-connection.js';
-import { scanKeys } from './scan-keys.js';
+import { escapeGlob, scanKeys } from './scan-keys.js';
 
 const ACQUIRE = busLua.load('lease-acquire');
 const RENEW = busLua.load('lease-renew');
@@ -196,9 +196,4 @@ export class ExpiredLeases {
  */
 export function waitingRank(priority: number, enqueuedAt: number): number {
   return (101 - priority) * 1e13 + enqueuedAt;
-}
-
-/** Escapes SCAN MATCH glob characters (the lease tag's braces are literal, but `[` would not be). */
-function escapeGlob(text: string): string {
-  return text.replace(/[*?[\]\\]/g, '\\$&');
 }

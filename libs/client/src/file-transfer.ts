@@ -1,6 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
-import { chunkPieces, Limits, type RawListConnection, readAhead, transferKey } from '@sandstream/wire';
+import {
+  chunkPieces,
+  Limits,
+  popTransferChunks,
+  pushTransferChunks,
+  type RawListConnection,
+  readAhead,
+  transferKey,
+} from '@sandstream/wire';
 import type { CommandRunnerContext } from './command-runner.js';
 import { openTransferConnection } from './transfer-connection.js';
 
@@ -23,7 +31,6 @@ export async function sendTar(
   done: Promise<unknown>,
 ): Promise<void> {
   const key = transferKey(ctx.keys.sandbox(sandboxId), transferId);
-  const expire = Limits.transferIdleSeconds * 10;
   let over = false;
   const end = () => {
     over = true;
@@ -31,18 +38,7 @@ export async function sendTar(
   done.then(end, end);
   const redis = await openTransferConnection(ctx.redis, key);
   try {
-    // The list's length after a push says whether the window is full: one round trip per
-    // chunk while the agent keeps up, a wait for it to take one when it does not.
-    let waiting = 0;
-    for await (const chunk of readAhead(chunkPieces(tar))) {
-      while (!over && waiting >= Limits.transferWindowChunks) {
-        await new Promise((resolve) => setTimeout(resolve, 2));
-        waiting = await redis.llen(key);
-      }
-      if (over) return;
-      waiting = await redis.push(key, chunk, expire);
-    }
-    await redis.push(key, [], expire);
+    await pushTransferChunks(redis, key, readAhead(chunkPieces(tar)), { stopped: () => over });
   } finally {
     tar.destroy();
     if (over) await redis.unlink(key).catch(() => {});
@@ -73,26 +69,16 @@ export function receiveTar(
     try {
       reader = await openTransferConnection(ctx.redis, key);
       const connection = reader;
-      const pop = () => {
-        const next = connection.pop(key, 1);
-        next.catch(() => {}); // read below, or dropped with the connection when we stop
-        return next;
-      };
-      let next = pop();
-      for (;;) {
-        const popped = await next;
-        if (!popped) {
-          // The agent's step ended without an end marker (it failed): stop waiting.
+      const chunks = popTransferChunks(connection, key, {
+        timeoutSeconds: 1,
+        // The agent's step ended without an end marker (it failed): stop waiting.
+        onIdle: async () => {
           if (over && (await connection.llen(key)) === 0)
             throw new Error('the download ended before its data');
-          next = pop();
-          continue;
-        }
-        if (popped.length === 0) break;
-        next = pop();
+        },
+      });
+      for await (const chunk of chunks) {
         // Back-pressure: the agent waits on the list's length, so reading slower slows it.
-        // Joined: one 1 MiB copy costs less than the unpacker's sixteen writes of 64 KiB pieces.
-        const chunk = popped.length === 1 ? (popped[0] as Buffer) : Buffer.concat(popped);
         if (!out.write(chunk)) await new Promise((resolve) => out.once('drain', resolve));
       }
       out.end();

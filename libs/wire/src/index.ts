@@ -14,6 +14,7 @@ export * from './step-result.js';
 export * from './terminal.js';
 export * from './trace-context.js';
 export * from './transfer-chunks.js';
+export * from './transfer-list.js';
 export * from './unknown-keys.js';
 export * from './unpack-tar.js';
 export * from './zod-errors.js';

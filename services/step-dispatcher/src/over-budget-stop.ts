@@ -1,4 +1,5 @@
 import {
+  escapeGlob,
   type KeySpace,
   type RedisClient,
   redisBudgetReason,
@@ -75,9 +76,4 @@ export class OverBudgetStop {
       this.options.logger.warn({ err, jobId }, 'could not cut a sandbox off Redis; its destroy will');
     }
   }
-}
-
-/** A key prefix as a SCAN pattern that matches it literally (`sandbox:{id}:` holds braces, and ids may hold `*?[]`). */
-function escapeGlob(text: string): string {
-  return text.replace(/[*?[\]\\]/g, '\\$&');
 }
