@@ -30,19 +30,11 @@ import {
 } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
+import { floorArgv } from '../helpers/bare-node-floor.js';
 
 const RUNS = Number(process.argv[2] ?? 20);
 if (!Number.isInteger(RUNS) || RUNS < 1 || RUNS > 1000)
   throw new Error('runs must be a whole number 1..1000');
-
-/** The floor: connect, send one SET of the key named on the command line, stay connected. */
-const FLOOR_SCRIPT = `
-const [port, key] = process.argv.slice(1);
-const socket = require('node:net').connect(Number(port), '127.0.0.1', () => {
-  const args = ['SET', key, String(process.pid)];
-  socket.write('*' + args.length + '\\r\\n' + args.map((a) => '$' + Buffer.byteLength(a) + '\\r\\n' + a + '\\r\\n').join(''));
-});
-socket.on('data', () => {});`;
 
 interface Variant {
   name: string;
@@ -98,7 +90,7 @@ async function main(): Promise<void> {
   const variants: Variant[] = [
     {
       name: 'floor: bare node, raw socket, one SET',
-      argv: (_u, port, key) => [process.execPath, '-e', FLOOR_SCRIPT, String(port), key],
+      argv: (_u, port, key) => floorArgv(port, key),
     },
     ...agentVariants('after', join(repoRoot, 'agent', 'dist')),
   ];

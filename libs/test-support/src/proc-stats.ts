@@ -3,11 +3,26 @@ import { readdirSync, readFileSync } from 'node:fs';
 /** Kernel clock ticks per second (USER_HZ): 100 on Linux x86-64. */
 const TICKS_PER_SECOND = 100;
 
+/** The fields of /proc/<pid>/stat after the command name (so field 14, utime, is index 11). */
+function statFields(pid: number): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
 /** utime + stime of a whole process (all its threads), in ms, from /proc/<pid>/stat (10 ms ticks). */
 export function processCpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const fields = statFields(pid);
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+}
+
+/**
+ * cutime + cstime: the CPU of a process's children that exited and were waited for (and of
+ * their own waited-for children), in ms. For a service that starts agents as child processes,
+ * the agents' CPU once they are gone.
+ */
+export function exitedChildrenCpuMs(pid: number): number {
+  const fields = statFields(pid);
+  return ((Number(fields[13]) + Number(fields[14])) * 1000) / TICKS_PER_SECOND;
 }
 
 /**
