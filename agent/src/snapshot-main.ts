@@ -13,8 +13,28 @@
  * the deserialised main function, at run time.
  */
 import { startupSnapshot } from 'node:v8';
+import { decodeStep } from '@sandstream/wire';
 import { runCli } from './cli.js';
+import { parseConfig } from './config.js';
 import { exitWhenDone, tuneV8ForSize } from './v8-tuning.js';
+
+/**
+ * Validation every run does, done once here: zod builds each schema's parser on its first parse
+ * (generated code included), and V8 compiles the functions involved on their first call. Done
+ * at build time, both are in the snapshot: ~2.5 ms less CPU to the first heartbeat (the
+ * configuration) and ~4 ms less on the first step (measured with node on the compiled modules).
+ * Pure functions of their arguments: nothing from this machine gets in.
+ */
+function warmUp(): void {
+  parseConfig(['--redis-url', 'redis://127.0.0.1:6379', '--job-id', 'snapshot-warm-up'], {}, '/');
+  // A refused sample would warm up the error path instead: fail the build rather than that.
+  const step = decodeStep(
+    JSON.stringify({ schemaVersion: 1, stepId: 'warm-up', command: 'true', args: ['x'] }),
+  );
+  if (!step.ok) throw new Error(`snapshot warm-up: ${step.error}`);
+}
+
+warmUp();
 
 startupSnapshot.setDeserializeMainFunction(() => {
   // Set in each process: V8 flags are not part of the snapshot.
