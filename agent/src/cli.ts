@@ -22,7 +22,7 @@ import { locateSpawner } from './process/locate-spawner.js';
 import { NodeLauncher } from './process/node-launcher.js';
 import { SpawnerLauncher } from './process/spawner-launcher.js';
 import { closeNow, openConnections } from './redis-connections.js';
-import { createStepExecutor } from './steps/execute-step.js';
+import { createStepExecutor, type StepExecutor } from './steps/execute-step.js';
 import { TerminalChannel } from './steps/terminal-channel.js';
 import { TransferChannel } from './steps/transfer-channel.js';
 import { stepTracerFromEnv } from './tracing/step-span.js';
@@ -61,10 +61,12 @@ const SPAWNER_READY_TIMEOUT_MS = 2_000;
 
 /**
  * The native spawner when it is there and runs (run steps then never fork the agent), Node's own
- * child_process otherwise. Throws for a --spawner path that is not an executable.
+ * child_process otherwise. `located` is locateSpawner's answer.
  */
-async function createLauncher(setting: string, log: Logger): Promise<ProcessLauncher> {
-  const located = locateSpawner(setting);
+async function createLauncher(
+  located: ReturnType<typeof locateSpawner>,
+  log: Logger,
+): Promise<ProcessLauncher> {
   if (located.path === null) {
     log.info('run steps start through node:child_process', { reason: located.reason });
     return new NodeLauncher();
@@ -84,23 +86,27 @@ async function createLauncher(setting: string, log: Logger): Promise<ProcessLaun
 }
 
 async function runAgent(config: RunConfig, log: Logger): Promise<number> {
-  let launcher: ProcessLauncher;
-  // Nothing has started while the spawner is checked (no heartbeat, no step): a stop signal in
-  // that window is a clean exit, and the helper goes with our end of its pipes.
-  const exitBeforeStart = () => process.exit(ExitCode.ok);
-  process.on('SIGTERM', exitBeforeStart);
-  process.on('SIGINT', exitBeforeStart);
+  let located: ReturnType<typeof locateSpawner>;
   try {
-    launcher = await createLauncher(config.spawner, log);
+    located = locateSpawner(config.spawner);
   } catch (err) {
     log.error(`invalid configuration: ${(err as Error).message}`);
     return ExitCode.fatal;
-  } finally {
-    process.off('SIGTERM', exitBeforeStart);
-    process.off('SIGINT', exitBeforeStart);
   }
   // From here to process.on(…, onSignal) below everything runs synchronously: no gap.
   const connections = openConnections(config.redisUrl, config.jobId, log);
+  // The spawner helper starts on the next turn of the event loop, once the connections' sockets
+  // have connected and the first heartbeat SET is on its way: what a sandbox waits for goes out
+  // first, and the helper (a fork and its first PING, a few ms) starts while Redis answers and
+  // the dispatcher sends the first step. A run step waits for it if it comes sooner.
+  const launcher = new Promise<void>((resolve) => setImmediate(resolve))
+    .then(() => createLauncher(located, log))
+    .catch((err: Error) => {
+      log.warn('the spawner helper could not start; run steps start through node:child_process', {
+        error: err.message,
+      });
+      return new NodeLauncher();
+    });
   // Transfers and terminals block on connections of their own, as this sandbox's Redis user.
   const ownConnection = () => {
     const connection = connections.writer.duplicate();
@@ -115,14 +121,18 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
     keys: sandboxKeys(config.jobId, config.keyStyle),
     connections,
     execute: stepTracer.wrap(
-      createStepExecutor({
-        launcher,
-        // Uploads and downloads block on their own connection, as this sandbox's Redis user.
-        transfers: new TransferChannel(sandboxKeys(config.jobId, config.keyStyle), () =>
-          RawListConnection.open(rawOptionsFromUrl(config.redisUrl)),
+      lazyExecutor(
+        launcher.then((ready) =>
+          createStepExecutor({
+            launcher: ready,
+            // Uploads and downloads block on their own connection, as this sandbox's Redis user.
+            transfers: new TransferChannel(sandboxKeys(config.jobId, config.keyStyle), () =>
+              RawListConnection.open(rawOptionsFromUrl(config.redisUrl)),
+            ),
+            terminals: new TerminalChannel(sandboxKeys(config.jobId, config.keyStyle), ownConnection),
+          }),
         ),
-        terminals: new TerminalChannel(sandboxKeys(config.jobId, config.keyStyle), ownConnection),
-      }),
+      ),
     ),
     log,
     workdir: config.workdir,
@@ -167,7 +177,7 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
 
   try {
     const code = await loop.run();
-    launcher.close();
+    (await launcher).close();
     // Bounded: an unreachable collector must not delay the exit the pod is waiting for.
     await stepTracer.flush(2_000);
     log.info('agent exiting', { exitCode: code });
@@ -176,6 +186,11 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
     onFatal(err);
     return ExitCode.fatal;
   }
+}
+
+/** An executor that is being made: each step waits for it (only the first can ever wait). */
+function lazyExecutor(made: Promise<StepExecutor>): StepExecutor {
+  return async (step, ctx) => (await made)(step, ctx);
 }
 
 function isDirectory(path: string): boolean {

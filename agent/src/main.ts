@@ -21,8 +21,7 @@ process.on('SIGINT', exitEarly);
 // No top-level await: the single-executable build bundles this file as CommonJS.
 exitWhenDone(
   import('./cli.js').then(({ runCli }) => {
-    // runCli installs its own handlers before its first await (runAgent's provisional ones
-    // while the spawner is checked, then the real ones): no gap between them.
+    // runCli installs its own handlers before its first await: no gap between them.
     process.off('SIGTERM', exitEarly);
     process.off('SIGINT', exitEarly);
     return runCli();

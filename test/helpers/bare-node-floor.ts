@@ -26,7 +26,8 @@ export function floorArgv(port: number, key: string, then: 'stay' | 'exit' = 'st
 export async function msToFirstLine(argv: readonly string[], line: string): Promise<number> {
   const started = performance.now();
   const child = spawn(argv[0] as string, argv.slice(1), { stdio: ['ignore', 'pipe', 'ignore'] });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // 'close', not 'exit': the last line may still be in the pipe when the process has exited.
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   let at: number | undefined;
   createInterface({ input: child.stdout }).on('line', (l) => {
     if (at === undefined && l === line) at = performance.now() - started;
