@@ -157,7 +157,7 @@ async function bundle(entryPath, name) {
     // single executable the executable's (what Node gives as __filename there). Read when used,
     // not at load: a snapshot's load happened at build time, in another place.
     banner: {
-      js: 'var __sandstreamImportMeta = { get url() { return require("node:url").pathToFileURL(require("node:sea").isSea() ? process.execPath : __filename).href; } };',
+      js: 'var __sandstreamImportMeta = { get url() { let sea = false; try { sea = require("node:sea").isSea(); } catch {} return require("node:url").pathToFileURL(sea ? process.execPath : __filename).href; } };',
     },
     define: { 'import.meta.url': '__sandstreamImportMeta.url' },
     plugins: [emptyOptionalModules, lazyBuiltins, englishOnlyZodLocales],

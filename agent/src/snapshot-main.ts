@@ -21,8 +21,8 @@ import { exitWhenDone, tuneV8ForSize } from './v8-tuning.js';
 /**
  * Validation every run does, done once here: zod builds each schema's parser on its first parse
  * (generated code included), and V8 compiles the functions involved on their first call. Done
- * at build time, both are in the snapshot: ~2.5 ms less CPU to the first heartbeat (the
- * configuration) and ~4 ms less on the first step (measured with node on the compiled modules).
+ * at build time, both are in the snapshot: the first parse of the configuration costs 0.3 ms
+ * instead of 2.7, the first step's 0.1 ms instead of 1.4 (measured under node --snapshot-blob).
  * Pure functions of their arguments: nothing from this machine gets in.
  */
 function warmUp(): void {
