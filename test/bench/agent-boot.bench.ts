@@ -9,7 +9,8 @@
  * Variants, interleaved round-robin so the machine's load hits all alike:
  * - floor: `node -e <raw SET>`;
  * - the single executable through its bundled loader (how every container starts it);
- * - `node dist/sandstream-agent.cjs` (the in-process backend);
+ * - `node dist/sandstream-agent.cjs` (the package's bin; what the in-process backend ran before
+ *   it ran the single executable);
  * - with BOOT_BEFORE=<dir> (a copy of an older agent/dist: sandstream-agent, sandstream-agent.cjs,
  *   runtime/lib), the same two for that build, for before/after in the same loop.
  *
