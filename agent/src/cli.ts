@@ -14,6 +14,7 @@ import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { RawListConnection, rawOptionsFromUrl, sandboxKeys } from '@sandstream/wire';
 import { AgentLoop } from './agent-loop.js';
+import { awaitClaim } from './await-claim.js';
 import { ConfigError, parseConfig, type RunConfig } from './config.js';
 import { ExitCode } from './exit-codes.js';
 import { createLogger, type Logger } from './logger.js';
@@ -53,7 +54,45 @@ export async function runCli(): Promise<number> {
     log.error(`invalid configuration: --workdir ${workdir} is not a directory`);
     return ExitCode.fatal;
   }
+  if (command.awaitClaim) return runPoolMember({ ...command, workdir }, log);
   return runAgent({ ...command, workdir }, log);
+}
+
+/**
+ * A warm pool member: everything that can be done before the job is known (the spawner check,
+ * the module loading) is done, then it waits for its claim and runs as the claimed job.
+ */
+async function runPoolMember(config: RunConfig, log: Logger): Promise<number> {
+  let launcher: ProcessLauncher;
+  try {
+    launcher = await createLauncher(config.spawner, log);
+  } catch (err) {
+    log.error(`invalid configuration: ${(err as Error).message}`);
+    return ExitCode.fatal;
+  }
+  const stop = new AbortController();
+  const onStop = () => stop.abort();
+  process.on('SIGTERM', onStop);
+  process.on('SIGINT', onStop);
+  const wait = await awaitClaim(config, log, stop.signal).finally(() => {
+    process.off('SIGTERM', onStop);
+    process.off('SIGINT', onStop);
+  });
+  if (wait.kind !== 'claimed') {
+    launcher.close();
+    if (wait.kind === 'stopped') return ExitCode.ok;
+    log.error(wait.message);
+    return ExitCode.fatal;
+  }
+  const jobLog = createLogger({
+    verbose: config.verbose,
+    base: { jobId: wait.config.jobId, member: config.jobId },
+  });
+  jobLog.info('claimed from a warm pool', {
+    ...(wait.claim.claimedAt !== undefined ? { claimToBoundMs: Date.now() - wait.claim.claimedAt } : {}),
+    ...(wait.claim.traceContext ? { traceparent: wait.claim.traceContext.traceparent } : {}),
+  });
+  return runAgent(wait.config, jobLog, launcher);
 }
 
 /** How long the spawner helper has to answer its first PING before the agent does without it. */
@@ -83,7 +122,7 @@ async function createLauncher(setting: string, log: Logger): Promise<ProcessLaun
   return launcher;
 }
 
-async function runAgent(config: RunConfig, log: Logger): Promise<number> {
+async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher): Promise<number> {
   let launcher: ProcessLauncher;
   // Nothing has started while the spawner is checked (no heartbeat, no step): a stop signal in
   // that window is a clean exit, and the helper goes with our end of its pipes.
@@ -91,7 +130,7 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
   process.on('SIGTERM', exitBeforeStart);
   process.on('SIGINT', exitBeforeStart);
   try {
-    launcher = await createLauncher(config.spawner, log);
+    launcher = ready ?? (await createLauncher(config.spawner, log));
   } catch (err) {
     log.error(`invalid configuration: ${(err as Error).message}`);
     return ExitCode.fatal;
