@@ -49,7 +49,7 @@ describe('a warm pool member (--await-claim)', () => {
       kind: 'run',
       stepId: 's1',
       command: 'sh',
-      args: ['-c', 'echo "$FROM_MEMBER $FROM_CLAIM ${DROPPED:-unset}"'],
+      args: ['-c', 'echo "$FROM_MEMBER $FROM_CLAIM $(printenv DROPPED || echo unset)"'],
       timeoutSeconds: 10,
     });
     await new Promise((r) => setTimeout(r, 300));

@@ -63,6 +63,17 @@ export const JobSandboxSchema = z.object({
 export type JobSandbox = z.infer<typeof JobSandboxSchema>;
 
 /**
+ * How to name a job's sandbox to its backend: by the job's id, or, for a sandbox claimed from a
+ * warm pool, by the member's id it was made under.
+ */
+export function sandboxRefOf(
+  jobId: string,
+  sandbox: JobSandbox,
+): { jobId: string; backend: JobSandbox['backend']; id: string } {
+  return { jobId: sandbox.member ?? jobId, backend: sandbox.backend, id: sandbox.id };
+}
+
+/**
  * One entry on the job's own events stream (field `job`) and on `events:lifecycle`.
  * A follower of `sandbox:{jobId}:events` sees these beside the agent's `event` entries.
  */

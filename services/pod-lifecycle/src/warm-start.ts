@@ -1,0 +1,139 @@
+import {
+  type AgentAnnouncements,
+  type KeySpace,
+  type PoolMember,
+  type RedisClient,
+  type SandboxAcl,
+  saveSandboxUser,
+  type WarmPoolStore,
+} from '@sandstream/bus';
+import type { SandboxRef, SandboxSpec } from '@sandstream/sandbox';
+import type { Logger } from '@sandstream/telemetry';
+import type { PoolClaimInput, TraceContext } from '@sandstream/wire';
+import type { PoolSource } from './pool-keeper.js';
+import type { PoolMembers } from './pool-members.js';
+import { fitToPool, poolSpecHash } from './pool-spec.js';
+
+export interface WarmStartDeps {
+  source: PoolSource;
+  store: WarmPoolStore;
+  members: PoolMembers;
+  redis: RedisClient;
+  keys: KeySpace;
+  acl: SandboxAcl | null;
+  announcements: AgentAnnouncements;
+  logger: Logger;
+  /** How long a claimed member has to come up as the job before the start goes cold. */
+  bindTimeoutMs: number;
+  onHit?: (pool: string, seconds: number) => void;
+  onMiss?: (pool: string, reason: string) => void;
+}
+
+export interface WarmRequest {
+  jobId: string;
+  tenant: string;
+  spec: SandboxSpec;
+  live: boolean;
+  notifyStream: string;
+  traceContext?: TraceContext;
+}
+
+export type WarmOutcome =
+  | { kind: 'hit'; ref: SandboxRef; member: PoolMember }
+  | { kind: 'miss'; reason: string };
+
+/**
+ * The warm half of a start: when the request names a template with a pool and asks for nothing
+ * a running member cannot take on, one ready member is claimed (atomically, in Redis) and bound to
+ * the job — its Redis user becomes the job's (same password, the job's keys), and its agent is
+ * told the job id, notify stream, idleness and command env. Anything else is a miss with its
+ * reason, and the caller starts cold.
+ */
+export class WarmStart {
+  constructor(private readonly deps: WarmStartDeps) {}
+
+  async tryClaim(request: WarmRequest): Promise<WarmOutcome> {
+    const name = request.spec.template;
+    if (name === undefined) return { kind: 'miss', reason: 'no-template' };
+    const pool = this.deps.source.pools().find((p) => p.name === name);
+    if (!pool) return { kind: 'miss', reason: 'no-pool' };
+    const miss = (reason: string): WarmOutcome => {
+      this.deps.onMiss?.(name, reason.split(':')[0] as string);
+      return { kind: 'miss', reason };
+    };
+    const fit = fitToPool(pool.spec, request.spec);
+    if (!fit.fits) return miss(fit.reason);
+    const started = Date.now();
+    const claimed = await this.deps.store.claim({
+      pool: name,
+      specHash: poolSpecHash(pool),
+      jobId: request.jobId,
+      tenant: request.tenant,
+      now: started,
+    });
+    if (claimed.kind === 'tenant') return miss('tenant-not-allowed');
+    if (claimed.kind !== 'hit') return miss(claimed.kind);
+    const { member } = claimed;
+    if (!member.ref || (this.deps.acl && !member.passwordHash)) {
+      await this.deps.members.retire(member, 'claimed without a sandbox or user');
+      return miss('member-incomplete');
+    }
+    const bound = await this.bind(request, member, fit.env, fit.unsetEnv, started);
+    if (!bound) {
+      await this.deps.members.retire(member, 'did not come up as the claiming job');
+      return miss('member-unresponsive');
+    }
+    this.deps.onHit?.(name, (Date.now() - started) / 1000);
+    return { kind: 'hit', member, ref: { jobId: member.id, ...member.ref } };
+  }
+
+  /** Hands the member its job; true once its agent announced itself under the job's id. */
+  private async bind(
+    request: WarmRequest,
+    member: PoolMember,
+    env: Record<string, string>,
+    unsetEnv: string[],
+    claimedAt: number,
+  ): Promise<boolean> {
+    const { deps } = this;
+    const { jobId } = request;
+    let username: string | undefined;
+    if (deps.acl && member.passwordHash) {
+      username = await deps.acl.createForClaim(jobId, request.notifyStream, member.passwordHash);
+      await saveSandboxUser(deps.redis, deps.keys, jobId, {
+        username,
+        notifyStream: request.notifyStream,
+        passwordHash: member.passwordHash,
+      });
+    }
+    const claim: PoolClaimInput = {
+      jobId,
+      notifyStream: request.notifyStream,
+      live: request.live,
+      env,
+      unsetEnv,
+      claimedAt,
+      ...(username ? { username } : {}),
+      ...(request.traceContext ? { traceContext: request.traceContext } : {}),
+    };
+    const announcement = deps.announcements.expect(jobId);
+    try {
+      await deps.redis.lpush(deps.keys.sandbox(member.id).claim, JSON.stringify(claim));
+      const heartbeat = deps.keys.sandbox(jobId).heartbeat;
+      const deadline = Date.now() + deps.bindTimeoutMs;
+      let bound = false;
+      while (!bound && Date.now() < deadline) {
+        bound =
+          (await announcement.next(Math.min(deadline - Date.now(), 250))) ||
+          (await deps.redis.exists(heartbeat)) === 1;
+      }
+      if (!bound) return false;
+    } finally {
+      announcement.close();
+    }
+    // The member's own user has served its purpose; the sandbox now runs as the job's.
+    if (deps.acl) await deps.acl.delete(member.id).catch(() => undefined);
+    deps.logger.info({ jobId, member: member.id, pool: member.pool }, 'claimed a warm pool member');
+    return true;
+  }
+}
