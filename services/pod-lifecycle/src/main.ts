@@ -17,8 +17,8 @@ import { LeaseKeeper } from './lease-keeper.js';
 import { destroyGraceMs, PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
 import { failExhaustedStart } from './start-failure.js';
-import { openWarmPools } from './warm-pools.js';
 import { createStartProcessor } from './start-sandbox.js';
+import { openWarmPools } from './warm-pools.js';
 
 runService({
   name: 'pod-lifecycle',

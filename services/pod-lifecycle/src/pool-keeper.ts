@@ -96,7 +96,8 @@ export class PoolKeeper {
     const { redis, keys, store, members } = this.options;
     // One planner per pool at a time; the lock lapses by itself if this replica dies.
     const lock = keys.lock(`pool:${pool.name}`);
-    if ((await redis.set(lock, '1', 'PX', Math.max(this.options.intervalMs * 2, 2000), 'NX')) !== 'OK') return;
+    if ((await redis.set(lock, '1', 'PX', Math.max(this.options.intervalMs * 2, 2000), 'NX')) !== 'OK')
+      return;
     try {
       const hash = poolSpecHash(pool);
       const mine = (await store.all()).filter((m) => m.pool === pool.name && m.state !== 'claimed');
@@ -110,7 +111,9 @@ export class PoolKeeper {
       }
       // A shrink: idle members above min go, newest first (the oldest have proven themselves).
       const surplus = currentReady.length - pool.min;
-      for (const extra of currentReady.sort((a, b) => b.createdAt - a.createdAt).slice(0, Math.max(surplus, 0))) {
+      for (const extra of currentReady
+        .sort((a, b) => b.createdAt - a.createdAt)
+        .slice(0, Math.max(surplus, 0))) {
         await members.retire(extra, 'pool shrunk', 'ready');
       }
 
