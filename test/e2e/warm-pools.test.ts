@@ -2,29 +2,30 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKeySpace, type JobRecord, type PoolMember, WarmPoolStore } from '@sandstream/bus';
-import { DEFAULT_INPROCESS_REGISTRY_KEY, InProcessBackend } from '@sandstream/sandbox';
+import { createBackend, DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { liveBackends } from '../helpers/live-backends.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 import { outputLines } from './job-helpers.js';
 
-// The four services as processes on the in-process backend, with a templates file declaring pools.
+// The four services as processes, with a templates file declaring pools, on each backend here.
 const scratch = mkdtempSync(join(tmpdir(), 'e2e-pools-'));
-const templatesFile = join(scratch, 'templates.yaml');
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-function templates(greeting: string, warmMin: number): string {
+function templates(image: string, greeting: string, warmMin: number): string {
   return `
 templates:
   warm:
-    image: local
+    image: ${image}
     env: { GREETING: ${greeting} }
     pool: { min: ${warmMin}, max: 3 }
   reserved:
-    image: local
+    image: ${image}
     pool: { min: 1, max: 1 }
     tenants: [acme]
   broken:
-    image: local
+    image: ${image}
     # An agent that never comes up: members must be replaced, never multiplied.
     command: ["sleep", "600"]
     startDeadlineSeconds: 2
@@ -32,18 +33,21 @@ templates:
 `;
 }
 
-describe('warm pools (in-process backend)', () => {
+describe.each(liveBackends())('warm pools ($name backend)', ({ image, env }) => {
   let stack: Stack;
   let pools: WarmPoolStore;
   let brokenSamples: number[] = [];
   let sampler: NodeJS.Timeout | undefined;
   const id = (name: string) => `${stack.namespace}-${name}`;
 
+  const templatesFile = join(scratch, `templates-${image.replaceAll(/[^a-z0-9]/g, '-')}.yaml`);
+
   beforeAll(async () => {
-    writeFileSync(templatesFile, templates('hello', 2));
+    writeFileSync(templatesFile, templates(image, 'hello', 2));
     stack = await startStack({
       label: 'pools',
       env: {
+        ...env,
         SANDSTREAM_TEMPLATES_FILE: templatesFile,
         POOL_KEEPER_INTERVAL_MS: '200',
         SCHEDULER_GLOBAL_SLOTS: '10',
@@ -62,16 +66,20 @@ describe('warm pools (in-process backend)', () => {
 
   afterAll(async () => {
     if (sampler) clearInterval(sampler);
+    if (process.env.DEBUG_POOLS) console.log(stack?.logs().slice(-6000));
     const left = (await pools?.all().catch(() => [])) ?? [];
     await stack?.stop();
     // Members outlive a pod-lifecycle on purpose (the next one claims them); here they go.
     const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
-    const backend = new InProcessBackend({ redis, registryKey: DEFAULT_INPROCESS_REGISTRY_KEY });
+    const { backend } = await createBackend({
+      redis,
+      env: { ...process.env, SANDBOX_TYPE: 'inprocess', ...env },
+    });
     for (const m of left) {
       if (m.ref) await backend.destroy({ jobId: m.id, ...m.ref }, { graceMs: 0 }).catch(() => undefined);
     }
+    await backend.close();
     redis.disconnect();
-    rmSync(scratch, { recursive: true, force: true });
   }, 60_000);
 
   const ready = async (pool: string, specHash?: string) =>
@@ -107,8 +115,10 @@ describe('warm pools (in-process backend)', () => {
     await expect
       .poll(async () => await pools.get(record.sandbox?.member as string), { timeout: 30_000 })
       .toBeNull();
-    const registry = await stack.redis.hgetall(DEFAULT_INPROCESS_REGISTRY_KEY);
-    expect(Object.keys(registry)).not.toContain(record.sandbox?.member);
+    if (env.SANDBOX_TYPE === undefined) {
+      const registry = await stack.redis.hgetall(DEFAULT_INPROCESS_REGISTRY_KEY);
+      expect(Object.keys(registry)).not.toContain(record.sandbox?.member);
+    }
   }, 90_000);
 
   it('starts cold, saying why, when the request asks for what a member cannot take on', async () => {
@@ -164,7 +174,7 @@ describe('warm pools (in-process backend)', () => {
 
   it('follows an edit of the templates file: the changed pool shrinks and its members are replaced', async () => {
     const old = new Set((await ready('warm')).map((m) => m.id));
-    writeFileSync(templatesFile, templates('bonjour', 1));
+    writeFileSync(templatesFile, templates(image, 'bonjour', 1));
     await expect
       .poll(
         async () => {
