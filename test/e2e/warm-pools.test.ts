@@ -66,8 +66,7 @@ describe.each(liveBackends())('warm pools ($name backend)', ({ image, env }) => 
 
   afterAll(async () => {
     if (sampler) clearInterval(sampler);
-    if (process.env.DEBUG_POOLS) console.log(stack?.logs().slice(-6000));
-    const left = (await pools?.all().catch(() => [])) ?? [];
+    const namespace = stack?.namespace;
     await stack?.stop();
     // Members outlive a pod-lifecycle on purpose (the next one claims them); here they go.
     const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
@@ -75,8 +74,10 @@ describe.each(liveBackends())('warm pools ($name backend)', ({ image, env }) => 
       redis,
       env: { ...process.env, SANDBOX_TYPE: 'inprocess', ...env },
     });
-    for (const m of left) {
-      if (m.ref) await backend.destroy({ jobId: m.id, ...m.ref }, { graceMs: 0 }).catch(() => undefined);
+    for (const sandbox of await backend.list()) {
+      if (namespace && sandbox.jobId.startsWith(`${namespace}-pool-`)) {
+        await backend.destroy(sandbox, { graceMs: 0 }).catch(() => undefined);
+      }
     }
     await backend.close();
     redis.disconnect();
