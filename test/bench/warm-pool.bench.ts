@@ -35,7 +35,9 @@ const WHICH = process.argv[4] ?? 'both';
 function nodeFloorMs(): Promise<number> {
   return new Promise((resolve, reject) => {
     const t = performance.now();
-    const child = spawn(process.execPath, ['-e', 'console.log("hi")'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const child = spawn(process.execPath, ['-e', 'console.log("hi")'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     child.stdout.once('data', () => resolve(performance.now() - t));
     child.once('error', reject);
   });
@@ -133,7 +135,9 @@ async function bench(name: string, image: string, env: Record<string, string>): 
     const warmRate = await burst(client, 'warm', `${namespace}-bw`);
     const coldRate = await burst(client, 'cold', `${namespace}-bc`);
     console.log(`\n## warm pool, ${name} backend (${RUNS} runs, pool of ${BURST})`);
-    console.log(`bare-Node floor (spawn node -e, first stdout): p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms`);
+    console.log(
+      `bare-Node floor (spawn node -e, first stdout): p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms`,
+    );
     console.log(
       `submit -> first stdout of echo hi, warm hit: p50 ${s.p50.toFixed(1)} ms (${(s.p50 / f.p50).toFixed(2)}x floor), p99 ${s.p99.toFixed(1)} ms; misses ${misses}`,
     );
@@ -151,9 +155,13 @@ async function bench(name: string, image: string, env: Record<string, string>): 
     await client.close();
     for (const s of services) await s.stop();
     // The pool's members outlive pod-lifecycle by design; the bench removes them.
-    const { backend } = await createBackend({ redis, env: { ...process.env, SANDBOX_TYPE: 'inprocess', ...env } });
+    const { backend } = await createBackend({
+      redis,
+      env: { ...process.env, SANDBOX_TYPE: 'inprocess', ...env },
+    });
     for (const s of await backend.list()) {
-      if (s.jobId.startsWith(`${namespace}-`)) await backend.destroy(s, { graceMs: 0 }).catch(() => undefined);
+      if (s.jobId.startsWith(`${namespace}-`))
+        await backend.destroy(s, { graceMs: 0 }).catch(() => undefined);
     }
     await backend.close();
     redis.disconnect();

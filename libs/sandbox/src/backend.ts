@@ -129,5 +129,5 @@ export const SandboxLabels = {
    */
   installation: 'sandstream.dev/installation',
   /** The warm pool a member was made for (its job-id label is then the member's id). */
-  pool: 'sandstream.dev/pool',
+  warmPool: 'sandstream.dev/warm-pool',
 } as const;

@@ -86,7 +86,7 @@ export class PoolMembers {
           labels: {
             ...pool.spec.labels,
             [SandboxLabels.installation]: deps.installation,
-            [SandboxLabels.pool]: pool.name,
+            [SandboxLabels.warmPool]: pool.name,
           },
         },
         agent: {

@@ -106,7 +106,7 @@ describe('reaper: warm pool members', () => {
     const keys = createKeySpace('pool-orphans');
     const pools = new WarmPoolStore(redis, keys);
     const store = new JobStore({ redis, keys });
-    const labels = { [SandboxLabels.installation]: 'here', [SandboxLabels.pool]: 'node' };
+    const labels = { [SandboxLabels.installation]: 'here', [SandboxLabels.warmPool]: 'node' };
     const make = (jobId: string) =>
       backend.create({
         jobId,
