@@ -55,8 +55,9 @@ export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSi
       }
       const parsed = parseClaim(popped[1]);
       if (parsed.kind === 'invalid') return parsed;
-      // The member's heartbeat goes with its identity; the job's own starts with the loop.
-      await redis.del(keys.heartbeat).catch(() => undefined);
+      // The member's heartbeat goes with its identity (sent, not awaited: the job's own
+      // heartbeat starts with the loop, and nothing waits on this one any more).
+      redis.del(keys.heartbeat).catch(() => undefined);
       return { kind: 'claimed', claim: parsed.claim, config: bindClaim(config, parsed.claim) };
     }
     return { kind: 'stopped' };

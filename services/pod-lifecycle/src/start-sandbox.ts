@@ -183,7 +183,14 @@ export function createStartProcessor(deps: StartDeps) {
           start: { kind: 'warm' },
         });
         log.info({ sandbox: ref.id, member: warm.member.id }, 'sandbox claimed from a warm pool');
-        return enterRunning(ref);
+        // The steps go out while the member binds: they wait in the job's list for its agent.
+        const [outcome, bound] = await Promise.all([enterRunning(ref), warm.bound]);
+        if (bound) return outcome;
+        const reason = 'the warm pool member claimed for it did not come up as the job';
+        log.warn({ member: warm.member.id }, reason);
+        await deps.store.transition(jobId, ['starting', 'running'], 'failed', { reason });
+        await destroy(reason, 'failed');
+        return 'failed';
       }
       start = { kind: 'cold', reason: warm.reason };
     }

@@ -39,7 +39,17 @@ export interface WarmRequest {
 }
 
 export type WarmOutcome =
-  | { kind: 'hit'; ref: SandboxRef; member: PoolMember }
+  | {
+      kind: 'hit';
+      ref: SandboxRef;
+      member: PoolMember;
+      /**
+       * Settles once the member's agent runs as the job (true) or did not within the timeout
+       * (false; the member is then destroyed). The caller may go on meanwhile: steps pushed
+       * before the agent bound wait in the job's list.
+       */
+      bound: Promise<boolean>;
+    }
   | { kind: 'miss'; reason: string };
 
 /**
@@ -74,66 +84,77 @@ export class WarmStart {
     if (claimed.kind === 'tenant') return miss('tenant-not-allowed');
     if (claimed.kind !== 'hit') return miss(claimed.kind);
     const { member } = claimed;
-    if (!member.ref || (this.deps.acl && !member.passwordHash)) {
-      await this.deps.members.retire(member, 'claimed without a sandbox or user');
-      return miss('member-incomplete');
-    }
-    const bound = await this.bind(request, member, fit.env, fit.unsetEnv, started);
-    if (!bound) {
-      await this.deps.members.retire(member, 'did not come up as the claiming job');
+    const heartbeat = this.deps.keys.sandbox(member.id).heartbeat;
+    // A member whose agent died since the keeper last looked goes now, while the start can still go cold.
+    if (!member.ref || (this.deps.acl && !member.passwordHash) || !(await this.deps.redis.exists(heartbeat))) {
+      await this.deps.members.retire(member, 'claimed, but not alive');
       return miss('member-unresponsive');
     }
-    this.deps.onHit?.(name, (Date.now() - started) / 1000);
-    return { kind: 'hit', member, ref: { jobId: member.id, ...member.ref } };
+    const bound = this.handOver(request, member, fit.env, fit.unsetEnv, started);
+    await bound.pushed;
+    const confirmed = bound.confirmed.then(async (ok) => {
+      if (ok) this.deps.onHit?.(name, (Date.now() - started) / 1000);
+      else await this.deps.members.retire(member, 'did not come up as the claiming job');
+      return ok;
+    });
+    return { kind: 'hit', member, ref: { jobId: member.id, ...member.ref }, bound: confirmed };
   }
 
-  /** Hands the member its job; true once its agent announced itself under the job's id. */
-  private async bind(
+  /**
+   * Hands the member its job: the job's Redis user, then the claim on the member's list
+   * (`pushed`); `confirmed` once its agent announced itself under the job's id.
+   */
+  private handOver(
     request: WarmRequest,
     member: PoolMember,
     env: Record<string, string>,
     unsetEnv: string[],
     claimedAt: number,
-  ): Promise<boolean> {
+  ): { pushed: Promise<void>; confirmed: Promise<boolean> } {
     const { deps } = this;
     const { jobId } = request;
-    let username: string | undefined;
-    if (deps.acl && member.passwordHash) {
-      username = await deps.acl.createForClaim(jobId, request.notifyStream, member.passwordHash);
-      await saveSandboxUser(deps.redis, deps.keys, jobId, {
-        username,
-        notifyStream: request.notifyStream,
-        passwordHash: member.passwordHash,
-      });
-    }
-    const claim: PoolClaimInput = {
-      jobId,
-      notifyStream: request.notifyStream,
-      live: request.live,
-      env,
-      unsetEnv,
-      claimedAt,
-      ...(username ? { username } : {}),
-      ...(request.traceContext ? { traceContext: request.traceContext } : {}),
-    };
+    // Listening before the claim is pushed, so the agent cannot announce itself unheard.
     const announcement = deps.announcements.expect(jobId);
-    try {
-      await deps.redis.lpush(deps.keys.sandbox(member.id).claim, JSON.stringify(claim));
-      const heartbeat = deps.keys.sandbox(jobId).heartbeat;
-      const deadline = Date.now() + deps.bindTimeoutMs;
-      let bound = false;
-      while (!bound && Date.now() < deadline) {
-        bound =
-          (await announcement.next(Math.min(deadline - Date.now(), 250))) ||
-          (await deps.redis.exists(heartbeat)) === 1;
+    const pushed = (async () => {
+      let username: string | undefined;
+      if (deps.acl && member.passwordHash) {
+        username = await deps.acl.createForClaim(jobId, request.notifyStream, member.passwordHash);
+        await saveSandboxUser(deps.redis, deps.keys, jobId, {
+          username,
+          notifyStream: request.notifyStream,
+          passwordHash: member.passwordHash,
+        });
       }
-      if (!bound) return false;
-    } finally {
-      announcement.close();
-    }
-    // The member's own user has served its purpose; the sandbox now runs as the job's.
-    if (deps.acl) await deps.acl.delete(member.id).catch(() => undefined);
-    deps.logger.info({ jobId, member: member.id, pool: member.pool }, 'claimed a warm pool member');
-    return true;
+      const claim: PoolClaimInput = {
+        jobId,
+        notifyStream: request.notifyStream,
+        live: request.live,
+        env,
+        unsetEnv,
+        claimedAt,
+        ...(username ? { username } : {}),
+        ...(request.traceContext ? { traceContext: request.traceContext } : {}),
+      };
+      await deps.redis.lpush(deps.keys.sandbox(member.id).claim, JSON.stringify(claim));
+    })();
+    const confirmed = pushed
+      .then(async () => {
+        const heartbeat = deps.keys.sandbox(jobId).heartbeat;
+        const deadline = Date.now() + deps.bindTimeoutMs;
+        let bound = false;
+        while (!bound && Date.now() < deadline) {
+          bound =
+            (await announcement.next(Math.min(deadline - Date.now(), 250))) ||
+            (await deps.redis.exists(heartbeat)) === 1;
+        }
+        if (!bound) return false;
+        // The member's own user has served its purpose; the sandbox now runs as the job's.
+        if (deps.acl) await deps.acl.delete(member.id).catch(() => undefined);
+        deps.logger.info({ jobId, member: member.id, pool: member.pool }, 'claimed a warm pool member');
+        return true;
+      })
+      .catch(() => false)
+      .finally(() => announcement.close());
+    return { pushed, confirmed };
   }
 }
