@@ -99,6 +99,8 @@ describe.each(liveBackends())('warm pools ($name backend)', ({ image, env }) => 
     await expect.poll(async () => (await ready('warm')).length, { timeout: 30_000 }).toBe(2);
     await expect.poll(async () => (await ready('reserved')).length, { timeout: 30_000 }).toBe(1);
     const before = new Set((await ready('warm')).map((m) => m.id));
+    // Idle members hold no slot: no job runs, and no slot lease is held.
+    expect(await stack.redis.zcard(createKeySpace(stack.namespace).leasesGlobal)).toBe(0);
 
     const { jobId } = await stack.client.submit({
       id: id('hit'),
