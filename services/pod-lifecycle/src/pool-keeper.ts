@@ -94,40 +94,37 @@ export class PoolKeeper {
 
   private async tendPool(pool: DeclaredPool, capacity: number): Promise<void> {
     const { redis, keys, store, members } = this.options;
-    // One planner per pool at a time; the lock lapses by itself if this replica dies.
+    // One planner per pool per interval, across replicas. The lock is never deleted, only left to
+    // lapse: deleting it could free another replica's. Should a pass outlast it, two planners
+    // may both start members, within max and the capacity still (the reservation checks both).
     const lock = keys.lock(`pool:${pool.name}`);
-    if ((await redis.set(lock, '1', 'PX', Math.max(this.options.intervalMs * 2, 2000), 'NX')) !== 'OK')
-      return;
-    try {
-      const hash = poolSpecHash(pool);
-      const mine = (await store.all()).filter((m) => m.pool === pool.name && m.state !== 'claimed');
-      const current = mine.filter((m) => m.specHash === hash);
-      const stale = mine.filter((m) => m.specHash !== hash);
-      const currentReady = current.filter((m) => m.state === 'ready');
+    if ((await redis.set(lock, '1', 'PX', this.options.intervalMs, 'NX')) !== 'OK') return;
+    const hash = poolSpecHash(pool);
+    const mine = (await store.all()).filter((m) => m.pool === pool.name && m.state !== 'claimed');
+    const current = mine.filter((m) => m.specHash === hash);
+    const stale = mine.filter((m) => m.specHash !== hash);
+    const currentReady = current.filter((m) => m.state === 'ready');
 
-      const oldest = stale.sort((a, b) => a.createdAt - b.createdAt)[0];
-      if (oldest && (currentReady.length >= pool.min || mine.length >= pool.max)) {
-        await members.retire(oldest, 'template changed', oldest.state);
-      }
-      // A shrink: idle members above min go, newest first (the oldest have proven themselves).
-      const surplus = currentReady.length - pool.min;
-      for (const extra of currentReady
-        .sort((a, b) => b.createdAt - a.createdAt)
-        .slice(0, Math.max(surplus, 0))) {
-        await members.retire(extra, 'pool shrunk', 'ready');
-      }
+    const oldest = stale.sort((a, b) => a.createdAt - b.createdAt)[0];
+    if (oldest && (currentReady.length >= pool.min || mine.length >= pool.max)) {
+      await members.retire(oldest, 'template changed', oldest.state);
+    }
+    // A shrink: idle members above min go, newest first (the oldest have proven themselves).
+    const surplus = currentReady.length - pool.min;
+    for (const extra of currentReady
+      .sort((a, b) => b.createdAt - a.createdAt)
+      .slice(0, Math.max(surplus, 0))) {
+      await members.retire(extra, 'pool shrunk', 'ready');
+    }
 
-      const backoff = this.failures.get(pool.name);
-      if (backoff && backoff.until > Date.now()) return;
-      let missing = pool.min - current.length;
-      while (missing > 0 && this.inflight.size < this.options.refillConcurrency) {
-        const member = await members.reserve(pool, hash, capacity);
-        if (!member) break;
-        missing--;
-        this.track(pool, member);
-      }
-    } finally {
-      await redis.del(lock);
+    const backoff = this.failures.get(pool.name);
+    if (backoff && backoff.until > Date.now()) return;
+    let missing = pool.min - current.length;
+    while (missing > 0 && this.inflight.size < this.options.refillConcurrency) {
+      const member = await members.reserve(pool, hash, capacity);
+      if (!member) break;
+      missing--;
+      this.track(pool, member);
     }
   }
 

@@ -86,7 +86,11 @@ export class WarmStart {
     const { member } = claimed;
     const heartbeat = this.deps.keys.sandbox(member.id).heartbeat;
     // A member whose agent died since the keeper last looked goes now, while the start can still go cold.
-    if (!member.ref || (this.deps.acl && !member.passwordHash) || !(await this.deps.redis.exists(heartbeat))) {
+    if (
+      !member.ref ||
+      (this.deps.acl && !member.passwordHash) ||
+      !(await this.deps.redis.exists(heartbeat))
+    ) {
       await this.deps.members.retire(member, 'claimed, but not alive');
       return miss('member-unresponsive');
     }
