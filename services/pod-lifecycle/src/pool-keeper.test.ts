@@ -10,6 +10,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { PoolKeeper } from './pool-keeper.js';
 import { PoolMembers } from './pool-members.js';
 import { poolSpecHash } from './pool-spec.js';
+import { WarmStart } from './warm-start.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const redis = new Redis(url, { maxRetriesPerRequest: null });
@@ -59,6 +60,17 @@ async function setup(yaml: string, options: { capacity?: number; refillConcurren
     refillConcurrency: options.refillConcurrency ?? 4,
     intervalMs: 100,
   });
+  const warm = new WarmStart({
+    source: registry,
+    store,
+    members,
+    redis,
+    keys,
+    acl: null,
+    announcements,
+    logger,
+    bindTimeoutMs: 10_000,
+  });
   open.push({
     close: async () => {
       await keeper.stop();
@@ -71,7 +83,7 @@ async function setup(yaml: string, options: { capacity?: number; refillConcurren
   });
   const of = async (pool: string, state?: PoolMember['state']) =>
     (await store.all()).filter((m) => m.pool === pool && (state === undefined || m.state === state));
-  return { keys, store, keeper, registry, of };
+  return { keys, store, keeper, registry, of, warm, backend };
 }
 
 const POOL = (name: string, min: number, max: number) =>
@@ -131,4 +143,39 @@ describe('PoolKeeper', () => {
     await keeper.tend();
     expect((await of('node')).length).toBe(1);
   }, 30_000);
+});
+
+describe('WarmStart', () => {
+  it('binds a member to the claiming job, and destroys it when that start is redelivered', async () => {
+    const { keys, keeper, registry, of, warm, backend } = await setup(`templates:\n${POOL('node', 1, 1)}`);
+    keeper.start();
+    await expect.poll(async () => (await of('node', 'ready')).length, { timeout: 20_000 }).toBe(1);
+    const [member] = await of('node', 'ready');
+    const spec = registry.resolve({ template: 'node' });
+    const jobId = `${keys.namespace}-job`;
+    const request = { jobId, tenant: 't', spec, live: false, notifyStream: keys.completionStream(0) };
+    const hit = await warm.tryClaim(request);
+    expect(hit).toMatchObject({ kind: 'hit', member: { id: member?.id } });
+    expect(hit.kind === 'hit' && (await hit.bound)).toBe(true);
+    // Its agent now runs as the job.
+    expect(await redis.exists(keys.sandbox(jobId).heartbeat)).toBe(1);
+    // The same start again (a crash after the claim): the member is destroyed before a cold start.
+    expect(await warm.tryClaim(request)).toEqual({ kind: 'miss', reason: 'claimed-before' });
+    expect((await backend.list()).map((s) => s.jobId)).not.toContain(member?.id);
+    await redis.del(keys.sandbox(jobId).heartbeat);
+  }, 30_000);
+
+  it('leaves requests a member cannot serve to a cold start, saying why', async () => {
+    const { keys, registry, warm } = await setup(`templates:\n${POOL('node', 1, 1)}`);
+    const spec = registry.resolve({ template: 'node', spec: { resources: { limits: { memory: '2Gi' } } } });
+    const request = { jobId: `${keys.namespace}-j`, tenant: 't', live: false, notifyStream: 'n' };
+    expect(await warm.tryClaim({ ...request, spec })).toEqual({
+      kind: 'miss',
+      reason: 'spec-differs: resources',
+    });
+    expect(await warm.tryClaim({ ...request, spec: registry.resolve({ template: 'node' }) })).toEqual({
+      kind: 'miss',
+      reason: 'empty',
+    });
+  });
 });

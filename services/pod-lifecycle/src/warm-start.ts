@@ -82,6 +82,13 @@ export class WarmStart {
       now: started,
     });
     if (claimed.kind === 'tenant') return miss('tenant-not-allowed');
+    if (claimed.kind === 'claimed-before') {
+      // A redelivered start whose first attempt claimed (and may have bound) a member: that
+      // sandbox could already run as this job, so it goes before a cold one is made for it.
+      const earlier = await this.deps.store.get(claimed.memberId);
+      if (earlier) await this.deps.members.retire(earlier, 'its start was redelivered');
+      return miss('claimed-before');
+    }
     if (claimed.kind !== 'hit') return miss(claimed.kind);
     const { member } = claimed;
     const heartbeat = this.deps.keys.sandbox(member.id).heartbeat;
