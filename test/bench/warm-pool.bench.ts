@@ -17,7 +17,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKeySpace, WarmPoolStore } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
-import { createBackend } from '@sandstream/sandbox';
 import {
   findCarrierImage,
   startRedisServer,
@@ -26,6 +25,7 @@ import {
   uniqueNamespace,
 } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
+import { destroyPoolMembers } from '../helpers/pool-members.js';
 
 const RUNS = Number(process.argv[2] ?? 50);
 const BURST = Number(process.argv[3] ?? 8);
@@ -154,16 +154,7 @@ async function bench(name: string, image: string, env: Record<string, string>): 
   } finally {
     await client.close();
     for (const s of services) await s.stop();
-    // The pool's members outlive pod-lifecycle by design; the bench removes them.
-    const { backend } = await createBackend({
-      redis,
-      env: { ...process.env, SANDBOX_TYPE: 'inprocess', ...env },
-    });
-    for (const s of await backend.list()) {
-      if (s.jobId.startsWith(`${namespace}-`))
-        await backend.destroy(s, { graceMs: 0 }).catch(() => undefined);
-    }
-    await backend.close();
+    await destroyPoolMembers(redis, namespace, env);
     redis.disconnect();
     await own.stop();
     rmSync(scratch, { recursive: true, force: true });

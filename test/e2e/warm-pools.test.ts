@@ -2,10 +2,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKeySpace, type JobRecord, type PoolMember, WarmPoolStore } from '@sandstream/bus';
-import { createBackend, DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
+import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { liveBackends } from '../helpers/live-backends.js';
+import { destroyPoolMembers } from '../helpers/pool-members.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 import { outputLines } from './job-helpers.js';
 
@@ -68,18 +69,8 @@ describe.each(liveBackends())('warm pools ($name backend)', ({ image, env }) => 
     if (sampler) clearInterval(sampler);
     const namespace = stack?.namespace;
     await stack?.stop();
-    // Members outlive a pod-lifecycle on purpose (the next one claims them); here they go.
     const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
-    const { backend } = await createBackend({
-      redis,
-      env: { ...process.env, SANDBOX_TYPE: 'inprocess', ...env },
-    });
-    for (const sandbox of await backend.list()) {
-      if (namespace && sandbox.jobId.startsWith(`${namespace}-pool-`)) {
-        await backend.destroy(sandbox, { graceMs: 0 }).catch(() => undefined);
-      }
-    }
-    await backend.close();
+    if (namespace) await destroyPoolMembers(redis, namespace, env);
     redis.disconnect();
   }, 60_000);
 
