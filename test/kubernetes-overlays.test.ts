@@ -114,18 +114,18 @@ describe.skipIf(!run)('deploy/k8s overlays rendered by kubectl kustomize', () =>
     const objects = render(overlay);
     const present = new Set(objects.map((o) => `${o.kind}/${o.metadata.name}`));
     const referenced: string[] = [];
+    // secretKeyRef / configMapKeyRef in env, secret / configMap volumes, projected sources.
     const walk = (node: unknown): void => {
-      if (Array.isArray(node)) return node.forEach(walk);
+      if (Array.isArray(node)) {
+        for (const item of node) walk(item);
+        return;
+      }
       if (!node || typeof node !== 'object') return;
-      const o = node as Record<string, unknown>;
-      if ('secretKeyRef' in o) referenced.push(`Secret/${(o.secretKeyRef as { name: string }).name}`);
-      else if ('configMapKeyRef' in o)
-        referenced.push(`ConfigMap/${(o.configMapKeyRef as { name: string }).name}`);
-      for (const [key, value] of Object.entries(o)) {
-        if (key === 'secret' && value && typeof value === 'object')
-          referenced.push(`Secret/${(value as { secretName: string }).secretName}`);
-        if (key === 'configMap' && value && typeof value === 'object')
-          referenced.push(`ConfigMap/${(value as { name: string }).name}`);
+      for (const [key, value] of Object.entries(node as Record<string, unknown>)) {
+        const ref = value as { name?: string; secretName?: string };
+        if (key === 'secretKeyRef') referenced.push(`Secret/${ref.name}`);
+        if (key === 'configMapKeyRef' || key === 'configMap') referenced.push(`ConfigMap/${ref.name}`);
+        if (key === 'secret') referenced.push(`Secret/${ref.secretName}`);
         walk(value);
       }
     };
