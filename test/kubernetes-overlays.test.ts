@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { parseTemplates } from '../libs/sandbox/src/templates/load-templates.js';
@@ -185,10 +187,10 @@ describe.skipIf(!run)('deploy/k8s overlays rendered by kubectl kustomize', () =>
   it.each(OVERLAYS)(
     '%s: the sandbox floor still selects every sandbox (no overlay label narrows it)',
     (overlay) => {
-      const floor = named(render(overlay), 'NetworkPolicy', 'sandstream-sandbox-floor') as {
-        spec: { podSelector: { matchLabels: Record<string, string> } };
-      };
-      expect(floor.spec.podSelector.matchLabels).toEqual({ 'app.kubernetes.io/managed-by': 'sandstream' });
+      const floor = new NetworkPolicy(
+        named(render(overlay), 'NetworkPolicy', 'sandstream-sandbox-floor') as never,
+      );
+      expect(floor.spec!.podSelector.matchLabels).toEqual({ 'app.kubernetes.io/managed-by': 'sandstream' });
     },
   );
 
@@ -220,10 +222,8 @@ describe.skipIf(!run)('deploy/k8s overlays rendered by kubectl kustomize', () =>
     // Each env variable once: a patch that appended instead of merging would leave two.
     const names = container(objects, 'api').env!.map((e) => e.name);
     expect(new Set(names).size).toBe(names.length);
-    const pdb = named(objects, 'PodDisruptionBudget', 'api') as {
-      spec: { maxUnavailable: number; selector: { matchLabels: Record<string, string> } };
-    };
-    expect(pdb.spec.selector.matchLabels).toEqual({ 'app.kubernetes.io/name': 'api' });
+    const pdb = new PodDisruptionBudget(named(objects, 'PodDisruptionBudget', 'api') as never);
+    expect(pdb.spec!.selector!.matchLabels).toEqual({ 'app.kubernetes.io/name': 'api' });
     const api = container(objects, 'api');
     expect(api.readinessProbe?.httpGet?.path).toBe('/readyz');
   });
