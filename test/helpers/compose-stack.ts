@@ -136,6 +136,16 @@ export class ComposeStack {
     this.compose('down', '--volumes', '--remove-orphans', '--timeout', '10');
   }
 
+  /**
+   * Force-removes sandbox containers and volumes of this stack's installation: after a failed
+   * run, one can still be starting when the stack goes down, and nothing is left to destroy it.
+   */
+  purgeSandboxes(): void {
+    const { sandboxes, sandboxVolumes } = this.leftovers();
+    if (sandboxes.length > 0) run('docker', ['rm', '-f', '-v', ...sandboxes]);
+    if (sandboxVolumes.length > 0) run('docker', ['volume', 'rm', '-f', ...sandboxVolumes]);
+  }
+
   leftovers(): ComposeLeftovers {
     const label = `label=com.docker.compose.project=${this.project}`;
     const installation = `label=sandstream.dev/installation=${this.project}`;
