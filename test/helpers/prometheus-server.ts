@@ -64,17 +64,23 @@ export class PrometheusServer {
     child.stdout?.on('data', (d: Buffer) => log.push(d.toString()));
     child.stderr?.on('data', (d: Buffer) => log.push(d.toString()));
     const server = new PrometheusServer(`http://127.0.0.1:${port}`, child, dir, log);
-    await pollUntil(
-      'Prometheus ready',
-      async () => {
-        if (child.exitCode !== null) throw new Error(`prometheus exited ${child.exitCode}: ${log.join('')}`);
-        return fetch(`${server.url}/-/ready`).then(
-          (r) => r.ok,
-          () => false,
-        );
-      },
-      { timeoutMs: 30_000, intervalMs: 200 },
-    );
+    try {
+      await pollUntil(
+        'Prometheus ready',
+        async () => {
+          if (child.exitCode !== null)
+            throw new Error(`prometheus exited ${child.exitCode}: ${log.join('')}`);
+          return fetch(`${server.url}/-/ready`).then(
+            (r) => r.ok,
+            () => false,
+          );
+        },
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+    } catch (err) {
+      await server.stop();
+      throw err;
+    }
     return server;
   }
 
@@ -90,7 +96,7 @@ export class PrometheusServer {
   }
 
   async stop(): Promise<void> {
-    if (this.child.exitCode === null) {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
       const exited = new Promise((resolve) => this.child.once('exit', resolve));
       this.child.kill('SIGTERM');
       await exited;
