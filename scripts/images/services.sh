@@ -51,6 +51,9 @@ if [ "${FORCE:-0}" != "1" ] && image_exists "$IMAGE"; then
   fi
 fi
 
+# The image this build replaces, removed afterwards: one left behind per code change adds up.
+previous="$(docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
+
 log "npm ci --omit=dev (staged workspaces)"
 # From npm's cache when it holds the packages (it does after the repository's own npm ci).
 (cd "$app" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error >/dev/null)
@@ -60,5 +63,9 @@ if ! out="$(DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE_IMAGE=$BASE_IMAG
   -f "$REPO_ROOT/deploy/docker/service.Dockerfile" -t "$IMAGE" "$context" 2>&1)"; then
   echo "$out" >&2
   exit 1
+fi
+if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect --format '{{.Id}}' "$IMAGE")" ]; then
+  # Still used by a container (a stack that is up): it stays, and that is fine.
+  docker image rm "$previous" >/dev/null 2>&1 || true
 fi
 log "built $IMAGE"
