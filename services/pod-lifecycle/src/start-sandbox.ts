@@ -166,6 +166,7 @@ export function createStartProcessor(deps: StartDeps) {
     const { notifyStream } = route;
     let start: SandboxStart = { kind: 'cold', reason: 'no-pools' };
     if (deps.warm && !(deps.redis instanceof Cluster)) {
+      const claimStarted = Date.now();
       const warm = await deps.warm.tryClaim({
         jobId,
         tenant: payload.tenant,
@@ -185,7 +186,11 @@ export function createStartProcessor(deps: StartDeps) {
         log.info({ sandbox: ref.id, member: warm.member.id }, 'sandbox claimed from a warm pool');
         // The steps go out while the member binds: they wait in the job's list for its agent.
         const [outcome, bound] = await Promise.all([enterRunning(ref), warm.bound]);
-        if (bound) return outcome;
+        if (bound) {
+          // Counted like any start (start latency, active sandboxes): its destroy counts it down.
+          deps.onStarted?.((Date.now() - claimStarted) / 1000, ref.backend);
+          return outcome;
+        }
         const reason = 'the warm pool member claimed for it did not come up as the job';
         log.warn({ member: warm.member.id }, reason);
         await deps.store.transition(jobId, ['starting', 'running'], 'failed', { reason });
