@@ -29,6 +29,9 @@ export interface PoolKeeperOptions {
   onProgress?: () => void;
 }
 
+/** How long a stop waits for members being started. */
+const STOP_WAIT_MS = 5000;
+
 /** A failing template is retried after this long at most (doubling from one interval). */
 const MAX_BACKOFF_MS = 60_000;
 
@@ -55,11 +58,15 @@ export class PoolKeeper {
     this.loop ??= this.run();
   }
 
-  /** Stops planning; members being started finish (or fail) first. */
+  /**
+   * Stops planning, and gives members being started a few seconds to become ready. One still
+   * starting after that stays `starting` in Redis: another replica's keeper retires it at its
+   * deadline (and the reaper takes a sandbox left without a record).
+   */
   async stop(): Promise<void> {
     this.controller.abort();
     await this.loop;
-    await Promise.allSettled([...this.inflight]);
+    await Promise.race([Promise.allSettled([...this.inflight]), sleep(STOP_WAIT_MS)]);
   }
 
   /** The global capacity in force: the setting, or what lets every pool reach its min. */
