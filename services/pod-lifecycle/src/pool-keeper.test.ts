@@ -26,7 +26,10 @@ afterAll(() => {
   rmSync(root, { recursive: true, force: true });
 });
 
-async function setup(yaml: string, options: { capacity?: number; refillConcurrency?: number } = {}) {
+async function setup(
+  yaml: string,
+  options: { capacity?: number; refillConcurrency?: number; bindTimeoutMs?: number } = {},
+) {
   const ns = uniqueNamespace('pk');
   const keys = createKeySpace(ns);
   const file = join(root, `${ns}.yaml`);
@@ -69,7 +72,7 @@ async function setup(yaml: string, options: { capacity?: number; refillConcurren
     acl: null,
     announcements,
     logger,
-    bindTimeoutMs: 10_000,
+    bindTimeoutMs: options.bindTimeoutMs ?? 10_000,
   });
   open.push({
     close: async () => {
@@ -163,6 +166,25 @@ describe('WarmStart', () => {
     expect(await warm.tryClaim(request)).toEqual({ kind: 'miss', reason: 'claimed-before' });
     expect((await backend.list()).map((s) => s.jobId)).not.toContain(member?.id);
     await redis.del(keys.sandbox(jobId).heartbeat);
+  }, 30_000);
+
+  it('reports a claimed member that never comes up as the job, and destroys it', async () => {
+    const { keys, keeper, registry, of, warm, store } = await setup(`templates:\n${POOL('node', 1, 1)}`, {
+      bindTimeoutMs: 1500,
+    });
+    keeper.start();
+    await expect.poll(async () => (await of('node', 'ready')).length, { timeout: 20_000 }).toBe(1);
+    await keeper.stop();
+    const [member] = await of('node', 'ready');
+    // Its agent dies just after its last heartbeat: the claim still finds the heartbeat there.
+    process.kill(Number(member?.ref?.id), 'SIGKILL');
+    await redis.set(keys.sandbox(member?.id as string).heartbeat, '1', 'PX', 60_000);
+    const spec = registry.resolve({ template: 'node' });
+    const jobId = `${keys.namespace}-dead`;
+    const hit = await warm.tryClaim({ jobId, tenant: 't', spec, live: false, notifyStream: 'n' });
+    expect(hit.kind).toBe('hit');
+    expect(hit.kind === 'hit' && (await hit.bound)).toBe(false);
+    expect(await store.get(member?.id as string)).toBeNull();
   }, 30_000);
 
   it('leaves requests a member cannot serve to a cold start, saying why', async () => {
