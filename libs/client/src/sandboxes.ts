@@ -58,7 +58,8 @@ export class Sandboxes {
         );
       }
     }
-    await waitReady(this.ctx.store, jobId, options.timeoutSeconds, options.signal);
+    if (options.wait !== false)
+      await waitReady(this.ctx.store, jobId, options.timeoutSeconds, options.signal);
     return new Sandbox(jobId, this.ctx);
   }
 
@@ -67,6 +68,15 @@ export class Sandboxes {
     const options = parseOptions(CreateSandboxOptionsSchema, connectOptions, 'connect options');
     await waitReady(this.ctx.store, id, options.timeoutSeconds, options.signal);
     await this.ctx.commands.touch(id);
+    return new Sandbox(id, this.ctx);
+  }
+
+  /**
+   * A handle on a sandbox by id with no round trip: nothing is checked until it is used (a
+   * command to a sandbox that is not ready is refused then, with the same typed errors). For
+   * callers that check the record themselves, such as the HTTP API.
+   */
+  handle(id: string): Sandbox {
     return new Sandbox(id, this.ctx);
   }
 
