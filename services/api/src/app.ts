@@ -50,7 +50,7 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
     ...(options.logger ? { loggerInstance: options.logger as FastifyBaseLogger } : { logger: false }),
     bodyLimit: options.bodyLimit,
     // A path segment (an id) is at most a job id's 128 characters; longer is refused, not parsed.
-    routerOptions: { maxParamLength: 256 },
+    routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
     disableRequestLogging: true,
     return503OnClosing: true,
     // Request ids of our own; a client's x-request-id is not trusted.

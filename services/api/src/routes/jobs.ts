@@ -16,7 +16,7 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
     const tags = ['jobs'];
 
     app.post(
-      '/',
+      '',
       {
         preValidation: applySpecDefaults(ctx),
         schema: {
@@ -34,7 +34,7 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
     );
 
     app.get(
-      '/',
+      '',
       {
         schema: {
           tags,

@@ -34,6 +34,10 @@ const ControlMessage = z.discriminatedUnion('type', [
  */
 export function sandboxShellRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
   return async (app) => {
+    // @fastify/websocket hides its routes from the OpenAPI document; this one is part of the API.
+    app.addHook('onRoute', (route) => {
+      if (route.websocket && route.schema) route.schema.hide = false;
+    });
     app.get(
       '/:id/shell',
       {

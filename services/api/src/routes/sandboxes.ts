@@ -56,7 +56,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
     };
 
     app.post(
-      '/',
+      '',
       {
         preValidation: applySpecDefaults(ctx),
         schema: {
@@ -87,7 +87,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
     );
 
     app.get(
-      '/',
+      '',
       {
         schema: {
           tags,
