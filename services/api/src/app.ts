@@ -53,6 +53,8 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
     routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
     disableRequestLogging: true,
     return503OnClosing: true,
+    // Errors found before routing (a bad URL, an over-long path segment) are problems too.
+    frameworkErrors: (err, request, reply) => sendProblem(request, reply, err),
     // Request ids of our own; a client's x-request-id is not trusted.
     genReqId: () => crypto.randomUUID(),
   }).withTypeProvider<ZodTypeProvider>();

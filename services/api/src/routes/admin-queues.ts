@@ -6,7 +6,7 @@ import { Queue } from 'bullmq';
 import type { FastifyPluginAsync } from 'fastify';
 import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
-import { HttpProblem } from '../problem.js';
+import { HttpProblem, sendProblem } from '../problem.js';
 
 export const ADMIN_QUEUES_PATH = '/admin/queues';
 
@@ -23,9 +23,15 @@ export function adminQueueRoutes(ctx: ApiContext): FastifyPluginAsync {
     app.addHook('onRoute', (route) => {
       route.schema = { ...route.schema, hide: true };
     });
-    app.addHook('preHandler', async (request) => {
-      if (!principalOf(request).admin)
-        throw new HttpProblem(403, 'forbidden', 'the queue dashboard is for admin keys');
+    // Answered here, not thrown: bull-board's plugin has an error handler of its own.
+    app.addHook('preHandler', async (request, reply) => {
+      if (!principalOf(request).admin) {
+        return sendProblem(
+          request,
+          reply,
+          new HttpProblem(403, 'forbidden', 'the queue dashboard is for admin keys'),
+        );
+      }
     });
     app.addHook('onClose', async () => {
       await Promise.all(queues.map((q) => q.close()));

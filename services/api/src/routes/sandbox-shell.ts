@@ -5,7 +5,7 @@ import type { WebSocket } from 'ws';
 import { z } from 'zod';
 import { checkAccess, principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
-import { ProblemSchema, problemBody, problemOf } from '../problem.js';
+import { HttpProblem, ProblemSchema, problemBody, problemOf, sendProblem } from '../problem.js';
 import { IdParams, ShellQuery } from '../schemas.js';
 
 /** A named shell's terminal id is remembered this long (a terminal's own longest life). */
@@ -38,6 +38,20 @@ export function sandboxShellRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
     app.addHook('onRoute', (route) => {
       if (route.websocket && route.schema) route.schema.hide = false;
     });
+    // A plain GET would get the plugin's empty 404: say what the endpoint wants instead.
+    app.addHook('preHandler', async (request, reply) => {
+      if (request.headers.upgrade?.toLowerCase() !== 'websocket') {
+        return sendProblem(
+          request,
+          reply,
+          new HttpProblem(
+            426,
+            'upgrade-required',
+            'this is a WebSocket endpoint: connect with Upgrade: websocket',
+          ),
+        );
+      }
+    });
     app.get(
       '/:id/shell',
       {
@@ -49,6 +63,7 @@ export function sandboxShellRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           querystring: ShellQuery,
           response: {
             101: z.null().describe('switching to the WebSocket protocol'),
+            426: ProblemSchema,
             401: ProblemSchema,
             404: ProblemSchema,
           },

@@ -23,7 +23,13 @@ import { applySpecDefaults } from '../spec-defaults.js';
 /** How long POST /v1/sandboxes waits for readiness when the request does not say. */
 const DEFAULT_READY_SECONDS = 120;
 
-const problems = { 400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema };
+const problems = {
+  400: ProblemSchema,
+  401: ProblemSchema,
+  403: ProblemSchema,
+  404: ProblemSchema,
+  409: ProblemSchema,
+};
 
 /** `a=1,b=2` → { a: '1', b: '2' }. */
 function parseLabels(raw: string | undefined): Record<string, string> | undefined {
