@@ -13,7 +13,7 @@ import { parse } from 'yaml';
  */
 const root = fileURLToPath(new URL('..', import.meta.url));
 const composePath = `${root}docker-compose.yml`;
-const SERVICES = ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper'] as const;
+const SERVICES = ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper', 'api'] as const;
 
 interface ComposeService {
   image?: string;
@@ -68,7 +68,7 @@ describe('docker-compose.yml', () => {
     expect(validate(broken)).toBe(false);
   });
 
-  it('wires Redis, NATS with JetStream, Jaeger and the four services on the Docker backend', () => {
+  it('wires Redis, NATS with JetStream, Jaeger and the five services on the Docker backend', () => {
     const { services } = loadCompose();
     expect(Object.keys(services).sort()).toEqual(['jaeger', 'nats', 'redis', ...SERVICES].sort());
     expect(services.nats?.command).toContain('--jetstream');
@@ -105,7 +105,8 @@ describe('docker-compose.yml', () => {
       });
       expect(svc.depends_on?.redis?.condition).toBe('service_healthy');
       expect(existsSync(`${root}${svc.build?.dockerfile}`)).toBe(true);
-      for (const p of svc.ports ?? []) metricsPorts.add(p.split(':').at(-2)!);
+      // The Prometheus exporter listens on 9464 in each container.
+      for (const p of svc.ports ?? []) if (p.endsWith(':9464')) metricsPorts.add(p.split(':').at(-2)!);
     }
     // Each service's Prometheus endpoint is reachable on its own host port.
     expect(metricsPorts.size).toBe(SERVICES.length);
@@ -126,7 +127,7 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('builds an image that compiles all four services', () => {
+  it('builds an image that compiles all five services', () => {
     const dockerfile = readFileSync(`${root}deploy/docker/service.Dockerfile`, 'utf8');
     const build = dockerfile.split('\n').find((l) => l.includes('npx tsc -b'));
     for (const name of SERVICES) expect(build).toContain(`services/${name}`);

@@ -15,7 +15,7 @@ WORKDIR /app
 COPY . .
 RUN npm ci --ignore-scripts --no-audit --no-fund
 # Project references pull in the libraries each service uses.
-RUN npx tsc -b services/scheduler services/pod-lifecycle services/step-dispatcher services/reaper \
+RUN npx tsc -b services/scheduler services/pod-lifecycle services/step-dispatcher services/reaper services/api \
  && npm prune --omit=dev --ignore-scripts
 
 FROM ${NODE_IMAGE}
