@@ -47,14 +47,17 @@ try {
   const sandbox = s.stack.client.sandboxes.handle(id);
   const sdk: number[] = [];
   const http: number[] = [];
+  /** The HTTP floor: an authenticated route that asks Redis nothing (GET /v1/pools). */
+  const floor: number[] = [];
   const body = JSON.stringify({ command: ['true'] });
   // A plain keep-alive HTTP/1.1 client, as an agent's tool loop in any language would hold one.
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-  const post = (path: string, payload: string) =>
+  const post = (path: string, payload: string) => send('POST', path, payload);
+  const send = (method: string, path: string, payload?: string) =>
     new Promise<string>((resolve, reject) => {
       const req = request(
         `${s.url}${path}`,
-        { method: 'POST', agent, headers: { ...auth, 'content-type': 'application/json' } },
+        { method, agent, headers: { ...auth, ...(payload ? { 'content-type': 'application/json' } : {}) } },
         (res) => {
           let text = '';
           res.setEncoding('utf8');
@@ -75,10 +78,14 @@ try {
       t = performance.now();
       JSON.parse(await post(`/v1/sandboxes/${id}/exec`, body));
       const b = performance.now() - t;
+      t = performance.now();
+      JSON.parse(await send('GET', '/v1/pools'));
+      const c = performance.now() - t;
       // The first blocks warm both paths up (JIT, connections); not counted.
       if (block >= 10) {
         sdk.push(a);
         http.push(b);
+        floor.push(c);
       }
     }
   }
@@ -88,6 +95,10 @@ try {
   console.log(`   SDK (Redis transport): p50 ${ms(sdkStats.p50)}  p99 ${ms(sdkStats.p99)}`);
   console.log(`   HTTP API:              p50 ${ms(httpStats.p50)}  p99 ${ms(httpStats.p99)}`);
   console.log(`   HTTP - SDK at p50: +${ms(httpStats.p50 - sdkStats.p50)} (goal ≤ +1 ms)`);
+  const floorStats = summarize(floor);
+  console.log(
+    `   (HTTP floor, GET /v1/pools with the same client: p50 ${ms(floorStats.p50)}  p99 ${ms(floorStats.p99)})`,
+  );
 
   // ---- 2. GET /v1/jobs/{id} against a bare route
   const submitted = await fetch(`${s.url}/v1/jobs`, {
