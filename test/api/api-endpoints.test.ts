@@ -381,6 +381,14 @@ describe('jobs', () => {
       expect.arrayContaining([submitted.body.jobId, yaml.body.jobId]),
     );
 
+    // Pages: newest first, the next page's offset in a header.
+    const first = await s.request('/v1/jobs?limit=1', { key: acme });
+    expect(first.headers.get('x-next-offset')).toBe('1');
+    const second = await s.request('/v1/jobs?limit=1&offset=1', { key: acme });
+    const [a] = (await first.json()) as { id: string }[];
+    const [b] = (await second.json()) as { id: string }[];
+    expect([a?.id, b?.id]).toEqual(list.body.slice(0, 2).map((j) => j.id));
+
     const long = await call<{ jobId: string }>('POST', '/v1/jobs', {
       key: acme,
       json: { steps: [{ command: 'sleep', args: ['60'] }] },

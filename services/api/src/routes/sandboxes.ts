@@ -5,6 +5,7 @@ import { principalOf, requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { execForRequest } from '../exec-command.js';
 import { streamTimeline } from '../job-events.js';
+import { page } from '../list-page.js';
 import { HttpProblem, notFound, ProblemSchema } from '../problem.js';
 import {
   CreateSandboxQuery,
@@ -101,7 +102,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           response: { 200: z.array(SandboxResponse), ...problems },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const principal = principalOf(request);
         const labels = parseLabels(request.query.labels);
         const tenant = principal.admin ? request.query.tenant : principal.tenant;
@@ -111,12 +112,16 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           request.query.tenant !== principal.tenant
         )
           return [];
-        return sandboxes.list({
+        const { offset = 0, limit = 100 } = request.query;
+        const all = await sandboxes.list({
           ...(request.query.state ? { state: request.query.state } : {}),
           ...(tenant ? { tenant } : {}),
           ...(labels ? { labels } : {}),
-          ...(request.query.limit ? { limit: request.query.limit } : {}),
+          limit: Math.min(1000, offset + limit),
         });
+        const { items, next } = page(all, offset, limit);
+        if (next !== undefined) reply.header('x-next-offset', String(next));
+        return items;
       },
     );
 
