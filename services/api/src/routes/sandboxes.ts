@@ -1,4 +1,5 @@
 import { LiveSandboxSpecSchema, type SandboxRecord } from '@sandstream/bus';
+import { injectTraceContext } from '@sandstream/telemetry';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { principalOf, requireAccess } from '../access.js';
@@ -84,10 +85,15 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
             ]);
         }
         const wait = request.query.wait !== false;
-        const sandbox = await sandboxes.create(request.body, {
-          wait,
-          timeoutSeconds: request.query.timeoutSeconds ?? DEFAULT_READY_SECONDS,
-        });
+        // The request's span (request-spans.ts) becomes the sandbox's trace, as submit() does for jobs.
+        const traceContext = request.body.traceContext ?? injectTraceContext();
+        const sandbox = await sandboxes.create(
+          { ...request.body, ...(traceContext ? { traceContext } : {}) },
+          {
+            wait,
+            timeoutSeconds: request.query.timeoutSeconds ?? DEFAULT_READY_SECONDS,
+          },
+        );
         return reply.code(wait ? 201 : 202).send(await record(sandbox.id));
       },
     );
