@@ -68,7 +68,7 @@ export class Principals {
       const raw = /^[A-Za-z0-9_-]{1,64}$/.test(input.ticket)
         ? await this.options.redis.getdel(this.options.keys.api(`ticket:${input.ticket}`))
         : null;
-      const parsed = raw === null ? undefined : PrincipalSchema.safeParse(JSON.parse(raw));
+      const parsed = raw === null ? undefined : PrincipalSchema.safeParse(parseJson(raw));
       if (!parsed?.success) throw unauthorized('the ticket is unknown, used or expired');
       return parsed.data;
     }
@@ -121,4 +121,12 @@ export function tenantFor(principal: Principal, asked: string | undefined): stri
 /** Whether the principal may see a record of `tenant` (others' are answered 404, never 403). */
 export function maySee(principal: Principal, tenant: string): boolean {
   return principal.admin || principal.tenant === tenant;
+}
+
+function parseJson(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
 }
