@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { type ApiStack, startApiStack } from '../helpers/api-stack.js';
 import { liveBackends } from '../helpers/live-backends.js';
@@ -60,11 +60,11 @@ describe.skipIf(!docker)('HTTP API on Docker', () => {
       socket.once('error', reject);
     });
     socket.send(JSON.stringify({ type: 'input', data: 'cd /tmp\npwd\n' }));
-    const deadline = Date.now() + 30_000;
-    while (!/[\r\n]\/tmp\r\n/.test(output)) {
-      if (Date.now() > deadline) throw new Error(`no /tmp in ${JSON.stringify(output)}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await vi
+      .waitUntil(() => /[\r\n]\/tmp\r\n/.test(output), { timeout: 30_000, interval: 100 })
+      .catch(() => {
+        throw new Error(`no /tmp in ${JSON.stringify(output)}`);
+      });
     socket.close();
     const closed = await s.request(`/api/sandbox/${id}`, { method: 'DELETE' });
     expect(((await closed.json()) as { state: string }).state).toBe('closed');
