@@ -22,6 +22,11 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The `:id` of this route must name a record of this kind the caller may see (else 404). */
     access?: 'sandbox' | 'job' | 'any';
+    /**
+     * The handler's command checks the tenant itself, atomically with pushing it (exec): no
+     * separate ownership read before it.
+     */
+    checkedByCommand?: boolean;
     /** Read the `:id`'s job record at once, in the same round trip as the gate. */
     prefetch?: 'job';
   }
