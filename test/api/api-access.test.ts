@@ -77,6 +77,13 @@ describe('tenants', () => {
         expect(answer.body.detail).toMatch(/^(sandbox|job) \S+ not found$/);
       }
     }
+    // As an event stream too: refused before any stream starts.
+    const streamed = await call('POST', `/v1/sandboxes/${sid}/exec`, {
+      key: keys.globex,
+      json: { command: 'true' },
+      headers: { accept: 'text/event-stream' },
+    });
+    expect(streamed.status).toBe(404);
     const others = await call<{ id: string }[]>('GET', '/v1/sandboxes', { key: keys.globex });
     expect(others.body.map((b) => b.id)).not.toContain(sid);
     const asked = await call<{ id: string }[]>('GET', '/v1/sandboxes?tenant=acme', { key: keys.globex });
