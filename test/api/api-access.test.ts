@@ -141,6 +141,25 @@ describe('tenants', () => {
     expect(statuses.slice(20)).toEqual([429, 429, 429, 429]);
   });
 
+  it('a browser session: the key exchanged for an HttpOnly, SameSite=Strict cookie that acts as the key, until it is ended', async () => {
+    const opened = await s.request('/v1/auth/session', { method: 'POST', key: keys.admin });
+    expect(opened.status).toBe(204);
+    const cookie = opened.headers.get('set-cookie') ?? '';
+    expect(cookie).toMatch(
+      /^sandstream_session=[A-Za-z0-9_-]+; Path=\/; HttpOnly; SameSite=Strict; Max-Age=3600$/,
+    );
+    const session = cookie.split(';')[0] as string;
+    const board = await s.request('/admin/queues', { headers: { cookie: session } });
+    expect(board.status).toBe(200);
+    // Anonymous access cannot open one.
+    expect((await s.request('/v1/auth/session', { method: 'POST' })).status).toBe(401);
+    expect(
+      (await s.request('/v1/auth/session', { method: 'DELETE', headers: { cookie: session } })).status,
+    ).toBe(204);
+    const after = await s.request('/v1/pools', { headers: { cookie: session } });
+    expect(after.status).toBe(401);
+  });
+
   it('the queue dashboard is for admin keys only', async () => {
     expect((await s.request('/admin/queues', { key: keys.acme })).status).toBe(403);
     const board = await s.request('/admin/queues', { key: keys.admin });
