@@ -11,7 +11,6 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import { parse as parseYaml } from 'yaml';
-import { z } from 'zod';
 import { checkAccess } from './access.js';
 import type { ApiContext } from './api-context.js';
 import { sessionCookie } from './principal.js';
