@@ -106,6 +106,13 @@ describe('deploy/k8s manifests', () => {
     }
   });
 
+  it('runs the HTTP API with anonymous access off, on all interfaces, behind a Service', () => {
+    const deployment = new Deployment(find('Deployment', 'api') as never);
+    const env = deployment.spec!.template.spec!.containers[0]!.env ?? [];
+    expect(env.find((e) => e.name === 'API_ANONYMOUS')?.value).toBe('off');
+    expect(env.find((e) => e.name === 'API_HOST')?.value).toBe('0.0.0.0');
+  });
+
   it('the Role grants exactly what the backend uses: no pods/exec, no wildcards, no secret reads', () => {
     const role = find('Role', 'sandstream-sandbox-manager') as {
       rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>;
@@ -132,6 +139,7 @@ describe('deploy/k8s manifests', () => {
     expect(account('reaper')).toBe('sandstream-sandbox-manager');
     expect(account('scheduler')).toBe('sandstream-service');
     expect(account('step-dispatcher')).toBe('sandstream-service');
+    expect(account('api')).toBe('sandstream-service');
     expect(find('ServiceAccount', 'sandstream-service')).toMatchObject({
       automountServiceAccountToken: false,
     });

@@ -203,7 +203,7 @@ describe.skipIf(!run)('deploy/k8s overlays rendered by kubectl kustomize', () =>
     expect(envValue(objects, 'pod-lifecycle', 'SANDSTREAM_AGENT_CARRIER_IMAGE')?.value).toBe(
       'sandstream/agent-carrier:dev',
     );
-    expect(envValue(objects, 'api', 'SANDSTREAM_API_ANONYMOUS')?.value).toBe('loopback');
+    expect(envValue(objects, 'api', 'API_ANONYMOUS')?.value).toBe('loopback');
     for (const name of ['redis', 'nats']) {
       const set = new StatefulSet(named(objects, 'StatefulSet', name) as never);
       expect(set.spec!.template.spec!.containers[0]!.image, name).toBe('sandstream/datastores:bookworm');
@@ -218,7 +218,7 @@ describe.skipIf(!run)('deploy/k8s overlays rendered by kubectl kustomize', () =>
       expect(container(objects, name).resources?.requests?.cpu, name).toBe('250m');
     }
     expect(deployment(objects, 'api').spec!.replicas).toBe(3);
-    expect(envValue(objects, 'api', 'SANDSTREAM_API_ANONYMOUS')?.value).toBe('off');
+    expect(envValue(objects, 'api', 'API_ANONYMOUS')?.value).toBe('off');
     // Each env variable once: a patch that appended instead of merging would leave two.
     const names = container(objects, 'api').env!.map((e) => e.name);
     expect(new Set(names).size).toBe(names.length);

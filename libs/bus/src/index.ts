@@ -1,4 +1,5 @@
 export * from './agent-announcements.js';
+export * from './api-keys.js';
 export * from './bus-lua.js';
 export * from './cancel-request.js';
 export * from './cluster-agent-route.js';

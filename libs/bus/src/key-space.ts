@@ -54,6 +54,10 @@ export interface KeySpace {
   completionShard(jobId: string, shards: number): number;
   /** Short-lived lock keys (e.g. one reaper acting on one job at a time). */
   lock(name: string): string;
+  /** HASH keyId -> ApiKeyRecord JSON: the HTTP API's keys (hashed), per tenant. */
+  readonly apiKeys: string;
+  /** Keys of the HTTP API's own short-lived state (rate-limit counters, one-use tickets). */
+  api(name: string): string;
   /**
    * Warm pools (warm-pool-store.ts). Every pool key shares the tag `{<ns>:pools}`, so one script
    * checks a pool's max and the global capacity and takes a member in one step.
@@ -110,6 +114,8 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
       return hash % Math.max(1, shards);
     },
     lock: (name) => `${namespace}:lock:${name}`,
+    apiKeys: `${namespace}:apikeys`,
+    api: (name) => `${namespace}:api:${name}`,
     pools: {
       members: `${poolTag}:members`,
       unclaimed: `${poolTag}:unclaimed`,
