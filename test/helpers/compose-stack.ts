@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { freePort, pollUntil, repoRoot } from '@sandstream/test-support';
 
 /** The services of docker-compose.yml, each with the variable naming its metrics port on the host. */
@@ -41,22 +41,15 @@ export class ComposeStack {
   readonly project = `ss${randomBytes(4).toString('hex')}`;
   readonly password = randomBytes(18).toString('hex');
   readonly sandboxNetwork = `${this.project}-sandboxes`;
+  /** The stack's first admin key: the api registers it at start (API_ADMIN_KEY), as a deployment's secret. */
+  readonly adminKey = `sk_${randomBytes(8).toString('hex')}_${randomBytes(32).toString('base64url')}`;
   private env: NodeJS.ProcessEnv = {};
   private ports: Record<string, number> = {};
 
   private constructor(readonly services: ComposeService[]) {}
 
-  /**
-   * The api joins once services/api is built; until then the stack runs the four others.
-   * API: drop this condition when services/api is on main.
-   */
-  static available(): ComposeService[] {
-    const all = Object.keys(COMPOSE_SERVICES) as ComposeService[];
-    return all.filter((s) => s !== 'api' || existsSync(`${repoRoot}services/api/dist/main.js`));
-  }
-
   static async create(options: { carrierImage: string }): Promise<ComposeStack> {
-    const stack = new ComposeStack(ComposeStack.available());
+    const stack = new ComposeStack(Object.keys(COMPOSE_SERVICES) as ComposeService[]);
     const portVars = [
       'SANDSTREAM_REDIS_PORT',
       'SANDSTREAM_NATS_PORT',
@@ -69,6 +62,7 @@ export class ComposeStack {
       ...process.env,
       ...Object.fromEntries(Object.entries(stack.ports).map(([k, v]) => [k, String(v)])),
       SANDSTREAM_REDIS_PASSWORD: stack.password,
+      API_ADMIN_KEY: stack.adminKey,
       SANDSTREAM_DOCKER_GID: String(statSync('/var/run/docker.sock').gid),
       SANDSTREAM_INSTALLATION: stack.project,
       SANDSTREAM_SANDBOX_NETWORK: stack.sandboxNetwork,
@@ -84,7 +78,7 @@ export class ComposeStack {
     return `redis://admin:${this.password}@127.0.0.1:${this.ports.SANDSTREAM_REDIS_PORT}`;
   }
 
-  /** The API's base URL on the host (once services/api exists). */
+  /** The API's base URL on the host. */
   get apiUrl(): string {
     return `http://127.0.0.1:${this.ports.SANDSTREAM_API_PORT}`;
   }
