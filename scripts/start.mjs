@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm start`: the whole system on this machine. Starts the four services as separate processes
+// `npm start`: the whole system on this machine. Starts the five services (the HTTP API last) as separate processes
 // against its own embedded Redis (scripts/local-redis.mjs; REDIS_URL names another instead) and
 // its own embedded NATS with JetStream for the log archive (scripts/local-nats.mjs; NATS_URL
 // names another, LOG_ARCHIVE=off runs without) with the auto-detected sandbox backend, waits
@@ -8,6 +8,7 @@
 // the embedded NATS and Redis last.
 //
 //   npm start -- --scale step-dispatcher=3 --scale scheduler=2   several processes of a service
+//   npm start -- --scale api=2                                   more API replicas, each on a free port
 //   npm start -- --job examples/other.yaml                       submit another job file
 //   npm start -- --no-job                                        services only
 //   npm start -- --logs                                          service logs on the terminal
@@ -24,7 +25,7 @@ import { freePort as anyFreePort, bindable } from './ports.mjs';
 import { ensurePackages, isInstalled } from './system-packages.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const SERVICES = ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper'];
+const SERVICES = ['scheduler', 'pod-lifecycle', 'step-dispatcher', 'reaper', 'api'];
 const ALIASES = { dispatcher: 'step-dispatcher', lifecycle: 'pod-lifecycle' };
 
 const { values } = parseArgs({
@@ -159,8 +160,25 @@ function sandboxBridgeGateway() {
   }
 }
 
+/**
+ * The HTTP API's port: API_PORT (default 8080) for the first replica, a free one for each further
+ * replica. Anonymous requests from loopback act as tenant `default` here (API_ANONYMOUS, off in
+ * the deployed manifests), so seed 003's curl lines work as printed.
+ */
+async function apiEnv(index) {
+  const first = Number(env.API_PORT ?? 8080);
+  let port = index === 0 ? first : await freePort();
+  if (index === 0 && (await bindable(first)) === null) {
+    port = await freePort();
+    console.log(`port ${first} is taken: the API listens on ${port} instead (API_PORT chooses)`);
+  }
+  handedOut.add(port);
+  return { API_PORT: String(port), API_ANONYMOUS: env.API_ANONYMOUS ?? 'loopback' };
+}
+
 async function startOne(name, index) {
   const port = await freePort();
+  const extra = name === 'api' ? await apiEnv(index) : {};
   const metricsPort = await takeMetricsPort();
   const label = scale[name] > 1 ? `${name}#${index + 1}` : name;
   const child = spawn(process.execPath, [join(root, 'services', name, 'dist', 'main.js')], {
@@ -171,6 +189,7 @@ async function startOne(name, index) {
       ...(natsUrl ? { NATS_URL: natsUrl } : {}),
       SANDSTREAM_NAMESPACE: namespace,
       HEALTH_PORT: String(port),
+      ...extra,
       ...(metricsPort === undefined ? {} : { SANDSTREAM_METRICS_PORT: String(metricsPort) }),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -185,7 +204,7 @@ async function startOne(name, index) {
     log.end();
     if (!stopping) console.error(`✗ ${label} exited (${signal ?? code}); see .cache/start-logs/`);
   });
-  children.push({ label, child, port, metricsPort, exited });
+  children.push({ label, child, port, metricsPort, exited, apiPort: extra.API_PORT });
 }
 
 function prefixLines(label, chunk) {
@@ -280,7 +299,8 @@ try {
   await Promise.all(children.map((c) => waitReady(c)));
   for (const c of children) {
     const metrics = c.metricsPort === undefined ? '' : `, metrics :${c.metricsPort}`;
-    console.log(`✓ ${c.label} ready (pid ${c.child.pid}, health :${c.port}${metrics})`);
+    const api = c.apiPort === undefined ? '' : `, HTTP API http://127.0.0.1:${c.apiPort} (docs /docs)`;
+    console.log(`✓ ${c.label} ready (pid ${c.child.pid}, health :${c.port}${metrics}${api})`);
   }
 } catch (err) {
   console.error(`✗ ${err.message}`);

@@ -14,6 +14,7 @@ import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { RawListConnection, rawOptionsFromUrl, sandboxKeys } from '@sandstream/wire';
 import { AgentLoop } from './agent-loop.js';
+import { awaitClaim } from './await-claim.js';
 import { ConfigError, parseConfig, type RunConfig } from './config.js';
 import { ExitCode } from './exit-codes.js';
 import { createLogger, type Logger } from './logger.js';
@@ -53,7 +54,45 @@ export async function runCli(): Promise<number> {
     log.error(`invalid configuration: --workdir ${workdir} is not a directory`);
     return ExitCode.fatal;
   }
+  if (command.awaitClaim) return runPoolMember({ ...command, workdir }, log);
   return runAgent({ ...command, workdir }, log);
+}
+
+/**
+ * A warm pool member: everything that can be done before the job is known (the spawner check,
+ * the module loading) is done, then it waits for its claim and runs as the claimed job.
+ */
+async function runPoolMember(config: RunConfig, log: Logger): Promise<number> {
+  let launcher: ProcessLauncher;
+  try {
+    launcher = await createLauncher(locateSpawner(config.spawner), log);
+  } catch (err) {
+    log.error(`invalid configuration: ${(err as Error).message}`);
+    return ExitCode.fatal;
+  }
+  const stop = new AbortController();
+  const onStop = () => stop.abort();
+  process.on('SIGTERM', onStop);
+  process.on('SIGINT', onStop);
+  const wait = await awaitClaim(config, log, stop.signal).finally(() => {
+    process.off('SIGTERM', onStop);
+    process.off('SIGINT', onStop);
+  });
+  if (wait.kind !== 'claimed') {
+    launcher.close();
+    if (wait.kind === 'stopped') return ExitCode.ok;
+    log.error(wait.message);
+    return ExitCode.fatal;
+  }
+  const jobLog = createLogger({
+    verbose: config.verbose,
+    base: { jobId: wait.config.jobId, member: config.jobId },
+  });
+  jobLog.info('claimed from a warm pool', {
+    ...(wait.claim.claimedAt !== undefined ? { claimToBoundMs: Date.now() - wait.claim.claimedAt } : {}),
+    ...(wait.claim.traceContext ? { traceparent: wait.claim.traceContext.traceparent } : {}),
+  });
+  return runAgent(wait.config, jobLog, launcher);
 }
 
 /** How long the spawner helper has to answer its first PING before the agent does without it. */
@@ -85,21 +124,14 @@ async function createLauncher(
   return launcher;
 }
 
-async function runAgent(config: RunConfig, log: Logger): Promise<number> {
-  let located: ReturnType<typeof locateSpawner>;
-  try {
-    located = locateSpawner(config.spawner);
-  } catch (err) {
-    log.error(`invalid configuration: ${(err as Error).message}`);
-    return ExitCode.fatal;
-  }
-  // From here to process.on(…, onSignal) below everything runs synchronously: no gap.
-  const connections = openConnections(config.redisUrl, config.jobId, log);
-  // The spawner helper starts on the next turn of the event loop, once the connections' sockets
-  // have connected and the first heartbeat SET is on its way: what a sandbox waits for goes out
-  // first, and the helper (a fork and its first PING, a few ms) starts while Redis answers and
-  // the dispatcher sends the first step. A run step waits for it if it comes sooner.
-  const launcher = new Promise<void>((resolve) => setImmediate(resolve))
+/**
+ * The launcher, started on the next turn of the event loop: by then the connections' sockets
+ * have connected and the first heartbeat SET is on its way, so what a sandbox waits for goes out
+ * first, and the helper (a fork and its first PING, a few ms) starts while Redis answers and the
+ * dispatcher sends the first step. A run step waits for it if it comes sooner.
+ */
+function launcherSoon(located: ReturnType<typeof locateSpawner>, log: Logger): Promise<ProcessLauncher> {
+  return new Promise<void>((resolve) => setImmediate(resolve))
     .then(() => createLauncher(located, log))
     .catch((err: Error) => {
       log.warn('the spawner helper could not start; run steps start through node:child_process', {
@@ -107,6 +139,18 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
       });
       return new NodeLauncher();
     });
+}
+
+async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher): Promise<number> {
+  let launcher: Promise<ProcessLauncher>;
+  try {
+    launcher = ready ? Promise.resolve(ready) : launcherSoon(locateSpawner(config.spawner), log);
+  } catch (err) {
+    log.error(`invalid configuration: ${(err as Error).message}`);
+    return ExitCode.fatal;
+  }
+  // From here to process.on(…, onSignal) below everything runs synchronously: no gap.
+  const connections = openConnections(config.redisUrl, config.jobId, log);
   // Transfers and terminals block on connections of their own, as this sandbox's Redis user.
   const ownConnection = () => {
     const connection = connections.writer.duplicate();
@@ -122,9 +166,9 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
     connections,
     execute: stepTracer.wrap(
       lazyExecutor(
-        launcher.then((ready) =>
+        launcher.then((started) =>
           createStepExecutor({
-            launcher: ready,
+            launcher: started,
             // Uploads and downloads block on their own connection, as this sandbox's Redis user.
             transfers: new TransferChannel(sandboxKeys(config.jobId, config.keyStyle), () =>
               RawListConnection.open(rawOptionsFromUrl(config.redisUrl)),

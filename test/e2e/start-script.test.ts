@@ -8,20 +8,30 @@ import { Redis } from 'ioredis';
 import { connect as connectNats } from 'nats';
 import { describe, expect, it, vi } from 'vitest';
 
-// `npm start` as a user runs it: four services up, hello.yaml streamed, Ctrl-C stops all.
+// `npm start` as a user runs it: five services up, hello.yaml streamed, Ctrl-C stops all.
 describe('npm start (scripts/start.mjs)', () => {
   it('starts the services, runs examples/hello.yaml and stops everything on SIGINT', async () => {
     const namespace = uniqueNamespace('start');
     // Its embedded NATS keeps its store here, not in the user's .cache.
     const cacheDir = mkdtempSync(join(tmpdir(), 'sandstream-start-cache-'));
     const { NATS_URL: _noNats, ...parentEnv } = process.env;
+    const apiPort = await freePort();
     const child = spawn(
       process.execPath,
-      [join(repoRoot, 'scripts/start.mjs'), '--namespace', namespace, '--scale', 'dispatcher=2'],
+      [
+        join(repoRoot, 'scripts/start.mjs'),
+        '--namespace',
+        namespace,
+        '--scale',
+        'dispatcher=2',
+        '--scale',
+        'api=2',
+      ],
       {
         cwd: repoRoot,
         env: {
           ...parentEnv,
+          API_PORT: String(apiPort),
           SANDSTREAM_CACHE_DIR: cacheDir,
           REDIS_URL: testRedisUrl(),
           SANDBOX_TYPE: 'inprocess',
@@ -48,9 +58,25 @@ describe('npm start (scripts/start.mjs)', () => {
     expect(out).toMatch(/▶ step-4 {2}find the greeting — grep: hello in hello/);
     expect(out).toContain('  │ hello from sandstream');
     expect(out).toMatch(/job finished \(sandstream exit code 0\)/);
+    // Both API replicas print their URL; the first on API_PORT, anonymous from loopback allowed.
+    const urls = [...out.matchAll(/✓ api#\d ready .*HTTP API (http:\/\/127\.0\.0\.1:\d+)/g)].map((m) => m[1]);
+    expect(urls).toHaveLength(2);
+    expect(urls[0]).toBe(`http://127.0.0.1:${apiPort}`);
+    for (const url of urls) {
+      const res = await fetch(`${url}/v1/jobs?limit=1`);
+      expect(res.status).toBe(200);
+    }
     child.kill('SIGINT');
     expect(await exited).toBe(0);
-    for (const name of ['scheduler', 'pod-lifecycle', 'step-dispatcher#1', 'step-dispatcher#2', 'reaper']) {
+    for (const name of [
+      'scheduler',
+      'pod-lifecycle',
+      'step-dispatcher#1',
+      'step-dispatcher#2',
+      'reaper',
+      'api#1',
+      'api#2',
+    ]) {
       expect(out).toContain(`  ${name}: exited 0`);
     }
     expect(out).toContain('  embedded NATS: exited 0');
@@ -78,6 +104,7 @@ describe('npm start (scripts/start.mjs)', () => {
           ...env,
           SANDSTREAM_CACHE_DIR: cacheDir,
           SANDSTREAM_METRICS_PORT: String(metricsBase),
+          API_PORT: String(await freePort()),
           SANDBOX_TYPE: 'inprocess',
           SANDSTREAM_SKIP_BOOTSTRAP: '1',
         },
@@ -125,11 +152,11 @@ describe('npm start (scripts/start.mjs)', () => {
       admin.disconnect();
 
       // One metrics port per process, each serving Prometheus text.
-      const ports = [...out.matchAll(/ready \(pid \d+, health :\d+, metrics :(\d+)\)/g)].map((m) =>
+      const ports = [...out.matchAll(/ready \(pid \d+, health :\d+, metrics :(\d+)[,)]/g)].map((m) =>
         Number(m[1]),
       );
-      expect(ports).toHaveLength(5);
-      expect(new Set(ports).size).toBe(5);
+      expect(ports).toHaveLength(6);
+      expect(new Set(ports).size).toBe(6);
       for (const p of ports) {
         const res = await fetch(`http://127.0.0.1:${p}/metrics`);
         expect(res.status).toBe(200);

@@ -1,4 +1,5 @@
 export * from './agent-announcements.js';
+export * from './api-keys.js';
 export * from './bus-lua.js';
 export * from './cancel-request.js';
 export * from './cluster-agent-route.js';
@@ -28,3 +29,4 @@ export * from './sandbox-redis-usage.js';
 export * from './sandbox-user-record.js';
 export * from './scan-keys.js';
 export * from './slot-leases.js';
+export * from './warm-pool-store.js';

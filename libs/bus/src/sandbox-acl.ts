@@ -6,7 +6,8 @@ import type { RedisClient } from './redis-connection.js';
 /**
  * Commands the agent sends (see agent/src): heartbeat SET/DEL, step and control BRPOP, results
  * LPUSH, events and notices XADD, XLEN of its events stream (with the log archive on it keeps
- * the stream below a high water mark), and one PUBLISH on its own ready channel when it starts.
+ * the stream below a high water mark), one PUBLISH on its own ready channel when it starts, and
+ * MULTI/EXEC around a terminal's output.
  * Redis lets XLEN through `%W~` too (it reads no entry), so a sandbox can learn the length of the
  * shared notify stream, and nothing more of it.
  */
@@ -25,6 +26,13 @@ export const AGENT_COMMANDS = [
   'xadd',
   'xlen',
   'publish',
+  // A terminal's output goes out as MULTI { XADD, EXPIRE } EXEC (agent/src/steps/terminal-channel.ts):
+  // without these the MULTI is refused, its commands run one by one and EXEC fails, so every
+  // flush was reported as dropped output although it arrived. They name no key: the queued
+  // commands are still checked against the user's keys.
+  'multi',
+  'exec',
+  'discard',
   'ping',
   'echo',
   'select',
@@ -73,6 +81,41 @@ export function sandboxAclRules(
     `&${keys.sandbox(jobId).ready}`,
     '-@all',
     ...AGENT_COMMANDS.map((c) => `+${c}`),
+  ];
+}
+
+/**
+ * What an idle warm pool member needs while it waits for a claim: BRPOP its own claim key, SET its
+ * own heartbeat, PUBLISH once on its own ready channel. Nothing of any job; the claim gives the
+ * sandbox a job's user (same password, the job's rules) and this user is deleted.
+ */
+export const POOL_MEMBER_COMMANDS = [
+  'brpop',
+  'set',
+  'del',
+  'publish',
+  'ping',
+  'select',
+  'quit',
+  'client|setname',
+] as const;
+
+export function poolMemberAclRules(
+  keys: KeySpace,
+  memberId: string,
+  password: { password: string } | { hash: string },
+): string[] {
+  const own = keys.sandbox(memberId);
+  return [
+    'reset',
+    'on',
+    'password' in password ? `>${password.password}` : `#${password.hash}`,
+    `~${own.claim}`,
+    `~${own.heartbeat}`,
+    'resetchannels',
+    `&${own.ready}`,
+    '-@all',
+    ...POOL_MEMBER_COMMANDS.map((c) => `+${c}`),
   ];
 }
 
@@ -127,6 +170,24 @@ export class SandboxAcl {
     await Promise.all(
       nodesOf(this.redis).map((node) => node.call('ACL', 'SETUSER', this.username(jobId), ...rules)),
     );
+  }
+
+  /** Creates the Redis user of an idle warm pool member (poolMemberAclRules), fresh password. */
+  async createPoolMember(memberId: string): Promise<SandboxCredentials> {
+    const username = this.username(memberId);
+    const password = randomBytes(24).toString('hex');
+    const rules = poolMemberAclRules(this.keys, memberId, { password });
+    await Promise.all(nodesOf(this.redis).map((node) => node.call('ACL', 'SETUSER', username, ...rules)));
+    return { username, password, passwordHash: aclPasswordHash(password) };
+  }
+
+  /**
+   * The claimed job's user, with the member's password (its hash): the sandbox already holds that
+   * password in its environment, so binding it to the job sends no secret through Redis.
+   */
+  async createForClaim(jobId: string, notifyStream: string, passwordHash: string): Promise<string> {
+    await this.restore(jobId, notifyStream, passwordHash);
+    return this.username(jobId);
   }
 
   /** True when the sandbox's user exists (on the first node; they are created on all at once). */

@@ -44,6 +44,8 @@ export interface RunCommandOptions {
   maxOutputBytes?: number | undefined;
   onLine?: ((line: CommandOutputLine) => void) | undefined;
   onGap?: ((gap: OutputGap) => void) | undefined;
+  /** Told the command's id once the sandbox took it (before any output). */
+  onStart?: ((commandId: string) => void) | undefined;
   signal?: AbortSignal | undefined;
 }
 
@@ -73,6 +75,7 @@ export async function runCommand(
     throw err;
   }
   if (pushed.status !== 'pushed') throw await refusal(ctx, sandboxId, pushed);
+  options.onStart?.(pushed.commandId);
   return followCommand(ctx, sandboxId, pushed.commandId, pushed.lastEventId, options);
 }
 

@@ -13,6 +13,8 @@ const signal = z.instanceof(AbortSignal, { message: 'signal must be an AbortSign
 export const CreateSandboxOptionsSchema = strictObject({
   /** Give up waiting for the sandbox to be ready after this long (it may still become ready). */
   timeoutSeconds: z.number().positive().optional(),
+  /** `false`: resolve once it is queued, without waiting until it is ready (create only). */
+  wait: z.boolean().optional(),
   signal,
 });
 export type CreateSandboxOptions = z.input<typeof CreateSandboxOptionsSchema>;
@@ -47,6 +49,8 @@ export const ExecOptionsSchema = strictObject(
     onStderr: fn<(line: string) => void>('onStderr').optional(),
     /** Told each gap in the output where it happens (lines the stream no longer held). */
     onGap: fn<(gap: OutputGap) => void>('onGap').optional(),
+    /** Told the command's id once the sandbox took it, before any output (to cancel it from elsewhere). */
+    onStart: fn<(commandId: string) => void>('onStart').optional(),
     /** Aborting kills the command's whole process tree (from this or any client). */
     signal,
   },

@@ -221,13 +221,14 @@ export class Sandbox implements AsyncDisposable {
   }
 
   private execution(
-    options: AttachOptions,
+    options: AttachOptions & Pick<ExecOptions, 'onStart'>,
     start: (runOptions: RunCommandOptions) => Promise<CommandRun>,
   ): CommandExecution {
     return new CommandExecution(async (emit) => {
       const run = await start({
         maxOutputBytes: options.maxOutputBytes,
         signal: options.signal,
+        onStart: options.onStart,
         onLine: (line) => {
           (line.stream === 'stdout' ? options.onStdout : options.onStderr)?.(line.line);
           emit(line);

@@ -58,7 +58,8 @@ export class Sandboxes {
         );
       }
     }
-    await waitReady(this.ctx.store, jobId, options.timeoutSeconds, options.signal);
+    if (options.wait !== false)
+      await waitReady(this.ctx.store, jobId, options.timeoutSeconds, options.signal);
     return new Sandbox(jobId, this.ctx);
   }
 
@@ -68,6 +69,18 @@ export class Sandboxes {
     await waitReady(this.ctx.store, id, options.timeoutSeconds, options.signal);
     await this.ctx.commands.touch(id);
     return new Sandbox(id, this.ctx);
+  }
+
+  /**
+   * A handle on a sandbox by id with no round trip: nothing is checked until it is used (a
+   * command to a sandbox that is not ready is refused then, with the same typed errors). For
+   * callers that check the record themselves, such as the HTTP API. With `tenant`, a command to
+   * another tenant's sandbox is refused as one to a sandbox that does not exist, in the same
+   * script that pushes it.
+   */
+  handle(id: string, options: { tenant?: string } = {}): Sandbox {
+    if (options.tenant === undefined) return new Sandbox(id, this.ctx);
+    return new Sandbox(id, { ...this.ctx, commands: this.ctx.commands.forTenant(options.tenant) });
   }
 
   /**

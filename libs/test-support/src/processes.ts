@@ -8,7 +8,8 @@ import { testRedisUrl } from './shared-redis.js';
 /** The repository's root directory (this file sits two levels below it, in src/ or dist/). */
 export const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
-export type ServiceName = 'scheduler' | 'pod-lifecycle' | 'step-dispatcher' | 'reaper';
+/** `api` is started on its own (it needs API_PORT); SERVICE_NAMES are the four a stack always runs. */
+export type ServiceName = 'scheduler' | 'pod-lifecycle' | 'step-dispatcher' | 'reaper' | 'api';
 
 /**
  * A built main.js run as a real child process, with its JSON log lines collected: for tests

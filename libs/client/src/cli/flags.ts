@@ -26,6 +26,7 @@ const FLAGS = {
   cwd: { type: 'string' },
   interactive: { type: 'boolean', short: 'i' },
   session: { type: 'string' },
+  admin: { type: 'boolean' },
 } as const;
 type Flag = keyof typeof FLAGS;
 
@@ -49,12 +50,15 @@ const COMMAND_FLAGS = {
   exec: ['shell', 'cwd', 'env', 'timeout', 'interactive'],
   shell: ['session'],
   cp: [],
+  'apikey create': ['tenant', 'admin'],
+  'apikey ls': ['json'],
+  'apikey revoke': [],
 } as const satisfies Record<string, readonly Flag[]>;
 
 export type Command = keyof typeof COMMAND_FLAGS;
 
 /** Commands with subcommands: `sandbox create`, `sandbox ls` … (the first word alone is not one). */
-const GROUPS = ['sandbox'] as const;
+const GROUPS = ['sandbox', 'apikey'] as const;
 
 /** Commands that take a command line of their own after `--`. */
 const TAKES_COMMAND_LINE: readonly Command[] = ['exec'];

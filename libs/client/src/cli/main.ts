@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { fileURLToPath } from 'node:url';
 import {
+  ApiKeyStore,
   isTerminal,
   type JobRecord,
   type JobSpec,
@@ -14,6 +15,7 @@ import { type ListOptions, SandstreamClient } from '../client.js';
 import { SandstreamOptionsError } from '../client-options.js';
 import { JobNotFoundError } from '../job-not-found.js';
 import { SandboxClosedError, SandboxNotFoundError } from '../sandbox-errors.js';
+import { apiKeyCommand } from './api-key-commands.js';
 import { type CliRedis, connectCliRedis } from './connect-redis.js';
 import { NatsUrlSchema, redactUrl, resolveConnection } from './connection-config.js';
 import { ExitCodes, exitCodeFor } from './exit-codes.js';
@@ -56,6 +58,11 @@ Commands:
                                  command's code (124 timed out, 130 cancelled, 125 Sandstream failed)
   cp <src> <id>:<path> | cp <id>:<path> <dst>
                                  copy a file or directory into or out of a sandbox (tar streams)
+  apikey create --tenant <t> [--admin]
+                                 a key for the HTTP API (services/api), printed alone on
+                                 stdout (only its hash is kept); --admin sees every tenant
+  apikey ls [--json]             the API keys: id, tenant, admin, created (never the keys)
+  apikey revoke <id>             the key stops working at once
   shell <id> [--session <name>]  on a terminal: an interactive terminal (PTY) in the sandbox,
                                  exits with its shell's code; piped, or with --session: a
                                  long-lived shell, one command line at a time from stdin, its
@@ -113,10 +120,15 @@ async function main(argv: string[]): Promise<number> {
       throw new UsageError(
         'cp needs a source and a destination: cp <src> <id>:<path> or cp <id>:<path> <dst>',
       );
-  } else if (command === 'ls' || command === 'sandbox ls') {
+  } else if (command === 'ls' || command === 'sandbox ls' || command === 'apikey ls') {
     if (arg) throw new UsageError(`${command} takes no arguments (got "${arg}")`);
   } else if (command === 'sandbox create') {
     createSpec(arg, values);
+  } else if (command === 'apikey create') {
+    if (arg) throw new UsageError(`apikey create takes no arguments (got "${arg}"); the tenant is --tenant`);
+    if (!values.tenant) throw new UsageError('apikey create needs --tenant <t>');
+  } else if (command === 'apikey revoke') {
+    needArg('key id');
   } else if (
     command === 'sandbox inspect' ||
     command === 'sandbox rm' ||
@@ -217,6 +229,15 @@ async function main(argv: string[]): Promise<number> {
         return await shellInSandbox(client, needArg('sandbox id'), values);
       case 'cp':
         return await copyFiles(client, args[0] as string, args[1] as string);
+      case 'apikey create':
+      case 'apikey ls':
+      case 'apikey revoke':
+        return await apiKeyCommand(
+          command,
+          arg,
+          values,
+          new ApiKeyStore({ redis: cli.redis, keys: client.keys }),
+        );
       default:
         // parseCommandLine refuses unknown commands; this keeps the switch total for the compiler.
         throw new UsageError(`unknown command "${command satisfies never}"`);

@@ -1,0 +1,174 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import websocket from '@fastify/websocket';
+import type { Logger } from '@sandstream/telemetry';
+import Fastify, { type FastifyBaseLogger } from 'fastify';
+import {
+  jsonSchemaTransform,
+  jsonSchemaTransformObject,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
+import { parse as parseYaml } from 'yaml';
+import { checkAccess } from './access.js';
+import type { ApiContext } from './api-context.js';
+import { sessionCookie } from './principal.js';
+import { HttpProblem, sendProblem } from './problem.js';
+import { RateLimiter } from './rate-limiter.js';
+import { traceRequests } from './request-spans.js';
+import { adminQueueRoutes } from './routes/admin-queues.js';
+import { authRoutes } from './routes/auth.js';
+import { catalogRoutes } from './routes/catalog.js';
+import { jobRoutes } from './routes/jobs.js';
+import { sandboxFileRoutes } from './routes/sandbox-files.js';
+import { sandboxProcessRoutes } from './routes/sandbox-processes.js';
+import { sandboxShellRoutes } from './routes/sandbox-shell.js';
+import { sandboxRoutes } from './routes/sandboxes.js';
+import { seedAliasRoutes } from './routes/seed-aliases.js';
+
+export interface ApiOptions {
+  /** The largest body read into memory. */
+  bodyLimit: number;
+  /** Requests per minute per key (per address without one), shared through Redis. */
+  rateLimitPerMinute: number;
+  /** Service version shown in the OpenAPI document. */
+  version?: string;
+  logger?: Logger;
+}
+
+/** Paths anyone may read: the API's description. */
+function isPublic(url: string): boolean {
+  return url === '/openapi.json' || url === '/docs' || url.startsWith('/docs/');
+}
+
+/**
+ * The HTTP API as a Fastify instance (not listening): main.ts serves it, tests and benchmarks
+ * build their own. Every /v1 and /api route authenticates first (principal.ts), is rate limited
+ * per key through Redis, validates its input with the libs' zod schemas and answers errors as
+ * problem details.
+ */
+export async function buildApi(ctx: ApiContext, options: ApiOptions) {
+  const app = Fastify({
+    ...(options.logger ? { loggerInstance: options.logger as FastifyBaseLogger } : { logger: false }),
+    bodyLimit: options.bodyLimit,
+    // A path segment (an id) is at most a job id's 128 characters; longer is refused, not parsed.
+    routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
+    disableRequestLogging: true,
+    return503OnClosing: true,
+    // Errors found before routing (a bad URL, an over-long path segment) are problems too.
+    frameworkErrors: (err, request, reply) => sendProblem(request, reply, err),
+    // Request ids of our own; a client's x-request-id is not trusted.
+    genReqId: () => crypto.randomUUID(),
+  }).withTypeProvider<ZodTypeProvider>();
+  traceRequests(app);
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.setErrorHandler((err, request, reply) => sendProblem(request, reply, err));
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(
+      request,
+      reply,
+      new HttpProblem(404, 'not-found', `no route ${request.method} ${request.url.split('?')[0]}`),
+    ),
+  );
+
+  // Bodies: JSON (built in), text and bytes for file writes, the YAML job file, tar streams.
+  app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer' }, (_req, body, done) =>
+    done(null, body),
+  );
+  app.addContentTypeParser(
+    ['application/yaml', 'application/x-yaml', 'text/yaml'],
+    { parseAs: 'string' },
+    (_req, body, done) => {
+      try {
+        // Aliases bounded: a "billion laughs" document is refused, not expanded.
+        done(null, parseYaml(body as string, { maxAliasCount: 100 }));
+      } catch (err) {
+        done(
+          new HttpProblem(
+            400,
+            'invalid-yaml',
+            `the body is not valid YAML: ${(err as Error).message.split('\n')[0]}`,
+          ),
+          undefined,
+        );
+      }
+    },
+  );
+  // A tar is handed on as the stream it is: its size is bounded by the transfer's maxBytes.
+  app.addContentTypeParser('application/x-tar', (_req, payload, done) => done(null, payload));
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Sandstream HTTP API',
+        description:
+          'Every SDK operation over HTTP: live sandboxes, jobs, live output (SSE), an interactive shell (WebSocket). Errors are RFC 9457 problem details.',
+        version: options.version ?? '0.1.0',
+      },
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'sandstream apikey create --tenant <t>' },
+        },
+      },
+      security: [{ apiKey: [] }],
+    },
+    transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  await app.register(websocket, { options: { maxPayload: 1024 * 1024 } });
+
+  app.decorateRequest('principal', undefined);
+  app.decorateRequest('gate', undefined);
+  app.decorateRequest('prefetched', undefined);
+  const limiter = new RateLimiter(ctx, options.rateLimitPerMinute);
+  app.addHook('onRequest', async (request) => {
+    if (isPublic(request.url.split('?')[0] ?? '')) return;
+    const ticket =
+      request.headers.upgrade?.toLowerCase() === 'websocket'
+        ? (new URL(request.url, 'http://api').searchParams.get('ticket') ?? undefined)
+        : undefined;
+    const principal = await ctx.principals.resolve({
+      authorization: request.headers.authorization,
+      ticket,
+      session: sessionCookie(request.headers.cookie),
+      remoteAddress: request.socket.remoteAddress,
+    });
+    request.principal = principal;
+    // The rate limit and the route's ownership check go to Redis side by side, while the body is
+    // read and validated; the request waits for both before its handler (preHandler below).
+    const bucket = principal.keyId === 'anonymous' ? `ip:${request.ip}` : `key:${principal.keyId}`;
+    const access = request.routeOptions.config.access;
+    const id = (request.params as { id?: unknown } | undefined)?.id;
+    const gate = Promise.all([
+      limiter.take(bucket),
+      access && typeof id === 'string' ? checkAccess(ctx, principal, id, access) : undefined,
+    ]).then(() => undefined);
+    gate.catch(() => {}); // awaited in preHandler; a request that fails earlier must not leave it unhandled
+    request.gate = gate;
+    if (request.routeOptions.config.prefetch === 'job' && typeof id === 'string') {
+      // No side effect, and nothing of it is sent before the gate passed.
+      request.prefetched = ctx.client.get(id);
+      request.prefetched.catch(() => {});
+    }
+  });
+  app.addHook('preHandler', async (request) => {
+    await request.gate;
+  });
+
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  await app.register(authRoutes(ctx), { prefix: '/v1/auth' });
+  await app.register(sandboxRoutes(ctx, ['sandboxes']), { prefix: '/v1/sandboxes' });
+  await app.register(sandboxFileRoutes(ctx), { prefix: '/v1/sandboxes' });
+  await app.register(sandboxProcessRoutes(ctx), { prefix: '/v1/sandboxes' });
+  await app.register(sandboxShellRoutes(ctx), { prefix: '/v1/sandboxes' });
+  await app.register(jobRoutes(ctx), { prefix: '/v1/jobs' });
+  await app.register(catalogRoutes(ctx), { prefix: '/v1' });
+  await app.register(seedAliasRoutes(ctx), { prefix: '/api/sandbox' });
+  await app.register(adminQueueRoutes(ctx));
+  return app;
+}

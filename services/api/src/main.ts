@@ -1,0 +1,61 @@
+import { ApiKeyStore } from '@sandstream/bus';
+import { SandstreamClient } from '@sandstream/client';
+import { TemplateRegistry } from '@sandstream/sandbox';
+import { runService } from '@sandstream/service-kit';
+import { ApiEnvSchema } from './api-config.js';
+import { buildApi } from './app.js';
+import { Principals } from './principal.js';
+
+runService({
+  name: 'api',
+  env: ApiEnvSchema,
+  waitForRedis: true,
+  // Many requests at once each send a command or two: batched into one write per tick.
+  redis: { overrides: { enableAutoPipelining: true } },
+  async start({ env, logger, keys, redis, onShutdown }) {
+    // The SDK is the API's only way to the other services: the same Redis transport a
+    // TypeScript caller uses, so the two cannot drift apart.
+    const client = new SandstreamClient({
+      redis,
+      namespace: keys.namespace,
+      onWarning: (w) => logger.warn(w.message),
+    });
+    const apiKeys = new ApiKeyStore({ redis, keys });
+    if (
+      env.API_ADMIN_KEY &&
+      (await apiKeys.register(env.API_ADMIN_KEY, { tenant: 'default', admin: true }))
+    ) {
+      logger.info('registered the admin key of API_ADMIN_KEY');
+    }
+    const templates = env.SANDSTREAM_TEMPLATES_FILE
+      ? await TemplateRegistry.open({ path: env.SANDSTREAM_TEMPLATES_FILE })
+      : undefined;
+    const app = await buildApi(
+      {
+        client,
+        redis,
+        keys,
+        principals: new Principals({
+          store: apiKeys,
+          redis,
+          keys,
+          anonymous: env.API_ANONYMOUS,
+        }),
+        templates,
+        defaults: { template: env.API_DEFAULT_TEMPLATE, image: env.API_DEFAULT_IMAGE },
+      },
+      { bodyLimit: env.API_BODY_LIMIT_BYTES, rateLimitPerMinute: env.API_RATE_LIMIT_PER_MINUTE, logger },
+    );
+    await app.listen({ port: env.API_PORT, host: env.API_HOST });
+    const address = app.server.address();
+    const port = typeof address === 'object' && address ? address.port : env.API_PORT;
+    // Open streams (SSE, shells) end with the server: their clients reconnect to another replica.
+    onShutdown('http server', () => app.close());
+    onShutdown('sdk client', () => client.close());
+    onShutdown('templates', async () => templates?.close());
+    return {
+      checks: { http: async () => app.server.listening },
+      info: { apiPort: port, url: `http://${env.API_HOST}:${port}`, anonymous: env.API_ANONYMOUS },
+    };
+  },
+});

@@ -1,0 +1,176 @@
+import { JobSpecError, SandboxSpecError } from '@sandstream/bus';
+import {
+  CommandCancelledError,
+  JobNotFoundError,
+  SandboxClosedError,
+  SandboxCommandNotFoundError,
+  SandboxConflictError,
+  SandboxFileError,
+  SandboxLimitError,
+  SandboxNotFoundError,
+  SandboxTimeoutError,
+  SandstreamOptionsError,
+} from '@sandstream/client';
+import { describeIssue, formatPath } from '@sandstream/wire';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+
+/**
+ * Errors as RFC 9457 problem details (`application/problem+json`): a stable `type` per kind of
+ * problem, the HTTP status, a `detail` worded as the CLI words it, and for a refused request
+ * every broken rule with the field it concerns.
+ */
+export const ProblemSchema = z
+  .object({
+    type: z.string().describe('urn:sandstream:problem:<kind>'),
+    title: z.string(),
+    status: z.number().int(),
+    detail: z.string(),
+    instance: z.string().optional(),
+    errors: z
+      .array(z.object({ field: z.string(), rule: z.string() }))
+      .optional()
+      .describe('each broken rule of a refused request, with the field it concerns'),
+  })
+  .meta({ id: 'Problem' });
+export type Problem = z.infer<typeof ProblemSchema>;
+
+/** An error the routes throw on purpose, with its status and kind. */
+export class HttpProblem extends Error {
+  constructor(
+    readonly status: number,
+    readonly kind: string,
+    message: string,
+    readonly errors?: Problem['errors'],
+  ) {
+    super(message);
+  }
+}
+
+export const notFound = (what: string) => new HttpProblem(404, 'not-found', `${what} not found`);
+
+const TITLES: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  406: 'Not Acceptable',
+  409: 'Conflict',
+  413: 'Content Too Large',
+  415: 'Unsupported Media Type',
+  422: 'Unprocessable Content',
+  426: 'Upgrade Required',
+  429: 'Too Many Requests',
+  431: 'Request Header Fields Too Large',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
+};
+
+/** "steps.0.command: command must not be empty" → field and rule. */
+function splitIssue(line: string): { field: string; rule: string } {
+  const at = line.indexOf(': ');
+  return at === -1 ? { field: '', rule: line } : { field: line.slice(0, at), rule: line.slice(at + 2) };
+}
+
+/** The problem an error stands for (anything unexpected is a 500 that reveals nothing). */
+export function problemOf(err: unknown): {
+  status: number;
+  kind: string;
+  detail: string;
+  errors?: Problem['errors'];
+} {
+  if (err instanceof HttpProblem) {
+    return {
+      status: err.status,
+      kind: err.kind,
+      detail: err.message,
+      ...(err.errors ? { errors: err.errors } : {}),
+    };
+  }
+  if (hasZodFastifySchemaValidationErrors(err)) {
+    const where = (err as FastifyError).validationContext ?? 'body';
+    const errors = err.validation.map((v) => {
+      // The type provider flattens each zod issue (code → keyword, path → instancePath); put it
+      // back together so it is worded as the CLI words it (describeIssue in libs/wire).
+      const path = v.instancePath.split('/').filter((segment) => segment !== '');
+      const issue = { ...v.params, code: v.keyword, path, message: v.message } as z.core.$ZodIssue;
+      const described = describeIssue(issue);
+      return {
+        field: [where, formatPath(described.path)].filter(Boolean).join('.'),
+        rule: described.message,
+      };
+    });
+    return {
+      status: 400,
+      kind: 'invalid-request',
+      detail: `invalid request: ${errors.map((e) => `${e.field}: ${e.rule}`).join('; ')}`,
+      errors,
+    };
+  }
+  if (err instanceof JobSpecError || err instanceof SandboxSpecError) {
+    return { status: 400, kind: 'invalid-spec', detail: err.message, errors: err.issues.map(splitIssue) };
+  }
+  if (err instanceof SandstreamOptionsError)
+    return { status: 400, kind: 'invalid-request', detail: err.message };
+  if (err instanceof SandboxNotFoundError || err instanceof JobNotFoundError) {
+    return { status: 404, kind: 'not-found', detail: err.message };
+  }
+  if (err instanceof SandboxCommandNotFoundError)
+    return { status: 404, kind: 'not-found', detail: err.message };
+  if (err instanceof SandboxConflictError) return { status: 409, kind: 'conflict', detail: err.message };
+  if (err instanceof SandboxClosedError) return { status: 409, kind: 'sandbox-closed', detail: err.message };
+  if (err instanceof SandboxLimitError) return { status: 429, kind: 'sandbox-limit', detail: err.message };
+  if (err instanceof SandboxTimeoutError) return { status: 504, kind: 'timeout', detail: err.message };
+  if (err instanceof CommandCancelledError) return { status: 409, kind: 'cancelled', detail: err.message };
+  if (err instanceof SandboxFileError) {
+    const status =
+      err.code === 'not_found'
+        ? 404
+        : err.code === 'limit_exceeded'
+          ? 413
+          : err.code === 'invalid_step'
+            ? 400
+            : 422;
+    return { status, kind: `file-${(err.code ?? 'error').replaceAll('_', '-')}`, detail: err.message };
+  }
+  const fastify = err as Partial<FastifyError>;
+  if (typeof fastify.statusCode === 'number' && fastify.statusCode >= 400 && fastify.statusCode < 500) {
+    const kind = (fastify.code ?? 'bad-request')
+      .replace(/^FST_(ERR_)?/, '')
+      .toLowerCase()
+      .replaceAll('_', '-');
+    return { status: fastify.statusCode, kind, detail: fastify.message ?? 'bad request' };
+  }
+  return { status: 500, kind: 'internal', detail: 'internal error (logged with this request id)' };
+}
+
+export function problemBody(request: FastifyRequest, problem: ReturnType<typeof problemOf>): Problem {
+  return {
+    type: `urn:sandstream:problem:${problem.kind}`,
+    title: TITLES[problem.status] ?? 'Error',
+    status: problem.status,
+    detail: problem.detail,
+    instance: request.url.length > 512 ? `${request.url.slice(0, 512)}…` : request.url,
+    ...(problem.errors ? { errors: problem.errors } : {}),
+  };
+}
+
+export function sendProblem(request: FastifyRequest, reply: FastifyReply, err: unknown): FastifyReply {
+  let problem: ReturnType<typeof problemOf>;
+  try {
+    problem = problemOf(err);
+  } catch (mappingError) {
+    // The error handler itself must never fail: an unreadable error is a plain 500.
+    request.log.error({ err, mappingError }, 'could not describe an error');
+    problem = { status: 500, kind: 'internal', detail: 'internal error (logged with this request id)' };
+  }
+  if (problem.status >= 500) request.log.error({ err }, 'request failed');
+  return reply
+    .code(problem.status)
+    .type('application/problem+json')
+    .serializer((body: Problem) => JSON.stringify(body))
+    .send(problemBody(request, problem));
+}

@@ -1,0 +1,110 @@
+import { QueueNames } from '@sandstream/bus';
+import { Queue } from 'bullmq';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { ApiContext } from '../api-context.js';
+import { ProblemSchema } from '../problem.js';
+
+const QueueFigures = z.object({
+  name: z.string(),
+  waiting: z.number(),
+  active: z.number(),
+  delayed: z.number(),
+  prioritized: z.number(),
+  completed: z.number(),
+  failed: z.number(),
+});
+
+/** What exists: templates, warm pools, and the work queues' figures. */
+export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    const tags = ['catalog'];
+    const queues = Object.values(QueueNames).map(
+      (name) => new Queue(name, { connection: ctx.redis, prefix: ctx.keys.bullPrefix }),
+    );
+    for (const queue of queues) queue.on('error', () => {}); // reaches the caller as a failed request
+    app.addHook('onClose', async () => {
+      await Promise.all(queues.map((q) => q.close()));
+    });
+
+    app.get(
+      '/templates',
+      {
+        schema: {
+          tags,
+          summary:
+            "The operator's sandbox templates (SANDSTREAM_TEMPLATES_FILE) and the default a spec without one gets",
+          response: {
+            200: z.object({
+              templates: z.array(z.object({ name: z.string(), image: z.string().optional() })),
+              default: z.object({ template: z.string().optional(), image: z.string().optional() }),
+            }),
+            401: ProblemSchema,
+          },
+        },
+      },
+      async () => {
+        const names = ctx.templates?.names() ?? [];
+        return {
+          templates: names.map((name) => {
+            const spec = ctx.templates?.resolve({ template: name }) as { image?: string } | undefined;
+            return { name, ...(spec?.image ? { image: spec.image } : {}) };
+          }),
+          default: ctx.defaults.template
+            ? { template: ctx.defaults.template }
+            : { image: ctx.defaults.image },
+        };
+      },
+    );
+
+    app.get(
+      '/pools',
+      {
+        schema: {
+          tags,
+          summary: 'Warm pools per template (none until pools exist: they are planned)',
+          response: {
+            200: z.array(
+              z.object({ template: z.string(), min: z.number(), max: z.number(), ready: z.number() }),
+            ),
+            401: ProblemSchema,
+          },
+        },
+      },
+      async () => [],
+    );
+
+    app.get(
+      '/queues',
+      {
+        schema: {
+          tags,
+          summary: 'Work queue figures',
+          response: { 200: z.array(QueueFigures), 401: ProblemSchema },
+        },
+      },
+      async () =>
+        Promise.all(
+          queues.map(async (queue) => {
+            const counts = await queue.getJobCounts(
+              'waiting',
+              'active',
+              'delayed',
+              'prioritized',
+              'completed',
+              'failed',
+            );
+            return {
+              name: queue.name,
+              waiting: counts.waiting ?? 0,
+              active: counts.active ?? 0,
+              delayed: counts.delayed ?? 0,
+              prioritized: counts.prioritized ?? 0,
+              completed: counts.completed ?? 0,
+              failed: counts.failed ?? 0,
+            };
+          }),
+        ),
+    );
+  };
+}

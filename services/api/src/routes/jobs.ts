@@ -1,0 +1,125 @@
+import { JobSpecSchema } from '@sandstream/bus';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { principalOf } from '../access.js';
+import type { ApiContext } from '../api-context.js';
+import { streamTimeline } from '../job-events.js';
+import { page } from '../list-page.js';
+import { notFound, ProblemSchema } from '../problem.js';
+import { EventsQuery, IdParams, JobResponse, ListJobsQuery, SubmitResponse } from '../schemas.js';
+import { applySpecDefaults } from '../spec-defaults.js';
+
+const problems = { 400: ProblemSchema, 401: ProblemSchema, 403: ProblemSchema, 404: ProblemSchema };
+
+/** Jobs: submit (JSON, or the YAML job file), list, get, cancel, follow. */
+export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    const tags = ['jobs'];
+
+    app.post(
+      '',
+      {
+        preValidation: applySpecDefaults(ctx),
+        schema: {
+          tags,
+          summary: 'Submit a job (application/json, or the YAML job file as application/yaml)',
+          consumes: ['application/json', 'application/yaml'],
+          body: JobSpecSchema,
+          response: { 201: SubmitResponse, 200: SubmitResponse, ...problems },
+        },
+      },
+      async (request, reply) => {
+        const result = await ctx.client.submit(request.body);
+        return reply.code(result.created ? 201 : 200).send(result);
+      },
+    );
+
+    app.get(
+      '',
+      {
+        schema: {
+          tags,
+          summary: 'List jobs, newest first',
+          querystring: ListJobsQuery,
+          response: { 200: z.array(JobResponse), ...problems },
+        },
+      },
+      async (request, reply) => {
+        const principal = principalOf(request);
+        if (
+          !principal.admin &&
+          request.query.tenant !== undefined &&
+          request.query.tenant !== principal.tenant
+        )
+          return [];
+        const tenant = principal.admin ? request.query.tenant : principal.tenant;
+        const { offset = 0, limit = 100 } = request.query;
+        const all = await ctx.client.list({
+          ...(tenant ? { tenant } : {}),
+          ...(request.query.state ? { state: request.query.state } : {}),
+          ...(!tenant && !request.query.state ? { tenant: 'default' } : {}),
+          limit: Math.min(1000, offset + limit),
+        });
+        const { items, next } = page(all, offset, limit);
+        if (next !== undefined) reply.header('x-next-offset', String(next));
+        return items;
+      },
+    );
+
+    app.get(
+      '/:id',
+      {
+        config: { prefetch: 'job' },
+        schema: {
+          tags,
+          summary: "A job's record: state, step results, timestamps",
+          params: IdParams,
+          response: { 200: JobResponse, ...problems },
+        },
+      },
+      async (request) => {
+        const record = await (request.prefetched ?? ctx.client.get(request.params.id));
+        const principal = principalOf(request);
+        if (!record || (!principal.admin && record.tenant !== principal.tenant))
+          throw notFound(`job ${request.params.id}`);
+        return record;
+      },
+    );
+
+    app.delete(
+      '/:id',
+      {
+        config: { access: 'any' },
+        schema: {
+          tags,
+          summary: 'Cancel a job (a running step is killed)',
+          params: IdParams,
+          response: { 202: z.object({ status: z.string(), state: z.string().optional() }), ...problems },
+        },
+      },
+      async (request, reply) => {
+        const result = await ctx.client.cancel(request.params.id);
+        if (result.status === 'missing') throw notFound(`job ${request.params.id}`);
+        return reply.code(202).send(result);
+      },
+    );
+
+    app.get(
+      '/:id/events',
+      {
+        config: { access: 'any' },
+        schema: {
+          tags,
+          summary: 'SSE of output and state changes, resumable with Last-Event-ID (or ?from=)',
+          params: IdParams,
+          querystring: EventsQuery,
+          produces: ['text/event-stream'],
+          response: { 200: z.string().describe('text/event-stream'), ...problems },
+        },
+      },
+      async (request, reply) => {
+        return streamTimeline(ctx.client, request.params.id, request.query.from, request, reply);
+      },
+    );
+  };
+}

@@ -1,0 +1,174 @@
+import type { Readable } from 'node:stream';
+import type { FastifyReply } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { requireAccess } from '../access.js';
+import type { ApiContext } from '../api-context.js';
+import { HttpProblem, ProblemSchema } from '../problem.js';
+import {
+  ArchiveQuery,
+  GrepQuery,
+  GrepResponse,
+  IdParams,
+  LsQuery,
+  LsResponse,
+  PathQuery,
+} from '../schemas.js';
+
+const problems = {
+  400: ProblemSchema,
+  401: ProblemSchema,
+  404: ProblemSchema,
+  409: ProblemSchema,
+  413: ProblemSchema,
+};
+
+/** Files of a sandbox's workspace: read, write, list, search, and tar streams in and out. */
+export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    const tags = ['sandbox files'];
+    requireAccess(app, 'sandbox');
+    const files = async (_request: unknown, id: string) => ctx.client.sandboxes.handle(id).files;
+
+    app.get(
+      '/:id/fs',
+      {
+        schema: {
+          tags,
+          summary: 'Read a text file (UTF-8, up to the read limit; use /archive for anything larger)',
+          params: IdParams,
+          querystring: PathQuery,
+          produces: ['text/plain'],
+          response: { 200: z.string(), ...problems, 422: ProblemSchema },
+        },
+      },
+      async (request, reply) => {
+        const content = await (await files(request, request.params.id)).read(request.query.path);
+        return reply
+          .type('text/plain; charset=utf-8')
+          .serializer((s: string) => s)
+          .send(content);
+      },
+    );
+
+    app.put(
+      '/:id/fs',
+      {
+        schema: {
+          tags,
+          summary:
+            'Write a file atomically (the body is its content: text/plain or application/octet-stream)',
+          params: IdParams,
+          querystring: PathQuery,
+          consumes: ['application/octet-stream', 'text/plain'],
+          response: { 200: z.object({ path: z.string(), bytesWritten: z.number() }), ...problems },
+        },
+      },
+      async (request) => {
+        const body = request.body;
+        if (typeof body !== 'string' && !Buffer.isBuffer(body)) {
+          throw new HttpProblem(
+            415,
+            'unsupported-media-type',
+            'the body must be text/plain or application/octet-stream',
+          );
+        }
+        const bytesWritten = await (await files(request, request.params.id)).write(
+          request.query.path,
+          typeof body === 'string' ? body : new Uint8Array(body),
+        );
+        return { path: request.query.path, bytesWritten };
+      },
+    );
+
+    app.get(
+      '/:id/ls',
+      {
+        schema: {
+          tags,
+          summary: 'List a directory',
+          params: IdParams,
+          querystring: LsQuery,
+          response: { 200: LsResponse, ...problems },
+        },
+      },
+      async (request) => {
+        const { path, maxDepth, maxEntries } = request.query;
+        return (await files(request, request.params.id)).list(path, {
+          ...(maxDepth !== undefined ? { maxDepth } : {}),
+          ...(maxEntries !== undefined ? { maxEntries } : {}),
+        });
+      },
+    );
+
+    app.get(
+      '/:id/grep',
+      {
+        schema: {
+          tags,
+          summary: 'Search file contents',
+          params: IdParams,
+          querystring: GrepQuery,
+          response: { 200: GrepResponse, ...problems },
+        },
+      },
+      async (request) => {
+        const { pattern, ...options } = request.query;
+        const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+        return (await files(request, request.params.id)).grep(pattern, defined);
+      },
+    );
+
+    app.post(
+      '/:id/archive',
+      {
+        schema: {
+          tags,
+          summary: 'Upload a tar stream, unpacked into the directory ?path= (created when missing)',
+          params: IdParams,
+          querystring: ArchiveQuery,
+          consumes: ['application/x-tar'],
+          response: { 200: z.object({ bytes: z.number(), files: z.number() }), ...problems },
+        },
+      },
+      async (request) => {
+        const tar = request.body as Readable;
+        if (typeof (tar as { pipe?: unknown })?.pipe !== 'function') {
+          throw new HttpProblem(415, 'unsupported-media-type', 'the body must be application/x-tar');
+        }
+        const sandboxFiles = await files(request, request.params.id);
+        return sandboxFiles.upload(tar, request.query.path, {
+          ...(request.query.maxBytes !== undefined ? { maxBytes: request.query.maxBytes } : {}),
+        });
+      },
+    );
+
+    app.get(
+      '/:id/archive',
+      {
+        schema: {
+          tags,
+          summary: 'Download a file or directory as a tar stream',
+          params: IdParams,
+          querystring: ArchiveQuery,
+          produces: ['application/x-tar'],
+          response: { 200: z.string().describe('application/x-tar'), ...problems },
+        },
+      },
+      async (request, reply) => {
+        const sandboxFiles = await files(request, request.params.id);
+        const tar = sandboxFiles.download(request.query.path, {
+          ...(request.query.maxBytes !== undefined ? { maxBytes: request.query.maxBytes } : {}),
+        });
+        // Errors before the first byte (no such path) become a problem; later ones cut the stream.
+        const first = await new Promise<Buffer | null>((resolve, reject) => {
+          tar.once('readable', () => resolve(tar.read() as Buffer | null));
+          tar.once('error', reject);
+        });
+        if (first !== null) tar.unshift(first);
+        // Streamed as it comes, past the serializer (the 200 schema only documents the type).
+        return (reply as FastifyReply).type('application/x-tar').send(tar);
+      },
+    );
+  };
+}

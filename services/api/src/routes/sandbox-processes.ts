@@ -1,0 +1,98 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { requireAccess } from '../access.js';
+import type { ApiContext } from '../api-context.js';
+import { commandOf } from '../exec-command.js';
+import { ProblemSchema } from '../problem.js';
+import { HistoryEntryResponse, IdParams, KillProcessQuery, PidParams, StartProcessBody } from '../schemas.js';
+import { SseStream } from '../sse.js';
+
+const problems = { 400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema };
+
+/** Background processes of a sandbox: start, list, kill, and follow one's output as SSE. */
+export function sandboxProcessRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    const tags = ['sandbox processes'];
+    requireAccess(app, 'sandbox');
+    const processes = async (_request: unknown, id: string) => ctx.client.sandboxes.handle(id).processes;
+
+    app.post(
+      '/:id/processes',
+      {
+        schema: {
+          tags,
+          summary: 'Start a background process (answers at once with its id)',
+          params: IdParams,
+          body: StartProcessBody,
+          response: { 201: z.object({ id: z.string() }), ...problems, 429: ProblemSchema },
+        },
+      },
+      async (request, reply) => {
+        const { command, args, ...options } = request.body;
+        const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+        const started = await (await processes(request, request.params.id)).start(
+          commandOf({ command, args }),
+          defined,
+        );
+        return reply.code(201).send({ id: started.id });
+      },
+    );
+
+    app.get(
+      '/:id/processes',
+      {
+        schema: {
+          tags,
+          summary: 'The background processes still running',
+          params: IdParams,
+          response: { 200: z.array(HistoryEntryResponse), ...problems },
+        },
+      },
+      async (request) => (await processes(request, request.params.id)).list(),
+    );
+
+    app.delete(
+      '/:id/processes/:pid',
+      {
+        schema: {
+          tags,
+          summary: "Kill a process's whole tree (?signal=, default SIGTERM, SIGKILL after a grace)",
+          params: PidParams,
+          querystring: KillProcessQuery,
+          response: { 202: z.object({ id: z.string(), status: z.literal('kill-requested') }), ...problems },
+        },
+      },
+      async (request, reply) => {
+        await (await processes(request, request.params.id)).kill(request.params.pid, request.query.signal);
+        return reply.code(202).send({ id: request.params.pid, status: 'kill-requested' as const });
+      },
+    );
+
+    app.get(
+      '/:id/processes/:pid/output',
+      {
+        schema: {
+          tags,
+          summary: "SSE of a process's output from the start of what is held, then live, then its result",
+          params: PidParams,
+          produces: ['text/event-stream'],
+          response: { 200: z.string().describe('text/event-stream'), ...problems },
+        },
+      },
+      async (request, reply) => {
+        const list = await processes(request, request.params.id);
+        const sse = new SseStream(request, reply);
+        try {
+          const execution = list.follow(request.params.pid, { signal: sse.signal });
+          for await (const item of execution) await sse.send(item.stream, item);
+          await sse.send('result', await execution);
+          sse.end();
+        } catch (err) {
+          if (sse.signal.aborted) sse.end();
+          else await sse.fail(err);
+        }
+        return reply;
+      },
+    );
+  };
+}

@@ -1,0 +1,275 @@
+import { LiveSandboxSpecSchema, type SandboxRecord } from '@sandstream/bus';
+import { injectTraceContext } from '@sandstream/telemetry';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { checkAccess, principalOf, requireAccess } from '../access.js';
+import type { ApiContext } from '../api-context.js';
+import { execForRequest } from '../exec-command.js';
+import { streamTimeline } from '../job-events.js';
+import { page } from '../list-page.js';
+import { HttpProblem, notFound, ProblemSchema } from '../problem.js';
+import {
+  CreateSandboxQuery,
+  EventsQuery,
+  ExecBody,
+  ExecIdParams,
+  ExecResultResponse,
+  HistoryEntryResponse,
+  IdParams,
+  ListSandboxesQuery,
+  SandboxResponse,
+  StatsResponse,
+} from '../schemas.js';
+import { applySpecDefaults } from '../spec-defaults.js';
+import { wantsEventStream } from '../sse.js';
+
+/** How long POST /v1/sandboxes waits for readiness when the request does not say. */
+const DEFAULT_READY_SECONDS = 120;
+
+const problems = {
+  400: ProblemSchema,
+  401: ProblemSchema,
+  403: ProblemSchema,
+  404: ProblemSchema,
+  409: ProblemSchema,
+};
+
+/** `a=1,b=2` → { a: '1', b: '2' }. */
+function parseLabels(raw: string | undefined): Record<string, string> | undefined {
+  if (raw === undefined) return undefined;
+  const labels: Record<string, string> = {};
+  for (const pair of raw.split(',')) {
+    const at = pair.indexOf('=');
+    if (at <= 0) {
+      throw new HttpProblem(400, 'invalid-request', `labels: "${pair}" is not key=value`, [
+        { field: 'querystring.labels', rule: 'comma-separated key=value pairs' },
+      ]);
+    }
+    labels[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return labels;
+}
+
+/** The sandbox routes; `prefix` is /v1/sandboxes, or seed 003's /api/sandbox (same bodies). */
+export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsyncZod {
+  return async (app) => {
+    const sandboxes = ctx.client.sandboxes;
+    requireAccess(app, 'sandbox');
+    // The route's id was checked before the handler (requireAccess).
+    const owned = async (_request: unknown, id: string) => sandboxes.handle(id);
+    const record = async (id: string): Promise<SandboxRecord> => {
+      const found = await sandboxes.get(id);
+      if (!found) throw notFound(`sandbox ${id}`);
+      return found;
+    };
+
+    app.post(
+      '',
+      {
+        preValidation: applySpecDefaults(ctx),
+        schema: {
+          tags,
+          summary: 'Create a sandbox (waits until it is ready unless ?wait=false)',
+          body: LiveSandboxSpecSchema,
+          querystring: CreateSandboxQuery,
+          response: { 201: SandboxResponse, 202: SandboxResponse, ...problems, 504: ProblemSchema },
+        },
+      },
+      async (request, reply) => {
+        if (request.body.id !== undefined) {
+          // An id already taken by another tenant is refused as the SDK refuses it, without
+          // saying whose; one of the caller's own is the same request again (idempotent).
+          const [tenant] = await ctx.redis.hmget(ctx.keys.job(request.body.id), 'tenant');
+          if (tenant !== null && tenant !== request.body.tenant)
+            throw new HttpProblem(409, 'conflict', `id ${request.body.id} is taken`, [
+              { field: 'body.id', rule: 'must not name another sandbox or job' },
+            ]);
+        }
+        const wait = request.query.wait !== false;
+        // The request's span (request-spans.ts) becomes the sandbox's trace, as submit() does for jobs.
+        const traceContext = request.body.traceContext ?? injectTraceContext();
+        const sandbox = await sandboxes.create(
+          { ...request.body, ...(traceContext ? { traceContext } : {}) },
+          {
+            wait,
+            timeoutSeconds: request.query.timeoutSeconds ?? DEFAULT_READY_SECONDS,
+          },
+        );
+        return reply.code(wait ? 201 : 202).send(await record(sandbox.id));
+      },
+    );
+
+    app.get(
+      '',
+      {
+        schema: {
+          tags,
+          summary: 'List sandboxes (newest first; state, labels, tenant for admins)',
+          querystring: ListSandboxesQuery,
+          response: { 200: z.array(SandboxResponse), ...problems },
+        },
+      },
+      async (request, reply) => {
+        const principal = principalOf(request);
+        const labels = parseLabels(request.query.labels);
+        const tenant = principal.admin ? request.query.tenant : principal.tenant;
+        if (
+          !principal.admin &&
+          request.query.tenant !== undefined &&
+          request.query.tenant !== principal.tenant
+        )
+          return [];
+        const { offset = 0, limit = 100 } = request.query;
+        const all = await sandboxes.list({
+          ...(request.query.state ? { state: request.query.state } : {}),
+          ...(tenant ? { tenant } : {}),
+          ...(labels ? { labels } : {}),
+          limit: Math.min(1000, offset + limit),
+        });
+        const { items, next } = page(all, offset, limit);
+        if (next !== undefined) reply.header('x-next-offset', String(next));
+        return items;
+      },
+    );
+
+    app.get(
+      '/:id',
+      {
+        schema: {
+          tags,
+          summary: "A sandbox's record",
+          params: IdParams,
+          response: { 200: SandboxResponse, ...problems },
+        },
+      },
+      async (request) => {
+        await owned(request, request.params.id);
+        return record(request.params.id);
+      },
+    );
+
+    app.delete(
+      '/:id',
+      {
+        schema: {
+          tags,
+          summary: 'Close a sandbox (kills what runs in it); answers once it is closed',
+          params: IdParams,
+          response: { 200: SandboxResponse, ...problems, 504: ProblemSchema },
+        },
+      },
+      async (request) => {
+        await owned(request, request.params.id);
+        return sandboxes.close(request.params.id);
+      },
+    );
+
+    app.post(
+      '/:id/keepalive',
+      {
+        schema: {
+          tags,
+          summary: 'Keep it from idling (its idle expiry starts again)',
+          params: IdParams,
+          response: { 204: z.null(), ...problems },
+        },
+      },
+      async (request, reply) => {
+        await (await owned(request, request.params.id)).keepAlive();
+        return reply.code(204).send(null);
+      },
+    );
+
+    app.post(
+      '/:id/exec',
+      {
+        // The push script refuses another tenant's sandbox as a missing one: one round trip less.
+        config: { checkedByCommand: true },
+        schema: {
+          tags,
+          summary: 'Run a command: JSON result, or text/event-stream of its output then its result',
+          params: IdParams,
+          body: ExecBody,
+          response: { 200: ExecResultResponse, ...problems, 429: ProblemSchema },
+        },
+      },
+      async (request, reply) => {
+        const principal = principalOf(request);
+        // An event stream answers 200 before the command is pushed: check first, so that another
+        // tenant's sandbox is a 404 there too (the JSON answer gets it from the push script).
+        if (wantsEventStream(request)) await checkAccess(ctx, principal, request.params.id, 'sandbox');
+        const sandbox = sandboxes.handle(
+          request.params.id,
+          principal.admin ? {} : { tenant: principal.tenant },
+        );
+        return execForRequest(sandbox, request.body, request, reply);
+      },
+    );
+
+    app.delete(
+      '/:id/exec/:execId',
+      {
+        schema: {
+          tags,
+          summary: 'Cancel a running command (its whole process tree is killed)',
+          params: ExecIdParams,
+          response: {
+            202: z.object({ commandId: z.string(), status: z.literal('cancel-requested') }),
+            ...problems,
+          },
+        },
+      },
+      async (request, reply) => {
+        const sandbox = await owned(request, request.params.id);
+        await sandbox.cancel(request.params.execId);
+        return reply
+          .code(202)
+          .send({ commandId: request.params.execId, status: 'cancel-requested' as const });
+      },
+    );
+
+    app.get(
+      '/:id/history',
+      {
+        schema: {
+          tags,
+          summary: 'The commands still in its bounded history, with their results',
+          params: IdParams,
+          response: { 200: z.array(HistoryEntryResponse), ...problems },
+        },
+      },
+      async (request) => (await owned(request, request.params.id)).history(),
+    );
+
+    app.get(
+      '/:id/stats',
+      {
+        schema: {
+          tags,
+          summary: 'CPU, memory, workspace size and command counts',
+          params: IdParams,
+          response: { 200: StatsResponse, ...problems },
+        },
+      },
+      async (request) => (await owned(request, request.params.id)).stats(),
+    );
+
+    app.get(
+      '/:id/events',
+      {
+        schema: {
+          tags,
+          summary: "SSE of the sandbox's state changes and command output (resumable: Last-Event-ID)",
+          params: IdParams,
+          querystring: EventsQuery,
+          produces: ['text/event-stream'],
+          response: { 200: z.string().describe('text/event-stream'), ...problems },
+        },
+      },
+      async (request, reply) => {
+        await owned(request, request.params.id);
+        return streamTimeline(ctx.client, request.params.id, request.query.from, request, reply);
+      },
+    );
+  };
+}

@@ -1,0 +1,212 @@
+import {
+  CommandRecordSchema,
+  JobSandboxSchema,
+  JobStateSchema,
+  SandboxEndReasonSchema,
+  SandboxStateSchema,
+  TenantSchema,
+} from '@sandstream/bus';
+import { ExecOptionsSchema, GrepOptionsSchema } from '@sandstream/client';
+import {
+  FileEntrySchema,
+  GrepMatchSchema,
+  JobIdSchema,
+  Limits,
+  StepResultSchema,
+  strictObject,
+} from '@sandstream/wire';
+import { z } from 'zod';
+
+// Request schemas are the libs' own (the SDK's options, the specs, the wire's limits), picked and
+// extended for HTTP; response schemas describe what the SDK returns. Both become the OpenAPI
+// document (fastify-type-provider-zod), so the document cannot drift from the validation.
+
+export const IdParams = strictObject({ id: JobIdSchema });
+export const ExecIdParams = strictObject({ id: JobIdSchema, execId: z.string().min(1).max(160) });
+
+/** Query numbers arrive as strings. */
+const queryInt = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+const queryBool = z.enum(['true', 'false']).transform((v) => v === 'true');
+
+export const CreateSandboxQuery = strictObject({
+  /** `false`: answer 202 at once with the record (state queued); else wait until it is ready. */
+  wait: queryBool.optional(),
+  /** How long to wait for it to be ready (default 120 s). */
+  timeoutSeconds: queryInt(1, 3600).optional(),
+});
+
+export const ListSandboxesQuery = strictObject({
+  state: SandboxStateSchema.optional(),
+  tenant: TenantSchema.optional(),
+  /** `key=value`, comma-separated: only sandboxes carrying every one of these labels. */
+  labels: z.string().max(4096).optional(),
+  limit: queryInt(1, 1000).optional(),
+  /** Skip this many (newest first); the next page's offset comes in the `x-next-offset` header. */
+  offset: queryInt(0, 999).optional(),
+});
+
+export const ListJobsQuery = strictObject({
+  state: JobStateSchema.optional(),
+  tenant: TenantSchema.optional(),
+  limit: queryInt(1, 1000).optional(),
+  offset: ListSandboxesQuery.shape.offset,
+});
+
+const execShape = ExecOptionsSchema.pick({
+  shell: true,
+  cwd: true,
+  env: true,
+  timeoutSeconds: true,
+  maxOutputBytes: true,
+}).shape;
+
+/**
+ * A command as the SDK's exec takes it: `command` alone as a string runs through `/bin/sh -c`
+ * (as seed 003's `{"command": "echo Hello World"}`); `command` with `args`, or an argv array,
+ * runs the program directly unless `shell` says otherwise.
+ */
+export const ExecBody = strictObject(
+  {
+    command: z.union([
+      z.string().min(1, 'command must not be empty').max(Limits.stringMaxBytes),
+      z.array(z.string()).min(1, 'command must name a program').max(Limits.runMaxArgs),
+    ]),
+    args: z.array(z.string()).max(Limits.runMaxArgs).optional(),
+    ...execShape,
+    /** What the command reads on stdin (text). */
+    stdin: z.string().max(Limits.runStdinMaxBytes).optional(),
+  },
+  { cmd: 'did you mean "command"?', timeout: 'did you mean "timeoutSeconds"? timeouts are in seconds' },
+);
+export type ExecBody = z.output<typeof ExecBody>;
+
+export const StartProcessBody = strictObject({
+  command: ExecBody.shape.command,
+  args: ExecBody.shape.args,
+  shell: execShape.shell,
+  cwd: execShape.cwd,
+  env: execShape.env,
+  timeoutSeconds: execShape.timeoutSeconds,
+});
+
+export const KillProcessQuery = strictObject({
+  signal: z.enum(['SIGTERM', 'SIGKILL', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2']).optional(),
+});
+
+export const PathQuery = strictObject({ path: z.string().min(1).max(4096) });
+export const LsQuery = strictObject({
+  path: z.string().min(1).max(4096).default('.'),
+  maxDepth: queryInt(1, Limits.listFilesMaxDepth).optional(),
+  maxEntries: queryInt(1, Limits.listFilesMaxEntries).optional(),
+});
+export const GrepQuery = strictObject({
+  pattern: z.string().min(1).max(4096),
+  path: GrepOptionsSchema.shape.path,
+  glob: GrepOptionsSchema.shape.glob,
+  ignoreCase: queryBool.optional(),
+  fixedStrings: queryBool.optional(),
+  maxMatches: queryInt(1, Limits.grepMaxMatches).optional(),
+});
+export const ArchiveQuery = strictObject({
+  path: z.string().min(1).max(4096),
+  maxBytes: queryInt(1, Limits.transferMaxBytes).optional(),
+});
+export const ShellQuery = strictObject({
+  /** A named shell: reconnecting with the same name attaches to the one still running. */
+  name: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'name: letters, digits, "_", "." and "-", at most 64')
+    .optional(),
+  cols: queryInt(1, Limits.terminalMaxCols).optional(),
+  rows: queryInt(1, Limits.terminalMaxRows).optional(),
+  /** A one-use ticket from POST /v1/auth/ws-ticket (browsers; never an API key in a URL). */
+  ticket: z.string().max(128).optional(),
+});
+export const EventsQuery = strictObject({
+  /** Resume after this entry (same as the Last-Event-ID header). */
+  from: z
+    .string()
+    .regex(/^\d+-\d+$/, 'from is a stream entry id such as 1712345678901-0')
+    .optional(),
+});
+
+// ---- responses
+
+export const SandboxResponse = z
+  .object({
+    id: z.string(),
+    tenant: z.string(),
+    labels: z.record(z.string(), z.string()),
+    state: SandboxStateSchema,
+    reason: SandboxEndReasonSchema.optional(),
+    message: z.string().optional(),
+    spec: z.record(z.string(), z.unknown()),
+    createdAt: z.number(),
+    readyAt: z.number().optional(),
+    endedAt: z.number().optional(),
+    lastActivityAt: z.number().optional(),
+    commandsRunning: z.number(),
+    sandbox: JobSandboxSchema.optional(),
+  })
+  .meta({ id: 'Sandbox' });
+
+export const StepResultResponse = StepResultSchema.meta({ id: 'StepResult' });
+
+export const JobResponse = z
+  .object({
+    id: z.string(),
+    kind: z.enum(['job', 'sandbox']),
+    tenant: z.string(),
+    state: JobStateSchema,
+    spec: z.unknown(),
+    createdAt: z.number(),
+    updatedAt: z.number(),
+    finishedAt: z.number().optional(),
+    readyAt: z.number().optional(),
+    reason: z.string().optional(),
+    cancelRequested: z.string().optional(),
+    sandbox: JobSandboxSchema.optional(),
+    stepResults: z.record(z.string(), StepResultSchema),
+  })
+  .meta({ id: 'Job' });
+
+export const SubmitResponse = z.object({ jobId: z.string(), created: z.boolean() });
+
+export const ExecResultResponse = z
+  .object({
+    commandId: z.string(),
+    exitCode: z.number().nullable(),
+    durationMs: z.number(),
+    timedOut: z.boolean(),
+    cancelled: z.boolean(),
+    stdout: z.string(),
+    stderr: z.string(),
+    truncated: z.boolean(),
+    gaps: z.array(z.object({ from: z.number(), to: z.number() })),
+    errorMessage: z.string().nullable(),
+    errorCode: z.string().nullable().optional(),
+  })
+  .meta({ id: 'ExecResult' });
+
+export const HistoryEntryResponse = z.object({
+  ...CommandRecordSchema.shape,
+  result: StepResultSchema.optional(),
+});
+
+export const StatsResponse = z.object({
+  cpuSeconds: z.number().nullable(),
+  memoryBytes: z.number().nullable(),
+  memoryLimitBytes: z.number().nullable(),
+  workspaceBytes: z.number(),
+  workspaceFiles: z.number(),
+  workspaceTruncated: z.boolean(),
+  commandsRun: z.number(),
+  commandsRunning: z.number(),
+  outputLines: z.number(),
+});
+
+export const LsResponse = z.object({ entries: z.array(FileEntrySchema), truncated: z.boolean() });
+export const GrepResponse = z.object({ matches: z.array(GrepMatchSchema), truncated: z.boolean() });
+export const Accepted = z.object({ status: z.string() });
+
+export const PidParams = strictObject({ id: JobIdSchema, pid: z.string().min(1).max(160) });

@@ -1,0 +1,110 @@
+import { once } from 'node:events';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { problemBody, problemOf } from './problem.js';
+
+/** A comment line this often keeps proxies from closing a quiet stream. */
+const HEARTBEAT_MS = 15_000;
+/** Written to the socket at once past this many characters waiting. */
+const FLUSH_AT_CHARS = 64 * 1024;
+
+/**
+ * A `text/event-stream` response written by hand (the reply is hijacked): each event with its
+ * `id` (a stream entry id, so a client that reconnects with Last-Event-ID resumes right after
+ * it), its `event` name and JSON `data`. Writes wait while the client reads slowly, so a slow
+ * client slows the Redis reads behind it instead of growing memory. `signal` aborts when the
+ * client goes away.
+ */
+export class SseStream {
+  private readonly controller = new AbortController();
+  private readonly heartbeat: NodeJS.Timeout;
+  private pending = '';
+  private scheduled = false;
+  readonly signal: AbortSignal;
+
+  constructor(
+    private readonly request: FastifyRequest,
+    private readonly reply: FastifyReply,
+  ) {
+    this.signal = this.controller.signal;
+    reply.hijack();
+    reply.raw.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      'x-accel-buffering': 'no',
+      connection: 'keep-alive',
+    });
+    reply.raw.flushHeaders();
+    const abort = () => this.controller.abort();
+    reply.raw.once('close', abort);
+    request.raw.once('close', () => {
+      if (request.raw.destroyed && !reply.raw.writableEnded) abort();
+    });
+    this.heartbeat = setInterval(() => this.write(': keep-alive\n\n'), HEARTBEAT_MS);
+    this.heartbeat.unref();
+  }
+
+  /**
+   * Sends one event. Returns a promise only when the socket's buffer is full (resolved once it
+   * drained or the client is gone), so a fast client costs no await per event.
+   */
+  send(event: string, data: unknown, id?: string): Promise<void> | undefined {
+    const head = id === undefined ? '' : `id: ${id}\n`;
+    if (this.write(`${head}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)) return undefined;
+    return Promise.race([once(this.reply.raw, 'drain'), once(this.signal, 'abort')]).then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
+  /** Ends the stream with an `error` event carrying the problem details. */
+  async fail(err: unknown): Promise<void> {
+    const problem = problemOf(err);
+    if (problem.status >= 500) this.request.log.error({ err }, 'event stream failed');
+    await this.send('error', problemBody(this.request, problem));
+    this.end();
+  }
+
+  end(): void {
+    clearInterval(this.heartbeat);
+    this.flush();
+    if (!this.reply.raw.writableEnded) this.reply.raw.end();
+  }
+
+  private write(text: string): boolean {
+    const raw = this.reply.raw;
+    if (this.signal.aborted || raw.writableEnded) return true;
+    // Events of one turn of the event loop (a batch read from the stream) leave in one socket
+    // write rather than one each; a large batch leaves at once, so what waits here stays small.
+    this.pending += text;
+    if (this.pending.length >= FLUSH_AT_CHARS) return this.flush();
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => {
+        this.scheduled = false;
+        this.flush();
+      });
+    }
+    return true;
+  }
+
+  private flush(): boolean {
+    const raw = this.reply.raw;
+    const text = this.pending;
+    this.pending = '';
+    if (text === '' || this.signal.aborted || raw.writableEnded) return true;
+    return raw.write(text);
+  }
+}
+
+/** Whether the client asked for an event stream rather than one JSON answer. */
+export function wantsEventStream(request: FastifyRequest): boolean {
+  return (request.headers.accept ?? '').includes('text/event-stream');
+}
+
+/** The entry to resume after: Last-Event-ID wins over `?from=` (a reconnecting EventSource sends it). */
+export function resumeCursor(request: FastifyRequest, from: string | undefined): string | undefined {
+  const header = request.headers['last-event-id'];
+  const value = Array.isArray(header) ? header[0] : header;
+  if (value !== undefined && /^\d+-\d+$/.test(value)) return value;
+  return from;
+}

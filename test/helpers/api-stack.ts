@@ -1,0 +1,92 @@
+import { ApiKeyStore, createKeySpace } from '@sandstream/bus';
+import {
+  freePort,
+  type RedisServer,
+  type RunningService,
+  startRedisServer,
+  startService,
+} from '@sandstream/test-support';
+import { Redis } from 'ioredis';
+import { type Stack, startStack } from './services-stack.js';
+
+export interface ApiStack {
+  /** The four services and an SDK client, on the stack's own Redis. */
+  stack: Stack;
+  /** The API process (services/api/dist/main.js). */
+  api: RunningService;
+  /** http://127.0.0.1:<port> */
+  url: string;
+  redisUrl: string;
+  /** A new API key (what `sandstream apikey create` makes). */
+  key(tenant: string, admin?: boolean): Promise<{ id: string; key: string }>;
+  /** fetch() against the API with a bearer key (or none). */
+  request(path: string, init?: RequestInit & { key?: string | undefined }): Promise<Response>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The four services plus the HTTP API as processes, on a private redis-server (job ids are
+ * global in a Redis, and seed 003's examples use fixed ones such as `my-sandbox`), anonymous
+ * loopback access on as in `npm start`. For the API's suites and benchmarks.
+ */
+export async function startApiStack(
+  options: {
+    env?: Record<string, string>;
+    apiEnv?: Record<string, string>;
+    label?: string;
+    /** Node flags of the API process (--cpu-prof …). */
+    apiNodeArgs?: string[];
+  } = {},
+): Promise<ApiStack> {
+  const redisServer: RedisServer = await startRedisServer();
+  const redisUrl = redisServer.url;
+  let stack: Stack | undefined;
+  try {
+    stack = await startStack({
+      label: options.label ?? 'api',
+      env: { REDIS_URL: redisUrl, ...options.env },
+      redis: () => new Redis(redisUrl),
+    });
+    const port = await freePort();
+    const api = await startService(
+      'api',
+      {
+        ...stack.env,
+        REDIS_URL: redisUrl,
+        API_PORT: String(port),
+        API_ANONYMOUS: 'loopback',
+        API_DEFAULT_IMAGE: 'debian:bookworm-slim',
+        ...options.apiEnv,
+      },
+      options.apiNodeArgs ? { nodeArgs: options.apiNodeArgs } : {},
+    );
+    const url = `http://127.0.0.1:${port}`;
+    const keys = new ApiKeyStore({ redis: stack.redis, keys: createKeySpace(stack.namespace) });
+    const running = stack;
+    return {
+      stack: running,
+      api,
+      url,
+      redisUrl,
+      key: async (tenant, admin = false) => {
+        const { key, info } = await keys.create({ tenant, admin });
+        return { id: info.id, key };
+      },
+      request: (path, init = {}) => {
+        const { key, ...rest } = init;
+        const headers = new Headers(rest.headers);
+        if (key !== undefined) headers.set('authorization', `Bearer ${key}`);
+        return fetch(`${url}${path}`, { ...rest, headers });
+      },
+      stop: async () => {
+        await api.stop(15_000);
+        await running.stop();
+        await redisServer.stop();
+      },
+    };
+  } catch (err) {
+    await stack?.stop();
+    await redisServer.stop();
+    throw err;
+  }
+}
