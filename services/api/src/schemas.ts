@@ -12,6 +12,7 @@ import {
   GrepMatchSchema,
   JobIdSchema,
   Limits,
+  ShellSessionNameSchema,
   StepResultSchema,
   strictObject,
 } from '@sandstream/wire';
@@ -70,8 +71,17 @@ export const ExecBody = strictObject(
     ]),
     args: z.array(z.string()).max(Limits.runMaxArgs).optional(),
     ...execShape,
-    /** What the command reads on stdin (text). */
-    stdin: z.string().max(Limits.runStdinMaxBytes).optional(),
+    /** What the command reads on stdin: text, or bytes in base64 with stdinEncoding `base64`. */
+    stdin: z
+      .string()
+      .max(Math.ceil(Limits.runStdinMaxBytes / 3) * 4)
+      .optional(),
+    stdinEncoding: z.enum(['utf8', 'base64']).optional(),
+    /**
+     * Run the command line in this long-lived shell of the sandbox (started on first use; its cd
+     * and exports kept between commands), as the SDK's `sandbox.shell(name).run(command)`.
+     */
+    session: ShellSessionNameSchema.optional(),
   },
   { cmd: 'did you mean "command"?', timeout: 'did you mean "timeoutSeconds"? timeouts are in seconds' },
 );
