@@ -30,7 +30,13 @@ export interface ApiStack {
  * loopback access on as in `npm start`. For the API's suites and benchmarks.
  */
 export async function startApiStack(
-  options: { env?: Record<string, string>; apiEnv?: Record<string, string>; label?: string } = {},
+  options: {
+    env?: Record<string, string>;
+    apiEnv?: Record<string, string>;
+    label?: string;
+    /** Node flags of the API process (--cpu-prof …). */
+    apiNodeArgs?: string[];
+  } = {},
 ): Promise<ApiStack> {
   const redisServer: RedisServer = await startRedisServer();
   const redisUrl = redisServer.url;
@@ -42,14 +48,18 @@ export async function startApiStack(
       redis: () => new Redis(redisUrl),
     });
     const port = await freePort();
-    const api = await startService('api', {
-      ...stack.env,
-      REDIS_URL: redisUrl,
-      API_PORT: String(port),
-      API_ANONYMOUS: 'loopback',
-      API_DEFAULT_IMAGE: 'debian:bookworm-slim',
-      ...options.apiEnv,
-    });
+    const api = await startService(
+      'api',
+      {
+        ...stack.env,
+        REDIS_URL: redisUrl,
+        API_PORT: String(port),
+        API_ANONYMOUS: 'loopback',
+        API_DEFAULT_IMAGE: 'debian:bookworm-slim',
+        ...options.apiEnv,
+      },
+      options.apiNodeArgs ? { nodeArgs: options.apiNodeArgs } : {},
+    );
     const url = `http://127.0.0.1:${port}`;
     const keys = new ApiKeyStore({ redis: stack.redis, keys: createKeySpace(stack.namespace) });
     const running = stack;

@@ -1,5 +1,5 @@
 import { JobField, type KeySpace, type RedisClient } from '@sandstream/bus';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { maySee, type Principal } from './principal.js';
 import { notFound } from './problem.js';
 
@@ -31,4 +31,14 @@ export async function checkAccess(
   ) {
     throw notFound(`${kind === 'any' ? 'job' : kind} ${id}`);
   }
+}
+
+/**
+ * Every route of this plugin with an `:id` checks it before its handler runs (app.ts starts the
+ * check with the rate limit, in onRequest): the handlers then use the SDK on that id directly.
+ */
+export function requireAccess(app: Pick<FastifyInstance, 'addHook'>, kind: 'sandbox' | 'job' | 'any'): void {
+  app.addHook('onRoute', (route) => {
+    if (route.url.includes(':id')) route.config = { ...route.config, access: kind };
+  });
 }

@@ -1,4 +1,3 @@
-import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import websocket from '@fastify/websocket';
@@ -13,8 +12,10 @@ import {
 } from 'fastify-type-provider-zod';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { checkAccess } from './access.js';
 import type { ApiContext } from './api-context.js';
 import { HttpProblem, sendProblem } from './problem.js';
+import { RateLimiter } from './rate-limiter.js';
 import { adminQueueRoutes } from './routes/admin-queues.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { jobRoutes } from './routes/jobs.js';
@@ -118,35 +119,40 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   await app.register(websocket, { options: { maxPayload: 1024 * 1024 } });
 
   app.decorateRequest('principal', undefined);
+  app.decorateRequest('gate', undefined);
+  app.decorateRequest('prefetched', undefined);
+  const limiter = new RateLimiter(ctx, options.rateLimitPerMinute);
   app.addHook('onRequest', async (request) => {
     if (isPublic(request.url.split('?')[0] ?? '')) return;
     const ticket =
       request.headers.upgrade?.toLowerCase() === 'websocket'
         ? (new URL(request.url, 'http://api').searchParams.get('ticket') ?? undefined)
         : undefined;
-    request.principal = await ctx.principals.resolve({
+    const principal = await ctx.principals.resolve({
       authorization: request.headers.authorization,
       ticket,
       remoteAddress: request.socket.remoteAddress,
     });
+    request.principal = principal;
+    // The rate limit and the route's ownership check go to Redis side by side, while the body is
+    // read and validated; the request waits for both before its handler (preHandler below).
+    const bucket = principal.keyId === 'anonymous' ? `ip:${request.ip}` : `key:${principal.keyId}`;
+    const access = request.routeOptions.config.access;
+    const id = (request.params as { id?: unknown } | undefined)?.id;
+    const gate = Promise.all([
+      limiter.take(bucket),
+      access && typeof id === 'string' ? checkAccess(ctx, principal, id, access) : undefined,
+    ]).then(() => undefined);
+    gate.catch(() => {}); // awaited in preHandler; a request that fails earlier must not leave it unhandled
+    request.gate = gate;
+    if (request.routeOptions.config.prefetch === 'job' && typeof id === 'string') {
+      // No side effect, and nothing of it is sent before the gate passed.
+      request.prefetched = ctx.client.get(id);
+      request.prefetched.catch(() => {});
+    }
   });
-  await app.register(rateLimit, {
-    global: true,
-    hook: 'preHandler',
-    max: options.rateLimitPerMinute,
-    timeWindow: 60_000,
-    redis: ctx.redis,
-    nameSpace: ctx.keys.api('rate-limit:'),
-    keyGenerator: (request) =>
-      request.principal && request.principal.keyId !== 'anonymous'
-        ? `key:${request.principal.keyId}`
-        : `ip:${request.ip}`,
-    errorResponseBuilder: (_request, context) =>
-      new HttpProblem(
-        429,
-        'rate-limited',
-        `at most ${context.max} requests per minute for this key; retry in ${Math.ceil(context.ttl / 1000)} s`,
-      ),
+  app.addHook('preHandler', async (request) => {
+    await request.gate;
   });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

@@ -22,7 +22,8 @@ export async function streamTimeline(
       signal: sse.signal,
       ...(cursor !== undefined ? { from: cursor } : {}),
     })) {
-      await sse.send(item.type, item, item.cursor);
+      const full = sse.send(item.type, item, item.cursor);
+      if (full) await full;
     }
     sse.end();
   } catch (err) {

@@ -10,6 +10,8 @@ runService({
   name: 'api',
   env: ApiEnvSchema,
   waitForRedis: true,
+  // Many requests at once each send a command or two: batched into one write per tick.
+  redis: { overrides: { enableAutoPipelining: true } },
   async start({ env, logger, keys, redis, onShutdown }) {
     // The SDK is the API's only way to the other services: the same Redis transport a
     // TypeScript caller uses, so the two cannot drift apart.

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { ApiKeyInfo, ApiKeyStore, KeySpace, RedisClient } from '@sandstream/bus';
+import type { ApiKeyInfo, ApiKeyStore, JobRecord, KeySpace, RedisClient } from '@sandstream/bus';
 import { z } from 'zod';
 import { HttpProblem } from './problem.js';
 
@@ -14,6 +14,16 @@ export type Principal = z.infer<typeof PrincipalSchema>;
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal | undefined;
+    /** The rate limit and the route's ownership check, started in onRequest (app.ts). */
+    gate: Promise<void> | undefined;
+    /** The job record of the route's `:id`, read beside the gate (routes with `prefetch: 'job'`). */
+    prefetched: Promise<JobRecord | null> | undefined;
+  }
+  interface FastifyContextConfig {
+    /** The `:id` of this route must name a record of this kind the caller may see (else 404). */
+    access?: 'sandbox' | 'job' | 'any';
+    /** Read the `:id`'s job record at once, in the same round trip as the gate. */
+    prefetch?: 'job';
   }
 }
 

@@ -4,6 +4,8 @@ import { problemBody, problemOf } from './problem.js';
 
 /** A comment line this often keeps proxies from closing a quiet stream. */
 const HEARTBEAT_MS = 15_000;
+/** Written to the socket at once past this many characters waiting. */
+const FLUSH_AT_CHARS = 64 * 1024;
 
 /**
  * A `text/event-stream` response written by hand (the reply is hijacked): each event with its
@@ -15,6 +17,8 @@ const HEARTBEAT_MS = 15_000;
 export class SseStream {
   private readonly controller = new AbortController();
   private readonly heartbeat: NodeJS.Timeout;
+  private pending = '';
+  private scheduled = false;
   readonly signal: AbortSignal;
 
   constructor(
@@ -39,12 +43,17 @@ export class SseStream {
     this.heartbeat.unref();
   }
 
-  /** Sends one event; resolves once the socket took it (or the client is gone). */
-  async send(event: string, data: unknown, id?: string): Promise<void> {
+  /**
+   * Sends one event. Returns a promise only when the socket's buffer is full (resolved once it
+   * drained or the client is gone), so a fast client costs no await per event.
+   */
+  send(event: string, data: unknown, id?: string): Promise<void> | undefined {
     const head = id === undefined ? '' : `id: ${id}\n`;
-    if (!this.write(`${head}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)) {
-      await Promise.race([once(this.reply.raw, 'drain'), once(this.signal, 'abort')]).catch(() => {});
-    }
+    if (this.write(`${head}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)) return undefined;
+    return Promise.race([once(this.reply.raw, 'drain'), once(this.signal, 'abort')]).then(
+      () => undefined,
+      () => undefined,
+    );
   }
 
   /** Ends the stream with an `error` event carrying the problem details. */
@@ -57,12 +66,33 @@ export class SseStream {
 
   end(): void {
     clearInterval(this.heartbeat);
+    this.flush();
     if (!this.reply.raw.writableEnded) this.reply.raw.end();
   }
 
   private write(text: string): boolean {
-    if (this.signal.aborted || this.reply.raw.writableEnded) return true;
-    return this.reply.raw.write(text);
+    const raw = this.reply.raw;
+    if (this.signal.aborted || raw.writableEnded) return true;
+    // Events of one turn of the event loop (a batch read from the stream) leave in one socket
+    // write rather than one each; a large batch leaves at once, so what waits here stays small.
+    this.pending += text;
+    if (this.pending.length >= FLUSH_AT_CHARS) return this.flush();
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => {
+        this.scheduled = false;
+        this.flush();
+      });
+    }
+    return true;
+  }
+
+  private flush(): boolean {
+    const raw = this.reply.raw;
+    const text = this.pending;
+    this.pending = '';
+    if (text === '' || this.signal.aborted || raw.writableEnded) return true;
+    return raw.write(text);
   }
 }
 

@@ -1,7 +1,7 @@
 import { JobSpecSchema } from '@sandstream/bus';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { checkAccess, principalOf } from '../access.js';
+import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { streamTimeline } from '../job-events.js';
 import { notFound, ProblemSchema } from '../problem.js';
@@ -64,6 +64,7 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
     app.get(
       '/:id',
       {
+        config: { prefetch: 'job' },
         schema: {
           tags,
           summary: "A job's record: state, step results, timestamps",
@@ -72,7 +73,7 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => {
-        const record = await ctx.client.get(request.params.id);
+        const record = await (request.prefetched ?? ctx.client.get(request.params.id));
         const principal = principalOf(request);
         if (!record || (!principal.admin && record.tenant !== principal.tenant))
           throw notFound(`job ${request.params.id}`);
@@ -83,6 +84,7 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
     app.delete(
       '/:id',
       {
+        config: { access: 'any' },
         schema: {
           tags,
           summary: 'Cancel a job (a running step is killed)',
@@ -91,7 +93,6 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        await checkAccess(ctx, principalOf(request), request.params.id, 'any');
         const result = await ctx.client.cancel(request.params.id);
         if (result.status === 'missing') throw notFound(`job ${request.params.id}`);
         return reply.code(202).send(result);
@@ -101,6 +102,7 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
     app.get(
       '/:id/events',
       {
+        config: { access: 'any' },
         schema: {
           tags,
           summary: 'SSE of output and state changes, resumable with Last-Event-ID (or ?from=)',
@@ -111,7 +113,6 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        await checkAccess(ctx, principalOf(request), request.params.id, 'any');
         return streamTimeline(ctx.client, request.params.id, request.query.from, request, reply);
       },
     );

@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { checkAccess, principalOf } from '../access.js';
+import { requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { HttpProblem, ProblemSchema } from '../problem.js';
 import {
@@ -27,10 +27,8 @@ const problems = {
 export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
   return async (app) => {
     const tags = ['sandbox files'];
-    const files = async (request: Parameters<typeof principalOf>[0], id: string) => {
-      await checkAccess(ctx, principalOf(request), id, 'sandbox');
-      return ctx.client.sandboxes.handle(id).files;
-    };
+    requireAccess(app, 'sandbox');
+    const files = async (_request: unknown, id: string) => ctx.client.sandboxes.handle(id).files;
 
     app.get(
       '/:id/fs',

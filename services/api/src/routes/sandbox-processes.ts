@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { checkAccess, principalOf } from '../access.js';
+import { requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { commandOf } from '../exec-command.js';
 import { ProblemSchema } from '../problem.js';
@@ -13,10 +13,8 @@ const problems = { 400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 4
 export function sandboxProcessRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
   return async (app) => {
     const tags = ['sandbox processes'];
-    const processes = async (request: Parameters<typeof principalOf>[0], id: string) => {
-      await checkAccess(ctx, principalOf(request), id, 'sandbox');
-      return ctx.client.sandboxes.handle(id).processes;
-    };
+    requireAccess(app, 'sandbox');
+    const processes = async (_request: unknown, id: string) => ctx.client.sandboxes.handle(id).processes;
 
     app.post(
       '/:id/processes',

@@ -3,7 +3,7 @@ import { Limits } from '@sandstream/wire';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { WebSocket } from 'ws';
 import { z } from 'zod';
-import { checkAccess, principalOf } from '../access.js';
+import { requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { HttpProblem, ProblemSchema, problemBody, problemOf, sendProblem } from '../problem.js';
 import { IdParams, ShellQuery } from '../schemas.js';
@@ -34,6 +34,7 @@ const ControlMessage = z.discriminatedUnion('type', [
  */
 export function sandboxShellRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
   return async (app) => {
+    requireAccess(app, 'sandbox');
     // @fastify/websocket hides its routes from the OpenAPI document; this one is part of the API.
     app.addHook('onRoute', (route) => {
       if (route.websocket && route.schema) route.schema.hide = false;
@@ -79,7 +80,6 @@ export function sandboxShellRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         };
         let terminal: Terminal | undefined;
         try {
-          await checkAccess(ctx, principalOf(request), id, 'sandbox');
           terminal = await openTerminal(ctx, id, name, { cols, rows });
           const open = terminal;
           sendJson({ type: 'started', terminalId: open.id });

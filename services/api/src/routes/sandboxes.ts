@@ -1,7 +1,7 @@
 import { LiveSandboxSpecSchema, type SandboxRecord } from '@sandstream/bus';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { checkAccess, principalOf } from '../access.js';
+import { principalOf, requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { execForRequest } from '../exec-command.js';
 import { streamTimeline } from '../job-events.js';
@@ -51,10 +51,9 @@ function parseLabels(raw: string | undefined): Record<string, string> | undefine
 export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsyncZod {
   return async (app) => {
     const sandboxes = ctx.client.sandboxes;
-    const owned = async (request: Parameters<typeof principalOf>[0], id: string) => {
-      await checkAccess(ctx, principalOf(request), id, 'sandbox');
-      return sandboxes.handle(id);
-    };
+    requireAccess(app, 'sandbox');
+    // The route's id was checked before the handler (requireAccess).
+    const owned = async (_request: unknown, id: string) => sandboxes.handle(id);
     const record = async (id: string): Promise<SandboxRecord> => {
       const found = await sandboxes.get(id);
       if (!found) throw notFound(`sandbox ${id}`);
