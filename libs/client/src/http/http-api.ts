@@ -15,6 +15,7 @@ export interface ApiRequest {
   body?: unknown;
   contentType?: string;
   accept?: string;
+  headers?: Record<string, string>;
   signal?: AbortSignal | undefined;
   /** What the request is about, for the error a refusal becomes. */
   subject?: ProblemSubject;
@@ -66,6 +67,7 @@ export class HttpApi {
       }
     }
     if (options.accept) headers.accept = options.accept;
+    Object.assign(headers, options.headers);
     let response: Response;
     try {
       response = await fetch(this.url(path, options.query), {

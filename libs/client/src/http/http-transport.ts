@@ -71,6 +71,8 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
   async *follow(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem, void, undefined> {
     const path = `/v1/jobs/${encodeURIComponent(jobId)}/events`;
     let cursor = options.from;
+    // Resuming after a dropped connection, as an EventSource does: Last-Event-ID, the last id seen.
+    let lastEventId: string | undefined;
     let failures = 0;
     let outageSince: number | undefined;
     const controller = new AbortController();
@@ -80,7 +82,8 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
       while (!controller.signal.aborted) {
         try {
           const events = this.api.events(path, {
-            query: cursor !== undefined ? { from: cursor } : {},
+            query: lastEventId === undefined && cursor !== undefined ? { from: cursor } : {},
+            ...(lastEventId !== undefined ? { headers: { 'last-event-id': lastEventId } } : {}),
             signal: controller.signal,
             subject: { jobId, seen: cursor !== undefined },
           });
@@ -95,7 +98,7 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
                 : new Error(event.data);
             }
             const item = data as FollowItem;
-            if (event.id !== undefined) cursor = event.id;
+            if (event.id !== undefined) cursor = lastEventId = event.id;
             if (options.statesOnly && item.type !== 'state') continue;
             yield item;
             if (item.type === 'state' && item.terminal) return;
