@@ -160,8 +160,12 @@ export class SandstreamClient {
    * answers again or `signal` aborts. A job whose record is gone ends it with JobNotFoundError
    * (`vanished` when the job had been seen: Redis lost its data).
    */
-  follow(jobId: string, followOptions: FollowOptions = {}): AsyncGenerator<FollowItem, void, undefined> {
-    return this.transport.jobs.follow(
+  async *follow(
+    jobId: string,
+    followOptions: FollowOptions = {},
+  ): AsyncGenerator<FollowItem, void, undefined> {
+    // Parsed on the first next(), as a generator's body runs: a bad option rejects it.
+    yield* this.transport.jobs.follow(
       jobId,
       parseOptions(FollowOptionsSchema, followOptions, 'follow options'),
     );
