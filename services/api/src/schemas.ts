@@ -27,6 +27,12 @@ export const ExecIdParams = strictObject({ id: JobIdSchema, execId: z.string().m
 
 /** Query numbers arrive as strings. */
 const queryInt = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+/** A query key given once or repeated (`?command=sh&command=-c`), as a list. */
+const queryList = (max: number, what: string) =>
+  z
+    .union([z.string().max(Limits.stringMaxBytes), z.array(z.string().max(Limits.stringMaxBytes))])
+    .transform((v) => (Array.isArray(v) ? v : [v]))
+    .refine((v) => v.length <= max, `${what}: at most ${max}`);
 const queryBool = z.enum(['true', 'false']).transform((v) => v === 'true');
 
 export const CreateSandboxQuery = strictObject({
@@ -126,6 +132,14 @@ export const ShellQuery = strictObject({
     .optional(),
   cols: queryInt(1, Limits.terminalMaxCols).optional(),
   rows: queryInt(1, Limits.terminalMaxRows).optional(),
+  /** The program instead of the image's shell: its argv, one `command=` per word, in order. */
+  command: queryList(Limits.runMaxArgs, 'command').optional(),
+  /** `KEY=value`, one `env=` per variable, merged over the sandbox's environment. */
+  env: queryList(256, 'env').optional(),
+  cwd: z.string().min(1).max(4096).optional(),
+  timeoutSeconds: queryInt(1, Limits.runMaxTimeoutSeconds).optional(),
+  /** Attach to this running terminal (its command id) instead of opening one; closing leaves it running. */
+  attach: z.string().min(1).max(160).optional(),
   /** A one-use ticket from POST /v1/auth/ws-ticket (browsers; never an API key in a URL). */
   ticket: z.string().max(128).optional(),
 });
