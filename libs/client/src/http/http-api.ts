@@ -6,7 +6,7 @@ import {
 } from './problem-errors.js';
 import { parseEventStream, type ServerSentEvent } from './sse-parser.js';
 
-export type Query = Record<string, string | number | boolean | undefined>;
+export type Query = Record<string, string | number | boolean | readonly string[] | undefined>;
 
 export interface ApiRequest {
   method?: 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -48,7 +48,11 @@ export class HttpApi {
 
   url(path: string, query: Query = {}): string {
     const search = new URLSearchParams();
-    for (const [k, v] of Object.entries(query)) if (v !== undefined) search.set(k, String(v));
+    for (const [k, v] of Object.entries(query)) {
+      // A list is the key repeated, once per item, in order.
+      if (Array.isArray(v)) for (const item of v) search.append(k, item);
+      else if (v !== undefined) search.set(k, String(v));
+    }
     const qs = search.toString();
     return `${this.base}${path}${qs ? `?${qs}` : ''}`;
   }

@@ -242,26 +242,35 @@ export class HttpSandboxTransport implements SandboxTransport {
   }
 
   async openTerminal(id: string, options: TerminalOptions): Promise<TerminalChannel> {
-    const unsupported = (['command', 'env', 'cwd', 'timeoutSeconds'] as const).filter(
-      (k) => options[k] !== undefined,
+    return this.track(
+      await HttpTerminalChannel.open(
+        this.api,
+        id,
+        {
+          cols: options.cols,
+          rows: options.rows,
+          command: options.command,
+          env: options.env ? Object.entries(options.env).map(([k, v]) => `${k}=${v}`) : undefined,
+          cwd: options.cwd,
+          timeoutSeconds: options.timeoutSeconds,
+        },
+        (commandId, runOptions) => this.attach(id, commandId, runOptions),
+      ),
     );
-    if (unsupported.length > 0) {
-      throw new SandstreamOptionsError(
-        `terminal options: ${unsupported.join(', ')} not supported over the HTTP API (its shell endpoint opens the image's shell)`,
-      );
-    }
-    const channel = await HttpTerminalChannel.open(this.api, id, options, (commandId, runOptions) =>
-      this.attach(id, commandId, runOptions),
+  }
+
+  async attachTerminal(id: string, commandId: string): Promise<TerminalChannel> {
+    return this.track(
+      await HttpTerminalChannel.open(this.api, id, { attach: commandId }, (command, runOptions) =>
+        this.attach(id, command, runOptions),
+      ),
     );
+  }
+
+  private track(channel: HttpTerminalChannel): HttpTerminalChannel {
     this.terminals.add(channel);
     channel.onEnd(() => this.terminals.delete(channel));
     return channel;
-  }
-
-  async attachTerminal(_id: string, _commandId: string): Promise<TerminalChannel> {
-    throw new SandstreamOptionsError(
-      'terminals.attach is not supported over the HTTP API: its shell endpoint attaches by ?name=',
-    );
   }
 }
 

@@ -1,9 +1,10 @@
+import { encodeTerminalInput, type TerminalInput } from '@sandstream/wire';
 import { WebSocket } from 'ws';
 import type { ExecResult } from '../command-output.js';
 import type { RunCommandOptions } from '../command-runner.js';
-import type { TerminalOptions } from '../sandbox-options.js';
+import { SandboxLimitError } from '../sandbox-errors.js';
 import type { TerminalChannel, TerminalOutputOptions } from '../transport.js';
-import type { HttpApi } from './http-api.js';
+import type { HttpApi, Query } from './http-api.js';
 import { errorOfProblem, ProblemBodySchema } from './problem-errors.js';
 
 /** What the API's shell endpoint sends as text frames (binary frames are the terminal's output). */
@@ -50,12 +51,10 @@ export class HttpTerminalChannel implements TerminalChannel {
   static open(
     api: HttpApi,
     sandboxId: string,
-    options: TerminalOptions,
+    query: Query,
     follow: (commandId: string, options: RunCommandOptions) => Promise<ExecResult>,
   ): Promise<HttpTerminalChannel> {
-    const url = api
-      .url(`/v1/sandboxes/${encodeURIComponent(sandboxId)}/shell`, { cols: options.cols, rows: options.rows })
-      .replace(/^http/, 'ws');
+    const url = api.url(`/v1/sandboxes/${encodeURIComponent(sandboxId)}/shell`, query).replace(/^http/, 'ws');
     const socket = new WebSocket(url, { headers: api.headers() });
     return new Promise((resolve, reject) => {
       const early: Buffer[] = [];
@@ -82,10 +81,12 @@ export class HttpTerminalChannel implements TerminalChannel {
   }
 
   write(data: Buffer): Promise<void> {
+    checked({ kind: 'data', data });
     return this.send(data, true);
   }
 
   resize(cols: number, rows: number): Promise<void> {
+    checked({ kind: 'resize', cols, rows });
     return this.send(JSON.stringify({ type: 'resize', cols, rows }), false);
   }
 
@@ -162,6 +163,15 @@ export class HttpTerminalChannel implements TerminalChannel {
       }
       this.socket.send(data, { binary }, (err) => (err ? reject(err) : resolve()));
     });
+  }
+}
+
+/** Refuses input the terminal would refuse, as the Redis transport does, before it is sent. */
+function checked(input: TerminalInput): void {
+  try {
+    encodeTerminalInput(input);
+  } catch (err) {
+    throw new SandboxLimitError((err as Error).message);
   }
 }
 
