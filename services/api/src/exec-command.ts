@@ -30,7 +30,7 @@ function startOf(sandbox: Sandbox, body: ExecBody, options: ExecOptions): Comman
       [{ field: 'body.command', rule: 'with session, a string (a shell command line) and no args' }],
     );
   }
-  const { timeoutSeconds, maxOutputBytes, signal, onStdout, onStderr } = options;
+  const { timeoutSeconds, maxOutputBytes, signal, onStdout, onStderr, onStart } = options;
   const unsupported = (['cwd', 'env', 'stdin', 'stdinEncoding', 'shell'] as const).filter(
     (k) => body[k] !== undefined,
   );
@@ -45,6 +45,7 @@ function startOf(sandbox: Sandbox, body: ExecBody, options: ExecOptions): Comman
     ...(signal ? { signal } : {}),
     ...(onStdout ? { onStdout } : {}),
     ...(onStderr ? { onStderr } : {}),
+    ...(onStart ? { onStart } : {}),
   });
 }
 
