@@ -125,6 +125,7 @@ export const ShellRunOptionsSchema = ExecOptionsSchema.pick({
   onStdout: true,
   onStderr: true,
   onGap: true,
+  onStart: true,
   signal: true,
 });
 export type ShellRunOptions = z.input<typeof ShellRunOptionsSchema>;
