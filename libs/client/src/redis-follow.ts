@@ -1,20 +1,9 @@
 import { isTerminal, type JobState, type KeySpace, type RedisClient } from '@sandstream/bus';
+import { abortableSleep, followBackoffMs } from './abortable-sleep.js';
 import type { FollowOptions } from './client-options.js';
 import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
 import { isTransientRedisError, JobNotFoundError } from './job-not-found.js';
 import { TimelineGaps } from './timeline-gaps.js';
-
-function abortableSleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
-}
 
 /** How long a blocking read waits before re-checking the record (covers a trimmed stream). */
 const BLOCK_MS = 1000;
@@ -68,7 +57,7 @@ export async function* followJobStream(
         if (options.outageLimitMs !== undefined && Date.now() - outageSince >= options.outageLimitMs)
           throw err;
         failures++;
-        await abortableSleep(Math.min(100 * 2 ** Math.min(failures, 5), 2000), options.signal);
+        await abortableSleep(followBackoffMs(failures), options.signal);
         continue;
       }
       const entries = reply?.[0]?.[1] ?? [];

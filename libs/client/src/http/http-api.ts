@@ -96,6 +96,16 @@ export class HttpApi {
     return (await response.json()) as T;
   }
 
+  /** The JSON answer, or null for a 404 (a get of something that does not exist). */
+  async jsonOrNull<T>(path: string, options: ApiRequest = {}): Promise<T | null> {
+    const response = await this.request(path, { ...options, allow: [404] });
+    if (response.status === 404) {
+      await response.body?.cancel();
+      return null;
+    }
+    return (await response.json()) as T;
+  }
+
   /** The SDK error a non-2xx answer stands for. */
   async refusal(response: Response, subject: ProblemSubject): Promise<Error> {
     const text = await response.text().catch(() => '');

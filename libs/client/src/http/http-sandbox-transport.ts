@@ -63,12 +63,7 @@ export class HttpSandboxTransport implements SandboxTransport {
   }
 
   async get(id: string): Promise<SandboxRecord | null> {
-    const response = await this.api.request(this.path(id), { allow: [404], subject: { sandboxId: id } });
-    if (response.status === 404) {
-      await response.body?.cancel();
-      return null;
-    }
-    return (await response.json()) as SandboxRecord;
+    return this.api.jsonOrNull<SandboxRecord>(this.path(id), { subject: { sandboxId: id } });
   }
 
   list(options: ListSandboxesOptions): Promise<SandboxRecord[]> {

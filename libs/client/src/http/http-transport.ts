@@ -1,4 +1,5 @@
 import type { CancelResult, JobRecord, JobSpec, SubmitResult } from '@sandstream/bus';
+import { abortableSleep, followBackoffMs } from '../abortable-sleep.js';
 import type { FollowOptions, ListOptions } from '../client-options.js';
 import type { FollowItem } from '../follow-entry.js';
 import type { JobTransport, SandstreamTransport } from '../transport.js';
@@ -37,13 +38,7 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
   }
 
   async get(jobId: string): Promise<JobRecord | null> {
-    const path = `/v1/jobs/${encodeURIComponent(jobId)}`;
-    const response = await this.api.request(path, { allow: [404], subject: { jobId } });
-    if (response.status === 404) {
-      await response.body?.cancel();
-      return null;
-    }
-    return (await response.json()) as JobRecord;
+    return this.api.jsonOrNull<JobRecord>(`/v1/jobs/${encodeURIComponent(jobId)}`, { subject: { jobId } });
   }
 
   list(options: ListOptions): Promise<JobRecord[]> {
@@ -112,7 +107,7 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
             throw err;
         }
         failures++;
-        await sleep(Math.min(100 * 2 ** Math.min(failures, 5), 2000), controller.signal);
+        await abortableSleep(followBackoffMs(failures), controller.signal);
       }
     } finally {
       options.signal?.removeEventListener('abort', abort);
@@ -128,16 +123,4 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
 /** A response body that broke off mid-stream (undici's "terminated", a reset socket). */
 function isCutStream(err: unknown): boolean {
   return err instanceof TypeError && /terminated|fetch failed/i.test(err.message);
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }
