@@ -80,6 +80,10 @@ describe.each(TRANSPORTS)('sandstream sandbox / exec (over %s)', (transport) => 
     } finally {
       rmSync(local, { recursive: true, force: true });
     }
+    // A long-lived shell from a pipe, one command line at a time, its cd kept.
+    const session = cliWithInput('cd /tmp\npwd\nexport A=7\necho "A=$A"\n', 'shell', id);
+    expect(session.stdout).toBe('/tmp\nA=7\n');
+    expect(session.status).toBe(0);
     const missing = cli('exec', id, '--', 'no-such-program-here');
     expect(missing.status).toBe(125);
 
