@@ -42,16 +42,6 @@ afterAll(async () => {
   await s?.stop();
 }, 60_000);
 
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 describe('OpenAPI document', () => {
   it('is valid OpenAPI 3.1, generated from the libs’ zod schemas, and lists every endpoint', async () => {
     expect((doc.document as { openapi: string }).openapi).toBe('3.1.0');
@@ -190,11 +180,11 @@ describe('sandboxes', () => {
     expect(queued.status).toBe(202);
     const id = queued.body.id;
     expect(queued.body.tenant).toBe('acme');
-    await until('ready', async () =>
-      (await call<Sandbox>('GET', `/v1/sandboxes/${id}`, { key: acme })).body.state === 'ready'
-        ? true
-        : undefined,
-    );
+    await expect
+      .poll(async () => (await call<Sandbox>('GET', `/v1/sandboxes/${id}`, { key: acme })).body.state, {
+        timeout: 30_000,
+      })
+      .toBe('ready');
     const listed = await call<Sandbox[]>('GET', '/v1/sandboxes?labels=suite=endpoints&state=ready', {
       key: acme,
     });
@@ -381,17 +371,26 @@ describe('jobs', () => {
       expect.arrayContaining([submitted.body.jobId, yaml.body.jobId]),
     );
 
+    // Pages: newest first, the next page's offset in a header.
+    const first = await s.request('/v1/jobs?limit=1', { key: acme });
+    expect(first.headers.get('x-next-offset')).toBe('1');
+    const second = await s.request('/v1/jobs?limit=1&offset=1', { key: acme });
+    const [a] = (await first.json()) as { id: string }[];
+    const [b] = (await second.json()) as { id: string }[];
+    expect([a?.id, b?.id]).toEqual(list.body.slice(0, 2).map((j) => j.id));
+
     const long = await call<{ jobId: string }>('POST', '/v1/jobs', {
       key: acme,
       json: { steps: [{ command: 'sleep', args: ['60'] }] },
     });
     expect((await call('DELETE', `/v1/jobs/${long.body.jobId}`, { key: acme })).status).toBe(202);
-    await until('cancelled', async () =>
-      (await call<{ state: string }>('GET', `/v1/jobs/${long.body.jobId}`, { key: acme })).body.state ===
-      'cancelled'
-        ? true
-        : undefined,
-    );
+    await expect
+      .poll(
+        async () =>
+          (await call<{ state: string }>('GET', `/v1/jobs/${long.body.jobId}`, { key: acme })).body.state,
+        { timeout: 30_000 },
+      )
+      .toBe('cancelled');
 
     // A misspelt key in the YAML file is named with the nearest valid one, as the CLI words it.
     const bad = await call<{ errors: { field: string; rule: string }[] }>('POST', '/v1/jobs', {

@@ -23,7 +23,9 @@ import { startApiStack } from '../helpers/api-stack.js';
 
 const ROUNDS = Number(process.argv[2] ?? 400);
 const SECONDS = Number(process.argv[3] ?? 8);
-const LINES = 9000; // under the events stream's cap (~10,000 entries), so every line is there
+const LINES = 9000;
+/** Which of the three to run (API_BENCH_PARTS=2,3), all by default. */
+const PARTS = new Set((process.env.API_BENCH_PARTS ?? '1,2,3').split(',').map(Number)); // under the events stream's cap (~10,000 entries), so every line is there
 
 const ms = (n: number) => `${n.toFixed(2)} ms`;
 
@@ -70,7 +72,7 @@ try {
       req.on('error', reject);
       req.end(payload);
     });
-  for (let block = 0; block < 10 + ROUNDS / 20; block++) {
+  for (let block = 0; PARTS.has(1) && block < 10 + ROUNDS / 20; block++) {
     for (let i = 0; i < 20; i++) {
       let t = performance.now();
       await sandbox.exec(['true']);
@@ -89,16 +91,18 @@ try {
       }
     }
   }
-  const sdkStats = summarize(sdk);
-  const httpStats = summarize(http);
-  console.log(`\n1. exec(['true']) round trip, ${sdk.length} each, alternating`);
-  console.log(`   SDK (Redis transport): p50 ${ms(sdkStats.p50)}  p99 ${ms(sdkStats.p99)}`);
-  console.log(`   HTTP API:              p50 ${ms(httpStats.p50)}  p99 ${ms(httpStats.p99)}`);
-  console.log(`   HTTP - SDK at p50: +${ms(httpStats.p50 - sdkStats.p50)} (goal ≤ +1 ms)`);
-  const floorStats = summarize(floor);
-  console.log(
-    `   (HTTP floor, GET /v1/pools with the same client: p50 ${ms(floorStats.p50)}  p99 ${ms(floorStats.p99)})`,
-  );
+  if (PARTS.has(1)) {
+    const sdkStats = summarize(sdk);
+    const httpStats = summarize(http);
+    console.log(`\n1. exec(['true']) round trip, ${sdk.length} each, alternating`);
+    console.log(`   SDK (Redis transport): p50 ${ms(sdkStats.p50)}  p99 ${ms(sdkStats.p99)}`);
+    console.log(`   HTTP API:              p50 ${ms(httpStats.p50)}  p99 ${ms(httpStats.p99)}`);
+    console.log(`   HTTP - SDK at p50: +${ms(httpStats.p50 - sdkStats.p50)} (goal ≤ +1 ms)`);
+    const floorStats = summarize(floor);
+    console.log(
+      `   (HTTP floor, GET /v1/pools with the same client: p50 ${ms(floorStats.p50)}  p99 ${ms(floorStats.p99)})`,
+    );
+  }
 
   // ---- 2. GET /v1/jobs/{id} against a bare route
   const submitted = await fetch(`${s.url}/v1/jobs`, {
@@ -121,16 +125,16 @@ try {
       throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
     return result.requests.average;
   };
-  await load(`${s.url}/v1/jobs/${jobId}`, auth); // warm-up
-  await load(`http://127.0.0.1:${barePort}/bare/jobs/${jobId}`, {});
-  const apiRps = await load(`${s.url}/v1/jobs/${jobId}`, auth);
-  const bareRps = await load(`http://127.0.0.1:${barePort}/bare/jobs/${jobId}`, {});
-  bare.kill('SIGTERM');
-  agent.destroy();
-  console.log(`\n2. GET a job's record, 16 connections, ${SECONDS} s each (autocannon)`);
-  console.log(`   bare route (no auth):  ${bareRps.toFixed(0)} req/s`);
-  console.log(`   GET /v1/jobs/{id}:     ${apiRps.toFixed(0)} req/s`);
-  console.log(`   ratio: ${(apiRps / bareRps).toFixed(2)}× (goal ≥ 0.5×)`);
+  if (PARTS.has(2)) {
+    await load(`${s.url}/v1/jobs/${jobId}`, auth); // warm-up
+    await load(`http://127.0.0.1:${barePort}/bare/jobs/${jobId}`, {});
+    const apiRps = await load(`${s.url}/v1/jobs/${jobId}`, auth);
+    const bareRps = await load(`http://127.0.0.1:${barePort}/bare/jobs/${jobId}`, {});
+    console.log(`\n2. GET a job's record, 16 connections, ${SECONDS} s each (autocannon)`);
+    console.log(`   bare route (no auth):  ${bareRps.toFixed(0)} req/s`);
+    console.log(`   GET /v1/jobs/{id}:     ${apiRps.toFixed(0)} req/s`);
+    console.log(`   ratio: ${(apiRps / bareRps).toFixed(2)}× (goal ≥ 0.5×)`);
+  }
 
   // ---- 3. SSE against the SDK's follower, on the finished job's LINES lines
   const followSdk = async () => {
@@ -138,6 +142,8 @@ try {
     for await (const item of s.stack.client.follow(jobId)) if (item.type === 'output') lines++;
     return lines;
   };
+  bare.kill('SIGTERM');
+  agent.destroy();
   // A plain node:http client reading the stream as it comes (no web-streams layer).
   const followSse = () =>
     new Promise<number>((resolve, reject) => {
@@ -162,7 +168,7 @@ try {
       req.end();
     });
   const rates = { sdk: [] as number[], sse: [] as number[] };
-  for (let round = 0; round < 12; round++) {
+  for (let round = 0; PARTS.has(3) && round < 12; round++) {
     for (const [name, follow] of [
       ['sdk', followSdk],
       ['sse', followSse],
@@ -173,12 +179,14 @@ try {
       if (round >= 2) rates[name].push(lines / ((performance.now() - t) / 1000));
     }
   }
-  const sdkRate = summarize(rates.sdk).p50;
-  const sseRate = summarize(rates.sse).p50;
-  console.log(`\n3. A finished job's ${LINES} lines to one client, median of 10 reads each`);
-  console.log(`   SDK follow():          ${sdkRate.toFixed(0)} lines/s`);
-  console.log(`   SSE /v1/jobs/{id}/events: ${sseRate.toFixed(0)} lines/s`);
-  console.log(`   ratio: ${(sseRate / sdkRate).toFixed(2)}× (goal ≥ 0.8×)`);
+  if (PARTS.has(3)) {
+    const sdkRate = summarize(rates.sdk).p50;
+    const sseRate = summarize(rates.sse).p50;
+    console.log(`\n3. A finished job's ${LINES} lines to one client, median of 10 reads each`);
+    console.log(`   SDK follow():          ${sdkRate.toFixed(0)} lines/s`);
+    console.log(`   SSE /v1/jobs/{id}/events: ${sseRate.toFixed(0)} lines/s`);
+    console.log(`   ratio: ${(sseRate / sdkRate).toFixed(2)}× (goal ≥ 0.8×)`);
+  }
   await fetch(`${s.url}/v1/sandboxes/${id}`, { method: 'DELETE', headers: auth });
 } finally {
   await s.stop();

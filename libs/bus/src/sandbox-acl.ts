@@ -6,7 +6,8 @@ import type { RedisClient } from './redis-connection.js';
 /**
  * Commands the agent sends (see agent/src): heartbeat SET/DEL, step and control BRPOP, results
  * LPUSH, events and notices XADD, XLEN of its events stream (with the log archive on it keeps
- * the stream below a high water mark), and one PUBLISH on its own ready channel when it starts.
+ * the stream below a high water mark), one PUBLISH on its own ready channel when it starts, and
+ * MULTI/EXEC around a terminal's output.
  * Redis lets XLEN through `%W~` too (it reads no entry), so a sandbox can learn the length of the
  * shared notify stream, and nothing more of it.
  */
@@ -25,6 +26,13 @@ export const AGENT_COMMANDS = [
   'xadd',
   'xlen',
   'publish',
+  // A terminal's output goes out as MULTI { XADD, EXPIRE } EXEC (agent/src/steps/terminal-channel.ts):
+  // without these the MULTI is refused, its commands run one by one and EXEC fails, so every
+  // flush was reported as dropped output although it arrived. They name no key: the queued
+  // commands are still checked against the user's keys.
+  'multi',
+  'exec',
+  'discard',
   'ping',
   'echo',
   'select',

@@ -90,7 +90,20 @@ export class CommandTooLargeError extends Error {
  * records each result when the agent's completion notice arrives (dispatch-advance).
  */
 export class SandboxCommands {
-  constructor(private readonly options: { redis: RedisClient; keys: KeySpace; now?: () => number }) {}
+  constructor(
+    private readonly options: {
+      redis: RedisClient;
+      keys: KeySpace;
+      now?: () => number;
+      /** Only this tenant's sandboxes: another's is answered `missing`, checked in the push script. */
+      tenant?: string;
+    },
+  ) {}
+
+  /** The same commands, for one tenant's sandboxes only (an API caller's, say). */
+  forTenant(tenant: string): SandboxCommands {
+    return new SandboxCommands({ ...this.options, tenant });
+  }
 
   /**
    * Pushes a command in one round trip (sandbox-exec). `lastEventId` is where the sandbox's events
@@ -153,6 +166,7 @@ export class SandboxCommands {
         SANDBOX_HISTORY_LIMIT,
         SANDBOX_MAX_RUNNING_COMMANDS,
         (step.kind === 'run' && step.background) || step.kind === 'terminal' ? '1' : '0',
+        this.options.tenant ?? '',
       ],
     );
     switch (status) {

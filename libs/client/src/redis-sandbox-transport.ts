@@ -59,6 +59,10 @@ export interface RedisSandboxContext extends CommandRunnerContext {
 export class RedisSandboxTransport implements SandboxTransport {
   constructor(private readonly ctx: RedisSandboxContext) {}
 
+  forTenant(tenant: string): RedisSandboxTransport {
+    return new RedisSandboxTransport({ ...this.ctx, commands: this.ctx.commands.forTenant(tenant) });
+  }
+
   async create(spec: LiveSandboxSpec, _input: unknown, options: CreateSandboxOptions): Promise<string> {
     const { jobId, created } = await this.ctx.submit(spec);
     if (!created) {

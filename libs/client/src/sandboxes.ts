@@ -38,10 +38,13 @@ export class Sandboxes {
   /**
    * A handle on a sandbox by id with no round trip: nothing is checked until it is used (a
    * command to a sandbox that is not ready is refused then, with the same typed errors). For
-   * callers that check the record themselves, such as the HTTP API.
+   * callers that check the record themselves, such as the HTTP API. With `tenant`, a command to
+   * another tenant's sandbox is refused as one to a sandbox that does not exist, in the same
+   * script that pushes it.
    */
-  handle(id: string): Sandbox {
-    return new Sandbox(id, this.transport);
+  handle(id: string, options: { tenant?: string } = {}): Sandbox {
+    if (options.tenant === undefined) return new Sandbox(id, this.transport);
+    return new Sandbox(id, this.transport.forTenant(options.tenant));
   }
 
   /**

@@ -57,6 +57,11 @@ export type KillSignal = NonNullable<ControlMessage['signal']>;
 /** Live sandboxes, by id; every method throws the typed errors of sandbox-errors.ts. */
 export interface SandboxTransport {
   /**
+   * The same, for one tenant's sandboxes only: a command to another's is refused as one to a
+   * sandbox that does not exist (over Redis in the push script; over HTTP the key decides).
+   */
+  forTenant(tenant: string): SandboxTransport;
+  /**
    * Queues the spec the caller validated (`spec`; `input` as given) and, unless `wait` is false,
    * waits until it is ready; answers its id.
    */

@@ -39,6 +39,8 @@ export async function checkAccess(
  */
 export function requireAccess(app: Pick<FastifyInstance, 'addHook'>, kind: 'sandbox' | 'job' | 'any'): void {
   app.addHook('onRoute', (route) => {
-    if (route.url.includes(':id')) route.config = { ...route.config, access: kind };
+    const config = route.config as { checkedByCommand?: boolean } | undefined;
+    if (route.url.includes(':id') && !config?.checkedByCommand)
+      route.config = { ...route.config, access: kind };
   });
 }

@@ -16,6 +16,7 @@ import { checkAccess } from './access.js';
 import type { ApiContext } from './api-context.js';
 import { HttpProblem, sendProblem } from './problem.js';
 import { RateLimiter } from './rate-limiter.js';
+import { traceRequests } from './request-spans.js';
 import { adminQueueRoutes } from './routes/admin-queues.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { jobRoutes } from './routes/jobs.js';
@@ -59,6 +60,7 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
     // Request ids of our own; a client's x-request-id is not trusted.
     genReqId: () => crypto.randomUUID(),
   }).withTypeProvider<ZodTypeProvider>();
+  traceRequests(app);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.setErrorHandler((err, request, reply) => sendProblem(request, reply, err));

@@ -22,6 +22,11 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The `:id` of this route must name a record of this kind the caller may see (else 404). */
     access?: 'sandbox' | 'job' | 'any';
+    /**
+     * The handler's command checks the tenant itself, atomically with pushing it (exec): no
+     * separate ownership read before it.
+     */
+    checkedByCommand?: boolean;
     /** Read the `:id`'s job record at once, in the same round trip as the gate. */
     prefetch?: 'job';
   }
@@ -68,7 +73,7 @@ export class Principals {
       const raw = /^[A-Za-z0-9_-]{1,64}$/.test(input.ticket)
         ? await this.options.redis.getdel(this.options.keys.api(`ticket:${input.ticket}`))
         : null;
-      const parsed = raw === null ? undefined : PrincipalSchema.safeParse(JSON.parse(raw));
+      const parsed = raw === null ? undefined : PrincipalSchema.safeParse(parseJson(raw));
       if (!parsed?.success) throw unauthorized('the ticket is unknown, used or expired');
       return parsed.data;
     }
@@ -121,4 +126,12 @@ export function tenantFor(principal: Principal, asked: string | undefined): stri
 /** Whether the principal may see a record of `tenant` (others' are answered 404, never 403). */
 export function maySee(principal: Principal, tenant: string): boolean {
   return principal.admin || principal.tenant === tenant;
+}
+
+function parseJson(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
 }

@@ -48,12 +48,15 @@ export const ListSandboxesQuery = strictObject({
   /** `key=value`, comma-separated: only sandboxes carrying every one of these labels. */
   labels: z.string().max(4096).optional(),
   limit: queryInt(1, 1000).optional(),
+  /** Skip this many (newest first); the next page's offset comes in the `x-next-offset` header. */
+  offset: queryInt(0, 999).optional(),
 });
 
 export const ListJobsQuery = strictObject({
   state: JobStateSchema.optional(),
   tenant: TenantSchema.optional(),
   limit: queryInt(1, 1000).optional(),
+  offset: ListSandboxesQuery.shape.offset,
 });
 
 const execShape = ExecOptionsSchema.pick({

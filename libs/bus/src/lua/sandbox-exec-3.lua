@@ -12,11 +12,13 @@
 -- A background process ('1' in ARGV[7]) is recorded but not counted as running: it does not
 -- keep the sandbox from going idle.
 -- KEYS: job, in, events.
--- ARGV: stepHead, stepTail, recordHead, recordTail, historyLimit, maxRunning, background.
+-- ARGV: stepHead, stepTail, recordHead, recordTail, historyLimit, maxRunning, background,
+--       tenant (optional: a sandbox of another tenant is answered 'missing', as one that does not exist).
 -- Replies: {'pushed', id, lastEventId} | {'missing'} | {'not-sandbox'} | {'not-ready', state}
 --          | {'closing'} | {'busy', running}
 local state = redis.call('HGET', KEYS[1], JOB.state)
 if not state then return {'missing'} end
+if ARGV[8] and ARGV[8] ~= '' and redis.call('HGET', KEYS[1], JOB.tenant) ~= ARGV[8] then return {'missing'} end
 if redis.call('HGET', KEYS[1], JOB.kind) ~= 'sandbox' then return {'not-sandbox'} end
 if state ~= 'running' or not redis.call('HGET', KEYS[1], JOB.readyAt) then return {'not-ready', state} end
 if redis.call('HEXISTS', KEYS[1], JOB.cancelRequested) == 1 or redis.call('HEXISTS', KEYS[1], JOB.closing) == 1 then

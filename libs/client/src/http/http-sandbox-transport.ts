@@ -30,6 +30,11 @@ export class HttpSandboxTransport implements SandboxTransport {
 
   constructor(private readonly api: HttpApi) {}
 
+  /** Over HTTP the API key decides whose sandboxes a caller reaches. */
+  forTenant(_tenant: string): HttpSandboxTransport {
+    return this;
+  }
+
   closeTerminals(): void {
     for (const terminal of this.terminals) terminal.terminate();
     this.terminals.clear();

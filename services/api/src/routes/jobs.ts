@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { streamTimeline } from '../job-events.js';
+import { page } from '../list-page.js';
 import { notFound, ProblemSchema } from '../problem.js';
 import { EventsQuery, IdParams, JobResponse, ListJobsQuery, SubmitResponse } from '../schemas.js';
 import { applySpecDefaults } from '../spec-defaults.js';
@@ -43,7 +44,7 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           response: { 200: z.array(JobResponse), ...problems },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const principal = principalOf(request);
         if (
           !principal.admin &&
@@ -52,12 +53,16 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         )
           return [];
         const tenant = principal.admin ? request.query.tenant : principal.tenant;
-        return ctx.client.list({
+        const { offset = 0, limit = 100 } = request.query;
+        const all = await ctx.client.list({
           ...(tenant ? { tenant } : {}),
           ...(request.query.state ? { state: request.query.state } : {}),
           ...(!tenant && !request.query.state ? { tenant: 'default' } : {}),
-          ...(request.query.limit ? { limit: request.query.limit } : {}),
+          limit: Math.min(1000, offset + limit),
         });
+        const { items, next } = page(all, offset, limit);
+        if (next !== undefined) reply.header('x-next-offset', String(next));
+        return items;
       },
     );
 

@@ -12,6 +12,8 @@ type ShellRequest = z.output<typeof ShellQuery>;
 
 /** A named shell's terminal id is remembered this long (a terminal's own longest life). */
 const NAME_TTL_SECONDS = Limits.runMaxTimeoutSeconds;
+/** Messages kept while the terminal is being opened. */
+const MAX_EARLY_MESSAGES = 100;
 
 /**
  * What a client sends as a text frame: keystrokes, or the window's new size. Binary frames are
@@ -80,16 +82,29 @@ export function sandboxShellRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         const sendJson = (value: unknown) => {
           if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(value));
         };
+        // What the client types before the terminal is open is kept (a little of it) and sent
+        // first; every message goes in the order received.
+        const early: [Buffer, boolean][] = [];
+        let deliver: ((data: Buffer, isBinary: boolean) => void) | undefined;
+        socket.on('message', (data: Buffer, isBinary: boolean) => {
+          if (deliver) deliver(data, isBinary);
+          else if (early.length < MAX_EARLY_MESSAGES) early.push([data, isBinary]);
+          else socket.close(1008, 'too much input before the shell started');
+        });
         let terminal: Terminal | undefined;
         try {
           terminal = await openTerminal(ctx, id, request.query);
           const open = terminal;
           sendJson({ type: 'started', terminalId: open.id });
-          socket.on('message', (data: Buffer, isBinary: boolean) => {
-            void onMessage(open, data, isBinary).catch((err: unknown) =>
-              sendJson({ type: 'error', problem: problemBody(request, problemOf(err)) }),
-            );
-          });
+          let queue = Promise.resolve();
+          deliver = (data, isBinary) => {
+            queue = queue
+              .then(() => onMessage(open, data, isBinary))
+              .catch((err: unknown) =>
+                sendJson({ type: 'error', problem: problemBody(request, problemOf(err)) }),
+              );
+          };
+          for (const [data, isBinary] of early.splice(0)) deliver(data, isBinary);
           for await (const chunk of open.output({ from: 'start', signal: stop.signal })) {
             if (socket.readyState !== socket.OPEN) break;
             await sendFrame(socket, chunk);
@@ -112,9 +127,20 @@ export function sandboxShellRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
 
     async function onMessage(terminal: Terminal, data: Buffer, isBinary: boolean): Promise<void> {
       if (isBinary) return terminal.write(data);
-      const parsed = ControlMessage.safeParse(JSON.parse(data.toString('utf8')));
-      if (!parsed.success)
-        throw new Error(`a text frame is {"type":"input","data":…} or {"type":"resize","cols":…,"rows":…}`);
+      let json: unknown;
+      try {
+        json = JSON.parse(data.toString('utf8'));
+      } catch {
+        json = undefined;
+      }
+      const parsed = ControlMessage.safeParse(json);
+      if (!parsed.success) {
+        throw new HttpProblem(
+          400,
+          'invalid-message',
+          'a text frame is {"type":"input","data":…} or {"type":"resize","cols":…,"rows":…}',
+        );
+      }
       if (parsed.data.type === 'input') return terminal.write(parsed.data.data);
       return terminal.resize(parsed.data.cols, parsed.data.rows);
     }

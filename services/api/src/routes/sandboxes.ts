@@ -1,10 +1,12 @@
 import { LiveSandboxSpecSchema, type SandboxRecord } from '@sandstream/bus';
+import { injectTraceContext } from '@sandstream/telemetry';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { principalOf, requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { execForRequest } from '../exec-command.js';
 import { streamTimeline } from '../job-events.js';
+import { page } from '../list-page.js';
 import { HttpProblem, notFound, ProblemSchema } from '../problem.js';
 import {
   CreateSandboxQuery,
@@ -83,10 +85,15 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
             ]);
         }
         const wait = request.query.wait !== false;
-        const sandbox = await sandboxes.create(request.body, {
-          wait,
-          timeoutSeconds: request.query.timeoutSeconds ?? DEFAULT_READY_SECONDS,
-        });
+        // The request's span (request-spans.ts) becomes the sandbox's trace, as submit() does for jobs.
+        const traceContext = request.body.traceContext ?? injectTraceContext();
+        const sandbox = await sandboxes.create(
+          { ...request.body, ...(traceContext ? { traceContext } : {}) },
+          {
+            wait,
+            timeoutSeconds: request.query.timeoutSeconds ?? DEFAULT_READY_SECONDS,
+          },
+        );
         return reply.code(wait ? 201 : 202).send(await record(sandbox.id));
       },
     );
@@ -101,7 +108,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           response: { 200: z.array(SandboxResponse), ...problems },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const principal = principalOf(request);
         const labels = parseLabels(request.query.labels);
         const tenant = principal.admin ? request.query.tenant : principal.tenant;
@@ -111,12 +118,16 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           request.query.tenant !== principal.tenant
         )
           return [];
-        return sandboxes.list({
+        const { offset = 0, limit = 100 } = request.query;
+        const all = await sandboxes.list({
           ...(request.query.state ? { state: request.query.state } : {}),
           ...(tenant ? { tenant } : {}),
           ...(labels ? { labels } : {}),
-          ...(request.query.limit ? { limit: request.query.limit } : {}),
+          limit: Math.min(1000, offset + limit),
         });
+        const { items, next } = page(all, offset, limit);
+        if (next !== undefined) reply.header('x-next-offset', String(next));
+        return items;
       },
     );
 
@@ -171,6 +182,8 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
     app.post(
       '/:id/exec',
       {
+        // The push script refuses another tenant's sandbox as a missing one: one round trip less.
+        config: { checkedByCommand: true },
         schema: {
           tags,
           summary: 'Run a command: JSON result, or text/event-stream of its output then its result',
@@ -180,7 +193,11 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         },
       },
       async (request, reply) => {
-        const sandbox = await owned(request, request.params.id);
+        const principal = principalOf(request);
+        const sandbox = sandboxes.handle(
+          request.params.id,
+          principal.admin ? {} : { tenant: principal.tenant },
+        );
         return execForRequest(sandbox, request.body, request, reply);
       },
     );

@@ -1,0 +1,61 @@
+import { context, propagation, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    span: Span | undefined;
+  }
+}
+
+const tracer = trace.getTracer('sandstream-api');
+
+/**
+ * One SERVER span per request (`POST /v1/jobs`, by route), continuing the caller's trace when
+ * it sends `traceparent`, and the handler runs inside it: the SDK's submit span is its child and
+ * its context travels in the job or sandbox spec, so every service's spans for a job created
+ * through the API join the request's trace. Requests on an existing job or sandbox carry its id
+ * (`sandstream.job.id`). A no-op tracer when telemetry is off.
+ */
+export function traceRequests(app: FastifyInstance): void {
+  app.decorateRequest('span', undefined);
+  app.addHook('onRequest', async (request) => {
+    const parent = propagation.extract(context.active(), request.headers);
+    const route = request.routeOptions.url ?? 'unknown route';
+    request.span = tracer.startSpan(
+      `${request.method} ${route}`,
+      {
+        kind: SpanKind.SERVER,
+        attributes: { 'http.request.method': request.method, 'http.route': route },
+      },
+      parent,
+    );
+    const id = (request.params as { id?: unknown } | undefined)?.id;
+    if (typeof id === 'string') request.span.setAttribute('sandstream.job.id', id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    endSpan(request, reply.statusCode);
+  });
+  // A hijacked reply (SSE, WebSocket) has no onResponse: its span ends when the socket closes.
+  app.addHook('onRequestAbort', async (request) => endSpan(request, 499));
+  app.addHook('onRoute', (route) => {
+    const handler = route.handler;
+    route.handler = function (this: unknown, request: FastifyRequest, ...rest: unknown[]) {
+      const span = request.span;
+      if (!span) return (handler as (...args: unknown[]) => unknown).call(this, request, ...rest);
+      request.raw.once('close', () => endSpan(request, request.raw.destroyed ? 499 : 200));
+      return context.with(trace.setSpan(context.active(), span), () =>
+        (handler as (...args: unknown[]) => unknown).call(this, request, ...rest),
+      );
+    } as typeof route.handler;
+  });
+}
+
+function endSpan(request: FastifyRequest, status: number): void {
+  const span = request.span;
+  if (!span) return;
+  request.span = undefined;
+  span.setAttribute('http.response.status_code', status);
+  if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  if (request.principal) span.setAttribute('sandstream.tenant', request.principal.tenant);
+  span.end();
+}
