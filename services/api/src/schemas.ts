@@ -110,6 +110,15 @@ export const KillProcessQuery = strictObject({
 });
 
 export const PathQuery = strictObject({ path: z.string().min(1).max(4096) });
+export const WriteFileQuery = strictObject({
+  path: PathQuery.shape.path,
+  /** Permission bits of a new file in octal, as chmod takes them: `755`, `0644`. */
+  mode: z
+    .string()
+    .regex(/^[0-7]{3,4}$/, 'mode is 3 or 4 octal digits, e.g. 755')
+    .transform((v) => Number.parseInt(v, 8))
+    .optional(),
+});
 export const LsQuery = strictObject({
   path: z.string().min(1).max(4096).default('.'),
   maxDepth: queryInt(1, Limits.listFilesMaxDepth).optional(),
