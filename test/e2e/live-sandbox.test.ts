@@ -196,6 +196,10 @@ describe.each(cases)(
         .toEqual(['run']);
       expect(Date.now() - started).toBeLessThan(25_000);
 
+      // A script written with its permission bits runs as it is.
+      await sandbox.files.write('bin/hello.sh', '#!/bin/sh\necho ran\n', { mode: 0o755 });
+      expect(await sandbox.exec(['./bin/hello.sh'])).toMatchObject({ exitCode: 0, stdout: 'ran\n' });
+
       const listed = await sandbox.files.list('src');
       expect(listed.entries.map((e) => e.path)).toEqual(['app.txt']);
 

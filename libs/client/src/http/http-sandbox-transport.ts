@@ -1,7 +1,6 @@
 import { PassThrough, Readable } from 'node:stream';
 import type { CommandStep, LiveSandboxSpec, LiveSandboxSpecInput, SandboxRecord } from '@sandstream/bus';
 import type { FileEntry, GrepMatch } from '@sandstream/wire';
-import { SandstreamOptionsError } from '../client-options.js';
 import type { ExecResult } from '../command-output.js';
 import type { RunCommandOptions } from '../command-runner.js';
 import type { CommandHistoryEntry, SandboxStats } from '../sandbox-history.js';
@@ -177,11 +176,9 @@ export class HttpSandboxTransport implements SandboxTransport {
     content: string | Uint8Array,
     mode: number | undefined,
   ): Promise<number> {
-    if (mode !== undefined)
-      throw new SandstreamOptionsError('write options: mode is not supported over the HTTP API (yet)');
     const written = await this.api.json<{ bytesWritten: number }>(this.path(id, '/fs'), {
       method: 'PUT',
-      query: { path },
+      query: { path, mode: mode === undefined ? undefined : mode.toString(8).padStart(3, '0') },
       body: content,
       contentType: typeof content === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream',
       subject: { sandboxId: id },
