@@ -6,13 +6,13 @@ import {
   createRedis,
   DefaultJobOptions,
   type JobRecord,
-  type JobSpec,
   JobStore,
   type JobsPayload,
   type KeySpace,
   QueueNames,
   type RedisClient,
   SandboxCommands,
+  type StoredSpec,
   type SubmitResult,
   submitParsedJob,
 } from '@sandstream/bus';
@@ -102,11 +102,11 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
   }
 
   /**
-   * libs/bus submitParsedJob (the path every producer uses). When no scheduler is connected to
+   * A job or a live sandbox's spec through libs/bus submitParsedJob (the path every producer uses). When no scheduler is connected to
    * the namespace the job is still queued, and `onWarning` is told, because otherwise the caller
    * would wait at `queued` with no sign of why.
    */
-  async submit(spec: Parameters<typeof submitParsedJob>[2] | JobSpec): Promise<SubmitResult> {
+  async submit(spec: StoredSpec): Promise<SubmitResult> {
     const result = await submitParsedJob(this.store, this.jobsQueue(), spec);
     const warning = await this.presence?.check();
     if (warning) this.onWarning(warning);
