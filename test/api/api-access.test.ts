@@ -77,6 +77,13 @@ describe('tenants', () => {
         expect(answer.body.detail).toMatch(/^(sandbox|job) \S+ not found$/);
       }
     }
+    // As an event stream too: refused before any stream starts.
+    const streamed = await call('POST', `/v1/sandboxes/${sid}/exec`, {
+      key: keys.globex,
+      json: { command: 'true' },
+      headers: { accept: 'text/event-stream' },
+    });
+    expect(streamed.status).toBe(404);
     const others = await call<{ id: string }[]>('GET', '/v1/sandboxes', { key: keys.globex });
     expect(others.body.map((b) => b.id)).not.toContain(sid);
     const asked = await call<{ id: string }[]>('GET', '/v1/sandboxes?tenant=acme', { key: keys.globex });
@@ -132,6 +139,25 @@ describe('tenants', () => {
     }
     expect(statuses.slice(0, 20).every((c) => c === 200)).toBe(true);
     expect(statuses.slice(20)).toEqual([429, 429, 429, 429]);
+  });
+
+  it('a browser session: the key exchanged for an HttpOnly, SameSite=Strict cookie that acts as the key, until it is ended', async () => {
+    const opened = await s.request('/v1/auth/session', { method: 'POST', key: keys.admin });
+    expect(opened.status).toBe(204);
+    const cookie = opened.headers.get('set-cookie') ?? '';
+    expect(cookie).toMatch(
+      /^sandstream_session=[A-Za-z0-9_-]+; Path=\/; HttpOnly; SameSite=Strict; Max-Age=3600$/,
+    );
+    const session = cookie.split(';')[0] as string;
+    const board = await s.request('/admin/queues', { headers: { cookie: session } });
+    expect(board.status).toBe(200);
+    // Anonymous access cannot open one.
+    expect((await s.request('/v1/auth/session', { method: 'POST' })).status).toBe(401);
+    expect(
+      (await s.request('/v1/auth/session', { method: 'DELETE', headers: { cookie: session } })).status,
+    ).toBe(204);
+    const after = await s.request('/v1/pools', { headers: { cookie: session } });
+    expect(after.status).toBe(401);
   });
 
   it('the queue dashboard is for admin keys only', async () => {

@@ -11,13 +11,14 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import { parse as parseYaml } from 'yaml';
-import { z } from 'zod';
 import { checkAccess } from './access.js';
 import type { ApiContext } from './api-context.js';
+import { sessionCookie } from './principal.js';
 import { HttpProblem, sendProblem } from './problem.js';
 import { RateLimiter } from './rate-limiter.js';
 import { traceRequests } from './request-spans.js';
 import { adminQueueRoutes } from './routes/admin-queues.js';
+import { authRoutes } from './routes/auth.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { jobRoutes } from './routes/jobs.js';
 import { sandboxFileRoutes } from './routes/sandbox-files.js';
@@ -133,6 +134,7 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
     const principal = await ctx.principals.resolve({
       authorization: request.headers.authorization,
       ticket,
+      session: sessionCookie(request.headers.cookie),
       remoteAddress: request.socket.remoteAddress,
     });
     request.principal = principal;
@@ -159,22 +161,7 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  app.post(
-    '/v1/auth/ws-ticket',
-    {
-      schema: {
-        tags: ['auth'],
-        summary:
-          'A one-use ticket for a WebSocket URL (?ticket=), valid 30 s: browsers cannot send a bearer key on a WebSocket',
-        response: { 201: z.object({ ticket: z.string(), expiresInSeconds: z.number() }) },
-      },
-    },
-    async (request, reply) => {
-      const principal = request.principal;
-      if (!principal) throw new HttpProblem(401, 'unauthorized', 'an API key is needed');
-      return reply.code(201).send(await ctx.principals.ticket(principal));
-    },
-  );
+  await app.register(authRoutes(ctx), { prefix: '/v1/auth' });
   await app.register(sandboxRoutes(ctx, ['sandboxes']), { prefix: '/v1/sandboxes' });
   await app.register(sandboxFileRoutes(ctx), { prefix: '/v1/sandboxes' });
   await app.register(sandboxProcessRoutes(ctx), { prefix: '/v1/sandboxes' });

@@ -37,6 +37,9 @@ const KEY_CACHE_MS = 5000;
 const KEY_CACHE_MAX = 10_000;
 /** A WebSocket ticket is good once, for this long. */
 export const TICKET_SECONDS = 30;
+/** A browser session (cookie) lasts this long. */
+export const SESSION_SECONDS = 3600;
+export const SESSION_COOKIE = 'sandstream_session';
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
 
@@ -60,6 +63,8 @@ export class Principals {
   async resolve(input: {
     authorization: string | undefined;
     ticket: string | undefined;
+    /** The session cookie's value, when the request carries one. */
+    session?: string | undefined;
     remoteAddress: string | undefined;
   }): Promise<Principal> {
     if (input.authorization !== undefined) {
@@ -75,6 +80,14 @@ export class Principals {
         : null;
       const parsed = raw === null ? undefined : PrincipalSchema.safeParse(parseJson(raw));
       if (!parsed?.success) throw unauthorized('the ticket is unknown, used or expired');
+      return parsed.data;
+    }
+    if (input.session !== undefined) {
+      const raw = /^[A-Za-z0-9_-]{1,64}$/.test(input.session)
+        ? await this.options.redis.get(this.options.keys.api(`session:${input.session}`))
+        : null;
+      const parsed = raw === null ? undefined : PrincipalSchema.safeParse(parseJson(raw));
+      if (!parsed?.success) throw unauthorized('the session has ended: sign in again with the API key');
       return parsed.data;
     }
     if (this.options.anonymous === 'loopback' && LOOPBACK.has(input.remoteAddress ?? '')) {
@@ -93,6 +106,27 @@ export class Principals {
       TICKET_SECONDS,
     );
     return { ticket, expiresInSeconds: TICKET_SECONDS };
+  }
+
+  /**
+   * A session for a browser, standing for `principal` for SESSION_SECONDS: its id goes into an
+   * HttpOnly, SameSite=Strict cookie (scripts cannot read it, other sites cannot send it), so a
+   * page can open WebSockets and the queue dashboard without ever holding the key.
+   */
+  async startSession(principal: Principal): Promise<string> {
+    const session = randomBytes(24).toString('base64url');
+    await this.options.redis.set(
+      this.options.keys.api(`session:${session}`),
+      JSON.stringify(principal),
+      'EX',
+      SESSION_SECONDS,
+    );
+    return session;
+  }
+
+  async endSession(session: string): Promise<void> {
+    if (/^[A-Za-z0-9_-]{1,64}$/.test(session))
+      await this.options.redis.unlink(this.options.keys.api(`session:${session}`));
   }
 
   private async verify(key: string): Promise<ApiKeyInfo | null> {
@@ -134,4 +168,14 @@ function parseJson(raw: string): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** The session cookie's value in a Cookie header, if any. */
+export function sessionCookie(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const at = part.indexOf('=');
+    if (at !== -1 && part.slice(0, at).trim() === SESSION_COOKIE) return part.slice(at + 1).trim();
+  }
+  return undefined;
 }

@@ -2,7 +2,7 @@ import { LiveSandboxSpecSchema, type SandboxRecord } from '@sandstream/bus';
 import { injectTraceContext } from '@sandstream/telemetry';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { principalOf, requireAccess } from '../access.js';
+import { checkAccess, principalOf, requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { execForRequest } from '../exec-command.js';
 import { streamTimeline } from '../job-events.js';
@@ -21,6 +21,7 @@ import {
   StatsResponse,
 } from '../schemas.js';
 import { applySpecDefaults } from '../spec-defaults.js';
+import { wantsEventStream } from '../sse.js';
 
 /** How long POST /v1/sandboxes waits for readiness when the request does not say. */
 const DEFAULT_READY_SECONDS = 120;
@@ -194,6 +195,9 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
       },
       async (request, reply) => {
         const principal = principalOf(request);
+        // An event stream answers 200 before the command is pushed: check first, so that another
+        // tenant's sandbox is a 404 there too (the JSON answer gets it from the push script).
+        if (wantsEventStream(request)) await checkAccess(ctx, principal, request.params.id, 'sandbox');
         const sandbox = sandboxes.handle(
           request.params.id,
           principal.admin ? {} : { tenant: principal.tenant },
