@@ -32,6 +32,18 @@ export const PACKAGES = {
   },
   'docker.io': { command: 'dockerd', why: 'the Docker sandbox backend' },
   runsc: { command: 'runsc', why: 'gVisor, the Docker runtime behind `runtimeClass: gvisor`' },
+  'kubernetes-client': {
+    command: 'kubectl',
+    why: 'tests render the deploy/k8s overlays with `kubectl kustomize`',
+  },
+  'docker-compose': {
+    command: 'docker-compose',
+    why: 'the compose stack test brings docker-compose.yml up',
+  },
+  prometheus: {
+    command: 'prometheus',
+    why: 'a test scrapes every service of a running stack with a real Prometheus',
+  },
   debootstrap: { command: 'debootstrap', why: 'builds the local Debian image (no registry can be reached)' },
   'busybox-static': { dpkg: true, why: 'builds the libc-less busybox test image' },
 };

@@ -9,6 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { bootstrap, root } from './bootstrap.mjs';
+import { ensurePackages } from './system-packages.mjs';
 import { ensureTestServers } from './test-servers.mjs';
 
 const ci = process.env.CI === 'true';
@@ -18,8 +19,13 @@ const dockerMode = env.SANDSTREAM_TEST_DOCKER ?? (ci ? 'required' : 'optional');
 // drive the CLI's terminal in tmux.
 const { docker } = bootstrap({
   docker: dockerMode,
-  packages: ['redis-server', 'redis-tools', 'nats-server', 'ripgrep', 'tmux'],
+  // kubernetes-client: `kubectl kustomize` renders the deploy/k8s overlays.
+  packages: ['redis-server', 'redis-tools', 'nats-server', 'ripgrep', 'tmux', 'kubernetes-client'],
 });
+// The compose stack test (test/e2e/compose.test.ts) brings docker-compose.yml up on the engine and
+// scrapes it with a real Prometheus; outside CI a machine without them skips that test.
+if (docker)
+  ensurePackages(['docker-compose', 'prometheus'], { required: ci, purpose: 'the compose stack test' });
 if (!docker && dockerMode !== 'skip') {
   console.warn('no Docker engine: the Docker suites skip themselves (under CI=true they fail)');
 }

@@ -16,7 +16,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 const run = promisify(execFile);
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-const CARRIER = 'sandstream/agent-carrier:dev';
+// The tag is shared by every checkout on the machine: one testing its own agent names its own.
+const CARRIER = process.env.SANDSTREAM_AGENT_CARRIER_IMAGE ?? 'sandstream/agent-carrier:dev';
 const REDIS_URL = process.env.SMOKE_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const LAUNCH = [
   '/shared/lib/ld-linux-x86-64.so.2',
@@ -61,7 +62,10 @@ describe.skipIf(gate.skip)('agent injected into unmodified images (Docker)', () 
     const binary = `${repoRoot}agent/dist/sandstream-agent`;
     if (!existsSync(binary)) throw new Error(`${binary} is missing: run "npm run build" first`);
     // Idempotent: skips images that exist and rebuilds the carrier only when the agent changed.
-    await run('bash', [`${repoRoot}scripts/images/build-all.sh`], { cwd: repoRoot });
+    await run('bash', [`${repoRoot}scripts/images/build-all.sh`], {
+      cwd: repoRoot,
+      env: { ...process.env, CARRIER_IMAGE: CARRIER },
+    });
     redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 2 });
     await redis.connect();
     await docker.createVolume({ Name: volumeName, Labels: label });

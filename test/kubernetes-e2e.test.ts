@@ -3,15 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { SandstreamClient } from '@sandstream/client';
-import {
-  dockerEngine,
-  type RunningService,
-  SERVICE_NAMES,
-  startService,
-  testRedisUrl,
-  uniqueNamespace,
-} from '@sandstream/test-support';
+import { dockerEngine, testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { stringify } from 'yaml';
@@ -19,6 +11,7 @@ import { SandboxLabels } from '../libs/sandbox/src/backend.js';
 import { createKubernetesBackend } from '../libs/sandbox/src/kubernetes/index.js';
 import { SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
 import { outputLines, waitAll } from './e2e/job-helpers.js';
+import { type KubeStack, startKubeStack, writeStandinKubeconfig } from './helpers/kube-stack.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
 import { images } from './kubernetes-test-env.js';
 
@@ -31,42 +24,6 @@ import { images } from './kubernetes-test-env.js';
 const { docker, skip } = await dockerEngine('kubernetes-e2e');
 const poll = { timeout: 20_000, interval: 100 };
 
-interface KubeStack {
-  namespace: string;
-  client: SandstreamClient;
-  logs: () => string;
-  stop: () => Promise<void>;
-}
-
-/**
- * The four services, started one after another with a generous health timeout: on the shared
- * two-core machine a parallel start under load can take longer than the stack helper allows.
- */
-async function startKubeStack(env: Record<string, string>): Promise<KubeStack> {
-  const namespace = uniqueNamespace('k8s');
-  const fullEnv = { SANDSTREAM_NAMESPACE: namespace, COMPLETION_SHARDS: '4', LOG_LEVEL: 'info', ...env };
-  const services: RunningService[] = [];
-  try {
-    for (const name of SERVICE_NAMES)
-      services.push(await startService(name, fullEnv, { healthTimeoutMs: 90_000 }));
-  } catch (err) {
-    await Promise.all(services.map((s) => s.stop(2000)));
-    throw err;
-  }
-  const redis = new Redis(testRedisUrl());
-  const client = new SandstreamClient({ redis, namespace });
-  return {
-    namespace,
-    client,
-    logs: () => services.map((s) => `--- ${s.name}\n${s.output()}`).join('\n'),
-    stop: async () => {
-      await Promise.all(services.map((s) => s.stop(15_000)));
-      await client.close();
-      redis.disconnect();
-    },
-  };
-}
-
 describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)', () => {
   let standin: KubeApiStandin;
   let stack: KubeStack;
@@ -77,19 +34,7 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
 
   beforeAll(async () => {
     standin = await startKubeApiStandin({ docker });
-    const kubeconfig = join(scratch, 'kubeconfig.yaml');
-    writeFileSync(
-      kubeconfig,
-      stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        // client-node refuses plain HTTP unless TLS verification is explicitly off.
-        clusters: [{ name: 'standin', cluster: { server: standin.url, 'insecure-skip-tls-verify': true } }],
-        users: [{ name: 'standin', user: {} }],
-        contexts: [{ name: 'standin', context: { cluster: 'standin', user: 'standin', namespace } }],
-        'current-context': 'standin',
-      }),
-    );
+    const kubeconfig = writeStandinKubeconfig(standin, scratch, namespace);
     // A job template as an operator would write it: deny-egress plus a pod template (seeds/002).
     const templates = join(scratch, 'templates.yaml');
     writeFileSync(

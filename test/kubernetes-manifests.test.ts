@@ -3,58 +3,36 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
-import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
-import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
-import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
-import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
-import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { Pod } from 'kubernetes-models/v1/Pod';
-import { Service } from 'kubernetes-models/v1/Service';
-import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { describe, expect, it } from 'vitest';
-import { parseAllDocuments, parse as parseYaml } from 'yaml';
+import { parse as parseYaml } from 'yaml';
 import { buildSandboxPod, parsePodTemplate } from '../libs/sandbox/src/kubernetes/index.js';
 import { SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
+import { type KubeObject, parseKubeObjects, validateKubeObject } from './helpers/kubernetes-schemas.js';
 
-/** deploy/k8s, every document validated against the Kubernetes schemas and checked for what it promises. */
-const dir = fileURLToPath(new URL('../deploy/k8s/', import.meta.url));
+/**
+ * deploy/k8s/base, every document validated against the Kubernetes schemas and checked for what it
+ * promises. The overlays built on it: kubernetes-overlays.test.ts.
+ */
+const dir = fileURLToPath(new URL('../deploy/k8s/base/', import.meta.url));
 
 interface Manifest {
   file: string;
-  object: {
-    apiVersion: string;
-    kind: string;
-    metadata: { name: string; namespace?: string };
-    [k: string]: unknown;
-  };
+  object: KubeObject;
 }
 
+// kustomization.yaml is kustomize's own file, not an object to apply.
 const manifests: Manifest[] = readdirSync(dir)
-  .filter((f) => f.endsWith('.yaml'))
+  .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
   .flatMap((file) =>
-    parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map((doc) => {
-      if (doc.errors.length > 0) throw new Error(`${file}: ${doc.errors[0]?.message}`);
-      return { file, object: doc.toJSON() as Manifest['object'] };
-    }),
+    parseKubeObjects(readFileSync(join(dir, file), 'utf8'), file).map((object) => ({ file, object })),
   );
-
-const validators: Record<string, (o: never) => { validate(): void }> = {
-  'v1/Namespace': (o) => new Namespace(o),
-  'v1/ServiceAccount': (o) => new ServiceAccount(o),
-  'v1/ConfigMap': (o) => new ConfigMap(o),
-  'rbac.authorization.k8s.io/v1/Role': (o) => new Role(o),
-  'rbac.authorization.k8s.io/v1/RoleBinding': (o) => new RoleBinding(o),
-  'apps/v1/Deployment': (o) => new Deployment(o),
-  'apps/v1/StatefulSet': (o) => new StatefulSet(o),
-  'v1/Service': (o) => new Service(o),
-  'networking.k8s.io/v1/NetworkPolicy': (o) => new NetworkPolicy(o),
-};
 
 const find = (kind: string, name: string): unknown =>
   manifests.find((m) => m.object.kind === kind && m.object.metadata.name === name)?.object;
 
 describe('deploy/k8s manifests', () => {
-  it('has the namespace, RBAC, one Deployment per service and the NetworkPolicy example', () => {
+  it('has the namespace, RBAC, one Deployment per service, the api behind a Service and a PDB, and the NetworkPolicy example', () => {
     const names = manifests.map((m) => `${m.object.kind}/${m.object.metadata.name}`);
     expect(names).toEqual(
       expect.arrayContaining([
@@ -68,6 +46,7 @@ describe('deploy/k8s manifests', () => {
         'Deployment/reaper',
         'Deployment/api',
         'Service/api',
+        'PodDisruptionBudget/api',
         'NetworkPolicy/sandstream-sandbox-floor',
         'StatefulSet/nats',
         'Service/nats',
@@ -78,12 +57,7 @@ describe('deploy/k8s manifests', () => {
   it.each(manifests.map((m) => [`${m.file}: ${m.object.kind}/${m.object.metadata.name}`, m] as const))(
     '%s is valid against the Kubernetes schema',
     (_title, manifest) => {
-      const validator = validators[`${manifest.object.apiVersion}/${manifest.object.kind}`];
-      expect(
-        validator,
-        `no validator for ${manifest.object.apiVersion} ${manifest.object.kind}`,
-      ).toBeDefined();
-      expect(() => validator!(manifest.object as never).validate()).not.toThrow();
+      expect(() => validateKubeObject(manifest.object)).not.toThrow();
     },
   );
 

@@ -126,7 +126,7 @@ async function measureOne(
       // The native spawner is the agent's one long-lived child; its memory is the agent's too.
       const helpers = childPids(pid).map((child) => `${mb(peakRssKb(child)).toFixed(1)} MB`);
       console.log(
-        `      VmHWM after seq 1 ${size}: ${mb(peak).toFixed(1)} MB, VmRSS then ${mb(rssKb(pid)).toFixed(1)} MB (dropped ${result.droppedLines?.toLocaleString('en-US')} lines); spawner helper VmHWM ${helpers.join(', ') || 'none'}`,
+        `      VmHWM after seq 1 ${size}: ${mb(peak).toFixed(1)} MB, VmRSS then ${mb(rssKb(pid)).toFixed(1)} MB (anon ${mb(statusKb(pid, 'RssAnon')).toFixed(1)}, file ${mb(statusKb(pid, 'RssFile')).toFixed(1)}; dropped ${result.droppedLines?.toLocaleString('en-US')} lines); spawner helper VmHWM ${helpers.join(', ') || 'none'}`,
       );
     }
     return report;

@@ -14,12 +14,18 @@
  * can only `require` builtins), `node --experimental-sea-config` turns it into a blob, and
  * postject writes the blob into a copy of this node binary and flips the NODE_SEA_FUSE sentinel.
  *
- * Usage (cwd-independent): node agent/scripts/build-sea.mjs [--entry src/main.ts] [--out dist/sandstream-agent] [--no-strip]
+ * The executable's blob is a V8 startup snapshot (`useSnapshot`) of src/snapshot-main.ts: the
+ * bundle's modules are loaded and initialised once, here, and every start deserialises that heap
+ * instead (docs/benchmarks.md, "Fast start, part 1"). `--no-snapshot` builds it from --entry
+ * with a code cache instead (what probe-entry.ts needs: it is not a snapshot entry).
+ *
+ * Usage (cwd-independent): node agent/scripts/build-sea.mjs [--entry src/main.ts]
+ *   [--snapshot-entry src/snapshot-main.ts] [--no-snapshot] [--out dist/sandstream-agent] [--no-strip]
  * Paths are relative to the agent package.
  */
 import { execFileSync } from 'node:child_process';
 import { chmod, copyFile, mkdir, readFile, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { basename, dirname, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
@@ -34,11 +40,14 @@ const agentDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const { values } = parseArgs({
   options: {
     entry: { type: 'string', default: 'src/main.ts' },
+    'snapshot-entry': { type: 'string', default: 'src/snapshot-main.ts' },
+    'no-snapshot': { type: 'boolean', default: false },
     out: { type: 'string', default: 'dist/sandstream-agent' },
     'no-strip': { type: 'boolean', default: false },
   },
 });
 const entry = resolve(agentDir, values.entry);
+const snapshotEntry = values['no-snapshot'] ? null : resolve(agentDir, values['snapshot-entry']);
 const out = resolve(agentDir, values.out);
 const outDir = dirname(out);
 const workDir = join(outDir, `${basename(out)}.sea`);
@@ -71,13 +80,70 @@ const emptyOptionalModules = {
   },
 };
 
-async function bundle() {
-  if (!(await exists(entry))) {
-    throw new Error(`entry ${relative(process.cwd(), entry)} does not exist (pass --entry <file>)`);
+/**
+ * Builtins loaded on first use, as the sources mean them to be:
+ *
+ * - `import('node:…')`: esbuild keeps a dynamic import of a builtin as it is, and in a single
+ *   executable (Node 20) that rejects with ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING: the step spans'
+ *   exporter could never load node:http. Here it becomes a require made on first use.
+ * - `node:tls`, imported statically by ioredis and the wire's raw connection, which only call
+ *   tls.connect: loading it costs a plain-TCP agent CPU on every start, and a Node 20 startup
+ *   snapshot cannot hold its bindings ("Unknown external reference"). Its stand-in forwards every
+ *   property read to the real module.
+ */
+const lazyBuiltins = {
+  name: 'lazy-builtins',
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?[a-z_/]+$/ }, (args) => {
+      // The stand-ins' own requires of the real modules are left to Node.
+      if (args.namespace === 'lazy-builtin') return { path: args.path, external: true };
+      if (args.kind === 'dynamic-import' && args.path.startsWith('node:'))
+        return { path: args.path, namespace: 'lazy-builtin', pluginData: 'require' };
+      if (/^(node:)?tls$/.test(args.path))
+        return { path: 'node:tls', namespace: 'lazy-builtin', pluginData: 'proxy' };
+      return undefined;
+    });
+    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => {
+      const real = `require(${JSON.stringify(args.path)})`;
+      return {
+        contents:
+          args.pluginData === 'proxy'
+            ? `module.exports = new Proxy({}, { get: (_, key) => ${real}[key] });`
+            : `module.exports = ${real};`,
+        loader: 'js',
+      };
+    });
+  },
+};
+
+/**
+ * zod's index re-exports every one of its ~40 message locales (~300 KB, close to a third of the
+ * bundle), and only the English one is ever used (zod configures it itself; the agent never
+ * switches). Every start paid for the rest: parsed source, and in the snapshot a larger heap.
+ */
+const englishOnlyZodLocales = {
+  name: 'english-only-zod-locales',
+  setup(b) {
+    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+      args.importer.includes(`${sep}node_modules${sep}zod${sep}`)
+        ? { path: join(args.resolveDir, '..', 'locales', 'index.js'), namespace: 'zod-locales' }
+        : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'zod-locales' }, (args) => ({
+      contents: 'export { default as en } from "./en.js";',
+      resolveDir: dirname(args.path),
+      loader: 'js',
+    }));
+  },
+};
+
+async function bundle(entryPath, name) {
+  if (!(await exists(entryPath))) {
+    throw new Error(`entry ${relative(process.cwd(), entryPath)} does not exist`);
   }
-  const bundlePath = join(workDir, 'agent.cjs');
+  const bundlePath = join(workDir, name);
   await build({
-    entryPoints: [entry],
+    entryPoints: [entryPath],
     outfile: bundlePath,
     bundle: true,
     platform: 'node',
@@ -87,26 +153,36 @@ async function bundle() {
     minifyWhitespace: true,
     legalComments: 'none',
     logLevel: 'warning',
-    // ESM sources may read import.meta.url; in the CommonJS bundle it is this file's URL.
-    banner: { js: 'var __sandstreamImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
-    define: { 'import.meta.url': '__sandstreamImportMetaUrl' },
-    plugins: [emptyOptionalModules],
+    // ESM sources may read import.meta.url; in the CommonJS bundle it is this file's URL, in the
+    // single executable the executable's (what Node gives as __filename there). Read when used,
+    // not at load: a snapshot's load happened at build time, in another place.
+    banner: {
+      js: 'var __sandstreamImportMeta = { get url() { let sea = false; try { sea = require("node:sea").isSea(); } catch {} return require("node:url").pathToFileURL(sea ? process.execPath : __filename).href; } };',
+    },
+    define: { 'import.meta.url': '__sandstreamImportMeta.url' },
+    plugins: [emptyOptionalModules, lazyBuiltins, englishOnlyZodLocales],
   });
   return bundlePath;
 }
 
-async function makeBlob(bundlePath) {
+async function makeBlob(bundlePath, snapshot) {
   const blobPath = join(workDir, 'sea-prep.blob');
   const configPath = join(workDir, 'sea-config.json');
   const config = {
     main: bundlePath,
     output: blobPath,
     disableExperimentalSEAWarning: true,
-    // V8 code cache for the bundle: the agent's cold start matters (a sandbox waits for it).
-    useCodeCache: true,
+    // The agent's cold start matters (a sandbox waits for it): a startup snapshot of the loaded
+    // agent, or at least V8's code cache for the bundle (ignored by Node with a snapshot).
+    ...(snapshot ? { useSnapshot: true } : { useCodeCache: true }),
   };
   await writeFile(configPath, `${JSON.stringify(config, null, 2)}\n`);
-  execFileSync(process.execPath, ['--experimental-sea-config', configPath], { stdio: 'pipe' });
+  try {
+    execFileSync(process.execPath, ['--experimental-sea-config', configPath], { stdio: 'pipe' });
+  } catch (err) {
+    // Node warns on stderr for every builtin it has not verified in snapshots; show it only on failure.
+    throw new Error(`${err.message}\n${err.stderr?.toString() ?? ''}`);
+  }
   return blobPath;
 }
 
@@ -177,9 +253,12 @@ async function main() {
   };
   await rm(workDir, { recursive: true, force: true });
   await mkdir(workDir, { recursive: true });
-  const bundlePath = await timed('bundle', bundle);
+  const bundlePath = await timed('bundle', () => bundle(entry, 'agent.cjs'));
   await copyFile(bundlePath, `${out}.cjs`);
-  const blobPath = await timed('blob', () => makeBlob(bundlePath));
+  const seaMain = snapshotEntry
+    ? await timed('snapshot bundle', () => bundle(snapshotEntry, 'agent-snapshot.cjs'))
+    : bundlePath;
+  const blobPath = await timed('blob', () => makeBlob(seaMain, snapshotEntry !== null));
   await timed('executable', () => makeExecutable(blobPath));
   const libs = await timed('libs', () => copyRuntime(out));
   // After copyRuntime, which empties the directory: the helper lives beside the libraries.

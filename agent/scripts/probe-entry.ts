@@ -3,7 +3,7 @@
  * real agent does, and `--probe [-- cmd args...]` prints what the process sees of itself (argv,
  * execPath, /proc/self/exe) and then runs a child, so a test can check how Node's SEA behaves when
  * started through the bundled loader, and that the loader's library path does not reach children.
- * Build it with `node scripts/build-sea.mjs --entry scripts/probe-entry.ts --out <file>`.
+ * Build it with `node scripts/build-sea.mjs --no-snapshot --entry scripts/probe-entry.ts --out <file>`.
  */
 import { spawnSync } from 'node:child_process';
 import { readlinkSync } from 'node:fs';

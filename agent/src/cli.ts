@@ -14,6 +14,7 @@ import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { RawListConnection, rawOptionsFromUrl, sandboxKeys } from '@sandstream/wire';
 import { AgentLoop } from './agent-loop.js';
+import { awaitClaim } from './await-claim.js';
 import { ConfigError, parseConfig, type RunConfig } from './config.js';
 import { ExitCode } from './exit-codes.js';
 import { createLogger, type Logger } from './logger.js';
@@ -22,7 +23,7 @@ import { locateSpawner } from './process/locate-spawner.js';
 import { NodeLauncher } from './process/node-launcher.js';
 import { SpawnerLauncher } from './process/spawner-launcher.js';
 import { closeNow, openConnections } from './redis-connections.js';
-import { createStepExecutor } from './steps/execute-step.js';
+import { createStepExecutor, type StepExecutor } from './steps/execute-step.js';
 import { TerminalChannel } from './steps/terminal-channel.js';
 import { TransferChannel } from './steps/transfer-channel.js';
 import { stepTracerFromEnv } from './tracing/step-span.js';
@@ -53,7 +54,45 @@ export async function runCli(): Promise<number> {
     log.error(`invalid configuration: --workdir ${workdir} is not a directory`);
     return ExitCode.fatal;
   }
+  if (command.awaitClaim) return runPoolMember({ ...command, workdir }, log);
   return runAgent({ ...command, workdir }, log);
+}
+
+/**
+ * A warm pool member: everything that can be done before the job is known (the spawner check,
+ * the module loading) is done, then it waits for its claim and runs as the claimed job.
+ */
+async function runPoolMember(config: RunConfig, log: Logger): Promise<number> {
+  let launcher: ProcessLauncher;
+  try {
+    launcher = await createLauncher(locateSpawner(config.spawner), log);
+  } catch (err) {
+    log.error(`invalid configuration: ${(err as Error).message}`);
+    return ExitCode.fatal;
+  }
+  const stop = new AbortController();
+  const onStop = () => stop.abort();
+  process.on('SIGTERM', onStop);
+  process.on('SIGINT', onStop);
+  const wait = await awaitClaim(config, log, stop.signal).finally(() => {
+    process.off('SIGTERM', onStop);
+    process.off('SIGINT', onStop);
+  });
+  if (wait.kind !== 'claimed') {
+    launcher.close();
+    if (wait.kind === 'stopped') return ExitCode.ok;
+    log.error(wait.message);
+    return ExitCode.fatal;
+  }
+  const jobLog = createLogger({
+    verbose: config.verbose,
+    base: { jobId: wait.config.jobId, member: config.jobId },
+  });
+  jobLog.info('claimed from a warm pool', {
+    ...(wait.claim.claimedAt !== undefined ? { claimToBoundMs: Date.now() - wait.claim.claimedAt } : {}),
+    ...(wait.claim.traceContext ? { traceparent: wait.claim.traceContext.traceparent } : {}),
+  });
+  return runAgent(wait.config, jobLog, launcher);
 }
 
 /** How long the spawner helper has to answer its first PING before the agent does without it. */
@@ -61,10 +100,12 @@ const SPAWNER_READY_TIMEOUT_MS = 2_000;
 
 /**
  * The native spawner when it is there and runs (run steps then never fork the agent), Node's own
- * child_process otherwise. Throws for a --spawner path that is not an executable.
+ * child_process otherwise. `located` is locateSpawner's answer.
  */
-async function createLauncher(setting: string, log: Logger): Promise<ProcessLauncher> {
-  const located = locateSpawner(setting);
+async function createLauncher(
+  located: ReturnType<typeof locateSpawner>,
+  log: Logger,
+): Promise<ProcessLauncher> {
   if (located.path === null) {
     log.info('run steps start through node:child_process', { reason: located.reason });
     return new NodeLauncher();
@@ -83,21 +124,30 @@ async function createLauncher(setting: string, log: Logger): Promise<ProcessLaun
   return launcher;
 }
 
-async function runAgent(config: RunConfig, log: Logger): Promise<number> {
-  let launcher: ProcessLauncher;
-  // Nothing has started while the spawner is checked (no heartbeat, no step): a stop signal in
-  // that window is a clean exit, and the helper goes with our end of its pipes.
-  const exitBeforeStart = () => process.exit(ExitCode.ok);
-  process.on('SIGTERM', exitBeforeStart);
-  process.on('SIGINT', exitBeforeStart);
+/**
+ * The launcher, started on the next turn of the event loop: by then the connections' sockets
+ * have connected and the first heartbeat SET is on its way, so what a sandbox waits for goes out
+ * first, and the helper (a fork and its first PING, a few ms) starts while Redis answers and the
+ * dispatcher sends the first step. A run step waits for it if it comes sooner.
+ */
+function launcherSoon(located: ReturnType<typeof locateSpawner>, log: Logger): Promise<ProcessLauncher> {
+  return new Promise<void>((resolve) => setImmediate(resolve))
+    .then(() => createLauncher(located, log))
+    .catch((err: Error) => {
+      log.warn('the spawner helper could not start; run steps start through node:child_process', {
+        error: err.message,
+      });
+      return new NodeLauncher();
+    });
+}
+
+async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher): Promise<number> {
+  let launcher: Promise<ProcessLauncher>;
   try {
-    launcher = await createLauncher(config.spawner, log);
+    launcher = ready ? Promise.resolve(ready) : launcherSoon(locateSpawner(config.spawner), log);
   } catch (err) {
     log.error(`invalid configuration: ${(err as Error).message}`);
     return ExitCode.fatal;
-  } finally {
-    process.off('SIGTERM', exitBeforeStart);
-    process.off('SIGINT', exitBeforeStart);
   }
   // From here to process.on(…, onSignal) below everything runs synchronously: no gap.
   const connections = openConnections(config.redisUrl, config.jobId, log);
@@ -115,14 +165,18 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
     keys: sandboxKeys(config.jobId, config.keyStyle),
     connections,
     execute: stepTracer.wrap(
-      createStepExecutor({
-        launcher,
-        // Uploads and downloads block on their own connection, as this sandbox's Redis user.
-        transfers: new TransferChannel(sandboxKeys(config.jobId, config.keyStyle), () =>
-          RawListConnection.open(rawOptionsFromUrl(config.redisUrl)),
+      lazyExecutor(
+        launcher.then((started) =>
+          createStepExecutor({
+            launcher: started,
+            // Uploads and downloads block on their own connection, as this sandbox's Redis user.
+            transfers: new TransferChannel(sandboxKeys(config.jobId, config.keyStyle), () =>
+              RawListConnection.open(rawOptionsFromUrl(config.redisUrl)),
+            ),
+            terminals: new TerminalChannel(sandboxKeys(config.jobId, config.keyStyle), ownConnection),
+          }),
         ),
-        terminals: new TerminalChannel(sandboxKeys(config.jobId, config.keyStyle), ownConnection),
-      }),
+      ),
     ),
     log,
     workdir: config.workdir,
@@ -167,7 +221,7 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
 
   try {
     const code = await loop.run();
-    launcher.close();
+    (await launcher).close();
     // Bounded: an unreachable collector must not delay the exit the pod is waiting for.
     await stepTracer.flush(2_000);
     log.info('agent exiting', { exitCode: code });
@@ -176,6 +230,11 @@ async function runAgent(config: RunConfig, log: Logger): Promise<number> {
     onFatal(err);
     return ExitCode.fatal;
   }
+}
+
+/** An executor that is being made: each step waits for it (only the first can ever wait). */
+function lazyExecutor(made: Promise<StepExecutor>): StepExecutor {
+  return async (step, ctx) => (await made)(step, ctx);
 }
 
 function isDirectory(path: string): boolean {

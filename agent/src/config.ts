@@ -32,6 +32,7 @@ export const ENV_FOR_FLAG = {
   'log-archive': 'AGENT_LOG_ARCHIVE',
   'log-archive-high-water': 'AGENT_LOG_ARCHIVE_HIGH_WATER',
   'confine-files': 'AGENT_CONFINE_FILES',
+  'await-claim': 'AGENT_AWAIT_CLAIM',
 } as const;
 type Flag = keyof typeof ENV_FOR_FLAG;
 
@@ -148,6 +149,11 @@ const RunConfigSchema = z.object({
    * link out is refused): the in-process backend sets it, since there no container is the boundary.
    */
   confineFiles: booleanFlag.default(false),
+  /**
+   * A warm pool member: --job-id is the member's id; the agent boots, waits on its claim key for
+   * the job it will serve, takes on that job's identity and only then runs steps (await-claim.ts).
+   */
+  awaitClaim: booleanFlag.default(false),
 });
 export type RunConfig = z.output<typeof RunConfigSchema>;
 
@@ -175,6 +181,7 @@ const FLAG_KEYS: Record<Flag, keyof z.input<typeof RunConfigSchema> | 'inject'> 
   'log-archive': 'logArchive',
   'log-archive-high-water': 'logArchiveHighWater',
   'confine-files': 'confineFiles',
+  'await-claim': 'awaitClaim',
 };
 
 /**
@@ -212,6 +219,7 @@ export function parseConfig(
         'log-archive': { type: 'boolean' },
         'log-archive-high-water': { type: 'string' },
         'confine-files': { type: 'boolean' },
+        'await-claim': { type: 'boolean' },
       },
     }));
   } catch (err) {

@@ -1,38 +1,15 @@
 #!/usr/bin/env node
 /**
- * sandstream-agent entry point. See cli.ts for flags and exit codes.
+ * sandstream-agent entry point under plain Node (`node dist/main.js`, `node
+ * dist/sandstream-agent.cjs`). See cli.ts for flags and exit codes; the single executable starts
+ * from snapshot-main.ts instead.
  *
- * The agent shares its sandbox's memory with the work it runs, so it asks V8 to favour size
- * over speed before anything else is loaded. The flags go through v8.setFlagsFromString because
- * that is the one way that works for `node dist/main.js` and for the single executable alike
- * (Node 20's SEA config has no exec-argv; NODE_OPTIONS refuses --optimize-for-size and would
- * leak into every step's child processes). V8 reads these particular flags while it runs, so
- * setting them this late still works; each was measured on a 200,000-line step
- * (docs/benchmarks.md, "Agent"):
- *
- * - --optimize-for-size: smaller old-generation growth (without it the single executable
- *   peaked near 90 MB);
- * - --max-semi-space-size=1 and --semi-space-growth-factor=1: the young generation stays at its
- *   initial size. V8 sized it at start-up, so the maximum alone does not hold it; a growth
- *   factor of 1 means the young generation never grows (peak ~114 MB with no flags at all);
- * - --no-flush-bytecode: with --optimize-for-size every full GC also throws away bytecode that
- *   has not run lately, which in an agent between steps is most of its own code; recompiling it
- *   on the next step re-filled the old generation and caused a full GC every dozen small steps
- *   (50 in 600 steps, against 8 with bytecode kept), at ~1 ms of CPU per step.
- *
- * Rejected: --no-opt (12 MB less RSS, but throughput fell to a tenth), --single-threaded-gc
- * (cannot be changed after start-up). The rest of the agent is imported only afterwards, so the
- * flags apply to all of its heap.
+ * The V8 size flags (v8-tuning.ts) are set before anything else is loaded, and the rest of the
+ * agent is imported only afterwards, so they apply to all of its heap.
  */
-import { setFlagsFromString } from 'node:v8';
+import { exitWhenDone, tuneV8ForSize } from './v8-tuning.js';
 
-const V8_FLAGS = [
-  '--optimize-for-size',
-  '--max-semi-space-size=1',
-  '--semi-space-growth-factor=1',
-  '--no-flush-bytecode',
-] as const;
-for (const flag of V8_FLAGS) setFlagsFromString(flag);
+tuneV8ForSize();
 
 // Until the CLI has loaded and installed its own handlers nothing has started (no heartbeat,
 // no step), so a stop signal in that window simply means a clean exit 0.
@@ -42,22 +19,11 @@ process.on('SIGINT', exitEarly);
 
 // Loaded afterwards (not a static import, which would be evaluated before the flags are set).
 // No top-level await: the single-executable build bundles this file as CommonJS.
-import('./cli.js')
-  .then(({ runCli }) => {
-    // runCli installs its own handlers before its first await (runAgent's provisional ones
-    // while the spawner is checked, then the real ones): no gap between them.
+exitWhenDone(
+  import('./cli.js').then(({ runCli }) => {
+    // runCli installs its own handlers before its first await: no gap between them.
     process.off('SIGTERM', exitEarly);
     process.off('SIGINT', exitEarly);
     return runCli();
-  })
-  .then(
-    (code) => process.exit(code),
-    (err: unknown) => {
-      // The logger may not have loaded; write the one JSON line by hand.
-      const error = err instanceof Error ? { message: err.message, stack: err.stack } : String(err);
-      process.stderr.write(
-        `${JSON.stringify({ time: new Date().toISOString(), level: 'error', msg: 'fatal error', error })}\n`,
-      );
-      process.exit(3);
-    },
-  );
+  }),
+);

@@ -11,7 +11,8 @@ export interface OneStepJobsRun {
 }
 
 /**
- * Submits `count` jobs of one `true` step at once (ids `${idPrefix}${i}`) and polls their records
+ * Submits `count` jobs of one `true` step at once (ids `${idPrefix}${i}`, in `image`: the
+ * in-process backend ignores it) and polls their records
  * until every one is terminal, for the throughput benches. Latency comes from each record's own
  * timestamps, so the 100 ms polling interval does not add to it; only `seconds` carries it.
  */
@@ -19,13 +20,14 @@ export async function runOneStepJobs(
   client: SandstreamClient,
   idPrefix: string,
   count: number,
+  image = 'none',
 ): Promise<OneStepJobsRun> {
   const t0 = performance.now();
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
     const { jobId } = await client.submit({
       id: `${idPrefix}${i}`,
-      image: 'none',
+      image,
       steps: [{ command: 'true' }],
     });
     ids.push(jobId);

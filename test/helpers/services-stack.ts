@@ -99,7 +99,11 @@ export async function startStack(
             'prioritized',
           );
           const ids = Object.keys(await redis.hgetall(DEFAULT_INPROCESS_REGISTRY_KEY).catch(() => ({})));
-          return pending === 0 && !ids.some((id) => id.startsWith(`${namespace}-`));
+          // Warm pool members stay by design (the next pod-lifecycle claims them): not waited for.
+          const jobs = ids.filter(
+            (id) => id.startsWith(`${namespace}-`) && !id.startsWith(`${namespace}-pool-`),
+          );
+          return pending === 0 && jobs.length === 0;
         },
         { timeoutMs: 30_000, intervalMs: 250 },
       ).catch(() => {}); // a teardown that cannot finish must not hang the suite: stop anyway

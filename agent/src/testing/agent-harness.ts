@@ -4,6 +4,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pollUntil } from '@sandstream/test-support';
+
+export { childPids, peakRssKb, rssKb } from '@sandstream/test-support';
+
 import {
   decodeEventFields,
   type KeyStyle,
@@ -174,28 +177,6 @@ export const POLL = { timeout: 10_000, interval: 20 } as const;
 
 export async function deleteKeys(redis: Redis, keys: SandboxKeys): Promise<void> {
   await redis.del(keys.in, keys.events, keys.results, keys.heartbeat, keys.control);
-}
-
-/** Children of a process alive now (for an idle agent: its spawner helper), from /proc. */
-export function childPids(pid: number): number[] {
-  const listed = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-  return listed ? listed.split(/\s+/).map(Number) : [];
-}
-
-/** Resident set size of a process in kB, from /proc/<pid>/status. */
-export function rssKb(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
-  if (!match) throw new Error(`no VmRSS for pid ${pid}`);
-  return Number(match[1]);
-}
-
-/** Peak resident set size of a process in kB (VmHWM: the kernel's own high-water mark, so no sample can miss the peak). */
-export function peakRssKb(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const match = /^VmHWM:\s+(\d+)\s+kB/m.exec(status);
-  if (!match) throw new Error(`no VmHWM for pid ${pid}`);
-  return Number(match[1]);
 }
 
 /** True while the process exists and is not a zombie (an exited child nobody reaped yet). */

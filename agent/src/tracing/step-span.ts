@@ -27,8 +27,13 @@ function wallClockAnchorNs(): bigint {
   const whole = Math.floor(ms);
   return BigInt(whole) * 1_000_000n + BigInt(Math.round((ms - whole) * 1e6)) - process.hrtime.bigint();
 }
-const anchorNs = wallClockAnchorNs();
-const nowNs = () => anchorNs + process.hrtime.bigint();
+// Taken on first use, not at module load: the single executable's module state comes from a V8
+// startup snapshot made at build time, on another machine, whose clocks mean nothing here.
+let anchorNs: bigint | undefined;
+const nowNs = () => {
+  anchorNs ??= wallClockAnchorNs();
+  return anchorNs + process.hrtime.bigint();
+};
 
 const MAX_ARGS = 64;
 const MAX_ATTR_CHARS = 1024;

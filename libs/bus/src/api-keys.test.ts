@@ -33,4 +33,13 @@ describe('API keys', () => {
     expect(await store.verify(key)).toBeNull();
     await expect(store.create({ tenant: 'Not A Tenant' })).rejects.toThrow(/tenant may contain only/);
   });
+
+  it('registers a key made elsewhere once: it verifies as admin, a second register changes nothing', async () => {
+    const key = `sk_${'ab'.repeat(8)}_${'x'.repeat(43)}`;
+    expect(await store.register(key, { tenant: 'default', admin: true })).toBe(true);
+    expect(await store.verify(key)).toMatchObject({ id: 'ab'.repeat(8), tenant: 'default', admin: true });
+    expect(await store.register(key, { tenant: 'other' })).toBe(false);
+    expect(await store.verify(key)).toMatchObject({ tenant: 'default', admin: true });
+    await expect(store.register('sk_short', { tenant: 'default' })).rejects.toThrow(/must look like/);
+  });
 });

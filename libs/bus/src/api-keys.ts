@@ -51,6 +51,26 @@ export class ApiKeyStore {
     return { key, info };
   }
 
+  /**
+   * Registers a key made elsewhere (a deployment's secret: the first admin key of a cluster whose
+   * Redis no operator reaches with the CLI). Idempotent: a key already registered under its id is
+   * left as it is, so replicas starting together agree and a revoked id is never re-created by a
+   * stale secret unless it is gone from Redis. Returns whether it was added.
+   */
+  async register(key: string, input: { tenant: string; admin?: boolean }): Promise<boolean> {
+    const match = KEY_PATTERN.exec(key);
+    if (!match) throw new Error('the key must look like sk_<16 hex digits>_<43 base64url characters>');
+    const id = match[1] as string;
+    const record: ApiKeyRecord = {
+      id,
+      tenant: TenantSchema.parse(input.tenant),
+      admin: input.admin === true,
+      createdAt: Date.now(),
+      hash: sha256(key).toString('hex'),
+    };
+    return (await this.ctx.redis.hsetnx(this.ctx.keys.apiKeys, id, JSON.stringify(record))) === 1;
+  }
+
   /** The key's record when it is well formed, known and not revoked; else null. */
   async verify(key: string): Promise<ApiKeyInfo | null> {
     const match = KEY_PATTERN.exec(key);

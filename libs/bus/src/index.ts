@@ -29,3 +29,4 @@ export * from './sandbox-redis-usage.js';
 export * from './sandbox-user-record.js';
 export * from './scan-keys.js';
 export * from './slot-leases.js';
+export * from './warm-pool-store.js';

@@ -42,11 +42,36 @@ export const JOB_TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = 
 };
 
 /** Where the sandbox of a job lives, once pod-lifecycle created it. */
+/** How a sandbox came to be: claimed from a warm pool, or started cold (and why not warm). */
+export const SandboxStartSchema = z.object({
+  kind: z.enum(['warm', 'cold']),
+  /** Cold: why no warm member served it (`no-pool`, `empty`, `spec-differs: image`, …). */
+  reason: z.string().max(1024).optional(),
+});
+export type SandboxStart = z.infer<typeof SandboxStartSchema>;
+
 export const JobSandboxSchema = z.object({
   backend: z.enum(['inprocess', 'docker', 'kubernetes']),
   id: z.string(),
+  /**
+   * A warm pool member's id: the backend knows the sandbox by it (its labels, its directory),
+   * so a destroy passes it instead of the job's id.
+   */
+  member: z.string().optional(),
+  start: SandboxStartSchema.optional(),
 });
 export type JobSandbox = z.infer<typeof JobSandboxSchema>;
+
+/**
+ * How to name a job's sandbox to its backend: by the job's id, or, for a sandbox claimed from a
+ * warm pool, by the member's id it was made under.
+ */
+export function sandboxRefOf(
+  jobId: string,
+  sandbox: JobSandbox,
+): { jobId: string; backend: JobSandbox['backend']; id: string } {
+  return { jobId: sandbox.member ?? jobId, backend: sandbox.backend, id: sandbox.id };
+}
 
 /**
  * One entry on the job's own events stream (field `job`) and on `events:lifecycle`.

@@ -58,6 +58,24 @@ export interface KeySpace {
   readonly apiKeys: string;
   /** Keys of the HTTP API's own short-lived state (rate-limit counters, one-use tickets). */
   api(name: string): string;
+  /**
+   * Warm pools (warm-pool-store.ts). Every pool key shares the tag `{<ns>:pools}`, so one script
+   * checks a pool's max and the global capacity and takes a member in one step.
+   */
+  readonly pools: PoolKeys;
+}
+
+export interface PoolKeys {
+  /** HASH memberId -> PoolMember JSON: every member not yet destroyed, claimed ones included. */
+  readonly members: string;
+  /** SET: unclaimed members of every pool (the global pool capacity counts these). */
+  readonly unclaimed: string;
+  /** SET: unclaimed members (starting or ready) of one pool (its max counts these). */
+  pool(pool: string): string;
+  /** ZSET memberId -> readyAt: ready, unclaimed members of one pool built from one spec version. */
+  ready(pool: string, specHash: string): string;
+  /** HASH jobId -> memberId: who claimed what (a job claims at most once). */
+  readonly claims: string;
 }
 
 export const DEFAULT_NAMESPACE = 'sandstream';
@@ -69,6 +87,7 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
   // The production namespace keeps the documented short names; others are prefixed.
   const scoped = (name: string) => (namespace === DEFAULT_NAMESPACE ? name : `${namespace}:${name}`);
   const leaseTag = `{${namespace}:leases}`;
+  const poolTag = `{${namespace}:pools}`;
   return {
     namespace,
     bullPrefix: `{${namespace}}`,
@@ -97,6 +116,13 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
     lock: (name) => `${namespace}:lock:${name}`,
     apiKeys: `${namespace}:apikeys`,
     api: (name) => `${namespace}:api:${name}`,
+    pools: {
+      members: `${poolTag}:members`,
+      unclaimed: `${poolTag}:unclaimed`,
+      pool: (pool) => `${poolTag}:pool:${pool}`,
+      ready: (pool, specHash) => `${poolTag}:ready:${pool}:${specHash}`,
+      claims: `${poolTag}:claims`,
+    },
   };
 }
 

@@ -73,3 +73,52 @@ describe('per-sandbox Redis user', () => {
     }
   });
 });
+
+describe('a warm pool member Redis user', () => {
+  const member = `acl-m-${suffix}`;
+  const claimer = `acl-c-${suffix}`;
+  afterAll(async () => {
+    await acl.delete(member);
+    await acl.delete(claimer);
+    await admin.unlink(keys.sandbox(member).heartbeat, keys.sandbox(member).claim, keys.sandbox(claimer).in);
+  });
+
+  it('waits on its own claim key and nothing else; the claim gives the same password the job user', async () => {
+    const creds = await acl.createPoolMember(member);
+    await admin.lpush(keys.sandbox(jobB).results, 'secret result of B');
+    const sandbox = new Redis(urlWithCredentials(url, creds), {
+      maxRetriesPerRequest: 1,
+      enableReadyCheck: false,
+    });
+    try {
+      // What a member's agent does: heartbeat, announce, pop its claim.
+      expect(await sandbox.set(keys.sandbox(member).heartbeat, '1', 'PX', 5000)).toBe('OK');
+      expect(await sandbox.publish(keys.sandbox(member).ready, '1')).toBeGreaterThanOrEqual(0);
+      await admin.lpush(keys.sandbox(member).claim, '{"jobId":"x"}');
+      expect(await sandbox.brpop(keys.sandbox(member).claim, 1)).toEqual([
+        keys.sandbox(member).claim,
+        '{"jobId":"x"}',
+      ]);
+      // Nothing of any job, not even its own member's other keys.
+      await expect(sandbox.lpush(keys.sandbox(member).in, 'x')).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.lrange(keys.sandbox(jobB).results, 0, -1)).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.brpop(keys.sandbox(claimer).in, 0.05)).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.publish(keys.sandbox(claimer).ready, '1')).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.get(keys.sandbox(member).heartbeat)).rejects.toThrow(/NOPERM/);
+    } finally {
+      sandbox.disconnect();
+    }
+    // Claimed: the job's user takes the member's password (its hash), with the job's rules.
+    const username = await acl.createForClaim(claimer, notify, creds.passwordHash);
+    const bound = new Redis(urlWithCredentials(url, { ...creds, username }), {
+      maxRetriesPerRequest: 1,
+      enableReadyCheck: false,
+    });
+    try {
+      expect(await bound.lpush(keys.sandbox(claimer).in, 'step')).toBe(1);
+      await expect(bound.brpop(keys.sandbox(member).claim, 0.05)).rejects.toThrow(/NOPERM/);
+    } finally {
+      bound.disconnect();
+    }
+  });
+});

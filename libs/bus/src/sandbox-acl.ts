@@ -84,6 +84,41 @@ export function sandboxAclRules(
   ];
 }
 
+/**
+ * What an idle warm pool member needs while it waits for a claim: BRPOP its own claim key, SET its
+ * own heartbeat, PUBLISH once on its own ready channel. Nothing of any job; the claim gives the
+ * sandbox a job's user (same password, the job's rules) and this user is deleted.
+ */
+export const POOL_MEMBER_COMMANDS = [
+  'brpop',
+  'set',
+  'del',
+  'publish',
+  'ping',
+  'select',
+  'quit',
+  'client|setname',
+] as const;
+
+export function poolMemberAclRules(
+  keys: KeySpace,
+  memberId: string,
+  password: { password: string } | { hash: string },
+): string[] {
+  const own = keys.sandbox(memberId);
+  return [
+    'reset',
+    'on',
+    'password' in password ? `>${password.password}` : `#${password.hash}`,
+    `~${own.claim}`,
+    `~${own.heartbeat}`,
+    'resetchannels',
+    `&${own.ready}`,
+    '-@all',
+    ...POOL_MEMBER_COMMANDS.map((c) => `+${c}`),
+  ];
+}
+
 function nodesOf(redis: RedisClient): Redis[] {
   // ACLs are per node: on a Cluster every master and replica needs the user (replicas take over).
   return 'nodes' in redis && typeof (redis as Cluster).nodes === 'function' && (redis as Cluster).isCluster
@@ -135,6 +170,24 @@ export class SandboxAcl {
     await Promise.all(
       nodesOf(this.redis).map((node) => node.call('ACL', 'SETUSER', this.username(jobId), ...rules)),
     );
+  }
+
+  /** Creates the Redis user of an idle warm pool member (poolMemberAclRules), fresh password. */
+  async createPoolMember(memberId: string): Promise<SandboxCredentials> {
+    const username = this.username(memberId);
+    const password = randomBytes(24).toString('hex');
+    const rules = poolMemberAclRules(this.keys, memberId, { password });
+    await Promise.all(nodesOf(this.redis).map((node) => node.call('ACL', 'SETUSER', username, ...rules)));
+    return { username, password, passwordHash: aclPasswordHash(password) };
+  }
+
+  /**
+   * The claimed job's user, with the member's password (its hash): the sandbox already holds that
+   * password in its environment, so binding it to the job sends no secret through Redis.
+   */
+  async createForClaim(jobId: string, notifyStream: string, passwordHash: string): Promise<string> {
+    await this.restore(jobId, notifyStream, passwordHash);
+    return this.username(jobId);
   }
 
   /** True when the sandbox's user exists (on the first node; they are created on all at once). */

@@ -23,6 +23,7 @@ export function agentArgs(launch: AgentLaunch): string[] {
     args.push('--idle-timeout-seconds', String(launch.idleTimeoutSeconds));
   }
   if (launch.agent.live) args.push('--max-idle-waits', '0');
+  if (launch.agent.awaitClaim) args.push('--await-claim');
   return args;
 }
 
@@ -44,6 +45,7 @@ export function agentEnvironment(launch: AgentLaunch): Record<string, string> {
     env.AGENT_HEARTBEAT_INTERVAL_MS = String(launch.agent.heartbeatIntervalMs);
   }
   if (launch.agent.live) env.AGENT_MAX_IDLE_WAITS = '0';
+  if (launch.agent.awaitClaim) env.AGENT_AWAIT_CLAIM = '1';
   return env;
 }
 

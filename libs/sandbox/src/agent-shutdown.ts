@@ -29,7 +29,7 @@ export async function deleteSandboxKeys(
   options: { includeOutput?: boolean } = {},
 ): Promise<void> {
   const keys = sandboxKeys(jobId, keyStyle);
-  const names = [keys.in, keys.control, keys.heartbeat];
+  const names = [keys.in, keys.control, keys.heartbeat, keys.claim];
   if (options.includeOutput) names.push(keys.events, keys.results);
   // One UNLINK per key: under the plain style the keys may sit in different cluster slots.
   await Promise.all(names.map((name) => redis.unlink(name)));

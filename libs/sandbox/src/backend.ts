@@ -18,6 +18,11 @@ export interface AgentConnection {
   live?: boolean;
   /** Extra environment for the agent process only (e.g. OTEL_* for its spans). */
   agentEnv?: Record<string, string>;
+  /**
+   * A warm pool member: the agent boots, then waits on its `claim` key for the job it will serve
+   * (the job id it is started with is the member's id).
+   */
+  awaitClaim?: boolean;
 }
 
 export interface CreateSandboxRequest {
@@ -123,4 +128,6 @@ export const SandboxLabels = {
    * orphans carrying its own, so installations sharing an engine never touch each other's.
    */
   installation: 'sandstream.dev/installation',
+  /** The warm pool a member was made for (its job-id label is then the member's id). */
+  warmPool: 'sandstream.dev/warm-pool',
 } as const;

@@ -31,11 +31,15 @@ export * from './sandbox-spec.js';
 export * from './secret-env.js';
 export { loadTemplatesFile, parseTemplates, TemplateFileError } from './templates/load-templates.js';
 export {
+  type DeclaredPool,
   TemplateRegistry,
   type TemplateRegistryOptions,
   TemplateResolveError,
 } from './templates/template-registry.js';
 export {
+  POOL_MAX_LIMIT,
+  type PoolConfig,
+  PoolSchema,
   type SpecOverrides,
   SpecOverridesSchema,
   type TemplateRequest,

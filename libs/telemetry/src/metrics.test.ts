@@ -30,6 +30,11 @@ describe('metrics on the Prometheus endpoint', () => {
     m.reaperDeletions.add(7, { target: 'keys' });
     m.observeQueueDepth(async () => [{ queue: 'jobs', state: 'waiting', depth: 5 }]);
     m.observeTenantSlots(() => [{ tenant: 'acme', inUse: 4 }]);
+    m.poolHits.add(3, { pool: 'node' });
+    m.poolMisses.add(2, { pool: 'node', reason: 'empty' });
+    m.poolClaimSeconds.record(0.004, { pool: 'node' });
+    m.poolRefillSeconds.record(0.8, { pool: 'node' });
+    m.observePoolMembers(() => [{ pool: 'node', state: 'ready', members: 6 }]);
     // A failing observer must not take the others down with it.
     m.observeQueueDepth(async () => {
       throw new Error('redis down');
@@ -49,6 +54,11 @@ describe('metrics on the Prometheus endpoint', () => {
     expect(line(/^sandstream_reaper_deletions_total\{.*target="keys"/)).toMatch(/ 7$/);
     expect(line(/^sandstream_queue_depth\{.*state="waiting"/)).toMatch(/ 5$/);
     expect(line(/^sandstream_tenant_slots_in_use\{.*tenant="acme"/)).toMatch(/ 4$/);
+    expect(line(/^sandstream_pool_hits_total\{.*pool="node"/)).toMatch(/ 3$/);
+    expect(line(/^sandstream_pool_misses_total\{.*reason="empty"/)).toMatch(/ 2$/);
+    expect(line(/^sandstream_pool_claim_latency_count\{.*pool="node"/)).toMatch(/ 1$/);
+    expect(line(/^sandstream_pool_refill_latency_sum\{.*pool="node"/)).toMatch(/ 0\.8$/);
+    expect(line(/^sandstream_pool_members\{.*state="ready"/)).toMatch(/ 6$/);
   });
 
   it('reports a busy port by variable name', async () => {

@@ -58,6 +58,22 @@ export interface SandstreamMetrics {
   observeQueueDepth(observe: Observe<QueueDepthSample>): void;
   /** Slot leases are shared by all scheduler replicas, so one observed value beats per-process counters. */
   observeTenantSlots(observe: Observe<TenantSlotsSample>): void;
+  /** Warm pool claims that got a member, by pool. */
+  poolHits: { add(n: number, attrs: { pool: string }): void };
+  /** Starts that went cold, by pool (`none` without one) and why (`empty`, `spec-differs`, …). */
+  poolMisses: { add(n: number, attrs: { pool: string; reason: string }): void };
+  /** Claim until the claimed member's agent announced itself as the job. */
+  poolClaimSeconds: { record(seconds: number, attrs: { pool: string }): void };
+  /** A member's place taken until its agent waits for a claim. */
+  poolRefillSeconds: { record(seconds: number, attrs: { pool: string }): void };
+  /** Unclaimed members per pool and state (starting, ready), read from Redis when collected. */
+  observePoolMembers(observe: Observe<PoolMembersSample>): void;
+}
+
+export interface PoolMembersSample {
+  pool: string;
+  state: string;
+  members: number;
 }
 
 /**
@@ -77,6 +93,10 @@ export function createSandstreamMetrics(meter: Meter = metrics.getMeter('sandstr
   });
   const tenantSlots = meter.createObservableGauge('sandstream.tenant.slots_in_use', {
     description: 'Concurrency slots held per tenant',
+  });
+
+  const poolMembers = meter.createObservableGauge('sandstream.pool.members', {
+    description: 'Unclaimed warm pool members, by pool and state',
   });
 
   const safely =
@@ -108,6 +128,17 @@ export function createSandstreamMetrics(meter: Meter = metrics.getMeter('sandstr
     logArchive: meter.createCounter('sandstream.log_archive', {
       description: 'Log archive work: entries archived, gaps recorded, jobs completed',
     }),
+    poolHits: meter.createCounter('sandstream.pool.hits', { description: 'Warm pool claims served' }),
+    poolMisses: meter.createCounter('sandstream.pool.misses', {
+      description: 'Starts that went cold, by reason',
+    }),
+    poolClaimSeconds: seconds('sandstream.pool.claim_latency', 'Claim until the member runs as the job'),
+    poolRefillSeconds: seconds('sandstream.pool.refill_latency', 'Member reserved until ready'),
+    observePoolMembers(observe) {
+      poolMembers.addCallback(
+        safely(observe, (r, s) => r.observe(s.members, { pool: s.pool, state: s.state })),
+      );
+    },
     observeQueueDepth(observe) {
       queueDepth.addCallback(
         safely(observe, (r, s) => r.observe(s.depth, { queue: s.queue, state: s.state })),

@@ -3,6 +3,7 @@ export * from './nats-server.js';
 export * from './otlp-receiver.js';
 export * from './poll.js';
 export * from './ports.js';
+export * from './proc-stats.js';
 export * from './processes.js';
 export * from './redis-cluster.js';
 export * from './redis-server.js';

@@ -5,6 +5,7 @@ export * from './gnu-tar.js';
 export * from './keys.js';
 export * from './limits.js';
 export * from './pack-tar.js';
+export * from './pool-claim.js';
 export * from './raw-list-connection.js';
 export * from './schema-version.js';
 export * from './sizes.js';

@@ -39,6 +39,11 @@ export interface SandboxKeys {
    * so whoever waits for it to start is told instead of polling the heartbeat.
    */
   readonly ready: string;
+  /**
+   * LIST: a warm pool member's agent waits here (BRPOP) for the one claim that binds it to a job
+   * (pool-claim.ts). Only ever used under a member's id, never under a job's.
+   */
+  readonly claim: string;
   /** Prefix common to all of the above (for ACL patterns and cleanup). */
   readonly prefix: string;
 }
@@ -57,6 +62,7 @@ export function sandboxKeys(jobId: string, style: KeyStyle = 'plain'): SandboxKe
     heartbeat: `${prefix}heartbeat`,
     control: `${prefix}control`,
     ready: `${prefix}ready`,
+    claim: `${prefix}claim`,
   };
 }
 

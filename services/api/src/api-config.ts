@@ -19,6 +19,24 @@ export const ApiEnvSchema = serviceEnvSchema(8086).extend({
   API_ANONYMOUS: z
     .enum(['loopback', 'off'], { error: 'API_ANONYMOUS must be loopback or off' })
     .default('off'),
+  /**
+   * A key (`sk_<id>_<secret>`) registered at start as an admin key of tenant `default` when its id
+   * is not yet known: how a deployment's secret becomes its first admin key (deploy/k8s overlays).
+   */
+  API_ADMIN_KEY: z
+    .string()
+    .trim()
+    .transform((v) => (v === '' ? undefined : v))
+    .pipe(
+      z
+        .string()
+        .regex(
+          /^sk_[a-f0-9]{16}_[A-Za-z0-9_-]{43}$/,
+          'API_ADMIN_KEY must look like sk_<16 hex>_<43 base64url>',
+        )
+        .optional(),
+    )
+    .optional(),
   /** What a sandbox created with neither image nor template gets: a template by name … */
   API_DEFAULT_TEMPLATE: z.string().min(1).max(253).optional(),
   /** … else this image (the quick start's local Debian image). */

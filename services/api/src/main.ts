@@ -20,6 +20,13 @@ runService({
       namespace: keys.namespace,
       onWarning: (w) => logger.warn(w.message),
     });
+    const apiKeys = new ApiKeyStore({ redis, keys });
+    if (
+      env.API_ADMIN_KEY &&
+      (await apiKeys.register(env.API_ADMIN_KEY, { tenant: 'default', admin: true }))
+    ) {
+      logger.info('registered the admin key of API_ADMIN_KEY');
+    }
     const templates = env.SANDSTREAM_TEMPLATES_FILE
       ? await TemplateRegistry.open({ path: env.SANDSTREAM_TEMPLATES_FILE })
       : undefined;
@@ -29,7 +36,7 @@ runService({
         redis,
         keys,
         principals: new Principals({
-          store: new ApiKeyStore({ redis, keys }),
+          store: apiKeys,
           redis,
           keys,
           anonymous: env.API_ANONYMOUS,

@@ -6,11 +6,14 @@ import {
   type RedisClient,
   type SandboxAcl,
   SandboxDestroyPayloadSchema,
+  sandboxRefOf,
+  type WarmPoolStore,
 } from '@sandstream/bus';
-import type { SandboxBackend } from '@sandstream/sandbox';
+import { requestAgentShutdown, type SandboxBackend } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import type { Job } from 'bullmq';
+import type { Redis } from 'ioredis';
 
 export interface DestroyDeps {
   store: JobStore;
@@ -22,6 +25,15 @@ export interface DestroyDeps {
   graceMs: number;
   logger: Logger;
   onDestroyed?: (backend: string) => void;
+  /** Warm pools: a claimed member's record goes with its sandbox. */
+  pools?: WarmPoolStore;
+}
+
+/** The claimed member's record and its (already unused) Redis user. */
+async function forgetMember(deps: DestroyDeps, memberId: string): Promise<void> {
+  const member = await deps.pools?.get(memberId);
+  if (member) await deps.pools?.remove(member);
+  if (deps.acl) await deps.acl.delete(memberId);
 }
 
 /**
@@ -63,10 +75,12 @@ export function createDestroyProcessor(deps: DestroyDeps) {
     // is terminal) and the reaper to reclaim.
     if (record) await deps.leases.release(jobId, record.tenant);
     if (record?.sandbox) {
-      await deps.backend.destroy(
-        { jobId, backend: record.sandbox.backend, id: record.sandbox.id },
-        { graceMs: deps.graceMs },
-      );
+      const { member } = record.sandbox;
+      // A claimed member's agent reads the job's keys, not the member's the backend knows of:
+      // ask it to leave there, so the backend's grace ends when it has.
+      if (member) await requestAgentShutdown(deps.redis as Redis, jobId, 'tagged');
+      await deps.backend.destroy(sandboxRefOf(jobId, record.sandbox), { graceMs: deps.graceMs });
+      if (member) await forgetMember(deps, member);
       deps.onDestroyed?.(record.sandbox.backend);
     }
     if (deps.acl) await deps.acl.delete(jobId);

@@ -18,6 +18,7 @@ import { destroyGraceMs, PodLifecycleEnvSchema } from './pod-lifecycle-config.js
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
 import { failExhaustedStart } from './start-failure.js';
 import { createStartProcessor } from './start-sandbox.js';
+import { openWarmPools } from './warm-pools.js';
 
 runService({
   name: 'pod-lifecycle',
@@ -58,6 +59,19 @@ runService({
     const leases = new LeaseRenewal({ redis, keys, leaseMs: env.LEASE_SECONDS * 1000 });
     const dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix });
     const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix });
+    const warm = await openWarmPools({
+      env,
+      logger,
+      redis,
+      keys,
+      backend,
+      acl,
+      announcements,
+      installation,
+      metrics,
+      agentRedisUrl: env.AGENT_REDIS_URL ?? env.REDIS_URL,
+      ...withAgentEnv(agentEnvFor(env)),
+    });
     const start = createStartProcessor({
       store,
       leases,
@@ -77,6 +91,7 @@ runService({
         metrics.sandboxStartSeconds.record(seconds, { backend: kind });
         metrics.activeSandboxes.add(1, { backend: kind });
       },
+      ...(warm ? { warm: warm.start } : {}),
     });
     const destroy = createDestroyProcessor({
       store,
@@ -88,6 +103,7 @@ runService({
       graceMs: destroyGraceMs(env),
       logger,
       onDestroyed: (kind) => metrics.activeSandboxes.add(-1, { backend: kind }),
+      ...(warm ? { pools: warm.store } : {}),
     });
     const createWorker = new Worker(
       QueueNames.sandboxCreate,
@@ -134,6 +150,10 @@ runService({
       onProgress: watchdog.track('lease-keeper', Math.max(renewEveryMs * 5, 20_000)),
     });
     keeper.start();
+    if (warm) {
+      warm.keeper.start();
+      onShutdown('warm pools', () => warm.close());
+    }
     // Re-creates the Redis users of starting/running jobs that a Redis restart lost.
     const restorer = acl
       ? new SandboxUserRestorer({

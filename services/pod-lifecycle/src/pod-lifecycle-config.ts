@@ -40,6 +40,27 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
   SANDSTREAM_INSTALLATION: SharedEnv.SANDSTREAM_INSTALLATION,
   /** Safety-net period of the sandbox user restore (it also runs on every reconnect). */
   SANDBOX_ACL_RESTORE_SECONDS: intVar(1, 3600, 30),
+  /**
+   * The templates file (the scheduler's): its `pool:` entries are the warm pools this service
+   * keeps filled, and claims compare requests with them. Unset: no warm pools.
+   */
+  SANDSTREAM_TEMPLATES_FILE: z.string().optional(),
+  /**
+   * Unclaimed warm pool members of all pools together, across replicas. Unset: the sum of the
+   * declared pools' `min`, so every pool can reach its min and none grows past it at another's cost.
+   */
+  SANDSTREAM_POOL_CAPACITY: z.coerce
+    .number({ error: 'SANDSTREAM_POOL_CAPACITY must be a number' })
+    .int('SANDSTREAM_POOL_CAPACITY must be an integer')
+    .min(0, 'SANDSTREAM_POOL_CAPACITY must be at least 0')
+    .max(100_000, 'SANDSTREAM_POOL_CAPACITY must be at most 100000')
+    .optional(),
+  /** Members one replica starts at once (beside, not inside, POOL_LIFECYCLE_CONCURRENCY). */
+  POOL_REFILL_CONCURRENCY: intVar(1, 100, 2),
+  /** How often the pools are checked (deadlines, heartbeats, refills, template changes). */
+  POOL_KEEPER_INTERVAL_MS: intVar(100, 60_000, 1000),
+  /** A claimed member that does not come up as its job within this long is destroyed; the start goes cold. */
+  POOL_CLAIM_TIMEOUT_SECONDS: intVar(1, 120, 10),
   /** CPU, memory and pids every sandbox gets unless its spec says otherwise, and the most it may ask. */
   ...ResourcePolicyEnvSchema.shape,
 });

@@ -14,12 +14,15 @@ import {
   SandboxCreatePayloadSchema,
   type SandboxCredentials,
   type SandboxDestroyPayload,
+  type SandboxStart,
+  sandboxRefOf,
   saveSandboxUser,
   urlWithCredentials,
 } from '@sandstream/bus';
 import {
   type SandboxBackend,
   SandboxLabels,
+  type SandboxRef,
   SandboxSpecSchema,
   SandboxStartError,
 } from '@sandstream/sandbox';
@@ -27,6 +30,7 @@ import { injectTraceContext, type Logger, withSpan } from '@sandstream/telemetry
 import { formatIssues } from '@sandstream/wire';
 import type { Job, Queue } from 'bullmq';
 import { Cluster } from 'ioredis';
+import type { WarmStart } from './warm-start.js';
 
 export interface StartDeps {
   store: JobStore;
@@ -51,6 +55,8 @@ export interface StartDeps {
   installation: string;
   /** Called with the create-to-ready latency of each started sandbox. */
   onStarted?: (seconds: number, backend: string) => void;
+  /** Claims from warm pools first; absent, every start is cold. */
+  warm?: WarmStart;
 }
 
 export type StartOutcome = 'dispatched' | 'failed' | 'cancelled' | 'skipped';
@@ -136,14 +142,63 @@ export function createStartProcessor(deps: StartDeps) {
     await deps.store.transition(jobId, ['scheduled'], 'starting');
     if (record.sandbox) {
       // A redelivery after a crash mid-start: the earlier sandbox may exist; start clean.
-      await deps.backend.destroy(
-        { jobId, backend: record.sandbox.backend, id: record.sandbox.id },
-        { graceMs: 0 },
-      );
+      await deps.backend.destroy(sandboxRefOf(jobId, record.sandbox), { graceMs: 0 });
     }
+
+    /** The sandbox's agent is up (cold or warm): running, and its steps go out. */
+    const enterRunning = async (ref: SandboxRef): Promise<StartOutcome> => {
+      if (await deps.store.isCancelRequested(jobId)) {
+        await deps.store.transition(jobId, ['starting'], 'cancelled', { reason: 'cancelled while starting' });
+        await destroy('cancelled while starting', 'cancelled');
+        return 'cancelled';
+      }
+      const running = await deps.store.transition(jobId, ['starting'], 'running', { reason: 'agent alive' });
+      if (running.status !== 'ok' && !(running.status === 'noop')) {
+        // Timed out or failed meanwhile (reaper, dispatcher): do not dispatch into it.
+        await destroy(`job left starting during start (${running.status})`, undefined);
+        return 'skipped';
+      }
+      await addDispatch({ jobId, backend: ref.backend, id: ref.id }, route.notifyStream);
+      return 'dispatched';
+    };
 
     const route = await routeFor();
     const { notifyStream } = route;
+    let start: SandboxStart = { kind: 'cold', reason: 'no-pools' };
+    if (deps.warm && !(deps.redis instanceof Cluster)) {
+      const claimStarted = Date.now();
+      const warm = await deps.warm.tryClaim({
+        jobId,
+        tenant: payload.tenant,
+        spec: spec.data,
+        live: payload.live === true,
+        notifyStream,
+        ...traceContext,
+      });
+      if (warm.kind === 'hit') {
+        const { ref } = warm;
+        await deps.store.setSandbox(jobId, {
+          backend: ref.backend,
+          id: ref.id,
+          member: warm.member.id,
+          start: { kind: 'warm' },
+        });
+        log.info({ sandbox: ref.id, member: warm.member.id }, 'sandbox claimed from a warm pool');
+        // The steps go out while the member binds: they wait in the job's list for its agent.
+        const [outcome, bound] = await Promise.all([enterRunning(ref), warm.bound]);
+        if (bound) {
+          // Counted like any start (start latency, active sandboxes): its destroy counts it down.
+          deps.onStarted?.((Date.now() - claimStarted) / 1000, ref.backend);
+          return outcome;
+        }
+        const reason = 'the warm pool member claimed for it did not come up as the job';
+        log.warn({ member: warm.member.id }, reason);
+        await deps.store.transition(jobId, ['starting', 'running'], 'failed', { reason });
+        await destroy(reason, 'failed');
+        return 'failed';
+      }
+      start = { kind: 'cold', reason: warm.reason };
+    }
     let credentials: SandboxCredentials | undefined;
     const started = Date.now();
     // Listening before the sandbox exists, so the agent cannot announce itself unheard.
@@ -180,7 +235,7 @@ export function createStartProcessor(deps: StartDeps) {
           },
         }),
       );
-      await deps.store.setSandbox(jobId, { backend: ref.backend, id: ref.id });
+      await deps.store.setSandbox(jobId, { backend: ref.backend, id: ref.id, start });
       const heartbeat = deps.keys.sandbox(jobId).heartbeat;
       const isAgentAlive = async () => (await deps.redis.exists(heartbeat)) === 1;
       await withSpan('sandbox.wait_ready', { attributes: sandboxAttributes }, () =>
@@ -195,19 +250,7 @@ export function createStartProcessor(deps: StartDeps) {
       deps.onStarted?.(seconds, ref.backend);
       log.info({ sandbox: ref.id, backend: ref.backend, seconds }, 'sandbox ready');
 
-      if (await deps.store.isCancelRequested(jobId)) {
-        await deps.store.transition(jobId, ['starting'], 'cancelled', { reason: 'cancelled while starting' });
-        await destroy('cancelled while starting', 'cancelled');
-        return 'cancelled';
-      }
-      const running = await deps.store.transition(jobId, ['starting'], 'running', { reason: 'agent alive' });
-      if (running.status !== 'ok' && !(running.status === 'noop')) {
-        // Timed out or failed meanwhile (reaper, dispatcher): do not dispatch into it.
-        await destroy(`job left starting during start (${running.status})`, undefined);
-        return 'skipped';
-      }
-      await addDispatch({ jobId, backend: ref.backend, id: ref.id }, notifyStream);
-      return 'dispatched';
+      return await enterRunning(ref);
     } catch (err) {
       const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       const retryable = err instanceof SandboxStartError ? err.capacity : true;
@@ -233,9 +276,7 @@ export function createStartProcessor(deps: StartDeps) {
 async function cleanupPartial(deps: StartDeps, jobId: string): Promise<void> {
   const record = await deps.store.get(jobId);
   if (record?.sandbox) {
-    await deps.backend
-      .destroy({ jobId, backend: record.sandbox.backend, id: record.sandbox.id }, { graceMs: 0 })
-      .catch(() => undefined);
+    await deps.backend.destroy(sandboxRefOf(jobId, record.sandbox), { graceMs: 0 }).catch(() => undefined);
   }
 }
 

@@ -5,6 +5,7 @@ import {
   installationOf,
   JobStore,
   QueueNames,
+  WarmPoolStore,
 } from '@sandstream/bus';
 import { createBackend, type SandboxBackend } from '@sandstream/sandbox';
 import {
@@ -51,6 +52,7 @@ runService({
       logger,
       ...(backend ? { backend } : {}),
       ...(acl ? { acl } : {}),
+      pools: new WarmPoolStore(redis, keys),
       destroyQueue,
       retentionMs: env.REAPER_RETENTION_SECONDS * 1000,
       // With the archive on here, every job's log must be archived before its keys go; without

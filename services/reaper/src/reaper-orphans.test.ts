@@ -1,7 +1,15 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createKeySpace, DispatchKeys, ExpiredLeases, JobStore } from '@sandstream/bus';
+import {
+  createKeySpace,
+  DispatchKeys,
+  ExpiredLeases,
+  JobStore,
+  type PoolMember,
+  parseJobSpec,
+  WarmPoolStore,
+} from '@sandstream/bus';
 import { InProcessBackend, SandboxLabels, SandboxSpecSchema } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
 import { type RedisServer, startRedisServer } from '@sandstream/test-support';
@@ -75,5 +83,99 @@ describe('reaper: orphaned sandboxes after Redis lost its data', () => {
         await backend.destroy({ jobId, backend: 'inprocess', id: '0' }, { graceMs: 0 });
     }
     expect(await backend.list()).toEqual([]);
+  });
+});
+
+// Warm pool members have no job record of their own: their pool record vouches for them.
+describe('reaper: warm pool members', () => {
+  let own: RedisServer;
+  let redis: Redis;
+  const root = mkdtempSync(join(tmpdir(), 'sandstream-pool-orphans-'));
+  beforeAll(async () => {
+    own = await startRedisServer();
+    redis = new Redis(own.url, { maxRetriesPerRequest: null });
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    await own?.stop();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('keeps recorded idle members and claimed ones while their job lives; destroys those left unrecorded', async () => {
+    const backend = new InProcessBackend({ redis, root });
+    const keys = createKeySpace('pool-orphans');
+    const pools = new WarmPoolStore(redis, keys);
+    const store = new JobStore({ redis, keys });
+    const labels = { [SandboxLabels.installation]: 'here', [SandboxLabels.warmPool]: 'node' };
+    const make = (jobId: string) =>
+      backend.create({
+        jobId,
+        tenant: 'pool:node',
+        spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
+        agent: { redisUrl: own.url, keyStyle: 'tagged' },
+      });
+    const record = (id: string): PoolMember => ({
+      id,
+      pool: 'node',
+      specHash: 'h',
+      tenants: null,
+      state: 'starting',
+      createdAt: Date.now(),
+      readyBy: Date.now() + 60_000,
+      owner: 'test',
+    });
+    // Ready in this order: the claim below takes the longest-ready member, `claimed`.
+    for (const id of ['claimed', 'idle', 'left']) {
+      await make(id);
+      expect(await pools.reserve(record(id), { max: 10, capacity: 10 })).toBe('reserved');
+      await pools.markReady(record(id));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await store.create(
+      parseJobSpec({ id: 'job-1', tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }),
+    );
+    expect(await pools.claim({ pool: 'node', specHash: 'h', jobId: 'job-1', tenant: 'acme' })).toMatchObject({
+      kind: 'hit',
+      member: { id: 'claimed' },
+    });
+    // `left`: a pod-lifecycle died between making the sandbox and a retire finishing.
+    const left = await pools.get('left');
+    await pools.remove(left as PoolMember);
+
+    let offset = 0;
+    const reaper = new Reaper({
+      redis,
+      keys,
+      store,
+      leases: new ExpiredLeases({ redis, keys }),
+      dispatchKeys: new DispatchKeys(keys, 1),
+      logger: silentLogger('reaper-pools'),
+      backend,
+      pools,
+      installation: 'here',
+      retentionMs: 600_000,
+      orphanGraceMs: 600_000,
+      sandboxGraceMs: 30_000,
+      startingTimeoutMs: 600_000,
+      heartbeatGraceMs: 600_000,
+      now: () => Date.now() + offset,
+    });
+    const alive = async () => (await backend.list()).map((s) => s.jobId).sort();
+    try {
+      await reaper.runOnce();
+      offset += 31_000;
+      await reaper.runOnce();
+      expect(await alive()).toEqual(['claimed', 'idle']);
+      // The job that claimed a member ends: past the grace, its member goes too, record and all.
+      await store.transition('job-1', ['queued'], 'cancelled', { reason: 'test' });
+      offset += 31_000;
+      await reaper.runOnce();
+      expect(await alive()).toEqual(['idle']);
+      expect(await pools.get('claimed')).toBeNull();
+      expect(await pools.get('idle')).not.toBeNull();
+    } finally {
+      for (const jobId of ['idle', 'claimed', 'left'])
+        await backend.destroy({ jobId, backend: 'inprocess', id: '0' }, { graceMs: 0 });
+    }
   });
 });

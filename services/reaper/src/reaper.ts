@@ -11,6 +11,7 @@ import {
   type RedisClient,
   type SandboxAcl,
   scanKeys,
+  type WarmPoolStore,
 } from '@sandstream/bus';
 import { type SandboxBackend, SandboxLabels } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
@@ -29,6 +30,12 @@ export interface ReaperOptions {
   backend?: SandboxBackend;
   /** Per-sandbox Redis users; without it, leftover users are not looked for. */
   acl?: SandboxAcl;
+  /**
+   * Warm pool members: a sandbox or user named by a member's id belongs to the member while it
+   * is recorded (idle, or serving the job that claimed it); once the record is gone (its
+   * pod-lifecycle died mid-start, or a retire was cut short) it is an orphan like any other.
+   */
+  pools?: WarmPoolStore;
   /** Asks pod-lifecycle to tear down the sandbox of a job the reaper ended. */
   destroyQueue?: Queue;
   /** Finished jobs (record, events, results) are kept this long after they end. */
@@ -238,6 +245,14 @@ export class Reaper {
    */
   private async isOrphan(jobId: string): Promise<boolean> {
     if (!matchesGlob(jobId, this.glob())) return false;
+    const member = await this.options.pools?.get(jobId);
+    if (member) {
+      this.missingSince.delete(jobId);
+      // A claimed member lives as long as the job it serves.
+      return member.state === 'claimed' && member.claimedBy !== undefined && member.claimedBy !== jobId
+        ? this.isOrphan(member.claimedBy)
+        : false;
+    }
     const record = await this.options.store.get(jobId);
     const now = this.now();
     if (!record) {
@@ -263,6 +278,8 @@ export class Reaper {
       if ((await this.options.redis.set(lock, '1', 'PX', 60_000, 'NX')) !== 'OK') continue;
       try {
         await backend.destroy(sandbox, { graceMs: 2000 });
+        const member = await this.options.pools?.get(sandbox.jobId);
+        if (member) await this.options.pools?.remove(member);
         this.missingSince.delete(sandbox.jobId);
         report.sandboxesDestroyed++;
         this.options.logger.info(

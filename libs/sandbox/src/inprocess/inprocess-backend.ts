@@ -33,28 +33,39 @@ import {
 import { createJobDirectories, removeJobDirectories } from './workspace.js';
 
 /**
- * The agent bundled into one file (the single executable's code), as the agent package exports
- * it (`@sandstream/agent/bundle`, a declared dependency): it starts in less memory than the
- * compiled modules of its main.js. When it is not built (or, in the services image that runs
- * Docker or Kubernetes sandboxes, not installed) this module must still load: create() then
- * says how to build it.
+ * The agent as the agent package exports it (a declared dependency): its single executable
+ * (`@sandstream/agent/executable`), which starts from a V8 snapshot of the loaded agent in about
+ * half the CPU of `node` running the bundle (docs/benchmarks.md, "Fast start, part 1"), else the
+ * bundle in one file (`@sandstream/agent/bundle`), which starts in less memory than the compiled
+ * modules of its main.js. When neither is built (or, in the services image that runs Docker or
+ * Kubernetes sandboxes, the package is not installed) this module must still load: create()
+ * then says how to build it.
  */
-export const DEFAULT_AGENT_ENTRY = resolveAgentBundle();
+export const DEFAULT_AGENT_ENTRY = resolveAgentEntry();
 
-function resolveAgentBundle(): string {
-  const specifier = '@sandstream/agent/bundle';
-  try {
-    // createRequire rather than import.meta.resolve, which vitest's module runner lacks.
-    return createRequire(import.meta.url).resolve(specifier);
-  } catch {
-    return `${specifier} (package not installed)`;
+function resolveAgentEntry(): string {
+  // createRequire rather than import.meta.resolve, which vitest's module runner lacks.
+  const require = createRequire(import.meta.url);
+  for (const specifier of ['@sandstream/agent/executable', '@sandstream/agent/bundle']) {
+    try {
+      const path = require.resolve(specifier);
+      if (existsSync(path)) return path;
+    } catch {
+      // Not exported (an older agent package) or not installed: the next one.
+    }
   }
+  return '@sandstream/agent/bundle (package not installed)';
+}
+
+/** A JavaScript entry runs under node; anything else (the single executable) runs by itself. */
+export function agentCommand(entry: string, nodePath: string): string[] {
+  return /\.[cm]?js$/.test(entry) ? [nodePath, entry] : [entry];
 }
 
 export interface InProcessBackendOptions {
   /** Registry of running sandboxes and the shutdown step both go through this client. */
   redis: Redis;
-  /** The agent's built entry point, run as `node <agentEntry> …`. */
+  /** The agent's built entry point: `node <agentEntry> …` for a .js/.cjs/.mjs file, else run itself. */
   agentEntry?: string;
   /** The Node binary that runs the agent; defaults to the one running this process. */
   nodePath?: string;
@@ -155,8 +166,7 @@ export class InProcessBackend implements SandboxBackend {
       ...(this.options.unconfinedFileSteps ? {} : { AGENT_CONFINE_FILES: '1' }),
     };
     const [file, ...args] = spec.command ?? [
-      this.options.nodePath ?? process.execPath,
-      this.agentEntry,
+      ...agentCommand(this.agentEntry, this.options.nodePath ?? process.execPath),
       ...agentArgs(launch),
     ];
 

@@ -174,7 +174,7 @@ export class KubernetesBackend implements SandboxBackend {
     if (code === 403) {
       return startError(
         'backend_error',
-        `${doing}: forbidden (${apiMessageOf(err)}). Check the service account's Role (deploy/k8s/1-rbac.yaml).`,
+        `${doing}: forbidden (${apiMessageOf(err)}). Check the service account's Role (deploy/k8s/base/1-rbac.yaml).`,
       );
     }
     if (code === 400 || code === 422) {

@@ -18,7 +18,7 @@ function parseRedisUrlSource(value: string): RedisUrlSource {
 
 /**
  * Kubernetes backend settings from a service's environment. POD_NAME / POD_UID / POD_NAMESPACE
- * come from the downward API (deploy/k8s/*-deployment.yaml) and give sandboxes an owner.
+ * come from the downward API (deploy/k8s/base/*-deployment.yaml) and give sandboxes an owner.
  */
 export function kubernetesSettingsFromEnv(
   rawEnv: Record<string, string | undefined> = process.env,

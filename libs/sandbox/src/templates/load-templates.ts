@@ -43,6 +43,13 @@ export function parseTemplates(text: string, file: string): TemplatesFile {
       `${file}: defaultTemplate: "${data.defaultTemplate}" is not one of the templates (${Object.keys(data.templates).join(', ')})`,
     );
   }
+  for (const [name, template] of Object.entries(data.templates)) {
+    if (template.tenants !== undefined && template.pool === undefined) {
+      throw new TemplateFileError(
+        `${file}: template "${name}": tenants: reserves a warm pool for tenants, but the template declares no pool`,
+      );
+    }
+  }
   return data;
 }
 

@@ -169,6 +169,37 @@ describe('TemplateRegistry', () => {
     expect(registry.lastError).toBeUndefined();
   });
 
+  it('lists warm pools with their member spec, and refuses bad pool settings by field and limit', async () => {
+    await writeFile(
+      path,
+      `templates:\n  node:\n    image: node:20\n    env: { A: "1" }\n    pool: { min: 2, max: 4 }\n    tenants: [acme]\n  plain:\n    image: busybox\n`,
+    );
+    const registry = await openRegistry({ watch: false });
+    expect(registry.pools()).toEqual([
+      expect.objectContaining({ name: 'node', min: 2, max: 4, tenants: ['acme'] }),
+    ]);
+    expect(registry.pools()[0]?.spec).toMatchObject({ image: 'node:20', env: { A: '1' }, template: 'node' });
+    // Pool settings are not part of the spec a request resolves to.
+    expect(registry.resolve({ template: 'node' })).not.toHaveProperty('pool');
+
+    const refused = async (template: string) => {
+      await writeFile(path, `templates:\n  node:\n    image: node:20\n${template}`);
+      return (await TemplateRegistry.open({ path, watch: false }).catch((e: Error) => e)) as Error;
+    };
+    expect((await refused('    pool: { min: 5, max: 4 }\n')).message).toBe(
+      'templates.yaml: template "node": pool.min: pool.min must not exceed pool.max',
+    );
+    expect((await refused('    pool: { min: 1, max: 5000 }\n')).message).toBe(
+      'templates.yaml: template "node": pool.max: pool.max must be at most 1000',
+    );
+    expect((await refused('    pool: { min: 1, maks: 2 }\n')).message).toMatch(
+      /pool\.maks: unknown key "maks" \(did you mean "max"\?\)/,
+    );
+    expect((await refused('    tenants: [acme]\n')).message).toBe(
+      'templates.yaml: template "node": tenants: reserves a warm pool for tenants, but the template declares no pool',
+    );
+  });
+
   it('accepts the example file shipped in deploy/', async () => {
     const example = fileURLToPath(new URL('../../../../deploy/templates.example.yaml', import.meta.url));
     const registry = await TemplateRegistry.open({ path: example, watch: false });

@@ -10,6 +10,17 @@ export class TemplateResolveError extends Error {
   override readonly name = 'TemplateResolveError';
 }
 
+/** A template's warm pool, as declared now. */
+export interface DeclaredPool {
+  name: string;
+  min: number;
+  max: number;
+  /** Tenants the pool serves; null: any. */
+  tenants: string[] | null;
+  /** What every member is made from. */
+  spec: SandboxSpec;
+}
+
 export interface TemplateRegistryOptions {
   path: string;
   /** Reload when the file changes. Off for one-shot tools (CLI validation). */
@@ -75,7 +86,13 @@ export class TemplateRegistry {
           `unknown template "${name}"; known templates: ${this.names().join(', ') || '(none)'}`,
         );
       }
-      const { description: _description, allowedSecrets: _allowed, ...spec } = template;
+      const {
+        description: _description,
+        allowedSecrets: _allowed,
+        pool: _pool,
+        tenants: _tenants,
+        ...spec
+      } = template;
       templateLayer = spec;
     }
     const merged = mergeSpecLayers(
@@ -93,6 +110,25 @@ export class TemplateRegistry {
       );
     }
     return parsed.data;
+  }
+
+  /**
+   * The warm pools the file declares, each with the spec its members are made from (the template
+   * resolved with no request on top) as the file says now.
+   */
+  pools(): DeclaredPool[] {
+    const out: DeclaredPool[] = [];
+    for (const [name, template] of Object.entries(this.current.templates)) {
+      if (!template.pool) continue;
+      out.push({
+        name,
+        min: template.pool.min,
+        max: template.pool.max,
+        tenants: template.tenants ?? null,
+        spec: this.resolve({ template: name }),
+      });
+    }
+    return out;
   }
 
   /**

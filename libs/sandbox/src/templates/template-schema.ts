@@ -45,11 +45,35 @@ export type SpecOverrides = Partial<z.input<typeof SandboxSpecSchema>>;
 /** Secret names a request may put in its own secretEnv (operator allow-list); not part of the spec. */
 const allowedSecrets = z.array(z.string().min(1).max(253)).max(1000);
 
+/** Most members one pool may hold; the global capacity (pod-lifecycle) bounds all pools together. */
+export const POOL_MAX_LIMIT = 1000;
+
+/**
+ * A warm pool of the template: `min` members are kept booted and waiting for a claim; `max`
+ * bounds the pool's unclaimed members at every moment, starting ones and those of an older
+ * version being replaced included.
+ */
+export const PoolSchema = strictObject({
+  min: z.number().int('pool.min must be a whole number').min(0, 'pool.min must be at least 0'),
+  max: z
+    .number()
+    .int('pool.max must be a whole number')
+    .min(1, 'pool.max must be at least 1')
+    .max(POOL_MAX_LIMIT, `pool.max must be at most ${POOL_MAX_LIMIT}`),
+}).refine((p) => p.min <= p.max, { message: 'pool.min must not exceed pool.max', path: ['min'] });
+export type PoolConfig = z.output<typeof PoolSchema>;
+
+const tenantName = z.string().min(1).max(253);
+
 export const TemplateSchema = SpecOverridesSchema.extend({
   /** Free text for operators and `sandstream templates`; not part of the spec. */
   description: z.string().optional(),
   /** Secrets a job or sandbox naming this template may ask for in its own secretEnv. */
   allowedSecrets: allowedSecrets.optional(),
+  /** A warm pool of sandboxes made from this template (pod-lifecycle keeps it filled). */
+  pool: PoolSchema.optional(),
+  /** Only these tenants may claim from the pool (absent: any tenant). Needs `pool`. */
+  tenants: z.array(tenantName).min(1, 'tenants must name at least one tenant').max(1000).optional(),
 });
 
 /** What the operator grants a tenant whatever template it uses. */

@@ -1,0 +1,107 @@
+import {
+  formatIssues,
+  POOL_CLAIM_MAX_BYTES,
+  type PoolClaim,
+  PoolClaimSchema,
+  sandboxKeys,
+} from '@sandstream/wire';
+import { Redis } from 'ioredis';
+import type { RunConfig } from './config.js';
+import type { Logger } from './logger.js';
+import { announceReady } from './ready-announcement.js';
+import { closeNow, connectionOptions } from './redis-connections.js';
+
+/** Outcome of a warm pool member's wait: the job it now serves, a stop signal, or a bad claim. */
+export type ClaimWait =
+  | { kind: 'claimed'; config: RunConfig; claim: PoolClaim }
+  | { kind: 'stopped' }
+  | { kind: 'invalid'; message: string };
+
+/**
+ * A warm pool member's first phase. Booted as the member (its --job-id is the member's id, its
+ * Redis user may touch only the member's claim and heartbeat keys), the agent keeps a heartbeat,
+ * announces itself once, and blocks on its claim key. The one claim it gets names the job it now
+ * serves; the agent takes on that identity (job id, the job's Redis user — same password — the
+ * job's notify stream, idleness, command env) and the normal loop starts with nothing left to
+ * boot. A member serves one claim only: after it, the member's keys are never read again.
+ */
+export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSignal): Promise<ClaimWait> {
+  const keys = sandboxKeys(config.jobId, config.keyStyle);
+  const redis = new Redis(config.redisUrl, connectionOptions(`sandstream-agent:${config.jobId}:claim`));
+  redis.on('error', (err: Error) =>
+    log.debug('redis connection error', { role: 'claim', error: err.message }),
+  );
+  const onAbort = () => closeNow(redis);
+  signal.addEventListener('abort', onAbort, { once: true });
+  // The heartbeat outlives a few missed refreshes: the pool keeper reads a missing one as a dead member.
+  const ttlMs = config.heartbeatIntervalMs * 3;
+  // BRPOP's timeout is the heartbeat period: one connection both waits and keeps the heartbeat.
+  const waitSeconds = Math.max(config.heartbeatIntervalMs / 1000, 0.1);
+  try {
+    await redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs);
+    announceReady(redis, keys.ready, log);
+    log.info('warm pool member waiting for a claim');
+    while (!signal.aborted) {
+      let popped: [string, string] | null;
+      try {
+        popped = await redis.brpop(keys.claim, waitSeconds);
+      } catch (err) {
+        if (signal.aborted) break;
+        throw err;
+      }
+      if (popped === null) {
+        await redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs);
+        continue;
+      }
+      const parsed = parseClaim(popped[1]);
+      if (parsed.kind === 'invalid') return parsed;
+      // The member's heartbeat goes with its identity (sent, not awaited: the job's own
+      // heartbeat starts with the loop, and nothing waits on this one any more).
+      redis.del(keys.heartbeat).catch(() => undefined);
+      return { kind: 'claimed', claim: parsed.claim, config: bindClaim(config, parsed.claim) };
+    }
+    return { kind: 'stopped' };
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    closeNow(redis);
+  }
+}
+
+function parseClaim(raw: string): { kind: 'ok'; claim: PoolClaim } | { kind: 'invalid'; message: string } {
+  if (Buffer.byteLength(raw) > POOL_CLAIM_MAX_BYTES) {
+    return { kind: 'invalid', message: `claim is larger than ${POOL_CLAIM_MAX_BYTES} bytes` };
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch (err) {
+    return { kind: 'invalid', message: `claim is not JSON: ${(err as Error).message}` };
+  }
+  const parsed = PoolClaimSchema.safeParse(json);
+  if (!parsed.success) return { kind: 'invalid', message: `invalid claim: ${formatIssues(parsed.error)}` };
+  return { kind: 'ok', claim: parsed.data };
+}
+
+/**
+ * The run configuration of the claimed job, and its command environment applied to this
+ * process (every step's process inherits it).
+ */
+export function bindClaim(config: RunConfig, claim: PoolClaim): RunConfig {
+  for (const name of claim.unsetEnv) delete process.env[name];
+  for (const [name, value] of Object.entries(claim.env)) process.env[name] = value;
+  let redisUrl = config.redisUrl;
+  if (claim.username !== undefined) {
+    const url = new URL(config.redisUrl);
+    url.username = encodeURIComponent(claim.username);
+    redisUrl = url.toString();
+  }
+  return {
+    ...config,
+    jobId: claim.jobId,
+    redisUrl,
+    keyStyle: 'tagged',
+    notifyStream: claim.notifyStream ?? config.notifyStream,
+    maxIdleWaits: claim.live ? 0 : config.maxIdleWaits,
+    awaitClaim: false,
+  };
+}

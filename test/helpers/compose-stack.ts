@@ -1,0 +1,156 @@
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { statSync } from 'node:fs';
+import { freePort, pollUntil, repoRoot } from '@sandstream/test-support';
+
+/** The services of docker-compose.yml, each with the variable naming its metrics port on the host. */
+export const COMPOSE_SERVICES = {
+  api: 'SANDSTREAM_API_METRICS_PORT',
+  scheduler: 'SANDSTREAM_SCHEDULER_METRICS_PORT',
+  'pod-lifecycle': 'SANDSTREAM_POD_LIFECYCLE_METRICS_PORT',
+  'step-dispatcher': 'SANDSTREAM_STEP_DISPATCHER_METRICS_PORT',
+  reaper: 'SANDSTREAM_REAPER_METRICS_PORT',
+} as const;
+export type ComposeService = keyof typeof COMPOSE_SERVICES;
+
+/** What a stack leaves on the engine: it must all be gone after down(). */
+export interface ComposeLeftovers {
+  containers: string[];
+  networks: string[];
+  volumes: string[];
+  /** Sandbox containers and their volumes, found by the installation label pod-lifecycle sets. */
+  sandboxes: string[];
+  sandboxVolumes: string[];
+}
+
+function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.env): string {
+  const res = spawnSync(command, args, { cwd: repoRoot, env, encoding: 'utf8' });
+  if (res.status !== 0)
+    throw new Error(`${command} ${args.join(' ')} failed (${res.status ?? res.signal}):\n${res.stderr}`);
+  return res.stdout;
+}
+
+const lines = (text: string) => text.split('\n').filter(Boolean);
+
+/**
+ * docker-compose.yml brought up under a project name of its own, with its own host ports,
+ * installation id and sandbox network, so it runs beside anything else on the engine (the shared
+ * test Redis on 6379 included) and down() can tell exactly what was its own.
+ */
+export class ComposeStack {
+  readonly project = `ss${randomBytes(4).toString('hex')}`;
+  readonly password = randomBytes(18).toString('hex');
+  readonly sandboxNetwork = `${this.project}-sandboxes`;
+  /** The stack's first admin key: the api registers it at start (API_ADMIN_KEY), as a deployment's secret. */
+  readonly adminKey = `sk_${randomBytes(8).toString('hex')}_${randomBytes(32).toString('base64url')}`;
+  private env: NodeJS.ProcessEnv = {};
+  private ports: Record<string, number> = {};
+
+  private constructor(readonly services: ComposeService[]) {}
+
+  static async create(options: { carrierImage: string }): Promise<ComposeStack> {
+    const stack = new ComposeStack(Object.keys(COMPOSE_SERVICES) as ComposeService[]);
+    const portVars = [
+      'SANDSTREAM_REDIS_PORT',
+      'SANDSTREAM_NATS_PORT',
+      'SANDSTREAM_NATS_MONITOR_PORT',
+      'SANDSTREAM_API_PORT',
+      ...Object.values(COMPOSE_SERVICES),
+    ];
+    for (const name of portVars) stack.ports[name] = await freePort();
+    stack.env = {
+      ...process.env,
+      ...Object.fromEntries(Object.entries(stack.ports).map(([k, v]) => [k, String(v)])),
+      SANDSTREAM_REDIS_PASSWORD: stack.password,
+      API_ADMIN_KEY: stack.adminKey,
+      SANDSTREAM_DOCKER_GID: String(statSync('/var/run/docker.sock').gid),
+      SANDSTREAM_INSTALLATION: stack.project,
+      SANDSTREAM_SANDBOX_NETWORK: stack.sandboxNetwork,
+      SANDSTREAM_AGENT_CARRIER_IMAGE: options.carrierImage,
+      // A volume per sandbox, removed with it: the shared cached agent volume would outlive the stack.
+      SANDSTREAM_DOCKER_AGENT_VOLUME: 'per-job',
+      LOG_LEVEL: 'warn',
+    };
+    return stack;
+  }
+
+  get redisUrl(): string {
+    return `redis://admin:${this.password}@127.0.0.1:${this.ports.SANDSTREAM_REDIS_PORT}`;
+  }
+
+  /** The API's base URL on the host. */
+  get apiUrl(): string {
+    return `http://127.0.0.1:${this.ports.SANDSTREAM_API_PORT}`;
+  }
+
+  metricsPort(service: ComposeService): number {
+    return this.ports[COMPOSE_SERVICES[service]]!;
+  }
+
+  private compose(...args: string[]): string {
+    return run(
+      'docker-compose',
+      ['-p', this.project, '-f', `${repoRoot}docker-compose.yml`, ...args],
+      this.env,
+    );
+  }
+
+  /**
+   * Starts Redis and NATS, then the services once Redis is healthy (their depends_on), and waits
+   * until every container with a health check reports healthy (docker-compose 1 has no --wait).
+   */
+  async up(timeoutMs = 120_000): Promise<void> {
+    this.compose('up', '-d', '--no-build', ...this.services);
+    const ids = lines(this.compose('ps', '-q'));
+    await pollUntil(
+      `${this.project}'s containers healthy`,
+      () => {
+        // A container without a health check (NATS) counts once it runs.
+        const format = '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}';
+        const states = lines(run('docker', ['inspect', '-f', format, ...ids]));
+        return states.every((s) => s === 'healthy' || s === 'running');
+      },
+      { timeoutMs, intervalMs: 500 },
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\n${this.logs()}`);
+    });
+  }
+
+  /** The stack's logs, for a failing test's message. */
+  logs(): string {
+    try {
+      return this.compose('logs', '--no-color', '--tail', '40');
+    } catch (err) {
+      return (err as Error).message;
+    }
+  }
+
+  /** Stops and removes the containers, networks and volumes of the project; idempotent. */
+  down(): void {
+    this.compose('down', '--volumes', '--remove-orphans', '--timeout', '10');
+  }
+
+  /**
+   * Force-removes sandbox containers and volumes of this stack's installation: after a failed
+   * run, one can still be starting when the stack goes down, and nothing is left to destroy it.
+   */
+  purgeSandboxes(): void {
+    const { sandboxes, sandboxVolumes } = this.leftovers();
+    if (sandboxes.length > 0) run('docker', ['rm', '-f', '-v', ...sandboxes]);
+    if (sandboxVolumes.length > 0) run('docker', ['volume', 'rm', '-f', ...sandboxVolumes]);
+  }
+
+  leftovers(): ComposeLeftovers {
+    const label = `label=com.docker.compose.project=${this.project}`;
+    const installation = `label=sandstream.dev/installation=${this.project}`;
+    return {
+      containers: lines(run('docker', ['ps', '-aq', '--filter', label])),
+      networks: lines(run('docker', ['network', 'ls', '-q', '--filter', label])).concat(
+        lines(run('docker', ['network', 'ls', '-q', '--filter', `name=^${this.sandboxNetwork}$`])),
+      ),
+      volumes: lines(run('docker', ['volume', 'ls', '-q', '--filter', label])),
+      sandboxes: lines(run('docker', ['ps', '-aq', '--filter', installation])),
+      sandboxVolumes: lines(run('docker', ['volume', 'ls', '-q', '--filter', installation])),
+    };
+  }
+}
