@@ -83,7 +83,8 @@ export function sandboxProcessRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         const list = await processes(request, request.params.id);
         const sse = new SseStream(request, reply);
         try {
-          const execution = list.follow(request.params.pid, { signal: sse.signal });
+          // A follower that goes away stops following; the process goes on (aborting `signal` would kill it).
+          const execution = list.follow(request.params.pid, { stopFollowing: sse.signal });
           for await (const item of execution) await sse.send(item.stream, item);
           await sse.send('result', await execution);
           sse.end();
