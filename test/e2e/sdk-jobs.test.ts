@@ -127,4 +127,43 @@ describe.each(TRANSPORTS)('SDK jobs (over %s)', (transport) => {
       }
     },
   );
+
+  it.runIf(transport === 'http')(
+    'a stopping API ends its followers at once (SIGTERM); the follow resumes on the next one, no line missed or twice',
+    async () => {
+      const port = await freePort();
+      const env = { ...stack.env, REDIS_URL: redisUrl, API_PORT: String(port), API_ANONYMOUS: 'loopback' };
+      let api: RunningService = await startService('api', env);
+      const { SandstreamClient } = await import('@sandstream/client');
+      const client = new SandstreamClient({ url: `http://127.0.0.1:${port}` });
+      try {
+        const { jobId } = await client.submit({
+          id: id('rolling'),
+          image: 'debian:bookworm-slim',
+          steps: [{ command: 'sh', args: ['-c', 'for i in $(seq 1 200); do echo r $i; sleep 0.05; done'] }],
+        });
+        const lines: string[] = [];
+        let restart: Promise<void> | undefined;
+        let stateWhenStopped: string | undefined;
+        for await (const item of client.follow(jobId)) {
+          if (item.type !== 'output') continue;
+          lines.push(item.line);
+          // A rolling restart: SIGTERM. Had the API waited for its open streams, it would stop
+          // only once this job's stream ended, that is after the job.
+          restart ??= (async () => {
+            expect(await api.stop(60_000)).toBe(0);
+            stateWhenStopped = (await stack.client.get(jobId))?.state;
+            api = await startService('api', env);
+          })();
+        }
+        await restart;
+        expect(stateWhenStopped).toBe('running');
+        expect(lines).toEqual(Array.from({ length: 200 }, (_, i) => `r ${i + 1}`));
+      } finally {
+        await client.close();
+        await api.stop(15_000);
+      }
+    },
+    90_000,
+  );
 });

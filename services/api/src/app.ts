@@ -26,6 +26,7 @@ import { sandboxProcessRoutes } from './routes/sandbox-processes.js';
 import { sandboxShellRoutes } from './routes/sandbox-shell.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { seedAliasRoutes } from './routes/seed-aliases.js';
+import { endFollowers } from './sse.js';
 import { TraceLinks } from './trace-links.js';
 
 export interface ApiOptions {
@@ -159,6 +160,9 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   app.addHook('preHandler', async (request) => {
     await request.gate;
   });
+
+  // A stopping replica ends its followers' streams first: their clients resume elsewhere.
+  app.addHook('preClose', async () => endFollowers(app.server));
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 

@@ -1,6 +1,6 @@
 import type { SandstreamClient } from '@sandstream/client';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { resumeCursor, SseStream } from './sse.js';
+import { followerStream, resumeCursor } from './sse.js';
 
 /**
  * A job's or sandbox's timeline as server-sent events, from the SDK's follow(): each item is an
@@ -16,7 +16,7 @@ export async function streamTimeline(
   reply: FastifyReply,
 ): Promise<FastifyReply> {
   const cursor = resumeCursor(request, from);
-  const sse = new SseStream(request, reply);
+  const sse = followerStream(request, reply);
   try {
     for await (const item of client.follow(id, {
       signal: sse.signal,
