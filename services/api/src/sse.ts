@@ -118,9 +118,8 @@ const followers = new WeakMap<Server, Set<SseStream>>();
 export function followerStream(request: FastifyRequest, reply: FastifyReply): SseStream {
   const sse = new SseStream(request, reply);
   const server = request.server.server as Server;
-  let set = followers.get(server);
-  if (!set) followers.set(server, (set = new Set()));
-  const all = set;
+  const all = followers.get(server) ?? new Set<SseStream>();
+  followers.set(server, all);
   all.add(sse);
   reply.raw.once('close', () => all.delete(sse));
   return sse;
