@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { pollUntil } from '@sandstream/test-support';
+import { AGENT_ONLY_ENV } from '@sandstream/wire';
 import {
   childPids,
   deleteKeys,
@@ -94,7 +95,12 @@ async function measureOne(
   sizes: number[],
 ): Promise<MemoryVariantReport> {
   const redis = testClient();
-  const agent = startAgent({ jobId: `bench-mem-${process.pid}-${Date.now()}`, command });
+  // The environment every backend gives the agent (one malloc arena: libs/wire agent-process-env).
+  const agent = startAgent({
+    jobId: `bench-mem-${process.pid}-${Date.now()}`,
+    command,
+    env: { ...AGENT_ONLY_ENV },
+  });
   const pid = agent.child.pid as number;
   try {
     await pollUntil(

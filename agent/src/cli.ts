@@ -12,7 +12,7 @@
  */
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { RawListConnection, rawOptionsFromUrl, sandboxKeys } from '@sandstream/wire';
+import { dropAgentOnlyEnv, RawListConnection, rawOptionsFromUrl, sandboxKeys } from '@sandstream/wire';
 import { AgentLoop } from './agent-loop.js';
 import { awaitClaim } from './await-claim.js';
 import { ConfigError, parseConfig, type RunConfig } from './config.js';
@@ -34,6 +34,8 @@ const SHUTDOWN_GRACE_MS = 10_000;
 
 /** Runs the agent as the command line asks; resolves with the process exit code. */
 export async function runCli(): Promise<number> {
+  // What the backend set for the agent alone (one malloc arena) never reaches a step.
+  dropAgentOnlyEnv(process.env);
   let command: ReturnType<typeof parseConfig>;
   try {
     command = parseConfig(process.argv.slice(2), process.env, process.cwd());

@@ -1,3 +1,4 @@
+import { AGENT_ONLY_ENV } from '@sandstream/wire';
 import type { AgentConnection } from './backend.js';
 
 export interface AgentLaunch {
@@ -34,6 +35,7 @@ export function agentArgs(launch: AgentLaunch): string[] {
  */
 export function agentEnvironment(launch: AgentLaunch): Record<string, string> {
   const env: Record<string, string> = {
+    ...AGENT_ONLY_ENV,
     SANDSTREAM_JOB_ID: launch.jobId,
     REDIS_URL: launch.agent.redisUrl,
     JOB_ID: launch.jobId,

@@ -1,3 +1,4 @@
+export * from './agent-process-env.js';
 export * from './completion-notice.js';
 export * from './control.js';
 export * from './decode.js';
