@@ -58,6 +58,8 @@ function abortableSleep(ms: number, signal: AbortSignal | undefined): Promise<vo
 
 /** How long a blocking read waits before re-checking the record (covers a trimmed stream). */
 const BLOCK_MS = 1000;
+/** Stream entries a follower reads per round trip. */
+const FOLLOW_PAGE = 500;
 
 /**
  * The TypeScript SDK. Every call validates its input first (a bad spec throws JobSpecError
@@ -212,6 +214,18 @@ export class SandstreamClient {
     jobId: string,
     followOptions: FollowOptions = {},
   ): AsyncGenerator<FollowItem, void, undefined> {
+    for await (const page of this.followPages(jobId, followOptions)) for (const item of page) yield item;
+  }
+
+  /**
+   * follow() a page at a time: the items of one stream read (up to FOLLOW_PAGE entries) together, the
+   * same items in the same order. For a reader that forwards them in bulk (the HTTP API writes
+   * one page in one socket write) and would otherwise pay an await per item.
+   */
+  async *followPages(
+    jobId: string,
+    followOptions: FollowOptions = {},
+  ): AsyncGenerator<FollowItem[], void, undefined> {
     const options = parseOptions(FollowOptionsSchema, followOptions, 'follow options');
     const stream = this.keys.sandbox(jobId).events;
     const reader = this.redis.duplicate();
@@ -226,20 +240,19 @@ export class SandstreamClient {
     const gaps = new TimelineGaps({ from: options.from });
     let failures = 0;
     let outageSince: number | undefined;
+    type Reply = [string, [string, string[]][]][] | null;
+    const read = (after: string) =>
+      reader.xread('COUNT', FOLLOW_PAGE, 'BLOCK', BLOCK_MS, 'STREAMS', stream, after) as Promise<Reply>;
+    /** The next page, asked for while this one is decoded and handed on (a full page: more may wait). */
+    let ahead: Promise<Reply> | undefined;
     try {
       while (!options.signal?.aborted) {
-        let reply: [string, [string, string[]][]][] | null;
+        let reply: Reply;
         let state: string | null = null;
         try {
-          reply = (await reader.xread(
-            'COUNT',
-            500,
-            'BLOCK',
-            BLOCK_MS,
-            'STREAMS',
-            stream,
-            cursor,
-          )) as typeof reply;
+          const next = ahead ?? read(cursor);
+          ahead = undefined;
+          reply = await next;
           if ((reply?.[0]?.[1] ?? []).length === 0)
             state = await this.redis.hget(this.keys.job(jobId), 'state');
           failures = 0;
@@ -256,14 +269,26 @@ export class SandstreamClient {
         }
         const entries = reply?.[0]?.[1] ?? [];
         if (entries.length > 0) seen = true;
+        if (entries.length === FOLLOW_PAGE) {
+          ahead = read(entries[entries.length - 1]?.[0] as string);
+          // Awaited on the next round; one left behind (the job ended, the reader closed) is dropped.
+          ahead.catch(() => {});
+        }
+        const page: FollowItem[] = [];
+        let ended = false;
         for (const [id, fields] of entries) {
           cursor = id;
           const decoded = decodeFollowEntry(id, fields);
           if (!decoded) continue;
           if (options.statesOnly && decoded.type !== 'state') continue;
-          for (const item of gaps.accept(decoded)) yield item;
-          if (decoded.type === 'state' && decoded.terminal) return;
+          for (const item of gaps.accept(decoded)) page.push(item);
+          if (decoded.type === 'state' && decoded.terminal) {
+            ended = true;
+            break;
+          }
         }
+        if (page.length > 0) yield page;
+        if (ended) return;
         if (entries.length === 0) {
           // Nothing new: the terminal entry may have been trimmed away or the job deleted.
           if (state === null) throw new JobNotFoundError(jobId, seen);
@@ -276,7 +301,7 @@ export class SandstreamClient {
               | undefined;
             if (more === undefined) continue;
             if (!more || more[0]?.[1].length === 0) {
-              yield { type: 'state', cursor, from: null, to: state as JobState, terminal: true };
+              yield [{ type: 'state', cursor, from: null, to: state as JobState, terminal: true }];
               return;
             }
           }
