@@ -32,7 +32,7 @@ import {
 } from './client-options.js';
 import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
 import { isTransientRedisError, JobNotFoundError } from './job-not-found.js';
-import { ReaderPool } from './reader-pool.js';
+import { blockingReader, ReaderPool } from './reader-pool.js';
 import { Sandboxes, waitEnded } from './sandboxes.js';
 import { SchedulerPresence } from './scheduler-presence.js';
 import { withSubmitSpan } from './submit-span.js';
@@ -228,7 +228,7 @@ export class SandstreamClient {
   ): AsyncGenerator<FollowItem[], void, undefined> {
     const options = parseOptions(FollowOptionsSchema, followOptions, 'follow options');
     const stream = this.keys.sandbox(jobId).events;
-    const reader = this.redis.duplicate();
+    const reader = blockingReader(this.redis);
     // Connection errors surface as rejected reads, retried below; without a listener ioredis
     // would print each reconnect attempt as an "Unhandled error event".
     reader.on('error', () => {});

@@ -1,6 +1,7 @@
 import type { SandstreamClient } from '@sandstream/client';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { resumeCursor, SseStream, sseEvent } from './sse.js';
+import { resumeCursor, SseStream } from './sse.js';
+import { timelineEvent } from './timeline-event.js';
 
 /**
  * A job's or sandbox's timeline as server-sent events, from the SDK's follow() (a page at a time): each item is an
@@ -24,7 +25,7 @@ export async function streamTimeline(
       ...(cursor !== undefined ? { from: cursor } : {}),
     })) {
       let text = '';
-      for (const item of page) text += sseEvent(item.type, item, item.cursor);
+      for (const item of page) text += timelineEvent(item);
       const full = sse.sendText(text);
       if (full) await full;
     }
