@@ -74,6 +74,11 @@ export interface AgentLoopOptions {
    * by slowing steps down instead of dropping their lines; see StreamBudget. Absent: off.
    */
   logArchiveHighWater?: number | undefined;
+  /**
+   * Called once, right after the first heartbeat is in Redis: work the agent needs soon but a
+   * sandbox's start does not wait for (the spawner helper's fork) starts here, out of the boot.
+   */
+  onStarted?: (() => void) | undefined;
 }
 
 interface RunningStep {
@@ -161,6 +166,7 @@ export class AgentLoop {
     }
     announceReady(this.options.connections.writer, keys.ready, log);
     this.control.start();
+    this.options.onStarted?.();
     log.info('agent started', {
       in: keys.in,
       pid: process.pid,

@@ -18,6 +18,7 @@ import { awaitClaim } from './await-claim.js';
 import { ConfigError, parseConfig, type RunConfig } from './config.js';
 import { ExitCode } from './exit-codes.js';
 import { createLogger, type Logger } from './logger.js';
+import { DeferredLauncher } from './process/deferred-launcher.js';
 import type { ProcessLauncher } from './process/launcher.js';
 import { locateSpawner } from './process/locate-spawner.js';
 import { NodeLauncher } from './process/node-launcher.js';
@@ -125,26 +126,33 @@ async function createLauncher(
 }
 
 /**
- * The launcher, started on the next turn of the event loop: by then the connections' sockets
- * have connected and the first heartbeat SET is on its way, so what a sandbox waits for goes out
- * first, and the helper (a fork and its first PING, a few ms) starts while Redis answers and the
- * dispatcher sends the first step. A run step waits for it if it comes sooner.
+ * The launcher, made once the first heartbeat is in Redis (AgentLoop's onStarted) or by the
+ * first step that needs it: what a sandbox waits for goes out first, and the helper (a fork and
+ * its first PING, a few ms of CPU) starts while the dispatcher sends the first step. A helper
+ * that cannot start costs the job nothing but speed: run steps then go through child_process.
  */
-function launcherSoon(located: ReturnType<typeof locateSpawner>, log: Logger): Promise<ProcessLauncher> {
-  return new Promise<void>((resolve) => setImmediate(resolve))
-    .then(() => createLauncher(located, log))
-    .catch((err: Error) => {
-      log.warn('the spawner helper could not start; run steps start through node:child_process', {
-        error: err.message,
-      });
-      return new NodeLauncher();
-    });
+function launcherAfterBoot(located: () => ReturnType<typeof locateSpawner>, log: Logger): DeferredLauncher {
+  return new DeferredLauncher(() =>
+    Promise.resolve()
+      .then(() => createLauncher(located(), log))
+      .catch((err: Error) => {
+        log.warn('the spawner helper could not start; run steps start through node:child_process', {
+          error: err.message,
+        });
+        return new NodeLauncher();
+      }),
+  );
 }
 
 async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher): Promise<number> {
-  let launcher: Promise<ProcessLauncher>;
+  let launcher: DeferredLauncher;
   try {
-    launcher = ready ? Promise.resolve(ready) : launcherSoon(locateSpawner(config.spawner), log);
+    // A --spawner path is checked now (a bad one is a configuration error, exit 3). The search
+    // `auto` makes cannot fail, and its first run costs ~0.8 ms of CPU: it is done after the boot.
+    const given = config.spawner === 'auto' ? null : locateSpawner(config.spawner);
+    launcher = ready
+      ? new DeferredLauncher(async () => ready, ready)
+      : launcherAfterBoot(() => given ?? locateSpawner('auto'), log);
   } catch (err) {
     log.error(`invalid configuration: ${(err as Error).message}`);
     return ExitCode.fatal;
@@ -165,8 +173,8 @@ async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher)
     keys: sandboxKeys(config.jobId, config.keyStyle),
     connections,
     execute: stepTracer.wrap(
-      lazyExecutor(
-        launcher.then((started) =>
+      lazyExecutor(() =>
+        launcher.start().then((started) =>
           createStepExecutor({
             launcher: started,
             // Uploads and downloads block on their own connection, as this sandbox's Redis user.
@@ -191,6 +199,7 @@ async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher)
     notifyStream: config.notifyStream,
     notifyStreamMaxLength: config.notifyStreamMaxLength,
     logArchiveHighWater: config.logArchive ? config.logArchiveHighWater : undefined,
+    onStarted: () => void launcher.start(),
   });
 
   let signalled = false;
@@ -221,7 +230,7 @@ async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher)
 
   try {
     const code = await loop.run();
-    (await launcher).close();
+    await launcher.close();
     // Bounded: an unreachable collector must not delay the exit the pod is waiting for.
     await stepTracer.flush(2_000);
     log.info('agent exiting', { exitCode: code });
@@ -232,9 +241,13 @@ async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher)
   }
 }
 
-/** An executor that is being made: each step waits for it (only the first can ever wait). */
-function lazyExecutor(made: Promise<StepExecutor>): StepExecutor {
-  return async (step, ctx) => (await made)(step, ctx);
+/** An executor made on the first step that comes before it was (each later step reuses it). */
+function lazyExecutor(make: () => Promise<StepExecutor>): StepExecutor {
+  let made: Promise<StepExecutor> | null = null;
+  return async (step, ctx) => {
+    made ??= make();
+    return (await made)(step, ctx);
+  };
 }
 
 function isDirectory(path: string): boolean {

@@ -6,6 +6,10 @@ import type { Logger } from './logger.js';
  * get their own sockets: one for `:in`, one for `:control` (so a cancel is seen within a
  * fraction of a second even while a step runs), and one for every write (events, results,
  * heartbeat), which therefore never waits behind a BRPOP.
+ *
+ * Only the writer connects at once: the first heartbeat goes out on it, and that is what a
+ * sandbox's start waits for. The two popping connections connect on their first command (both
+ * pop only after the first heartbeat), so their handshakes are not part of the boot (issue 18).
  */
 export interface AgentConnections {
   readonly steps: Redis;
@@ -18,9 +22,10 @@ export function reconnectDelayMs(attempt: number): number {
   return Math.min(50 * 2 ** Math.min(attempt - 1, 10), 2000);
 }
 
-export function connectionOptions(name: string): RedisOptions {
+export function connectionOptions(name: string, lazyConnect = false): RedisOptions {
   return {
     connectionName: name,
+    lazyConnect,
     // null: a command waits for the reconnect instead of failing after N retries, so a result
     // written while Redis is away is delivered once it is back.
     maxRetriesPerRequest: null,
@@ -34,8 +39,8 @@ export function connectionOptions(name: string): RedisOptions {
 }
 
 export function openConnections(redisUrl: string, jobId: string, log: Logger): AgentConnections {
-  const open = (role: string) => {
-    const client = new Redis(redisUrl, connectionOptions(`sandstream-agent:${jobId}:${role}`));
+  const open = (role: string, lazy = false) => {
+    const client = new Redis(redisUrl, connectionOptions(`sandstream-agent:${jobId}:${role}`, lazy));
     let wasDown = false;
     client.on('error', (err: Error) => {
       // ioredis emits an error per failed attempt; the retry strategy handles it, so only log it.
@@ -51,7 +56,9 @@ export function openConnections(redisUrl: string, jobId: string, log: Logger): A
     });
     return client;
   };
-  return { steps: open('steps'), control: open('control'), writer: open('writer') };
+  // The writer first: its socket is the one the boot waits for.
+  const writer = open('writer');
+  return { steps: open('steps', true), control: open('control', true), writer };
 }
 
 /** Connections we close on purpose, so their 'close' is not reported as a lost connection. */

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { packTree, unpackTar } from '@sandstream/wire';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -30,8 +30,26 @@ interface ExecResult {
   cancelled: boolean;
 }
 
+// One small warm pool for any tenant and one reserved for another (min 0: nothing boots for it).
+const templatesFile = join(mkdtempSync(join(tmpdir(), 'api-endpoints-')), 'templates.yaml');
+writeFileSync(
+  templatesFile,
+  `templates:
+  warm:
+    image: debian:bookworm-slim
+    pool: { min: 1, max: 2 }
+  reserved:
+    image: debian:bookworm-slim
+    pool: { min: 0, max: 1 }
+    tenants: [globex]
+`,
+);
+
 beforeAll(async () => {
-  s = await startApiStack({ label: 'api-endpoints' });
+  s = await startApiStack({
+    label: 'api-endpoints',
+    env: { SANDSTREAM_TEMPLATES_FILE: templatesFile, POOL_KEEPER_INTERVAL_MS: '200' },
+  });
   const res = await fetch(`${s.url}/openapi.json`);
   doc = await OpenApiDocument.load((await res.json()) as Record<string, unknown>);
   call = apiClient(s, doc);
@@ -40,6 +58,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await s?.stop();
+  rmSync(dirname(templatesFile), { recursive: true, force: true });
 }, 60_000);
 
 describe('OpenAPI document', () => {
@@ -410,7 +429,16 @@ describe('jobs', () => {
   it('templates, pools and queues', async () => {
     const templates = await call<{ default: { image?: string } }>('GET', '/v1/templates', { key: acme });
     expect(templates.body.default.image).toBe('debian:bookworm-slim');
-    expect((await call('GET', '/v1/pools', { key: acme })).body).toEqual([]);
+    // acme sees the pool open to all, filled to its min; not the one reserved for globex.
+    await expect
+      .poll(async () => (await call('GET', '/v1/pools', { key: acme })).body, { timeout: 60_000 })
+      .toEqual([{ template: 'warm', min: 1, max: 2, starting: 0, ready: 1 }]);
+    const admin = (await s.key('ops', true)).key;
+    const all = await call<{ template: string; tenants?: string[] }[]>('GET', '/v1/pools', { key: admin });
+    expect(all.body.map((p) => [p.template, p.tenants])).toEqual([
+      ['warm', undefined],
+      ['reserved', ['globex']],
+    ]);
     const queues = await call<{ name: string }[]>('GET', '/v1/queues', { key: acme });
     expect(queues.body.map((q) => q.name)).toEqual(
       expect.arrayContaining(['jobs', 'dispatch', 'sandbox-create']),

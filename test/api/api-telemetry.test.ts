@@ -48,6 +48,17 @@ describe('API traces', () => {
     });
     expect(created.status).toBe(201);
     const { id } = (await created.json()) as { id: string };
+    // Requests on what exists: each a trace of its own, linked to the job's or sandbox's trace.
+    const execTrace = randomBytes(16).toString('hex');
+    const exec = await s.request(`/v1/sandboxes/${id}/exec`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', traceparent: traceparent(execTrace) },
+      body: JSON.stringify({ command: 'true' }),
+    });
+    expect(exec.status).toBe(200);
+    const readTrace = randomBytes(16).toString('hex');
+    const read = await s.request(`/v1/jobs/${jobId}`, { headers: { traceparent: traceparent(readTrace) } });
+    expect(read.status).toBe(200);
     await s.request(`/v1/sandboxes/${id}`, { method: 'DELETE' });
 
     // SIGTERM flushes every process's spans.
@@ -60,7 +71,9 @@ describe('API traces', () => {
         inTrace(jobTrace).includes('POST /v1/jobs') &&
         inTrace(jobTrace).includes('scheduler.admit') &&
         inTrace(sandboxTrace).includes('POST /v1/sandboxes') &&
-        inTrace(sandboxTrace).includes('pod-lifecycle.start')
+        inTrace(sandboxTrace).includes('pod-lifecycle.start') &&
+        inTrace(execTrace).length > 0 &&
+        inTrace(readTrace).length > 0
       );
     }, 20_000);
     const request = receiver.spans.find((x) => x.traceId === jobTrace && x.name === 'POST /v1/jobs');
@@ -68,5 +81,10 @@ describe('API traces', () => {
     expect(request?.attributes['http.response.status_code']).toBe(201);
     const submit = receiver.spans.find((x) => x.traceId === jobTrace && x.name === 'sandstream.submit');
     expect(submit?.parentSpanId).toBe(request?.spanId);
+    const execSpan = receiver.spans.find((x) => x.traceId === execTrace && x.kind === 'server');
+    expect(execSpan?.name).toBe('POST /v1/sandboxes/:id/exec');
+    expect(execSpan?.links.map((l) => l.traceId)).toEqual([sandboxTrace]);
+    const readSpan = receiver.spans.find((x) => x.traceId === readTrace && x.kind === 'server');
+    expect(readSpan?.links.map((l) => l.traceId)).toEqual([jobTrace]);
   }, 120_000);
 });

@@ -12,7 +12,9 @@
  * - `node dist/sandstream-agent.cjs` (the package's bin; what the in-process backend ran before
  *   it ran the single executable);
  * - with BOOT_BEFORE=<dir> (a copy of an older agent/dist: sandstream-agent, sandstream-agent.cjs,
- *   runtime/lib), the same two for that build, for before/after in the same loop.
+ *   runtime/lib), the same two for that build, for before/after in the same loop;
+ * - with BOOT_COMPARE=<label>=<dir>[,…] (each such a copy, e.g. a `--no-snapshot` build), the same
+ *   two for each, under its label.
  *
  *   npx tsc -b && npx vite-node test/bench/agent-boot.bench.ts [runs]
  */
@@ -100,6 +102,12 @@ async function main(): Promise<void> {
     if (!existsSync(join(before, 'sandstream-agent')))
       throw new Error(`BOOT_BEFORE=${before} holds no sandstream-agent`);
     variants.push(...agentVariants('before', before));
+  }
+  for (const entry of (process.env.BOOT_COMPARE ?? '').split(',').filter(Boolean)) {
+    const [label, dir] = entry.split('=');
+    if (!label || !dir || !existsSync(join(dir, 'sandstream-agent')))
+      throw new Error(`BOOT_COMPARE entry ${entry}: expected <label>=<dir holding sandstream-agent>`);
+    variants.push(...agentVariants(label, dir));
   }
 
   async function once(variant: Variant): Promise<Sample> {

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot, testRedisUrl } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TRANSPORTS, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // The built `sandstream` CLI against all four services: live output, structured step results
@@ -11,16 +12,21 @@ import { type Stack, startStack } from '../helpers/services-stack.js';
 const cliPath = join(repoRoot, 'libs/client/dist/cli/main.js');
 const dir = mkdtempSync(join(tmpdir(), 'e2e-cli-'));
 
-describe('sandstream submit --follow', () => {
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+// Once over Redis (REDIS_URL), once over the HTTP API (SANDSTREAM_URL): the same output and codes.
+describe.each(TRANSPORTS)('sandstream submit --follow (over %s)', (transport) => {
   let stack: Stack;
+  let view: TransportView;
   beforeAll(async () => {
-    stack = await startStack({ label: 'cli' });
+    stack = await startStack({ label: transport === 'http' ? 'clih' : 'cli' });
+    view = await viewThrough(stack, transport, testRedisUrl());
   });
   afterAll(async () => {
+    await view?.stop();
     await stack?.stop();
-    rmSync(dir, { recursive: true, force: true });
   });
-  const env = () => ({ ...process.env, REDIS_URL: testRedisUrl(), SANDSTREAM_NAMESPACE: stack.namespace });
+  const env = () => ({ ...process.env, ...view.clientEnv });
   const file = (name: string, body: string) => {
     const path = join(dir, name);
     writeFileSync(path, body);
@@ -60,7 +66,7 @@ describe('sandstream submit --follow', () => {
   it('exits 130 when the job is cancelled from another terminal', async () => {
     const path = file(
       'c.yaml',
-      `id: ${stack.namespace}-cli-c\nimage: x\nsteps:\n  - command: sleep\n    args: ["60"]\n`,
+      `id: ${stack.namespace}-cli-c-${transport}\nimage: x\nsteps:\n  - command: sleep\n    args: ["60"]\n`,
     );
     const follower = spawn(process.execPath, [cliPath, 'submit', path, '--follow'], { env: env() });
     let out = '';
@@ -69,7 +75,7 @@ describe('sandstream submit --follow', () => {
     });
     const code = new Promise<number | null>((resolve) => follower.once('exit', resolve));
     while (!out.includes('▶ step-1')) await new Promise((r) => setTimeout(r, 100));
-    const cancel = spawnSync(process.execPath, [cliPath, 'cancel', `${stack.namespace}-cli-c`], {
+    const cancel = spawnSync(process.execPath, [cliPath, 'cancel', `${stack.namespace}-cli-c-${transport}`], {
       env: env(),
       encoding: 'utf8',
     });

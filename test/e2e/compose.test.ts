@@ -120,10 +120,34 @@ describe.skipIf(!run)('docker-compose.yml brought up for real', () => {
     await expect.poll(() => stack.leftovers().sandboxes, { timeout: 60_000 }).toEqual([]);
   }, 240_000);
 
-  // API (issue 21 §1): once services/api is on main, ComposeStack.available() includes it; run
-  // the same job and live sandbox here through `new SandstreamClient({ url: stack.apiUrl, apiKey })`
-  // with a key made for the stack, instead of (or besides) the Redis transport above.
-  it.todo('runs the job and the live sandbox through the HTTP API (services/api)');
+  it('runs a job and a live sandbox through the HTTP API, with the key the deployment gave it', async () => {
+    await timed('through the API (job, live sandbox)', async () => {
+      // The SDK over HTTP, as a caller outside the stack: no Redis, the admin key of API_ADMIN_KEY.
+      const http = new SandstreamClient({ url: stack.apiUrl, apiKey: stack.adminKey });
+      try {
+        const { jobId } = await http.submit({
+          id: `${stack.project}-api-job`,
+          image: IMAGE,
+          steps: [{ command: 'sh', args: ['-c', 'echo via-api; test -f /.dockerenv && echo in-docker'] }],
+        });
+        const record = await http.wait(jobId, { timeoutMs: 120_000 });
+        expect(record.state, `${record.reason}\n${stack.logs()}`).toBe('succeeded');
+        const lines: string[] = [];
+        for await (const item of http.follow(jobId)) if (item.type === 'output') lines.push(item.line);
+        expect(lines).toEqual(['via-api', 'in-docker']);
+
+        const sandbox = await http.sandboxes.create({ id: `${stack.project}-api-live`, image: IMAGE });
+        expect(await sandbox.files.write('a.txt', 'over http\n')).toBe(10);
+        expect(await sandbox.exec(['cat', 'a.txt'])).toMatchObject({ exitCode: 0, stdout: 'over http\n' });
+        await sandbox.close();
+        // Anonymous access is off in the stack: no key, no answer.
+        expect((await fetch(`${stack.apiUrl}/v1/jobs`)).status).toBe(401);
+      } finally {
+        await http.close();
+      }
+    });
+    await expect.poll(() => stack.leftovers().sandboxes, { timeout: 60_000 }).toEqual([]);
+  }, 240_000);
 
   it('a real Prometheus scrapes every service; queue depth and start latency are in its API', async () => {
     await timed('Prometheus (start to series present)', async () => {

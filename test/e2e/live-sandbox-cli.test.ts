@@ -7,23 +7,28 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const redisUrl = testRedisUrl();
 
+import { TRANSPORTS, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // The CLI forms of live sandboxes (contracts: scripts depend on them) against the four services.
 const cliPath = join(repoRoot, 'libs/client/dist/cli/main.js');
 
-describe('sandstream sandbox / exec', () => {
+// Once over Redis (REDIS_URL), once over the HTTP API (SANDSTREAM_URL): the same output and codes.
+describe.each(TRANSPORTS)('sandstream sandbox / exec (over %s)', (transport) => {
   let stack: Stack;
+  let view: TransportView;
   beforeAll(async () => {
-    stack = await startStack({ label: 'lcli' });
+    stack = await startStack({ label: transport === 'http' ? 'lclih' : 'lcli' });
+    view = await viewThrough(stack, transport, redisUrl);
   });
   afterAll(async () => {
+    await view?.stop();
     await stack?.stop();
   });
   const cli = (...args: string[]) => cliWithInput(undefined, ...args);
   const cliWithInput = (input: string | undefined, ...args: string[]) =>
     spawnSync(process.execPath, [cliPath, ...args], {
-      env: { ...process.env, REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: stack.namespace },
+      env: { ...process.env, ...view.clientEnv },
       encoding: 'utf8',
       timeout: 60_000,
       ...(input === undefined ? {} : { input }),
@@ -75,6 +80,10 @@ describe('sandstream sandbox / exec', () => {
     } finally {
       rmSync(local, { recursive: true, force: true });
     }
+    // A long-lived shell from a pipe, one command line at a time, its cd kept.
+    const session = cliWithInput('cd /tmp\npwd\nexport A=7\necho "A=$A"\n', 'shell', id);
+    expect(session.stdout).toBe('/tmp\nA=7\n');
+    expect(session.status).toBe(0);
     const missing = cli('exec', id, '--', 'no-such-program-here');
     expect(missing.status).toBe(125);
 
@@ -93,7 +102,7 @@ describe('sandstream sandbox / exec', () => {
   it('exits 130 when exec is interrupted, killing the command in the sandbox', async () => {
     const id = cli('sandbox', 'create', 'debian:bookworm-slim').stdout.trim();
     const child = spawn(process.execPath, [cliPath, 'exec', id, '--', 'sh', '-c', 'echo started; sleep 60'], {
-      env: { ...process.env, REDIS_URL: redisUrl, SANDSTREAM_NAMESPACE: stack.namespace },
+      env: { ...process.env, ...view.clientEnv },
     });
     await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
     child.kill('SIGINT');

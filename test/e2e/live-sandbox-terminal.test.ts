@@ -2,11 +2,11 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SandstreamClient, type Terminal } from '@sandstream/client';
+import type { Terminal } from '@sandstream/client';
 import { repoRoot, testRedisUrl } from '@sandstream/test-support';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { liveBackends } from '../helpers/live-backends.js';
+import { type Transport, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // Terminals of live sandboxes (issue 15 §2): a PTY through the SDK on the in-process and Docker
@@ -15,7 +15,13 @@ import { type Stack, startStack } from '../helpers/services-stack.js';
 const redisUrl = testRedisUrl();
 const cliPath = join(repoRoot, 'libs/client/dist/cli/main.js');
 
-const backends = liveBackends();
+/** Over HTTP (the API's WebSocket shell) on the in-process backend: the transport does not depend on it. */
+const cases = [
+  ...liveBackends().map((backend) => ({ ...backend, transport: 'redis' as Transport })),
+  ...liveBackends()
+    .filter((backend) => backend.name === 'in-process')
+    .map((backend) => ({ ...backend, transport: 'http' as Transport })),
+];
 
 /** Everything the terminal prints, collected as it comes. */
 function screen(terminal: Terminal, from: 'start' | 'now' = 'start') {
@@ -35,17 +41,23 @@ const shows = (view: { text: () => string }, pattern: RegExp | string, timeout =
     },
   );
 
-describe.each(backends)('terminals ($name backend)', ({ name, image, env }) => {
+describe.each(cases)('terminals ($name backend, over $transport)', ({ name, image, env, transport }) => {
   let stack: Stack;
+  let through: TransportView;
   beforeAll(async () => {
-    stack = await startStack({ label: name === 'docker' ? 'tdock' : 'tty', env });
+    stack = await startStack({
+      label: name === 'docker' ? 'tdock' : transport === 'http' ? 'ttyh' : 'tty',
+      env,
+    });
+    through = await viewThrough(stack, transport, redisUrl);
   });
   afterAll(async () => {
+    await through?.stop();
     await stack?.stop();
   });
 
   it('is a real terminal: echo, size, resize, Ctrl-C to the foreground command, exit code', async () => {
-    const sandbox = await stack.client.sandboxes.create({ id: `${stack.namespace}-t1`, image });
+    const sandbox = await through.client.sandboxes.create({ id: `${stack.namespace}-t1`, image });
     const terminal = await sandbox.terminals.open({
       cols: 100,
       rows: 30,
@@ -72,8 +84,7 @@ describe.each(backends)('terminals ($name backend)', ({ name, image, env }) => {
     await shows(view, 'status=130');
 
     // A second client attaches by id and sees the output from the start, then types into it.
-    const otherRedis = new Redis(redisUrl);
-    const other = new SandstreamClient({ redis: otherRedis, namespace: stack.namespace });
+    const other = through.newClient();
     try {
       const again = await (await other.sandboxes.connect(sandbox.id)).terminals.attach(terminal.id);
       const otherView = screen(again);
@@ -82,7 +93,6 @@ describe.each(backends)('terminals ($name backend)', ({ name, image, env }) => {
       await otherView.done;
     } finally {
       await other.close();
-      otherRedis.disconnect();
     }
     await view.done;
     expect(await terminal.wait()).toMatchObject({ exitCode: 5, cancelled: false, timedOut: false });
@@ -92,7 +102,7 @@ describe.each(backends)('terminals ($name backend)', ({ name, image, env }) => {
   });
 
   it('close hangs up the whole session: jobs in their own process groups too', async () => {
-    const sandbox = await stack.client.sandboxes.create({ id: `${stack.namespace}-t2`, image });
+    const sandbox = await through.client.sandboxes.create({ id: `${stack.namespace}-t2`, image });
     // bash with job control puts each job in a process group of its own.
     const terminal = await sandbox.terminals.open();
     const view = screen(terminal);
@@ -123,7 +133,7 @@ describe.each(backends)('terminals ($name backend)', ({ name, image, env }) => {
   });
 
   it('refuses a bad size by field and limit, and a terminal the sandbox cannot start says why', async () => {
-    const sandbox = await stack.client.sandboxes.create({ id: `${stack.namespace}-t3`, image });
+    const sandbox = await through.client.sandboxes.create({ id: `${stack.namespace}-t3`, image });
     await expect(sandbox.terminals.open({ cols: 5000 })).rejects.toThrow(/cols.*1000/);
     await expect(sandbox.terminals.open({ columns: 80 } as never)).rejects.toThrow(/did you mean "cols"/);
     const missing = await sandbox.terminals.open({ command: ['/no/such/program'] });

@@ -202,3 +202,83 @@ describe.each(liveBackends())('warm pools ($name backend)', ({ image, env }) => 
     brokenSamples = [];
   }, 60_000);
 });
+
+// Issue 19: refills after a burst must not starve cold starts of other templates. Refills run
+// beside the start worker at POOL_REFILL_CONCURRENCY (here 1, so refilling 6 members is six boots
+// one after another); a cold job submitted with the burst must finish before the refill does.
+// Without the separate bound (refills taking the start worker's turns), it would wait behind them.
+describe('warm pools: refills after a burst (in-process backend)', () => {
+  let stack: Stack;
+  let pools: WarmPoolStore;
+  const file = join(scratch, 'templates-burst.yaml');
+
+  beforeAll(async () => {
+    writeFileSync(
+      file,
+      `
+templates:
+  burst:
+    image: debian:bookworm-slim
+    pool: { min: 6, max: 6 }
+  plain:
+    image: debian:bookworm-slim
+`,
+    );
+    stack = await startStack({
+      label: 'pools-burst',
+      env: {
+        SANDSTREAM_TEMPLATES_FILE: file,
+        POOL_KEEPER_INTERVAL_MS: '200',
+        POOL_REFILL_CONCURRENCY: '1',
+        SCHEDULER_GLOBAL_SLOTS: '20',
+        SCHEDULER_TENANT_SLOTS: '20',
+      },
+    });
+    pools = new WarmPoolStore(stack.redis, createKeySpace(stack.namespace));
+  }, 60_000);
+
+  afterAll(async () => {
+    const namespace = stack?.namespace;
+    await stack?.stop();
+    const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    if (namespace) await destroyPoolMembers(redis, namespace, {});
+    redis.disconnect();
+  }, 60_000);
+
+  const readyMembers = async () =>
+    (await pools.all()).filter((m) => m.pool === 'burst' && m.state === 'ready');
+
+  it('a cold start of another template finishes before the burst pool is refilled', async () => {
+    await expect.poll(async () => (await readyMembers()).length, { timeout: 60_000 }).toBe(6);
+    const first = new Set((await readyMembers()).map((m) => m.id));
+    const burst = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        stack.client.submit({
+          id: `${stack.namespace}-burst-${i}`,
+          template: 'burst',
+          steps: [{ command: 'true' }],
+        }),
+      ),
+    );
+    const cold = await stack.client.submit({
+      id: `${stack.namespace}-cold`,
+      template: 'plain',
+      steps: [{ command: 'true' }],
+    });
+    const records = await Promise.all(
+      [...burst, cold].map(({ jobId }) => stack.client.wait(jobId, { timeoutMs: 60_000 })),
+    );
+    for (const r of records) expect(r.state, `${r.id}: ${r.reason}`).toBe('succeeded');
+    expect(records.slice(0, 6).map((r) => r.sandbox?.start?.kind)).toEqual(Array(6).fill('warm'));
+    const coldRecord = records[6] as JobRecord;
+    expect(coldRecord.sandbox?.start?.kind).toBe('cold');
+
+    // The refill: six new members, each ready at its own time; the last one marks its end.
+    await expect
+      .poll(async () => (await readyMembers()).filter((m) => !first.has(m.id)).length, { timeout: 60_000 })
+      .toBe(6);
+    const refilledAt = Math.max(...(await readyMembers()).map((m) => m.readyAt ?? 0));
+    expect(coldRecord.finishedAt).toBeDefined();
+    expect(coldRecord.finishedAt as number).toBeLessThan(refilledAt);
+  }, 180_000);
+});

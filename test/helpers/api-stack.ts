@@ -7,6 +7,7 @@ import {
   startService,
 } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
+import { destroyPoolMembers } from './pool-members.js';
 import { type Stack, startStack } from './services-stack.js';
 
 export interface ApiStack {
@@ -81,6 +82,9 @@ export async function startApiStack(
       stop: async () => {
         await api.stop(15_000);
         await running.stop();
+        // Warm pool members outlive pod-lifecycle on purpose; this stack's go with its Redis.
+        const redis = new Redis(redisUrl);
+        await destroyPoolMembers(redis, running.namespace, {}).finally(() => redis.disconnect());
         await redisServer.stop();
       },
     };

@@ -4,21 +4,22 @@
  * follows it, printing `stdout <line>` for each line of its output as it comes.
  *
  *   REDIS_URL=… SANDSTREAM_NAMESPACE=… vite-node test/helpers/process-follower.ts <sandbox> <command>
+ *   SANDSTREAM_URL=http://… vite-node test/helpers/process-follower.ts <sandbox> <command>   (over the API)
  */
 import { SandstreamClient } from '@sandstream/client';
-import { Redis } from 'ioredis';
 
 const [sandboxId, command] = process.argv.slice(2);
 if (!sandboxId || !command) throw new Error('usage: process-follower.ts <sandbox id> <command>');
 
-const client = new SandstreamClient({
-  redis: new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'),
-  namespace: process.env.SANDSTREAM_NAMESPACE ?? 'sandstream',
-});
+const client = process.env.SANDSTREAM_URL
+  ? new SandstreamClient({ url: process.env.SANDSTREAM_URL })
+  : new SandstreamClient({
+      redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+      namespace: process.env.SANDSTREAM_NAMESPACE ?? 'sandstream',
+    });
 const sandbox = await client.sandboxes.connect(sandboxId);
 const started = await sandbox.processes.start(command);
 console.log(`id ${started.id}`);
 const result = await started.follow({ onStdout: (line) => console.log(`stdout ${line}`) });
 console.log(`end ${result.exitCode}`);
 await client.close();
-client.redis.disconnect();

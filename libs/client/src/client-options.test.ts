@@ -41,4 +41,20 @@ describe('SandstreamClient options', () => {
       /list options: tennant: unknown key "tennant" \(did you mean "tenant"\?\)/,
     );
   });
+
+  it('talks to the HTTP API given url (and apiKey), never with the Redis options', () => {
+    const http = new SandstreamClient({ url: 'http://127.0.0.1:1', apiKey: 'k' });
+    expect(http.transportKind).toBe('http');
+    expect(new SandstreamClient({ redis }).transportKind).toBe('redis');
+    // Over HTTP there is no Redis connection to hand out: said by name, not undefined.
+    expect(() => http.redis).toThrow(/client\.redis is only there over Redis/);
+    expect(() => new SandstreamClient({ url: 'http://x', namespace: 'ns' })).toThrow(
+      /url \(the HTTP API\) does not go with namespace \(Redis\)/,
+    );
+    expect(() => new SandstreamClient({ url: 'http://x', redis })).toThrow(/does not go with redis/);
+    expect(() => new SandstreamClient({ apiKey: 'k' })).toThrow(/apiKey needs url/);
+    expect(() => new SandstreamClient({ url: 'redis://x' })).toThrow(
+      /url must start with http:\/\/ or https:\/\//,
+    );
+  });
 });

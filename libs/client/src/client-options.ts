@@ -37,6 +37,17 @@ export const SandstreamClientOptionsSchema = strictObject(
       .string()
       .regex(/^rediss?:\/\//, 'redisUrl must start with redis:// or rediss://')
       .optional(),
+    /**
+     * The HTTP API (services/api) to talk to instead of Redis, e.g. https://sandstream.example:8080
+     * (from outside the cluster). Not with redis, redisUrl or namespace: the API has its own.
+     */
+    url: z
+      .string()
+      .regex(/^https?:\/\/[^/]/, 'url must start with http:// or https://')
+      .max(2048)
+      .optional(),
+    /** The API key sent as a bearer token (with url); none: the API's anonymous access, if on. */
+    apiKey: z.string().min(1).max(512).optional(),
     /** The deployment's namespace (KeySpace); must match the services' SANDSTREAM_NAMESPACE. */
     namespace: z.string().min(1).optional(),
     /**

@@ -1,23 +1,11 @@
+import type { CancelResult } from '@sandstream/bus';
 import {
-  type CancelRequestPayload,
-  type CancelResult,
-  cancelJob,
-  createKeySpace,
-  createRedis,
-  DefaultJobOptions,
   isTerminal,
   type JobRecord,
-  type JobState,
-  JobStore,
-  type JobsPayload,
   type KeySpace,
-  QueueNames,
   type RedisClient,
-  SandboxCommands,
   type SubmitResult,
-  submitParsedJob,
 } from '@sandstream/bus';
-import { Queue } from 'bullmq';
 import {
   type FollowOptions,
   FollowOptionsSchema,
@@ -26,17 +14,17 @@ import {
   parseOptions,
   type SandstreamClientOptions,
   SandstreamClientOptionsSchema,
-  type SandstreamWarning,
+  SandstreamOptionsError,
   type WaitOptions,
   WaitOptionsSchema,
 } from './client-options.js';
-import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
-import { isTransientRedisError, JobNotFoundError } from './job-not-found.js';
-import { blockingReader, ReaderPool } from './reader-pool.js';
-import { Sandboxes, waitEnded } from './sandboxes.js';
-import { SchedulerPresence } from './scheduler-presence.js';
+import type { FollowItem } from './follow-entry.js';
+import { HttpTransport } from './http/http-transport.js';
+import { JobNotFoundError } from './job-not-found.js';
+import { RedisTransport } from './redis-transport.js';
+import { Sandboxes } from './sandboxes.js';
 import { withSubmitSpan } from './submit-span.js';
-import { TimelineGaps } from './timeline-gaps.js';
+import type { SandstreamTransport } from './transport.js';
 
 export * from './client-options.js';
 
@@ -44,99 +32,63 @@ export class WaitTimeoutError extends Error {
   override readonly name = 'WaitTimeoutError';
 }
 
-function abortableSleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
-}
-
-/** How long a blocking read waits before re-checking the record (covers a trimmed stream). */
-const BLOCK_MS = 1000;
-/** Stream entries a follower reads per round trip. */
-const FOLLOW_PAGE = 500;
-
 /**
  * The TypeScript SDK. Every call validates its input first (a bad spec throws JobSpecError
- * naming the field and rule, and nothing is queued), then talks to Redis only: the services
- * need not be reachable over any other channel.
+ * naming the field and rule, and nothing is queued), then goes through one transport (transport.ts):
+ * Redis when given `redis` / `redisUrl` (inside the cluster; the services need not be reachable
+ * over any other channel), the HTTP API when given `url` (from anywhere else). Both offer every
+ * method and throw the same errors.
  */
 export class SandstreamClient {
-  readonly redis: RedisClient;
-  readonly keys: KeySpace;
-  private readonly ownsRedis: boolean;
-  private readonly jobStore: JobStore;
-  private readonly onWarning: (warning: SandstreamWarning) => void;
-  private queue: Queue<JobsPayload> | undefined;
-  private presence: SchedulerPresence | undefined;
-  private cancels: Queue<CancelRequestPayload> | undefined;
-  private readonly readers: ReaderPool;
+  private readonly transport: SandstreamTransport;
   /** Live sandboxes: create, connect, get, list (sandboxes.ts). */
   readonly sandboxes: Sandboxes;
 
   constructor(options: SandstreamClientOptions = {}) {
     const opts = parseOptions(SandstreamClientOptionsSchema, options, 'SandstreamClient options');
-    this.ownsRedis = opts.redis === undefined;
-    this.redis =
-      opts.redis ?? createRedis({ url: opts.redisUrl ?? 'redis://127.0.0.1:6379', role: 'producer' });
-    // Without a listener ioredis prints every failed reconnect as an "Unhandled error event"
-    // trace; the same error already reaches the caller as the rejected command.
-    if (this.ownsRedis) this.redis.on('error', () => {});
-    this.keys = createKeySpace(opts.namespace);
-    this.jobStore = new JobStore({ redis: this.redis, keys: this.keys });
-    this.onWarning =
+    const onWarning =
       opts.onWarning ?? ((w) => process.emitWarning(w.message, { type: 'SandstreamWarning', code: w.code }));
-    this.readers = new ReaderPool(this.redis);
-    const store = this.jobStore;
-    this.sandboxes = new Sandboxes({
-      redis: this.redis,
-      keys: this.keys,
-      store,
-      commands: new SandboxCommands({ redis: this.redis, keys: this.keys }),
-      readers: this.readers,
-      submit: async (spec) => {
-        const result = await submitParsedJob(store, this.jobsQueue(), spec);
-        const warning = await this.presence?.check();
-        if (warning) this.onWarning(warning);
-        return result;
-      },
-      requestClose: async (id) => {
-        await cancelJob(store, this.cancelQueue(), id, 'user');
-      },
-      waitEnded: (id) => waitEnded(store, id),
-    });
+    if (opts.url !== undefined) {
+      const mixed = (['redis', 'redisUrl', 'namespace'] as const).filter((k) => opts[k] !== undefined);
+      if (mixed.length > 0) {
+        throw new SandstreamOptionsError(
+          `SandstreamClient options: url (the HTTP API) does not go with ${mixed.join(', ')} (Redis): give one or the other`,
+        );
+      }
+      this.transport = new HttpTransport({ url: opts.url, apiKey: opts.apiKey });
+    } else {
+      if (opts.apiKey !== undefined)
+        throw new SandstreamOptionsError('SandstreamClient options: apiKey needs url (the HTTP API)');
+      this.transport = new RedisTransport({
+        redis: opts.redis,
+        redisUrl: opts.redisUrl,
+        namespace: opts.namespace,
+        onWarning,
+      });
+    }
+    this.sandboxes = new Sandboxes(this.transport.sandboxes);
   }
 
-  private jobsQueue(): Queue<JobsPayload> {
-    if (!this.queue) {
-      this.queue = new Queue<JobsPayload>(QueueNames.jobs, {
-        connection: this.redis,
-        prefix: this.keys.bullPrefix,
-        defaultJobOptions: DefaultJobOptions,
-      });
-      // BullMQ re-emits connection errors on the queue and, with no listener, prints them with
-      // console.error; they reach the caller as rejected calls already.
-      this.queue.on('error', () => {});
-      this.presence = new SchedulerPresence(this.queue, this.keys.namespace);
-    }
-    return this.queue;
+  /** Which way this client reaches the deployment. */
+  get transportKind(): 'redis' | 'http' {
+    return this.transport instanceof RedisTransport ? 'redis' : 'http';
   }
 
-  private cancelQueue(): Queue<CancelRequestPayload> {
-    if (!this.cancels) {
-      this.cancels = new Queue<CancelRequestPayload>(QueueNames.dispatchCancel, {
-        connection: this.redis,
-        prefix: this.keys.bullPrefix,
-      });
-      // As for the jobs queue: connection errors reach the caller as rejected calls already.
-      this.cancels.on('error', () => {});
-    }
-    return this.cancels;
+  /** The Redis connection (Redis transport only: over HTTP there is none to hand out). */
+  get redis(): RedisClient {
+    return this.redisTransport('redis').redis;
+  }
+
+  /** The namespace's keys (Redis transport only). */
+  get keys(): KeySpace {
+    return this.redisTransport('keys').keys;
+  }
+
+  private redisTransport(what: string): RedisTransport {
+    if (this.transport instanceof RedisTransport) return this.transport;
+    throw new SandstreamOptionsError(
+      `client.${what} is only there over Redis; this client talks to the HTTP API`,
+    );
   }
 
   /**
@@ -149,20 +101,18 @@ export class SandstreamClient {
    * running) the job is still queued, and `onWarning` is told, because otherwise the caller
    * would wait at `queued` with no sign of why.
    */
-  async submit(input: unknown, source?: string): Promise<SubmitResult> {
-    const queue = this.jobsQueue();
-    const result = await withSubmitSpan(input, source, (spec) => submitParsedJob(this.jobStore, queue, spec));
-    const warning = await this.presence?.check();
-    if (warning) this.onWarning(warning);
-    return result;
+  submit(input: unknown, source?: string): Promise<SubmitResult> {
+    const tenantGiven =
+      typeof input === 'object' && input !== null && (input as { tenant?: unknown }).tenant !== undefined;
+    return withSubmitSpan(input, source, (spec) => this.transport.jobs.submit(spec, tenantGiven));
   }
 
   get(jobId: string): Promise<JobRecord | null> {
-    return this.jobStore.get(jobId);
+    return this.transport.jobs.get(jobId);
   }
 
   async list(options: ListOptions = {}): Promise<JobRecord[]> {
-    return this.jobStore.list(parseOptions(ListOptionsSchema, options, 'list options'));
+    return this.transport.jobs.list(parseOptions(ListOptionsSchema, options, 'list options'));
   }
 
   /**
@@ -172,7 +122,7 @@ export class SandstreamClient {
    * `cancelled` once the agent confirms (or after a short backstop, if it never does).
    */
   cancel(jobId: string, reason = 'cancelled by user'): Promise<CancelResult> {
-    return cancelJob(this.jobStore, this.cancelQueue(), jobId, reason);
+    return this.transport.jobs.cancel(jobId, reason);
   }
 
   /** Resolves with the job's record once it reaches a terminal state. */
@@ -214,108 +164,29 @@ export class SandstreamClient {
     jobId: string,
     followOptions: FollowOptions = {},
   ): AsyncGenerator<FollowItem, void, undefined> {
-    for await (const page of this.followPages(jobId, followOptions)) for (const item of page) yield item;
+    // Parsed on the first next(), as a generator's body runs: a bad option rejects it.
+    yield* this.transport.jobs.follow(
+      jobId,
+      parseOptions(FollowOptionsSchema, followOptions, 'follow options'),
+    );
   }
 
   /**
-   * follow() a page at a time: the items of one stream read (up to FOLLOW_PAGE entries) together, the
-   * same items in the same order. For a reader that forwards them in bulk (the HTTP API writes
-   * one page in one socket write) and would otherwise pay an await per item.
+   * follow() a page at a time: the items of one read (up to 500 stream entries over Redis)
+   * together, the same items in the same order. For a reader that forwards them in bulk (the
+   * HTTP API writes one page in one socket write) and would otherwise pay an await per item.
    */
   async *followPages(
     jobId: string,
     followOptions: FollowOptions = {},
   ): AsyncGenerator<FollowItem[], void, undefined> {
-    const options = parseOptions(FollowOptionsSchema, followOptions, 'follow options');
-    const stream = this.keys.sandbox(jobId).events;
-    const reader = blockingReader(this.redis);
-    // Connection errors surface as rejected reads, retried below; without a listener ioredis
-    // would print each reconnect attempt as an "Unhandled error event".
-    reader.on('error', () => {});
-    const abort = () => reader.disconnect();
-    options.signal?.addEventListener('abort', abort, { once: true });
-    let cursor = options.from ?? '0-0';
-    // Resuming from a cursor means the job was seen; otherwise the first entry proves it.
-    let seen = options.from !== undefined;
-    const gaps = new TimelineGaps({ from: options.from });
-    let failures = 0;
-    let outageSince: number | undefined;
-    type Reply = [string, [string, string[]][]][] | null;
-    const read = (after: string) =>
-      reader.xread('COUNT', FOLLOW_PAGE, 'BLOCK', BLOCK_MS, 'STREAMS', stream, after) as Promise<Reply>;
-    /** The next page, asked for while this one is decoded and handed on (a full page: more may wait). */
-    let ahead: Promise<Reply> | undefined;
-    try {
-      while (!options.signal?.aborted) {
-        let reply: Reply;
-        let state: string | null = null;
-        try {
-          const next = ahead ?? read(cursor);
-          ahead = undefined;
-          reply = await next;
-          if ((reply?.[0]?.[1] ?? []).length === 0)
-            state = await this.redis.hget(this.keys.job(jobId), 'state');
-          failures = 0;
-          outageSince = undefined;
-        } catch (err) {
-          if (options.signal?.aborted) return;
-          if (!isTransientRedisError(err)) throw err;
-          outageSince ??= Date.now();
-          if (options.outageLimitMs !== undefined && Date.now() - outageSince >= options.outageLimitMs)
-            throw err;
-          failures++;
-          await abortableSleep(Math.min(100 * 2 ** Math.min(failures, 5), 2000), options.signal);
-          continue;
-        }
-        const entries = reply?.[0]?.[1] ?? [];
-        if (entries.length > 0) seen = true;
-        if (entries.length === FOLLOW_PAGE) {
-          ahead = read(entries[entries.length - 1]?.[0] as string);
-          // Awaited on the next round; one left behind (the job ended, the reader closed) is dropped.
-          ahead.catch(() => {});
-        }
-        const page: FollowItem[] = [];
-        let ended = false;
-        for (const [id, fields] of entries) {
-          cursor = id;
-          const decoded = decodeFollowEntry(id, fields);
-          if (!decoded) continue;
-          if (options.statesOnly && decoded.type !== 'state') continue;
-          for (const item of gaps.accept(decoded)) page.push(item);
-          if (decoded.type === 'state' && decoded.terminal) {
-            ended = true;
-            break;
-          }
-        }
-        if (page.length > 0) yield page;
-        if (ended) return;
-        if (entries.length === 0) {
-          // Nothing new: the terminal entry may have been trimmed away or the job deleted.
-          if (state === null) throw new JobNotFoundError(jobId, seen);
-          if (isTerminal(state as JobState)) {
-            const more = (await this.redis
-              .xread('COUNT', 1, 'STREAMS', stream, cursor)
-              // Redis went away between the two reads: the next round reads again.
-              .catch((err: unknown) => (isTransientRedisError(err) ? undefined : Promise.reject(err)))) as
-              | typeof reply
-              | undefined;
-            if (more === undefined) continue;
-            if (!more || more[0]?.[1].length === 0) {
-              yield [{ type: 'state', cursor, from: null, to: state as JobState, terminal: true }];
-              return;
-            }
-          }
-        }
-      }
-    } finally {
-      options.signal?.removeEventListener('abort', abort);
-      reader.disconnect();
-    }
+    yield* this.transport.jobs.followPages(
+      jobId,
+      parseOptions(FollowOptionsSchema, followOptions, 'follow options'),
+    );
   }
 
-  async close(): Promise<void> {
-    this.readers.close();
-    await Promise.all([this.queue?.close(), this.cancels?.close()]);
-    if (this.ownsRedis) await this.redis.quit();
+  close(): Promise<void> {
+    return this.transport.close();
   }
 }

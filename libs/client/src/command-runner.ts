@@ -47,6 +47,8 @@ export interface RunCommandOptions {
   /** Told the command's id once the sandbox took it (before any output). */
   onStart?: ((commandId: string) => void) | undefined;
   signal?: AbortSignal | undefined;
+  /** Aborting stops following (the follow rejects with its reason); the command goes on. */
+  stopFollowing?: AbortSignal | undefined;
 }
 
 export interface CommandRun {
@@ -108,6 +110,7 @@ export async function followCommand(
   let found: StepResult | undefined;
   try {
     for (;;) {
+      options.stopFollowing?.throwIfAborted();
       let reply: [string, [string, string[]][]][] | null;
       try {
         const stream = sandboxKeys.events;

@@ -108,6 +108,12 @@ export const AttachOptionsSchema = ExecOptionsSchema.pick({
   onStderr: true,
   onGap: true,
   signal: true,
+}).extend({
+  /**
+   * Aborting stops following (within a second; the call rejects with the signal's reason) and
+   * leaves the command running, where aborting `signal` kills it: a follower that goes away.
+   */
+  stopFollowing: signal,
 });
 export type AttachOptions = z.input<typeof AttachOptionsSchema>;
 export type { CommandOutputLine };
@@ -119,6 +125,7 @@ export const ShellRunOptionsSchema = ExecOptionsSchema.pick({
   onStdout: true,
   onStderr: true,
   onGap: true,
+  onStart: true,
   signal: true,
 });
 export type ShellRunOptions = z.input<typeof ShellRunOptionsSchema>;

@@ -1,13 +1,14 @@
-import type { SandboxCommands } from '@sandstream/bus';
 import { type ControlMessage, Limits } from '@sandstream/wire';
 import { parseOptions } from './client-options.js';
-import { refusal, runStepOf, sendCancel } from './command-runner.js';
-import type { CommandExecution, CommandHistoryEntry, SandboxContext } from './sandbox.js';
+import { runStepOf } from './command-runner.js';
+import type { CommandExecution } from './sandbox.js';
+import type { CommandHistoryEntry } from './sandbox-history.js';
 import {
   type AttachOptions,
   type StartProcessOptions,
   StartProcessOptionsSchema,
 } from './sandbox-options.js';
+import type { SandboxTransport } from './transport.js';
 
 export type ProcessSignal = NonNullable<ControlMessage['signal']>;
 
@@ -36,7 +37,7 @@ export class BackgroundProcess {
 export class SandboxProcesses {
   constructor(
     private readonly sandboxId: string,
-    private readonly ctx: SandboxContext & { commands: SandboxCommands },
+    private readonly transport: SandboxTransport,
     private readonly attach: (id: string, options?: AttachOptions) => CommandExecution,
     private readonly history: () => Promise<CommandHistoryEntry[]>,
   ) {}
@@ -47,13 +48,12 @@ export class SandboxProcesses {
     startOptions: StartProcessOptions = {},
   ): Promise<BackgroundProcess> {
     const options = parseOptions(StartProcessOptionsSchema, startOptions, 'process options');
-    const pushed = await this.ctx.commands.push(this.sandboxId, {
+    const id = await this.transport.startProcess(this.sandboxId, {
       ...runStepOf(command, options, 'processes.start'),
       background: true,
       timeoutSeconds: options.timeoutSeconds ?? Limits.runMaxTimeoutSeconds,
     });
-    if (pushed.status !== 'pushed') throw await refusal(this.ctx, this.sandboxId, pushed);
-    return new BackgroundProcess(pushed.commandId, this);
+    return new BackgroundProcess(id, this);
   }
 
   /** The background processes still running (of those in the sandbox's history). */
@@ -63,7 +63,7 @@ export class SandboxProcesses {
 
   /** Kills the process's whole tree: `signal` first (default SIGTERM), SIGKILL after a grace. */
   kill(id: string, signal?: ProcessSignal): Promise<void> {
-    return sendCancel(this.ctx, this.sandboxId, id, 'killed by a client', signal);
+    return this.transport.cancel(this.sandboxId, id, 'killed by a client', signal);
   }
 
   /** Its output from the start of what the stream holds, then live, then its end. */

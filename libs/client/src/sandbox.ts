@@ -1,12 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import {
-  type CommandRecord,
-  CommandRecordSchema,
-  type CommandStep,
-  type SandboxRecord,
-  sandboxRecordOf,
-} from '@sandstream/bus';
+import type { SandboxRecord } from '@sandstream/bus';
 import {
   type FileEntry,
   type GrepMatch,
@@ -14,30 +8,14 @@ import {
   overLimit,
   packTree,
   ShellSessionNameSchema,
-  type StepResult,
   stdinBytes,
   unpackTar,
 } from '@sandstream/wire';
 import { parseOptions } from './client-options.js';
 import type { CommandOutputLine, ExecResult } from './command-output.js';
-import {
-  type CommandRun,
-  type CommandRunnerContext,
-  followCommand,
-  type RunCommandOptions,
-  refusal,
-  runCommand,
-  runStepOf,
-  sendCancel,
-} from './command-runner.js';
-import { newTransferId, receiveTar, sendTar } from './file-transfer.js';
-import {
-  CommandCancelledError,
-  SandboxCommandNotFoundError,
-  SandboxFileError,
-  SandboxLimitError,
-  SandboxNotFoundError,
-} from './sandbox-errors.js';
+import { type RunCommandOptions, runStepOf } from './command-runner.js';
+import { CommandCancelledError, SandboxLimitError, SandboxNotFoundError } from './sandbox-errors.js';
+import type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
 import {
   type AttachOptions,
   AttachOptionsSchema,
@@ -56,32 +34,9 @@ import {
 } from './sandbox-options.js';
 import { SandboxProcesses } from './sandbox-processes.js';
 import { SandboxTerminals } from './sandbox-terminals.js';
+import type { RunStep, SandboxTransport } from './transport.js';
 
-export interface SandboxContext extends CommandRunnerContext {
-  /** Asks the services to close the sandbox (a cancel request with reason `user`). */
-  requestClose(sandboxId: string): Promise<void>;
-  /** Resolves once the sandbox is closed or failed. */
-  waitEnded(sandboxId: string): Promise<SandboxRecord>;
-}
-
-/** One entry of `history()`: what was asked, when, and how it ended (once it did). */
-export interface CommandHistoryEntry extends CommandRecord {
-  result: StepResult | undefined;
-}
-
-export interface SandboxStats {
-  cpuSeconds: number | null;
-  memoryBytes: number | null;
-  memoryLimitBytes: number | null;
-  workspaceBytes: number;
-  workspaceFiles: number;
-  workspaceTruncated: boolean;
-  /** Commands handed to the sandbox since it opened (the stats call itself included). */
-  commandsRun: number;
-  commandsRunning: number;
-  /** Output lines of the commands still in its history. */
-  outputLines: number;
-}
+export type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
 
 /** A named long-lived shell of a sandbox (Sandbox.shell). */
 export class ShellSession {
@@ -173,16 +128,16 @@ export class Sandbox implements AsyncDisposable {
 
   constructor(
     readonly id: string,
-    private readonly ctx: SandboxContext,
+    private readonly transport: SandboxTransport,
   ) {
-    this.files = new SandboxFiles(id, ctx);
+    this.files = new SandboxFiles(id, transport);
     this.processes = new SandboxProcesses(
       id,
-      ctx,
+      transport,
       (processId, options) => this.attach(processId, options),
       () => this.history(),
     );
-    this.terminals = new SandboxTerminals(id, ctx);
+    this.terminals = new SandboxTerminals(id, transport);
   }
 
   /**
@@ -192,7 +147,7 @@ export class Sandbox implements AsyncDisposable {
    */
   exec(command: string | readonly string[], execOptions: ExecOptions = {}): CommandExecution {
     const options = parseOptions(ExecOptionsSchema, execOptions, 'exec options');
-    const step: CommandStep = {
+    const step: RunStep = {
       ...runStepOf(command, options, 'exec'),
       ...(options.timeoutSeconds !== undefined ? { timeoutSeconds: options.timeoutSeconds } : {}),
       ...stdinFields(options.stdin),
@@ -200,7 +155,7 @@ export class Sandbox implements AsyncDisposable {
     if (stdinBytes(step) > Limits.runStdinMaxBytes) {
       throw new SandboxLimitError(overLimit('stdin', stdinBytes(step), Limits.runStdinMaxBytes));
     }
-    return this.execution(options, (runOptions) => runCommand(this.ctx, this.id, step, runOptions));
+    return this.execution(options, (runOptions) => this.transport.run(this.id, step, runOptions));
   }
 
   /**
@@ -210,24 +165,18 @@ export class Sandbox implements AsyncDisposable {
    */
   attach(commandId: string, attachOptions: AttachOptions = {}): CommandExecution {
     const options = parseOptions(AttachOptionsSchema, attachOptions, 'attach options');
-    return this.execution(options, async (runOptions) => {
-      const record = await this.ctx.store.get(this.id);
-      if (record?.kind !== 'sandbox') throw new SandboxNotFoundError(this.id);
-      if (!(commandId in record.commands) && !(commandId in record.stepResults)) {
-        throw new SandboxCommandNotFoundError(this.id, commandId);
-      }
-      return followCommand(this.ctx, this.id, commandId, '0-0', runOptions);
-    });
+    return this.execution(options, (runOptions) => this.transport.attach(this.id, commandId, runOptions));
   }
 
   private execution(
     options: AttachOptions & Pick<ExecOptions, 'onStart'>,
-    start: (runOptions: RunCommandOptions) => Promise<CommandRun>,
+    start: (runOptions: RunCommandOptions) => Promise<ExecResult>,
   ): CommandExecution {
     return new CommandExecution(async (emit) => {
-      const run = await start({
+      const result = await start({
         maxOutputBytes: options.maxOutputBytes,
         signal: options.signal,
+        stopFollowing: 'stopFollowing' in options ? options.stopFollowing : undefined,
         onStart: options.onStart,
         onLine: (line) => {
           (line.stream === 'stdout' ? options.onStdout : options.onStderr)?.(line.line);
@@ -238,7 +187,6 @@ export class Sandbox implements AsyncDisposable {
           emit({ stream: 'gap', ...gap });
         },
       });
-      const result = run.output.result(run.commandId, run.result);
       if (options.signal?.aborted && result.cancelled) throw new CommandCancelledError(result);
       return result;
     });
@@ -252,13 +200,13 @@ export class Sandbox implements AsyncDisposable {
   shell(name = 'default'): ShellSession {
     return new ShellSession(ShellSessionNameSchema.parse(name), (command, options) => {
       const parsed = parseOptions(ShellRunOptionsSchema, options, 'shell run options');
-      const step: CommandStep = {
+      const step: RunStep = {
         kind: 'shell',
         session: name,
         command,
         ...(parsed.timeoutSeconds !== undefined ? { timeoutSeconds: parsed.timeoutSeconds } : {}),
       };
-      return this.execution(parsed, (runOptions) => runCommand(this.ctx, this.id, step, runOptions));
+      return this.execution(parsed, (runOptions) => this.transport.run(this.id, step, runOptions));
     });
   }
 
@@ -267,58 +215,37 @@ export class Sandbox implements AsyncDisposable {
    * killed and its result says `cancelled`. A command already finished is left as it is.
    */
   cancel(commandId: string): Promise<void> {
-    return sendCancel(this.ctx, this.id, commandId, 'cancelled by a client');
+    return this.transport.cancel(this.id, commandId, 'cancelled by a client');
   }
 
   /** The sandbox's record now (state, reason, activity). */
   async info(): Promise<SandboxRecord> {
-    const record = await this.ctx.store.get(this.id);
-    const sandbox = record ? sandboxRecordOf(record) : null;
+    const sandbox = await this.transport.get(this.id);
     if (!sandbox) throw new SandboxNotFoundError(this.id);
     return sandbox;
   }
 
   /** The commands still in its bounded history, oldest first, with their results once they ended. */
-  async history(): Promise<CommandHistoryEntry[]> {
-    const record = await this.ctx.store.get(this.id);
-    if (record?.kind !== 'sandbox') throw new SandboxNotFoundError(this.id);
-    const entries: CommandHistoryEntry[] = [];
-    for (const raw of Object.values(record.commands)) {
-      const parsed = CommandRecordSchema.safeParse(raw);
-      if (parsed.success) entries.push({ ...parsed.data, result: record.stepResults[parsed.data.id] });
-    }
-    return entries.sort((a, b) => numberOf(a.id) - numberOf(b.id));
+  history(): Promise<CommandHistoryEntry[]> {
+    return this.transport.history(this.id);
   }
 
   /**
    * Resource use and activity: CPU and memory of the sandbox's cgroup (null where the backend
    * does not give it one of its own to read), workspace size, and the commands it ran.
    */
-  async stats(): Promise<SandboxStats> {
-    const { result } = await runCommand(this.ctx, this.id, { kind: 'stats', workingDirectory: null });
-    const record = await this.ctx.store.get(this.id);
-    if (result.output?.kind !== 'stats')
-      throw new SandboxFileError(result.errorMessage ?? 'stats failed', result.errorCode);
-    const { kind: _kind, ...usage } = result.output;
-    const recorded = Object.values(record?.stepResults ?? {});
-    return {
-      ...usage,
-      commandsRun: record?.commandSeq ?? 0,
-      commandsRunning: record?.commandsRunning ?? 0,
-      outputLines: recorded.reduce((sum, r) => sum + (r.outputLines ?? 0), 0),
-    };
+  stats(): Promise<SandboxStats> {
+    return this.transport.stats(this.id);
   }
 
   /** Counts as a client call: the sandbox's idle expiry starts again. */
-  async keepAlive(): Promise<void> {
-    if (await this.ctx.commands.touch(this.id)) return;
-    throw await refusal(this.ctx, this.id, { status: 'closing' });
+  keepAlive(): Promise<void> {
+    return this.transport.keepAlive(this.id);
   }
 
   /** Closes the sandbox (kills everything still running in it). Idempotent. */
-  async close(): Promise<SandboxRecord> {
-    await this.ctx.requestClose(this.id);
-    return this.ctx.waitEnded(this.id);
+  close(): Promise<SandboxRecord> {
+    return this.transport.close(this.id);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -330,76 +257,44 @@ export class Sandbox implements AsyncDisposable {
 export class SandboxFiles {
   constructor(
     private readonly sandboxId: string,
-    private readonly ctx: SandboxContext,
+    private readonly transport: SandboxTransport,
   ) {}
 
   /** A UTF-8 text file's content (binary or over the read limit: SandboxFileError). */
-  async read(path: string): Promise<string> {
-    const output = await this.run({ kind: 'readFile', path, workingDirectory: null });
-    return output?.kind === 'readFile' ? output.content : '';
+  read(path: string): Promise<string> {
+    return this.transport.readFile(this.sandboxId, path);
   }
 
   /** Writes atomically (temp file + rename); creates parent directories. Returns bytes written. */
-  async write(
-    path: string,
-    content: string | Uint8Array,
-    writeOptions: WriteFileOptions = {},
-  ): Promise<number> {
+  write(path: string, content: string | Uint8Array, writeOptions: WriteFileOptions = {}): Promise<number> {
     const options = parseOptions(WriteFileOptionsSchema, writeOptions, 'write options');
-    const binary = typeof content !== 'string';
-    const output = await this.run({
-      kind: 'writeFile',
-      path,
-      content: binary ? Buffer.from(content).toString('base64') : content,
-      encoding: binary ? 'base64' : 'utf8',
-      workingDirectory: null,
-      ...(options.mode !== undefined ? { mode: options.mode } : {}),
-    });
-    return output?.kind === 'writeFile' ? output.bytesWritten : 0;
+    return this.transport.writeFile(this.sandboxId, path, content, options.mode);
   }
 
-  async list(
+  list(
     path = '.',
     listOptions: ListFilesOptions = {},
   ): Promise<{ entries: FileEntry[]; truncated: boolean }> {
     const options = parseOptions(ListFilesOptionsSchema, listOptions, 'list options');
-    const output = await this.run({
-      kind: 'listFiles',
-      path,
-      workingDirectory: null,
+    return this.transport.listFiles(this.sandboxId, path, {
       maxDepth: options.maxDepth ?? 1,
       maxEntries: options.maxEntries ?? 1000,
     });
-    return output?.kind === 'listFiles'
-      ? { entries: output.entries, truncated: output.truncated }
-      : { entries: [], truncated: false };
   }
 
-  async grep(
+  grep(
     pattern: string,
     grepOptions: GrepOptions = {},
   ): Promise<{ matches: GrepMatch[]; truncated: boolean }> {
     const options = parseOptions(GrepOptionsSchema, grepOptions, 'grep options');
-    const output = await this.run({
-      kind: 'grep',
-      pattern,
-      path: options.path ?? '.',
-      workingDirectory: null,
-      ignoreCase: options.ignoreCase ?? false,
-      fixedStrings: options.fixedStrings ?? false,
-      maxMatches: options.maxMatches ?? 200,
-      ...(options.glob !== undefined ? { glob: options.glob } : {}),
-    });
-    return output?.kind === 'grep'
-      ? { matches: output.matches, truncated: output.truncated }
-      : { matches: [], truncated: false };
+    return this.transport.grep(this.sandboxId, pattern, options);
   }
 
   /**
    * Copies a local file or directory (or a tar stream) into the sandbox directory `remoteDir`
    * (created when missing), as `docker cp` does: a path arrives as `remoteDir/<its name>`. The
-   * tree travels as a tar stream in 1 MiB chunks, never as one Redis value; past `maxBytes`
-   * (default 1 GiB) it is refused.
+   * tree travels as a tar stream (over Redis in 1 MiB chunks, never as one value); past
+   * `maxBytes` (default 1 GiB) it is refused.
    */
   async upload(
     local: string | Readable,
@@ -407,20 +302,8 @@ export class SandboxFiles {
     transferOptions: TransferOptions = {},
   ): Promise<{ bytes: number; files: number }> {
     const options = parseOptions(TransferOptionsSchema, transferOptions, 'upload options');
-    const transfer = newTransferId();
     const tar = typeof local === 'string' ? await packTree(local) : local;
-    const done = runCommand(this.ctx, this.sandboxId, {
-      kind: 'upload',
-      path: remoteDir,
-      transfer,
-      workingDirectory: null,
-      ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}),
-    });
-    const [{ result }] = await Promise.all([done, sendTar(this.ctx, this.sandboxId, transfer, tar, done)]);
-    if (result.errorMessage !== null) throw new SandboxFileError(result.errorMessage, result.errorCode);
-    return result.output?.kind === 'upload'
-      ? { bytes: result.output.bytes, files: result.output.files }
-      : { bytes: 0, files: 0 };
+    return this.transport.upload(this.sandboxId, tar, remoteDir, options.maxBytes);
   }
 
   /**
@@ -429,23 +312,7 @@ export class SandboxFiles {
    */
   download(remotePath: string, transferOptions: TransferOptions = {}): Readable {
     const options = parseOptions(TransferOptionsSchema, transferOptions, 'download options');
-    const transfer = newTransferId();
-    const done = runCommand(this.ctx, this.sandboxId, {
-      kind: 'download',
-      path: remotePath,
-      transfer,
-      workingDirectory: null,
-      ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}),
-    });
-    const tar = receiveTar(this.ctx, this.sandboxId, transfer, done);
-    done.then(
-      ({ result }) => {
-        if (result.errorMessage !== null)
-          tar.destroy(new SandboxFileError(result.errorMessage, result.errorCode));
-      },
-      (err: Error) => tar.destroy(err),
-    );
-    return tar;
+    return this.transport.download(this.sandboxId, remotePath, options.maxBytes);
   }
 
   /** download() unpacked into the local directory `localDir` (created when missing). */
@@ -457,12 +324,6 @@ export class SandboxFiles {
     await mkdir(localDir, { recursive: true });
     await unpackTar(this.download(remotePath, transferOptions), localDir);
   }
-
-  private async run(step: CommandStep): Promise<StepResult['output']> {
-    const { result } = await runCommand(this.ctx, this.sandboxId, step);
-    if (result.errorMessage !== null) throw new SandboxFileError(result.errorMessage, result.errorCode);
-    return result.output;
-  }
 }
 
 /** A command's stdin as the wire carries it: text as is, bytes in base64. */
@@ -470,8 +331,4 @@ function stdinFields(stdin: string | Uint8Array | undefined) {
   if (stdin === undefined) return {};
   if (typeof stdin === 'string') return { stdin };
   return { stdin: Buffer.from(stdin).toString('base64'), stdinEncoding: 'base64' as const };
-}
-
-function numberOf(commandId: string): number {
-  return Number(commandId.slice(commandId.lastIndexOf('-') + 1)) || 0;
 }

@@ -26,6 +26,8 @@ import { sandboxProcessRoutes } from './routes/sandbox-processes.js';
 import { sandboxShellRoutes } from './routes/sandbox-shell.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { seedAliasRoutes } from './routes/seed-aliases.js';
+import { endFollowers } from './sse.js';
+import { TraceLinks } from './trace-links.js';
 
 export interface ApiOptions {
   /** The largest body read into memory. */
@@ -61,7 +63,7 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
     // Request ids of our own; a client's x-request-id is not trusted.
     genReqId: () => crypto.randomUUID(),
   }).withTypeProvider<ZodTypeProvider>();
-  traceRequests(app);
+  traceRequests(app, new TraceLinks({ redis: ctx.redis, keys: ctx.keys }));
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.setErrorHandler((err, request, reply) => sendProblem(request, reply, err));
@@ -158,6 +160,9 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   app.addHook('preHandler', async (request) => {
     await request.gate;
   });
+
+  // A stopping replica ends its followers' streams first: their clients resume elsewhere.
+  app.addHook('preClose', async () => endFollowers(app.server));
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 

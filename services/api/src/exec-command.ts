@@ -1,5 +1,6 @@
-import type { ExecOptions, ExecResult, Sandbox } from '@sandstream/client';
+import type { CommandExecution, ExecOptions, ExecResult, Sandbox } from '@sandstream/client';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { HttpProblem } from './problem.js';
 import type { ExecBody } from './schemas.js';
 import { SseStream, wantsEventStream } from './sse.js';
 
@@ -18,6 +19,36 @@ export function commandOf(body: {
  * `stderr` / `gap` events, then the `result`. The request owns the command: a client that goes
  * away before the end cancels it, as an aborted SDK call does.
  */
+/** The command as the SDK runs it: in a named shell session, or on its own. */
+function startOf(sandbox: Sandbox, body: ExecBody, options: ExecOptions): CommandExecution {
+  if (body.session === undefined) return sandbox.exec(commandOf(body), options);
+  if (typeof body.command !== 'string' || body.args !== undefined) {
+    throw new HttpProblem(
+      400,
+      'invalid-request',
+      'command: with session, command is one shell command line',
+      [{ field: 'body.command', rule: 'with session, a string (a shell command line) and no args' }],
+    );
+  }
+  const { timeoutSeconds, maxOutputBytes, signal, onStdout, onStderr, onStart } = options;
+  const unsupported = (['cwd', 'env', 'stdin', 'stdinEncoding', 'shell'] as const).filter(
+    (k) => body[k] !== undefined,
+  );
+  if (unsupported.length > 0) {
+    throw new HttpProblem(400, 'invalid-request', `${unsupported.join(', ')}: not with session`, [
+      ...unsupported.map((k) => ({ field: `body.${k}`, rule: 'a shell session keeps its own' })),
+    ]);
+  }
+  return sandbox.shell(body.session).run(body.command, {
+    ...(timeoutSeconds !== undefined ? { timeoutSeconds } : {}),
+    ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}),
+    ...(signal ? { signal } : {}),
+    ...(onStdout ? { onStdout } : {}),
+    ...(onStderr ? { onStderr } : {}),
+    ...(onStart ? { onStart } : {}),
+  });
+}
+
 export async function execForRequest(
   sandbox: Sandbox,
   body: ExecBody,
@@ -30,7 +61,12 @@ export async function execForRequest(
     ...(body.env !== undefined ? { env: body.env } : {}),
     ...(body.timeoutSeconds !== undefined ? { timeoutSeconds: body.timeoutSeconds } : {}),
     ...(body.maxOutputBytes !== undefined ? { maxOutputBytes: body.maxOutputBytes } : {}),
-    ...(body.stdin !== undefined ? { stdin: body.stdin } : {}),
+    ...(body.stdin !== undefined
+      ? {
+          stdin:
+            body.stdinEncoding === 'base64' ? new Uint8Array(Buffer.from(body.stdin, 'base64')) : body.stdin,
+        }
+      : {}),
   };
   if (!wantsEventStream(request)) {
     const gone = new AbortController();
@@ -39,14 +75,14 @@ export async function execForRequest(
       if (!finished) gone.abort();
     });
     try {
-      return await sandbox.exec(commandOf(body), { ...options, signal: gone.signal });
+      return await startOf(sandbox, body, { ...options, signal: gone.signal });
     } finally {
       finished = true;
     }
   }
   const sse = new SseStream(request, reply);
   try {
-    const execution = sandbox.exec(commandOf(body), {
+    const execution = startOf(sandbox, body, {
       ...options,
       signal: sse.signal,
       onStart: (commandId) => void sse.send('started', { commandId }),

@@ -1,6 +1,6 @@
 import type { SandstreamClient } from '@sandstream/client';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { resumeCursor, SseStream } from './sse.js';
+import { followerStream, resumeCursor } from './sse.js';
 import { timelineEvent } from './timeline-event.js';
 
 /**
@@ -17,7 +17,7 @@ export async function streamTimeline(
   reply: FastifyReply,
 ): Promise<FastifyReply> {
   const cursor = resumeCursor(request, from);
-  const sse = new SseStream(request, reply);
+  const sse = followerStream(request, reply);
   try {
     // A page of the stream (one read) leaves in one write: no await or write per line.
     for await (const page of client.followPages(id, {

@@ -1,5 +1,6 @@
 import { context, propagation, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { TraceLinks } from './trace-links.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -14,9 +15,10 @@ const tracer = trace.getTracer('sandstream-api');
  * it sends `traceparent`, and the handler runs inside it: the SDK's submit span is its child and
  * its context travels in the job or sandbox spec, so every service's spans for a job created
  * through the API join the request's trace. Requests on an existing job or sandbox carry its id
- * (`sandstream.job.id`). A no-op tracer when telemetry is off.
+ * (`sandstream.job.id`) and a link to its trace (trace-links.ts). A no-op tracer when telemetry is
+ * off.
  */
-export function traceRequests(app: FastifyInstance): void {
+export function traceRequests(app: FastifyInstance, links: TraceLinks): void {
   app.decorateRequest('span', undefined);
   app.addHook('onRequest', async (request) => {
     const parent = propagation.extract(context.active(), request.headers);
@@ -30,7 +32,11 @@ export function traceRequests(app: FastifyInstance): void {
       parent,
     );
     const id = (request.params as { id?: unknown } | undefined)?.id;
-    if (typeof id === 'string') request.span.setAttribute('sandstream.job.id', id);
+    if (typeof id !== 'string') return;
+    request.span.setAttribute('sandstream.job.id', id);
+    if (!request.span.isRecording()) return;
+    const link = await links.linkTo(id);
+    if (link) request.span.addLink(link);
   });
   app.addHook('onResponse', async (request, reply) => {
     endSpan(request, reply.statusCode);

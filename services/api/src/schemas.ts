@@ -12,6 +12,7 @@ import {
   GrepMatchSchema,
   JobIdSchema,
   Limits,
+  ShellSessionNameSchema,
   StepResultSchema,
   strictObject,
 } from '@sandstream/wire';
@@ -26,6 +27,12 @@ export const ExecIdParams = strictObject({ id: JobIdSchema, execId: z.string().m
 
 /** Query numbers arrive as strings. */
 const queryInt = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+/** A query key given once or repeated (`?command=sh&command=-c`), as a list. */
+const queryList = (max: number, what: string) =>
+  z
+    .union([z.string().max(Limits.stringMaxBytes), z.array(z.string().max(Limits.stringMaxBytes))])
+    .transform((v) => (Array.isArray(v) ? v : [v]))
+    .refine((v) => v.length <= max, `${what}: at most ${max}`);
 const queryBool = z.enum(['true', 'false']).transform((v) => v === 'true');
 
 export const CreateSandboxQuery = strictObject({
@@ -73,8 +80,17 @@ export const ExecBody = strictObject(
     ]),
     args: z.array(z.string()).max(Limits.runMaxArgs).optional(),
     ...execShape,
-    /** What the command reads on stdin (text). */
-    stdin: z.string().max(Limits.runStdinMaxBytes).optional(),
+    /** What the command reads on stdin: text, or bytes in base64 with stdinEncoding `base64`. */
+    stdin: z
+      .string()
+      .max(Math.ceil(Limits.runStdinMaxBytes / 3) * 4)
+      .optional(),
+    stdinEncoding: z.enum(['utf8', 'base64']).optional(),
+    /**
+     * Run the command line in this long-lived shell of the sandbox (started on first use; its cd
+     * and exports kept between commands), as the SDK's `sandbox.shell(name).run(command)`.
+     */
+    session: ShellSessionNameSchema.optional(),
   },
   { cmd: 'did you mean "command"?', timeout: 'did you mean "timeoutSeconds"? timeouts are in seconds' },
 );
@@ -94,6 +110,15 @@ export const KillProcessQuery = strictObject({
 });
 
 export const PathQuery = strictObject({ path: z.string().min(1).max(4096) });
+export const WriteFileQuery = strictObject({
+  path: PathQuery.shape.path,
+  /** Permission bits of a new file in octal, as chmod takes them: `755`, `0644`. */
+  mode: z
+    .string()
+    .regex(/^[0-7]{3,4}$/, 'mode is 3 or 4 octal digits, e.g. 755')
+    .transform((v) => Number.parseInt(v, 8))
+    .optional(),
+});
 export const LsQuery = strictObject({
   path: z.string().min(1).max(4096).default('.'),
   maxDepth: queryInt(1, Limits.listFilesMaxDepth).optional(),
@@ -119,6 +144,14 @@ export const ShellQuery = strictObject({
     .optional(),
   cols: queryInt(1, Limits.terminalMaxCols).optional(),
   rows: queryInt(1, Limits.terminalMaxRows).optional(),
+  /** The program instead of the image's shell: its argv, one `command=` per word, in order. */
+  command: queryList(Limits.runMaxArgs, 'command').optional(),
+  /** `KEY=value`, one `env=` per variable, merged over the sandbox's environment. */
+  env: queryList(256, 'env').optional(),
+  cwd: z.string().min(1).max(4096).optional(),
+  timeoutSeconds: queryInt(1, Limits.runMaxTimeoutSeconds).optional(),
+  /** Attach to this running terminal (its command id) instead of opening one; closing leaves it running. */
+  attach: z.string().min(1).max(160).optional(),
   /** A one-use ticket from POST /v1/auth/ws-ticket (browsers; never an API key in a URL). */
   ticket: z.string().max(128).optional(),
 });

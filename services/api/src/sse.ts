@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import type { Server } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { problemBody, problemOf } from './problem.js';
 
@@ -85,6 +86,16 @@ export class SseStream {
     this.end();
   }
 
+  /**
+   * Ends a follower's stream because this replica is stopping: the reading loop stops (signal)
+   * and the client sees the stream end without its terminal event, which a client (the SDK, an
+   * EventSource) takes as a cut connection and resumes, with Last-Event-ID, on another replica.
+   */
+  endForShutdown(): void {
+    this.controller.abort();
+    this.end();
+  }
+
   end(): void {
     clearInterval(this.heartbeat);
     this.flush();
@@ -124,6 +135,29 @@ export class SseStream {
 export function sseEvent(event: string, data: unknown, id?: string): string {
   const head = id === undefined ? '' : `id: ${id}\n`;
   return `${head}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
+// By HTTP server: request.server is the route's encapsulated plugin, not the app.
+const followers = new WeakMap<Server, Set<SseStream>>();
+
+/**
+ * Registers a stream that only follows (a timeline, a process's output): ended at once when the
+ * server closes (endFollowers, the app's preClose) so a rolling restart does not wait for them.
+ * An exec's stream is not one: it is left to finish, as cutting it would lose the command's result.
+ */
+export function followerStream(request: FastifyRequest, reply: FastifyReply): SseStream {
+  const sse = new SseStream(request, reply);
+  const server = request.server.server as Server;
+  const all = followers.get(server) ?? new Set<SseStream>();
+  followers.set(server, all);
+  all.add(sse);
+  reply.raw.once('close', () => all.delete(sse));
+  return sse;
+}
+
+/** Ends every follower's stream of this server (its replica is stopping). */
+export function endFollowers(server: Server): void {
+  for (const sse of followers.get(server) ?? []) sse.endForShutdown();
 }
 
 /** Whether the client asked for an event stream rather than one JSON answer. */

@@ -141,6 +141,21 @@ describe('sandstream CLI', () => {
     );
   });
 
+  it('over the HTTP API: one line and exit 3 when nothing listens at --url; a Redis flag or apikey with it is exit 2', async () => {
+    const port = await freePort();
+    const run = cliIn({ SANDSTREAM_URL: `http://127.0.0.1:${port}` }, undefined, 'status', 'x');
+    expect(run.status).toBe(3);
+    expect(run.stderr).toMatch(
+      new RegExp(`^sandstream: cannot reach the API at http://127.0.0.1:${port}: .*ECONNREFUSED.*\\n$`),
+    );
+    const mixed = cliIn({}, undefined, 'ls', '--url', 'http://127.0.0.1:1', '--namespace', 'x');
+    expect(mixed.status).toBe(2);
+    expect(mixed.stderr).toMatch(/--url \(the HTTP API\) does not go with --namespace/);
+    const keys = cliIn({ SANDSTREAM_URL: 'http://127.0.0.1:1' }, undefined, 'apikey', 'ls');
+    expect(keys.status).toBe(2);
+    expect(keys.stderr).toMatch(/apikey ls manages keys in Redis directly/);
+  });
+
   it('prints one line and exits 3 when Redis goes away under logs -f and stays away', async () => {
     const own = await startRedisServer();
     const client = new SandstreamClient({ redisUrl: own.url, namespace, onWarning: () => {} });

@@ -2,7 +2,13 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { findLocalFile, LOCAL_FILE, redactUrl, resolveConnection } from './connection-config.js';
+import {
+  findLocalFile,
+  LOCAL_FILE,
+  redactUrl,
+  resolveApiConnection,
+  resolveConnection,
+} from './connection-config.js';
 
 const root = mkdtempSync(join(tmpdir(), 'conn-'));
 const nested = join(root, 'a', 'b');
@@ -111,5 +117,28 @@ describe('resolveConnection', () => {
   it('masks the password in URLs it shows', () => {
     expect(redactUrl(fileUrl)).toBe('redis://admin:***@127.0.0.1:40123');
     expect(redactUrl('redis://127.0.0.1:6399')).toBe('redis://127.0.0.1:6399');
+  });
+
+  it('talks to the HTTP API given --url or $SANDSTREAM_URL, with its key; never mixed with Redis flags', () => {
+    expect(resolveApiConnection({ flags: {}, env: {} })).toBeUndefined();
+    expect(
+      resolveApiConnection({ flags: {}, env: { SANDSTREAM_URL: 'http://a:8080', SANDSTREAM_API_KEY: 'k1' } }),
+    ).toEqual({ url: 'http://a:8080', apiKey: 'k1' });
+    // A flag wins over the variable; an empty variable counts as unset.
+    expect(
+      resolveApiConnection({
+        flags: { url: 'https://b', apiKey: 'k2' },
+        env: { SANDSTREAM_URL: 'http://a', SANDSTREAM_API_KEY: '' },
+      }),
+    ).toEqual({ url: 'https://b', apiKey: 'k2' });
+    // $REDIS_URL in the environment does not get in the way; a Redis flag does, by name.
+    expect(resolveApiConnection({ flags: { url: 'http://a' }, env: { REDIS_URL: 'redis://x' } })).toEqual({
+      url: 'http://a',
+    });
+    expect(() => resolveApiConnection({ flags: { url: 'http://a', namespace: 'n' }, env: {} })).toThrow(
+      /--url \(the HTTP API\) does not go with --namespace/,
+    );
+    expect(() => resolveApiConnection({ flags: { url: 'redis://a' }, env: {} })).toThrow(/not an http/);
+    expect(() => resolveApiConnection({ flags: { apiKey: 'k' }, env: {} })).toThrow(/--api-key needs --url/);
   });
 });

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { formatIssues } from '@sandstream/wire';
 import { z } from 'zod';
+import { UsageError } from './flags.js';
 
 /**
  * Where the CLI finds Redis and the namespace. `npm start` runs its own redis-server (with a
@@ -112,4 +113,37 @@ export function redactUrl(url: string): string {
   } catch {
     return url;
   }
+}
+
+export interface ApiConnection {
+  url: string;
+  apiKey?: string;
+}
+
+/**
+ * The HTTP API to talk to instead of Redis: --url > $SANDSTREAM_URL, with --api-key >
+ * $SANDSTREAM_API_KEY (a flag is visible in `ps`; the variable is the safer place for a key).
+ * None: the CLI talks to Redis. A Redis flag with an API URL is refused rather than one of them
+ * silently ignored.
+ */
+export function resolveApiConnection(
+  inputs: Omit<ConnectionInputs, 'searchFrom' | 'flags'> & {
+    flags: ConnectionInputs['flags'] & { url?: string | undefined; apiKey?: string | undefined };
+  },
+): ApiConnection | undefined {
+  const url = given(inputs.flags.url) ?? given(inputs.env.SANDSTREAM_URL);
+  const apiKey = given(inputs.flags.apiKey) ?? given(inputs.env.SANDSTREAM_API_KEY);
+  if (url === undefined) {
+    if (given(inputs.flags.apiKey) !== undefined)
+      throw new UsageError('--api-key needs --url (or $SANDSTREAM_URL): the HTTP API it is for');
+    return undefined;
+  }
+  if (!/^https?:\/\/[^/]/.test(url))
+    throw new UsageError(`--url / SANDSTREAM_URL "${url}" is not an http:// or https:// URL`);
+  const mixed = (['redisUrl', 'namespace'] as const).filter((k) => given(inputs.flags[k]) !== undefined);
+  if (mixed.length > 0) {
+    const names = mixed.map((k) => (k === 'redisUrl' ? '--redis-url' : '--namespace')).join(' and ');
+    throw new UsageError(`--url (the HTTP API) does not go with ${names} (Redis): give one or the other`);
+  }
+  return { url, ...(apiKey ? { apiKey } : {}) };
 }

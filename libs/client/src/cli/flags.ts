@@ -8,6 +8,8 @@ export class UsageError extends Error {
 /** Every flag of every command; which command takes which is COMMAND_FLAGS. */
 const FLAGS = {
   'redis-url': { type: 'string' },
+  url: { type: 'string' },
+  'api-key': { type: 'string' },
   'nats-url': { type: 'string' },
   namespace: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -31,7 +33,7 @@ const FLAGS = {
 type Flag = keyof typeof FLAGS;
 
 /** Connection flags every command takes, like the variables the services read. */
-const GLOBAL_FLAGS: readonly Flag[] = ['redis-url', 'nats-url', 'namespace', 'help'];
+const GLOBAL_FLAGS: readonly Flag[] = ['redis-url', 'url', 'api-key', 'nats-url', 'namespace', 'help'];
 
 /**
  * Each command's own flags. A flag another command takes is refused too ("--json does not apply

@@ -12,12 +12,12 @@ import {
 } from '@sandstream/bus';
 import type { StepResult } from '@sandstream/wire';
 import { type ListOptions, SandstreamClient } from '../client.js';
-import { SandstreamOptionsError } from '../client-options.js';
+import { SandstreamOptionsError, type SandstreamWarning } from '../client-options.js';
 import { JobNotFoundError } from '../job-not-found.js';
 import { SandboxClosedError, SandboxNotFoundError } from '../sandbox-errors.js';
 import { apiKeyCommand } from './api-key-commands.js';
 import { type CliRedis, connectCliRedis } from './connect-redis.js';
-import { NatsUrlSchema, redactUrl, resolveConnection } from './connection-config.js';
+import { NatsUrlSchema, redactUrl, resolveApiConnection, resolveConnection } from './connection-config.js';
 import { ExitCodes, exitCodeFor } from './exit-codes.js';
 import { type ParsedCommandLine, parseCommandLine, UsageError } from './flags.js';
 import { loadSpecFile, SpecFileError } from './load-spec-file.js';
@@ -69,6 +69,10 @@ Commands:
                                  cd and exports kept; exits with the last command's code
 
 Options:
+  --url <url>         the HTTP API (services/api) instead of Redis, for use outside the
+                      cluster; default $SANDSTREAM_URL. Not with --redis-url / --namespace
+  --api-key <key>     its API key (a bearer token); default $SANDSTREAM_API_KEY (safer:
+                      a flag shows in ps). None: the API's anonymous access, if it allows it
   --redis-url <url>   default $REDIS_URL, then the Redis that \`npm start\` runs (found
                       through .cache/sandstream/local.json), then redis://127.0.0.1:6379
   --nats-url <url>    the log archive (NATS JetStream) \`logs\` reads once Redis no longer
@@ -77,7 +81,7 @@ Options:
   --namespace <ns>    default $SANDSTREAM_NAMESPACE, then npm start's, then sandstream
   -h, --help
 
-Exit codes: 0 succeeded, 1 failed, 2 usage or invalid job file, 3 Redis or other
+Exit codes: 0 succeeded, 1 failed, 2 usage or invalid job file, 3 Redis, the API or other
 infrastructure error, 4 job or sandbox not found, 124 timed out, 130 cancelled.`;
 
 /**
@@ -140,33 +144,49 @@ async function main(argv: string[]): Promise<number> {
   const listOptions = command === 'ls' ? parseListFlags(values) : undefined;
   const specFile = command === 'submit' ? await loadSpecFile(needArg('job file')) : null;
 
-  const resolved = resolveConnection({
-    flags: { redisUrl: values['redis-url'], namespace: values.namespace, natsUrl: values['nats-url'] },
+  const api = resolveApiConnection({
+    flags: {
+      url: values.url,
+      apiKey: values['api-key'],
+      redisUrl: values['redis-url'],
+      namespace: values.namespace,
+    },
     env: process.env,
-    searchFrom: [process.cwd(), CLI_DIR],
   });
-  if (resolved.warning) process.stderr.write(`sandstream: warning: ${resolved.warning}\n`);
-  if (resolved.natsUrl !== undefined && !NatsUrlSchema.safeParse(resolved.natsUrl).success)
-    throw new UsageError(
-      `--nats-url / NATS_URL "${redactUrl(resolved.natsUrl)}" is not a NATS URL (nats://host:port)`,
-    );
-  const cli = await connectCliRedis(resolved.redisUrl, { source: resolved.urlFile });
-  connection = { ...cli, url: resolved.redisUrl };
+  if (api && command.startsWith('apikey '))
+    throw new UsageError(`${command} manages keys in Redis directly: give --redis-url, not --url`);
   // Only submit starts a trace. Off unless the services' switch (SANDSTREAM_TELEMETRY / an OTLP
   // endpoint) is set; the SDK is loaded only then, so the CLI pays nothing by default.
   const telemetry = command === 'submit' ? await startCliTelemetry() : undefined;
-  const client = new SandstreamClient({
-    redis: cli.redis,
-    namespace: resolved.namespace,
-    onWarning: (warning) => {
-      if (warning.code === 'no-scheduler') {
-        process.stderr.write(
-          `sandstream: warning: no scheduler is connected to namespace "${warning.namespace}" ` +
-            '(is npm start running, and is --namespace right?)\n',
-        );
-      } else process.stderr.write(`sandstream: warning: ${warning.message}\n`);
-    },
-  });
+  const onWarning = (warning: SandstreamWarning) => {
+    if (warning.code === 'no-scheduler') {
+      process.stderr.write(
+        `sandstream: warning: no scheduler is connected to namespace "${warning.namespace}" ` +
+          '(is npm start running, and is --namespace right?)\n',
+      );
+    } else process.stderr.write(`sandstream: warning: ${warning.message}\n`);
+  };
+  let cli: CliRedis | undefined;
+  let natsUrl: string | undefined;
+  let client: SandstreamClient;
+  if (api) {
+    client = new SandstreamClient({ url: api.url, ...(api.apiKey ? { apiKey: api.apiKey } : {}), onWarning });
+  } else {
+    const resolved = resolveConnection({
+      flags: { redisUrl: values['redis-url'], namespace: values.namespace, natsUrl: values['nats-url'] },
+      env: process.env,
+      searchFrom: [process.cwd(), CLI_DIR],
+    });
+    if (resolved.warning) process.stderr.write(`sandstream: warning: ${resolved.warning}\n`);
+    if (resolved.natsUrl !== undefined && !NatsUrlSchema.safeParse(resolved.natsUrl).success)
+      throw new UsageError(
+        `--nats-url / NATS_URL "${redactUrl(resolved.natsUrl)}" is not a NATS URL (nats://host:port)`,
+      );
+    natsUrl = resolved.natsUrl;
+    cli = await connectCliRedis(resolved.redisUrl, { source: resolved.urlFile });
+    connection = { ...cli, url: resolved.redisUrl };
+    client = new SandstreamClient({ redis: cli.redis, namespace: resolved.namespace, onWarning });
+  }
   try {
     switch (command) {
       case 'submit': {
@@ -179,10 +199,15 @@ async function main(argv: string[]): Promise<number> {
       case 'logs': {
         const jobId = needArg('job id');
         if (values.follow) return await followJob(client, jobId);
+        if (!cli) {
+          // Over the API the log is its event stream: printed whole (a running job to its end).
+          await followJob(client, jobId);
+          return ExitCodes.succeeded;
+        }
         await printLogs(
           client,
           jobId,
-          { natsUrl: resolved.natsUrl, subjectPrefix: process.env.NATS_SUBJECT_PREFIX || undefined },
+          { natsUrl, subjectPrefix: process.env.NATS_SUBJECT_PREFIX || undefined },
           { out: process.stdout, err: process.stderr },
         );
         return ExitCodes.succeeded;
@@ -236,7 +261,7 @@ async function main(argv: string[]): Promise<number> {
           command,
           arg,
           values,
-          new ApiKeyStore({ redis: cli.redis, keys: client.keys }),
+          new ApiKeyStore({ redis: client.redis, keys: client.keys }),
         );
       default:
         // parseCommandLine refuses unknown commands; this keeps the switch total for the compiler.
@@ -244,7 +269,7 @@ async function main(argv: string[]): Promise<number> {
     }
   } finally {
     await client.close();
-    cli.redis.disconnect();
+    cli?.redis.disconnect();
     // Flushes the submit span before the process exits (bounded: a dead collector costs ≤ 5 s).
     await telemetry?.shutdown();
   }

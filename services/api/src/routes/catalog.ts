@@ -1,9 +1,20 @@
-import { QueueNames } from '@sandstream/bus';
+import { type PoolMember, QueueNames, WarmPoolStore } from '@sandstream/bus';
 import { Queue } from 'bullmq';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ApiContext } from '../api-context.js';
 import { ProblemSchema } from '../problem.js';
+
+const PoolFigures = z.object({
+  template: z.string(),
+  min: z.number(),
+  max: z.number(),
+  /** Tenants the pool is reserved for; absent: any tenant. */
+  tenants: z.array(z.string()).optional(),
+  /** Members booting, and members booted and waiting for a claim (claimed ones have left). */
+  starting: z.number(),
+  ready: z.number(),
+});
 
 const QueueFigures = z.object({
   name: z.string(),
@@ -22,6 +33,7 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
     const queues = Object.values(QueueNames).map(
       (name) => new Queue(name, { connection: ctx.redis, prefix: ctx.keys.bullPrefix }),
     );
+    const pools = new WarmPoolStore(ctx.redis, ctx.keys);
     for (const queue of queues) queue.on('error', () => {}); // reaches the caller as a failed request
     app.addHook('onClose', async () => {
       await Promise.all(queues.map((q) => q.close()));
@@ -62,16 +74,29 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
       {
         schema: {
           tags,
-          summary: 'Warm pools per template (none until pools exist: they are planned)',
-          response: {
-            200: z.array(
-              z.object({ template: z.string(), min: z.number(), max: z.number(), ready: z.number() }),
-            ),
-            401: ProblemSchema,
-          },
+          summary:
+            'Warm pools per template (docs/warm-pools.md): declared min and max, members starting and ready; a pool reserved for other tenants is not listed',
+          response: { 200: z.array(PoolFigures), 401: ProblemSchema },
         },
       },
-      async () => [],
+      async (request) => {
+        const principal = request.principal;
+        const declared = (ctx.templates?.pools() ?? []).filter(
+          (p) => p.tenants === null || principal?.admin || p.tenants.includes(principal?.tenant ?? ''),
+        );
+        if (declared.length === 0) return [];
+        const members = await pools.all();
+        const count = (pool: string, state: PoolMember['state']) =>
+          members.filter((m) => m.pool === pool && m.state === state).length;
+        return declared.map((p) => ({
+          template: p.name,
+          min: p.min,
+          max: p.max,
+          ...(p.tenants ? { tenants: p.tenants } : {}),
+          starting: count(p.name, 'starting'),
+          ready: count(p.name, 'ready'),
+        }));
+      },
     );
 
     app.get(

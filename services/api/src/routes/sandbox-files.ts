@@ -13,6 +13,7 @@ import {
   LsQuery,
   LsResponse,
   PathQuery,
+  WriteFileQuery,
 } from '../schemas.js';
 
 const problems = {
@@ -59,7 +60,7 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           summary:
             'Write a file atomically (the body is its content: text/plain or application/octet-stream)',
           params: IdParams,
-          querystring: PathQuery,
+          querystring: WriteFileQuery,
           consumes: ['application/octet-stream', 'text/plain'],
           response: { 200: z.object({ path: z.string(), bytesWritten: z.number() }), ...problems },
         },
@@ -76,6 +77,7 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         const bytesWritten = await (await files(request, request.params.id)).write(
           request.query.path,
           typeof body === 'string' ? body : new Uint8Array(body),
+          request.query.mode !== undefined ? { mode: request.query.mode } : {},
         );
         return { path: request.query.path, bytesWritten };
       },

@@ -5,7 +5,7 @@ import type { ApiContext } from '../api-context.js';
 import { commandOf } from '../exec-command.js';
 import { ProblemSchema } from '../problem.js';
 import { HistoryEntryResponse, IdParams, KillProcessQuery, PidParams, StartProcessBody } from '../schemas.js';
-import { SseStream } from '../sse.js';
+import { followerStream } from '../sse.js';
 
 const problems = { 400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema };
 
@@ -81,9 +81,10 @@ export function sandboxProcessRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
       },
       async (request, reply) => {
         const list = await processes(request, request.params.id);
-        const sse = new SseStream(request, reply);
+        const sse = followerStream(request, reply);
         try {
-          const execution = list.follow(request.params.pid, { signal: sse.signal });
+          // A follower that goes away stops following; the process goes on (aborting `signal` would kill it).
+          const execution = list.follow(request.params.pid, { stopFollowing: sse.signal });
           for await (const item of execution) await sse.send(item.stream, item);
           await sse.send('result', await execution);
           sse.end();

@@ -8,6 +8,8 @@ import type { ApiContext } from '../api-context.js';
 import { HttpProblem, ProblemSchema, problemBody, problemOf, sendProblem } from '../problem.js';
 import { IdParams, ShellQuery } from '../schemas.js';
 
+type ShellRequest = z.output<typeof ShellQuery>;
+
 /** A named shell's terminal id is remembered this long (a terminal's own longest life). */
 const NAME_TTL_SECONDS = Limits.runMaxTimeoutSeconds;
 /** Messages kept while the terminal is being opened. */
@@ -74,7 +76,7 @@ export function sandboxShellRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
       },
       async (socket, request) => {
         const { id } = request.params;
-        const { name, cols, rows } = request.query;
+        const { name, attach } = request.query;
         const stop = new AbortController();
         socket.once('close', () => stop.abort());
         const sendJson = (value: unknown) => {
@@ -91,7 +93,7 @@ export function sandboxShellRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         });
         let terminal: Terminal | undefined;
         try {
-          terminal = await openTerminal(ctx, id, name, { cols, rows });
+          terminal = await openTerminal(ctx, id, request.query);
           const open = terminal;
           sendJson({ type: 'started', terminalId: open.id });
           let queue = Promise.resolve();
@@ -116,8 +118,9 @@ export function sandboxShellRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           sendJson({ type: 'error', problem: problemBody(request, problemOf(err)) });
           socket.close(1011, 'error');
         } finally {
-          // An unnamed shell belongs to its connection; a named one waits for the next.
-          if (terminal && !name && stop.signal.aborted) await terminal.kill().catch(() => {});
+          // An unnamed shell belongs to its connection; a named one waits for the next, and one
+          // attached to belongs to whoever opened it.
+          if (terminal && !name && !attach && stop.signal.aborted) await terminal.kill().catch(() => {});
         }
       },
     );
@@ -144,26 +147,44 @@ export function sandboxShellRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
   };
 }
 
-/** A new terminal, or the named one still running (its command id is kept in Redis by name). */
-async function openTerminal(
-  ctx: ApiContext,
-  sandboxId: string,
-  name: string | undefined,
-  size: { cols: number | undefined; rows: number | undefined },
-): Promise<Terminal> {
+/**
+ * The terminal a connection asks for: the one `attach` names, the named one still running, or a
+ * new one (the named one's command id is kept in Redis by name).
+ */
+async function openTerminal(ctx: ApiContext, sandboxId: string, query: ShellRequest): Promise<Terminal> {
   const terminals = ctx.client.sandboxes.handle(sandboxId).terminals;
+  if (query.attach) return terminals.attach(query.attach);
   const key = ctx.keys.api(`shells:{${sandboxId}}`);
-  if (name) {
-    const commandId = await ctx.redis.hget(key, name);
+  if (query.name) {
+    const commandId = await ctx.redis.hget(key, query.name);
     const record = commandId ? await ctx.client.get(sandboxId) : null;
     if (commandId && record && !(commandId in record.stepResults)) return terminals.attach(commandId);
   }
   const terminal = await terminals.open({
-    ...(size.cols !== undefined ? { cols: size.cols } : {}),
-    ...(size.rows !== undefined ? { rows: size.rows } : {}),
+    ...(query.cols !== undefined ? { cols: query.cols } : {}),
+    ...(query.rows !== undefined ? { rows: query.rows } : {}),
+    ...(query.command ? { command: query.command } : {}),
+    ...(query.env ? { env: envOf(query.env) } : {}),
+    ...(query.cwd !== undefined ? { cwd: query.cwd } : {}),
+    ...(query.timeoutSeconds !== undefined ? { timeoutSeconds: query.timeoutSeconds } : {}),
   });
-  if (name) await ctx.redis.multi().hset(key, name, terminal.id).expire(key, NAME_TTL_SECONDS).exec();
+  if (query.name)
+    await ctx.redis.multi().hset(key, query.name, terminal.id).expire(key, NAME_TTL_SECONDS).exec();
   return terminal;
+}
+
+/** `KEY=value` pairs as an environment; a pair without `=` is refused by name. */
+function envOf(pairs: string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of pairs) {
+    const at = pair.indexOf('=');
+    if (at <= 0)
+      throw new HttpProblem(400, 'invalid-request', `env: "${pair}" is not KEY=value`, [
+        { field: 'querystring.env', rule: 'KEY=value' },
+      ]);
+    env[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return env;
 }
 
 function sendFrame(socket: WebSocket, chunk: Buffer): Promise<void> {

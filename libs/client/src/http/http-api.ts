@@ -1,0 +1,137 @@
+import {
+  errorOfProblem,
+  ProblemBodySchema,
+  type ProblemSubject,
+  SandstreamApiError,
+} from './problem-errors.js';
+import { parseEventStream, type ServerSentEvent } from './sse-parser.js';
+
+export type Query = Record<string, string | number | boolean | readonly string[] | undefined>;
+
+export interface ApiRequest {
+  method?: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  query?: Query | undefined;
+  /** JSON (an object), text, bytes, or a stream of bytes (sent as it is read). */
+  body?: unknown;
+  contentType?: string;
+  accept?: string;
+  headers?: Record<string, string>;
+  signal?: AbortSignal | undefined;
+  /** What the request is about, for the error a refusal becomes. */
+  subject?: ProblemSubject;
+  /** Statuses answered as they are rather than thrown (404 for a get that may find nothing). */
+  allow?: readonly number[];
+}
+
+/** The API could not be reached at all (refused, reset, DNS): the CLI exits 3 with this. */
+export class ApiUnreachableError extends Error {
+  override readonly name = 'ApiUnreachableError';
+}
+
+/**
+ * The HTTP API's base URL and key, and one fetch (Node's own, undici) per call: the key as a
+ * bearer token, JSON in and out, a refusal (problem+json) thrown as the SDK error it stands for.
+ */
+export class HttpApi {
+  readonly base: string;
+
+  constructor(
+    url: string,
+    private readonly apiKey: string | undefined,
+  ) {
+    this.base = url.replace(/\/+$/, '');
+  }
+
+  headers(extra: Record<string, string> = {}): Record<string, string> {
+    return { ...(this.apiKey ? { authorization: `Bearer ${this.apiKey}` } : {}), ...extra };
+  }
+
+  url(path: string, query: Query = {}): string {
+    const search = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) {
+      // A list is the key repeated, once per item, in order.
+      if (Array.isArray(v)) for (const item of v) search.append(k, item);
+      else if (v !== undefined) search.set(k, String(v));
+    }
+    const qs = search.toString();
+    return `${this.base}${path}${qs ? `?${qs}` : ''}`;
+  }
+
+  async request(path: string, options: ApiRequest = {}): Promise<Response> {
+    const headers: Record<string, string> = {};
+    let body: NonNullable<RequestInit['body']> | undefined;
+    if (options.body !== undefined) {
+      const b = options.body;
+      if (typeof b === 'string' || b instanceof Uint8Array || isAsyncIterable(b)) {
+        body = b as NonNullable<RequestInit['body']>;
+        headers['content-type'] = options.contentType ?? 'application/octet-stream';
+      } else {
+        body = JSON.stringify(b);
+        headers['content-type'] = 'application/json';
+      }
+    }
+    if (options.accept) headers.accept = options.accept;
+    Object.assign(headers, options.headers);
+    let response: Response;
+    try {
+      response = await fetch(this.url(path, options.query), {
+        method: options.method ?? 'GET',
+        headers: this.headers(headers),
+        ...(body !== undefined ? { body } : {}),
+        // A streamed body (a tar upload) needs half-duplex in Node's fetch.
+        ...(body !== undefined && isAsyncIterable(body) ? { duplex: 'half' } : {}),
+        ...(options.signal ? { signal: options.signal } : {}),
+      } as RequestInit);
+    } catch (err) {
+      if (options.signal?.aborted) throw err;
+      const cause = (err as { cause?: { message?: string } }).cause?.message ?? (err as Error).message;
+      throw new ApiUnreachableError(`cannot reach the API at ${this.base}: ${cause}`);
+    }
+    if (response.ok || options.allow?.includes(response.status)) return response;
+    throw await this.refusal(response, options.subject ?? {});
+  }
+
+  async json<T>(path: string, options: ApiRequest = {}): Promise<T> {
+    const response = await this.request(path, options);
+    return (await response.json()) as T;
+  }
+
+  /** The JSON answer, or null for a 404 (a get of something that does not exist). */
+  async jsonOrNull<T>(path: string, options: ApiRequest = {}): Promise<T | null> {
+    const response = await this.request(path, { ...options, allow: [404] });
+    if (response.status === 404) {
+      await response.body?.cancel();
+      return null;
+    }
+    return (await response.json()) as T;
+  }
+
+  /** The SDK error a non-2xx answer stands for. */
+  async refusal(response: Response, subject: ProblemSubject): Promise<Error> {
+    const text = await response.text().catch(() => '');
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    const problem = ProblemBodySchema.safeParse(parsed);
+    if (problem.success) return errorOfProblem(problem.data, subject);
+    return new SandstreamApiError(
+      response.status,
+      undefined,
+      `${response.status} ${response.statusText}${text ? `: ${text.slice(0, 200)}` : ''}`,
+    );
+  }
+
+  /** The events of a `text/event-stream` answer. */
+  async *events(path: string, options: ApiRequest = {}): AsyncGenerator<ServerSentEvent, void, undefined> {
+    const response = await this.request(path, { ...options, accept: 'text/event-stream' });
+    if (!response.body) return;
+    yield* parseEventStream(response.body);
+  }
+}
+
+function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
+  return typeof value === 'object' && value !== null && Symbol.asyncIterator in value;
+}

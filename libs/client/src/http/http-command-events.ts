@@ -1,0 +1,44 @@
+import type { ExecResult } from '../command-output.js';
+import type { RunCommandOptions } from '../command-runner.js';
+import { errorOfProblem, ProblemBodySchema, type ProblemSubject } from './problem-errors.js';
+import type { ServerSentEvent } from './sse-parser.js';
+
+/**
+ * A command's event stream as the API sends it for exec and for a process's output: `started`
+ * (its id), `stdout` / `stderr` lines, `gap`s, then its `result` (or an `error` problem). Each
+ * is handed to the caller's callbacks as the Redis follower hands them; `onStarted` is told the
+ * id so that an abort can cancel the command, whose cancelled result still comes.
+ */
+export async function followCommandEvents(
+  events: AsyncIterable<ServerSentEvent>,
+  options: RunCommandOptions,
+  subject: ProblemSubject,
+  onStarted: (commandId: string) => void = () => {},
+): Promise<ExecResult> {
+  for await (const event of events) {
+    const data = JSON.parse(event.data) as Record<string, unknown>;
+    switch (event.event) {
+      case 'started':
+        onStarted(String(data.commandId));
+        options.onStart?.(String(data.commandId));
+        break;
+      case 'stdout':
+      case 'stderr':
+        options.onLine?.({ stream: event.event, line: String(data.line), seq: Number(data.seq) });
+        break;
+      case 'gap':
+        options.onGap?.({ from: Number(data.from), to: Number(data.to) });
+        break;
+      case 'result':
+        return data as unknown as ExecResult;
+      case 'error': {
+        const problem = ProblemBodySchema.safeParse(data);
+        throw problem.success ? errorOfProblem(problem.data, subject) : new Error(event.data);
+      }
+      default:
+        // Events a later API adds are not this client's business.
+        break;
+    }
+  }
+  throw new Error('the API ended the command stream before its result');
+}

@@ -1,0 +1,290 @@
+import { PassThrough, Readable } from 'node:stream';
+import type { CommandStep, LiveSandboxSpec, LiveSandboxSpecInput, SandboxRecord } from '@sandstream/bus';
+import type { FileEntry, GrepMatch } from '@sandstream/wire';
+import type { ExecResult } from '../command-output.js';
+import type { RunCommandOptions } from '../command-runner.js';
+import type { CommandHistoryEntry, SandboxStats } from '../sandbox-history.js';
+import type {
+  CreateSandboxOptions,
+  GrepOptions,
+  ListSandboxesOptions,
+  TerminalOptions,
+} from '../sandbox-options.js';
+import { waitReady } from '../sandbox-wait.js';
+import type { KillSignal, RunStep, SandboxTransport, TerminalChannel } from '../transport.js';
+import type { HttpApi } from './http-api.js';
+import { followCommandEvents } from './http-command-events.js';
+import { HttpTerminalChannel } from './http-terminal-channel.js';
+
+/** How long POST /v1/sandboxes may wait for readiness when the caller set no bound (the API's own cap). */
+const CREATE_WAIT_SECONDS = 3600;
+
+/**
+ * Live sandboxes over the HTTP API (services/api): one request per call, a command's output as
+ * server-sent events, file trees as tar request and response bodies, a terminal as a WebSocket.
+ */
+export class HttpSandboxTransport implements SandboxTransport {
+  /** Open terminal sockets, closed with the client. */
+  private readonly terminals = new Set<HttpTerminalChannel>();
+
+  constructor(private readonly api: HttpApi) {}
+
+  /** Over HTTP the API key decides whose sandboxes a caller reaches. */
+  forTenant(_tenant: string): HttpSandboxTransport {
+    return this;
+  }
+
+  closeTerminals(): void {
+    for (const terminal of this.terminals) terminal.terminate();
+    this.terminals.clear();
+  }
+
+  private path(id: string, rest = ''): string {
+    return `/v1/sandboxes/${encodeURIComponent(id)}${rest}`;
+  }
+
+  async create(_spec: LiveSandboxSpec, input: LiveSandboxSpecInput, options: CreateSandboxOptions) {
+    // The spec as given (validated already): the API fills in the tenant of the key, not `default`.
+    const record = await this.api.json<SandboxRecord>('/v1/sandboxes', {
+      method: 'POST',
+      body: input,
+      query: {
+        wait: options.wait === false ? false : undefined,
+        timeoutSeconds: Math.min(
+          Math.ceil(options.timeoutSeconds ?? CREATE_WAIT_SECONDS),
+          CREATE_WAIT_SECONDS,
+        ),
+      },
+      signal: options.signal,
+      subject: { spec: 'sandbox', ...(input.id !== undefined ? { sandboxId: input.id } : {}) },
+    });
+    return record.id;
+  }
+
+  async connect(id: string, options: CreateSandboxOptions): Promise<void> {
+    await waitReady((sandboxId) => this.get(sandboxId), id, options.timeoutSeconds, options.signal);
+    await this.keepAlive(id);
+  }
+
+  async get(id: string): Promise<SandboxRecord | null> {
+    return this.api.jsonOrNull<SandboxRecord>(this.path(id), { subject: { sandboxId: id } });
+  }
+
+  list(options: ListSandboxesOptions): Promise<SandboxRecord[]> {
+    const labels = Object.entries(options.labels ?? {}).map(([k, v]) => `${k}=${v}`);
+    return this.api.json<SandboxRecord[]>('/v1/sandboxes', {
+      query: {
+        state: options.state,
+        tenant: options.tenant,
+        labels: labels.length > 0 ? labels.join(',') : undefined,
+        limit: options.limit,
+      },
+    });
+  }
+
+  close(id: string): Promise<SandboxRecord> {
+    return this.api.json<SandboxRecord>(this.path(id), { method: 'DELETE', subject: { sandboxId: id } });
+  }
+
+  async keepAlive(id: string): Promise<void> {
+    await this.api.request(this.path(id, '/keepalive'), { method: 'POST', subject: { sandboxId: id } });
+  }
+
+  history(id: string): Promise<CommandHistoryEntry[]> {
+    return this.api.json(this.path(id, '/history'), { subject: { sandboxId: id } });
+  }
+
+  stats(id: string): Promise<SandboxStats> {
+    return this.api.json(this.path(id, '/stats'), { subject: { sandboxId: id } });
+  }
+
+  async run(id: string, step: RunStep, options: RunCommandOptions): Promise<ExecResult> {
+    const subject = { sandboxId: id };
+    let commandId: string | undefined;
+    // An abort asks the API to cancel the command; the stream then carries its cancelled result,
+    // as the Redis follower returns it.
+    const cancel = () => {
+      if (commandId !== undefined) void this.cancel(id, commandId, 'cancelled by the client').catch(() => {});
+    };
+    options.signal?.addEventListener('abort', cancel, { once: true });
+    try {
+      const events = this.api.events(this.path(id, '/exec'), {
+        method: 'POST',
+        body: execBodyOf(step, options.maxOutputBytes),
+        subject,
+      });
+      return await followCommandEvents(events, options, subject, (started) => {
+        commandId = started;
+        if (options.signal?.aborted) cancel();
+      });
+    } finally {
+      options.signal?.removeEventListener('abort', cancel);
+    }
+  }
+
+  async attach(id: string, commandId: string, options: RunCommandOptions): Promise<ExecResult> {
+    const cancel = () => void this.cancel(id, commandId, 'cancelled by the client').catch(() => {});
+    options.signal?.addEventListener('abort', cancel, { once: true });
+    try {
+      const subject = { sandboxId: id };
+      const events = this.api.events(this.path(id, `/processes/${encodeURIComponent(commandId)}/output`), {
+        subject,
+        // Dropping the connection is how a follower goes away over HTTP; the command goes on.
+        signal: options.stopFollowing,
+      });
+      return await followCommandEvents(events, options, subject);
+    } finally {
+      options.signal?.removeEventListener('abort', cancel);
+    }
+  }
+
+  async cancel(id: string, commandId: string, _reason: string, signal?: KillSignal): Promise<void> {
+    // Any command is cancelled by killing its tree; the processes route takes the signal.
+    await this.api.request(this.path(id, `/processes/${encodeURIComponent(commandId)}`), {
+      method: 'DELETE',
+      query: { signal },
+      subject: { sandboxId: id },
+    });
+  }
+
+  async startProcess(id: string, step: Extract<CommandStep, { kind?: 'run' }>): Promise<string> {
+    const started = await this.api.json<{ id: string }>(this.path(id, '/processes'), {
+      method: 'POST',
+      body: {
+        command: [step.command, ...(step.args ?? [])],
+        shell: step.shell,
+        ...(step.workingDirectory ? { cwd: step.workingDirectory } : {}),
+        ...(step.env ? { env: step.env } : {}),
+        ...(step.timeoutSeconds !== undefined ? { timeoutSeconds: step.timeoutSeconds } : {}),
+      },
+      subject: { sandboxId: id },
+    });
+    return started.id;
+  }
+
+  async readFile(id: string, path: string): Promise<string> {
+    const response = await this.api.request(this.path(id, '/fs'), {
+      query: { path },
+      subject: { sandboxId: id },
+    });
+    return response.text();
+  }
+
+  async writeFile(
+    id: string,
+    path: string,
+    content: string | Uint8Array,
+    mode: number | undefined,
+  ): Promise<number> {
+    const written = await this.api.json<{ bytesWritten: number }>(this.path(id, '/fs'), {
+      method: 'PUT',
+      query: { path, mode: mode === undefined ? undefined : mode.toString(8).padStart(3, '0') },
+      body: content,
+      contentType: typeof content === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream',
+      subject: { sandboxId: id },
+    });
+    return written.bytesWritten;
+  }
+
+  listFiles(
+    id: string,
+    path: string,
+    options: { maxDepth: number; maxEntries: number },
+  ): Promise<{ entries: FileEntry[]; truncated: boolean }> {
+    return this.api.json(this.path(id, '/ls'), { query: { path, ...options }, subject: { sandboxId: id } });
+  }
+
+  grep(
+    id: string,
+    pattern: string,
+    options: GrepOptions,
+  ): Promise<{ matches: GrepMatch[]; truncated: boolean }> {
+    return this.api.json(this.path(id, '/grep'), {
+      query: { pattern, ...options },
+      subject: { sandboxId: id },
+    });
+  }
+
+  upload(id: string, tar: Readable, remoteDir: string, maxBytes: number | undefined) {
+    return this.api.json<{ bytes: number; files: number }>(this.path(id, '/archive'), {
+      method: 'POST',
+      query: { path: remoteDir, maxBytes },
+      body: tar,
+      contentType: 'application/x-tar',
+      subject: { sandboxId: id },
+    });
+  }
+
+  download(id: string, remotePath: string, maxBytes: number | undefined): Readable {
+    const out = new PassThrough();
+    const controller = new AbortController();
+    out.once('close', () => controller.abort());
+    void (async () => {
+      try {
+        const response = await this.api.request(this.path(id, '/archive'), {
+          query: { path: remotePath, maxBytes },
+          signal: controller.signal,
+          subject: { sandboxId: id },
+        });
+        if (!response.body) throw new Error('the API answered a download with no body');
+        // Back-pressure end to end: a slow reader here slows the socket, the API, the agent.
+        Readable.fromWeb(response.body as Parameters<typeof Readable.fromWeb>[0])
+          .on('error', (err) => out.destroy(err))
+          .pipe(out);
+      } catch (err) {
+        out.destroy(err as Error);
+      }
+    })();
+    return out;
+  }
+
+  async openTerminal(id: string, options: TerminalOptions): Promise<TerminalChannel> {
+    return this.track(
+      await HttpTerminalChannel.open(
+        this.api,
+        id,
+        {
+          cols: options.cols,
+          rows: options.rows,
+          command: options.command,
+          env: options.env ? Object.entries(options.env).map(([k, v]) => `${k}=${v}`) : undefined,
+          cwd: options.cwd,
+          timeoutSeconds: options.timeoutSeconds,
+        },
+        (commandId, runOptions) => this.attach(id, commandId, runOptions),
+      ),
+    );
+  }
+
+  async attachTerminal(id: string, commandId: string): Promise<TerminalChannel> {
+    return this.track(
+      await HttpTerminalChannel.open(this.api, id, { attach: commandId }, (command, runOptions) =>
+        this.attach(id, command, runOptions),
+      ),
+    );
+  }
+
+  private track(channel: HttpTerminalChannel): HttpTerminalChannel {
+    this.terminals.add(channel);
+    channel.onEnd(() => this.terminals.delete(channel));
+    return channel;
+  }
+}
+
+/** An exec request body (services/api ExecBody) for a run or shell step. */
+function execBodyOf(step: RunStep, maxOutputBytes: number | undefined): Record<string, unknown> {
+  const common = {
+    ...(step.timeoutSeconds !== undefined ? { timeoutSeconds: step.timeoutSeconds } : {}),
+    ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}),
+  };
+  if (step.kind === 'shell') return { command: step.command, session: step.session, ...common };
+  return {
+    command: [step.command, ...(step.args ?? [])],
+    shell: step.shell,
+    ...(step.workingDirectory ? { cwd: step.workingDirectory } : {}),
+    ...(step.env ? { env: step.env } : {}),
+    ...(step.stdin !== undefined ? { stdin: step.stdin } : {}),
+    ...(step.stdinEncoding !== undefined ? { stdinEncoding: step.stdinEncoding } : {}),
+    ...common,
+  };
+}

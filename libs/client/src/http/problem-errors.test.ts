@@ -1,0 +1,88 @@
+import { JobSpecError, SandboxSpecError } from '@sandstream/bus';
+import { describe, expect, it } from 'vitest';
+import { SandstreamOptionsError } from '../client-options.js';
+import { JobNotFoundError } from '../job-not-found.js';
+import {
+  SandboxClosedError,
+  SandboxCommandNotFoundError,
+  SandboxConflictError,
+  SandboxFileError,
+  SandboxLimitError,
+  SandboxNotFoundError,
+  SandboxTimeoutError,
+} from '../sandbox-errors.js';
+import { errorOfProblem, SandstreamApiError } from './problem-errors.js';
+
+const problem = (
+  kind: string,
+  status: number,
+  detail: string,
+  errors?: { field: string; rule: string }[],
+) => ({
+  type: `urn:sandstream:problem:${kind}`,
+  title: 'x',
+  status,
+  detail,
+  ...(errors ? { errors } : {}),
+});
+
+// The problem details services/api writes (problem.ts problemOf), back into the SDK's errors:
+// the same classes and fields a caller gets over Redis.
+describe('errorOfProblem', () => {
+  it('a closed sandbox keeps its id, state, reason and message', () => {
+    const err = errorOfProblem(
+      problem('sandbox-closed', 409, 'sandbox s1 is failed (start-failed): image not found'),
+      { sandboxId: 's1' },
+    );
+    expect(err).toBeInstanceOf(SandboxClosedError);
+    expect(err).toMatchObject({ sandboxId: 's1', state: 'failed', reason: 'start-failed' });
+    expect(err.message).toBe('sandbox s1 is failed (start-failed): image not found');
+    expect(errorOfProblem(problem('sandbox-closed', 409, 'sandbox s2 is closing'), {})).toMatchObject({
+      sandboxId: 's2',
+      state: 'closing',
+      reason: undefined,
+    });
+  });
+
+  it('a 404 is the sandbox, the command or the job it was about', () => {
+    expect(
+      errorOfProblem(problem('not-found', 404, 'sandbox s1 not found'), { sandboxId: 's1' }),
+    ).toBeInstanceOf(SandboxNotFoundError);
+    expect(
+      errorOfProblem(problem('not-found', 404, 'sandbox s1 has no command cmd-9'), { sandboxId: 's1' }),
+    ).toMatchObject({ name: 'SandboxCommandNotFoundError', commandId: 'cmd-9' });
+    expect(errorOfProblem(problem('not-found', 404, 'sandbox s1 has no command cmd-9'), {})).toBeInstanceOf(
+      SandboxCommandNotFoundError,
+    );
+    const job = errorOfProblem(problem('not-found', 404, 'job j not found'), { jobId: 'j', seen: true });
+    expect(job).toBeInstanceOf(JobNotFoundError);
+    expect((job as JobNotFoundError).vanished).toBe(true);
+  });
+
+  it('a refused spec carries every field and rule, as the job or sandbox spec error', () => {
+    const body = problem('invalid-spec', 400, 'invalid job spec', [
+      { field: 'steps.0.command', rule: 'command must not be empty' },
+    ]);
+    const job = errorOfProblem(body, { spec: 'job' });
+    expect(job).toBeInstanceOf(JobSpecError);
+    expect((job as JobSpecError).issues).toEqual(['steps.0.command: command must not be empty']);
+    expect(errorOfProblem(body, { spec: 'sandbox' })).toBeInstanceOf(SandboxSpecError);
+    expect(errorOfProblem(problem('invalid-request', 400, 'body.timeout: unknown'), {})).toBeInstanceOf(
+      SandstreamOptionsError,
+    );
+  });
+
+  it('limits, conflicts, timeouts and file errors keep their kind; anything else is a SandstreamApiError', () => {
+    expect(errorOfProblem(problem('sandbox-limit', 429, 'too many'), {})).toBeInstanceOf(SandboxLimitError);
+    expect(errorOfProblem(problem('conflict', 409, 'id x is taken'), {})).toBeInstanceOf(
+      SandboxConflictError,
+    );
+    expect(errorOfProblem(problem('timeout', 504, 'not ready'), {})).toBeInstanceOf(SandboxTimeoutError);
+    const file = errorOfProblem(problem('file-not-found', 404, 'no such file: a.txt'), { sandboxId: 's' });
+    expect(file).toBeInstanceOf(SandboxFileError);
+    expect((file as SandboxFileError).code).toBe('not_found');
+    const auth = errorOfProblem(problem('unauthorized', 401, 'an API key is required'), {});
+    expect(auth).toBeInstanceOf(SandstreamApiError);
+    expect(auth).toMatchObject({ status: 401, message: '401 an API key is required' });
+  });
+});

@@ -1,0 +1,124 @@
+import { isTerminal, type JobState, type KeySpace, type RedisClient } from '@sandstream/bus';
+import { abortableSleep, followBackoffMs } from './abortable-sleep.js';
+import type { FollowOptions } from './client-options.js';
+import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
+import { isTransientRedisError, JobNotFoundError } from './job-not-found.js';
+import { blockingReader } from './reader-pool.js';
+import { TimelineGaps } from './timeline-gaps.js';
+
+/** How long a blocking read waits before re-checking the record (covers a trimmed stream). */
+const BLOCK_MS = 1000;
+/** Stream entries a follower reads per round trip. */
+const FOLLOW_PAGE = 500;
+
+/**
+ * A job's timeline read from its events stream (client.follow over Redis): state changes, step
+ * boundaries, output lines, from the start or after `from`; ends after the terminal state. Uses
+ * its own connection for the blocking reads, so several follows can run at once; rides through a
+ * Redis outage (reads retried with backoff up to 2 s apart) unless `outageLimitMs` says otherwise.
+ */
+export async function* followJobStream(
+  redis: RedisClient,
+  keys: KeySpace,
+  jobId: string,
+  options: FollowOptions,
+): AsyncGenerator<FollowItem, void, undefined> {
+  for await (const page of followJobPages(redis, keys, jobId, options)) for (const item of page) yield item;
+}
+
+/**
+ * followJobStream a page at a time: the items of one stream read (up to FOLLOW_PAGE entries)
+ * together, the same items in the same order. For a reader that forwards them in bulk (the HTTP
+ * API writes one page in one socket write) and would otherwise pay an await per item. The next
+ * page is asked for while this one is decoded and handed on.
+ */
+export async function* followJobPages(
+  redis: RedisClient,
+  keys: KeySpace,
+  jobId: string,
+  options: FollowOptions,
+): AsyncGenerator<FollowItem[], void, undefined> {
+  const stream = keys.sandbox(jobId).events;
+  const reader = blockingReader(redis);
+  // Connection errors surface as rejected reads, retried below; without a listener ioredis
+  // would print each reconnect attempt as an "Unhandled error event".
+  reader.on('error', () => {});
+  const abort = () => reader.disconnect();
+  options.signal?.addEventListener('abort', abort, { once: true });
+  let cursor = options.from ?? '0-0';
+  // Resuming from a cursor means the job was seen; otherwise the first entry proves it.
+  let seen = options.from !== undefined;
+  const gaps = new TimelineGaps({ from: options.from });
+  let failures = 0;
+  let outageSince: number | undefined;
+  type Reply = [string, [string, string[]][]][] | null;
+  const read = (after: string) =>
+    reader.xread('COUNT', FOLLOW_PAGE, 'BLOCK', BLOCK_MS, 'STREAMS', stream, after) as Promise<Reply>;
+  /** The next page, asked for while this one is decoded and handed on (a full page: more may wait). */
+  let ahead: Promise<Reply> | undefined;
+  try {
+    while (!options.signal?.aborted) {
+      let reply: Reply;
+      let state: string | null = null;
+      try {
+        const next = ahead ?? read(cursor);
+        ahead = undefined;
+        reply = await next;
+        if ((reply?.[0]?.[1] ?? []).length === 0) state = await redis.hget(keys.job(jobId), 'state');
+        failures = 0;
+        outageSince = undefined;
+      } catch (err) {
+        if (options.signal?.aborted) return;
+        if (!isTransientRedisError(err)) throw err;
+        outageSince ??= Date.now();
+        if (options.outageLimitMs !== undefined && Date.now() - outageSince >= options.outageLimitMs)
+          throw err;
+        failures++;
+        await abortableSleep(followBackoffMs(failures), options.signal);
+        continue;
+      }
+      const entries = reply?.[0]?.[1] ?? [];
+      if (entries.length > 0) seen = true;
+      if (entries.length === FOLLOW_PAGE) {
+        ahead = read(entries[entries.length - 1]?.[0] as string);
+        // Awaited on the next round; one left behind (the job ended, the reader closed) is dropped.
+        ahead.catch(() => {});
+      }
+      const page: FollowItem[] = [];
+      let ended = false;
+      for (const [id, fields] of entries) {
+        cursor = id;
+        const decoded = decodeFollowEntry(id, fields);
+        if (!decoded) continue;
+        if (options.statesOnly && decoded.type !== 'state') continue;
+        for (const item of gaps.accept(decoded)) page.push(item);
+        if (decoded.type === 'state' && decoded.terminal) {
+          ended = true;
+          break;
+        }
+      }
+      if (page.length > 0) yield page;
+      if (ended) return;
+      if (entries.length === 0) {
+        // Nothing new: the terminal entry may have been trimmed away or the job deleted.
+        if (state === null) throw new JobNotFoundError(jobId, seen);
+        if (isTerminal(state as JobState)) {
+          const more = (await redis
+            .xread('COUNT', 1, 'STREAMS', stream, cursor)
+            // Redis went away between the two reads: the next round reads again.
+            .catch((err: unknown) => (isTransientRedisError(err) ? undefined : Promise.reject(err)))) as
+            | typeof reply
+            | undefined;
+          if (more === undefined) continue;
+          if (!more || more[0]?.[1].length === 0) {
+            yield [{ type: 'state', cursor, from: null, to: state as JobState, terminal: true }];
+            return;
+          }
+        }
+      }
+    }
+  } finally {
+    options.signal?.removeEventListener('abort', abort);
+    reader.disconnect();
+  }
+}

@@ -1,0 +1,141 @@
+import {
+  type CancelRequestPayload,
+  type CancelResult,
+  cancelJob,
+  createKeySpace,
+  createRedis,
+  DefaultJobOptions,
+  type JobRecord,
+  JobStore,
+  type JobsPayload,
+  type KeySpace,
+  QueueNames,
+  type RedisClient,
+  SandboxCommands,
+  type StoredSpec,
+  type SubmitResult,
+  submitParsedJob,
+} from '@sandstream/bus';
+import { Queue } from 'bullmq';
+import type { FollowOptions, ListOptions, SandstreamWarning } from './client-options.js';
+import type { FollowItem } from './follow-entry.js';
+import { ReaderPool } from './reader-pool.js';
+import { followJobPages, followJobStream } from './redis-follow.js';
+import { RedisSandboxTransport } from './redis-sandbox-transport.js';
+import { SchedulerPresence } from './scheduler-presence.js';
+import type { JobTransport, SandstreamTransport } from './transport.js';
+
+export interface RedisTransportOptions {
+  redis?: RedisClient | undefined;
+  redisUrl?: string | undefined;
+  namespace?: string | undefined;
+  onWarning: (warning: SandstreamWarning) => void;
+}
+
+/**
+ * The SDK over Redis (inside the cluster): jobs go on the scheduler's BullMQ queue, cancels on
+ * the step-dispatcher's, and everything else is read and written in Redis directly, as the
+ * services do. The services need not be reachable over any other channel.
+ */
+export class RedisTransport implements SandstreamTransport, JobTransport {
+  readonly redis: RedisClient;
+  readonly keys: KeySpace;
+  readonly jobs: JobTransport = this;
+  readonly sandboxes: RedisSandboxTransport;
+  private readonly ownsRedis: boolean;
+  private readonly store: JobStore;
+  private readonly readers: ReaderPool;
+  private readonly onWarning: (warning: SandstreamWarning) => void;
+  private queue: Queue<JobsPayload> | undefined;
+  private presence: SchedulerPresence | undefined;
+  private cancels: Queue<CancelRequestPayload> | undefined;
+
+  constructor(options: RedisTransportOptions) {
+    this.ownsRedis = options.redis === undefined;
+    this.redis =
+      options.redis ?? createRedis({ url: options.redisUrl ?? 'redis://127.0.0.1:6379', role: 'producer' });
+    // Without a listener ioredis prints every failed reconnect as an "Unhandled error event"
+    // trace; the same error already reaches the caller as the rejected command.
+    if (this.ownsRedis) this.redis.on('error', () => {});
+    this.keys = createKeySpace(options.namespace);
+    this.store = new JobStore({ redis: this.redis, keys: this.keys });
+    this.onWarning = options.onWarning;
+    this.readers = new ReaderPool(this.redis);
+    this.sandboxes = new RedisSandboxTransport({
+      redis: this.redis,
+      keys: this.keys,
+      store: this.store,
+      commands: new SandboxCommands({ redis: this.redis, keys: this.keys }),
+      readers: this.readers,
+      submit: (spec) => this.submit(spec),
+      requestClose: async (id) => {
+        await cancelJob(this.store, this.cancelQueue(), id, 'user');
+      },
+    });
+  }
+
+  private jobsQueue(): Queue<JobsPayload> {
+    if (!this.queue) {
+      this.queue = new Queue<JobsPayload>(QueueNames.jobs, {
+        connection: this.redis,
+        prefix: this.keys.bullPrefix,
+        defaultJobOptions: DefaultJobOptions,
+      });
+      // BullMQ re-emits connection errors on the queue and, with no listener, prints them with
+      // console.error; they reach the caller as rejected calls already.
+      this.queue.on('error', () => {});
+      this.presence = new SchedulerPresence(this.queue, this.keys.namespace);
+    }
+    return this.queue;
+  }
+
+  private cancelQueue(): Queue<CancelRequestPayload> {
+    if (!this.cancels) {
+      this.cancels = new Queue<CancelRequestPayload>(QueueNames.dispatchCancel, {
+        connection: this.redis,
+        prefix: this.keys.bullPrefix,
+      });
+      // As for the jobs queue: connection errors reach the caller as rejected calls already.
+      this.cancels.on('error', () => {});
+    }
+    return this.cancels;
+  }
+
+  /**
+   * A job or a live sandbox's spec through libs/bus submitParsedJob (the path every producer uses). When no scheduler is connected to
+   * the namespace the job is still queued, and `onWarning` is told, because otherwise the caller
+   * would wait at `queued` with no sign of why.
+   */
+  async submit(spec: StoredSpec): Promise<SubmitResult> {
+    const result = await submitParsedJob(this.store, this.jobsQueue(), spec);
+    const warning = await this.presence?.check();
+    if (warning) this.onWarning(warning);
+    return result;
+  }
+
+  get(jobId: string): Promise<JobRecord | null> {
+    return this.store.get(jobId);
+  }
+
+  list(options: ListOptions): Promise<JobRecord[]> {
+    return this.store.list(options);
+  }
+
+  cancel(jobId: string, reason: string): Promise<CancelResult> {
+    return cancelJob(this.store, this.cancelQueue(), jobId, reason);
+  }
+
+  follow(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem, void, undefined> {
+    return followJobStream(this.redis, this.keys, jobId, options);
+  }
+
+  followPages(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem[], void, undefined> {
+    return followJobPages(this.redis, this.keys, jobId, options);
+  }
+
+  async close(): Promise<void> {
+    this.readers.close();
+    await Promise.all([this.queue?.close(), this.cancels?.close()]);
+    if (this.ownsRedis) await this.redis.quit();
+  }
+}

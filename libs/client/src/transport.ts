@@ -1,0 +1,136 @@
+import type { Readable } from 'node:stream';
+import type {
+  CancelResult,
+  CommandStep,
+  JobRecord,
+  JobSpec,
+  LiveSandboxSpec,
+  LiveSandboxSpecInput,
+  SandboxRecord,
+  SubmitResult,
+} from '@sandstream/bus';
+import type { ControlMessage, FileEntry, GrepMatch } from '@sandstream/wire';
+import type { FollowOptions, ListOptions } from './client-options.js';
+import type { ExecResult } from './command-output.js';
+import type { RunCommandOptions } from './command-runner.js';
+import type { FollowItem } from './follow-entry.js';
+import type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
+import type {
+  CreateSandboxOptions,
+  GrepOptions,
+  ListSandboxesOptions,
+  TerminalOptions,
+} from './sandbox-options.js';
+
+/**
+ * How the SDK reaches a deployment. The public classes (SandstreamClient, Sandboxes, Sandbox,
+ * SandboxFiles, SandboxProcesses, Terminal) validate their input and shape their answers; every
+ * call that leaves the process goes through one of these two implementations, chosen by the
+ * client's options: Redis (redis-transport.ts, inside the cluster) or the HTTP API
+ * (http/http-transport.ts, from anywhere else). Both throw the same typed errors.
+ */
+export interface SandstreamTransport {
+  readonly jobs: JobTransport;
+  readonly sandboxes: SandboxTransport;
+  close(): Promise<void>;
+}
+
+/** Jobs. */
+export interface JobTransport {
+  /**
+   * Submits a spec the caller validated. `tenantGiven`: whether the caller named its tenant (over
+   * HTTP an unnamed one is the API key's, not the parsed spec's `default`).
+   */
+  submit(spec: JobSpec, tenantGiven: boolean): Promise<SubmitResult>;
+  get(jobId: string): Promise<JobRecord | null>;
+  list(options: ListOptions): Promise<JobRecord[]>;
+  cancel(jobId: string, reason: string): Promise<CancelResult>;
+  follow(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem, void, undefined>;
+  /** follow() a read at a time (as many items as one read brought). */
+  followPages(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem[], void, undefined>;
+}
+
+/** A command's step as exec and shell send it. */
+export type RunStep = Extract<CommandStep, { kind?: 'run' }> | Extract<CommandStep, { kind: 'shell' }>;
+
+/** A signal a command's tree is killed with. */
+export type KillSignal = NonNullable<ControlMessage['signal']>;
+
+/** Live sandboxes, by id; every method throws the typed errors of sandbox-errors.ts. */
+export interface SandboxTransport {
+  /**
+   * The same, for one tenant's sandboxes only: a command to another's is refused as one to a
+   * sandbox that does not exist (over Redis in the push script; over HTTP the key decides).
+   */
+  forTenant(tenant: string): SandboxTransport;
+  /**
+   * Queues the spec the caller validated (`spec`; `input` as given) and, unless `wait` is false,
+   * waits until it is ready; answers its id.
+   */
+  create(spec: LiveSandboxSpec, input: LiveSandboxSpecInput, options: CreateSandboxOptions): Promise<string>;
+  /** Waits while it is being created, then counts as activity. */
+  connect(id: string, options: CreateSandboxOptions): Promise<void>;
+  get(id: string): Promise<SandboxRecord | null>;
+  list(options: ListSandboxesOptions): Promise<SandboxRecord[]>;
+  /** Asks to close it and resolves with its record once it ended. */
+  close(id: string): Promise<SandboxRecord>;
+  keepAlive(id: string): Promise<void>;
+  history(id: string): Promise<CommandHistoryEntry[]>;
+  stats(id: string): Promise<SandboxStats>;
+
+  /** Runs a command and follows it to its result (aborting `signal` cancels it, whose result still comes). */
+  run(id: string, step: RunStep, options: RunCommandOptions): Promise<ExecResult>;
+  /** Follows a command another client started, from the start of what is held. */
+  attach(id: string, commandId: string, options: RunCommandOptions): Promise<ExecResult>;
+  /** Asks the agent to kill a command's tree (a finished one is left as it is). */
+  cancel(id: string, commandId: string, reason: string, signal?: KillSignal): Promise<void>;
+  /** Starts a background process; answers its command id at once. */
+  startProcess(id: string, step: Extract<CommandStep, { kind?: 'run' }>): Promise<string>;
+
+  readFile(id: string, path: string): Promise<string>;
+  writeFile(
+    id: string,
+    path: string,
+    content: string | Uint8Array,
+    mode: number | undefined,
+  ): Promise<number>;
+  listFiles(
+    id: string,
+    path: string,
+    options: { maxDepth: number; maxEntries: number },
+  ): Promise<{ entries: FileEntry[]; truncated: boolean }>;
+  grep(
+    id: string,
+    pattern: string,
+    options: GrepOptions,
+  ): Promise<{ matches: GrepMatch[]; truncated: boolean }>;
+  upload(
+    id: string,
+    tar: Readable,
+    remoteDir: string,
+    maxBytes: number | undefined,
+  ): Promise<{ bytes: number; files: number }>;
+  download(id: string, remotePath: string, maxBytes: number | undefined): Readable;
+
+  openTerminal(id: string, options: TerminalOptions): Promise<TerminalChannel>;
+  attachTerminal(id: string, commandId: string): Promise<TerminalChannel>;
+}
+
+export interface TerminalOutputOptions {
+  /** `start`: what the output stream still holds (its last ~2,000 chunks), then live. `now`: only what comes next. */
+  from?: 'start' | 'now';
+  signal?: AbortSignal;
+}
+
+/** One terminal as a transport carries it (the Terminal class is its public face). */
+export interface TerminalChannel {
+  /** The command id, as in the sandbox's history. */
+  readonly id: string;
+  /** The id its Redis keys are named by (over HTTP: the same as `id`). */
+  readonly terminalId: string;
+  write(data: Buffer): Promise<void>;
+  resize(cols: number, rows: number): Promise<void>;
+  kill(): Promise<void>;
+  wait(): Promise<ExecResult>;
+  output(options: TerminalOutputOptions): AsyncGenerator<Buffer>;
+}
