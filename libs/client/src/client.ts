@@ -171,6 +171,21 @@ export class SandstreamClient {
     );
   }
 
+  /**
+   * follow() a page at a time: the items of one read (up to 500 stream entries over Redis)
+   * together, the same items in the same order. For a reader that forwards them in bulk (the
+   * HTTP API writes one page in one socket write) and would otherwise pay an await per item.
+   */
+  async *followPages(
+    jobId: string,
+    followOptions: FollowOptions = {},
+  ): AsyncGenerator<FollowItem[], void, undefined> {
+    yield* this.transport.jobs.followPages(
+      jobId,
+      parseOptions(FollowOptionsSchema, followOptions, 'follow options'),
+    );
+  }
+
   close(): Promise<void> {
     return this.transport.close();
   }

@@ -1,4 +1,5 @@
 import type { RedisClient } from '@sandstream/bus';
+import { Cluster } from 'ioredis';
 
 /** Idle blocking readers kept for reuse; more are closed when released. */
 const MAX_IDLE = 16;
@@ -59,10 +60,21 @@ export class ReaderPool {
   }
 
   private fresh(): RedisClient {
-    const reader = this.redis.duplicate();
+    const reader = blockingReader(this.redis);
     // Failed reads reject the caller's command; without a listener ioredis would print each
     // reconnect attempt as an "Unhandled error event".
     reader.on('error', () => {});
     return reader;
   }
+}
+
+/**
+ * A new connection like `redis` for blocking reads. Without auto-pipelining: a blocking reader
+ * has nothing to pipeline with, and the HTTP API turns it on for its connection, where it would
+ * hold every read back to the next turn of the event loop.
+ */
+export function blockingReader(redis: RedisClient): RedisClient {
+  return redis instanceof Cluster
+    ? redis.duplicate([], { enableAutoPipelining: false })
+    : redis.duplicate({ enableAutoPipelining: false });
 }

@@ -3,10 +3,13 @@ import { abortableSleep, followBackoffMs } from './abortable-sleep.js';
 import type { FollowOptions } from './client-options.js';
 import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
 import { isTransientRedisError, JobNotFoundError } from './job-not-found.js';
+import { blockingReader } from './reader-pool.js';
 import { TimelineGaps } from './timeline-gaps.js';
 
 /** How long a blocking read waits before re-checking the record (covers a trimmed stream). */
 const BLOCK_MS = 1000;
+/** Stream entries a follower reads per round trip. */
+const FOLLOW_PAGE = 500;
 
 /**
  * A job's timeline read from its events stream (client.follow over Redis): state changes, step
@@ -20,8 +23,23 @@ export async function* followJobStream(
   jobId: string,
   options: FollowOptions,
 ): AsyncGenerator<FollowItem, void, undefined> {
+  for await (const page of followJobPages(redis, keys, jobId, options)) for (const item of page) yield item;
+}
+
+/**
+ * followJobStream a page at a time: the items of one stream read (up to FOLLOW_PAGE entries)
+ * together, the same items in the same order. For a reader that forwards them in bulk (the HTTP
+ * API writes one page in one socket write) and would otherwise pay an await per item. The next
+ * page is asked for while this one is decoded and handed on.
+ */
+export async function* followJobPages(
+  redis: RedisClient,
+  keys: KeySpace,
+  jobId: string,
+  options: FollowOptions,
+): AsyncGenerator<FollowItem[], void, undefined> {
   const stream = keys.sandbox(jobId).events;
-  const reader = redis.duplicate();
+  const reader = blockingReader(redis);
   // Connection errors surface as rejected reads, retried below; without a listener ioredis
   // would print each reconnect attempt as an "Unhandled error event".
   reader.on('error', () => {});
@@ -33,20 +51,19 @@ export async function* followJobStream(
   const gaps = new TimelineGaps({ from: options.from });
   let failures = 0;
   let outageSince: number | undefined;
+  type Reply = [string, [string, string[]][]][] | null;
+  const read = (after: string) =>
+    reader.xread('COUNT', FOLLOW_PAGE, 'BLOCK', BLOCK_MS, 'STREAMS', stream, after) as Promise<Reply>;
+  /** The next page, asked for while this one is decoded and handed on (a full page: more may wait). */
+  let ahead: Promise<Reply> | undefined;
   try {
     while (!options.signal?.aborted) {
-      let reply: [string, [string, string[]][]][] | null;
+      let reply: Reply;
       let state: string | null = null;
       try {
-        reply = (await reader.xread(
-          'COUNT',
-          500,
-          'BLOCK',
-          BLOCK_MS,
-          'STREAMS',
-          stream,
-          cursor,
-        )) as typeof reply;
+        const next = ahead ?? read(cursor);
+        ahead = undefined;
+        reply = await next;
         if ((reply?.[0]?.[1] ?? []).length === 0) state = await redis.hget(keys.job(jobId), 'state');
         failures = 0;
         outageSince = undefined;
@@ -62,14 +79,26 @@ export async function* followJobStream(
       }
       const entries = reply?.[0]?.[1] ?? [];
       if (entries.length > 0) seen = true;
+      if (entries.length === FOLLOW_PAGE) {
+        ahead = read(entries[entries.length - 1]?.[0] as string);
+        // Awaited on the next round; one left behind (the job ended, the reader closed) is dropped.
+        ahead.catch(() => {});
+      }
+      const page: FollowItem[] = [];
+      let ended = false;
       for (const [id, fields] of entries) {
         cursor = id;
         const decoded = decodeFollowEntry(id, fields);
         if (!decoded) continue;
         if (options.statesOnly && decoded.type !== 'state') continue;
-        for (const item of gaps.accept(decoded)) yield item;
-        if (decoded.type === 'state' && decoded.terminal) return;
+        for (const item of gaps.accept(decoded)) page.push(item);
+        if (decoded.type === 'state' && decoded.terminal) {
+          ended = true;
+          break;
+        }
       }
+      if (page.length > 0) yield page;
+      if (ended) return;
       if (entries.length === 0) {
         // Nothing new: the terminal entry may have been trimmed away or the job deleted.
         if (state === null) throw new JobNotFoundError(jobId, seen);
@@ -82,7 +111,7 @@ export async function* followJobStream(
             | undefined;
           if (more === undefined) continue;
           if (!more || more[0]?.[1].length === 0) {
-            yield { type: 'state', cursor, from: null, to: state as JobState, terminal: true };
+            yield [{ type: 'state', cursor, from: null, to: state as JobState, terminal: true }];
             return;
           }
         }

@@ -20,7 +20,7 @@ import { Queue } from 'bullmq';
 import type { FollowOptions, ListOptions, SandstreamWarning } from './client-options.js';
 import type { FollowItem } from './follow-entry.js';
 import { ReaderPool } from './reader-pool.js';
-import { followJobStream } from './redis-follow.js';
+import { followJobPages, followJobStream } from './redis-follow.js';
 import { RedisSandboxTransport } from './redis-sandbox-transport.js';
 import { SchedulerPresence } from './scheduler-presence.js';
 import type { JobTransport, SandstreamTransport } from './transport.js';
@@ -127,6 +127,10 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
 
   follow(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem, void, undefined> {
     return followJobStream(this.redis, this.keys, jobId, options);
+  }
+
+  followPages(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem[], void, undefined> {
+    return followJobPages(this.redis, this.keys, jobId, options);
   }
 
   async close(): Promise<void> {

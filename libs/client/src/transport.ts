@@ -46,6 +46,8 @@ export interface JobTransport {
   list(options: ListOptions): Promise<JobRecord[]>;
   cancel(jobId: string, reason: string): Promise<CancelResult>;
   follow(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem, void, undefined>;
+  /** follow() a read at a time (as many items as one read brought). */
+  followPages(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem[], void, undefined>;
 }
 
 /** A command's step as exec and shell send it. */

@@ -1,9 +1,10 @@
 import type { SandstreamClient } from '@sandstream/client';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { followerStream, resumeCursor } from './sse.js';
+import { timelineEvent } from './timeline-event.js';
 
 /**
- * A job's or sandbox's timeline as server-sent events, from the SDK's follow(): each item is an
+ * A job's or sandbox's timeline as server-sent events, from the SDK's follow() (a page at a time): each item is an
  * event named by its type with the stream entry id as its `id`, so an EventSource that
  * reconnects (Last-Event-ID) resumes right after the last event it saw: no line missed, none
  * twice. Ends after the terminal state.
@@ -18,11 +19,14 @@ export async function streamTimeline(
   const cursor = resumeCursor(request, from);
   const sse = followerStream(request, reply);
   try {
-    for await (const item of client.follow(id, {
+    // A page of the stream (one read) leaves in one write: no await or write per line.
+    for await (const page of client.followPages(id, {
       signal: sse.signal,
       ...(cursor !== undefined ? { from: cursor } : {}),
     })) {
-      const full = sse.send(item.type, item, item.cursor);
+      let text = '';
+      for (const item of page) text += timelineEvent(item);
+      const full = sse.sendText(text);
       if (full) await full;
     }
     sse.end();

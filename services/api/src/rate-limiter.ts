@@ -16,12 +16,22 @@ interface Bucket {
   inflight: number;
   /** When the window of `known` ends (epoch ms). */
   until: number;
+  /** The requests of this turn of the event loop, counted in Redis by one call at its end. */
+  batch?: Batch | undefined;
+}
+
+interface Batch {
+  size: number;
+  /** Redis' count after the whole batch, and the window's ms left. */
+  reply: Promise<[number, number]>;
 }
 
 /**
  * Requests per minute per key (per address without one), counted in Redis so every replica
- * shares the count: a fixed one-minute window per bucket, one script call per request
- * (`lua/api-rate-limit-1.lua`). Far from the limit a request does not wait for that call (the
+ * shares the count: a fixed one-minute window per bucket, one script call per bucket for the
+ * requests of one turn of the event loop (`lua/api-rate-limit-1.lua`; under load a busy key's
+ * requests arrive together, and one call instead of one each spares Redis and this process).
+ * Each request of a batch gets its own place in the count, so the limit stays exact. Far from the limit a request does not wait for that call (the
  * count is sent, its reply updates this replica's view): the limit costs no round trip on the
  * common path. From 80 % of the limit on, each request waits for Redis' count, so the limit
  * itself is exact; what replicas can over-admit is bounded by the requests in flight between
@@ -58,16 +68,33 @@ export class RateLimiter {
     );
   }
 
+  /** This request's place in the window's count (and the ms left), once Redis counted its batch. */
   private async count(name: string, bucket: Bucket): Promise<[number, number]> {
     bucket.inflight++;
     try {
-      const key = this.ctx.keys.api(`rate:{${name}}`);
-      const reply = await RATE_LIMIT.run<[number, number]>(this.ctx.redis, [key], [WINDOW_MS]);
-      bucket.known = Math.max(bucket.known, reply[0]);
-      bucket.until = Date.now() + reply[1];
-      return reply;
+      const batch = bucket.batch ?? this.openBatch(name, bucket);
+      const place = batch.size++;
+      const [total, left] = await batch.reply;
+      return [total - batch.size + 1 + place, left];
     } finally {
       bucket.inflight--;
     }
+  }
+
+  private openBatch(name: string, bucket: Bucket): Batch {
+    const batch: Batch = {
+      size: 0,
+      // Sent after this turn's other requests joined it (setImmediate runs after the turn's I/O).
+      reply: new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+        bucket.batch = undefined;
+        const key = this.ctx.keys.api(`rate:{${name}}`);
+        const reply = await RATE_LIMIT.run<[number, number]>(this.ctx.redis, [key], [WINDOW_MS, batch.size]);
+        bucket.known = Math.max(bucket.known, reply[0]);
+        bucket.until = Date.now() + reply[1];
+        return reply;
+      }),
+    };
+    bucket.batch = batch;
+    return batch;
   }
 }

@@ -63,6 +63,11 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
    * seen twice; the API being unreachable is waited out with backoff up to 2 s apart, or for
    * `outageLimitMs` at most.
    */
+  /** follow() one item at a time: the events arrive one by one over the stream. */
+  async *followPages(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem[], void, undefined> {
+    for await (const item of this.follow(jobId, options)) yield [item];
+  }
+
   async *follow(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem, void, undefined> {
     const path = `/v1/jobs/${encodeURIComponent(jobId)}/events`;
     let cursor = options.from;
