@@ -192,8 +192,9 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     const loopbackPort = await listen('127.0.0.1');
     // A neighbour on the same bridge (another sandbox, as far as the network can tell).
     const neighbourIp = await startNeighbour();
-    // The control: the neighbour does answer, from the host.
-    expect(await connects(neighbourIp, 8080)).toBe(true);
+    // The control: the neighbour does answer, from the host (once its nc listens: a loaded
+    // machine may take a moment to start it).
+    await expect.poll(() => connects(neighbourIp, 8080), { timeout: 30_000 }).toBe(true);
 
     await using sandbox = await stack.client.sandboxes.create({ id: `${stack.namespace}-probe`, image });
     const container = (
