@@ -75,6 +75,15 @@ describe.each(TRANSPORTS)('sandstream submit --follow (over %s)', (transport) =>
     });
     const code = new Promise<number | null>((resolve) => follower.once('exit', resolve));
     while (!out.includes('▶ step-1')) await new Promise((r) => setTimeout(r, 100));
+    // `logs` without -f prints what there is of the running job and exits (it does not wait for
+    // the job: over HTTP the stream is asked for with follow=false).
+    const logs = spawnSync(process.execPath, [cliPath, 'logs', `${stack.namespace}-cli-c-${transport}`], {
+      env: env(),
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(logs.status, logs.stderr).toBe(0);
+    expect(logs.stdout).toContain('step-1');
     const cancel = spawnSync(process.execPath, [cliPath, 'cancel', `${stack.namespace}-cli-c-${transport}`], {
       env: env(),
       encoding: 'utf8',

@@ -63,6 +63,26 @@ describe.each(TRANSPORTS)('SDK jobs (over %s)', (transport) => {
     expect(states.map((i) => (i.type === 'state' ? i.to : ''))).toContain('running');
   });
 
+  it('follows a running job up to now (untilNow): what is there, then it ends, the job still running', async () => {
+    const { jobId } = await view.client.submit({
+      id: id('until-now'),
+      image: 'debian:bookworm-slim',
+      steps: [{ command: 'sh', args: ['-c', 'echo first; echo second; sleep 120'] }],
+    });
+    try {
+      const lines = async () => {
+        const out: string[] = [];
+        for await (const item of view.client.follow(jobId, { untilNow: true }))
+          if (item.type === 'output') out.push(item.line);
+        return out;
+      };
+      await expect.poll(lines, { timeout: 60_000 }).toEqual(['first', 'second']);
+      expect((await view.client.get(jobId))?.state).toBe('running');
+    } finally {
+      await view.client.cancel(jobId);
+    }
+  }, 90_000);
+
   it('cancels a running job; refuses bad specs and options by name; unknown ids are typed errors', async () => {
     const { jobId } = await view.client.submit({
       id: id('long'),

@@ -77,6 +77,11 @@ export const FollowOptionsSchema = strictObject({
   /** Yield state changes only (what wait() needs). */
   statesOnly: z.boolean().optional(),
   /**
+   * Stop at the end of what the job's stream holds now instead of following it to the terminal
+   * state: what `sandstream logs` without -f prints of a running job.
+   */
+  untilNow: z.boolean().optional(),
+  /**
    * Give up when Redis stays unreachable this long, rethrowing the connection error. Default:
    * wait it out however long it lasts (services and SDK users ride through outages; a CLI
    * with a person waiting in front of it sets a bound).

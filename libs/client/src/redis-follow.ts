@@ -48,6 +48,9 @@ export async function* followJobPages(
   let cursor = options.from ?? '0-0';
   // Resuming from a cursor means the job was seen; otherwise the first entry proves it.
   let seen = options.from !== undefined;
+  // untilNow: where the stream ends as this follow starts; nothing after it is read.
+  const until = options.untilNow ? await streamEnd(redis, keys, jobId) : undefined;
+  if (until === null) return;
   const gaps = new TimelineGaps({ from: options.from });
   let failures = 0;
   let outageSince: number | undefined;
@@ -58,6 +61,7 @@ export async function* followJobPages(
   let ahead: Promise<Reply> | undefined;
   try {
     while (!options.signal?.aborted) {
+      if (until !== undefined && !isAfter(until, cursor)) return;
       let reply: Reply;
       let state: string | null = null;
       try {
@@ -79,14 +83,18 @@ export async function* followJobPages(
       }
       const entries = reply?.[0]?.[1] ?? [];
       if (entries.length > 0) seen = true;
-      if (entries.length === FOLLOW_PAGE) {
-        ahead = read(entries[entries.length - 1]?.[0] as string);
+      if (entries.length === FOLLOW_PAGE && !(until !== undefined && isAfter(lastId(entries), until))) {
+        ahead = read(lastId(entries));
         // Awaited on the next round; one left behind (the job ended, the reader closed) is dropped.
         ahead.catch(() => {});
       }
       const page: FollowItem[] = [];
       let ended = false;
       for (const [id, fields] of entries) {
+        if (until !== undefined && isAfter(id, until)) {
+          ended = true;
+          break;
+        }
         cursor = id;
         const decoded = decodeFollowEntry(id, fields);
         if (!decoded) continue;
@@ -121,4 +129,29 @@ export async function* followJobPages(
     options.signal?.removeEventListener('abort', abort);
     reader.disconnect();
   }
+}
+
+function lastId(entries: [string, string[]][]): string {
+  return entries[entries.length - 1]?.[0] as string;
+}
+
+/** Whether stream entry id `a` comes after `b`. */
+function isAfter(a: string, b: string): boolean {
+  const [ams, aseq] = a.split('-').map(BigInt) as [bigint, bigint];
+  const [bms, bseq] = b.split('-').map(BigInt) as [bigint, bigint];
+  return ams > bms || (ams === bms && aseq > bseq);
+}
+
+/**
+ * The id of the stream's last entry, for a follow that stops there; null: nothing to read (an
+ * empty stream of a job that exists). A job that does not exist is JobNotFoundError.
+ */
+async function streamEnd(redis: RedisClient, keys: KeySpace, jobId: string): Promise<string | null> {
+  const [last] = (await redis.xrevrange(keys.sandbox(jobId).events, '+', '-', 'COUNT', 1)) as [
+    string,
+    string[],
+  ][];
+  if (last) return last[0];
+  if ((await redis.exists(keys.job(jobId))) === 0) throw new JobNotFoundError(jobId, false);
+  return null;
 }

@@ -161,6 +161,11 @@ export const EventsQuery = strictObject({
     .string()
     .regex(/^\d+-\d+$/, 'from is a stream entry id such as 1712345678901-0')
     .optional(),
+  /**
+   * `false`: only what the stream holds now, then an `end` event (what `sandstream logs` without
+   * -f prints); default: follow to the terminal state.
+   */
+  follow: z.enum(['true', 'false'], { error: 'follow must be true or false' }).optional(),
 });
 
 // ---- responses

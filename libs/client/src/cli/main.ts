@@ -200,8 +200,8 @@ async function main(argv: string[]): Promise<number> {
         const jobId = needArg('job id');
         if (values.follow) return await followJob(client, jobId);
         if (!cli) {
-          // Over the API the log is its event stream: printed whole (a running job to its end).
-          await followJob(client, jobId);
+          // Over the API the log is its event stream, up to where it is now.
+          await followJob(client, jobId, { untilNow: true });
           return ExitCodes.succeeded;
         }
         await printLogs(
@@ -300,7 +300,11 @@ function specOf(record: JobRecord): JobSpec | null {
   return parsed.success ? parsed.data : null;
 }
 
-async function followJob(client: SandstreamClient, jobId: string): Promise<number> {
+async function followJob(
+  client: SandstreamClient,
+  jobId: string,
+  options: { untilNow?: boolean } = {},
+): Promise<number> {
   const record = await mustGet(client, jobId);
   const renderer = new TimelineRenderer({ out: process.stdout, err: process.stderr }, specOf(record));
   // Ctrl-C stops following, not the job.
@@ -310,6 +314,7 @@ async function followJob(client: SandstreamClient, jobId: string): Promise<numbe
     for await (const item of client.follow(jobId, {
       signal: controller.signal,
       outageLimitMs: FOLLOW_OUTAGE_LIMIT_MS,
+      ...options,
     })) {
       renderer.render(item);
       if (item.type === 'step-completed') {

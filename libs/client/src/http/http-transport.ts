@@ -82,7 +82,10 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
       while (!controller.signal.aborted) {
         try {
           const events = this.api.events(path, {
-            query: lastEventId === undefined && cursor !== undefined ? { from: cursor } : {},
+            query: {
+              ...(lastEventId === undefined && cursor !== undefined ? { from: cursor } : {}),
+              ...(options.untilNow ? { follow: 'false' } : {}),
+            },
             ...(lastEventId !== undefined ? { headers: { 'last-event-id': lastEventId } } : {}),
             signal: controller.signal,
             subject: { jobId, seen: cursor !== undefined },
@@ -90,6 +93,8 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
           for await (const event of events) {
             failures = 0;
             outageSince = undefined;
+            // follow=false (untilNow): the stream ended where it was asked to.
+            if (event.event === 'end') return;
             const data = JSON.parse(event.data) as unknown;
             if (event.event === 'error') {
               const problem = ProblemBodySchema.safeParse(data);

@@ -118,7 +118,7 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        return streamTimeline(ctx.client, request.params.id, request.query.from, request, reply);
+        return streamTimeline(ctx.client, request.params.id, request.query, request, reply);
       },
     );
   };

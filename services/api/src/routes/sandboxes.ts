@@ -268,7 +268,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
       },
       async (request, reply) => {
         await owned(request, request.params.id);
-        return streamTimeline(ctx.client, request.params.id, request.query.from, request, reply);
+        return streamTimeline(ctx.client, request.params.id, request.query, request, reply);
       },
     );
   };
