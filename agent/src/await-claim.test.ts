@@ -1,3 +1,4 @@
+import { freePort } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -92,4 +93,18 @@ describe('a warm pool member (--await-claim)', () => {
     agent.child.kill('SIGTERM');
     expect((await agent.exited).code).toBe(0);
   });
+
+  it('exits 0 on SIGTERM while it waits for a Redis it cannot reach', async () => {
+    const closed = `redis://127.0.0.1:${await freePort()}`;
+    const agent = startAgent({
+      jobId: uniqueJobId('member-offline'),
+      keyStyle: 'tagged',
+      redisUrl: closed,
+      extraArgs: ['--await-claim'],
+    });
+    // Let it reach its wait (its first heartbeat waits for the reconnect that never comes).
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    agent.child.kill('SIGTERM');
+    expect((await agent.exited).code).toBe(0);
+  }, 30_000);
 });

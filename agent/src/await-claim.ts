@@ -11,6 +11,8 @@ import type { Logger } from './logger.js';
 import { announceReady } from './ready-announcement.js';
 import { closeNow, connectionOptions } from './redis-connections.js';
 
+const STOPPED = Symbol('stopped');
+
 /** Outcome of a warm pool member's wait: the job it now serves, a stop signal, or a bad claim. */
 export type ClaimWait =
   | { kind: 'claimed'; config: RunConfig; claim: PoolClaim }
@@ -37,20 +39,33 @@ export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSi
   const ttlMs = config.heartbeatIntervalMs * 3;
   // BRPOP's timeout is the heartbeat period: one connection both waits and keeps the heartbeat.
   const waitSeconds = Math.max(config.heartbeatIntervalMs / 1000, 0.1);
+  // A stop must not wait for Redis: while it is unreachable a command waits for the reconnect
+  // (maxRetriesPerRequest: null), and ioredis does not always settle it on disconnect.
+  const stopped = new Promise<typeof STOPPED>((resolve) => {
+    if (signal.aborted) resolve(STOPPED);
+    else signal.addEventListener('abort', () => resolve(STOPPED), { once: true });
+  });
+  const orStop = <T>(command: Promise<T>): Promise<T | typeof STOPPED> => {
+    command.catch(() => undefined);
+    return Promise.race([command, stopped]);
+  };
   try {
-    await redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs);
+    if ((await orStop(redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs))) === STOPPED) {
+      return { kind: 'stopped' };
+    }
     announceReady(redis, keys.ready, log);
     log.info('warm pool member waiting for a claim');
     while (!signal.aborted) {
-      let popped: [string, string] | null;
+      let popped: [string, string] | null | typeof STOPPED;
       try {
-        popped = await redis.brpop(keys.claim, waitSeconds);
+        popped = await orStop(redis.brpop(keys.claim, waitSeconds));
       } catch (err) {
         if (signal.aborted) break;
         throw err;
       }
+      if (popped === STOPPED) break;
       if (popped === null) {
-        await redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs);
+        if ((await orStop(redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs))) === STOPPED) break;
         continue;
       }
       const parsed = parseClaim(popped[1]);

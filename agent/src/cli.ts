@@ -66,21 +66,25 @@ export async function runCli(): Promise<number> {
  * the module loading) is done, then it waits for its claim and runs as the claimed job.
  */
 async function runPoolMember(config: RunConfig, log: Logger): Promise<number> {
-  let launcher: ProcessLauncher;
-  try {
-    launcher = await createLauncher(locateSpawner(config.spawner), log);
-  } catch (err) {
-    log.error(`invalid configuration: ${(err as Error).message}`);
-    return ExitCode.fatal;
-  }
+  // Installed before the first await (main.ts's early handlers are gone by now): a stop at any
+  // moment of the wait, Redis reachable or not, is a clean exit 0.
   const stop = new AbortController();
   const onStop = () => stop.abort();
   process.on('SIGTERM', onStop);
   process.on('SIGINT', onStop);
-  const wait = await awaitClaim(config, log, stop.signal).finally(() => {
+  const offStop = () => {
     process.off('SIGTERM', onStop);
     process.off('SIGINT', onStop);
-  });
+  };
+  let launcher: ProcessLauncher;
+  try {
+    launcher = await createLauncher(locateSpawner(config.spawner), log);
+  } catch (err) {
+    offStop();
+    log.error(`invalid configuration: ${(err as Error).message}`);
+    return ExitCode.fatal;
+  }
+  const wait = await awaitClaim(config, log, stop.signal).finally(offStop);
   if (wait.kind !== 'claimed') {
     launcher.close();
     if (wait.kind === 'stopped') return ExitCode.ok;
