@@ -1,6 +1,6 @@
-import { isTerminal, type JobState, type KeySpace, type RedisClient } from '@sandstream/bus';
-import { abortableSleep, followBackoffMs } from './abortable-sleep.js';
+import { isTerminal, type JobState, type KeySpace, type RedisClient, sleep } from '@sandstream/bus';
 import type { FollowOptions } from './client-options.js';
+import { followBackoffMs } from './follow-backoff.js';
 import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
 import { isTransientRedisError, JobNotFoundError } from './job-not-found.js';
 import { blockingReader } from './reader-pool.js';
@@ -78,7 +78,7 @@ export async function* followJobPages(
         if (options.outageLimitMs !== undefined && Date.now() - outageSince >= options.outageLimitMs)
           throw err;
         failures++;
-        await abortableSleep(followBackoffMs(failures), options.signal);
+        await sleep(followBackoffMs(failures), options.signal);
         continue;
       }
       const entries = reply?.[0]?.[1] ?? [];

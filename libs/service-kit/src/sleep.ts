@@ -1,13 +1,2 @@
-/** Resolves after ms, or early (without throwing) when the signal aborts: loops stay stoppable. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
-}
+// One abortable sleep for services and the SDK alike: it lives in libs/bus, which both import.
+export { sleep } from '@sandstream/bus';

@@ -1,6 +1,7 @@
 import type { CancelResult, JobRecord, JobSpec, SubmitResult } from '@sandstream/bus';
-import { abortableSleep, followBackoffMs } from '../abortable-sleep.js';
+import { sleep } from '@sandstream/bus';
 import type { FollowOptions, ListOptions } from '../client-options.js';
+import { followBackoffMs } from '../follow-backoff.js';
 import type { FollowItem } from '../follow-entry.js';
 import type { JobTransport, SandstreamTransport } from '../transport.js';
 import { ApiUnreachableError, HttpApi } from './http-api.js';
@@ -117,7 +118,7 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
             throw err;
         }
         failures++;
-        await abortableSleep(followBackoffMs(failures), controller.signal);
+        await sleep(followBackoffMs(failures), controller.signal);
       }
     } finally {
       options.signal?.removeEventListener('abort', abort);
