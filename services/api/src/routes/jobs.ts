@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { streamTimeline } from '../job-events.js';
-import { page } from '../list-page.js';
+import { listScope, sendPage } from '../list-page.js';
 import { notFound, ProblemSchema } from '../problem.js';
 import { EventsQuery, IdParams, JobResponse, ListJobsQuery, SubmitResponse } from '../schemas.js';
 import { applySpecDefaults } from '../spec-defaults.js';
@@ -45,24 +45,17 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        const principal = principalOf(request);
-        if (
-          !principal.admin &&
-          request.query.tenant !== undefined &&
-          request.query.tenant !== principal.tenant
-        )
-          return [];
-        const tenant = principal.admin ? request.query.tenant : principal.tenant;
-        const { offset = 0, limit = 100 } = request.query;
-        const all = await ctx.client.list({
-          ...(tenant ? { tenant } : {}),
-          ...(request.query.state ? { state: request.query.state } : {}),
-          ...(!tenant && !request.query.state ? { tenant: 'default' } : {}),
-          limit: Math.min(1000, offset + limit),
-        });
-        const { items, next } = page(all, offset, limit);
-        if (next !== undefined) reply.header('x-next-offset', String(next));
-        return items;
+        const scope = listScope(principalOf(request), request.query.tenant);
+        if (!scope) return [];
+        const { tenant } = scope;
+        return sendPage(reply, request.query, (limit) =>
+          ctx.client.list({
+            ...(tenant ? { tenant } : {}),
+            ...(request.query.state ? { state: request.query.state } : {}),
+            ...(!tenant && !request.query.state ? { tenant: 'default' } : {}),
+            limit,
+          }),
+        );
       },
     );
 

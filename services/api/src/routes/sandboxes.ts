@@ -6,7 +6,7 @@ import { checkAccess, principalOf, requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { execForRequest } from '../exec-command.js';
 import { streamTimeline } from '../job-events.js';
-import { page } from '../list-page.js';
+import { listScope, sendPage } from '../list-page.js';
 import { HttpProblem, notFound, ProblemSchema } from '../problem.js';
 import {
   CreateSandboxQuery,
@@ -110,25 +110,18 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         },
       },
       async (request, reply) => {
-        const principal = principalOf(request);
         const labels = parseLabels(request.query.labels);
-        const tenant = principal.admin ? request.query.tenant : principal.tenant;
-        if (
-          !principal.admin &&
-          request.query.tenant !== undefined &&
-          request.query.tenant !== principal.tenant
-        )
-          return [];
-        const { offset = 0, limit = 100 } = request.query;
-        const all = await sandboxes.list({
-          ...(request.query.state ? { state: request.query.state } : {}),
-          ...(tenant ? { tenant } : {}),
-          ...(labels ? { labels } : {}),
-          limit: Math.min(1000, offset + limit),
-        });
-        const { items, next } = page(all, offset, limit);
-        if (next !== undefined) reply.header('x-next-offset', String(next));
-        return items;
+        const scope = listScope(principalOf(request), request.query.tenant);
+        if (!scope) return [];
+        const { tenant } = scope;
+        return sendPage(reply, request.query, (limit) =>
+          sandboxes.list({
+            ...(request.query.state ? { state: request.query.state } : {}),
+            ...(tenant ? { tenant } : {}),
+            ...(labels ? { labels } : {}),
+            limit,
+          }),
+        );
       },
     );
 
