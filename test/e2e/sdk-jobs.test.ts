@@ -111,78 +111,72 @@ describe.each(TRANSPORTS)('SDK jobs (over %s)', (transport) => {
     await view.client.cancel(slow.jobId);
   });
 
+  /**
+   * A job of `count` numbered lines followed over an API of its own (fixed port), which
+   * `restart` takes down and brings back under the follow once the first line is in; the lines
+   * the follow saw, in order.
+   */
+  async function followThroughRestart(
+    name: string,
+    count: number,
+    restart: (api: RunningService, jobId: string) => Promise<void>,
+  ): Promise<string[]> {
+    const port = await freePort();
+    const env = { ...stack.env, REDIS_URL: redisUrl, API_PORT: String(port), API_ANONYMOUS: 'loopback' };
+    let api: RunningService = await startService('api', env);
+    const { SandstreamClient } = await import('@sandstream/client');
+    const client = new SandstreamClient({ url: `http://127.0.0.1:${port}` });
+    try {
+      const { jobId } = await client.submit({
+        id: id(name),
+        image: 'debian:bookworm-slim',
+        steps: [
+          { command: 'sh', args: ['-c', `for i in $(seq 1 ${count}); do echo n $i; sleep 0.05; done`] },
+        ],
+      });
+      const lines: string[] = [];
+      let restarted: Promise<void> | undefined;
+      for await (const item of client.follow(jobId)) {
+        if (item.type !== 'output') continue;
+        lines.push(item.line);
+        restarted ??= (async () => {
+          await restart(api, jobId);
+          api = await startService('api', env);
+        })();
+      }
+      await restarted;
+      return lines;
+    } finally {
+      await client.close();
+      await api.stop(15_000);
+    }
+  }
+  const numbered = (count: number) => Array.from({ length: count }, (_, i) => `n ${i + 1}`);
+
   it.runIf(transport === 'http')(
     'a follow rides through the API killed and restarted: reconnected with Last-Event-ID, no line missed or twice',
     async () => {
-      // An API of its own on a fixed port, restarted under the follow.
-      const port = await freePort();
-      const env = { ...stack.env, REDIS_URL: redisUrl, API_PORT: String(port), API_ANONYMOUS: 'loopback' };
-      let api: RunningService = await startService('api', env);
-      const { SandstreamClient } = await import('@sandstream/client');
-      const client = new SandstreamClient({ url: `http://127.0.0.1:${port}` });
-      try {
-        const { jobId } = await client.submit({
-          id: id('restart'),
-          image: 'debian:bookworm-slim',
-          steps: [{ command: 'sh', args: ['-c', 'for i in $(seq 1 40); do echo n $i; sleep 0.1; done'] }],
-        });
-        const lines: string[] = [];
-        let restart: Promise<void> | undefined;
-        for await (const item of client.follow(jobId)) {
-          if (item.type !== 'output') continue;
-          lines.push(item.line);
-          // Killed and restarted while the follow goes on: it sees its stream cut, then the API
-          // unreachable for a while, then resumes.
-          restart ??= (async () => {
-            await api.kill9();
-            await new Promise((resolve) => setTimeout(resolve, 1000));
-            api = await startService('api', env);
-          })();
-        }
-        await restart;
-        expect(lines).toEqual(Array.from({ length: 40 }, (_, i) => `n ${i + 1}`));
-      } finally {
-        await client.close();
-        await api.stop(15_000);
-      }
+      // Killed: the follow sees its stream cut, then the API unreachable for a while, then resumes.
+      const lines = await followThroughRestart('restart', 80, async (api) => {
+        await api.kill9();
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+      });
+      expect(lines).toEqual(numbered(80));
     },
   );
 
   it.runIf(transport === 'http')(
     'a stopping API ends its followers at once (SIGTERM); the follow resumes on the next one, no line missed or twice',
     async () => {
-      const port = await freePort();
-      const env = { ...stack.env, REDIS_URL: redisUrl, API_PORT: String(port), API_ANONYMOUS: 'loopback' };
-      let api: RunningService = await startService('api', env);
-      const { SandstreamClient } = await import('@sandstream/client');
-      const client = new SandstreamClient({ url: `http://127.0.0.1:${port}` });
-      try {
-        const { jobId } = await client.submit({
-          id: id('rolling'),
-          image: 'debian:bookworm-slim',
-          steps: [{ command: 'sh', args: ['-c', 'for i in $(seq 1 200); do echo r $i; sleep 0.05; done'] }],
-        });
-        const lines: string[] = [];
-        let restart: Promise<void> | undefined;
-        let stateWhenStopped: string | undefined;
-        for await (const item of client.follow(jobId)) {
-          if (item.type !== 'output') continue;
-          lines.push(item.line);
-          // A rolling restart: SIGTERM. Had the API waited for its open streams, it would stop
-          // only once this job's stream ended, that is after the job.
-          restart ??= (async () => {
-            expect(await api.stop(60_000)).toBe(0);
-            stateWhenStopped = (await stack.client.get(jobId))?.state;
-            api = await startService('api', env);
-          })();
-        }
-        await restart;
-        expect(stateWhenStopped).toBe('running');
-        expect(lines).toEqual(Array.from({ length: 200 }, (_, i) => `r ${i + 1}`));
-      } finally {
-        await client.close();
-        await api.stop(15_000);
-      }
+      let stateWhenStopped: string | undefined;
+      // A rolling restart: SIGTERM. Had the API waited for its open streams, it would stop only
+      // once this job's stream ended, that is after the job.
+      const lines = await followThroughRestart('rolling', 200, async (api, jobId) => {
+        expect(await api.stop(60_000)).toBe(0);
+        stateWhenStopped = (await stack.client.get(jobId))?.state;
+      });
+      expect(stateWhenStopped).toBe('running');
+      expect(lines).toEqual(numbered(200));
     },
     90_000,
   );
