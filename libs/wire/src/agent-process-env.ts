@@ -9,9 +9,10 @@
  * user's commands (a threaded build would pay for it): the marker tells the agent it was set for
  * it, and dropAgentOnlyEnv removes both before any step runs.
  */
+const AGENT_ONLY: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '1' };
 export const AGENT_ONLY_ENV: Readonly<Record<string, string>> = {
-  MALLOC_ARENA_MAX: '1',
-  SANDSTREAM_AGENT_ONLY_ENV: 'MALLOC_ARENA_MAX',
+  ...AGENT_ONLY,
+  SANDSTREAM_AGENT_ONLY_ENV: Object.keys(AGENT_ONLY).join(','),
 };
 
 /** Removes what AGENT_ONLY_ENV set (names listed by its marker), so steps inherit none of it. */

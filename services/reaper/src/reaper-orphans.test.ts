@@ -17,20 +17,28 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Reaper } from './reaper.js';
 
-// Sandboxes whose jobs vanished because Redis came back empty: a private redis-server, flushed.
+// One private redis-server for the file (the first suite flushes it), a sandbox root per suite.
+let own: RedisServer;
+let redis: Redis;
+beforeAll(async () => {
+  own = await startRedisServer();
+  redis = new Redis(own.url, { maxRetriesPerRequest: null });
+});
+afterAll(async () => {
+  redis?.disconnect();
+  await own?.stop();
+});
+
+/** A sandbox root of the suite's own, removed after it. */
+function sandboxRoot(prefix: string): string {
+  const root = mkdtempSync(join(tmpdir(), prefix));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  return root;
+}
+
+// Sandboxes whose jobs vanished because Redis came back empty: the private redis-server, flushed.
 describe('reaper: orphaned sandboxes after Redis lost its data', () => {
-  let own: RedisServer;
-  let redis: Redis;
-  const root = mkdtempSync(join(tmpdir(), 'sandstream-orphans-'));
-  beforeAll(async () => {
-    own = await startRedisServer();
-    redis = new Redis(own.url, { maxRetriesPerRequest: null });
-  });
-  afterAll(async () => {
-    redis?.disconnect();
-    await own?.stop();
-    rmSync(root, { recursive: true, force: true });
-  });
+  const root = sandboxRoot('sandstream-orphans-');
 
   it("destroys only this installation's, after the grace, with their processes and directories", async () => {
     const backend = new InProcessBackend({ redis, root });
@@ -88,18 +96,7 @@ describe('reaper: orphaned sandboxes after Redis lost its data', () => {
 
 // Warm pool members have no job record of their own: their pool record vouches for them.
 describe('reaper: warm pool members', () => {
-  let own: RedisServer;
-  let redis: Redis;
-  const root = mkdtempSync(join(tmpdir(), 'sandstream-pool-orphans-'));
-  beforeAll(async () => {
-    own = await startRedisServer();
-    redis = new Redis(own.url, { maxRetriesPerRequest: null });
-  });
-  afterAll(async () => {
-    redis?.disconnect();
-    await own?.stop();
-    rmSync(root, { recursive: true, force: true });
-  });
+  const root = sandboxRoot('sandstream-pool-orphans-');
 
   it('keeps recorded idle members and claimed ones while their job lives; destroys those left unrecorded', async () => {
     const backend = new InProcessBackend({ redis, root });
