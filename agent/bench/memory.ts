@@ -1,6 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { pollUntil } from '@sandstream/test-support';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pollUntil, statusKb } from '@sandstream/test-support';
 import { AGENT_ONLY_ENV } from '@sandstream/wire';
 import {
   childPids,
@@ -31,13 +33,6 @@ export interface MemoryReport {
 
 const mb = (kb: number) => kb / 1024;
 
-function statusKb(pid: number, field: string): number {
-  const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(
-    readFileSync(`/proc/${pid}/status`, 'utf8'),
-  );
-  return match ? Number(match[1]) : Number.NaN;
-}
-
 /** Evicts a file's pages from the page cache (GNU dd: iflag=nocache with count=0 means the whole file). */
 function dropFromPageCache(file: string): void {
   const result = spawnSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
@@ -63,10 +58,11 @@ export async function benchMemory(sizes = [200_000, 1_000_000]): Promise<MemoryR
   console.log(`    baseline: bare node process ${mb(bare).toFixed(1)} MB`);
   const variants: Record<string, MemoryVariantReport> = {};
   const sea = seaCommand();
-  // The single executable twice: with its file in the page cache as found (right after a build:
-  // as written), and evicted first so it is read back from disk. Its file-backed pages are most
-  // of its RSS, and how many a process maps depends on how the file sits in the page cache: as
-  // written by the build, 6-10 MB more than read from disk (docs/benchmarks.md).
+  // The single executable twice: as `--inject` writes it into a sandbox (what every Docker and
+  // Kubernetes sandbox runs), and evicted first so it is read back from disk. Its file-backed
+  // pages are most of its RSS, and how many a process maps depends on how the file sits in the
+  // page cache: the build's own output, written in large writes, maps ~10 MB more
+  // (docs/benchmarks.md; agent/src/inject.ts writes in small ones for that reason).
   const commands: [string, readonly string[] | undefined, (() => void)?][] = [
     ['node dist/main.js', undefined],
   ];
@@ -74,17 +70,28 @@ export async function benchMemory(sizes = [200_000, 1_000_000]): Promise<MemoryR
   // The same bundle the single executable holds, run by an existing node (the in-process backend).
   const bundle = `${binary}.cjs`;
   if (existsSync(bundle)) commands.push(['node dist/sandstream-agent.cjs', [process.execPath, bundle]]);
+  const injected = mkdtempSync(join(tmpdir(), 'bench-mem-inject-'));
   if (existsSync(binary)) {
-    commands.push(['single executable via loader, page cache as found', sea]);
+    const result = spawnSync(sea[0] as string, [...sea.slice(1), '--inject', injected], { stdio: 'inherit' });
+    if (result.status !== 0) throw new Error(`--inject ${injected} exited with ${result.status}`);
+    const lib = join(injected, 'lib');
+    commands.push([
+      'single executable via loader, as --inject wrote it',
+      [join(lib, 'ld-linux-x86-64.so.2'), '--library-path', lib, join(injected, 'sandstream-agent')],
+    ]);
     commands.push([
       'single executable via loader, read back from disk',
       sea,
       () => dropFromPageCache(binary),
     ]);
   } else console.log('    (single executable not built: npm run build -w @sandstream/agent)');
-  for (const [name, command, before] of commands) {
-    before?.();
-    variants[name] = await measureOne(name, command, sizes);
+  try {
+    for (const [name, command, before] of commands) {
+      before?.();
+      variants[name] = await measureOne(name, command, sizes);
+    }
+  } finally {
+    rmSync(injected, { recursive: true, force: true });
   }
   return { bareNodeMb: mb(bare), variants };
 }

@@ -1,11 +1,12 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { pollUntil, statusKb } from '@sandstream/test-support';
 import { EVENT_FIELD, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +19,7 @@ import {
   locateAgentFiles,
   type ProcessFacts,
 } from './inject.js';
+import { deleteKeys, startAgent, stopAgent } from './testing/agent-harness.js';
 
 const run = promisify(execFile);
 const sha256 = async (path: string) =>
@@ -214,5 +216,37 @@ describe('single executable --inject', () => {
     } finally {
       await redis.unlink(keys.in, keys.events, keys.results, keys.heartbeat, keys.control);
     }
+  }, 90_000);
+
+  it('writes the executable so that it maps no more file pages than the same file read back from disk', async () => {
+    // A file's page-cache folios are sized by the writes that made it, and a process maps a
+    // folio whole: the executable copied in large writes costs the agent megabytes of RSS that
+    // the same file read back from disk does not (inject.ts, COPY_CHUNK_BYTES).
+    const injected = join(root, 'small-writes');
+    await run(join(lib, LOADER_NAME), ['--library-path', lib, built, '--inject', injected]);
+    const readBack = join(root, 'read-back');
+    await mkdir(readBack);
+    await copyFile(built, join(readBack, AGENT_BINARY_NAME));
+    await chmod(join(readBack, AGENT_BINARY_NAME), 0o755);
+    // GNU dd: iflag=nocache with count=0 evicts the whole (unmapped) file from the page cache.
+    await run('dd', [`if=${join(readBack, AGENT_BINARY_NAME)}`, 'iflag=nocache', 'count=0', 'status=none']);
+
+    const idleFileKb = async (binary: string) => {
+      const agent = startAgent({ command: [join(lib, LOADER_NAME), '--library-path', lib, binary] });
+      try {
+        await pollUntil('the first heartbeat', async () => (await redis.exists(agent.keys.heartbeat)) === 1, {
+          timeoutMs: 20_000,
+        });
+        // What the boot touched is mapped by now; the rest of an idle second adds little.
+        await new Promise((r) => setTimeout(r, 1_000));
+        return statusKb(agent.child.pid as number, 'RssFile');
+      } finally {
+        await stopAgent(agent);
+        await deleteKeys(redis, agent.keys);
+      }
+    };
+    const fromDisk = await idleFileKb(join(readBack, AGENT_BINARY_NAME));
+    const asInjected = await idleFileKb(join(injected, AGENT_BINARY_NAME));
+    expect(asInjected).toBeLessThan(fromDisk + 1024);
   }, 90_000);
 });

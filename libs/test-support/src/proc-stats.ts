@@ -66,7 +66,8 @@ export function peakRssKb(pid: number): number {
   return statusKb(pid, 'VmHWM');
 }
 
-function statusKb(pid: number, field: string): number {
+/** A kB field of /proc/<pid>/status (VmRSS, VmHWM, RssAnon, RssFile, …). */
+export function statusKb(pid: number, field: string): number {
   const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(
     readFileSync(`/proc/${pid}/status`, 'utf8'),
   );
