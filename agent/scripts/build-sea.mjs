@@ -8,7 +8,7 @@
  *                              the in-process backend and the package's bin); one file loads in
  *                              less memory than the compiled modules (docs/benchmarks.md)
  *   dist/runtime/lib/          ld-linux-x86-64.so.2 and every library `ldd` says the binary needs,
- *                              plus sandstream-spawner (native/spawner.c, static: build-spawner.mjs)
+ *                              plus sandstream-spawner and sandstream-sea-release.node (native/: build-native.mjs)
  *
  * Steps: esbuild bundles the entry into one CommonJS file (Node 20's SEA only runs CommonJS and
  * can only `require` builtins), `node --experimental-sea-config` turns it into a blob, and
@@ -30,7 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
 import postject from 'postject';
-import { buildSpawner, SPAWNER_NAME } from './build-spawner.mjs';
+import { buildSeaRelease, buildSpawner, SEA_RELEASE_NAME, SPAWNER_NAME } from './build-native.mjs';
 
 // The sentinel Node's SEA support looks for; postject flips its trailing ":0" to ":1".
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
@@ -262,8 +262,13 @@ async function main() {
   await timed('executable', () => makeExecutable(blobPath));
   const libs = await timed('libs', () => copyRuntime(out));
   // After copyRuntime, which empties the directory: the helper lives beside the libraries.
-  await timed('spawner', () => buildSpawner(join(runtimeLib, SPAWNER_NAME)));
-  libs.push(SPAWNER_NAME);
+  await timed('native', () =>
+    Promise.all([
+      buildSpawner(join(runtimeLib, SPAWNER_NAME)),
+      buildSeaRelease(join(runtimeLib, SEA_RELEASE_NAME)),
+    ]),
+  );
+  libs.push(SPAWNER_NAME, SEA_RELEASE_NAME);
   const size = (await stat(out)).size;
   log(
     `${relative(process.cwd(), out)} (${(size / 1024 / 1024).toFixed(1)} MiB) + ` +

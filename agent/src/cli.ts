@@ -22,6 +22,7 @@ import { DeferredLauncher } from './process/deferred-launcher.js';
 import type { ProcessLauncher } from './process/launcher.js';
 import { locateSpawner } from './process/locate-spawner.js';
 import { NodeLauncher } from './process/node-launcher.js';
+import { releaseStartupBlob } from './process/release-startup-blob.js';
 import { SpawnerLauncher } from './process/spawner-launcher.js';
 import { closeNow, openConnections } from './redis-connections.js';
 import { createStepExecutor, type StepExecutor } from './steps/execute-step.js';
@@ -79,6 +80,8 @@ async function runPoolMember(config: RunConfig, log: Logger): Promise<number> {
   let launcher: ProcessLauncher;
   try {
     launcher = await createLauncher(locateSpawner(config.spawner), log);
+    // A member idles until its claim: the blob's pages are given back before that, not after.
+    releaseStartupBlob(log);
   } catch (err) {
     offStop();
     log.error(`invalid configuration: ${(err as Error).message}`);
@@ -205,7 +208,10 @@ async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher)
     notifyStream: config.notifyStream,
     notifyStreamMaxLength: config.notifyStreamMaxLength,
     logArchiveHighWater: config.logArchive ? config.logArchiveHighWater : undefined,
-    onStarted: () => void launcher.start(),
+    onStarted: () => {
+      void launcher.start();
+      releaseStartupBlob(log);
+    },
   });
 
   let signalled = false;

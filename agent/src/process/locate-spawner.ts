@@ -34,7 +34,8 @@ function isExecutableFile(path: string): boolean {
 }
 
 /**
- * Where the spawner can be, most specific first:
+ * Where a file of the runtime's lib directory (the spawner, the blob release) can be, most
+ * specific first:
  *
  * - started through the bundled loader (`/shared/lib/ld-linux-x86-64.so.2 … /shared/sandstream-agent`):
  *   the loader's own directory, which is the runtime's lib directory;
@@ -43,14 +44,18 @@ function isExecutableFile(path: string): boolean {
  * - `node dist/…`: `runtime/lib/` in the code's directory or its parent (dist/ for the bundle,
  *   dist/process/ for the compiled modules).
  */
-export function spawnerCandidates(facts: SpawnerSearchFacts): string[] {
+export function runtimeFileCandidates(facts: SpawnerSearchFacts, fileName: string): string[] {
   const dirs: string[] = [];
   if (isDynamicLoader(facts.execPath)) dirs.push(dirname(facts.execPath));
   const programs = [facts.execPath, resolve(facts.cwd, facts.argv0)];
   for (const program of programs)
     dirs.push(join(dirname(program), 'lib'), join(dirname(program), 'runtime', 'lib'));
   dirs.push(join(facts.codeDir, 'runtime', 'lib'), join(facts.codeDir, '..', 'runtime', 'lib'));
-  return [...new Set(dirs.map((d) => join(d, SPAWNER_NAME)))];
+  return [...new Set(dirs.map((d) => join(d, fileName)))];
+}
+
+export function spawnerCandidates(facts: SpawnerSearchFacts): string[] {
+  return runtimeFileCandidates(facts, SPAWNER_NAME);
 }
 
 /**
