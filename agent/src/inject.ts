@@ -129,8 +129,11 @@ const EXEC_MODE = 0o755;
  */
 const COPY_CHUNK_BYTES = 16 * 1024;
 
-/** Copies `source` to a new file `destination` in COPY_CHUNK_BYTES writes. */
-function copyInSmallWrites(source: string, destination: string): void {
+/**
+ * Copies `source` to a new file `destination` in COPY_CHUNK_BYTES writes (also the build's last
+ * step, scripts/build-sea.mjs, so an agent run from agent/dist maps as little).
+ */
+export function copyInSmallWrites(source: string, destination: string): void {
   const buffer = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
   const from = openSync(source, 'r');
   try {
