@@ -140,6 +140,37 @@ describe('PoolKeeper', () => {
     expect((await second.of('b')).length).toBe(1);
   }, 30_000);
 
+  it('reads every member once per pass, however many pools there are', async () => {
+    const yaml = `templates:\n${POOL('a', 1, 1)}${POOL('b', 1, 1)}${POOL('c', 1, 1)}${POOL('d', 1, 1)}`;
+    const { keys, keeper, of } = await setup(yaml);
+    keeper.start();
+    await expect
+      .poll(async () => (await Promise.all(['a', 'b', 'c', 'd'].map((p) => of(p, 'ready')))).flat().length, {
+        timeout: 30_000,
+      })
+      .toBe(4);
+    await keeper.stop();
+    // Redis' own record of what one pass sent, this namespace's commands only (the Redis is shared).
+    const monitor = await redis.duplicate().monitor();
+    const sent: string[][] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (args.some((a) => a.includes(keys.namespace))) sent.push(args);
+    });
+    try {
+      // The pools' locks of the last pass may still hold: wait them out, then one pass.
+      await new Promise((r) => setTimeout(r, 150));
+      await keeper.tend();
+      await redis.ping(); // MONITOR delivers in order: everything of the pass came before this
+      await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      monitor.disconnect();
+    }
+    const named = (command: string) => sent.filter((args) => args[0]?.toLowerCase() === command);
+    expect(named('set').filter((args) => args[1]?.includes(':pool:')).length).toBe(4);
+    expect(named('hgetall').length).toBe(1);
+    expect(named('exists').length).toBe(4);
+  }, 60_000);
+
   it('starts no more members at once than its refill concurrency', async () => {
     const { keeper, of } = await setup(`templates:\n${POOL('node', 4, 4)}`, { refillConcurrency: 1 });
     await keeper.tend();

@@ -74,40 +74,71 @@ export class PoolKeeper {
     return this.options.capacity ?? pools.reduce((sum, p) => sum + p.min, 0);
   }
 
-  /** One pass over every pool. */
+  /**
+   * One pass over every pool, in a fixed number of round trips whatever the pools' sizes: the
+   * pools' locks together, one read of every member, every ready member's heartbeat together;
+   * then only the changes (retirements, reservations) cost a round trip each.
+   */
   async tend(): Promise<void> {
     const pools = this.options.source.pools();
     const declared = new Map(pools.map((p) => [p.name, p]));
+    // Locks first, then the read: what this pass plans for a pool is read after no other
+    // replica can plan that pool any more (their changes came before our lock).
+    const planned = await this.lockPools(pools);
     const all = await this.options.store.all();
     const unclaimed = all.filter((m) => m.state !== 'claimed');
-    const now = Date.now();
+    const unfit = await this.unfit(unclaimed, declared, Date.now());
+    for (const [member, why] of unfit) await this.options.members.retire(member, why, member.state);
+    const byPool = new Map<string, PoolMember[]>();
     for (const member of unclaimed) {
-      const why = await this.unfit(member, declared, now);
-      if (why) await this.options.members.retire(member, why, member.state);
+      if (unfit.has(member)) continue;
+      byPool.set(member.pool, [...(byPool.get(member.pool) ?? []), member]);
     }
     const capacity = this.capacity(pools);
-    for (const pool of pools) await this.tendPool(pool, capacity);
+    for (const pool of planned) await this.tendPool(pool, capacity, byPool.get(pool.name) ?? []);
   }
 
-  private async unfit(member: PoolMember, declared: Map<string, DeclaredPool>, now: number) {
-    if (!declared.has(member.pool)) return 'pool no longer declared';
-    if (member.state === 'starting' && member.readyBy < now) return 'not ready by its deadline';
-    if (member.state === 'ready') {
-      const heartbeat = this.options.keys.sandbox(member.id).heartbeat;
-      if ((await this.options.redis.exists(heartbeat)) === 0) return 'agent stopped heart-beating';
+  /**
+   * The pools this replica plans in this pass: one planner per pool per interval, across
+   * replicas. A lock is never deleted, only left to lapse: deleting it could free another
+   * replica's. Should a pass outlast it, two planners may both start members, within max and the
+   * capacity still (the reservation checks both).
+   */
+  private async lockPools(pools: DeclaredPool[]): Promise<DeclaredPool[]> {
+    const { redis, keys, intervalMs } = this.options;
+    const taken = await Promise.all(
+      pools.map((pool) => redis.set(keys.lock(`pool:${pool.name}`), '1', 'PX', intervalMs, 'NX')),
+    );
+    return pools.filter((_, i) => taken[i] === 'OK');
+  }
+
+  /** Members to retire, and why; every ready member's heartbeat is checked in one round trip. */
+  private async unfit(
+    members: PoolMember[],
+    declared: Map<string, DeclaredPool>,
+    now: number,
+  ): Promise<Map<PoolMember, string>> {
+    const { redis, keys } = this.options;
+    const unfit = new Map<PoolMember, string>();
+    const ready: PoolMember[] = [];
+    for (const member of members) {
+      if (!declared.has(member.pool)) unfit.set(member, 'pool no longer declared');
+      else if (member.state === 'starting' && member.readyBy < now)
+        unfit.set(member, 'not ready by its deadline');
+      else if (member.state === 'ready') ready.push(member);
     }
-    return undefined;
+    // Sent together (not awaited one by one): one round trip on a single node and on a Cluster.
+    const alive = await Promise.all(ready.map((m) => redis.exists(keys.sandbox(m.id).heartbeat)));
+    ready.forEach((member, i) => {
+      if (alive[i] === 0) unfit.set(member, 'agent stopped heart-beating');
+    });
+    return unfit;
   }
 
-  private async tendPool(pool: DeclaredPool, capacity: number): Promise<void> {
-    const { redis, keys, store, members } = this.options;
-    // One planner per pool per interval, across replicas. The lock is never deleted, only left to
-    // lapse: deleting it could free another replica's. Should a pass outlast it, two planners
-    // may both start members, within max and the capacity still (the reservation checks both).
-    const lock = keys.lock(`pool:${pool.name}`);
-    if ((await redis.set(lock, '1', 'PX', this.options.intervalMs, 'NX')) !== 'OK') return;
+  /** Plans one pool whose lock this replica holds, from its unclaimed members read this pass. */
+  private async tendPool(pool: DeclaredPool, capacity: number, mine: PoolMember[]): Promise<void> {
+    const { members } = this.options;
     const hash = poolSpecHash(pool);
-    const mine = (await store.all()).filter((m) => m.pool === pool.name && m.state !== 'claimed');
     const current = mine.filter((m) => m.specHash === hash);
     const stale = mine.filter((m) => m.specHash !== hash);
     const currentReady = current.filter((m) => m.state === 'ready');
