@@ -1,7 +1,7 @@
 import { test } from '@sandstream/test-support/vitest';
 import type { StepEvent } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   type AgentProcess,
   childPids,
@@ -18,18 +18,9 @@ import {
   testClient,
   waitDead,
 } from './testing/agent-harness.js';
+import { useTestRedis } from './testing/test-redis.js';
 
-let redis: Redis;
-const cleanups: (() => Promise<unknown>)[] = [];
-
-beforeAll(() => {
-  redis = testClient();
-});
-
-afterAll(async () => {
-  for (const cleanup of cleanups) await cleanup().catch(() => {});
-  redis.disconnect();
-});
+const { redis, cleanups } = useTestRedis();
 
 /** Waits for the first stdout line of a step and returns it (the step prints its pids first). */
 async function firstLine(keys: Parameters<typeof readEvents>[1], stepId: string): Promise<string> {

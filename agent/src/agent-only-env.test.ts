@@ -1,6 +1,5 @@
 import { AGENT_ONLY_ENV } from '@sandstream/wire';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   deleteKeys,
   popResult,
@@ -8,22 +7,19 @@ import {
   readEvents,
   startAgent,
   stopAgent,
-  testClient,
   uniqueJobId,
 } from './testing/agent-harness.js';
+import { useTestRedis } from './testing/test-redis.js';
 
 // The backends start the agent with AGENT_ONLY_ENV (one malloc arena, for its memory goal); the
 // user's commands must not inherit it, while a step that sets the same variable itself keeps it.
-let redis: Redis;
-beforeAll(() => {
-  redis = testClient();
-});
-afterAll(() => redis.disconnect());
+const { redis } = useTestRedis();
 
 describe('variables set for the agent alone', () => {
   it('do not reach a step; a step that sets one itself keeps its value', async () => {
     const agent = startAgent({ jobId: uniqueJobId('agent-only-env'), env: { ...AGENT_ONLY_ENV } });
     try {
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, for sh -c
       const script = 'echo "arena=${MALLOC_ARENA_MAX:-unset} marker=${SANDSTREAM_AGENT_ONLY_ENV:-unset}"';
       await pushStep(redis, agent.keys, {
         schemaVersion: 1,

@@ -1,7 +1,6 @@
 import { freePort } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   deleteKeys,
   POLL,
@@ -10,21 +9,11 @@ import {
   readEvents,
   startAgent,
   stopAgent,
-  testClient,
   uniqueJobId,
 } from './testing/agent-harness.js';
+import { useTestRedis } from './testing/test-redis.js';
 
-let redis: Redis;
-const cleanups: (() => Promise<unknown>)[] = [];
-
-beforeAll(() => {
-  redis = testClient();
-});
-
-afterAll(async () => {
-  for (const cleanup of cleanups) await cleanup().catch(() => {});
-  redis.disconnect();
-});
+const { redis, cleanups } = useTestRedis();
 
 describe('a warm pool member (--await-claim)', () => {
   it('heart-beats as the member, then runs steps as the job it is claimed for, with the claim env', async () => {

@@ -1,7 +1,6 @@
 import { RedisServer } from '@sandstream/test-support';
 import type { StepEvent } from '@sandstream/wire';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   deleteKeys,
   POLL,
@@ -13,22 +12,13 @@ import {
   uniqueJobId,
 } from './testing/agent-harness.js';
 import { archivingReader } from './testing/archiving-reader.js';
+import { useTestRedis } from './testing/test-redis.js';
 
 /**
  * The agent with --log-archive: the events stream stays below the high water mark by slowing
  * the step down, never by dropping, and every line reaches whoever archives the stream.
  */
-let redis: Redis;
-const cleanups: (() => Promise<unknown>)[] = [];
-
-beforeAll(() => {
-  redis = testClient();
-});
-
-afterAll(async () => {
-  for (const cleanup of cleanups) await cleanup().catch(() => {});
-  redis.disconnect();
-});
+const { redis, cleanups } = useTestRedis();
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

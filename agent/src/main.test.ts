@@ -4,8 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { decodeCompletionNotice, Limits, sandboxKeys } from '@sandstream/wire';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   deleteKeys,
   POLL,
@@ -15,22 +14,12 @@ import {
   startAgent,
   stopAgent,
   takeResult,
-  testClient,
   uniqueJobId,
 } from './testing/agent-harness.js';
+import { useTestRedis } from './testing/test-redis.js';
 
 const exec = promisify(execFile);
-let redis: Redis;
-const cleanups: (() => Promise<unknown>)[] = [];
-
-beforeAll(() => {
-  redis = testClient();
-});
-
-afterAll(async () => {
-  for (const cleanup of cleanups) await cleanup().catch(() => {});
-  redis.disconnect();
-});
+const { redis, cleanups } = useTestRedis();
 
 /** The two smoke-test steps of seeds/000, verbatim (newlines and all). */
 const SEED_ECHO = `{

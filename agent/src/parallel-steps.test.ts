@@ -2,8 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { StepInput, StepResult } from '@sandstream/wire';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   type AgentProcess,
   deleteKeys,
@@ -14,22 +13,12 @@ import {
   readEvents,
   startAgent,
   stopAgent,
-  testClient,
 } from './testing/agent-harness.js';
+import { useTestRedis } from './testing/test-redis.js';
 
 // Steps marked `parallel` (the commands of a live sandbox) run side by side; raw steps keep FIFO.
 
-let redis: Redis;
-const cleanups: (() => Promise<unknown>)[] = [];
-
-beforeAll(() => {
-  redis = testClient();
-});
-
-afterAll(async () => {
-  for (const cleanup of cleanups) await cleanup().catch(() => {});
-  redis.disconnect();
-});
+const { redis, cleanups } = useTestRedis();
 
 function agent(extraArgs: string[] = []): AgentProcess {
   const workdir = mkdtempSync(join(tmpdir(), 'sandstream-parallel-'));
