@@ -1,4 +1,4 @@
-import { ApiKeyStore } from '@sandstream/bus';
+import { ApiKeyStore, queueConnection } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import { TemplateRegistry } from '@sandstream/sandbox';
 import { runService } from '@sandstream/service-kit';
@@ -30,10 +30,12 @@ runService({
     const templates = env.SANDSTREAM_TEMPLATES_FILE
       ? await TemplateRegistry.open({ path: env.SANDSTREAM_TEMPLATES_FILE })
       : undefined;
+    const queueRedis = queueConnection(redis);
     const app = await buildApi(
       {
         client,
         redis,
+        queueRedis,
         keys,
         principals: new Principals({
           store: apiKeys,
@@ -52,6 +54,9 @@ runService({
     // Open streams (SSE, shells) end with the server: their clients reconnect to another replica.
     onShutdown('http server', () => app.close());
     onShutdown('sdk client', () => client.close());
+    onShutdown('queue connection', async () => {
+      queueRedis.disconnect();
+    });
     onShutdown('templates', async () => templates?.close());
     return {
       checks: { http: async () => app.server.listening },
