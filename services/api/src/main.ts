@@ -10,8 +10,11 @@ runService({
   name: 'api',
   env: ApiEnvSchema,
   waitForRedis: true,
-  // Many requests at once each send a command or two: batched into one write per tick.
-  redis: { overrides: { enableAutoPipelining: true } },
+  // Many requests at once each send a command or two: batched into one write per tick. Lua
+  // scripts (EVALSHA) go out at once instead: each is a step a request waits on (an exec's push,
+  // a job's creation), and auto-pipelining holds it until the end of the event-loop turn; the
+  // rate limiter already counts a turn's requests in one call (rate-limiter.ts).
+  redis: { overrides: { enableAutoPipelining: true, autoPipeliningIgnoredCommands: ['evalsha'] } },
   async start({ env, logger, keys, redis, onShutdown }) {
     // The SDK is the API's only way to the other services: the same Redis transport a
     // TypeScript caller uses, so the two cannot drift apart.
