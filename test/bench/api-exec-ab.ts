@@ -1,7 +1,7 @@
 /**
  * Part 1 of api.bench.ts (exec(['true']) over HTTP against the SDK) for several API builds at
  * once, so that two builds are compared within one run: on this two-core machine the SDK's own
- * p50 moves by 40 % from one run to the next (1.65–2.41 ms in ten consecutive runs), and the HTTP
+ * p50 moves by 40 % from one run to the next (1.64–2.41 ms in 18 consecutive runs), and the HTTP
  * figure with it, which hides a change of 0.1 ms between runs of one build and then the other.
  * Here each iteration runs the SDK's exec, then the same exec and GET /v1/pools through every
  * API process in turn (the order rotating), all on one stack and one sandbox.
