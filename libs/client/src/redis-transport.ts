@@ -10,6 +10,7 @@ import {
   type JobsPayload,
   type KeySpace,
   QueueNames,
+  queueConnection,
   type RedisClient,
   SandboxCommands,
   type StoredSpec,
@@ -49,6 +50,8 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
   private queue: Queue<JobsPayload> | undefined;
   private presence: SchedulerPresence | undefined;
   private cancels: Queue<CancelRequestPayload> | undefined;
+  /** The queues' own connection (opened with the first queue): see queueConnection(). */
+  private queueRedis: RedisClient | undefined;
 
   constructor(options: RedisTransportOptions) {
     this.ownsRedis = options.redis === undefined;
@@ -77,7 +80,7 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
   private jobsQueue(): Queue<JobsPayload> {
     if (!this.queue) {
       this.queue = new Queue<JobsPayload>(QueueNames.jobs, {
-        connection: this.redis,
+        connection: this.queueConnection(),
         prefix: this.keys.bullPrefix,
         defaultJobOptions: DefaultJobOptions,
       });
@@ -89,10 +92,15 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
     return this.queue;
   }
 
+  private queueConnection(): RedisClient {
+    this.queueRedis ??= queueConnection(this.redis);
+    return this.queueRedis;
+  }
+
   private cancelQueue(): Queue<CancelRequestPayload> {
     if (!this.cancels) {
       this.cancels = new Queue<CancelRequestPayload>(QueueNames.dispatchCancel, {
-        connection: this.redis,
+        connection: this.queueConnection(),
         prefix: this.keys.bullPrefix,
       });
       // As for the jobs queue: connection errors reach the caller as rejected calls already.
@@ -136,6 +144,7 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
   async close(): Promise<void> {
     this.readers.close();
     await Promise.all([this.queue?.close(), this.cancels?.close()]);
+    this.queueRedis?.disconnect();
     if (this.ownsRedis) await this.redis.quit();
   }
 }

@@ -7,6 +7,8 @@ import type { Principals } from './principal.js';
 export interface ApiContext {
   client: SandstreamClient;
   redis: RedisClient;
+  /** For BullMQ queues (the catalog's figures, the dashboard), apart from `redis`: queueConnection(). */
+  queueRedis: RedisClient;
   keys: KeySpace;
   principals: Principals;
   /** The operator's templates file, when there is one (GET /v1/templates). */

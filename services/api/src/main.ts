@@ -1,4 +1,4 @@
-import { ApiKeyStore } from '@sandstream/bus';
+import { ApiKeyStore, queueConnection } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import { TemplateRegistry } from '@sandstream/sandbox';
 import { runService } from '@sandstream/service-kit';
@@ -10,8 +10,11 @@ runService({
   name: 'api',
   env: ApiEnvSchema,
   waitForRedis: true,
-  // Many requests at once each send a command or two: batched into one write per tick.
-  redis: { overrides: { enableAutoPipelining: true } },
+  // Many requests at once each send a command or two: batched into one write per tick. Lua
+  // scripts (EVALSHA) go out at once instead: each is a step a request waits on (an exec's push,
+  // a job's creation), and auto-pipelining holds it until the end of the event-loop turn; the
+  // rate limiter already counts a turn's requests in one call (rate-limiter.ts).
+  redis: { overrides: { enableAutoPipelining: true, autoPipeliningIgnoredCommands: ['evalsha'] } },
   async start({ env, logger, keys, redis, onShutdown }) {
     // The SDK is the API's only way to the other services: the same Redis transport a
     // TypeScript caller uses, so the two cannot drift apart.
@@ -30,10 +33,12 @@ runService({
     const templates = env.SANDSTREAM_TEMPLATES_FILE
       ? await TemplateRegistry.open({ path: env.SANDSTREAM_TEMPLATES_FILE })
       : undefined;
+    const queueRedis = queueConnection(redis);
     const app = await buildApi(
       {
         client,
         redis,
+        queueRedis,
         keys,
         principals: new Principals({
           store: apiKeys,
@@ -52,6 +57,9 @@ runService({
     // Open streams (SSE, shells) end with the server: their clients reconnect to another replica.
     onShutdown('http server', () => app.close());
     onShutdown('sdk client', () => client.close());
+    onShutdown('queue connection', async () => {
+      queueRedis.disconnect();
+    });
     onShutdown('templates', async () => templates?.close());
     return {
       checks: { http: async () => app.server.listening },

@@ -1,4 +1,5 @@
 import { context, propagation, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { tracingEnabled } from '@sandstream/telemetry';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TraceLinks } from './trace-links.js';
 
@@ -15,11 +16,14 @@ const tracer = trace.getTracer('sandstream-api');
  * it sends `traceparent`, and the handler runs inside it: the SDK's submit span is its child and
  * its context travels in the job or sandbox spec, so every service's spans for a job created
  * through the API join the request's trace. Requests on an existing job or sandbox carry its id
- * (`sandstream.job.id`) and a link to its trace (trace-links.ts). A no-op tracer when telemetry is
- * off.
+ * (`sandstream.job.id`) and a link to its trace (trace-links.ts). With telemetry off (decided
+ * before the API is built: runService starts it first) no hook is added at all: every span would
+ * be a no-op, and each hook is one more step in every request's way through Fastify (the exec
+ * round trip over HTTP, docs/benchmarks.md).
  */
 export function traceRequests(app: FastifyInstance, links: TraceLinks): void {
   app.decorateRequest('span', undefined);
+  if (!tracingEnabled()) return;
   app.addHook('onRequest', async (request) => {
     const parent = propagation.extract(context.active(), request.headers);
     const route = request.routeOptions.url ?? 'unknown route';

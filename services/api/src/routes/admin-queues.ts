@@ -14,7 +14,7 @@ export const ADMIN_QUEUES_PATH = '/admin/queues';
 export function adminQueueRoutes(ctx: ApiContext): FastifyPluginAsync {
   return async (app) => {
     const queues = Object.values(QueueNames).map(
-      (name) => new Queue(name, { connection: ctx.redis, prefix: ctx.keys.bullPrefix }),
+      (name) => new Queue(name, { connection: ctx.queueRedis, prefix: ctx.keys.bullPrefix }),
     );
     for (const queue of queues) queue.on('error', () => {});
     const board = new FastifyAdapter();

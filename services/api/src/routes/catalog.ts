@@ -31,7 +31,7 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
   return async (app) => {
     const tags = ['catalog'];
     const queues = Object.values(QueueNames).map(
-      (name) => new Queue(name, { connection: ctx.redis, prefix: ctx.keys.bullPrefix }),
+      (name) => new Queue(name, { connection: ctx.queueRedis, prefix: ctx.keys.bullPrefix }),
     );
     const pools = new WarmPoolStore(ctx.redis, ctx.keys);
     for (const queue of queues) queue.on('error', () => {}); // reaches the caller as a failed request
