@@ -1,5 +1,6 @@
 export * from './agent-announcements.js';
 export * from './api-keys.js';
+export * from './api-problem.js';
 export * from './bus-lua.js';
 export * from './cancel-request.js';
 export * from './cluster-agent-route.js';

@@ -1,4 +1,4 @@
-import { JobSpecError, SandboxSpecError } from '@sandstream/bus';
+import { ApiProblemSchema, JobSpecError, SandboxSpecError } from '@sandstream/bus';
 import {
   CommandCancelledError,
   JobNotFoundError,
@@ -14,26 +14,10 @@ import {
 import { describeIssue, formatPath } from '@sandstream/wire';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { z } from 'zod';
+import type { z } from 'zod';
 
-/**
- * Errors as RFC 9457 problem details (`application/problem+json`): a stable `type` per kind of
- * problem, the HTTP status, a `detail` worded as the CLI words it, and for a refused request
- * every broken rule with the field it concerns.
- */
-export const ProblemSchema = z
-  .object({
-    type: z.string().describe('urn:sandstream:problem:<kind>'),
-    title: z.string(),
-    status: z.number().int(),
-    detail: z.string(),
-    instance: z.string().optional(),
-    errors: z
-      .array(z.object({ field: z.string(), rule: z.string() }))
-      .optional()
-      .describe('each broken rule of a refused request, with the field it concerns'),
-  })
-  .meta({ id: 'Problem' });
+/** Errors as RFC 9457 problem details (libs/bus, ApiProblemSchema), named for the OpenAPI document. */
+export const ProblemSchema = ApiProblemSchema.meta({ id: 'Problem' });
 export type Problem = z.infer<typeof ProblemSchema>;
 
 /** An error the routes throw on purpose, with its status and kind. */

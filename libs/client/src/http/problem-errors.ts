@@ -1,5 +1,5 @@
-import { JobSpecError, SandboxSpecError, SandboxStateSchema } from '@sandstream/bus';
-import { z } from 'zod';
+import { ApiProblemSchema, JobSpecError, SandboxSpecError, SandboxStateSchema } from '@sandstream/bus';
+import type { z } from 'zod';
 import { SandstreamOptionsError } from '../client-options.js';
 import { JobNotFoundError } from '../job-not-found.js';
 import {
@@ -12,14 +12,11 @@ import {
   SandboxTimeoutError,
 } from '../sandbox-errors.js';
 
-/** An `application/problem+json` body (RFC 9457) as services/api writes it. */
-export const ProblemBodySchema = z.object({
-  type: z.string(),
-  title: z.string().optional(),
-  status: z.number().int(),
-  detail: z.string(),
-  errors: z.array(z.object({ field: z.string(), rule: z.string() })).optional(),
-});
+/**
+ * An `application/problem+json` body as services/api writes it (ApiProblemSchema), read
+ * leniently where a proxy's problem in between may differ: without a title.
+ */
+export const ProblemBodySchema = ApiProblemSchema.partial({ title: true });
 export type ProblemBody = z.infer<typeof ProblemBodySchema>;
 
 /**

@@ -1,0 +1,21 @@
+import { z } from 'zod';
+
+/**
+ * An error of the HTTP API as RFC 9457 problem details (`application/problem+json`): a stable
+ * `type` per kind of problem, the HTTP status, a `detail` worded as the CLI words it, and for a
+ * refused request every broken rule with the field it concerns. One definition for both ends:
+ * services/api writes it (and documents it in its OpenAPI), the SDK's HTTP transport reads it
+ * back into its own error classes.
+ */
+export const ApiProblemSchema = z.object({
+  type: z.string().describe('urn:sandstream:problem:<kind>'),
+  title: z.string(),
+  status: z.number().int(),
+  detail: z.string(),
+  instance: z.string().optional(),
+  errors: z
+    .array(z.object({ field: z.string(), rule: z.string() }))
+    .optional()
+    .describe('each broken rule of a refused request, with the field it concerns'),
+});
+export type ApiProblem = z.infer<typeof ApiProblemSchema>;
