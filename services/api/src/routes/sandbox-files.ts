@@ -29,7 +29,8 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
   return async (app) => {
     const tags = ['sandbox files'];
     requireAccess(app, 'sandbox');
-    const files = async (_request: unknown, id: string) => ctx.client.sandboxes.handle(id).files;
+    // The route's id was checked before the handler (requireAccess).
+    const files = (id: string) => ctx.client.sandboxes.handle(id).files;
 
     app.get(
       '/:id/fs',
@@ -44,7 +45,7 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        const content = await (await files(request, request.params.id)).read(request.query.path);
+        const content = await files(request.params.id).read(request.query.path);
         return reply
           .type('text/plain; charset=utf-8')
           .serializer((s: string) => s)
@@ -74,7 +75,7 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
             'the body must be text/plain or application/octet-stream',
           );
         }
-        const bytesWritten = await (await files(request, request.params.id)).write(
+        const bytesWritten = await files(request.params.id).write(
           request.query.path,
           typeof body === 'string' ? body : new Uint8Array(body),
           request.query.mode !== undefined ? { mode: request.query.mode } : {},
@@ -96,7 +97,7 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
       },
       async (request) => {
         const { path, maxDepth, maxEntries } = request.query;
-        return (await files(request, request.params.id)).list(path, {
+        return files(request.params.id).list(path, {
           ...(maxDepth !== undefined ? { maxDepth } : {}),
           ...(maxEntries !== undefined ? { maxEntries } : {}),
         });
@@ -117,7 +118,7 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
       async (request) => {
         const { pattern, ...options } = request.query;
         const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
-        return (await files(request, request.params.id)).grep(pattern, defined);
+        return files(request.params.id).grep(pattern, defined);
       },
     );
 
@@ -138,7 +139,7 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         if (typeof (tar as { pipe?: unknown })?.pipe !== 'function') {
           throw new HttpProblem(415, 'unsupported-media-type', 'the body must be application/x-tar');
         }
-        const sandboxFiles = await files(request, request.params.id);
+        const sandboxFiles = files(request.params.id);
         return sandboxFiles.upload(tar, request.query.path, {
           ...(request.query.maxBytes !== undefined ? { maxBytes: request.query.maxBytes } : {}),
         });
@@ -158,7 +159,7 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        const sandboxFiles = await files(request, request.params.id);
+        const sandboxFiles = files(request.params.id);
         const tar = sandboxFiles.download(request.query.path, {
           ...(request.query.maxBytes !== undefined ? { maxBytes: request.query.maxBytes } : {}),
         });

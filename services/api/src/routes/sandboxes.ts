@@ -56,7 +56,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
     const sandboxes = ctx.client.sandboxes;
     requireAccess(app, 'sandbox');
     // The route's id was checked before the handler (requireAccess).
-    const owned = async (_request: unknown, id: string) => sandboxes.handle(id);
+    const owned = (id: string) => sandboxes.handle(id);
     const record = async (id: string): Promise<SandboxRecord> => {
       const found = await sandboxes.get(id);
       if (!found) throw notFound(`sandbox ${id}`);
@@ -135,10 +135,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           response: { 200: SandboxResponse, ...problems },
         },
       },
-      async (request) => {
-        await owned(request, request.params.id);
-        return record(request.params.id);
-      },
+      async (request) => record(request.params.id),
     );
 
     app.delete(
@@ -151,10 +148,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           response: { 200: SandboxResponse, ...problems, 504: ProblemSchema },
         },
       },
-      async (request) => {
-        await owned(request, request.params.id);
-        return sandboxes.close(request.params.id);
-      },
+      async (request) => sandboxes.close(request.params.id),
     );
 
     app.post(
@@ -168,7 +162,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         },
       },
       async (request, reply) => {
-        await (await owned(request, request.params.id)).keepAlive();
+        await owned(request.params.id).keepAlive();
         return reply.code(204).send(null);
       },
     );
@@ -213,7 +207,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         },
       },
       async (request, reply) => {
-        const sandbox = await owned(request, request.params.id);
+        const sandbox = owned(request.params.id);
         await sandbox.cancel(request.params.execId);
         return reply
           .code(202)
@@ -231,7 +225,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           response: { 200: z.array(HistoryEntryResponse), ...problems },
         },
       },
-      async (request) => (await owned(request, request.params.id)).history(),
+      async (request) => owned(request.params.id).history(),
     );
 
     app.get(
@@ -244,7 +238,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           response: { 200: StatsResponse, ...problems },
         },
       },
-      async (request) => (await owned(request, request.params.id)).stats(),
+      async (request) => owned(request.params.id).stats(),
     );
 
     app.get(
@@ -259,10 +253,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           response: { 200: z.string().describe('text/event-stream'), ...problems },
         },
       },
-      async (request, reply) => {
-        await owned(request, request.params.id);
-        return streamTimeline(ctx.client, request.params.id, request.query, request, reply);
-      },
+      async (request, reply) => streamTimeline(ctx.client, request.params.id, request.query, request, reply),
     );
   };
 }

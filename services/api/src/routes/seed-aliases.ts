@@ -40,7 +40,8 @@ export function seedAliasRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
   return async (app) => {
     await app.register(sandboxRoutes(ctx, tags));
     requireAccess(app, 'sandbox');
-    const files = async (_request: unknown, id: string) => ctx.client.sandboxes.handle(id).files;
+    // The route's id was checked before the handler (requireAccess).
+    const files = (id: string) => ctx.client.sandboxes.handle(id).files;
 
     app.get(
       '/:id/fs',
@@ -58,7 +59,7 @@ export function seedAliasRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => {
-        const content = await (await files(request, request.params.id)).read(seedPath(request.query.path));
+        const content = await files(request.params.id).read(seedPath(request.query.path));
         return { path: request.query.path, content };
       },
     );
@@ -76,7 +77,7 @@ export function seedAliasRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
       },
       async (request) => {
         const { path, content } = request.body;
-        const bytesWritten = await (await files(request, request.params.id)).write(seedPath(path), content);
+        const bytesWritten = await files(request.params.id).write(seedPath(path), content);
         return { path, bytesWritten };
       },
     );
@@ -92,7 +93,7 @@ export function seedAliasRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           response: { 200: LsResponse, ...problems },
         },
       },
-      async (request) => (await files(request, request.params.id)).list(seedPath(request.query.path)),
+      async (request) => files(request.params.id).list(seedPath(request.query.path)),
     );
   };
 }
