@@ -13,10 +13,10 @@
  * The stack's own API (this tree's build) is measured too, as `stack`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { Agent, request } from 'node:http';
 import { loadavg } from 'node:os';
 import { freePort, summarize } from '@sandstream/test-support';
 import { startApiStack } from '../helpers/api-stack.js';
+import { keepAliveClient } from '../helpers/keep-alive-client.js';
 
 interface ApiBuild {
   name: string;
@@ -67,28 +67,9 @@ try {
   const { id } = (await created.json()) as { id: string };
   const sandbox = s.stack.client.sandboxes.handle(id);
   // One keep-alive connection per API, as api.bench.ts holds one.
-  const agents = apis.map(() => new Agent({ keepAlive: true, maxSockets: 1 }));
+  const clients = apis.map(() => keepAliveClient(auth));
   const send = (api: number, method: string, path: string, payload?: string) =>
-    new Promise<string>((resolve, reject) => {
-      const req = request(
-        `${apis[api]?.url}${path}`,
-        {
-          method,
-          agent: agents[api],
-          headers: { ...auth, ...(payload ? { 'content-type': 'application/json' } : {}) },
-        },
-        (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => {
-            text += c;
-          });
-          res.on('end', () => (res.statusCode === 200 ? resolve(text) : reject(new Error(text))));
-        },
-      );
-      req.on('error', reject);
-      req.end(payload);
-    });
+    (clients[api] as ReturnType<typeof keepAliveClient>).send(`${apis[api]?.url}${path}`, method, payload);
   const body = JSON.stringify({ command: ['true'] });
   const sdk: number[] = [];
   const http = apis.map(() => [] as number[]);
@@ -121,7 +102,7 @@ try {
       `  ${api.name.padEnd(12)} HTTP p50 ${p50.toFixed(2)} ms  (+${(p50 - sdkP50).toFixed(2)})  floor p50 ${summarize(floor[j] ?? []).p50.toFixed(2)} ms`,
     );
   });
-  for (const agent of agents) agent.destroy();
+  for (const client of clients) client.close();
   await fetch(`${s.url}/v1/sandboxes/${id}`, { method: 'DELETE', headers: auth });
 } finally {
   for (const child of children) child.kill('SIGTERM');

@@ -16,11 +16,12 @@
  *   npm run build && npx vite-node test/bench/api.bench.ts [rounds] [seconds]
  */
 import { spawn } from 'node:child_process';
-import { Agent, request } from 'node:http';
+import { request } from 'node:http';
 import { createInterface } from 'node:readline';
 import { summarize } from '@sandstream/test-support';
 import autocannon from 'autocannon';
 import { startApiStack } from '../helpers/api-stack.js';
+import { keepAliveClient } from '../helpers/keep-alive-client.js';
 
 const ROUNDS = Number(process.argv[2] ?? 400);
 const SECONDS = Number(process.argv[3] ?? 8);
@@ -54,26 +55,9 @@ try {
   /** The HTTP floor: an authenticated route that asks Redis nothing (GET /v1/pools). */
   const floor: number[] = [];
   const body = JSON.stringify({ command: ['true'] });
-  // A plain keep-alive HTTP/1.1 client, as an agent's tool loop in any language would hold one.
-  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-  const post = (path: string, payload: string) => send('POST', path, payload);
-  const send = (method: string, path: string, payload?: string) =>
-    new Promise<string>((resolve, reject) => {
-      const req = request(
-        `${s.url}${path}`,
-        { method, agent, headers: { ...auth, ...(payload ? { 'content-type': 'application/json' } : {}) } },
-        (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => {
-            text += c;
-          });
-          res.on('end', () => (res.statusCode === 200 ? resolve(text) : reject(new Error(text))));
-        },
-      );
-      req.on('error', reject);
-      req.end(payload);
-    });
+  const client = keepAliveClient(auth);
+  const post = (path: string, payload: string) => client.send(`${s.url}${path}`, 'POST', payload);
+  const send = (method: string, path: string) => client.send(`${s.url}${path}`, method);
   for (let block = 0; PARTS.has(1) && block < 10 + ROUNDS / 20; block++) {
     for (let i = 0; i < 20; i++) {
       let t = performance.now();
@@ -148,7 +132,7 @@ try {
     return lines;
   };
   bare.kill('SIGTERM');
-  agent.destroy();
+  client.close();
   // A plain node:http client reading the stream as it comes (no web-streams layer).
   const followSse = () =>
     new Promise<number>((resolve, reject) => {
