@@ -59,12 +59,7 @@ try {
     }
     apis.push({ name: build.name, url });
   }
-  const created = await fetch(`${s.url}/v1/sandboxes`, {
-    method: 'POST',
-    headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ tenant: 'bench' }),
-  });
-  const { id } = (await created.json()) as { id: string };
+  const id = await s.createSandbox(key);
   const sandbox = s.stack.client.sandboxes.handle(id);
   // One keep-alive connection per API, as api.bench.ts holds one.
   const clients = apis.map(() => keepAliveClient(auth));

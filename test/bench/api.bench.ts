@@ -43,12 +43,7 @@ const { key } = await s.key('bench');
 const auth = { authorization: `Bearer ${key}` };
 try {
   // ---- 1. exec round trip
-  const created = await fetch(`${s.url}/v1/sandboxes`, {
-    method: 'POST',
-    headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ tenant: 'bench' }),
-  });
-  const { id } = (await created.json()) as { id: string };
+  const id = await s.createSandbox(key);
   const sandbox = s.stack.client.sandboxes.handle(id);
   const sdk: number[] = [];
   const http: number[] = [];

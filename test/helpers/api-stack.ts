@@ -22,6 +22,8 @@ export interface ApiStack {
   key(tenant: string, admin?: boolean): Promise<{ id: string; key: string }>;
   /** fetch() against the API with a bearer key (or none). */
   request(path: string, init?: RequestInit & { key?: string | undefined }): Promise<Response>;
+  /** A live sandbox made through POST /v1/sandboxes with `key` (the default template); its id. */
+  createSandbox(key: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -64,6 +66,12 @@ export async function startApiStack(
     const url = `http://127.0.0.1:${port}`;
     const keys = new ApiKeyStore({ redis: stack.redis, keys: createKeySpace(stack.namespace) });
     const running = stack;
+    const request: ApiStack['request'] = (path, init = {}) => {
+      const { key, ...rest } = init;
+      const headers = new Headers(rest.headers);
+      if (key !== undefined) headers.set('authorization', `Bearer ${key}`);
+      return fetch(`${url}${path}`, { ...rest, headers });
+    };
     return {
       stack: running,
       api,
@@ -73,11 +81,17 @@ export async function startApiStack(
         const { key, info } = await keys.create({ tenant, admin });
         return { id: info.id, key };
       },
-      request: (path, init = {}) => {
-        const { key, ...rest } = init;
-        const headers = new Headers(rest.headers);
-        if (key !== undefined) headers.set('authorization', `Bearer ${key}`);
-        return fetch(`${url}${path}`, { ...rest, headers });
+      request,
+      createSandbox: async (key) => {
+        const created = await request('/v1/sandboxes', {
+          method: 'POST',
+          key,
+          headers: { 'content-type': 'application/json' },
+          body: '{}',
+        });
+        if (created.status !== 201 && created.status !== 200)
+          throw new Error(`POST /v1/sandboxes: ${created.status} ${await created.text()}`);
+        return ((await created.json()) as { id: string }).id;
       },
       stop: async () => {
         await api.stop(15_000);
