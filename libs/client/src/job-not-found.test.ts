@@ -1,5 +1,4 @@
-import { type RedisServer, startRedisServer } from '@sandstream/test-support';
-import { Redis } from 'ioredis';
+import { usePrivateRedis } from '@sandstream/test-support/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandstreamClient } from './client.js';
 import { JobNotFoundError } from './job-not-found.js';
@@ -7,18 +6,13 @@ import { JobNotFoundError } from './job-not-found.js';
 // A job whose record vanishes under a waiting SDK (Redis restarted empty): a private
 // redis-server, flushed. No services run: the record alone is what wait() and follow() watch.
 describe('SDK when the job vanishes', () => {
-  let own: RedisServer;
-  let admin: Redis;
+  const own = usePrivateRedis();
   let client: SandstreamClient;
   beforeAll(async () => {
-    own = await startRedisServer();
-    admin = new Redis(own.url);
-    client = new SandstreamClient({ redisUrl: own.url, namespace: 'vanish' });
+    client = new SandstreamClient({ redisUrl: own.server.url, namespace: 'vanish' });
   });
   afterAll(async () => {
     await client?.close();
-    admin?.disconnect();
-    await own?.stop();
   });
 
   it('follow() ends with JobNotFoundError saying Redis may have lost its data; wait() throws it too', async () => {
@@ -27,7 +21,7 @@ describe('SDK when the job vanishes', () => {
     expect((await timeline.next()).value).toMatchObject({ type: 'state', to: 'queued' });
     const next = timeline.next();
     const waited = client.wait(jobId).catch((err: unknown) => err);
-    await admin.flushall();
+    await own.redis.flushall();
     const err = await next.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(JobNotFoundError);
     expect((err as JobNotFoundError).vanished).toBe(true);

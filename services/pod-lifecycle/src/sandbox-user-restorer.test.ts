@@ -8,29 +8,20 @@ import {
   urlWithCredentials,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
-import { type RedisServer, startRedisServer } from '@sandstream/test-support';
+import { usePrivateRedis } from '@sandstream/test-support/vitest';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
 
 // ACL users are not in the AOF: after a restart the records are back and the users are not.
 // A private redis-server, whose users the test deletes as the restart would.
 describe('SandboxUserRestorer', () => {
-  let own: RedisServer;
-  let redis: Redis;
-  beforeAll(async () => {
-    own = await startRedisServer();
-    redis = new Redis(own.url, { maxRetriesPerRequest: null });
-  });
-  afterAll(async () => {
-    redis?.disconnect();
-    await own?.stop();
-  });
+  const own = usePrivateRedis({ maxRetriesPerRequest: null });
 
   it('re-creates the users of live jobs from their kept hash when its connection comes back', async () => {
     const keys = createKeySpace('restore');
-    const store = new JobStore({ redis, keys });
-    const acl = new SandboxAcl(redis, keys);
+    const store = new JobStore({ redis: own.redis, keys });
+    const acl = new SandboxAcl(own.redis, keys);
     const start = async (id: string, states: JobState[]) => {
       await store.create(parseJobSpec({ id, image: 'none', steps: [{ command: 'true' }] }));
       let from: JobState = 'queued';
@@ -39,7 +30,7 @@ describe('SandboxUserRestorer', () => {
         from = to;
       }
       const credentials = await acl.create(id, keys.completionStream(0));
-      await saveSandboxUser(redis, keys, id, {
+      await saveSandboxUser(own.redis, keys, id, {
         username: credentials.username,
         notifyStream: keys.completionStream(0),
         passwordHash: credentials.passwordHash,
@@ -51,7 +42,7 @@ describe('SandboxUserRestorer', () => {
     for (const id of ['live', 'done']) await acl.delete(id);
 
     const restorer = new SandboxUserRestorer({
-      redis,
+      redis: own.redis,
       keys,
       acl,
       logger: silentLogger('restorer-test'),
@@ -61,8 +52,8 @@ describe('SandboxUserRestorer', () => {
     restorer.start();
     try {
       // The connection drops and comes back, as when Redis restarts.
-      redis.disconnect(true);
-      const agent = new Redis(urlWithCredentials(own.url, live), {
+      own.redis.disconnect(true);
+      const agent = new Redis(urlWithCredentials(own.server.url, live), {
         lazyConnect: true,
         maxRetriesPerRequest: 0,
         retryStrategy: () => null,

@@ -12,22 +12,12 @@ import {
 } from '@sandstream/bus';
 import { InProcessBackend, SandboxLabels, SandboxSpecSchema } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
-import { type RedisServer, startRedisServer } from '@sandstream/test-support';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { usePrivateRedis } from '@sandstream/test-support/vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { Reaper } from './reaper.js';
 
 // One private redis-server for the file (the first suite flushes it), a sandbox root per suite.
-let own: RedisServer;
-let redis: Redis;
-beforeAll(async () => {
-  own = await startRedisServer();
-  redis = new Redis(own.url, { maxRetriesPerRequest: null });
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await own?.stop();
-});
+const own = usePrivateRedis({ maxRetriesPerRequest: null });
 
 /** A sandbox root of the suite's own, removed after it. */
 function sandboxRoot(prefix: string): string {
@@ -41,31 +31,31 @@ describe('reaper: orphaned sandboxes after Redis lost its data', () => {
   const root = sandboxRoot('sandstream-orphans-');
 
   it("destroys only this installation's, after the grace, with their processes and directories", async () => {
-    const backend = new InProcessBackend({ redis, root });
+    const backend = new InProcessBackend({ redis: own.redis, root });
     const sandbox = (jobId: string, labels: Record<string, string>) =>
       backend.create({
         jobId,
         tenant: 'acme',
         spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
-        agent: { redisUrl: own.url, keyStyle: 'tagged' },
+        agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
       });
     await sandbox('mine', { [SandboxLabels.installation]: 'here' });
     await sandbox('theirs', { [SandboxLabels.installation]: 'elsewhere' });
     await sandbox('unlabelled', {});
     const stateDirOf = async (jobId: string) =>
-      JSON.parse((await redis.hget('sandstream:inprocess:sandboxes', jobId)) ?? '{}').stateDir as string;
+      JSON.parse((await own.redis.hget('sandstream:inprocess:sandboxes', jobId)) ?? '{}').stateDir as string;
     const mineDir = await stateDirOf('mine');
     expect(existsSync(mineDir)).toBe(true);
     // Redis restarted empty: no job records, no in-process registry.
-    await redis.flushall();
+    await own.redis.flushall();
 
     let offset = 0;
     const keys = createKeySpace('orphans');
     const reaper = new Reaper({
-      redis,
+      redis: own.redis,
       keys,
-      store: new JobStore({ redis, keys }),
-      leases: new ExpiredLeases({ redis, keys }),
+      store: new JobStore({ redis: own.redis, keys }),
+      leases: new ExpiredLeases({ redis: own.redis, keys }),
       dispatchKeys: new DispatchKeys(keys, 1),
       logger: silentLogger('reaper-orphans'),
       backend,
@@ -99,17 +89,17 @@ describe('reaper: warm pool members', () => {
   const root = sandboxRoot('sandstream-pool-orphans-');
 
   it('keeps recorded idle members and claimed ones while their job lives; destroys those left unrecorded', async () => {
-    const backend = new InProcessBackend({ redis, root });
+    const backend = new InProcessBackend({ redis: own.redis, root });
     const keys = createKeySpace('pool-orphans');
-    const pools = new WarmPoolStore(redis, keys);
-    const store = new JobStore({ redis, keys });
+    const pools = new WarmPoolStore(own.redis, keys);
+    const store = new JobStore({ redis: own.redis, keys });
     const labels = { [SandboxLabels.installation]: 'here', [SandboxLabels.warmPool]: 'node' };
     const make = (jobId: string) =>
       backend.create({
         jobId,
         tenant: 'pool:node',
         spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
-        agent: { redisUrl: own.url, keyStyle: 'tagged' },
+        agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
       });
     const record = (id: string): PoolMember => ({
       id,
@@ -141,10 +131,10 @@ describe('reaper: warm pool members', () => {
 
     let offset = 0;
     const reaper = new Reaper({
-      redis,
+      redis: own.redis,
       keys,
       store,
-      leases: new ExpiredLeases({ redis, keys }),
+      leases: new ExpiredLeases({ redis: own.redis, keys }),
       dispatchKeys: new DispatchKeys(keys, 1),
       logger: silentLogger('reaper-pools'),
       backend,

@@ -1,29 +1,19 @@
 import { COMPLETION_GROUP, createKeySpace, DispatchKeys } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
-import { type RedisServer, startRedisServer } from '@sandstream/test-support';
+import { usePrivateRedis } from '@sandstream/test-support/vitest';
 import { type CompletionNotice, encodeCompletionNotice } from '@sandstream/wire';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CompletionConsumer } from './completion-consumer.js';
 
 // A Redis restarted without its data has no consumer groups: a private redis-server, flushed.
 describe('CompletionConsumer after Redis lost its data', () => {
-  let own: RedisServer;
-  let redis: Redis;
-  beforeAll(async () => {
-    own = await startRedisServer();
-    redis = new Redis(own.url, { maxRetriesPerRequest: null });
-  });
-  afterAll(async () => {
-    redis?.disconnect();
-    await own?.stop();
-  });
+  const own = usePrivateRedis({ maxRetriesPerRequest: null });
 
   it('recreates its consumer group on NOGROUP and goes on reading notices', async () => {
     const keys = new DispatchKeys(createKeySpace('nogroup'), 2);
     const handled: CompletionNotice[] = [];
     const consumer = new CompletionConsumer({
-      redis,
+      redis: own.redis,
       keys,
       consumerName: 'c1',
       handle: async (notice) => {
@@ -35,7 +25,7 @@ describe('CompletionConsumer after Redis lost its data', () => {
     });
     await consumer.start();
     const notify = (jobId: string) =>
-      redis.xadd(
+      own.redis.xadd(
         keys.completionStreamFor(jobId),
         '*',
         ...encodeCompletionNotice({ jobId, stepId: 'step-1' }),
@@ -51,11 +41,11 @@ describe('CompletionConsumer after Redis lost its data', () => {
     try {
       await notify('before');
       await until('before');
-      await redis.flushall();
+      await own.redis.flushall();
       // XADD recreates the stream, but not the group: reads now answer NOGROUP.
       await notify('after');
       await until('after');
-      const groups = (await redis.xinfo('GROUPS', keys.completionStreamFor('after'))) as unknown[][];
+      const groups = (await own.redis.xinfo('GROUPS', keys.completionStreamFor('after'))) as unknown[][];
       expect(groups.map((g) => g[1])).toEqual([COMPLETION_GROUP]);
     } finally {
       await consumer.stop();

@@ -1,8 +1,8 @@
 import { createKeySpace, isRedisBudgetReason, SandboxAcl, type SandboxRedisUsage } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
-import { type RedisServer, startRedisServer } from '@sandstream/test-support';
+import { usePrivateRedis } from '@sandstream/test-support/vitest';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OverBudgetStop } from './over-budget-stop.js';
 import { RedisBudgetMonitor } from './redis-budget-monitor.js';
 
@@ -11,27 +11,18 @@ const logger = silentLogger('redis-budget-test');
 
 // A private redis-server: the monitor reads INFO and SCANs the whole key space.
 describe('per-sandbox Redis budget', () => {
-  let own: RedisServer;
-  let redis: Redis;
+  const own = usePrivateRedis();
   const keySpace = createKeySpace('budget');
-  beforeAll(async () => {
-    own = await startRedisServer();
-    redis = new Redis(own.url);
-  });
-  afterAll(async () => {
-    redis?.disconnect();
-    await own?.stop();
-  });
 
   /** Fills `key` with `mb` values of 1 MiB each. */
   const fill = async (key: string, mb: number) => {
-    for (let i = 0; i < mb; i++) await redis.lpush(key, Buffer.alloc(MB, i));
+    for (let i = 0; i < mb; i++) await own.redis.lpush(key, Buffer.alloc(MB, i));
   };
 
   it('finds the sandbox over its budget among running ones, and only it, at the next tick after a flood', async () => {
     const over: SandboxRedisUsage[] = [];
     const monitor = new RedisBudgetMonitor({
-      redis,
+      redis: own.redis,
       logger,
       budgetBytes: 4 * MB,
       intervalMs: 100,
@@ -43,7 +34,7 @@ describe('per-sandbox Redis budget', () => {
         over.push(usage);
       },
     });
-    await redis.set(keySpace.sandbox('quiet').heartbeat, 'x');
+    await own.redis.set(keySpace.sandbox('quiet').heartbeat, 'x');
     await fill(keySpace.sandbox('not-running').results, 6); // not ours to judge
     await monitor.tick(); // the first tick measures, to know where Redis stands
     expect(over).toEqual([]);
@@ -70,9 +61,9 @@ describe('per-sandbox Redis budget', () => {
   it('cuts the sandbox off Redis, fails it with the budget in the reason, and frees what it stored', async () => {
     const jobId = 'cut-off';
     const keys = keySpace.sandbox(jobId);
-    const acl = new SandboxAcl(redis, keySpace);
+    const acl = new SandboxAcl(own.redis, keySpace);
     const credentials = await acl.create(jobId, 'notify-stream');
-    const agent = new Redis(own.url, {
+    const agent = new Redis(own.server.url, {
       username: credentials.username,
       password: credentials.password,
       retryStrategy: () => null,
@@ -86,7 +77,7 @@ describe('per-sandbox Redis budget', () => {
 
     const failed: string[] = [];
     const stop = new OverBudgetStop({
-      redis,
+      redis: own.redis,
       keySpace,
       budgetBytes: 200 * 1024,
       logger,
@@ -109,7 +100,7 @@ describe('per-sandbox Redis budget', () => {
 
     // Its connection is gone and it cannot come back.
     await expect(agent.ping()).rejects.toThrow();
-    const retry = new Redis(own.url);
+    const retry = new Redis(own.server.url);
     await expect(retry.call('AUTH', credentials.username, credentials.password)).rejects.toThrow(
       /WRONGPASS|disabled/,
     );
@@ -119,8 +110,8 @@ describe('per-sandbox Redis budget', () => {
     expect(failed[0]).toMatch(/^cut-off: over its Redis budget: .*4 MB.*budget of 0\.2 MB/);
     expect(isRedisBudgetReason(failed[0]?.slice('cut-off: '.length))).toBe(true);
     // What it stored is freed; its newest output lines stay, within a quarter of the budget.
-    expect(await redis.exists(keys.results, `${keys.prefix}junk`)).toBe(0);
-    const left = await redis.xlen(keys.events);
+    expect(await own.redis.exists(keys.results, `${keys.prefix}junk`)).toBe(0);
+    const left = await own.redis.xlen(keys.events);
     expect(left).toBeGreaterThan(0);
     expect(left).toBeLessThanOrEqual(50);
     await acl.delete(jobId);
