@@ -7,8 +7,17 @@ import { z } from 'zod';
  * services/api writes it (and documents it in its OpenAPI), the SDK's HTTP transport reads it
  * back into its own error classes.
  */
+const PROBLEM_TYPE_PREFIX = 'urn:sandstream:problem:';
+
+/** A problem's `type` for its kind (`not-found` → `urn:sandstream:problem:not-found`). */
+export const problemType = (kind: string): string => `${PROBLEM_TYPE_PREFIX}${kind}`;
+
+/** The kind a problem's `type` names (the type itself when it is not one of ours). */
+export const problemKind = (type: string): string =>
+  type.startsWith(PROBLEM_TYPE_PREFIX) ? type.slice(PROBLEM_TYPE_PREFIX.length) : type;
+
 export const ApiProblemSchema = z.object({
-  type: z.string().describe('urn:sandstream:problem:<kind>'),
+  type: z.string().describe(problemType('<kind>')),
   title: z.string(),
   status: z.number().int(),
   detail: z.string(),

@@ -1,4 +1,4 @@
-import { ApiProblemSchema, JobSpecError, SandboxSpecError } from '@sandstream/bus';
+import { ApiProblemSchema, JobSpecError, problemType, SandboxSpecError } from '@sandstream/bus';
 import {
   CommandCancelledError,
   JobNotFoundError,
@@ -133,7 +133,7 @@ export function problemOf(err: unknown): {
 
 export function problemBody(request: FastifyRequest, problem: ReturnType<typeof problemOf>): Problem {
   return {
-    type: `urn:sandstream:problem:${problem.kind}`,
+    type: problemType(problem.kind),
     title: TITLES[problem.status] ?? 'Error',
     status: problem.status,
     detail: problem.detail,

@@ -1,4 +1,10 @@
-import { ApiProblemSchema, JobSpecError, SandboxSpecError, SandboxStateSchema } from '@sandstream/bus';
+import {
+  ApiProblemSchema,
+  JobSpecError,
+  problemKind,
+  SandboxSpecError,
+  SandboxStateSchema,
+} from '@sandstream/bus';
 import type { z } from 'zod';
 import { SandstreamOptionsError } from '../client-options.js';
 import { JobNotFoundError } from '../job-not-found.js';
@@ -53,7 +59,7 @@ const NO_COMMAND = /^sandbox (\S+) has no command (\S+)$/;
  * error message does, which is how the ids and states are read back from it.
  */
 export function errorOfProblem(problem: ProblemBody, subject: ProblemSubject): Error {
-  const kind = problem.type.replace(/^urn:sandstream:problem:/, '');
+  const kind = problemKind(problem.type);
   const detail = problem.detail;
   switch (kind) {
     case 'invalid-spec': {
