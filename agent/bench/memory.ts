@@ -7,6 +7,7 @@ import { AGENT_ONLY_ENV } from '@sandstream/wire';
 import {
   childPids,
   deleteKeys,
+  dropFromPageCache,
   peakRssKb,
   popResult,
   pushStep,
@@ -32,12 +33,6 @@ export interface MemoryReport {
 }
 
 const mb = (kb: number) => kb / 1024;
-
-/** Evicts a file's pages from the page cache (GNU dd: iflag=nocache with count=0 means the whole file). */
-function dropFromPageCache(file: string): void {
-  const result = spawnSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
-  if (result.status !== 0) console.log(`    (could not drop ${file} from the page cache: ${result.stderr})`);
-}
 
 /** Baseline in the same run: a bare `node` that only waits. */
 async function bareNodeKb(): Promise<number> {
@@ -74,15 +69,20 @@ export async function benchMemory(sizes = [200_000, 1_000_000]): Promise<MemoryR
   if (existsSync(binary)) {
     const result = spawnSync(sea[0] as string, [...sea.slice(1), '--inject', injected], { stdio: 'inherit' });
     if (result.status !== 0) throw new Error(`--inject ${injected} exited with ${result.status}`);
-    const lib = join(injected, 'lib');
     commands.push([
       'single executable via loader, as --inject wrote it',
-      [join(lib, 'ld-linux-x86-64.so.2'), '--library-path', lib, join(injected, 'sandstream-agent')],
+      seaCommand(injected, join(injected, 'lib')),
     ]);
     commands.push([
       'single executable via loader, read back from disk',
       sea,
-      () => dropFromPageCache(binary),
+      () => {
+        try {
+          dropFromPageCache(binary);
+        } catch (err) {
+          console.log(`    (${(err as Error).message})`);
+        }
+      },
     ]);
   } else console.log('    (single executable not built: npm run build -w @sandstream/agent)');
   try {

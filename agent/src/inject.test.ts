@@ -19,7 +19,7 @@ import {
   locateAgentFiles,
   type ProcessFacts,
 } from './inject.js';
-import { deleteKeys, startAgent, stopAgent } from './testing/agent-harness.js';
+import { deleteKeys, dropFromPageCache, seaCommand, startAgent, stopAgent } from './testing/agent-harness.js';
 
 const run = promisify(execFile);
 const sha256 = async (path: string) =>
@@ -168,7 +168,8 @@ describe('single executable --inject', () => {
   });
 
   it('copies itself and its runtime when started through the loader; the copy runs a job as nobody without leaking its libs into children', async () => {
-    await run(join(lib, LOADER_NAME), ['--library-path', lib, built, '--inject', join(root, 'shared')]);
+    const [loader, ...loaderArgs] = seaCommand();
+    await run(loader as string, [...loaderArgs, '--inject', join(root, 'shared')]);
 
     const shared = join(root, 'shared');
     const sharedBinary = join(shared, AGENT_BINARY_NAME);
@@ -223,16 +224,17 @@ describe('single executable --inject', () => {
     // folio whole: the executable copied in large writes costs the agent megabytes of RSS that
     // the same file read back from disk does not (inject.ts, COPY_CHUNK_BYTES).
     const injected = join(root, 'small-writes');
-    await run(join(lib, LOADER_NAME), ['--library-path', lib, built, '--inject', injected]);
+    const [loader, ...loaderArgs] = seaCommand();
+    await run(loader as string, [...loaderArgs, '--inject', injected]);
     const readBack = join(root, 'read-back');
     await mkdir(readBack);
     await copyFile(built, join(readBack, AGENT_BINARY_NAME));
     await chmod(join(readBack, AGENT_BINARY_NAME), 0o755);
-    // GNU dd: iflag=nocache with count=0 evicts the whole (unmapped) file from the page cache.
-    await run('dd', [`if=${join(readBack, AGENT_BINARY_NAME)}`, 'iflag=nocache', 'count=0', 'status=none']);
+    dropFromPageCache(join(readBack, AGENT_BINARY_NAME));
 
-    const idleFileKb = async (binary: string) => {
-      const agent = startAgent({ command: [join(lib, LOADER_NAME), '--library-path', lib, binary] });
+    // Both started through the build's loader: only the executable's page-cache state differs.
+    const idleFileKb = async (dir: string) => {
+      const agent = startAgent({ command: seaCommand(dir, lib) });
       try {
         await pollUntil('the first heartbeat', async () => (await redis.exists(agent.keys.heartbeat)) === 1, {
           timeoutMs: 20_000,
@@ -245,8 +247,8 @@ describe('single executable --inject', () => {
         await deleteKeys(redis, agent.keys);
       }
     };
-    const fromDisk = await idleFileKb(join(readBack, AGENT_BINARY_NAME));
-    const asInjected = await idleFileKb(join(injected, AGENT_BINARY_NAME));
+    const fromDisk = await idleFileKb(readBack);
+    const asInjected = await idleFileKb(injected);
     expect(asInjected).toBeLessThan(fromDisk + 1024);
   }, 90_000);
 });

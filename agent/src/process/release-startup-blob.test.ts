@@ -1,4 +1,4 @@
-import { openSync, readFileSync, readSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import { pollUntil } from '@sandstream/test-support';
 import { describe, expect, it } from 'vitest';
 import {
@@ -18,12 +18,18 @@ const PT_NOTE = 4;
 function blobSegment(executable: string): { offset: number; size: number } {
   const header = Buffer.alloc(64);
   const fd = openSync(executable, 'r');
-  readSync(fd, header, 0, 64, 0);
-  const phoff = Number(header.readBigUInt64LE(0x20));
-  const entrySize = header.readUInt16LE(0x36);
-  const count = header.readUInt16LE(0x38);
-  const table = Buffer.alloc(entrySize * count);
-  readSync(fd, table, 0, table.length, phoff);
+  let table: Buffer;
+  let entrySize: number;
+  let count: number;
+  try {
+    readSync(fd, header, 0, 64, 0);
+    entrySize = header.readUInt16LE(0x36);
+    count = header.readUInt16LE(0x38);
+    table = Buffer.alloc(entrySize * count);
+    readSync(fd, table, 0, table.length, Number(header.readBigUInt64LE(0x20)));
+  } finally {
+    closeSync(fd);
+  }
   let best = { offset: 0, size: 0 };
   for (let i = 0; i < count; i++) {
     const at = i * entrySize;

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -79,10 +79,19 @@ export function builtSpawnerPath(distDir = resolve(agentMain(), '..')): string {
   return path;
 }
 
-/** The single executable as a sandbox starts it: through the bundled loader, not the host's. */
-export function seaCommand(distDir = resolve(agentMain(), '..')): string[] {
-  const lib = resolve(distDir, 'runtime', 'lib');
-  return [resolve(lib, 'ld-linux-x86-64.so.2'), '--library-path', lib, resolve(distDir, 'sandstream-agent')];
+/**
+ * The single executable as a sandbox starts it: through the bundled loader, not the host's.
+ * `dir` holds the executable; `lib` the loader and libraries (`runtime/lib` of a build; an
+ * injected copy's own `lib/`).
+ */
+export function seaCommand(dir = resolve(agentMain(), '..'), lib = resolve(dir, 'runtime', 'lib')): string[] {
+  return [resolve(lib, 'ld-linux-x86-64.so.2'), '--library-path', lib, resolve(dir, 'sandstream-agent')];
+}
+
+/** Evicts a file's pages from the page cache (GNU dd: iflag=nocache with count=0 means the whole file). */
+export function dropFromPageCache(file: string): void {
+  const result = spawnSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
+  if (result.status !== 0) throw new Error(`could not drop ${file} from the page cache: ${result.stderr}`);
 }
 
 export function startAgent(options: StartAgentOptions = {}): AgentProcess {
