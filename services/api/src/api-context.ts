@@ -2,13 +2,14 @@ import type { KeySpace, RedisClient } from '@sandstream/bus';
 import type { SandstreamClient } from '@sandstream/client';
 import type { TemplateRegistry } from '@sandstream/sandbox';
 import type { Principals } from './principal.js';
+import type { WorkQueues } from './work-queues.js';
 
 /** What every route of the API works with: the SDK (the only way it reaches the services). */
 export interface ApiContext {
   client: SandstreamClient;
   redis: RedisClient;
-  /** For BullMQ queues (the catalog's figures, the dashboard), apart from `redis`: queueConnection(). */
-  queueRedis: RedisClient;
+  /** The work queues, for their figures and the dashboard. */
+  queues: WorkQueues;
   keys: KeySpace;
   principals: Principals;
   /** The operator's templates file, when there is one (GET /v1/templates). */

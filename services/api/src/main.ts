@@ -1,10 +1,11 @@
-import { ApiKeyStore, queueConnection } from '@sandstream/bus';
+import { ApiKeyStore } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import { TemplateRegistry } from '@sandstream/sandbox';
 import { runService } from '@sandstream/service-kit';
 import { ApiEnvSchema } from './api-config.js';
 import { buildApi } from './app.js';
 import { Principals } from './principal.js';
+import { WorkQueues } from './work-queues.js';
 
 runService({
   name: 'api',
@@ -33,12 +34,12 @@ runService({
     const templates = env.SANDSTREAM_TEMPLATES_FILE
       ? await TemplateRegistry.open({ path: env.SANDSTREAM_TEMPLATES_FILE })
       : undefined;
-    const queueRedis = queueConnection(redis);
+    const queues = new WorkQueues(redis, keys);
     const app = await buildApi(
       {
         client,
         redis,
-        queueRedis,
+        queues,
         keys,
         principals: new Principals({
           store: apiKeys,
@@ -57,9 +58,7 @@ runService({
     // Open streams (SSE, shells) end with the server: their clients reconnect to another replica.
     onShutdown('http server', () => app.close());
     onShutdown('sdk client', () => client.close());
-    onShutdown('queue connection', async () => {
-      queueRedis.disconnect();
-    });
+    onShutdown('work queues', () => queues.close());
     onShutdown('templates', async () => templates?.close());
     return {
       checks: { http: async () => app.server.listening },

@@ -1,8 +1,6 @@
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
-import { QueueNames } from '@sandstream/bus';
-import { Queue } from 'bullmq';
 import type { FastifyPluginAsync } from 'fastify';
 import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
@@ -13,13 +11,9 @@ export const ADMIN_QUEUES_PATH = '/admin/queues';
 /** The queue dashboard (bull-board), for admin keys only; kept out of the OpenAPI document. */
 export function adminQueueRoutes(ctx: ApiContext): FastifyPluginAsync {
   return async (app) => {
-    const queues = Object.values(QueueNames).map(
-      (name) => new Queue(name, { connection: ctx.queueRedis, prefix: ctx.keys.bullPrefix }),
-    );
-    for (const queue of queues) queue.on('error', () => {});
     const board = new FastifyAdapter();
     board.setBasePath(ADMIN_QUEUES_PATH);
-    createBullBoard({ queues: queues.map((q) => new BullMQAdapter(q)), serverAdapter: board });
+    createBullBoard({ queues: ctx.queues.queues.map((q) => new BullMQAdapter(q)), serverAdapter: board });
     app.addHook('onRoute', (route) => {
       route.schema = { ...route.schema, hide: true };
     });
@@ -32,9 +26,6 @@ export function adminQueueRoutes(ctx: ApiContext): FastifyPluginAsync {
           new HttpProblem(403, 'forbidden', 'the queue dashboard is for admin keys'),
         );
       }
-    });
-    app.addHook('onClose', async () => {
-      await Promise.all(queues.map((q) => q.close()));
     });
     await app.register(board.registerPlugin(), { prefix: ADMIN_QUEUES_PATH });
   };

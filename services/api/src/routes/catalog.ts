@@ -1,5 +1,4 @@
-import { type PoolMember, QueueNames, WarmPoolStore } from '@sandstream/bus';
-import { Queue } from 'bullmq';
+import { type PoolMember, WarmPoolStore } from '@sandstream/bus';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ApiContext } from '../api-context.js';
@@ -30,14 +29,8 @@ const QueueFigures = z.object({
 export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
   return async (app) => {
     const tags = ['catalog'];
-    const queues = Object.values(QueueNames).map(
-      (name) => new Queue(name, { connection: ctx.queueRedis, prefix: ctx.keys.bullPrefix }),
-    );
+    const queues = ctx.queues.queues;
     const pools = new WarmPoolStore(ctx.redis, ctx.keys);
-    for (const queue of queues) queue.on('error', () => {}); // reaches the caller as a failed request
-    app.addHook('onClose', async () => {
-      await Promise.all(queues.map((q) => q.close()));
-    });
 
     app.get(
       '/templates',
