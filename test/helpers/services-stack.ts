@@ -1,6 +1,7 @@
+import { spawnSync } from 'node:child_process';
 import { QueueNames } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
-import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
+import { DEFAULT_INPROCESS_REGISTRY_KEY, SandboxLabels } from '@sandstream/sandbox';
 import {
   deleteNamespaceKeys,
   pollUntil,
@@ -98,7 +99,12 @@ export async function startStack(
             'delayed',
             'prioritized',
           );
-          const ids = Object.keys(await redis.hgetall(DEFAULT_INPROCESS_REGISTRY_KEY).catch(() => ({})));
+          const ids = [
+            ...Object.keys(await redis.hgetall(DEFAULT_INPROCESS_REGISTRY_KEY).catch(() => ({}))),
+            // A closed sandbox's destroy is queued a moment after close() answers: the queue can
+            // look empty while the container is still there, so the containers are asked too.
+            ...dockerSandboxIds(),
+          ];
           // Warm pool members stay by design (the next pod-lifecycle claims them): not waited for.
           const jobs = ids.filter(
             (id) => id.startsWith(`${namespace}-`) && !id.startsWith(`${namespace}-pool-`),
@@ -116,4 +122,21 @@ export async function startStack(
     logs: () =>
       [...retired, ...[...services.values()].flat()].map((s) => `--- ${s.name}\n${s.output()}`).join('\n'),
   };
+}
+
+/** Job ids of the sandbox containers on this machine's Docker engine (none without Docker). */
+function dockerSandboxIds(): string[] {
+  const listed = spawnSync(
+    'docker',
+    [
+      'ps',
+      '-a',
+      '--filter',
+      `label=${SandboxLabels.managedBy}=${SandboxLabels.managedByValue}`,
+      '--format',
+      `{{.Label "${SandboxLabels.jobId}"}}`,
+    ],
+    { encoding: 'utf8', timeout: 10_000 },
+  );
+  return listed.status === 0 ? listed.stdout.split('\n').filter(Boolean) : [];
 }
