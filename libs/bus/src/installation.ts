@@ -56,7 +56,10 @@ export function deriveInstallation(source: Omit<InstallationSource, 'SANDSTREAM_
  * (two compose stacks both called `compose`), so the reaper never trusts it alone: see
  * InstallationIdentity.
  */
-export function installationOf(source: Pick<InstallationSource, 'SANDSTREAM_INSTALLATION'>, id: string): string {
+export function installationOf(
+  source: Pick<InstallationSource, 'SANDSTREAM_INSTALLATION'>,
+  id: string,
+): string {
   return source.SANDSTREAM_INSTALLATION ?? id;
 }
 

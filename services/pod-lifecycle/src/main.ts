@@ -43,7 +43,9 @@ runService({
     const installation = installationOf(env, identity.id);
     const installationId = () => identity.id;
     const refreshIdentity = setInterval(() => {
-      identity.refresh().catch((err: Error) => logger.warn({ err: err.message }, 'installation id not refreshed'));
+      identity
+        .refresh()
+        .catch((err: Error) => logger.warn({ err: err.message }, 'installation id not refreshed'));
     }, 30_000);
     refreshIdentity.unref();
     onShutdown('installation id refresh', async () => clearInterval(refreshIdentity));

@@ -148,7 +148,9 @@ runService({
         ...watchdog.checks(),
         ...(nats ? { nats: nats.ready } : {}),
       },
-      info: { natsRelay: nats !== undefined, logArchive: nats?.archiver?.streamName ?? 'off',
+      info: {
+        natsRelay: nats !== undefined,
+        logArchive: nats?.archiver?.streamName ?? 'off',
         installation,
         installationId: identity.id,
       },
