@@ -55,6 +55,9 @@ async function populate(keys: KeySpace) {
   // Finished two days ago: past the default retention of a day too.
   const ancient = await job('ancient', ['cancelled']);
   await age(ancient, 2 * 24 * 60 * MINUTE, JobField.finishedAt);
+  // Written before records carried their namespace: only the namespace's index says whose it is.
+  const legacy = await job('legacy', ['cancelled']);
+  await redis.hdel(keys.job(legacy), JobField.namespace);
   const starting = await job('starting', ['scheduled', 'starting']);
   await age(starting, MINUTE);
   // A live sandbox whose agent stopped heart-beating, with no dispatcher anywhere.
@@ -80,7 +83,7 @@ async function populate(keys: KeySpace) {
   await pools.markReady(record);
   await acl.createPoolMember(member);
   await redis.set(keys.sandbox(member).heartbeat, '1', 'PX', 10 * MINUTE);
-  return { store, acl, finished, ancient, starting, running, member };
+  return { store, acl, finished, ancient, legacy, starting, running, member };
 }
 
 function reaper(ns: string, env: Record<string, string>): ServiceProcess {
@@ -132,8 +135,8 @@ describe('reapers of two namespaces on one Redis', () => {
     const b = reaper('beta', {});
 
     // alpha ends its own: the stuck start and the silent sandbox failed, then (no retention) all
-    // four deleted.
-    const alphaIds = [alpha.finished, alpha.ancient, alpha.starting, alpha.running];
+    // five deleted.
+    const alphaIds = [alpha.finished, alpha.ancient, alpha.legacy, alpha.starting, alpha.running];
     await pollUntil(
       "alpha's own jobs reaped",
       async () => (await Promise.all(alphaIds.map((id) => alpha.store.get(id)))).every((r) => r === null),
@@ -147,6 +150,7 @@ describe('reapers of two namespaces on one Redis', () => {
     expect((await beta.store.get(beta.finished))?.state).toBe('cancelled');
     expect(await own.redis.xlen(betaKeys.sandbox(beta.finished).events)).toBeGreaterThan(0);
     expect(await own.redis.llen(betaKeys.sandbox(beta.finished).results)).toBe(1);
+    expect((await beta.store.get(beta.legacy))?.state).toBe('cancelled');
     expect((await beta.store.get(beta.starting))?.state).toBe('starting');
     expect((await beta.store.get(beta.running))?.state).toBe('running');
     const users = await beta.acl.listJobIds();
@@ -155,7 +159,7 @@ describe('reapers of two namespaces on one Redis', () => {
     // What beta's settings end, beta ends: its two-day-old job, and nothing of alpha's.
     expect(await beta.store.get(beta.ancient)).toBeNull();
     expect([total(b, 'jobsDeleted'), total(b, 'jobsFailed')]).toEqual([1, 0]);
-    expect([total(a, 'jobsDeleted'), total(a, 'jobsFailed')]).toEqual([4, 2]);
+    expect([total(a, 'jobsDeleted'), total(a, 'jobsFailed')]).toEqual([5, 2]);
 
     for (const p of [a, b]) {
       p.signal('SIGTERM');
