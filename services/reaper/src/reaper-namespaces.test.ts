@@ -83,7 +83,14 @@ async function populate(keys: KeySpace) {
   await pools.markReady(record);
   await acl.createPoolMember(member);
   await redis.set(keys.sandbox(member).heartbeat, '1', 'PX', 10 * MINUTE);
-  return { store, acl, finished, ancient, legacy, starting, running, member };
+  // A member still starting: its user exists, its agent has not heart-beaten yet.
+  const booting = `${ns}-pool-booting`;
+  expect(await pools.reserve({ ...record, id: booting }, { max: 2, capacity: 2 })).toBe('reserved');
+  await acl.createPoolMember(booting);
+  // The user of a job whose record is gone (Redis lost it): an orphan, of this namespace only.
+  const vanished = `${ns}-vanished`;
+  await acl.create(vanished, keys.completionStream(1));
+  return { store, acl, finished, ancient, legacy, starting, running, member, booting, vanished };
 }
 
 function reaper(ns: string, env: Record<string, string>): ServiceProcess {
@@ -144,7 +151,11 @@ describe('reapers of two namespaces on one Redis', () => {
     );
     // Two more full passes of each, for good measure.
     await Promise.all([passes(a, 2), passes(b, 2)]);
-    expect(await alpha.acl.listJobIds()).not.toContain(alpha.finished);
+    const alphaUsers = await alpha.acl.listJobIds();
+    expect(alphaUsers).not.toContain(alpha.finished);
+    expect(alphaUsers).not.toContain(alpha.vanished);
+    expect(alphaUsers).toContain(alpha.member);
+    expect(alphaUsers).toContain(alpha.booting);
 
     // beta: what its own settings keep is still there, untouched by alpha.
     expect((await beta.store.get(beta.finished))?.state).toBe('cancelled');
@@ -156,6 +167,8 @@ describe('reapers of two namespaces on one Redis', () => {
     const users = await beta.acl.listJobIds();
     expect(users).toContain(beta.finished);
     expect(users).toContain(beta.member);
+    expect(users).toContain(beta.booting);
+    expect(users).toContain(beta.vanished);
     // What beta's settings end, beta ends: its two-day-old job, and nothing of alpha's.
     expect(await beta.store.get(beta.ancient)).toBeNull();
     expect([total(b, 'jobsDeleted'), total(b, 'jobsFailed')]).toEqual([1, 0]);

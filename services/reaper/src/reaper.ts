@@ -10,6 +10,7 @@ import {
   jobIdFromKey,
   type KeySpace,
   type RedisClient,
+  redisMasters,
   type SandboxAcl,
   scanKeys,
   type WarmPoolStore,
@@ -346,12 +347,31 @@ export class Reaper {
     }
   }
 
+  /**
+   * Whether a Redis user was made by this namespace, from the user itself (its job's record may be
+   * gone): a job's user may write only its namespace's completion stream; a warm pool member's
+   * has none, and its id starts with `<ns>-pool-` (pod-lifecycle's newMemberId).
+   */
+  private async aclUserIsOurs(acl: SandboxAcl, jobId: string): Promise<boolean> {
+    const { keys } = this.options;
+    const reply = (await redisMasters(this.options.redis)[0]!.call('ACL', 'GETUSER', acl.username(jobId))) as
+      | unknown[]
+      | null;
+    if (!reply) return false;
+    const at = reply.indexOf('keys');
+    const patterns = at >= 0 ? String(reply[at + 1] ?? '') : '';
+    const stream = /%W~(\{[^}]*\}\S*)/.exec(patterns)?.[1];
+    if (stream === undefined) return jobId.startsWith(`${keys.namespace}-pool-`);
+    return stream.startsWith(keys.completionStream(0).replace(/\d+\}:stream$/, ''));
+  }
+
   private async reapAclUsers(report: ReapReport): Promise<void> {
     const acl = this.options.acl!;
     for (const jobId of await acl.listJobIds()) {
       // Users are named by job id alone, whatever the namespace: one whose agent heart-beats
       // serves someone (another namespace's warm pool member, whose record this reaper cannot see).
       if (!(await this.isOrphan(jobId, { heartbeatKeeps: true }))) continue;
+      if (!(await this.aclUserIsOurs(acl, jobId))) continue;
       await acl.delete(jobId);
       report.aclUsersDeleted++;
     }
