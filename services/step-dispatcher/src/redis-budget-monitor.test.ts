@@ -99,7 +99,7 @@ describe('per-sandbox Redis budget', () => {
     await stop.stop(usage);
 
     // Its connection is gone and it cannot come back.
-    await expect(agent.ping()).rejects.toThrow();
+    await expect(agent.set(keys.heartbeat, 'x')).rejects.toThrow();
     const retry = new Redis(own.server.url);
     await expect(retry.call('AUTH', credentials.username, credentials.password)).rejects.toThrow(
       /WRONGPASS|disabled/,
