@@ -215,7 +215,8 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
       `resp ${gateway} ${redis.port} 'PING\\r\\n'`,
       `resp ${gateway} ${redis.port} 'AUTH default nopass\\r\\nPING\\r\\n'`,
       `resp ${gateway} ${redis.port} 'AUTH admin wrong\\r\\nPING\\r\\n'`,
-      `resp ${gateway} ${redis.port} 'AUTH ${decodeURIComponent(own.username)} ${decodeURIComponent(own.password)}\\r\\nPING\\r\\n'`,
+      // Its own user: its own keys, and no other database (issue 28 §3).
+      `resp ${gateway} ${redis.port} 'AUTH ${decodeURIComponent(own.username)} ${decodeURIComponent(own.password)}\\r\\nLLEN sandbox:{${stack.namespace}-probe}:in\\r\\nSELECT 1\\r\\nSWAPDB 0 1\\r\\n'`,
     ];
     const result = await sandbox.exec(['sh', '-c', [PROBE, RESP, ...targets].join('\n')]);
     const lines = result.stdout.trim().split('\n');
@@ -233,7 +234,9 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     expect(replies[0]).toMatch(/^-NOAUTH/);
     expect(replies[1]).toMatch(/WRONGPASS|disabled/);
     expect(replies[2]).toMatch(/WRONGPASS/);
-    expect(replies[3]).toBe('+OK +PONG');
+    expect(replies[3]).toMatch(
+      /^\+OK :\d+ -NOPERM this user has no permissions to run the 'select' command -NOPERM this user has no permissions to run the 'swapdb' command ?$/,
+    );
   }, 120_000);
 
   it.skipIf(!canFirewall)(
@@ -311,6 +314,62 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     );
     expect(peak - before).toBeLessThan(512 * 1024 * 1024);
     await expect.poll(() => admin.exists(key), { timeout: 20_000 }).toBe(0);
+    await expect.poll(usedMemory, { timeout: 20_000 }).toBeLessThan(before + 64 * 1024 * 1024);
+  }, 120_000);
+
+  it('a sandbox whose user may still SELECT (an ACL of an older deployment) pushing 1 GB into database 1 is cut off, and that is freed (issue 28 §3)', async () => {
+    const live = stack as Stack;
+    const id = `${live.namespace}-hop`;
+    await using sandbox = await live.client.sandboxes.create({ id, image });
+    const container = (
+      await docker.listContainers({ filters: { label: [`sandstream.dev/job-id=${id}`] } })
+    )[0];
+    const env = (await docker.getContainer(container?.Id as string).inspect()).Config.Env;
+    const own = new URL((env.find((e) => e.startsWith('REDIS_URL=')) as string).slice('REDIS_URL='.length));
+    // What an older deployment's ACL allowed, and a user made then would still have.
+    await admin.call('ACL', 'SETUSER', decodeURIComponent(own.username), '+select');
+    const db1 = new Redis(`${adminUrl}/1`);
+    db1.on('error', () => {});
+    const usedMemory = async () => Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
+    const before = await usedMemory();
+    const key = `sandbox:{${id}}:elsewhere`;
+    const flood = [
+      `{ printf 'AUTH %s %s\\r\\nSELECT 1\\r\\n' '${decodeURIComponent(own.username)}' '${decodeURIComponent(own.password)}'`,
+      `  i=0; while [ $i -lt 1024 ]; do`,
+      `    printf '*3\\r\\n$5\\r\\nLPUSH\\r\\n$${key.length}\\r\\n${key}\\r\\n$1048576\\r\\n'`,
+      `    head -c 1048576 /dev/zero; printf '\\r\\n'; i=$((i+1))`,
+      `  done; } | nc -w 5 ${gateway} ${redis.port} > /dev/null`,
+    ].join('\n');
+    let peak = before;
+    const sampling = setInterval(() => {
+      usedMemory().then(
+        (m) => {
+          peak = Math.max(peak, m);
+        },
+        () => {},
+      );
+    }, 20);
+    try {
+      await sandbox.exec(['sh', '-c', flood]).then(
+        () => undefined,
+        () => undefined,
+      );
+      await expect.poll(async () => (await sandbox.info()).state, { timeout: 30_000 }).toBe('failed');
+    } finally {
+      clearInterval(sampling);
+    }
+    const info = await sandbox.info();
+    expect(info.reason).toBe('redis-budget');
+    const mb = (n: number) => Math.round(n / (1024 * 1024));
+    console.log(
+      `[measure] flood of 1 GB into database 1: Redis peaked ${mb(peak - before)} MB above where it stood, budget 64 MB`,
+    );
+    expect(peak - before).toBeLessThan(512 * 1024 * 1024);
+    try {
+      await expect.poll(() => db1.exists(key), { timeout: 20_000 }).toBe(0);
+    } finally {
+      db1.disconnect();
+    }
     await expect.poll(usedMemory, { timeout: 20_000 }).toBeLessThan(before + 64 * 1024 * 1024);
   }, 120_000);
 });

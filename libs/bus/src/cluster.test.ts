@@ -10,6 +10,8 @@ import { createKeySpace } from './key-space.js';
 import { QueueNames } from './queues.js';
 import { createRedis } from './redis-connection.js';
 import { SandboxAcl } from './sandbox-acl.js';
+import { freeSandboxKeys } from './sandbox-key-cleanup.js';
+import { sandboxRedisUsage } from './sandbox-redis-usage.js';
 import { scanKeys } from './scan-keys.js';
 import { SlotAdmission } from './slot-leases.js';
 
@@ -96,5 +98,25 @@ describe('on a real Redis Cluster', () => {
     for (const node of redis.nodes('all')) {
       expect(await node.call('ACL', 'USERS')).not.toContain(acl.username('cluster-sbx'));
     }
+  });
+
+  it("measures and frees sandboxes' keys over every master (database 0 only: a Cluster has no other)", async () => {
+    const ids = Array.from({ length: 12 }, (_, i) => `cluster-sbx-${i}`);
+    for (const id of ids) {
+      await redis.set(`${keys.sandboxPrefix(id)}a`, 'x'.repeat(1000));
+      await redis.lpush(`${keys.sandboxPrefix(id)}b`, 'y');
+    }
+    const usage = await sandboxRedisUsage(redis, new Set(ids));
+    expect([...usage.keys()].sort()).toEqual([...ids].sort());
+    expect(usage.get('cluster-sbx-0')?.keys.map((k) => k.db)).toEqual([0, 0]);
+    expect(usage.get('cluster-sbx-0')?.bytes).toBeGreaterThan(1000);
+
+    for (const id of ids) {
+      expect(await freeSandboxKeys(redis, keys, id, { keep: [`${keys.sandboxPrefix(id)}b`] })).toBe(1);
+    }
+    const left: string[] = [];
+    for await (const batch of scanKeys(redis, { match: 'sandbox:{cluster-sbx-*}:*' })) left.push(...batch);
+    expect(left.sort()).toEqual(ids.map((id) => `${keys.sandboxPrefix(id)}b`).sort());
+    for (const id of ids) await freeSandboxKeys(redis, keys, id);
   });
 });

@@ -1,3 +1,4 @@
+import { usePrivateRedis } from '@sandstream/test-support/vitest';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createKeySpace } from './key-space.js';
@@ -53,6 +54,14 @@ describe('per-sandbox Redis user', () => {
       await expect(sandbox.keys('*')).rejects.toThrow(/NOPERM/);
       await expect(sandbox.call('CONFIG', 'GET', 'requirepass')).rejects.toThrow(/NOPERM/);
       await expect(sandbox.call('ACL', 'LIST')).rejects.toThrow(/NOPERM/);
+      // No other database, where its pattern would hold outside what the budget and the
+      // cleanup watch (issue 28 §3); nor any command the agent does not send.
+      await expect(sandbox.select(1)).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.call('SWAPDB', '0', '1')).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.call('MOVE', keys.sandbox(jobA).heartbeat, '1')).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.get(keys.sandbox(jobA).heartbeat)).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.ping()).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.call('FLUSHDB')).rejects.toThrow(/NOPERM/);
       expect(await admin.llen(keys.sandbox(jobB).results)).toBe(1);
       expect(await admin.hget(`job:{${jobA}}`, 'state')).toBe('running');
     } finally {
@@ -105,6 +114,8 @@ describe('a warm pool member Redis user', () => {
       await expect(sandbox.brpop(keys.sandbox(claimer).in, 0.05)).rejects.toThrow(/NOPERM/);
       await expect(sandbox.publish(keys.sandbox(claimer).ready, '1')).rejects.toThrow(/NOPERM/);
       await expect(sandbox.get(keys.sandbox(member).heartbeat)).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.select(1)).rejects.toThrow(/NOPERM/);
+      await expect(sandbox.ping()).rejects.toThrow(/NOPERM/);
     } finally {
       sandbox.disconnect();
     }
@@ -119,6 +130,49 @@ describe('a warm pool member Redis user', () => {
       await expect(bound.brpop(keys.sandbox(member).claim, 0.05)).rejects.toThrow(/NOPERM/);
     } finally {
       bound.disconnect();
+    }
+  });
+});
+
+// A private redis-server: this one writes into database 2 and tries database 1.
+describe('sandbox users of an installation in another database than 0', () => {
+  const own = usePrivateRedis();
+
+  it('may SELECT the installation database, as its agent does on connecting, and no other', async () => {
+    const services = new Redis(`${own.server.url}/2`);
+    const jobAcl = new SandboxAcl(services, keys);
+    const job = `acl-db-${suffix}`;
+    const member = `acl-db-m-${suffix}`;
+    try {
+      const creds = await jobAcl.create(job, notify);
+      const memberCreds = await jobAcl.createPoolMember(member);
+      // The agent's URL names the database: ioredis SELECTs it when it connects.
+      const sandbox = new Redis(urlWithCredentials(`${own.server.url}/2`, creds), {
+        maxRetriesPerRequest: 0,
+        enableReadyCheck: false,
+      });
+      const idle = new Redis(urlWithCredentials(`${own.server.url}/2`, memberCreds), {
+        maxRetriesPerRequest: 0,
+        enableReadyCheck: false,
+      });
+      try {
+        expect(await sandbox.lpush(keys.sandbox(job).results, 'r')).toBe(1);
+        expect(await services.llen(keys.sandbox(job).results)).toBe(1);
+        expect(await own.redis.exists(keys.sandbox(job).results)).toBe(0); // not in database 0
+        expect(await idle.set(keys.sandbox(member).heartbeat, '1', 'PX', 5000)).toBe('OK');
+        for (const client of [sandbox, idle]) {
+          expect(await client.select(2)).toBe('OK');
+          await expect(client.select(1)).rejects.toThrow(/NOPERM/);
+          await expect(client.select(0)).rejects.toThrow(/NOPERM/);
+        }
+      } finally {
+        sandbox.disconnect();
+        idle.disconnect();
+      }
+    } finally {
+      await jobAcl.delete(job);
+      await jobAcl.delete(member);
+      services.disconnect();
     }
   });
 });

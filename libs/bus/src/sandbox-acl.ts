@@ -2,25 +2,25 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import type { KeySpace } from './key-space.js';
 import type { RedisClient } from './redis-connection.js';
+import { homeDatabase } from './scan-keys.js';
 
 /**
- * Commands the agent sends (see agent/src): heartbeat SET/DEL, step and control BRPOP, results
- * LPUSH, events and notices XADD, XLEN of its events stream (with the log archive on it keeps
- * the stream below a high water mark), one PUBLISH on its own ready channel when it starts, and
- * MULTI/EXEC around a terminal's output.
+ * Exactly the commands the agent sends (agent/src, and the raw transfer connection of
+ * libs/wire): heartbeat SET/DEL, step, control, claim and terminal-input BRPOP, results LPUSH (a
+ * standalone agent's) or SET (a result key), events and notices XADD, XLEN of its events stream
+ * (with the log archive on it keeps the stream below a high water mark), one PUBLISH on its own
+ * ready channel when it starts, MULTI/EXEC around a terminal's output, LPUSH/EXPIRE/LLEN/BRPOP on
+ * a transfer's list, QUIT on the way out and CLIENT SETNAME when it connects. Nothing else: no
+ * SELECT (another database would take its pattern there, outside what the services watch and
+ * clean; sandboxDatabaseRules), no GET, no PING. docs/wire.md lists them for operators.
  * Redis lets XLEN through `%W~` too (it reads no entry), so a sandbox can learn the length of the
  * shared notify stream, and nothing more of it.
  */
 export const AGENT_COMMANDS = [
   'set',
-  'get',
   'del',
-  'unlink',
-  'exists',
-  'pexpire',
   'expire',
   'brpop',
-  'rpop',
   'lpush',
   'llen',
   'xadd',
@@ -32,15 +32,20 @@ export const AGENT_COMMANDS = [
   // commands are still checked against the user's keys.
   'multi',
   'exec',
-  'discard',
-  'ping',
-  'echo',
-  'select',
   'quit',
+  // ioredis names every connection (CLIENT LIST tells a sandbox's connections apart by it).
   'client|setname',
-  'client|getname',
-  'client|id',
 ] as const;
+
+/**
+ * SELECT of the services' own database and no other: nothing where it is 0 (the agent then never
+ * selects), `+select|N` where the installation lives in database N (the agent's URL names it, so
+ * ioredis and the transfer connection select it when they connect). Redis checks a first
+ * argument given this way as it checks a key, so `SELECT 1` answers NOPERM all the same.
+ */
+export function sandboxDatabaseRules(database: number): string[] {
+  return database === 0 ? [] : [`+select|${database}`];
+}
 
 export const SANDBOX_USER_PREFIX = 'sandstream-sbx-';
 
@@ -70,6 +75,7 @@ export function sandboxAclRules(
   jobId: string,
   notifyStream: string,
   password: { password: string } | { hash: string },
+  database = 0,
 ): string[] {
   return [
     'reset',
@@ -81,29 +87,23 @@ export function sandboxAclRules(
     `&${keys.sandbox(jobId).ready}`,
     '-@all',
     ...AGENT_COMMANDS.map((c) => `+${c}`),
+    ...sandboxDatabaseRules(database),
   ];
 }
 
 /**
- * What an idle warm pool member needs while it waits for a claim: BRPOP its own claim key, SET its
- * own heartbeat, PUBLISH once on its own ready channel. Nothing of any job; the claim gives the
- * sandbox a job's user (same password, the job's rules) and this user is deleted.
+ * What an idle warm pool member sends while it waits for a claim (agent/src/await-claim.ts): BRPOP
+ * its own claim key, SET and DEL its own heartbeat, PUBLISH once on its own ready channel. Nothing
+ * of any job, no other database (sandboxDatabaseRules); the claim gives the sandbox a job's user
+ * (same password, the job's rules) and this user is deleted.
  */
-export const POOL_MEMBER_COMMANDS = [
-  'brpop',
-  'set',
-  'del',
-  'publish',
-  'ping',
-  'select',
-  'quit',
-  'client|setname',
-] as const;
+export const POOL_MEMBER_COMMANDS = ['brpop', 'set', 'del', 'publish', 'quit', 'client|setname'] as const;
 
 export function poolMemberAclRules(
   keys: KeySpace,
   memberId: string,
   password: { password: string } | { hash: string },
+  database = 0,
 ): string[] {
   const own = keys.sandbox(memberId);
   return [
@@ -116,6 +116,7 @@ export function poolMemberAclRules(
     `&${own.ready}`,
     '-@all',
     ...POOL_MEMBER_COMMANDS.map((c) => `+${c}`),
+    ...sandboxDatabaseRules(database),
   ];
 }
 
@@ -138,6 +139,11 @@ export class SandboxAcl {
     private readonly userPrefix = SANDBOX_USER_PREFIX,
   ) {}
 
+  /** The services' database: the one database a sandbox's agent may SELECT (sandboxDatabaseRules). */
+  private get database(): number {
+    return homeDatabase(this.redis);
+  }
+
   /** True when the server accepts ACL commands (Redis 6+ without ACL renamed away). */
   async supported(): Promise<boolean> {
     try {
@@ -156,7 +162,7 @@ export class SandboxAcl {
   async create(jobId: string, notifyStream: string): Promise<SandboxCredentials> {
     const username = this.username(jobId);
     const password = randomBytes(24).toString('hex');
-    const rules = sandboxAclRules(this.keys, jobId, notifyStream, { password });
+    const rules = sandboxAclRules(this.keys, jobId, notifyStream, { password }, this.database);
     await Promise.all(nodesOf(this.redis).map((node) => node.call('ACL', 'SETUSER', username, ...rules)));
     return { username, password, passwordHash: aclPasswordHash(password) };
   }
@@ -166,7 +172,7 @@ export class SandboxAcl {
    * rules and the kept password hash, so the running agent's credentials work again.
    */
   async restore(jobId: string, notifyStream: string, passwordHash: string): Promise<void> {
-    const rules = sandboxAclRules(this.keys, jobId, notifyStream, { hash: passwordHash });
+    const rules = sandboxAclRules(this.keys, jobId, notifyStream, { hash: passwordHash }, this.database);
     await Promise.all(
       nodesOf(this.redis).map((node) => node.call('ACL', 'SETUSER', this.username(jobId), ...rules)),
     );
@@ -176,7 +182,7 @@ export class SandboxAcl {
   async createPoolMember(memberId: string): Promise<SandboxCredentials> {
     const username = this.username(memberId);
     const password = randomBytes(24).toString('hex');
-    const rules = poolMemberAclRules(this.keys, memberId, { password });
+    const rules = poolMemberAclRules(this.keys, memberId, { password }, this.database);
     await Promise.all(nodesOf(this.redis).map((node) => node.call('ACL', 'SETUSER', username, ...rules)));
     return { username, password, passwordHash: aclPasswordHash(password) };
   }

@@ -1,12 +1,13 @@
 import { jobIdFromKey } from './key-space.js';
 import type { RedisClient } from './redis-connection.js';
-import { redisMasters, scanKeys } from './scan-keys.js';
+import { redisMasters, scanEveryDatabase } from './scan-keys.js';
 
 /** What one sandbox holds in Redis: its keys and their sizes, largest first. */
 export interface SandboxRedisUsage {
   jobId: string;
   bytes: number;
-  keys: { key: string; bytes: number }[];
+  /** `db`: the database the key is in (a sandbox that could SELECT may have written to any). */
+  keys: { key: string; db: number; bytes: number }[];
 }
 
 /** Every sandbox's keys, whatever the namespace (job ids are unique across them). */
@@ -22,8 +23,8 @@ export async function redisUsedMemory(redis: RedisClient): Promise<number> {
 }
 
 /**
- * What each of `jobIds`'s sandboxes stores, by SCAN over `sandbox:{…}:*` (never KEYS) and MEMORY
- * USAGE of the keys found. A sandbox may create any key under its own prefix, so its keys cannot
+ * What each of `jobIds`'s sandboxes stores, by SCAN over `sandbox:{…}:*` (never KEYS) in every
+ * database that holds keys (scanEveryDatabase) and MEMORY USAGE of the keys found. A sandbox may create any key under its own prefix, so its keys cannot
  * be listed from names the services know. MEMORY USAGE samples five elements of a list or stream
  * and scales, so a key of a million entries costs the same as one of ten.
  */
@@ -34,26 +35,26 @@ export async function sandboxRedisUsage(
 ): Promise<Map<string, SandboxRedisUsage>> {
   const usage = new Map<string, SandboxRedisUsage>();
   const seen = new Set<string>();
-  for await (const batch of scanKeys(redis, {
+  for await (const { db, client, keys } of scanEveryDatabase(redis, {
     match: SANDBOX_KEY_PATTERN,
     count: options.count ?? 1000,
     ...(options.signal ? { signal: options.signal } : {}),
   })) {
-    const ours = batch.filter((key) => {
+    const ours = keys.filter((key) => {
       const jobId = jobIdFromKey(key);
       // SCAN may return a key twice; counting it twice would stop a sandbox for nothing.
-      if (jobId === null || !jobIds.has(jobId) || seen.has(key)) return false;
-      seen.add(key);
+      if (jobId === null || !jobIds.has(jobId) || seen.has(`${db} ${key}`)) return false;
+      seen.add(`${db} ${key}`);
       return true;
     });
     // Sent together: ioredis pipelines them (and routes each to its node on a Cluster).
-    const sizes = await Promise.all(ours.map((key) => redis.memory('USAGE', key, 'SAMPLES', 5)));
+    const sizes = await Promise.all(ours.map((key) => client.memory('USAGE', key, 'SAMPLES', 5)));
     ours.forEach((key, i) => {
       const bytes = Number(sizes[i] ?? 0); // null: the key went away between SCAN and now
       const jobId = jobIdFromKey(key) as string;
       const entry = usage.get(jobId) ?? { jobId, bytes: 0, keys: [] };
       entry.bytes += bytes;
-      entry.keys.push({ key, bytes });
+      entry.keys.push({ key, db, bytes });
       usage.set(jobId, entry);
     });
   }

@@ -38,3 +38,55 @@ export async function* scanKeys(redis: RedisClient, options: ScanOptions): Async
     } while (cursor !== '0');
   }
 }
+
+/**
+ * The database a client works in: its URL's `/db`, 0 on a Cluster (which has no other). Where
+ * the services keep their keys, so where a sandbox's own keys belong.
+ */
+export function homeDatabase(redis: RedisClient): number {
+  return (redis as Cluster).isCluster ? 0 : ((redis as Redis).options.db ?? 0);
+}
+
+/** The databases of one node that hold keys, from INFO keyspace (`db3:keys=…`): one O(1) call. */
+export async function databasesWithKeys(node: Redis): Promise<number[]> {
+  const info = await node.info('keyspace');
+  return [...info.matchAll(/^db(\d+):keys=(\d+)/gm)].filter((m) => Number(m[2]) > 0).map((m) => Number(m[1]));
+}
+
+/** One batch of scanEveryDatabase: `client` works in `db` (route per-key commands for `keys` through it). */
+export interface DatabaseBatch {
+  db: number;
+  /** True for the services' own database (homeDatabase). */
+  home: boolean;
+  client: RedisClient;
+  keys: string[];
+}
+
+/**
+ * scanKeys in every database that holds keys, not only the client's own: a sandbox user that
+ * may SELECT (an ACL from an older deployment) writes its pattern into any of them. The home
+ * database goes first, through `redis` itself; another one through a connection of its own that
+ * SELECTs it (awaited: a refused SELECT throws rather than scan the home database by mistake),
+ * closed after its walk, so no shared connection ever changes database under its other callers.
+ * A Cluster has database 0 only.
+ */
+export async function* scanEveryDatabase(
+  redis: RedisClient,
+  options: ScanOptions,
+): AsyncGenerator<DatabaseBatch> {
+  const home = homeDatabase(redis);
+  for await (const keys of scanKeys(redis, options)) yield { db: home, home: true, client: redis, keys };
+  if ((redis as Cluster).isCluster) return;
+  const node = redis as Redis;
+  for (const db of await databasesWithKeys(node)) {
+    if (db === home) continue;
+    if (options.signal?.aborted) return;
+    const client = node.duplicate({ lazyConnect: true });
+    try {
+      await client.select(db);
+      for await (const keys of scanKeys(client, options)) yield { db, home: false, client, keys };
+    } finally {
+      client.disconnect();
+    }
+  }
+}

@@ -1,4 +1,5 @@
 import {
+  freeSandboxKeys,
   isTerminal,
   type JobStore,
   type KeySpace,
@@ -11,7 +12,7 @@ import {
 } from '@sandstream/bus';
 import { requestAgentShutdown, type SandboxBackend } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
-import { formatIssues } from '@sandstream/wire';
+import { formatIssues, StreamLimits } from '@sandstream/wire';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 
@@ -37,11 +38,33 @@ async function forgetMember(deps: DestroyDeps, memberId: string): Promise<void> 
 }
 
 /**
+ * What the sandbox stored goes with it, whatever its budget said while it ran: steps, control and
+ * heartbeat (a shutdown step nobody popped must not reach a future sandbox of the same job id),
+ * and every key it made under its prefix, in any database. Its events stream stays, cut to the
+ * length the agent and the services write it at (so only what a sandbox added past that goes).
+ * The `results` list goes too: under the services results travel in per-step keys the
+ * dispatcher takes, and the list is only a standalone agent's (seed 000).
+ */
+async function freeStoredKeys(deps: DestroyDeps, jobId: string): Promise<void> {
+  const { events } = deps.keys.sandbox(jobId);
+  await freeSandboxKeys(deps.redis, deps.keys, jobId, { keep: [events] });
+  await deps.redis
+    .xtrim(events, 'MAXLEN', '~', StreamLimits.eventStreamMaxLength)
+    .catch(async (err: Error) => {
+      // Not a stream (the sandbox wrote something else there): no output of the job's, so it goes;
+      // throwing would fail every retry of this destroy.
+      if (!err.message.startsWith('WRONGTYPE')) throw err;
+      await deps.redis.unlink(events);
+    });
+}
+
+/**
  * The `sandbox-destroy` processor. Every step is idempotent, so a retried or duplicated
  * destroy converges: the job ends in a terminal state, its slot lease is freed, the backend's
- * destroy (shutdown step, grace, kill, remove) runs, and the sandbox's own keys (in, control,
- * heartbeat) and its Redis user go. The job record, events and results stay for the reaper's
- * retention, so clients can still read the outcome and the output.
+ * destroy (shutdown step, grace, kill, remove) runs, and the sandbox's Redis user and everything
+ * it stored go (freeSandboxKeys: every key of its pattern, in every database). The job record and
+ * its events stream stay for the reaper's retention, so clients can still read the outcome and
+ * the output.
  *
  * The slot goes back as soon as the job is terminal, not after the destroy: a waiting job
  * should not wait for a container removal or a grace period of a job that has finished (the
@@ -84,10 +107,7 @@ export function createDestroyProcessor(deps: DestroyDeps) {
       deps.onDestroyed?.(record.sandbox.backend);
     }
     if (deps.acl) await deps.acl.delete(jobId);
-    const keys = deps.keys.sandbox(jobId);
-    // Without a sandbox these keys mean nothing; a shutdown step nobody popped must not reach
-    // a future sandbox of the same job id.
-    await deps.redis.unlink(keys.in, keys.control, keys.heartbeat);
+    await freeStoredKeys(deps, jobId);
     log.info({ reason, sandbox: record?.sandbox?.id }, 'sandbox destroyed');
     return 'destroyed';
   };

@@ -59,15 +59,16 @@ describe('SandboxUserRestorer', () => {
         retryStrategy: () => null,
       });
       agent.on('error', () => {});
-      // The live job's user is back once it can log in again.
+      // The live job's user is back once it can log in again (and beat, as its agent does: a
+      // sandbox user may not PING).
       await vi.waitUntil(
         async () => {
           const ok = await agent.connect().then(
-            () => agent.ping(),
+            () => agent.set(keys.sandbox('live').heartbeat, '1', 'PX', 1000),
             () => null,
           );
-          if (ok !== 'PONG') agent.disconnect();
-          return ok === 'PONG';
+          if (ok !== 'OK') agent.disconnect();
+          return ok === 'OK';
         },
         { timeout: 15_000, interval: 100 },
       );

@@ -3,6 +3,7 @@ import {
   type DispatchKeys,
   type ExpiredLeases,
   enqueueDestroy,
+  freeSandboxKeys,
   type InstallationIdentity,
   isTerminal,
   type JobRecord,
@@ -330,6 +331,7 @@ export class Reaper {
       if ((await this.options.redis.set(lock, '1', 'PX', 60_000, 'NX')) !== 'OK') continue;
       try {
         await backend.destroy(sandbox, { graceMs: 2000 });
+        await this.freeStored(sandbox.jobId);
         const member = await this.options.pools?.get(sandbox.jobId);
         if (member) await this.options.pools?.remove(member);
         this.missingSince.delete(sandbox.jobId);
@@ -373,8 +375,23 @@ export class Reaper {
       if (!(await this.isOrphan(jobId, { heartbeatKeeps: true }))) continue;
       if (!(await this.aclUserIsOurs(acl, jobId))) continue;
       await acl.delete(jobId);
+      // A user left behind means its destroy was lost, and with it the cleanup of what it stored.
+      await this.freeStored(jobId);
       report.aclUsersDeleted++;
     }
+  }
+
+  /**
+   * What an orphaned sandbox stored, in every database (freeSandboxKeys), paced like the reaper's
+   * other walks; its events stream is the job's output and stays for retention.
+   */
+  private async freeStored(jobId: string): Promise<void> {
+    const { redis, keys } = this.options;
+    await freeSandboxKeys(redis, keys, jobId, {
+      keep: [keys.sandbox(jobId).events],
+      count: this.options.scanCount ?? 200,
+      pauseMs: this.options.pauseMs ?? 10,
+    });
   }
 }
 

@@ -1,11 +1,10 @@
 import {
-  escapeGlob,
+  freeSandboxKeys,
   type KeySpace,
   type RedisClient,
   redisBudgetReason,
   SandboxAcl,
   type SandboxRedisUsage,
-  scanKeys,
 } from '@sandstream/bus';
 import type { Logger } from '@sandstream/telemetry';
 import type { StepDispatcher } from './step-dispatcher.js';
@@ -45,20 +44,14 @@ export class OverBudgetStop {
   }
 
   /**
-   * Its keys as they are now, not as measured (it may have made more before it was cut off),
-   * except its heartbeat (without it the job would read as lost before it is failed) and its
-   * events stream, trimmed to its newest entries.
+   * Its keys as they are now, not as measured (it may have made more before it was cut off), in
+   * every database, except its heartbeat (without it the job would read as lost before it is
+   * failed) and its events stream, trimmed to its newest entries.
    */
   private async free(jobId: string): Promise<void> {
     const { redis, keySpace, budgetBytes } = this.options;
     const { events, heartbeat } = keySpace.sandbox(jobId);
-    for await (const batch of scanKeys(redis, {
-      match: `${escapeGlob(keySpace.sandboxPrefix(jobId))}*`,
-      count: 1000,
-    })) {
-      const doomed = batch.filter((key) => key !== events && key !== heartbeat);
-      if (doomed.length > 0) await Promise.all(doomed.map((key) => redis.unlink(key)));
-    }
+    await freeSandboxKeys(redis, keySpace, jobId, { keep: [events, heartbeat] });
     const streamBytes = Number((await redis.memory('USAGE', events, 'SAMPLES', 5)) ?? 0);
     if (streamBytes > budgetBytes / 4) {
       const length = await redis.xlen(events);

@@ -99,7 +99,7 @@ describe('per-sandbox Redis budget', () => {
     await stop.stop(usage);
 
     // Its connection is gone and it cannot come back.
-    await expect(agent.ping()).rejects.toThrow();
+    await expect(agent.set(keys.heartbeat, 'x')).rejects.toThrow();
     const retry = new Redis(own.server.url);
     await expect(retry.call('AUTH', credentials.username, credentials.password)).rejects.toThrow(
       /WRONGPASS|disabled/,
@@ -115,5 +115,72 @@ describe('per-sandbox Redis budget', () => {
     expect(left).toBeGreaterThan(0);
     expect(left).toBeLessThanOrEqual(50);
     await acl.delete(jobId);
+  });
+
+  it('counts what a sandbox stored in another database (an older ACL let it SELECT) and frees it there when it stops it', async () => {
+    const jobId = 'db-hopper';
+    const keys = keySpace.sandbox(jobId);
+    // As an old ACL allowed: the sandbox's own pattern, in database 1.
+    const db1 = new Redis(`${own.server.url}/1`);
+    try {
+      await db1.lpush(`${keys.prefix}elsewhere`, Buffer.alloc(MB), Buffer.alloc(MB, 1), Buffer.alloc(MB, 2));
+      await db1.lpush(
+        `${keys.prefix}elsewhere-too`,
+        Buffer.alloc(MB),
+        Buffer.alloc(MB, 1),
+        Buffer.alloc(MB, 2),
+      );
+      await db1.set('not-a-sandbox-key', 'stays');
+      await db1.set(`${keySpace.sandboxPrefix('neighbour')}own`, 'stays');
+      await own.redis.xadd(keys.events, '*', 'line', 'last words');
+      await own.redis.set(keys.heartbeat, 'x');
+
+      const over: SandboxRedisUsage[] = [];
+      const monitor = new RedisBudgetMonitor({
+        redis: own.redis,
+        logger,
+        budgetBytes: 4 * MB,
+        intervalMs: 100,
+        measureEveryMs: 3_600_000,
+        runningJobs: async () => [jobId, 'neighbour'],
+        lockKey: keySpace.lock('redis-budget-db'),
+        onOverBudget: async (usage) => {
+          over.push(usage);
+        },
+      });
+      await monitor.tick();
+      expect(over.map((u) => u.jobId)).toEqual([jobId]);
+      expect(over[0]?.bytes).toBeGreaterThan(6 * MB);
+      expect(
+        over[0]?.keys
+          .filter((k) => k.db === 1)
+          .map((k) => k.key)
+          .sort(),
+      ).toEqual([`${keys.prefix}elsewhere`, `${keys.prefix}elsewhere-too`].sort());
+
+      const failed: string[] = [];
+      const stop = new OverBudgetStop({
+        redis: own.redis,
+        keySpace,
+        budgetBytes: 4 * MB,
+        logger,
+        dispatcher: {
+          failRunning: async (id, reasonOf) => {
+            failed.push(`${id}: ${await reasonOf()}`);
+          },
+        },
+      });
+      await stop.stop(over[0] as SandboxRedisUsage);
+      expect(isRedisBudgetReason(failed[0]?.slice(`${jobId}: `.length))).toBe(true);
+      // Freed in database 1 as in its own; nothing else there, nor its events and heartbeat here.
+      expect(await db1.exists(`${keys.prefix}elsewhere`, `${keys.prefix}elsewhere-too`)).toBe(0);
+      expect(await db1.get('not-a-sandbox-key')).toBe('stays');
+      expect(await db1.get(`${keySpace.sandboxPrefix('neighbour')}own`)).toBe('stays');
+      expect(await own.redis.xlen(keys.events)).toBe(1);
+      expect(await own.redis.exists(keys.heartbeat)).toBe(1);
+    } finally {
+      await db1.unlink('not-a-sandbox-key', `${keySpace.sandboxPrefix('neighbour')}own`);
+      db1.disconnect();
+    }
   });
 });
