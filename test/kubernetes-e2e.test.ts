@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { createKeySpace, InstallationIdentity } from '@sandstream/bus';
 import { dockerEngine, testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -164,12 +165,17 @@ describe.skipIf(skip)('end to end on the Kubernetes backend (kube-api-standin)',
     });
     try {
       const jobId = `${prefix}-orphan`;
+      // The id the stack's services keep in its Redis: what makes a job-less pod this reaper's.
+      const installationId = await new InstallationIdentity(redis, createKeySpace(stack.namespace)).refresh();
       const ref = await backend.create({
         jobId,
         tenant: 'e2e',
         spec: SandboxSpecSchema.parse({
           image: images.busybox,
-          labels: { [SandboxLabels.installation]: prefix },
+          labels: {
+            [SandboxLabels.installation]: prefix,
+            [SandboxLabels.installationId]: installationId,
+          },
         }),
         agent: { redisUrl: testRedisUrl(), keyStyle: 'tagged', heartbeatIntervalMs: 200 },
       });

@@ -40,6 +40,12 @@ export const JobField = {
   commandsRunning: 'commandsRunning',
   /** Live sandboxes: the dispatcher decided to close it (idle, lifetime); takes no more commands. */
   closing: 'closing',
+  /**
+   * The SANDSTREAM_NAMESPACE that created the job. `job:{<id>}` itself carries no namespace (the
+   * per-job keys are the wire's), so this field is how a reaper tells its own jobs from another
+   * namespace's on a shared Redis. Absent on records written before it existed.
+   */
+  namespace: 'namespace',
 } as const;
 
 /** A live sandbox's command, as pushed (its request and start time) is kept under `cmd:<id>`. */
@@ -95,6 +101,7 @@ export function parseJobRecord(hash: Record<string, string>): JobRecord | null {
     commandsRunning: Math.max(0, Number(hash[JobField.commandsRunning] ?? 0)),
     commandSeq: Number(hash[JobField.commandSeq] ?? 0),
     closing: hash[JobField.closing],
+    namespace: hash[JobField.namespace],
     commands,
   };
 }

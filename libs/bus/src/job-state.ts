@@ -139,4 +139,6 @@ export interface JobRecord {
   closing: string | undefined;
   /** Live sandboxes: the commands still in its bounded history, by id (CommandRecord JSON as stored). */
   commands: Record<string, unknown>;
+  /** The namespace that created it (JobField.namespace); undefined on records older than the field. */
+  namespace?: string | undefined;
 }

@@ -94,7 +94,16 @@ export class JobStore {
     const created = await CREATE.run<number>(
       this.redis,
       [this.keys.job(jobId), this.keys.sandbox(jobId).events],
-      [jobId, parsed.tenant, JSON.stringify(stored), now, json, StreamLimits.eventStreamMaxLength, kind],
+      [
+        jobId,
+        parsed.tenant,
+        JSON.stringify(stored),
+        now,
+        json,
+        StreamLimits.eventStreamMaxLength,
+        kind,
+        this.keys.namespace,
+      ],
     );
     if (created !== 1) return { created: false, jobId };
     // Separate commands, not one pipeline: on a Cluster these keys live in different slots.

@@ -59,6 +59,17 @@ export interface KeySpace {
   /** Keys of the HTTP API's own short-lived state (rate-limit counters, one-use tickets). */
   api(name: string): string;
   /**
+   * STRING: this Redis's installation id for the namespace (installation.ts), generated once with
+   * SET NX and read back by every service, so one deployment agrees on it and another deployment
+   * with its own Redis never gets the same.
+   */
+  readonly installationId: string;
+  /**
+   * SET: ids this Redis had before it lost its data, re-announced by a service that still held
+   * one (InstallationIdentity.refresh): sandboxes labelled with them are still this Redis's.
+   */
+  readonly installationPreviousIds: string;
+  /**
    * Warm pools (warm-pool-store.ts). Every pool key shares the tag `{<ns>:pools}`, so one script
    * checks a pool's max and the global capacity and takes a member in one step.
    */
@@ -116,6 +127,8 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
     lock: (name) => `${namespace}:lock:${name}`,
     apiKeys: `${namespace}:apikeys`,
     api: (name) => `${namespace}:api:${name}`,
+    installationId: `${namespace}:installation:id`,
+    installationPreviousIds: `${namespace}:installation:previous`,
     pools: {
       members: `${poolTag}:members`,
       unclaimed: `${poolTag}:unclaimed`,

@@ -128,6 +128,12 @@ export const SandboxLabels = {
    * orphans carrying its own, so installations sharing an engine never touch each other's.
    */
   installation: 'sandstream.dev/installation',
+  /**
+   * The installation id kept in the Redis the sandbox's job lives in (InstallationIdentity in
+   * libs/bus): unique per Redis and namespace even where names collide. A reaper destroys a
+   * sandbox whose job record it cannot find only when this is one of its Redis's ids.
+   */
+  installationId: 'sandstream.dev/installation-id',
   /** The warm pool a member was made for (its job-id label is then the member's id). */
   warmPool: 'sandstream.dev/warm-pool',
 } as const;

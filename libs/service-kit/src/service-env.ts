@@ -24,9 +24,10 @@ export const SharedEnv = {
     .enum(['auto', 'on', 'off'], { error: 'SANDBOX_ACL must be auto, on or off' })
     .default('auto'),
   /**
-   * The installation sandboxes are labelled with (pod-lifecycle) and the only one whose orphans
-   * are destroyed (reaper). Default: derived from the Redis address and the namespace
-   * (installationOf in libs/bus).
+   * The installation name sandboxes are labelled with (pod-lifecycle). Default: the installation
+   * id this Redis keeps for the namespace (InstallationIdentity in libs/bus), which the reaper
+   * also requires on any sandbox it destroys, so two deployments sharing a name never touch
+   * each other's sandboxes.
    */
   SANDSTREAM_INSTALLATION: InstallationSchema.optional(),
 } as const;

@@ -22,6 +22,8 @@ export interface PoolMembersDeps {
   agentRedisUrl: string;
   agentEnv?: Record<string, string>;
   installation: string;
+  /** This Redis's installation id (InstallationIdentity), put on every member beside the name. */
+  installationId?: () => string;
   /** This replica, written on the members it starts (logs, debugging). */
   owner: string;
   logger: Logger;
@@ -86,6 +88,7 @@ export class PoolMembers {
           labels: {
             ...pool.spec.labels,
             [SandboxLabels.installation]: deps.installation,
+            ...(deps.installationId ? { [SandboxLabels.installationId]: deps.installationId() } : {}),
             [SandboxLabels.warmPool]: pool.name,
           },
         },

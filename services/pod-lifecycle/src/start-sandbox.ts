@@ -53,6 +53,8 @@ export interface StartDeps {
   agentEnv?: Record<string, string>;
   /** This installation's id, put on every sandbox as a label (the reaper's orphan pass reads it). */
   installation: string;
+  /** This Redis's installation id (InstallationIdentity), put on every sandbox beside the name. */
+  installationId?: () => string;
   /** Called with the create-to-ready latency of each started sandbox. */
   onStarted?: (seconds: number, backend: string) => void;
   /** Claims from warm pools first; absent, every start is cold. */
@@ -224,7 +226,11 @@ export function createStartProcessor(deps: StartDeps) {
           tenant: payload.tenant,
           spec: {
             ...spec.data,
-            labels: { ...spec.data.labels, [SandboxLabels.installation]: deps.installation },
+            labels: {
+              ...spec.data.labels,
+              [SandboxLabels.installation]: deps.installation,
+              ...(deps.installationId ? { [SandboxLabels.installationId]: deps.installationId() } : {}),
+            },
           },
           agent: {
             redisUrl: urlWithCredentials(route.redisUrl, credentials),

@@ -22,6 +22,7 @@ export interface WarmPoolsDeps {
   acl: SandboxAcl | null;
   announcements: AgentAnnouncements;
   installation: string;
+  installationId?: () => string;
   metrics: SandstreamMetrics;
   agentRedisUrl: string;
   agentEnv?: Record<string, string>;
@@ -65,6 +66,7 @@ export async function openWarmPools(deps: WarmPoolsDeps): Promise<WarmPools | nu
     agentRedisUrl: deps.agentRedisUrl,
     ...(deps.agentEnv ? { agentEnv: deps.agentEnv } : {}),
     installation: deps.installation,
+    ...(deps.installationId ? { installationId: deps.installationId } : {}),
     owner: `${process.pid}`,
     logger,
     onRefilled: (pool, seconds) => metrics.poolRefillSeconds.record(seconds, { pool }),

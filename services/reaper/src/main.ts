@@ -1,7 +1,9 @@
 import {
   DispatcherPresence,
   DispatchKeys,
+  deriveInstallation,
   ExpiredLeases,
+  InstallationIdentity,
   installationOf,
   JobStore,
   QueueNames,
@@ -42,7 +44,11 @@ runService({
     const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keys.bullPrefix });
     destroyQueue.on('error', throttledErrorLog(logger, 'destroy queue'));
     const dispatchKeys = new DispatchKeys(keys, env.COMPLETION_SHARDS);
-    const installation = installationOf(env);
+    // This Redis's installation id (installation.ts); each pass re-reads it (and writes it back
+    // to a Redis that lost it), so sandboxes made against this Redis stay recognisable.
+    const identity = new InstallationIdentity(redis, keys);
+    await identity.refresh();
+    const installation = installationOf(env, identity.id);
     const reaper = new Reaper({
       redis,
       keys,
@@ -69,7 +75,11 @@ runService({
         presence: new DispatcherPresence(redis, dispatchKeys),
         absentMs: env.REAPER_DISPATCHER_ABSENT_SECONDS * 1000,
       },
-      installation,
+      installation: {
+        identity,
+        // The name, and the derived default older versions labelled sandboxes with.
+        names: [installation, deriveInstallation(env)],
+      },
       jobIdGlob: env.REAPER_JOB_GLOB,
       scanCount: env.REAPER_SCAN_COUNT,
       pauseMs: env.REAPER_PAUSE_MS,
@@ -138,7 +148,12 @@ runService({
         ...watchdog.checks(),
         ...(nats ? { nats: nats.ready } : {}),
       },
-      info: { natsRelay: nats !== undefined, logArchive: nats?.archiver?.streamName ?? 'off', installation },
+      info: {
+        natsRelay: nats !== undefined,
+        logArchive: nats?.archiver?.streamName ?? 'off',
+        installation,
+        installationId: identity.id,
+      },
     };
   },
 });

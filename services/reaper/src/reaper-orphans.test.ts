@@ -5,6 +5,7 @@ import {
   createKeySpace,
   DispatchKeys,
   ExpiredLeases,
+  InstallationIdentity,
   JobStore,
   type PoolMember,
   parseJobSpec,
@@ -32,6 +33,10 @@ describe('reaper: orphaned sandboxes after Redis lost its data', () => {
 
   it("destroys only this installation's, after the grace, with their processes and directories", async () => {
     const backend = new InProcessBackend({ redis: own.redis, root });
+    const keys = createKeySpace('orphans');
+    // The running reaper's view of this Redis's installation id, from before the data loss.
+    const identity = new InstallationIdentity(own.redis, keys);
+    const id = await identity.refresh();
     const sandbox = (jobId: string, labels: Record<string, string>) =>
       backend.create({
         jobId,
@@ -39,9 +44,16 @@ describe('reaper: orphaned sandboxes after Redis lost its data', () => {
         spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
         agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
       });
-    await sandbox('mine', { [SandboxLabels.installation]: 'here' });
+    await sandbox('mine', { [SandboxLabels.installation]: 'here', [SandboxLabels.installationId]: id });
     await sandbox('theirs', { [SandboxLabels.installation]: 'elsewhere' });
     await sandbox('unlabelled', {});
+    // Same name, another Redis: its job lives where this reaper cannot look.
+    await sandbox('namesake', {
+      [SandboxLabels.installation]: 'here',
+      [SandboxLabels.installationId]: 'r-000000000000',
+    });
+    // Same name, made before installation ids: trusted by name only with its record here.
+    await sandbox('older', { [SandboxLabels.installation]: 'here' });
     const stateDirOf = async (jobId: string) =>
       JSON.parse((await own.redis.hget('sandstream:inprocess:sandboxes', jobId)) ?? '{}').stateDir as string;
     const mineDir = await stateDirOf('mine');
@@ -50,7 +62,6 @@ describe('reaper: orphaned sandboxes after Redis lost its data', () => {
     await own.redis.flushall();
 
     let offset = 0;
-    const keys = createKeySpace('orphans');
     const reaper = new Reaper({
       redis: own.redis,
       keys,
@@ -59,7 +70,7 @@ describe('reaper: orphaned sandboxes after Redis lost its data', () => {
       dispatchKeys: new DispatchKeys(keys, 1),
       logger: silentLogger('reaper-orphans'),
       backend,
-      installation: 'here',
+      installation: { names: ['here'], identity },
       retentionMs: 60_000,
       orphanGraceMs: 60_000,
       sandboxGraceMs: 30_000,
@@ -71,13 +82,17 @@ describe('reaper: orphaned sandboxes after Redis lost its data', () => {
       // First sight of a missing job starts its grace: nothing goes yet.
       expect((await reaper.runOnce()).sandboxesDestroyed).toBe(0);
       offset += 31_000;
-      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(1);
+      const report = await reaper.runOnce();
+      expect(report.sandboxesDestroyed).toBe(1);
+      expect(report.sandboxesForeign).toBe(1);
+      // The id came back with the reaper that held it.
+      expect(await own.redis.get(keys.installationId)).toBe(id);
       const left = await backend.list();
-      expect(left.map((s) => s.jobId).sort()).toEqual(['theirs', 'unlabelled']);
+      expect(left.map((s) => s.jobId).sort()).toEqual(['namesake', 'older', 'theirs', 'unlabelled']);
       expect(left.every((s) => s.state === 'running')).toBe(true);
       expect(existsSync(mineDir)).toBe(false);
     } finally {
-      for (const jobId of ['mine', 'theirs', 'unlabelled'])
+      for (const jobId of ['mine', 'theirs', 'unlabelled', 'namesake', 'older'])
         await backend.destroy({ jobId, backend: 'inprocess', id: '0' }, { graceMs: 0 });
     }
     expect(await backend.list()).toEqual([]);
@@ -93,7 +108,12 @@ describe('reaper: warm pool members', () => {
     const keys = createKeySpace('pool-orphans');
     const pools = new WarmPoolStore(own.redis, keys);
     const store = new JobStore({ redis: own.redis, keys });
-    const labels = { [SandboxLabels.installation]: 'here', [SandboxLabels.warmPool]: 'node' };
+    const identity = new InstallationIdentity(own.redis, keys);
+    const labels = {
+      [SandboxLabels.installation]: 'here',
+      [SandboxLabels.installationId]: await identity.refresh(),
+      [SandboxLabels.warmPool]: 'node',
+    };
     const make = (jobId: string) =>
       backend.create({
         jobId,
@@ -139,7 +159,7 @@ describe('reaper: warm pool members', () => {
       logger: silentLogger('reaper-pools'),
       backend,
       pools,
-      installation: 'here',
+      installation: { names: ['here'], identity },
       retentionMs: 600_000,
       orphanGraceMs: 600_000,
       sandboxGraceMs: 30_000,

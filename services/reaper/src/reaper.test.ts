@@ -6,6 +6,7 @@ import {
   DispatcherPresence,
   DispatchKeys,
   ExpiredLeases,
+  InstallationIdentity,
   type JobState,
   JobStore,
   parseJobSpec,
@@ -297,14 +298,20 @@ describe('reaper', () => {
     await redis.set(h.keys.sandbox(live).heartbeat, '1', 'PX', 60_000);
     const gone = `${h.ns}-gone-sbx`;
     const done = await h.job('done-sbx', FINISHED);
-    const spec = { image: 'x', command: ['sleep', '30'], labels: { [SandboxLabels.installation]: 'here' } };
+    const identity = new InstallationIdentity(redis, h.keys);
+    const labels = {
+      [SandboxLabels.installation]: 'here',
+      [SandboxLabels.installationId]: await identity.refresh(),
+    };
+    const spec = { image: 'x', command: ['sleep', '30'], labels };
     const agent = { redisUrl: url, keyStyle: 'tagged' as const };
     for (const jobId of [live, gone, done]) {
       await backend.create({ jobId, tenant: 'acme', spec: spec as never, agent });
       await acl.create(jobId, h.keys.completionStream(0));
     }
     try {
-      const report = await h.reaper({ backend, acl, sandboxGraceMs: 0, installation: 'here' }).runOnce();
+      const installation = { names: ['here'], identity };
+      const report = await h.reaper({ backend, acl, sandboxGraceMs: 0, installation }).runOnce();
       expect(report.sandboxesDestroyed).toBe(2);
       expect(report.aclUsersDeleted).toBe(2);
       expect((await backend.list()).map((s) => s.jobId)).toEqual([live]);

@@ -4,12 +4,14 @@ import {
   type ExpiredLeases,
   enqueueDestroy,
   freeSandboxKeys,
+  type InstallationIdentity,
   isTerminal,
   type JobRecord,
   type JobStore,
   jobIdFromKey,
   type KeySpace,
   type RedisClient,
+  redisMasters,
   type SandboxAcl,
   scanKeys,
   type WarmPoolStore,
@@ -62,10 +64,12 @@ export interface ReaperOptions {
    */
   dispatchers?: { presence: DispatcherPresence; absentMs: number };
   /**
-   * This installation's id: only sandboxes labelled with it are ever destroyed here (several
-   * installations may share an engine). Without it, no sandbox is destroyed.
+   * This installation (several may share an engine): a sandbox is destroyed here only when it
+   * carries one of this Redis's installation ids (`identity`), or, made by a version without that
+   * label, carries one of `names` and its job's record is in this Redis and namespace. Without
+   * it, no sandbox is destroyed.
    */
-  installation?: string;
+  installation?: { names: readonly string[]; identity: InstallationIdentity };
   /** Only jobs whose id matches this glob (tests; sharding the key space between reapers). */
   jobIdGlob?: string;
   scanCount?: number;
@@ -83,6 +87,8 @@ export interface ReapReport {
   leasesReclaimed: number;
   sandboxesDestroyed: number;
   aclUsersDeleted: number;
+  /** Sandboxes labelled with this installation's name but another Redis's id: left alone. */
+  sandboxesForeign: number;
   /** Finished jobs past retention whose log is not archived yet (kept). */
   jobsHeldForArchive: number;
   durationMs: number;
@@ -96,6 +102,7 @@ const emptyReport = (): ReapReport => ({
   leasesReclaimed: 0,
   sandboxesDestroyed: 0,
   aclUsersDeleted: 0,
+  sandboxesForeign: 0,
   jobsHeldForArchive: 0,
   durationMs: 0,
 });
@@ -111,6 +118,8 @@ export class Reaper {
   private readonly now: () => number;
   /** When each job id was first seen without a job record (orphan grace; per process, by design). */
   private readonly missingSince = new Map<string, number>();
+  /** Foreign sandboxes already logged (one line each, not one per pass). */
+  private readonly foreignSeen = new Set<string>();
 
   constructor(private readonly options: ReaperOptions) {
     this.now = options.now ?? Date.now;
@@ -154,7 +163,8 @@ export class Reaper {
         if (!jobId) continue;
         report.jobsScanned++;
         const record = await store.get(jobId);
-        if (!record) continue;
+        // `job:{id}` carries no namespace: another namespace's job is never ours to delete or fail.
+        if (!record || !(await this.owns(record))) continue;
         if (isTerminal(record.state)) {
           const cutoff = this.now() - this.options.retentionMs;
           if ((record.finishedAt ?? 0) > cutoff) continue;
@@ -163,7 +173,7 @@ export class Reaper {
           const deleted = await DELETE_FINISHED_JOB.run<[string, string] | 'held' | null>(
             redis,
             this.jobKeys(jobId),
-            [cutoff, holdCutoff, archive?.required ? '1' : '0'],
+            [cutoff, holdCutoff, archive?.required ? '1' : '0', this.options.keys.namespace],
           );
           if (deleted === 'held') report.jobsHeldForArchive++;
           if (deleted === null || deleted === 'held') continue;
@@ -184,6 +194,16 @@ export class Reaper {
         if (await this.failIfStuck(record)) report.jobsFailed++;
       }
     }
+  }
+
+  /**
+   * Whether a job record is this namespace's: its `namespace` field, or, on a record written before
+   * the field existed, whether this namespace's tenant index lists it.
+   */
+  private async owns(record: JobRecord): Promise<boolean> {
+    const { keys, redis } = this.options;
+    if (record.namespace !== undefined) return record.namespace === keys.namespace;
+    return (await redis.zscore(keys.jobsByTenant(record.tenant), record.id)) !== null;
   }
 
   private async failIfStuck(record: JobRecord): Promise<boolean> {
@@ -244,19 +264,29 @@ export class Reaper {
    * stayed vanished for the grace period (counted from when this reaper first saw it missing: a
    * Redis that comes back empty, or a job being re-created, gets that long before anything goes).
    */
-  private async isOrphan(jobId: string): Promise<boolean> {
+  private async isOrphan(jobId: string, options: OrphanCheck = {}): Promise<boolean> {
     if (!matchesGlob(jobId, this.glob())) return false;
     const member = await this.options.pools?.get(jobId);
     if (member) {
       this.missingSince.delete(jobId);
       // A claimed member lives as long as the job it serves.
       return member.state === 'claimed' && member.claimedBy !== undefined && member.claimedBy !== jobId
-        ? this.isOrphan(member.claimedBy)
+        ? this.isOrphan(member.claimedBy, options)
         : false;
     }
     const record = await this.options.store.get(jobId);
     const now = this.now();
+    // Another namespace's job: its sandbox and user are its own reaper's to judge.
+    if (record && !(await this.owns(record))) return false;
     if (!record) {
+      if (options.recordRequired) return false;
+      if (
+        options.heartbeatKeeps &&
+        (await this.options.redis.exists(this.options.keys.sandbox(jobId).heartbeat)) === 1
+      ) {
+        this.missingSince.delete(jobId);
+        return false;
+      }
       const since = this.missingSince.get(jobId) ?? now;
       this.missingSince.set(jobId, since);
       return now - since >= this.options.sandboxGraceMs;
@@ -269,11 +299,33 @@ export class Reaper {
   private async reapSandboxes(report: ReapReport): Promise<void> {
     const backend = this.options.backend!;
     const { installation } = this.options;
+    if (installation === undefined) return;
+    const ids = await installation.identity.known();
     for (const sandbox of await backend.list()) {
-      // Another installation's (or an unlabelled, older) sandbox is never ours to judge: its job
-      // lives in a Redis we cannot see.
-      if (installation === undefined || sandbox.labels[SandboxLabels.installation] !== installation) continue;
-      if (!(await this.isOrphan(sandbox.jobId))) continue;
+      const id = sandbox.labels[SandboxLabels.installationId];
+      const named = installation.names.includes(sandbox.labels[SandboxLabels.installation] ?? '');
+      let recordRequired = false;
+      if (id === undefined) {
+        // Made before installation ids: ours only by name, and only with its record in this
+        // Redis (a name may be shared by mistake; a record cannot be).
+        if (!named) continue;
+        recordRequired = true;
+      } else if (!ids.has(id)) {
+        // Another Redis's sandbox (or this one's before it lost its data with every service
+        // restarted): its job lives where this reaper cannot look, so it is never judged here.
+        if (named) {
+          report.sandboxesForeign++;
+          if (!this.foreignSeen.has(sandbox.id)) {
+            this.foreignSeen.add(sandbox.id);
+            this.options.logger.warn(
+              { jobId: sandbox.jobId, sandbox: sandbox.id, installationId: id, ours: [...ids] },
+              "sandbox with this installation's name but another Redis's installation id: left alone",
+            );
+          }
+        }
+        continue;
+      }
+      if (!(await this.isOrphan(sandbox.jobId, { recordRequired }))) continue;
       // A short lock so two reapers do not both wait out the same grace period.
       const lock = this.options.keys.lock(`reaper:sandbox:${sandbox.jobId}`);
       if ((await this.options.redis.set(lock, '1', 'PX', 60_000, 'NX')) !== 'OK') continue;
@@ -297,10 +349,31 @@ export class Reaper {
     }
   }
 
+  /**
+   * Whether a Redis user was made by this namespace, from the user itself (its job's record may be
+   * gone): a job's user may write only its namespace's completion stream; a warm pool member's
+   * has none, and its id starts with `<ns>-pool-` (pod-lifecycle's newMemberId).
+   */
+  private async aclUserIsOurs(acl: SandboxAcl, jobId: string): Promise<boolean> {
+    const { keys } = this.options;
+    const reply = (await redisMasters(this.options.redis)[0]!.call('ACL', 'GETUSER', acl.username(jobId))) as
+      | unknown[]
+      | null;
+    if (!reply) return false;
+    const at = reply.indexOf('keys');
+    const patterns = at >= 0 ? String(reply[at + 1] ?? '') : '';
+    const stream = /%W~(\{[^}]*\}\S*)/.exec(patterns)?.[1];
+    if (stream === undefined) return jobId.startsWith(`${keys.namespace}-pool-`);
+    return stream.startsWith(keys.completionStream(0).replace(/\d+\}:stream$/, ''));
+  }
+
   private async reapAclUsers(report: ReapReport): Promise<void> {
     const acl = this.options.acl!;
     for (const jobId of await acl.listJobIds()) {
-      if (!(await this.isOrphan(jobId))) continue;
+      // Users are named by job id alone, whatever the namespace: one whose agent heart-beats
+      // serves someone (another namespace's warm pool member, whose record this reaper cannot see).
+      if (!(await this.isOrphan(jobId, { heartbeatKeeps: true }))) continue;
+      if (!(await this.aclUserIsOurs(acl, jobId))) continue;
       await acl.delete(jobId);
       // A user left behind means its destroy was lost, and with it the cleanup of what it stored.
       await this.freeStored(jobId);
@@ -320,6 +393,13 @@ export class Reaper {
       pauseMs: this.options.pauseMs ?? 10,
     });
   }
+}
+
+interface OrphanCheck {
+  /** Only a job whose record is here can be orphaned (a sandbox trusted by name alone). */
+  recordRequired?: boolean;
+  /** A job id whose agent heart-beats is never orphaned, record or not. */
+  heartbeatKeeps?: boolean;
 }
 
 /** How long past retention a `pending` log archive keeps a finished job's keys, unless configured. */

@@ -8,9 +8,13 @@
 -- must not fill Redis), and the caller reports the loss.
 -- KEYS: job hash, then the job's other keys (same slot: in, events, results, heartbeat,
 -- control, dispatch state, log-archive marker last).
--- ARGV: cutoff (ms), hold cutoff (ms), '1' when every job must be archived first.
+-- ARGV: cutoff (ms), hold cutoff (ms), '1' when every job must be archived first, the reaper's
+-- namespace (a record of another namespace is never deleted; one without the field, written
+-- before it existed, was checked by the caller against the namespace's index).
 -- Returns { tenant, archive marker or '' } of the deleted job, 'held' when the guard kept it,
 -- or false.
+local namespace = redis.call('HGET', KEYS[1], JOB.namespace)
+if namespace and namespace ~= ARGV[4] then return false end
 local state = redis.call('HGET', KEYS[1], JOB.state)
 if not state or not TERMINAL[state] then return false end
 local finished = tonumber(redis.call('HGET', KEYS[1], JOB.finishedAt) or '0')
