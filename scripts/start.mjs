@@ -4,8 +4,9 @@
 // its own embedded NATS with JetStream for the log archive (scripts/local-nats.mjs; NATS_URL
 // names another, LOG_ARCHIVE=off runs without) with the auto-detected sandbox backend, waits
 // until each is ready, submits examples/hello.yaml and streams its output, then keeps running
-// until Ctrl-C, which stops every child cleanly (SIGTERM, then SIGKILL after a grace period) and
-// the embedded NATS and Redis last.
+// until Ctrl-C, which stops every child cleanly (SIGTERM, then SIGKILL after a grace period),
+// destroys every sandbox of the run (pod-lifecycle's teardown-main.js), and stops the embedded
+// NATS and Redis last.
 //
 //   npm start -- --scale step-dispatcher=3 --scale scheduler=2   several processes of a service
 //   npm start -- --scale api=2                                   more API replicas, each on a free port
