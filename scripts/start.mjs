@@ -4,8 +4,9 @@
 // its own embedded NATS with JetStream for the log archive (scripts/local-nats.mjs; NATS_URL
 // names another, LOG_ARCHIVE=off runs without) with the auto-detected sandbox backend, waits
 // until each is ready, submits examples/hello.yaml and streams its output, then keeps running
-// until Ctrl-C, which stops every child cleanly (SIGTERM, then SIGKILL after a grace period) and
-// the embedded NATS and Redis last.
+// until Ctrl-C, which stops every child cleanly (SIGTERM, then SIGKILL after a grace period),
+// destroys every sandbox of the run (pod-lifecycle's teardown-main.js), and stops the embedded
+// NATS and Redis last.
 //
 //   npm start -- --scale step-dispatcher=3 --scale scheduler=2   several processes of a service
 //   npm start -- --scale api=2                                   more API replicas, each on a free port
@@ -231,27 +232,83 @@ async function waitReady({ label, port, child }, timeoutMs = 90_000) {
   throw new Error(`${label} not ready after ${timeoutMs} ms (see .cache/start-logs/)`);
 }
 
+// A service still running this long after SIGTERM is killed: the teardown below removes whatever
+// it was making, and every piece of work it held is redelivered to the next run.
+const STOP_GRACE_MS = 6_000;
+let cli;
+
 async function stopAll(code) {
   if (stopping) return;
   stopping = true;
   console.log('\nstopping services …');
+  if (cli?.exitCode === null) cli.kill('SIGTERM');
   for (const { child } of children) if (child.exitCode === null) child.kill('SIGTERM');
   const killer = setTimeout(() => {
     for (const { label, child } of children) {
       if (child.exitCode === null && child.signalCode === null) {
-        console.error(`${label} did not stop in 15 s; killing it`);
+        console.error(`${label} did not stop in ${STOP_GRACE_MS / 1000} s; killing it`);
         child.kill('SIGKILL');
       }
     }
-  }, 15_000);
+  }, STOP_GRACE_MS);
+  // Once no pod-lifecycle runs, nothing makes a sandbox any more: the run's are destroyed while
+  // the other services finish stopping.
+  const lifecycles = children.filter((c) => c.label.startsWith('pod-lifecycle'));
+  const teardown = Promise.all(lifecycles.map((c) => c.exited)).then(() => tearDownRun());
   const results = await Promise.all(children.map((c) => c.exited));
   clearTimeout(killer);
   children.forEach((c, i) => {
     console.log(`  ${c.label}: exited ${results[i].signal ?? results[i].code}`);
   });
+  console.log(`  sandboxes of this run: ${await teardown}`);
   if (localNats) console.log(`  embedded NATS: exited ${await localNats.stop()}`);
   if (localRedis) console.log(`  embedded Redis: exited ${await localRedis.stop()}`);
   process.exit(code);
+}
+
+/**
+ * `npm start` owns its run: every sandbox it made (warm pool members, live sandboxes, running
+ * jobs') is destroyed when it stops, by pod-lifecycle's one-shot teardown (docs/services.md,
+ * "Ending a run"); queued jobs stay for the next run. Resolves with a line for the summary.
+ */
+async function tearDownRun() {
+  if (!redisUrl || children.length === 0) return 'none (no services ran)';
+  const log = createWriteStream(join(logDir, 'teardown.log'));
+  // Detached: a second Ctrl-C on the terminal must not stop the cleanup half-way.
+  const child = spawn(
+    process.execPath,
+    [join(root, 'services', 'pod-lifecycle', 'dist', 'teardown-main.js')],
+    {
+      cwd: root,
+      env: {
+        ...process.env,
+        REDIS_URL: redisUrl,
+        ...(natsUrl ? { NATS_URL: natsUrl } : {}),
+        SANDSTREAM_NAMESPACE: namespace,
+        SANDSTREAM_TEARDOWN_REASON: 'npm start stopped',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    },
+  );
+  let last = '';
+  child.stdout.on('data', (chunk) => {
+    log.write(chunk);
+    last = (last + chunk.toString()).split('\n').slice(-2).join('\n');
+  });
+  child.stderr.pipe(log, { end: false });
+  const exitCode = await new Promise((resolve) => child.once('exit', (c) => resolve(c)));
+  log.end();
+  try {
+    const r = JSON.parse(last.trim());
+    if (r.msg !== 'run torn down') throw new Error(r.err);
+    const counts = `${r.jobsEnded} jobs and live sandboxes ended (cancelled), ${r.poolMembers} warm pool members, ${r.unrecorded} others`;
+    return exitCode === 0
+      ? `destroyed: ${counts}`
+      : `${r.failed} not destroyed (see .cache/start-logs/teardown.log); ${counts}`;
+  } catch {
+    return `teardown exited ${exitCode} (see .cache/start-logs/teardown.log)`;
+  }
 }
 process.on('SIGINT', () => void stopAll(0));
 process.on('SIGTERM', () => void stopAll(0));
@@ -309,7 +366,7 @@ try {
 
 if (!values['no-job']) {
   console.log(`\n$ sandstream submit ${values.job} --follow\n`);
-  const cli = spawn(
+  cli = spawn(
     process.execPath,
     [join(root, 'libs/client/dist/cli/main.js'), 'submit', values.job, '--follow'],
     {
@@ -324,6 +381,6 @@ if (!values['no-job']) {
     },
   );
   const code = await new Promise((resolve) => cli.once('exit', (c) => resolve(c)));
-  console.log(`\njob finished (sandstream exit code ${code}).`);
+  if (!stopping) console.log(`\njob finished (sandstream exit code ${code}).`);
 }
 if (!stopping) console.log('services keep running; press Ctrl-C to stop them.');

@@ -3,6 +3,7 @@ export * from './graceful-shutdown.js';
 export * from './health-server.js';
 export * from './periodic-task.js';
 export * from './progress-watchdog.js';
+export * from './redis-shutdown.js';
 export * from './run-service.js';
 export * from './sandbox-acl-mode.js';
 export * from './service-env.js';

@@ -13,6 +13,7 @@ import type { z } from 'zod';
 import { loadEnvConfig } from './env-config.js';
 import { GracefulShutdown } from './graceful-shutdown.js';
 import { type HealthServer, type ReadinessCheck, startHealthServer } from './health-server.js';
+import { closeRedis, dropWhenOffline } from './redis-shutdown.js';
 import type { ServiceEnv } from './service-env.js';
 import { throttledErrorLog } from './throttled-error-log.js';
 
@@ -112,6 +113,8 @@ async function start<S extends z.ZodType<ServiceEnv>>(
     logger,
     ...(definition.shutdownTimeoutMs ? { timeoutMs: definition.shutdownTimeoutMs } : {}),
   });
+  // A Redis that is down when the shutdown begins (or goes down during it) is not waited for.
+  shutdown.signal.addEventListener('abort', () => connections.forEach(dropWhenOffline), { once: true });
   let health: HealthServer | undefined;
   shutdown.add('stop taking work', async () => health?.markDraining());
   const started = await definition.start({
@@ -129,7 +132,7 @@ async function start<S extends z.ZodType<ServiceEnv>>(
     checks: { redis: async () => (await redis.ping()) === 'PONG', ...started.checks },
   });
   shutdown.add('redis', async () => {
-    await Promise.allSettled(connections.map((c) => c.quit()));
+    await Promise.all(connections.map((c) => closeRedis(c)));
   });
   const server = health;
   shutdown.add('health server', () => server.close());

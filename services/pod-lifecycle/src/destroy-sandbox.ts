@@ -6,6 +6,7 @@ import {
   type LeaseRenewal,
   type RedisClient,
   type SandboxAcl,
+  type SandboxDestroyPayload,
   SandboxDestroyPayloadSchema,
   sandboxRefOf,
   type WarmPoolStore,
@@ -82,33 +83,40 @@ export function createDestroyProcessor(deps: DestroyDeps) {
       );
       return 'skipped';
     }
-    const { jobId, reason, outcome } = parsed.data;
-    const log = deps.logger.child({ jobId });
-    const record = await deps.store.get(jobId);
-
-    if (record && !isTerminal(record.state)) {
-      // Whoever asked for the destroy should have ended the job; make sure it does not linger.
-      const to = outcome && isTerminal(outcome) ? outcome : 'failed';
-      await deps.store.transition(jobId, ['queued', 'scheduled', 'starting', 'running'], to, {
-        reason: `sandbox destroyed: ${reason}`,
-      });
-    }
-    // Idempotent (a ZREM): a redelivered destroy, or the dispatcher having freed it first, is a
-    // no-op that wakes nobody. A crash before it leaves the lease to lapse (not renewed: the job
-    // is terminal) and the reaper to reclaim.
-    if (record) await deps.leases.release(jobId, record.tenant);
-    if (record?.sandbox) {
-      const { member } = record.sandbox;
-      // A claimed member's agent reads the job's keys, not the member's the backend knows of:
-      // ask it to leave there, so the backend's grace ends when it has.
-      if (member) await requestAgentShutdown(deps.redis as Redis, jobId, 'tagged');
-      await deps.backend.destroy(sandboxRefOf(jobId, record.sandbox), { graceMs: deps.graceMs });
-      if (member) await forgetMember(deps, member);
-      deps.onDestroyed?.(record.sandbox.backend);
-    }
-    if (deps.acl) await deps.acl.delete(jobId);
-    await freeStoredKeys(deps, jobId);
-    log.info({ reason, sandbox: record?.sandbox?.id }, 'sandbox destroyed');
+    await destroySandbox(deps, parsed.data);
     return 'destroyed';
   };
+}
+
+/** One destroy, as the processor runs it; also the run teardown's (run-teardown.ts). */
+export async function destroySandbox(
+  deps: DestroyDeps,
+  { jobId, reason, outcome }: Pick<SandboxDestroyPayload, 'jobId' | 'reason' | 'outcome'>,
+): Promise<void> {
+  const log = deps.logger.child({ jobId });
+  const record = await deps.store.get(jobId);
+
+  if (record && !isTerminal(record.state)) {
+    // Whoever asked for the destroy should have ended the job; make sure it does not linger.
+    const to = outcome && isTerminal(outcome) ? outcome : 'failed';
+    await deps.store.transition(jobId, ['queued', 'scheduled', 'starting', 'running'], to, {
+      reason: `sandbox destroyed: ${reason}`,
+    });
+  }
+  // Idempotent (a ZREM): a redelivered destroy, or the dispatcher having freed it first, is a
+  // no-op that wakes nobody. A crash before it leaves the lease to lapse (not renewed: the job
+  // is terminal) and the reaper to reclaim.
+  if (record) await deps.leases.release(jobId, record.tenant);
+  if (record?.sandbox) {
+    const { member } = record.sandbox;
+    // A claimed member's agent reads the job's keys, not the member's the backend knows of:
+    // ask it to leave there, so the backend's grace ends when it has.
+    if (member) await requestAgentShutdown(deps.redis as Redis, jobId, 'tagged');
+    await deps.backend.destroy(sandboxRefOf(jobId, record.sandbox), { graceMs: deps.graceMs });
+    if (member) await forgetMember(deps, member);
+    deps.onDestroyed?.(record.sandbox.backend);
+  }
+  if (deps.acl) await deps.acl.delete(jobId);
+  await freeStoredKeys(deps, jobId);
+  log.info({ reason, sandbox: record?.sandbox?.id }, 'sandbox destroyed');
 }

@@ -1,6 +1,11 @@
 import { fileURLToPath } from 'node:url';
 import { createKeySpace, JobStore, logArchiveNames, parseJobSpec } from '@sandstream/bus';
-import { deleteNamespaceKeys, ServiceProcess } from '@sandstream/test-support';
+import {
+  deleteNamespaceKeys,
+  ServiceProcess,
+  startNatsServer,
+  startRedisServer,
+} from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { connect } from 'nats';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -93,5 +98,34 @@ describe('reaper process', () => {
     const jsm = await nats.jetstreamManager();
     await jsm.streams.delete(archive).catch(() => false);
     await nats.close();
+  });
+
+  it('exits 0 within its grace on SIGTERM while its Redis is down, with the relay and log archive on', async () => {
+    // A Redis that was there and is gone; the relay's and archiver's connections wait for it
+    // forever (maxRetriesPerRequest: null), which must not hold the shutdown.
+    const down = await startRedisServer();
+    await down.stop();
+    const nats = await startNatsServer({ jetstream: true });
+    try {
+      const p = new ServiceProcess(entry, {
+        REDIS_URL: down.url,
+        SANDSTREAM_NAMESPACE: ns,
+        HEALTH_PORT: '0',
+        REAPER_SANDBOXES: 'off',
+        SANDBOX_ACL: 'off',
+        REAPER_JOB_GLOB: `${ns}-*`,
+        NATS_URL: nats.url,
+      });
+      procs.push(p);
+      const started = await p.waitForLog((l) => l.msg === 'reaper started');
+      expect(started.logArchive).not.toBe('off');
+      // Until its loops are stuck on the missing Redis: the first pass has failed.
+      await p.waitForLog((l) => l.msg === 'reaper pass failed');
+      p.signal('SIGTERM');
+      // Its own budget is 30 s (then it exits 1 with work unfinished): well within it.
+      expect(await p.exitCode(10_000)).toBe(0);
+    } finally {
+      await nats.stop();
+    }
   });
 });
