@@ -1,6 +1,6 @@
 // The embedded Redis of `npm start`, used when no REDIS_URL is given: Debian's redis-server as a
 // child process on a local port, its data and AOF (appendfsync everysec) under .cache/redis, the
-// `default` user disabled and an `admin` user whose generated password stays the same across
+// `default` user disabled (but with its permissions, see aclFileText) and an `admin` user whose generated password stays the same across
 // restarts (the AOF outlives a restart, and so must the way in). The URL and namespace go to
 // .cache/sandstream/local.json, readable by its owner only, where the CLI finds them.
 import { spawn } from 'node:child_process';
@@ -60,6 +60,17 @@ function pingWithAuth(port, password) {
 }
 
 /**
+ * The ACL file's text, written anew at every start, so a file an older version wrote (`user
+ * default off`, without permissions) is upgraded in place. `default` is off, so no one logs in
+ * as it, but keeps every permission: Redis 7.0/7.2 replay each MULTI/EXEC of the append-only file
+ * (every Lua script's effects) as `default` and drop it when `default` may not run it, which
+ * loses every job on restart (docs/reliability.md, "`default` off, but with its permissions").
+ */
+export function aclFileText(adminPasswordHash) {
+  return `user default off ~* &* +@all\nuser ${ADMIN_USER} on #${adminPasswordHash} ~* &* +@all\n`;
+}
+
+/**
  * Starts the embedded Redis and waits until it answers. Returns its URL and a stop() that shuts
  * it down cleanly (SIGTERM: Redis flushes the AOF before it exits) and removes local.json.
  *
@@ -76,7 +87,7 @@ export async function startLocalRedis({ cacheDir, namespace, natsUrl, extraBind 
   // The hash, not the password, goes into the ACL file. Per-sandbox users the services create
   // later live in memory only (the services re-create them; they are not written back here).
   const hash = createHash('sha256').update(password).digest('hex');
-  privateFile(paths.aclFile, `user default off\nuser ${ADMIN_USER} on #${hash} ~* &* +@all\n`);
+  privateFile(paths.aclFile, aclFileText(hash));
 
   await stopLeftover(paths.pidFile, 'redis-server');
   const port = await freePort();
