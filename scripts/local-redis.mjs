@@ -74,12 +74,13 @@ export function aclFileText(adminPasswordHash) {
  * Starts the embedded Redis and waits until it answers. Returns its URL and a stop() that shuts
  * it down cleanly (SIGTERM: Redis flushes the AOF before it exits) and removes local.json.
  *
- * @param {{ cacheDir: string, namespace: string, natsUrl?: string, extraBind?: string[] }} options
+ * @param {{ cacheDir: string, namespace: string, natsUrl?: string, extraBind?: string[], port?: number }} options
  *   natsUrl — the embedded NATS, written into local.json beside the Redis URL for the CLI.
  *   extraBind — addresses to listen on besides loopback: the Docker sandbox bridge's gateway, the
  *   one host address sandboxes on that bridge are sent to for Redis.
+ *   port — default: a free one; tests that restart it under running clients keep theirs.
  */
-export async function startLocalRedis({ cacheDir, namespace, natsUrl, extraBind = [] }) {
+export async function startLocalRedis({ cacheDir, namespace, natsUrl, extraBind = [], port: fixedPort }) {
   const paths = localRedisPaths(cacheDir);
   mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
   mkdirSync(dirname(paths.connectionFile), { recursive: true, mode: 0o700 });
@@ -90,7 +91,7 @@ export async function startLocalRedis({ cacheDir, namespace, natsUrl, extraBind 
   privateFile(paths.aclFile, aclFileText(hash));
 
   await stopLeftover(paths.pidFile, 'redis-server');
-  const port = await freePort();
+  const port = fixedPort ?? (await freePort());
   const config = {
     port: String(port),
     bind: ['127.0.0.1', ...extraBind],
