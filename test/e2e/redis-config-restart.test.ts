@@ -165,11 +165,8 @@ const CONFIGS: [string, () => Promise<ShippedRedis>][] = [
 
 describe.concurrent.each(CONFIGS)('%s: every record survives a Redis restart', (_name, startRedis) => {
   it('jobs, sandboxes, history, processes, pool members, API keys: kill -9, SIGTERM, services restarted', async () => {
-    const t0 = Date.now();
-    const mark = (what: string) =>
-      console.log(`TIMING ${_name} ${what} ${((Date.now() - t0) / 1000).toFixed(1)}`);
     const redis = await startRedis();
-    const templatesFile = join(scratch, `templates-${redis.aofDir.length}-${Date.now()}.yaml`);
+    const templatesFile = join(mkdtempSync(join(scratch, 'templates-')), 'templates.yaml');
     writeFileSync(templatesFile, TEMPLATES);
     let stack: Stack | undefined;
     try {
