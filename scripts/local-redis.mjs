@@ -1,6 +1,6 @@
 // The embedded Redis of `npm start`, used when no REDIS_URL is given: Debian's redis-server as a
 // child process on a local port, its data and AOF (appendfsync everysec) under .cache/redis, the
-// `default` user disabled and an `admin` user whose generated password stays the same across
+// `default` user disabled (but with its permissions, see aclFileText) and an `admin` user whose generated password stays the same across
 // restarts (the AOF outlives a restart, and so must the way in). The URL and namespace go to
 // .cache/sandstream/local.json, readable by its owner only, where the CLI finds them.
 import { spawn } from 'node:child_process';
@@ -60,15 +60,27 @@ function pingWithAuth(port, password) {
 }
 
 /**
+ * The ACL file's text, written anew at every start, so a file an older version wrote (`user
+ * default off`, without permissions) is upgraded in place. `default` is off, so no one logs in
+ * as it, but keeps every permission: Redis 7.0/7.2 replay each MULTI/EXEC of the append-only file
+ * (every Lua script's effects) as `default` and drop it when `default` may not run it, which
+ * loses every job on restart (docs/reliability.md, "`default` off, but with its permissions").
+ */
+export function aclFileText(adminPasswordHash) {
+  return `user default off ~* &* +@all\nuser ${ADMIN_USER} on #${adminPasswordHash} ~* &* +@all\n`;
+}
+
+/**
  * Starts the embedded Redis and waits until it answers. Returns its URL and a stop() that shuts
  * it down cleanly (SIGTERM: Redis flushes the AOF before it exits) and removes local.json.
  *
- * @param {{ cacheDir: string, namespace: string, natsUrl?: string, extraBind?: string[] }} options
+ * @param {{ cacheDir: string, namespace: string, natsUrl?: string, extraBind?: string[], port?: number }} options
  *   natsUrl — the embedded NATS, written into local.json beside the Redis URL for the CLI.
  *   extraBind — addresses to listen on besides loopback: the Docker sandbox bridge's gateway, the
  *   one host address sandboxes on that bridge are sent to for Redis.
+ *   port — default: a free one; tests that restart it under running clients keep theirs.
  */
-export async function startLocalRedis({ cacheDir, namespace, natsUrl, extraBind = [] }) {
+export async function startLocalRedis({ cacheDir, namespace, natsUrl, extraBind = [], port: fixedPort }) {
   const paths = localRedisPaths(cacheDir);
   mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
   mkdirSync(dirname(paths.connectionFile), { recursive: true, mode: 0o700 });
@@ -76,10 +88,10 @@ export async function startLocalRedis({ cacheDir, namespace, natsUrl, extraBind 
   // The hash, not the password, goes into the ACL file. Per-sandbox users the services create
   // later live in memory only (the services re-create them; they are not written back here).
   const hash = createHash('sha256').update(password).digest('hex');
-  privateFile(paths.aclFile, `user default off\nuser ${ADMIN_USER} on #${hash} ~* &* +@all\n`);
+  privateFile(paths.aclFile, aclFileText(hash));
 
   await stopLeftover(paths.pidFile, 'redis-server');
-  const port = await freePort();
+  const port = fixedPort ?? (await freePort());
   const config = {
     port: String(port),
     bind: ['127.0.0.1', ...extraBind],

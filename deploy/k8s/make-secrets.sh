@@ -4,7 +4,11 @@
 # into <overlay>/secrets/ (git-ignored, mode 0600). A file that exists is kept, so running it again
 # never rotates a password under a running installation; delete the directory to start over.
 #   redis-url, redis-users.acl   Secret sandstream-redis: the services' URL (user admin) and Redis's
-#                                ACL file, where the `default` user is off
+#                                ACL file, where the `default` user is off (no one logs in as it)
+#                                but keeps its permissions: Redis 7 replays the append-only file's
+#                                transactions as `default` and drops those it may not run, which
+#                                loses every job on restart (docs/reliability.md). An ACL file an
+#                                older version wrote (`user default off` alone) is upgraded in place.
 #   nats-password, nats-url      Secret sandstream-nats
 #   api-admin-key                Secret sandstream-api: the api's first admin key (sk_<id>_<secret>)
 set -euo pipefail
@@ -26,7 +30,11 @@ if [ ! -e "$dir/redis-url" ] || [ ! -e "$dir/redis-users.acl" ]; then
   password="$(random_hex 24)"
   rm -f "$dir/redis-url" "$dir/redis-users.acl"
   write redis-url "redis://admin:${password}@redis.sandstream.svc.cluster.local:6379"
-  write redis-users.acl "$(printf 'user default off\nuser admin on >%s ~* &* +@all\n' "$password")"
+  write redis-users.acl "$(printf 'user default off ~* &* +@all\nuser admin on >%s ~* &* +@all\n' "$password")"
+fi
+if grep -qx 'user default off' "$dir/redis-users.acl"; then
+  sed -i 's/^user default off$/user default off ~* \&* +@all/' "$dir/redis-users.acl"
+  echo "make-secrets: upgraded $dir/redis-users.acl: \`default\` keeps its permissions (apply the overlay, restart Redis)"
 fi
 if [ ! -e "$dir/nats-password" ] || [ ! -e "$dir/nats-url" ]; then
   password="$(random_hex 24)"

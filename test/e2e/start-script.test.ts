@@ -206,4 +206,80 @@ describe('npm start (scripts/start.mjs)', () => {
     expect(existsSync(join(cacheDir, 'sandstream', 'local.json'))).toBe(false);
     rmSync(home, { recursive: true, force: true });
   }, 300_000);
+
+  // Issue 27: the embedded Redis keeps its `default` user off; with `user default off` alone,
+  // Redis 7.0 dropped every transaction of its AOF on restart and the second run knew no job.
+  it("twice around a Ctrl-C: the second run still knows the first run's job (status and ls)", async () => {
+    const home = mkdtempSync(join(tmpdir(), 'sandstream-start-twice-'));
+    const cacheDir = join(home, '.cache');
+    const namespace = uniqueNamespace('start-twice');
+    const {
+      REDIS_URL: _ignored,
+      SANDSTREAM_NAMESPACE: _alsoIgnored,
+      NATS_URL: _noNats,
+      ...env
+    } = process.env;
+    const run = async (extra: string[]) => {
+      const child = spawn(
+        process.execPath,
+        [join(repoRoot, 'scripts/start.mjs'), '--namespace', namespace, ...extra],
+        {
+          cwd: repoRoot,
+          env: {
+            ...env,
+            SANDSTREAM_CACHE_DIR: cacheDir,
+            API_PORT: String(await freePort()),
+            SANDBOX_TYPE: 'inprocess',
+            SANDSTREAM_SKIP_BOOTSTRAP: '1',
+            LOG_ARCHIVE: 'off',
+          },
+        },
+      );
+      let out = '';
+      const keep = (c: Buffer) => {
+        out += c.toString();
+      };
+      child.stdout.on('data', keep);
+      child.stderr.on('data', keep);
+      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+      await expect.poll(() => out, { timeout: 120_000 }).toContain('press Ctrl-C');
+      return {
+        output: () => out,
+        stop: async () => {
+          child.kill('SIGINT');
+          return exited;
+        },
+      };
+    };
+    const cli = (...args: string[]) =>
+      spawnSync(process.execPath, [join(repoRoot, 'libs/client/bin/sandstream.mjs'), ...args], {
+        cwd: home,
+        env,
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+    try {
+      // The demo job, to its end; then Ctrl-C.
+      const first = await run([]);
+      expect(first.output()).toMatch(/job finished \(sandstream exit code 0\)/);
+      const jobId = /submitted (\S+)/.exec(first.output())?.[1] ?? '';
+      expect(jobId).not.toBe('');
+      expect(await first.stop()).toBe(0);
+      expect(first.output()).toContain('  embedded Redis: exited 0');
+
+      const second = await run(['--no-job']);
+      try {
+        const status = cli('status', jobId);
+        expect(status.stderr + status.stdout).toContain('succeeded');
+        expect(status.status).toBe(0);
+        const listed = cli('ls');
+        expect(listed.stdout).toContain(jobId);
+        expect(listed.status).toBe(0);
+      } finally {
+        expect(await second.stop()).toBe(0);
+      }
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 300_000);
 });

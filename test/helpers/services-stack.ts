@@ -23,6 +23,10 @@ export interface Stack {
   services: Map<ServiceName, RunningService[]>;
   /** kill -9 one process of a service, then start a fresh one in its place. */
   crashAndRestart: (name: ServiceName) => Promise<void>;
+  /** SIGTERM to every service, as an orchestrator stops them; Redis and the client stay. */
+  stopServices: () => Promise<void>;
+  /** Starts as many of each service as ran before stopServices(), with the same environment. */
+  startServices: () => Promise<void>;
   stop: () => Promise<void>;
   logs: () => string;
 }
@@ -54,18 +58,22 @@ export async function startStack(
   };
   const services = new Map<ServiceName, RunningService[]>();
   const retired: RunningService[] = [];
-  try {
-    await Promise.all(
-      (options.only ?? SERVICE_NAMES).map(async (name) => {
-        const list: RunningService[] = [];
-        for (let i = 0; i < (options.scale?.[name] ?? 1); i++) list.push(await startService(name, env));
-        services.set(name, list);
-      }),
-    );
-  } catch (err) {
-    for (const list of services.values()) await Promise.all(list.map((s) => s.stop(2000)));
-    throw err;
-  }
+  const startAll = async (scale: Partial<Record<ServiceName, number>>) => {
+    try {
+      await Promise.all(
+        (options.only ?? SERVICE_NAMES).map(async (name) => {
+          const list: RunningService[] = [];
+          for (let i = 0; i < (scale[name] ?? 1); i++) list.push(await startService(name, env));
+          services.set(name, list);
+        }),
+      );
+    } catch (err) {
+      for (const list of services.values()) await Promise.all(list.map((s) => s.stop(2000)));
+      throw err;
+    }
+  };
+  await startAll(options.scale ?? {});
+  let stoppedScale: Partial<Record<ServiceName, number>> = {};
   const redis = options.redis?.() ?? new Redis(testRedisUrl());
   const client = new SandstreamClient({ redis, namespace });
   return {
@@ -83,6 +91,14 @@ export async function startStack(
       }
       list.push(await startService(name, env));
     },
+    stopServices: async () => {
+      stoppedScale = Object.fromEntries([...services].map(([name, list]) => [name, list.length]));
+      const all = [...services.values()].flat();
+      await Promise.all(all.map((s) => s.stop(15_000)));
+      retired.push(...all);
+      services.clear();
+    },
+    startServices: () => startAll(stoppedScale),
     stop: async () => {
       // Let pod-lifecycle finish tearing down this run's sandboxes first (a cancelled job's
       // destroy may still be queued), so no agent outlives the suite.

@@ -88,7 +88,7 @@ export class OpenRedisGuard {
     throw new SandboxStartError(
       'backend_error',
       `the Redis sandboxes reach (${host}) has an open "default" user: any step could connect without credentials and act on every job's keys. ` +
-        'Close it (ACL SETUSER default off, or requirepass / `user default off` in the ACL file) and give the services an admin user in REDIS_URL; ' +
+        'Close it (ACL SETUSER default off ~* &* +@all, or `user default off ~* &* +@all` in the ACL file: off, so no one logs in, with its permissions, which Redis before 8.8 needs to replay its append-only file) and give the services an admin user in REDIS_URL; ' +
         `for development only, set ${ALLOW_OPEN_REDIS_ENV}=1 on pod-lifecycle to create ${this.options.backend} sandboxes anyway`,
     );
   }

@@ -1,11 +1,11 @@
 import {
   type ConnectionRole,
+  checkRedisAtStart,
   createKeySpace,
   createRedis,
   type KeySpace,
   type RedisClient,
   waitForRedis,
-  warnAboutRedis,
 } from '@sandstream/bus';
 import { createLogger, initTelemetry, type Logger } from '@sandstream/telemetry';
 import type { RedisOptions } from 'ioredis';
@@ -61,8 +61,8 @@ export interface ServiceDefinition<S extends z.ZodType<ServiceEnv>> {
 
 /**
  * The one way a service process starts: environment validated (every bad variable named, exit
- * 1), telemetry, logger, Redis connections (each with a throttled error listener, and the
- * one-time warning about an unsafe Redis),
+ * 1), telemetry, logger, Redis connections (each with a throttled error listener), the check of
+ * the Redis itself (a Redis that would lose every job on restart is refused, others warned about),
  * the service's own start, the health server, and an ordered graceful shutdown on SIGTERM /
  * SIGINT: readiness 503 → the service's steps → Redis → health server → telemetry. A failure
  * before the service runs is logged as `fatal` and exits 1.
@@ -107,7 +107,7 @@ async function start<S extends z.ZodType<ServiceEnv>>(
     definition.redis?.overrides,
   );
   if (definition.waitForRedis) await waitForRedis(redis);
-  warnAboutRedis(redis, (message) => logger.warn(message));
+  await checkRedis(redis, env, logger);
 
   const shutdown = new GracefulShutdown({
     logger,
@@ -141,4 +141,42 @@ async function start<S extends z.ZodType<ServiceEnv>>(
     { healthPort: health.port, namespace: keys.namespace, ...started.info },
     `${definition.name} started`,
   );
+}
+
+/** How long the start waits for Redis to answer the check before starting without it. */
+const REDIS_CHECK_WAIT_MS = 10_000;
+
+/**
+ * Refuses (throws, so the service exits 1 before it takes work) a Redis that would drop every
+ * job on its next restart (redis-safety.ts), and logs the warnings. A Redis that is down at start
+ * is checked when it first answers; refused then, the process exits 1 at once.
+ */
+async function checkRedis(redis: RedisClient, env: ServiceEnv, logger: Logger): Promise<void> {
+  const check = () => checkRedisAtStart(redis, { allowUnsafeAcl: env.SANDSTREAM_ALLOW_UNSAFE_REDIS_ACL });
+  const report = (result: Awaited<ReturnType<typeof check>>) => {
+    for (const message of result.warnings) logger.warn(message);
+    return result.refusal;
+  };
+  const ready = await waitForRedis(redis, REDIS_CHECK_WAIT_MS).then(
+    () => true,
+    () => false,
+  );
+  if (ready) {
+    const refusal = report(await check());
+    if (refusal) throw new Error(refusal);
+    return;
+  }
+  logger.warn('Redis does not answer yet: it is checked (AOF, version, ACL) when it does');
+  redis.once('ready', () => {
+    check().then(
+      (result) => {
+        const refusal = report(result);
+        if (!refusal) return;
+        logger.fatal({ err: refusal }, 'refusing this Redis');
+        logger.flush();
+        process.exit(1);
+      },
+      (err: unknown) => logger.warn({ err: String(err) }, 'could not check Redis'),
+    );
+  });
 }

@@ -1,4 +1,5 @@
 import {
+  ALLOW_UNSAFE_REDIS_ACL_ENV,
   DEFAULT_COMPLETION_SHARDS,
   DEFAULT_NAMESPACE,
   InstallationSchema,
@@ -48,6 +49,18 @@ export function serviceEnvSchema(defaultHealthPort: number) {
      * and pods whose probes come from outside set 0.0.0.0 (docker-compose.yml, deploy/k8s).
      */
     HEALTH_HOST: z.string().trim().min(1, 'HEALTH_HOST must name an address').default('127.0.0.1'),
+    /**
+     * `1`: start on a Redis that would drop every transaction when it replays its append-only file
+     * (AOF on, Redis before 8.8, `default` user without permissions; docs/reliability.md), with a
+     * warning instead of refusing. For an operator who knows their build carries the fix.
+     */
+    [ALLOW_UNSAFE_REDIS_ACL_ENV]: z
+      .enum(['1', 'true', '0', 'false'], {
+        error: (i) =>
+          `${ALLOW_UNSAFE_REDIS_ACL_ENV} must be 1, true, 0 or false (got ${JSON.stringify(i.input)})`,
+      })
+      .optional()
+      .transform((v) => v === '1' || v === 'true'),
   });
 }
 

@@ -19,6 +19,17 @@ export interface RedisServerOptions {
    * like a lost Redis pod.
    */
   appendOnly?: boolean;
+  /**
+   * A shipped configuration file (its `dir`, `aclfile` and other paths already pointing into the
+   * test's files), passed first, as redis-server requires. Only the port, the address and `dir`
+   * are given after it.
+   */
+  configFile?: string;
+  /**
+   * Persistence exactly as `configFile` and `args` say (a shipped configuration run as it is),
+   * instead of `appendOnly`'s choice.
+   */
+  asConfigured?: boolean;
   startTimeoutMs?: number;
 }
 
@@ -90,12 +101,25 @@ export class RedisServer {
           'no',
         ]
       : ['--port', String(this.port)];
-    const persistence = appendOnly
-      ? ['--appendonly', 'yes', '--appendfsync', 'everysec']
-      : ['--appendonly', 'no'];
+    const persistence = this.options.asConfigured
+      ? []
+      : [
+          '--save',
+          '',
+          ...(appendOnly ? ['--appendonly', 'yes', '--appendfsync', 'everysec'] : ['--appendonly', 'no']),
+        ];
     const child = spawn(
       'redis-server',
-      [...listen, '--bind', this.host, '--dir', this.dir, '--save', '', ...persistence, ...args],
+      [
+        ...(this.options.configFile ? [this.options.configFile] : []),
+        ...listen,
+        '--bind',
+        this.host,
+        '--dir',
+        this.dir,
+        ...persistence,
+        ...args,
+      ],
       { stdio: 'ignore' },
     );
     this.child = child;
@@ -139,6 +163,14 @@ export class RedisServer {
     const child = this.child;
     if (!child || !this.running) return;
     child.kill('SIGKILL');
+    await this.exited;
+  }
+
+  /** SIGTERM: a clean shutdown (Redis fsyncs its append-only file first), as an orchestrator stops it. */
+  async terminate(): Promise<void> {
+    const child = this.child;
+    if (!child || !this.running) return;
+    child.kill('SIGTERM');
     await this.exited;
   }
 

@@ -80,4 +80,37 @@ describe('SandboxUserRestorer', () => {
       await restorer.stop();
     }
   });
+
+  it('re-creates them at its own start: Redis may have restarted while pod-lifecycle was down', async () => {
+    const keys = createKeySpace('restore-at-start');
+    const store = new JobStore({ redis: own.redis, keys });
+    const acl = new SandboxAcl(own.redis, keys);
+    await store.create(parseJobSpec({ id: 'was-running', image: 'none', steps: [{ command: 'true' }] }));
+    let from: JobState = 'queued';
+    for (const to of ['scheduled', 'starting', 'running'] as JobState[]) {
+      await store.transition('was-running', [from], to);
+      from = to;
+    }
+    const credentials = await acl.create('was-running', keys.completionStream(0));
+    await saveSandboxUser(own.redis, keys, 'was-running', {
+      username: credentials.username,
+      notifyStream: keys.completionStream(0),
+      passwordHash: credentials.passwordHash,
+    });
+    await acl.delete('was-running');
+    const restorer = new SandboxUserRestorer({
+      redis: own.redis,
+      keys,
+      acl,
+      logger: silentLogger('restorer-test'),
+      // No reconnect and no periodic pass within this test: only the start can restore it.
+      intervalMs: 3_600_000,
+    });
+    restorer.start();
+    try {
+      await vi.waitUntil(() => acl.exists('was-running'), { timeout: 15_000, interval: 100 });
+    } finally {
+      await restorer.stop();
+    }
+  });
 });

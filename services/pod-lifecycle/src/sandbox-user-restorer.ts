@@ -18,6 +18,7 @@ export interface SandboxUserRestorerOptions {
  * (WRONGPASS) until its user is back. pod-lifecycle owns the users (it creates and deletes them),
  * so it restores them, from the password hash kept in each job record:
  *
+ * - at its start (Redis may have restarted while pod-lifecycle was down),
  * - when its connection becomes ready again after a drop (the moment a restart is noticed), and
  * - every `intervalMs`, in case a restart went unnoticed or a pass failed halfway.
  *
@@ -50,6 +51,7 @@ export class SandboxUserRestorer {
     this.connectedOnce = this.options.redis.status === 'ready';
     this.options.redis.on('ready', this.onReady);
     this.loop.start();
+    this.runSoon();
   }
 
   /** One pass now, retried a few times (the reconnect may be followed by LOADING or errors). */
