@@ -5,6 +5,7 @@ import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
 import { isTransientRedisError, JobNotFoundError } from './job-not-found.js';
 import { blockingReader } from './reader-pool.js';
 import { TimelineGaps } from './timeline-gaps.js';
+import { vouchedEntries } from './vouched-entries.js';
 
 /** How long a blocking read waits before re-checking the record (covers a trimmed stream). */
 const BLOCK_MS = 1000;
@@ -63,12 +64,16 @@ export async function* followJobPages(
     while (!options.signal?.aborted) {
       if (until !== undefined && !isAfter(until, cursor)) return;
       let reply: Reply;
+      let entries: [string, string[]][];
       let state: string | null = null;
       try {
         const next = ahead ?? read(cursor);
         ahead = undefined;
         reply = await next;
-        if ((reply?.[0]?.[1] ?? []).length === 0) state = await redis.hget(keys.job(jobId), 'state');
+        entries = reply?.[0]?.[1] ?? [];
+        if (entries.length === 0) state = await redis.hget(keys.job(jobId), 'state');
+        // States only as the services wrote them: the sandbox may write this stream too.
+        else entries = await vouchedEntries(redis, keys, jobId, entries);
         failures = 0;
         outageSince = undefined;
       } catch (err) {
@@ -81,7 +86,6 @@ export async function* followJobPages(
         await sleep(followBackoffMs(failures), options.signal);
         continue;
       }
-      const entries = reply?.[0]?.[1] ?? [];
       if (entries.length > 0) seen = true;
       if (entries.length === FOLLOW_PAGE && !(until !== undefined && isAfter(lastId(entries), until))) {
         ahead = read(lastId(entries));
