@@ -40,6 +40,11 @@ export async function* followJobPages(
   options: FollowOptions,
 ): AsyncGenerator<FollowItem[], void, undefined> {
   const stream = keys.sandbox(jobId).events;
+  // untilNow: where the stream ends as this follow starts; nothing after it is read. Asked before
+  // the reader opens: a job not found here must leave no connection behind (it kept the
+  // caller's process alive after client.close()).
+  const until = options.untilNow ? await streamEnd(redis, keys, jobId) : undefined;
+  if (until === null) return;
   const reader = blockingReader(redis);
   // Connection errors surface as rejected reads, retried below; without a listener ioredis
   // would print each reconnect attempt as an "Unhandled error event".
@@ -49,9 +54,6 @@ export async function* followJobPages(
   let cursor = options.from ?? '0-0';
   // Resuming from a cursor means the job was seen; otherwise the first entry proves it.
   let seen = options.from !== undefined;
-  // untilNow: where the stream ends as this follow starts; nothing after it is read.
-  const until = options.untilNow ? await streamEnd(redis, keys, jobId) : undefined;
-  if (until === null) return;
   const gaps = new TimelineGaps({ from: options.from });
   let failures = 0;
   let outageSince: number | undefined;
