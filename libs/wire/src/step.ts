@@ -31,10 +31,10 @@ const parallel = z.boolean().optional().default(false);
  * runs, so the step is refused where it is written (job file, SDK, API, live command) instead,
  * with its field named; the agent refuses it the same way, as an invalid step.
  */
-export function withoutNul<T extends z.ZodString | z.ZodType<string>>(schema: T, what: string): T {
+export function withoutNul<T extends z.ZodType<string>>(schema: T, what: string): T {
   return schema.refine((value) => !value.includes('\0'), {
     message: `${what} must not contain a NUL byte (\\0)`,
-  }) as T;
+  });
 }
 
 const pathField = (what: string) =>
