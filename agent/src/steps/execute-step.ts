@@ -6,6 +6,7 @@ import { failed } from './outcome.js';
 import { readFileStep } from './read-file-step.js';
 import { confinementFailure, resolveStepPath } from './resolve-path.js';
 import { runStep } from './run-step.js';
+import { inSandboxView } from './sandbox-view.js';
 import { ShellSessions } from './shell-sessions.js';
 import { statsStep } from './stats-step.js';
 import type { StepContext, StepOutcome } from './step-context.js';
@@ -37,11 +38,11 @@ export function createStepExecutor(options: StepExecutorOptions = {}): StepExecu
   return async (step, ctx) => {
     try {
       const outside = await leavesConfinement(step, ctx);
-      if (outside) return outside;
-      return await dispatch(step, ctx, options, shells);
+      if (outside) return inSandboxView(outside, ctx);
+      return inSandboxView(await dispatch(step, ctx, options, shells), ctx);
     } catch (err) {
       const detail = err instanceof Error ? err.message : String(err);
-      return failed('internal', `${step.kind} step failed unexpectedly: ${detail}`);
+      return inSandboxView(failed('internal', `${step.kind} step failed unexpectedly: ${detail}`), ctx);
     }
   };
 }

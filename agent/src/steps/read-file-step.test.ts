@@ -83,7 +83,9 @@ describe('readFileStep', () => {
   });
 
   it('answers a path with a NUL byte instead of throwing', async () => {
-    expect((await read({ path: 'a\u0000b' })).errorCode).toBe('invalid_step');
+    // The wire refuses it before a step reaches here; this is the executor's own guard.
+    const nul = { ...step({ path: 'a' }), path: 'a\u0000b' };
+    expect((await readFileStep(nul, recordingContext(dir).ctx)).errorCode).toBe('invalid_step');
   });
 });
 

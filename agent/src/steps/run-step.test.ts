@@ -298,7 +298,9 @@ describe.each(launchers)('with the %s launcher', (_name, makeLauncher) => {
     });
 
     it('answers an argument with a NUL byte with invalid_step instead of throwing', async () => {
-      const outcome = await runStep(step({ command: 'echo', args: ['a\u0000b'] }), recordingContext(dir).ctx);
+      // The wire refuses it before a step reaches here; this is the executor's own guard.
+      const nul = { ...step({ command: 'echo' }), args: ['a\u0000b'] };
+      const outcome = await runStep(nul, recordingContext(dir).ctx);
       expect(outcome.errorCode).toBe('invalid_step');
       expect(outcome.errorMessage).toMatch(/"echo"/);
     });

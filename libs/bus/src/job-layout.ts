@@ -55,6 +55,17 @@ export function commandField(commandId: string): string {
   return `${COMMAND_PREFIX}${commandId}`;
 }
 
+/**
+ * Each JobEvent a service appended to the job's events stream is kept under `ev:<entryId>` too:
+ * the stream is also the sandbox's to write, the record is not, so a follower believes a `job`
+ * entry only when the record holds it under that entry's id (docs/wire.md, "Who may say what").
+ */
+const JOB_EVENT_PREFIX = 'ev:';
+
+export function jobEventField(entryId: string): string {
+  return `${JOB_EVENT_PREFIX}${entryId}`;
+}
+
 /** One StepResult per step is kept under `step:<stepId>`. */
 const STEP_RESULT_PREFIX = 'step:';
 
@@ -128,6 +139,7 @@ export function jobLayoutLua(): string {
     `stepResultPrefix = ${luaString(STEP_RESULT_PREFIX)}`,
     `commandPrefix = ${luaString(COMMAND_PREFIX)}`,
     `eventField = ${luaString(JOB_EVENT_FIELD)}`,
+    `eventPrefix = ${luaString(JOB_EVENT_PREFIX)}`,
   );
   const allowed = Object.entries(JOB_TRANSITIONS).map(([from, to]) => `[${luaString(from)}] = ${luaSet(to)}`);
   return [

@@ -208,3 +208,39 @@ describe('sizes at submit', () => {
     ]);
   });
 });
+
+describe('NUL bytes (issue 27 §6)', () => {
+  // The kernel ends a path, a program, an argument or an environment entry at a NUL: refused at
+  // submit with its field named, not when the step runs.
+  it.each([
+    ['command', { command: 'ec\0ho' }, 'steps.0.command: command must not contain a NUL byte (\\0)'],
+    ['an argument', { command: 'echo', args: ['a', 'b\0'] }, 'steps.0.args.1: an argument must not contain'],
+    [
+      'an environment name',
+      { command: 'echo', env: { 'X\0Y': 'v' } },
+      'steps.0.env."X\\u0000Y": an environment name must not contain',
+    ],
+    ['an environment value', { command: 'echo', env: { X: 'v\0' } }, 'steps.0.env.X: an environment value'],
+    [
+      'workingDirectory',
+      { command: 'echo', workingDirectory: '/t\0' },
+      'steps.0.workingDirectory: workingDirectory',
+    ],
+    ['a readFile path', { kind: 'readFile', path: 'a\0' }, 'steps.0.path: path must not contain'],
+    [
+      'a writeFile path',
+      { kind: 'writeFile', path: 'a\0', content: 'x' },
+      'steps.0.path: path must not contain',
+    ],
+    ['a listFiles path', { kind: 'listFiles', path: 'a\0' }, 'steps.0.path: path must not contain'],
+    ['a grep path', { kind: 'grep', pattern: 'x', path: 'a\0' }, 'steps.0.path: path must not contain'],
+  ])('refuses one in %s', (_what, step, issue) => {
+    expect(issuesOf({ image: 'x', steps: [step] }).join('\n')).toContain(issue);
+  });
+
+  it("refuses one in the sandbox's environment", () => {
+    expect(issuesOf({ image: 'x', env: { A: 'b\0' }, steps: [{ command: 'true' }] })).toEqual([
+      'env.A: an environment value must not contain a NUL byte (\\0)',
+    ]);
+  });
+});

@@ -15,6 +15,7 @@ import {
   strictObject,
   TraceContextSchema,
   WriteFileStepSchema,
+  withoutNul,
 } from '@sandstream/wire';
 import { z } from 'zod';
 
@@ -54,10 +55,10 @@ const orchestration = {
 // commands of a live sandbox), so a job file cannot.
 const withoutIds = { schemaVersion: true, stepId: true, traceContext: true, parallel: true } as const;
 
-const argument = byteBoundedString('an argument');
-/** A step's env, like the wire's, takes any name: only its size is bounded here. */
-const stepEnvName = byteBoundedString('an environment name');
-const envValue = byteBoundedString('an environment value');
+const argument = withoutNul(byteBoundedString('an argument'), 'an argument');
+/** A step's env, like the wire's, takes any name (without NUL): only its size is bounded here. */
+const stepEnvName = withoutNul(byteBoundedString('an environment name'), 'an environment name');
+const envValue = withoutNul(byteBoundedString('an environment value'), 'an environment value');
 
 // Built from the wire's (lenient) step objects by shape, so only the job's copies are strict.
 const JobRunStepSchema = strictObject(

@@ -92,6 +92,12 @@ export type JobEvent = z.infer<typeof JobEventSchema>;
 /** The stream field holding a JobEvent's JSON (the agent's entries use `event`). */
 export const JOB_EVENT_FIELD = 'job';
 
+/** Whether a stream entry claims to be a JobEvent (whoever wrote it: see vouchedEntries in the SDK). */
+export function hasJobEventField(fields: readonly string[]): boolean {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === JOB_EVENT_FIELD) return true;
+  return false;
+}
+
 export function decodeJobEventFields(fields: readonly string[]): JobEvent | null {
   for (let i = 0; i + 1 < fields.length; i += 2) {
     if (fields[i] !== JOB_EVENT_FIELD) continue;

@@ -1,4 +1,5 @@
 import {
+  formatIssue,
   Limits,
   overLimit,
   SCHEMA_VERSION,
@@ -84,6 +85,15 @@ export class CommandTooLargeError extends Error {
 }
 
 /**
+ * A command the agent would refuse (a NUL byte in an argument, a path over its limit): refused
+ * before it is pushed, each field of the step and its rule named (`args.1: an argument must not
+ * contain a NUL byte (\0)`). The SDK turns it into its own bad-input error.
+ */
+export class CommandSpecError extends TypeError {
+  override readonly name = 'CommandSpecError';
+}
+
+/**
  * The commands of live sandboxes: each is a wire step marked `parallel` (it runs beside the
  * others), pushed exactly once by one script that also checks the sandbox is ready and not
  * closing, records it in the bounded history and counts it as activity. The step-dispatcher
@@ -115,13 +125,19 @@ export class SandboxCommands {
     traceContext?: Step['traceContext'],
   ): Promise<PushCommandResult> {
     const { redis, keys } = this.options;
-    const step = StepSchema.parse({
+    const parsed = StepSchema.safeParse({
       ...command,
       schemaVersion: SCHEMA_VERSION,
       stepId: ID_SLOT,
       parallel: true,
       ...(traceContext ? { traceContext } : {}),
     });
+    if (!parsed.success) {
+      throw new CommandSpecError(
+        `invalid command: ${parsed.error.issues.map((i) => formatIssue(i)).join('; ')}`,
+      );
+    }
+    const step = parsed.data;
     const stepJson = JSON.stringify(step);
     // Room for the longest id the script can give (cmd- and 15 digits).
     const bytes = Buffer.byteLength(stepJson, 'utf8') + 20;

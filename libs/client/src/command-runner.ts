@@ -1,4 +1,5 @@
 import {
+  CommandSpecError,
   type CommandStep,
   CommandTooLargeError,
   decodeJobEventFields,
@@ -20,6 +21,7 @@ import {
   type StepResult,
   StepResultSchema,
 } from '@sandstream/wire';
+import { SandstreamOptionsError } from './client-options.js';
 import { CommandOutput, type CommandOutputLine, type OutputGap } from './command-output.js';
 import type { ReaderPool } from './reader-pool.js';
 import { SandboxClosedError, SandboxLimitError, SandboxNotFoundError } from './sandbox-errors.js';
@@ -69,16 +71,25 @@ export async function runCommand(
   command: CommandStep,
   options: RunCommandOptions = {},
 ): Promise<CommandRun> {
-  let pushed: Awaited<ReturnType<SandboxCommands['push']>>;
-  try {
-    pushed = await ctx.commands.push(sandboxId, command);
-  } catch (err) {
-    if (err instanceof CommandTooLargeError) throw new SandboxLimitError(err.message);
-    throw err;
-  }
+  const pushed = await pushCommand(ctx, sandboxId, command);
   if (pushed.status !== 'pushed') throw await refusal(ctx, sandboxId, pushed);
   options.onStart?.(pushed.commandId);
   return followCommand(ctx, sandboxId, pushed.commandId, pushed.lastEventId, options);
+}
+
+/** ctx.commands.push with its refusals as the SDK's errors: too large, or a field the agent would refuse. */
+export async function pushCommand(
+  ctx: CommandRunnerContext,
+  sandboxId: string,
+  command: CommandStep,
+): ReturnType<SandboxCommands['push']> {
+  try {
+    return await ctx.commands.push(sandboxId, command);
+  } catch (err) {
+    if (err instanceof CommandTooLargeError) throw new SandboxLimitError(err.message);
+    if (err instanceof CommandSpecError) throw new SandstreamOptionsError(err.message);
+    throw err;
+  }
 }
 
 /**

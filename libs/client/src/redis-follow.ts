@@ -5,6 +5,7 @@ import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
 import { isTransientRedisError, JobNotFoundError } from './job-not-found.js';
 import { blockingReader } from './reader-pool.js';
 import { TimelineGaps } from './timeline-gaps.js';
+import { vouchedEntries } from './vouched-entries.js';
 
 /** How long a blocking read waits before re-checking the record (covers a trimmed stream). */
 const BLOCK_MS = 1000;
@@ -39,6 +40,11 @@ export async function* followJobPages(
   options: FollowOptions,
 ): AsyncGenerator<FollowItem[], void, undefined> {
   const stream = keys.sandbox(jobId).events;
+  // untilNow: where the stream ends as this follow starts; nothing after it is read. Asked before
+  // the reader opens: a job not found here must leave no connection behind (it kept the
+  // caller's process alive after client.close()).
+  const until = options.untilNow ? await streamEnd(redis, keys, jobId) : undefined;
+  if (until === null) return;
   const reader = blockingReader(redis);
   // Connection errors surface as rejected reads, retried below; without a listener ioredis
   // would print each reconnect attempt as an "Unhandled error event".
@@ -48,9 +54,6 @@ export async function* followJobPages(
   let cursor = options.from ?? '0-0';
   // Resuming from a cursor means the job was seen; otherwise the first entry proves it.
   let seen = options.from !== undefined;
-  // untilNow: where the stream ends as this follow starts; nothing after it is read.
-  const until = options.untilNow ? await streamEnd(redis, keys, jobId) : undefined;
-  if (until === null) return;
   const gaps = new TimelineGaps({ from: options.from });
   let failures = 0;
   let outageSince: number | undefined;
@@ -63,12 +66,16 @@ export async function* followJobPages(
     while (!options.signal?.aborted) {
       if (until !== undefined && !isAfter(until, cursor)) return;
       let reply: Reply;
+      let entries: [string, string[]][];
       let state: string | null = null;
       try {
         const next = ahead ?? read(cursor);
         ahead = undefined;
         reply = await next;
-        if ((reply?.[0]?.[1] ?? []).length === 0) state = await redis.hget(keys.job(jobId), 'state');
+        entries = reply?.[0]?.[1] ?? [];
+        if (entries.length === 0) state = await redis.hget(keys.job(jobId), 'state');
+        // States only as the services wrote them: the sandbox may write this stream too.
+        else entries = await vouchedEntries(redis, keys, jobId, entries);
         failures = 0;
         outageSince = undefined;
       } catch (err) {
@@ -81,7 +88,6 @@ export async function* followJobPages(
         await sleep(followBackoffMs(failures), options.signal);
         continue;
       }
-      const entries = reply?.[0]?.[1] ?? [];
       if (entries.length > 0) seen = true;
       if (entries.length === FOLLOW_PAGE && !(until !== undefined && isAfter(lastId(entries), until))) {
         ahead = read(lastId(entries));

@@ -16,6 +16,7 @@ import type { ExecResult } from './command-output.js';
 import {
   type CommandRunnerContext,
   followCommand,
+  pushCommand,
   type RunCommandOptions,
   refusal,
   runCommand,
@@ -167,7 +168,7 @@ export class RedisSandboxTransport implements SandboxTransport {
   }
 
   async startProcess(id: string, step: Extract<CommandStep, { kind?: 'run' }>): Promise<string> {
-    const pushed = await this.ctx.commands.push(id, step);
+    const pushed = await pushCommand(this.ctx, id, step);
     if (pushed.status !== 'pushed') throw await refusal(this.ctx, id, pushed);
     return pushed.commandId;
   }
@@ -256,7 +257,7 @@ export class RedisSandboxTransport implements SandboxTransport {
 
   async openTerminal(id: string, options: TerminalOptions): Promise<TerminalChannel> {
     const terminalId = randomBytes(12).toString('base64url');
-    const pushed = await this.ctx.commands.push(id, {
+    const pushed = await pushCommand(this.ctx, id, {
       kind: 'terminal',
       terminal: terminalId,
       ...(options.command ? { command: options.command } : {}),

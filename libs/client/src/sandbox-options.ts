@@ -1,5 +1,5 @@
 import { SandboxStateSchema, TenantSchema } from '@sandstream/bus';
-import { Limits, strictObject } from '@sandstream/wire';
+import { Limits, strictObject, withoutNul } from '@sandstream/wire';
 import { z } from 'zod';
 import type { CommandOutputLine, OutputGap } from './command-output.js';
 
@@ -24,9 +24,11 @@ export const ExecOptionsSchema = strictObject(
     /** Run the command string through `/bin/sh -c` (a string command implies it). */
     shell: z.boolean().optional(),
     /** Working directory, relative to the sandbox's workspace or absolute. */
-    cwd: z.string().min(1).max(4096).optional(),
+    cwd: withoutNul(z.string().min(1).max(4096), 'cwd').optional(),
     /** Merged over the sandbox's environment. Travels through Redis: no secrets. */
-    env: z.record(z.string(), z.string()).optional(),
+    env: z
+      .record(withoutNul(z.string(), 'an environment name'), withoutNul(z.string(), 'an environment value'))
+      .optional(),
     timeoutSeconds: z
       .number()
       .positive('timeoutSeconds must be positive')

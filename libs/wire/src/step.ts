@@ -25,10 +25,31 @@ const common = {
  */
 const parallel = z.boolean().optional().default(false);
 
-const pathField = (what: string) =>
-  z.string().min(1, `${what} must not be empty`).max(4096, `${what} is at most 4096 characters`);
+/**
+ * Refuses a NUL byte in a string the kernel takes as a C string (a path, a program, an argument,
+ * an environment name or value), which ends it there: Node refuses such a string when the step
+ * runs, so the step is refused where it is written (job file, SDK, API, live command) instead,
+ * with its field named; the agent refuses it the same way, as an invalid step.
+ */
+export function withoutNul<T extends z.ZodType<string>>(schema: T, what: string): T {
+  return schema.refine((value) => !value.includes('\0'), {
+    message: `${what} must not contain a NUL byte (\\0)`,
+  });
+}
 
-const workingDirectory = z.string().max(4096).nullish();
+const pathField = (what: string) =>
+  withoutNul(
+    z.string().min(1, `${what} must not be empty`).max(4096, `${what} is at most 4096 characters`),
+    what,
+  );
+
+const workingDirectory = withoutNul(z.string().max(4096), 'workingDirectory').nullish();
+
+/** A step's environment, merged over the agent's: any name, but no NUL in a name or a value. */
+const stepEnv = z.record(
+  withoutNul(z.string(), 'an environment name'),
+  withoutNul(z.string(), 'an environment value'),
+);
 
 /** A run or shell command's timeout; the default when absent. */
 const commandTimeout = z
@@ -42,12 +63,15 @@ export const RunStepSchema = z.object({
   ...common,
   kind: z.literal('run'),
   parallel,
-  command: z
-    .string()
-    .min(1, 'command must not be empty')
-    .max(64 * 1024),
+  command: withoutNul(
+    z
+      .string()
+      .min(1, 'command must not be empty')
+      .max(64 * 1024),
+    'command',
+  ),
   args: z
-    .array(z.string())
+    .array(withoutNul(z.string(), 'an argument'))
     .max(Limits.runMaxArgs, `a run step has at most ${Limits.runMaxArgs} arguments`)
     .nullish()
     .transform((a) => a ?? []),
@@ -55,7 +79,7 @@ export const RunStepSchema = z.object({
   shell: z.boolean().optional().default(false),
   workingDirectory,
   /** Merged over the agent's own environment. Never put secrets here: this travels through Redis. */
-  env: z.record(z.string(), z.string()).nullish(),
+  env: stepEnv.nullish(),
   timeoutSeconds: commandTimeout,
   /** What the command reads on stdin (absent: /dev/null), at most runStdinMaxBytes once decoded. */
   stdin: z.string().optional(),
@@ -125,10 +149,10 @@ export const GrepStepSchema = z.object({
   kind: z.literal('grep'),
   parallel,
   /** A regular expression (Rust regex syntax under ripgrep, JavaScript syntax in the fallback; the common subset behaves the same). */
-  pattern: z.string().min(1, 'pattern must not be empty').max(4096),
+  pattern: withoutNul(z.string().min(1, 'pattern must not be empty').max(4096), 'pattern'),
   path: pathField('path').optional().default('.'),
   /** Only search files whose name matches this glob, e.g. "*.ts". */
-  glob: z.string().max(1024).optional(),
+  glob: withoutNul(z.string().max(1024), 'glob').optional(),
   ignoreCase: z.boolean().optional().default(false),
   fixedStrings: z.boolean().optional().default(false),
   maxMatches: z
@@ -156,10 +180,13 @@ export const ShellStepSchema = z.object({
   kind: z.literal('shell'),
   parallel,
   session: ShellSessionNameSchema.optional().default('default'),
-  command: z
-    .string()
-    .min(1, 'command must not be empty')
-    .max(64 * 1024, 'command is at most 65536 characters'),
+  command: withoutNul(
+    z
+      .string()
+      .min(1, 'command must not be empty')
+      .max(64 * 1024, 'command is at most 65536 characters'),
+    'command',
+  ),
   timeoutSeconds: commandTimeout,
   workingDirectory,
 });
@@ -220,7 +247,7 @@ export const TerminalStepSchema = z.object({
   terminal: TerminalIdSchema,
   /** argv to run; absent: bash, else sh. */
   command: z
-    .array(z.string().max(64 * 1024))
+    .array(withoutNul(z.string().max(64 * 1024), 'an argument'))
     .min(1, 'command must name a program')
     .max(Limits.runMaxArgs, `a terminal command has at most ${Limits.runMaxArgs} arguments`)
     .optional(),
@@ -239,7 +266,7 @@ export const TerminalStepSchema = z.object({
     .optional()
     .default(24),
   /** Merged over the agent's environment; TERM defaults to xterm-256color. */
-  env: z.record(z.string(), z.string()).nullish(),
+  env: stepEnv.nullish(),
   workingDirectory,
   /** How long it may stay open at most (default and limit: runMaxTimeoutSeconds). */
   timeoutSeconds: z

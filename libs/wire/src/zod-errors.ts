@@ -28,13 +28,21 @@ export function describeIssue(issue: z.core.$ZodIssue): IssueText {
 const SEGMENT_MAX_CHARS = 64;
 
 /** `steps.0.env.NAME`, with an over-long segment cut to its start. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+
 export function formatPath(path: readonly PropertyKey[], root = ''): string {
-  return [root, ...path.map(String)]
-    .filter((segment) => segment !== '')
-    .map((segment) =>
-      segment.length > SEGMENT_MAX_CHARS ? `${segment.slice(0, SEGMENT_MAX_CHARS)}…` : segment,
-    )
-    .join('.');
+  return (
+    [root, ...path.map(String)]
+      .filter((segment) => segment !== '')
+      .map((segment) =>
+        segment.length > SEGMENT_MAX_CHARS ? `${segment.slice(0, SEGMENT_MAX_CHARS)}…` : segment,
+      )
+      // A key with a control character in it (an environment name with a NUL) is shown quoted and
+      // escaped, so that it reaches a terminal or a log as text.
+      .map((segment) => (CONTROL_CHARACTER.test(segment) ? JSON.stringify(segment) : segment))
+      .join('.')
+  );
 }
 
 /**

@@ -7,5 +7,5 @@ redis.call('HSET', KEYS[1], JOB.id, ARGV[1], JOB.tenant, ARGV[2], JOB.state, 'qu
   JOB.createdAt, ARGV[4], JOB.updatedAt, ARGV[4], JOB.version, 1, JOB.namespace, ARGV[8])
 -- A live sandbox says so on its record, so scripts need not decode the spec to know.
 if ARGV[7] == 'sandbox' then redis.call('HSET', KEYS[1], JOB.kind, 'sandbox', JOB.commandSeq, 0, JOB.commandsRunning, 0) end
-job_append_event(KEYS[2], ARGV[6], ARGV[5])
+job_append_event(KEYS[1], KEYS[2], ARGV[6], ARGV[5])
 return 1

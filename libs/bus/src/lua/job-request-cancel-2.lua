@@ -11,7 +11,7 @@ if redis.call('HEXISTS', KEYS[1], JOB.cancelRequested) == 1 then return {'repeat
 redis.call('HSET', KEYS[1], JOB.cancelRequested, ARGV[1], JOB.updatedAt, ARGV[2])
 redis.call('HINCRBY', KEYS[1], JOB.version, 1)
 local json = job_event(KEYS[1], 'cancel-requested', state, state, tonumber(ARGV[2]), ARGV[1])
-job_append_event(KEYS[2], ARGV[3], json)
+job_append_event(KEYS[1], KEYS[2], ARGV[3], json)
 if state == 'queued' then
   return {'cancelled', state, json, job_set_state(KEYS[1], KEYS[2], state, 'cancelled', ARGV[2], ARGV[1], ARGV[3])}
 end

@@ -1,6 +1,6 @@
-import { readFile } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { type JobSpec, JobSpecSchema } from '@sandstream/bus';
-import { describeIssue, formatPath } from '@sandstream/wire';
+import { describeIssue, formatBytes, formatPath, Limits, overLimit } from '@sandstream/wire';
 import { type Document, isMap, isNode, isScalar, Lexer, LineCounter, Parser, parseDocument } from 'yaml';
 
 export class SpecFileError extends Error {
@@ -26,14 +26,50 @@ export const SPEC_FILE_MAX_ALIAS_COUNT = 100;
  * Every error names the file and, where the field exists in the file, its line and column:
  * `job.yaml:7:14: steps.1.timeoutSeconds: timeoutSeconds must be positive`.
  */
-export async function loadSpecFile(path: string): Promise<JobSpec> {
-  let text: string;
+export async function loadSpecFile(path: string, maxBytes: number = SPEC_FILE_MAX_BYTES): Promise<JobSpec> {
+  return parseSpecText(await readSpecFile(path, maxBytes), path);
+}
+
+/**
+ * The most a job file may hold: what a whole job spec may take as stored (Limits.jobSpecMaxBytes).
+ * A file past it could only be refused at submit, after the YAML parser had spent some forty
+ * times its size in memory (a 50 MB file took about 2 GB), so it is refused before it is read.
+ */
+export const SPEC_FILE_MAX_BYTES = Limits.jobSpecMaxBytes;
+
+/**
+ * The file's text, refused over `maxBytes`: a regular file by its size before any of it is read;
+ * one without a size (a pipe, /dev/stdin) when it runs past the limit, having read no more.
+ */
+async function readSpecFile(path: string, maxBytes: number): Promise<string> {
+  const cannot = (err: unknown) =>
+    new SpecFileError(`${path}: cannot read the file: ${(err as Error).message}`);
+  const handle = await open(path, 'r').catch((err: unknown) => Promise.reject(cannot(err)));
   try {
-    text = await readFile(path, 'utf8');
-  } catch (err) {
-    throw new SpecFileError(`${path}: cannot read the file: ${(err as Error).message}`);
+    const info = await handle.stat().catch((err: unknown) => Promise.reject(cannot(err)));
+    if (info.isFile() && info.size > maxBytes) {
+      throw new SpecFileError(`${path}: ${overLimit('the file', info.size, maxBytes)} for a job file`);
+    }
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.alloc(Math.min(1024 * 1024, maxBytes + 1 - total));
+      const { bytesRead } = await handle
+        .read(chunk, 0, chunk.length, null)
+        .catch((err: unknown) => Promise.reject(cannot(err)));
+      if (bytesRead === 0) break;
+      chunks.push(chunk.subarray(0, bytesRead));
+      total += bytesRead;
+      if (total > maxBytes) {
+        throw new SpecFileError(
+          `${path}: the file is more than ${formatBytes(maxBytes)} bytes, over the limit for a job file`,
+        );
+      }
+    }
+    return Buffer.concat(chunks).toString('utf8');
+  } finally {
+    await handle.close();
   }
-  return parseSpecText(text, path);
 }
 
 export function parseSpecText(text: string, path: string): JobSpec {

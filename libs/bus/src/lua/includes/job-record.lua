@@ -3,9 +3,13 @@
 -- Helpers over the job record hash (layout: libs/bus/src/job-layout.ts) for every script that
 -- touches a record: the job-store's own, the dispatcher's and the reaper's.
 
--- Appends a JobEvent's JSON to the job's own events stream, capped like every events stream.
-local function job_append_event(eventsKey, maxlen, json)
-  redis.call('XADD', eventsKey, 'MAXLEN', '~', maxlen, '*', JOB.eventField, json)
+-- Appends a JobEvent's JSON to the job's own events stream, capped like every events stream,
+-- and keeps the same JSON on the record under the entry's id. The stream is the sandbox's to
+-- write too (its agent's output goes there), so a follower trusts a `job` entry only by that
+-- copy, which no sandbox can write (docs/wire.md, "Who may say what").
+local function job_append_event(jobKey, eventsKey, maxlen, json)
+  local id = redis.call('XADD', eventsKey, 'MAXLEN', '~', maxlen, '*', JOB.eventField, json)
+  redis.call('HSET', jobKey, JOB.eventPrefix .. id, json)
 end
 
 -- A JobEvent (JSON) about this record; id and tenant are read from it.
@@ -24,7 +28,7 @@ local function job_set_state(jobKey, eventsKey, from, to, now, reason, maxlen)
   if TERMINAL[to] then redis.call('HSET', jobKey, JOB.finishedAt, now) end
   redis.call('HINCRBY', jobKey, JOB.version, 1)
   local json = job_event(jobKey, 'transition', from, to, tonumber(now), reason)
-  job_append_event(eventsKey, maxlen, json)
+  job_append_event(jobKey, eventsKey, maxlen, json)
   return json
 end
 
