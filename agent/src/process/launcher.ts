@@ -39,6 +39,11 @@ export interface StepProcessEvents {
  */
 export interface StepProcess extends EventEmitter<StepProcessEvents> {
   readonly pid: number | undefined;
+  /**
+   * The child subreaper its orphans re-parent to (the spawner helper), if any: everything the
+   * process leaves behind is found below it (steps/step-tree.ts).
+   */
+  readonly reaper: number | undefined;
   /** Stop reading its output: whoever still holds the pipes gets EPIPE, not the agent's memory. */
   closeOutput(): void;
   /**

@@ -60,6 +60,9 @@ class NodeStepProcess extends EventEmitter<StepProcessEvents> implements StepPro
     return this.child.pid;
   }
 
+  /** Node's child_process makes no subreaper: orphans go to the system's init. */
+  readonly reaper = undefined;
+
   closeOutput(): void {
     this.child.stdout?.destroy();
     this.child.stderr?.destroy();

@@ -120,7 +120,7 @@ export class SpawnerLauncher implements ProcessLauncher {
     const send = (frame: Buffer) => {
       if (helper.lostBecause === null && helper.processes.has(id)) helper.child.stdin?.write(frame);
     };
-    const proc = new SpawnedProcess(request, () => this.closeOutput(helper, id), {
+    const proc = new SpawnedProcess(request, helper.child.pid, () => this.closeOutput(helper, id), {
       input: (data) => send(encodeInput(id, data)),
       resize: (size) => send(encodeResize(id, size)),
       pause: () => send(encodePauseOutput(id)),
@@ -266,6 +266,8 @@ class SpawnedProcess extends EventEmitter<StepProcessEvents> implements StepProc
 
   constructor(
     private readonly request: LaunchRequest,
+    /** The helper, a child subreaper: what the process leaves behind is re-parented to it. */
+    readonly reaper: number | undefined,
     private readonly requestCloseOutput: () => void,
     private readonly requests: {
       input(data: Buffer): void;

@@ -215,7 +215,7 @@ describe.each(launchers)('with the %s launcher', (_name, makeLauncher) => {
       expect(Date.now() - started).toBeLessThan(20_000);
     });
 
-    it('does not wait forever for a background child that keeps the pipes open', async () => {
+    it('does not wait forever for a background child that keeps the pipes open, and ends it', async () => {
       const r = recordingContext(dir);
       const started = Date.now();
       const outcome = await runStep(step({ command: 'sh', args: ['-c', 'sleep 30 & echo $!'] }), r.ctx, {
@@ -227,11 +227,90 @@ describe.each(launchers)('with the %s launcher', (_name, makeLauncher) => {
         expect(outcome.exitCode).toBe(0);
         // Waiting for the pipes to close would take the background child's 30 s.
         expect(elapsed).toBeLessThan(10_000);
-        // Left running on purpose: a step may start a service for the next step.
-        expect(alive(pid)).toBe(true);
+        // A step leaves nothing running (a service that outlives its command is a background step).
+        expect(await waitDead(pid, 5_000)).toBe(true);
       } finally {
-        process.kill(pid, 'SIGKILL');
+        if (alive(pid)) process.kill(pid, 'SIGKILL');
       }
+    });
+
+    describe('leaves no process behind, whatever it did to leave its group', () => {
+      /**
+       * A bounded fork bomb: `count` sleepers (no more; this machine is shared), each out of the
+       * step's process group and session by `setsid`, half of them after a double fork (their
+       * parent exits at once, so they are orphans), and half of each ignoring SIGTERM. Each appends
+       * its pid to `pids` before it sleeps; the script waits until all are there.
+       */
+      const scatter = (count: number) => `
+: > pids
+for i in $(seq ${count / 4}); do
+  setsid sh -c 'echo $$ >> pids; exec sleep 1000' &
+  setsid sh -c 'trap "" TERM; echo $$ >> pids; exec sleep 1000' &
+  (setsid sh -c 'echo $$ >> pids; exec sleep 1000' &)
+  (setsid sh -c 'trap "" TERM; echo $$ >> pids; exec sleep 1000' &)
+done
+while [ "$(wc -l < pids)" -lt ${count} ]; do sleep 0.05; done
+echo scattered
+`;
+      const COUNT = 48;
+      let work: string;
+      beforeAll(async () => {
+        work = await mkdtemp(path.join(dir, 'scatter-'));
+      });
+      const pidsWritten = async () =>
+        (await readFile(path.join(work, 'pids'), 'utf8').catch(() => ''))
+          .split('\n')
+          .filter(Boolean)
+          .map(Number);
+      /** Every pid written is gone (or a zombie not reaped yet); with the spawner, it has no child left. */
+      const expectNothingLeft = async () => {
+        const pids = await pidsWritten();
+        expect(pids).toHaveLength(COUNT);
+        try {
+          expect(pids.filter(alive)).toEqual([]);
+          if (launcher instanceof SpawnerLauncher) {
+            const helper = launcher.helperPid as number;
+            const children = await readFile(`/proc/${helper}/task/${helper}/children`, 'utf8');
+            const live = children.split(' ').filter(Boolean).map(Number).filter(alive);
+            expect(live).toEqual([]);
+          }
+        } finally {
+          for (const pid of pids.filter(alive)) process.kill(pid, 'SIGKILL');
+        }
+      };
+
+      it('by its timeout', { timeout: 90_000 }, async () => {
+        const r = recordingContext(work);
+        const outcome = await runStep(
+          step({ command: `${scatter(COUNT)}sleep 1000`, shell: true, timeoutSeconds: 15 }),
+          r.ctx,
+          { timeoutGraceMs: 300 },
+        );
+        expect(outcome).toMatchObject({ timedOut: true, errorCode: 'timed_out' });
+        expect(r.text('stdout')).toEqual(['scattered']);
+        await expectNothingLeft();
+      });
+
+      it('by a cancel', { timeout: 90_000 }, async () => {
+        const r = recordingContext(work);
+        const running = runStep(
+          step({ command: `${scatter(COUNT)}sleep 1000`, shell: true, timeoutSeconds: 300 }),
+          r.ctx,
+        );
+        await vi.waitUntil(() => r.text('stdout').includes('scattered'), { timeout: 60_000, interval: 50 });
+        r.abort.abort();
+        expect(await running).toMatchObject({ cancelled: true, errorCode: 'cancelled' });
+        await expectNothingLeft();
+      });
+
+      it('when it ends by itself', { timeout: 90_000 }, async () => {
+        const r = recordingContext(work);
+        const outcome = await runStep(step({ command: scatter(COUNT), shell: true }), r.ctx, {
+          drainAfterExitMs: 200,
+        });
+        expect(outcome).toMatchObject({ exitCode: 0, timedOut: false });
+        await expectNothingLeft();
+      });
     });
     it('runs the step in a session of its own, where job-control stops cannot freeze it', async () => {
       // Node's detached spawn calls setsid(); a group in the launcher's session would be

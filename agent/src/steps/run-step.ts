@@ -6,26 +6,30 @@ import { NodeLauncher } from '../process/node-launcher.js';
 import { CancelReason } from './cancel-reason.js';
 import { type LineGate, LineSplitter } from './line-splitter.js';
 import { failed } from './outcome.js';
-import { killProcessGroup } from './process-group.js';
 import { stepDirectory } from './resolve-path.js';
 import { StdinFile } from './stdin-file.js';
 import type { OutputStream, StepContext, StepOutcome } from './step-context.js';
+import { killStepTree, newStepMarker, STEP_MARKER_VARIABLE, type StepTree } from './step-tree.js';
 
 /** Timings of a run step; each can be overridden (tests shorten them). */
 export interface RunStepTimings {
   /** After a timeout: SIGTERM to the group, SIGKILL this much later. */
   timeoutGraceMs: number;
-  /** After a cancel or agent shutdown: shorter, because the caller waits for the answer. */
+  /**
+   * After a cancel or agent shutdown: shorter, because the caller waits for the answer. Also the
+   * grace of what a step left running when its command ended.
+   */
   cancelGraceMs: number;
   /**
    * After the command exits, how long to keep reading output that its background children
-   * still write to the inherited pipes. Past this the pipes are closed on our side and the
-   * step completes; the background processes keep running (a step may start a daemon for
-   * later steps) but lose their stdout/stderr. While the output is held by back-pressure this
-   * clock does not run: it starts (again) once everything held went out.
+   * still write to the inherited pipes. Past this (or once the pipes close) whatever the step
+   * left running gets SIGTERM, then SIGKILL after `cancelGraceMs` (step-tree.ts): a step leaves
+   * no process behind; a service that must outlive its command is a background step. While the
+   * output is held by back-pressure this clock does not run: it starts (again) once everything
+   * held went out.
    */
   drainAfterExitMs: number;
-  /** After SIGKILL, how long to wait for the group and the pipes before completing anyway. */
+  /** After SIGKILL, how long to keep killing the step's processes and wait for the pipes before completing anyway. */
   settleAfterKillMs: number;
 }
 
@@ -81,8 +85,11 @@ export async function runStep(
     return failed('io_error', `stdin could not be prepared: ${message(err)}`);
   }
   let child: StepProcess;
+  // Marks every process of this launch, so what it leaves behind is found and ended (step-tree.ts).
+  const marker = newStepMarker(step.stepId);
+  const env = { ...childEnvironment(step.env), [STEP_MARKER_VARIABLE]: marker };
   try {
-    child = launcher.launch({ file, args, cwd, env: childEnvironment(step.env), stdinPath: input?.path });
+    child = launcher.launch({ file, args, cwd, env, stdinPath: input?.path });
   } catch (err) {
     await input?.remove();
     // Node throws at once for some spawn errors, ENOTDIR from a working directory that is a file among them.
@@ -100,7 +107,7 @@ export async function runStep(
     child.once('spawn', remove);
     child.once('error', remove);
   }
-  return supervise(child, step, ctx, t, cwd);
+  return supervise(child, step, ctx, t, cwd, marker);
 }
 
 /** The signal a cancel asked for (the agent aborts with a CancelReason), else SIGTERM. */
@@ -136,8 +143,10 @@ function supervise(
   ctx: StepContext,
   t: RunStepTimings,
   cwd: string,
+  marker: string,
 ): Promise<StepOutcome> {
   return new Promise<StepOutcome>((resolve) => {
+    const tree = (): StepTree => ({ leader: child.pid as number, marker, reaper: child.reaper });
     let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
     let stopReason: StopReason | null = null;
     let killing: Promise<{ hard: boolean }> = Promise.resolve({ hard: false });
@@ -259,6 +268,12 @@ function supervise(
       completing = true;
       stdout.end();
       stderr.end();
+      // Ended by itself: what it left running (a `setsid` daemon, a double fork) ends with it.
+      if (!stopReason && child.pid !== undefined) {
+        killing = killStepTree(tree(), { graceMs: t.cancelGraceMs, settleMs: t.settleAfterKillMs })
+          .then(() => ({ hard: false }))
+          .catch(() => ({ hard: false }));
+      }
       void killing.then(({ hard }) => finish(outcome(hard)));
     };
 
@@ -274,12 +289,12 @@ function supervise(
       // A stopped step does not wait for the archive: what its child prints while it handles the
       // signal is counted as dropped rather than blocking it on a full pipe until the SIGKILL.
       abandonHeld();
-      killing = killProcessGroup(child.pid, {
+      killing = killStepTree(tree(), {
         ...(reason === 'cancel' ? { signal: cancelSignalOf(ctx.signal) } : {}),
         graceMs: reason === 'timeout' ? t.timeoutGraceMs : reason === 'cancel' ? t.cancelGraceMs : 0,
         settleMs: t.settleAfterKillMs,
       }).catch(() => ({ hard: false }));
-      // If something outside our group still holds the pipes, do not wait on it forever.
+      // If something we could not attribute still holds the pipes, do not wait on it forever.
       void killing.then(() => completeAfter(t.settleAfterKillMs));
     };
 
