@@ -79,7 +79,7 @@ export class DiskBudgetWatch {
       const ref: SandboxRef = { jobId: info.jobId, backend: info.backend, id: info.id };
       try {
         const usage = await backend.diskUsage(ref);
-        if (!usage || usage.enforcement !== 'watch') continue;
+        if (usage?.enforcement !== 'watch') continue;
         this.options.onMeasured?.(ref, usage);
         if (usage.usedBytes <= usage.limitBytes) continue;
         this.stopping.add(info.id);
