@@ -1,0 +1,48 @@
+import { enqueueDestroy, type JobStore } from '@sandstream/bus';
+import { DiskBudgetWatch, type SandboxBackend, SandboxLabels } from '@sandstream/sandbox';
+import type { Logger } from '@sandstream/telemetry';
+import type { Queue } from 'bullmq';
+
+export interface DiskBudgetStopOptions {
+  backend: SandboxBackend;
+  store: Pick<JobStore, 'transition'>;
+  destroyQueue: Queue;
+  /** Only this installation's sandboxes: an engine may be shared with another installation. */
+  installation: string;
+  intervalMs: number;
+  logger: Logger;
+}
+
+/**
+ * The disk budget of the backends whose engine does not enforce one (Docker without a storage
+ * quota, in-process): pod-lifecycle owns the backend, so it measures and halts. The job fails
+ * with reason `disk-budget: …` first (so the dispatcher, seeing its agent gone, finds it ended),
+ * then the usual destroy removes the sandbox and its bytes.
+ */
+export function createDiskBudgetStop(options: DiskBudgetStopOptions): DiskBudgetWatch {
+  const { backend, store, destroyQueue, installation, logger } = options;
+  const ours: SandboxBackend = {
+    kind: backend.kind,
+    create: (r) => backend.create(r),
+    waitReady: (r, d, o) => backend.waitReady(r, d, o),
+    destroy: (r, o) => backend.destroy(r, o),
+    close: () => backend.close(),
+    list: async () =>
+      (await backend.list()).filter((s) => s.labels[SandboxLabels.installation] === installation),
+    ...(backend.diskUsage ? { diskUsage: (r) => backend.diskUsage!(r) } : {}),
+    ...(backend.halt ? { halt: (r) => backend.halt!(r) } : {}),
+  };
+  return new DiskBudgetWatch({
+    backend: ours,
+    intervalMs: options.intervalMs,
+    onOverBudget: async (ref, usage, reason) => {
+      logger.warn(
+        { jobId: ref.jobId, usedBytes: usage.usedBytes, limitBytes: usage.limitBytes, parts: usage.parts },
+        'sandbox over its disk limit: halted, failing its job',
+      );
+      await store.transition(ref.jobId, ['starting', 'running'], 'failed', { reason });
+      await enqueueDestroy(destroyQueue, { jobId: ref.jobId, reason, outcome: 'failed' });
+    },
+    onError: (err, ref) => logger.error({ err, jobId: ref?.jobId }, 'disk budget check failed'),
+  });
+}
