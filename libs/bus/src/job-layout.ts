@@ -2,6 +2,7 @@ import { StepResultSchema } from '@sandstream/wire';
 import {
   JOB_EVENT_FIELD,
   JOB_TRANSITIONS,
+  JobDiskSchema,
   type JobRecord,
   JobSandboxSchema,
   JobStateSchema,
@@ -40,6 +41,8 @@ export const JobField = {
   commandsRunning: 'commandsRunning',
   /** Live sandboxes: the dispatcher decided to close it (idle, lifetime); takes no more commands. */
   closing: 'closing',
+  /** The sandbox's disk use and limit as pod-lifecycle's disk budget last measured them (JobDisk JSON). */
+  disk: 'disk',
 } as const;
 
 /** A live sandbox's command, as pushed (its request and start time) is kept under `cmd:<id>`. */
@@ -96,7 +99,13 @@ export function parseJobRecord(hash: Record<string, string>): JobRecord | null {
     commandSeq: Number(hash[JobField.commandSeq] ?? 0),
     closing: hash[JobField.closing],
     commands,
+    disk: parseDisk(hash[JobField.disk]),
   };
+}
+
+function parseDisk(raw: string | undefined): JobRecord['disk'] {
+  const parsed = JobDiskSchema.safeParse(raw ? safeJson(raw) : undefined);
+  return parsed.success ? parsed.data : undefined;
 }
 
 /** A parsed StepResult as stored under its step's field, or undefined. */

@@ -105,6 +105,15 @@ export function decodeJobEventFields(fields: readonly string[]): JobEvent | null
   return null;
 }
 
+/** A sandbox's disk use against its limit, as last measured (docs/sandbox-backends.md, "Disk"). */
+export const JobDiskSchema = z.object({
+  usedBytes: z.number().int().nonnegative(),
+  limitBytes: z.number().int().positive(),
+  /** Epoch ms of the measure. */
+  measuredAt: z.number().int(),
+});
+export type JobDisk = z.infer<typeof JobDiskSchema>;
+
 /** The job record as job-store returns it (stored as a Redis hash `job:{id}`). */
 export interface JobRecord {
   id: string;
@@ -139,4 +148,6 @@ export interface JobRecord {
   closing: string | undefined;
   /** Live sandboxes: the commands still in its bounded history, by id (CommandRecord JSON as stored). */
   commands: Record<string, unknown>;
+  /** The sandbox's disk use and limit, where its backend's owner measures them (Docker, in-process). */
+  disk: JobDisk | undefined;
 }

@@ -5,7 +5,7 @@ import type { Queue } from 'bullmq';
 
 export interface DiskBudgetStopOptions {
   backend: SandboxBackend;
-  store: Pick<JobStore, 'transition'>;
+  store: Pick<JobStore, 'transition' | 'recordDisk'>;
   destroyQueue: Queue;
   /** Only this installation's sandboxes: an engine may be shared with another installation. */
   installation: string;
@@ -35,11 +35,23 @@ export function createDiskBudgetStop(options: DiskBudgetStopOptions): DiskBudget
   return new DiskBudgetWatch({
     backend: ours,
     intervalMs: options.intervalMs,
+    // For stats(): a write per sandbox per round, on a field of its own record.
+    onMeasured: (ref, usage) => {
+      const disk = { usedBytes: usage.usedBytes, limitBytes: usage.limitBytes, measuredAt: Date.now() };
+      store.recordDisk(ref.jobId, disk).catch((err: unknown) => {
+        logger.warn({ err, jobId: ref.jobId }, 'could not record disk use');
+      });
+    },
     onOverBudget: async (ref, usage, reason) => {
       logger.warn(
         { jobId: ref.jobId, usedBytes: usage.usedBytes, limitBytes: usage.limitBytes, parts: usage.parts },
         'sandbox over its disk limit: halted, failing its job',
       );
+      await store.recordDisk(ref.jobId, {
+        usedBytes: usage.usedBytes,
+        limitBytes: usage.limitBytes,
+        measuredAt: Date.now(),
+      });
       await store.transition(ref.jobId, ['starting', 'running'], 'failed', { reason });
       await enqueueDestroy(destroyQueue, { jobId: ref.jobId, reason, outcome: 'failed' });
     },
