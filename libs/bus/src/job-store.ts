@@ -258,7 +258,9 @@ export class JobStore {
   /** Records its sandbox's disk use as just measured (read by stats()); false when the job is gone. */
   async recordDisk(jobId: string, disk: JobDisk): Promise<boolean> {
     const value = JSON.stringify(JobDiskSchema.parse(disk));
-    return (await SET_IF_EXISTS.run<number>(this.redis, [this.keys.job(jobId)], [JobField.disk, value])) === 1;
+    return (
+      (await SET_IF_EXISTS.run<number>(this.redis, [this.keys.job(jobId)], [JobField.disk, value])) === 1
+    );
   }
 
   /** Records where the job's sandbox lives; false when the job is gone. */
