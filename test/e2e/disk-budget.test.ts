@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { type Stack, startStack } from '../helpers/services-stack.js';
+
+// Issue 28 §1 through the services and the SDK, on the in-process backend: pod-lifecycle's disk
+// budget shows in stats(), and a sandbox filling its directory past the limit ends `failed` with
+// reason `disk-budget` (the Docker and in-process mechanics: libs/sandbox docker-disk.test.ts,
+// inprocess-disk.test.ts).
+const MiB = 1024 * 1024;
+
+describe('a sandbox past its disk limit (issue 28 §1)', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({
+      label: 'disk',
+      env: { SANDBOX_DEFAULT_DISK: '48Mi', SANDBOX_DISK_CHECK_MS: '500' },
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  it('shows its disk use and limit in stats(), then fails with reason disk-budget when a filler crosses it', async () => {
+    const id = `${stack.namespace}-fill`;
+    await using sandbox = await stack.client.sandboxes.create({ id, image: 'debian:bookworm-slim' });
+    expect(await sandbox.files.write('a.txt', 'x'.repeat(100_000))).toBe(100_000);
+    // Measured every SANDBOX_DISK_CHECK_MS and recorded on the sandbox's record.
+    await vi.waitUntil(async () => (await sandbox.stats()).diskLimitBytes !== null, {
+      timeout: 20_000,
+      interval: 200,
+    });
+    const stats = await sandbox.stats();
+    expect(stats.diskLimitBytes).toBe(48 * MiB);
+    expect(stats.diskBytes).toBeGreaterThanOrEqual(100_000);
+    expect(stats.diskBytes).toBeLessThan(48 * MiB);
+
+    // exec answers a thenable handle: wrapped to hold its outcome without awaiting it yet.
+    const filling = Promise.resolve(
+      sandbox.exec([
+        'sh',
+        '-c',
+        'i=0; while true; do dd if=/dev/zero of=fill-$i bs=1M count=4 2>/dev/null; i=$((i+1)); sleep 0.1; done',
+      ]),
+    ).catch((err: unknown) => err);
+    await vi.waitUntil(async () => (await stack.client.sandboxes.get(id))?.state === 'failed', {
+      timeout: 30_000,
+      interval: 200,
+    });
+    const record = await stack.client.sandboxes.get(id);
+    expect(record?.reason).toBe('disk-budget');
+    expect(record?.message).toMatch(/^disk-budget: the sandbox wrote .* over its limit of 48 MB/);
+    // The command ends with its sandbox rather than running on.
+    await filling;
+  }, 90_000);
+});
