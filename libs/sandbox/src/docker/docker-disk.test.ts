@@ -8,7 +8,7 @@ import type { SandboxBackend, SandboxDiskUsage, SandboxRef } from '../backend.js
 import { createBackend } from '../create-backend.js';
 import { DiskBudgetWatch, isDiskBudgetReason } from '../disk-budget-watch.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
-import { detectStorageQuota } from './docker-disk.js';
+import { DockerDiskMeter, detectStorageQuota } from './docker-disk.js';
 import { dockerLeftovers, testImages } from '../testing/docker-test-env.js';
 import { StepChannel } from '../testing/step-channel.js';
 
@@ -138,6 +138,37 @@ describe.skipIf(skip)('DockerBackend: disk budget', () => {
     if (expected) return;
     expect(await detectStorageQuota(docker, testImages.carrier)).toBe(false);
   });
+
+  it("measures the same from the engine's report where the host's paths are out of reach", async () => {
+    const jobId = `disk-engine-${tag}`;
+    const ref = await backend.create({
+      jobId,
+      tenant: 'tenant-a',
+      spec: SandboxSpecSchema.parse({ image: testImages.busybox }),
+      agent: { redisUrl, keyStyle: 'tagged', heartbeatIntervalMs: 200 },
+    });
+    refs.push(ref);
+    await backend.waitReady(ref, 30_000, {
+      isAgentAlive: async () => (await redis.exists(sandboxKeys(jobId, 'tagged').heartbeat)) === 1,
+    });
+    const steps = new StepChannel(redis, blocking, sandboxKeys(jobId, 'tagged'));
+    const wrote = await steps.run({
+      schemaVersion: SCHEMA_VERSION,
+      stepId: 'write',
+      kind: 'run',
+      command: 'sh',
+      args: ['-c', 'dd if=/dev/zero of=/work/w bs=1M count=8 && dd if=/dev/zero of=/tmp/l bs=1M count=4'],
+    });
+    expect(wrote.exitCode).toBe(0);
+    const fromHost = (await new DockerDiskMeter(docker).usage(ref.id)) as SandboxDiskUsage;
+    const fromEngine = (await new DockerDiskMeter(docker, false).usage(ref.id)) as SandboxDiskUsage;
+    expect(fromHost.parts.work).toBeGreaterThanOrEqual(8 * MiB);
+    expect(fromHost.parts.layer).toBeGreaterThanOrEqual(4 * MiB);
+    // Allocated blocks (du) against the engine's sizes: the same files, within a MiB.
+    expect(Math.abs(fromEngine.parts.work! - fromHost.parts.work!)).toBeLessThan(MiB);
+    expect(Math.abs(fromEngine.parts.layer! - fromHost.parts.layer!)).toBeLessThan(MiB);
+    await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true });
+  }, 60_000);
 
   for (const [where, dir, part, runtimeClass] of [
     ['the work tree', '/work', 'work', undefined],

@@ -33,8 +33,14 @@ export async function detectStorageQuota(docker: Dockerode, probeImage: string):
   }
 }
 
+interface EngineDiskUsage {
+  Volumes?: { Name: string; UsageData?: { Size?: number } | null }[] | null;
+  Containers?: { Id: string; SizeRw?: number }[] | null;
+}
+
 interface Watched {
   limitBytes: number;
+  workVolume: string | undefined;
   quota: boolean;
   upperDir: string | undefined;
   workDir: string | undefined;
@@ -45,35 +51,54 @@ interface Watched {
 /**
  * Measures a sandbox's disk from the engine's own directories, which the backend's owner reads
  * on the engine's host: the work volume's mountpoint and the container's overlay upper directory
- * (its writable layer). Where those are not readable (a remote engine), the layer falls back to
- * `SizeRw` from an inspect with sizes, which costs the engine a walk of the layer itself.
+ * (its writable layer). Where those are not readable (pod-lifecycle in a container without
+ * /var/lib/docker, a remote engine), the engine's `/system/df` report answers instead: volume
+ * sizes and each container's `SizeRw`, which costs the engine a walk of them all.
  */
 export class DockerDiskMeter {
   /** Paths per container id: they do not change while the container lives. */
   private readonly paths = new Map<string, Watched>();
+  private df: { at: number; report: Promise<EngineDiskUsage> } | undefined;
 
-  constructor(private readonly docker: Dockerode) {}
+  constructor(
+    private readonly docker: Dockerode,
+    /** false: always the engine's report, as where the host's paths are out of reach. */
+    private readonly readHostPaths = true,
+  ) {}
 
   async usage(containerId: string): Promise<SandboxDiskUsage | undefined> {
     const watched = await this.watched(containerId);
     if (!watched) return undefined;
     const parts: Record<string, number> = {};
-    parts.work = watched.workDir ? await allocatedBytes(watched.workDir) : 0;
+    if (watched.workDir) parts.work = await allocatedBytes(watched.workDir);
     if (watched.upperDir) parts.layer = await allocatedBytes(watched.upperDir);
-    else {
-      try {
-        // The engine's `size` query (missing from dockerode's types).
-        const options = { size: true } as Dockerode.ContainerInspectOptions;
-        const info = (await this.docker.getContainer(containerId).inspect(options)) as { SizeRw?: number };
-        parts.layer = info.SizeRw ?? 0;
-      } catch (err) {
-        if (isNotFound(err)) return this.forget(containerId);
-        throw err;
+    if (!watched.workDir || !watched.upperDir) {
+      // Not on this host's filesystem (pod-lifecycle in a container, a remote engine): the
+      // engine's own disk-usage report, one call for every sandbox of the round.
+      const df = await this.engineDiskUsage();
+      if (!watched.workDir) {
+        parts.work = df.Volumes?.find((v) => v.Name === watched.workVolume)?.UsageData?.Size ?? 0;
+      }
+      if (!watched.upperDir) {
+        const container = df.Containers?.find((c) => c.Id === containerId);
+        if (!container) return this.forget(containerId);
+        parts.layer = container.SizeRw ?? 0;
       }
     }
     if (watched.tmpfsDir) parts.tmpfs = await allocatedBytes(watched.tmpfsDir);
     const usedBytes = Object.values(parts).reduce((a, b) => a + b, 0);
     return { usedBytes, limitBytes: watched.limitBytes, enforcement: 'watch', quota: watched.quota, parts };
+  }
+
+  /** GET /system/df, shared by the measures of one round (it walks every volume and layer). */
+  private engineDiskUsage(): Promise<EngineDiskUsage> {
+    if (!this.df || Date.now() - this.df.at > 1000) {
+      this.df = { at: Date.now(), report: this.docker.df() as Promise<EngineDiskUsage> };
+      this.df.report.catch(() => {
+        this.df = undefined;
+      });
+    }
+    return this.df.report;
   }
 
   forget(containerId: string): undefined {
@@ -95,6 +120,7 @@ export class DockerDiskMeter {
     // A sandbox made before disk limits existed has no label: nothing to judge it by.
     if (!Number.isFinite(limit) || limit <= 0 || !info.State.Running) return undefined;
     const readable = async (path: string | undefined) =>
+      this.readHostPaths &&
       path &&
       (await access(path).then(
         () => true,
@@ -107,6 +133,7 @@ export class DockerDiskMeter {
     const watched: Watched = {
       limitBytes: limit,
       quota: info.Config.Labels?.[DiskQuotaLabel] === '1',
+      workVolume: work?.Name,
       upperDir: await readable((info.GraphDriver?.Data as { UpperDir?: string } | undefined)?.UpperDir),
       workDir: await readable(work?.Source),
       tmpfsDir: tmpfs ? await readable(join('/proc', String(info.State.Pid), 'root', 'tmp')) : undefined,
