@@ -8,9 +8,9 @@ import type { SandboxBackend, SandboxDiskUsage, SandboxRef } from '../backend.js
 import { createBackend } from '../create-backend.js';
 import { DiskBudgetWatch, isDiskBudgetReason } from '../disk-budget-watch.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
-import { DockerDiskMeter, detectStorageQuota } from './docker-disk.js';
 import { dockerLeftovers, testImages } from '../testing/docker-test-env.js';
 import { StepChannel } from '../testing/step-channel.js';
+import { DockerDiskMeter, detectStorageQuota } from './docker-disk.js';
 
 // Issue 28, item 1: a Docker sandbox filling its work tree or its own writable layer is stopped
 // with reason `disk-budget` a bounded overshoot past its limit, and its bytes leave the host's
