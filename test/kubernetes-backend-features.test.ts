@@ -461,8 +461,8 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
   it('puts the resource policy and the read-only root (emptyDir /tmp) on the pod, and refuses a spec beyond the maximum', async () => {
     const backend = backendWith({
       resourcePolicy: {
-        defaults: { cpu: '500m', memory: '256Mi', pids: 64 },
-        maxima: { cpu: '1', memory: '512Mi', pids: 256 },
+        defaults: { cpu: '500m', memory: '256Mi', pids: 64, disk: '1Gi' },
+        maxima: { cpu: '1', memory: '512Mi', pids: 256, disk: '10Gi' },
       },
     });
     const refusedJob = `over-${suffix()}`;
@@ -477,10 +477,12 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     const pod = await core.readNamespacedPod({ name: ref.id, namespace });
     const toolchain = pod.spec?.containers.find((c) => c.name === 'toolchain');
     // pids has no per-container field in Kubernetes (the kubelet's podPidsLimit): not on the pod.
-    expect(toolchain?.resources).toEqual({ limits: { cpu: '500m', memory: '256Mi' } });
+    expect(toolchain?.resources).toEqual({
+      limits: { cpu: '500m', memory: '256Mi', 'ephemeral-storage': '1Gi' },
+    });
     expect(toolchain?.securityContext).toMatchObject({ readOnlyRootFilesystem: true });
     expect(toolchain?.volumeMounts).toContainEqual({ name: 'tmp', mountPath: '/tmp' });
-    expect(pod.spec?.volumes).toContainEqual({ name: 'tmp', emptyDir: {} });
+    expect(pod.spec?.volumes).toContainEqual({ name: 'tmp', emptyDir: { sizeLimit: '1Gi' } });
     expect(pod.spec?.securityContext).toMatchObject({ runAsUser: 1000, runAsGroup: 1000 });
     const steps = new StepChannel(redis, blocking, sandboxKeys(jobId, 'tagged'));
     const probe = await steps.run({

@@ -7,6 +7,7 @@ import { Pod } from 'kubernetes-models/v1/Pod';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { buildSandboxPod, parsePodTemplate } from '../libs/sandbox/src/kubernetes/index.js';
+import { applyResourcePolicy, DEFAULT_RESOURCE_POLICY } from '../libs/sandbox/src/resource-policy.js';
 import { SandboxSpecSchema } from '../libs/sandbox/src/sandbox-spec.js';
 import { type KubeObject, parseKubeObjects, validateKubeObject } from './helpers/kubernetes-schemas.js';
 
@@ -181,5 +182,38 @@ describe('deploy/k8s manifests', () => {
     expect(pod.spec?.nodeSelector).toEqual({ 'sandstream.dev/pool': 'sandboxes' });
     expect(pod.spec?.containers[0]?.resources?.limits).toMatchObject({ memory: '4Gi' });
     expect(pod.spec?.containers[0]?.image).toBe('node:20');
+  });
+
+  it('a sandbox pod gets a disk limit: ephemeral-storage on the toolchain, a sizeLimit on its emptyDirs (issue 28)', () => {
+    const build = (spec: unknown) =>
+      buildSandboxPod({
+        jobId: 'job-1',
+        tenant: 'acme',
+        spec: applyResourcePolicy(SandboxSpecSchema.parse(spec), DEFAULT_RESOURCE_POLICY),
+        agent: { redisUrl: 'redis://redis.sandstream.svc.cluster.local:6379', keyStyle: 'tagged' },
+        namespace: 'sandstream',
+        carrierImage: 'sandstream/agent-carrier:1.0.0',
+        carrierPullPolicy: 'IfNotPresent',
+        toolchainPullPolicy: 'IfNotPresent',
+        terminationGraceSeconds: 10,
+        toolchainReadOnlyRootFilesystem: true,
+        templates: [],
+      });
+    // The operator default where the spec sets none (SANDBOX_DEFAULT_DISK).
+    const plain = build({ image: 'node:20' });
+    expect(() => new Pod(plain as never).validate()).not.toThrow();
+    expect(plain.spec?.containers[0]?.resources?.limits?.['ephemeral-storage']).toBe('10Gi');
+    const sized = build({
+      image: 'node:20',
+      resources: { requests: { ephemeralStorage: '1Gi' }, limits: { ephemeralStorage: '2Gi' } },
+    });
+    expect(() => new Pod(sized as never).validate()).not.toThrow();
+    expect(sized.spec?.containers[0]?.resources).toMatchObject({
+      requests: { 'ephemeral-storage': '1Gi' },
+      limits: { 'ephemeral-storage': '2Gi' },
+    });
+    const volumes = Object.fromEntries((sized.spec?.volumes ?? []).map((v) => [v.name, v.emptyDir]));
+    expect(volumes.work).toEqual({ sizeLimit: '2Gi' });
+    expect(volumes.tmp).toEqual({ sizeLimit: '2Gi' });
   });
 });

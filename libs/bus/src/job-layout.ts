@@ -2,6 +2,7 @@ import { StepResultSchema } from '@sandstream/wire';
 import {
   JOB_EVENT_FIELD,
   JOB_TRANSITIONS,
+  JobDiskSchema,
   type JobRecord,
   JobSandboxSchema,
   JobStateSchema,
@@ -46,6 +47,8 @@ export const JobField = {
    * namespace's on a shared Redis. Absent on records written before it existed.
    */
   namespace: 'namespace',
+  /** The sandbox's disk use and limit as pod-lifecycle's disk budget last measured them (JobDisk JSON). */
+  disk: 'disk',
 } as const;
 
 /** A live sandbox's command, as pushed (its request and start time) is kept under `cmd:<id>`. */
@@ -114,7 +117,13 @@ export function parseJobRecord(hash: Record<string, string>): JobRecord | null {
     closing: hash[JobField.closing],
     namespace: hash[JobField.namespace],
     commands,
+    disk: parseDisk(hash[JobField.disk]),
   };
+}
+
+function parseDisk(raw: string | undefined): JobRecord['disk'] {
+  const parsed = JobDiskSchema.safeParse(raw ? safeJson(raw) : undefined);
+  return parsed.success ? parsed.data : undefined;
 }
 
 /** A parsed StepResult as stored under its step's field, or undefined. */

@@ -111,6 +111,15 @@ export function decodeJobEventFields(fields: readonly string[]): JobEvent | null
   return null;
 }
 
+/** A sandbox's disk use against its limit, as last measured (docs/sandbox-backends.md, "Disk"). */
+export const JobDiskSchema = z.object({
+  usedBytes: z.number().int().nonnegative(),
+  limitBytes: z.number().int().positive(),
+  /** Epoch ms of the measure. */
+  measuredAt: z.number().int(),
+});
+export type JobDisk = z.infer<typeof JobDiskSchema>;
+
 /** The job record as job-store returns it (stored as a Redis hash `job:{id}`). */
 export interface JobRecord {
   id: string;
@@ -147,4 +156,6 @@ export interface JobRecord {
   commands: Record<string, unknown>;
   /** The namespace that created it (JobField.namespace); undefined on records older than the field. */
   namespace?: string | undefined;
+  /** The sandbox's disk use and limit, where its backend's owner measures them (Docker, in-process). */
+  disk: JobDisk | undefined;
 }

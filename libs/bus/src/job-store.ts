@@ -4,6 +4,8 @@ import { busLua } from './bus-lua.js';
 import { JobField, parseJobRecord, parseStepResult, stepResultField } from './job-layout.js';
 import {
   JOB_EVENT_FIELD,
+  type JobDisk,
+  JobDiskSchema,
   type JobEvent,
   type JobRecord,
   type JobSandbox,
@@ -259,6 +261,14 @@ export class JobStore {
   async markClosing(jobId: string, reason: string): Promise<boolean> {
     return (
       (await SET_IF_EXISTS.run<number>(this.redis, [this.keys.job(jobId)], [JobField.closing, reason])) === 1
+    );
+  }
+
+  /** Records its sandbox's disk use as just measured (read by stats()); false when the job is gone. */
+  async recordDisk(jobId: string, disk: JobDisk): Promise<boolean> {
+    const value = JSON.stringify(JobDiskSchema.parse(disk));
+    return (
+      (await SET_IF_EXISTS.run<number>(this.redis, [this.keys.job(jobId)], [JobField.disk, value])) === 1
     );
   }
 

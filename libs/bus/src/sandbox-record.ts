@@ -23,6 +23,7 @@ export const SandboxEndReasonSchema = z.enum([
   'start-failed',
   'sandbox-lost',
   'redis-budget',
+  'disk-budget',
 ]);
 export type SandboxEndReason = z.infer<typeof SandboxEndReasonSchema>;
 
@@ -96,6 +97,8 @@ function sandboxStateOf(job: JobRecord): { state: SandboxState; reason: SandboxE
     }
     case 'failed':
       if (isRedisBudgetReason(job.reason)) return { state: 'failed', reason: 'redis-budget' };
+      // Written by pod-lifecycle's disk budget (libs/sandbox disk-budget-watch.ts, diskBudgetReason).
+      if (job.reason?.startsWith('disk-budget:')) return { state: 'failed', reason: 'disk-budget' };
       return { state: 'failed', reason: job.readyAt === undefined ? 'start-failed' : 'sandbox-lost' };
   }
 }

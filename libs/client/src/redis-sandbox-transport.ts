@@ -145,6 +145,8 @@ export class RedisSandboxTransport implements SandboxTransport {
       commandsRun: record?.commandSeq ?? 0,
       commandsRunning: record?.commandsRunning ?? 0,
       outputLines: recorded.reduce((sum, r) => sum + (r.outputLines ?? 0), 0),
+      diskBytes: record?.disk?.usedBytes ?? null,
+      diskLimitBytes: record?.disk?.limitBytes ?? null,
     };
   }
 

@@ -13,6 +13,13 @@ export interface SandboxStats {
   workspaceBytes: number;
   workspaceFiles: number;
   workspaceTruncated: boolean;
+  /**
+   * Disk the sandbox fills (work tree, own writable layer, tmpfs) and its limit, as the disk
+   * budget last measured them; null where the backend's engine enforces the limit itself
+   * (Kubernetes: the kubelet) or before the first measure.
+   */
+  diskBytes: number | null;
+  diskLimitBytes: number | null;
   /** Commands handed to the sandbox since it opened (the stats call itself included). */
   commandsRun: number;
   commandsRunning: number;

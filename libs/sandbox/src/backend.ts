@@ -93,6 +93,21 @@ export interface DestroyOptions {
   removeOutputKeys?: boolean;
 }
 
+/** What a sandbox holds on disk now, against its limit (spec resources.limits.ephemeralStorage). */
+export interface SandboxDiskUsage {
+  usedBytes: number;
+  limitBytes: number;
+  /**
+   * `watch`: measured by the backend's owner and stopped past the limit (DiskBudgetWatch), with
+   * `quota` also set where the engine itself refuses writes past it on the container's layer;
+   * `kubelet`: the kubelet evicts the pod (ephemeral-storage), nothing to watch here.
+   */
+  enforcement: 'watch' | 'kubelet';
+  quota: boolean;
+  /** Bytes per part (work tree, container layer, …), for logs and stats. */
+  parts: Record<string, number>;
+}
+
 /**
  * One interface for every place a sandbox can live. Implementations hold no state that another
  * process could not rebuild from a SandboxRef and the labels, so any replica can destroy or
@@ -110,6 +125,16 @@ export interface SandboxBackend {
   destroy(ref: SandboxRef, options?: DestroyOptions): Promise<void>;
   /** Sandboxes this backend manages (by label), for the reaper. */
   list(): Promise<SandboxInfo[]>;
+  /**
+   * Its disk use now, or undefined when it is gone or not measurable from here (an in-process
+   * sandbox of another host). Backends whose disk limit the platform enforces may omit it.
+   */
+  diskUsage?(ref: SandboxRef): Promise<SandboxDiskUsage | undefined>;
+  /**
+   * Stops every process of the sandbox at once (no grace, no shutdown step), leaving its state
+   * for destroy: what a budget stop does before the destroy request is even queued.
+   */
+  halt?(ref: SandboxRef): Promise<void>;
   close(): Promise<void>;
 }
 

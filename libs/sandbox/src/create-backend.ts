@@ -46,6 +46,7 @@ export async function createBackend(options: CreateBackendOptions): Promise<Crea
         detection,
         backend: new InProcessBackend({
           ...inProcessOptionsFromEnv(env),
+          resourcePolicy,
           ...options.inProcessOptions,
           redis: options.redis,
         }),

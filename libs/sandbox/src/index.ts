@@ -4,6 +4,8 @@ export * from './backend.js';
 export * from './backend-env.js';
 export * from './create-backend.js';
 export * from './detect-backend.js';
+export * from './disk-budget-watch.js';
+export { allocatedBytes } from './disk-usage.js';
 export type { AgentVolumeMode } from './docker/agent-volume.js';
 export { DEFAULT_CARRIER_IMAGE, DockerBackend, type DockerBackendOptions } from './docker/docker-backend.js';
 export { dockerJobNames, persistentVolumeName } from './docker/docker-names.js';

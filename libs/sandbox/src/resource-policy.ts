@@ -30,6 +30,9 @@ export const ResourcePolicyEnvSchema = z.object({
   SANDBOX_MAX_CPU: cpuVar('4'),
   SANDBOX_MAX_MEMORY: memoryVar('8Gi'),
   SANDBOX_MAX_PIDS: pidsVar('SANDBOX_MAX_PIDS', 4096),
+  // Seed 003's MaxTotalSize is 100 MB for an in-memory tree; a real image's `npm install` needs more.
+  SANDBOX_DEFAULT_DISK: memoryVar('10Gi'),
+  SANDBOX_MAX_DISK: memoryVar('100Gi'),
 });
 export type ResourcePolicyEnv = z.output<typeof ResourcePolicyEnvSchema>;
 
@@ -37,6 +40,7 @@ const ResourceBoundsSchema = z.object({
   cpu: cpuQuantity,
   memory: memoryQuantity,
   pids: z.number().int().min(16),
+  disk: memoryQuantity,
 });
 export type ResourceBounds = z.output<typeof ResourceBoundsSchema>;
 /** What a backend enforces: `defaults` fill unset limits, `maxima` refuse larger ones. */
@@ -48,8 +52,18 @@ export type ResourcePolicy = z.output<typeof ResourcePolicySchema>;
 
 type Field = keyof ResourceBounds;
 const envName = {
-  defaults: { cpu: 'SANDBOX_DEFAULT_CPU', memory: 'SANDBOX_DEFAULT_MEMORY', pids: 'SANDBOX_DEFAULT_PIDS' },
-  maxima: { cpu: 'SANDBOX_MAX_CPU', memory: 'SANDBOX_MAX_MEMORY', pids: 'SANDBOX_MAX_PIDS' },
+  defaults: {
+    cpu: 'SANDBOX_DEFAULT_CPU',
+    memory: 'SANDBOX_DEFAULT_MEMORY',
+    pids: 'SANDBOX_DEFAULT_PIDS',
+    disk: 'SANDBOX_DEFAULT_DISK',
+  },
+  maxima: {
+    cpu: 'SANDBOX_MAX_CPU',
+    memory: 'SANDBOX_MAX_MEMORY',
+    pids: 'SANDBOX_MAX_PIDS',
+    disk: 'SANDBOX_MAX_DISK',
+  },
 } as const;
 
 /** Comparable magnitudes: nano-cores, bytes, processes. */
@@ -57,6 +71,7 @@ const magnitude: Record<Field, (v: string | number) => number> = {
   cpu: (v) => cpuToNanoCpus(String(v)),
   memory: (v) => memoryToBytes(String(v)),
   pids: (v) => Number(v),
+  disk: (v) => memoryToBytes(String(v)),
 };
 
 /** A spec, template or request asking for more than the operator allows. */
@@ -75,8 +90,18 @@ export function resourcePolicyFromEnv(env: Record<string, string | undefined>): 
 /** The policy from already-parsed settings (a service's env schema extends ResourcePolicyEnvSchema). */
 export function resourcePolicyOf(e: ResourcePolicyEnv): ResourcePolicy {
   return checkPolicy({
-    defaults: { cpu: e.SANDBOX_DEFAULT_CPU, memory: e.SANDBOX_DEFAULT_MEMORY, pids: e.SANDBOX_DEFAULT_PIDS },
-    maxima: { cpu: e.SANDBOX_MAX_CPU, memory: e.SANDBOX_MAX_MEMORY, pids: e.SANDBOX_MAX_PIDS },
+    defaults: {
+      cpu: e.SANDBOX_DEFAULT_CPU,
+      memory: e.SANDBOX_DEFAULT_MEMORY,
+      pids: e.SANDBOX_DEFAULT_PIDS,
+      disk: e.SANDBOX_DEFAULT_DISK,
+    },
+    maxima: {
+      cpu: e.SANDBOX_MAX_CPU,
+      memory: e.SANDBOX_MAX_MEMORY,
+      pids: e.SANDBOX_MAX_PIDS,
+      disk: e.SANDBOX_MAX_DISK,
+    },
   });
 }
 
@@ -85,7 +110,7 @@ export const DEFAULT_RESOURCE_POLICY: ResourcePolicy = resourcePolicyFromEnv({})
 
 /** A default above its maximum would refuse every sandbox that sets nothing: refused at start instead. */
 export function checkPolicy(policy: ResourcePolicy): ResourcePolicy {
-  for (const field of ['cpu', 'memory', 'pids'] as const) {
+  for (const field of ['cpu', 'memory', 'pids', 'disk'] as const) {
     if (magnitude[field](policy.defaults[field]) > magnitude[field](policy.maxima[field])) {
       throw new Error(
         `${envName.defaults[field]}=${policy.defaults[field]} is above ${envName.maxima[field]}=${policy.maxima[field]}`,
@@ -106,7 +131,7 @@ export function applyResourcePolicy(spec: SandboxSpec, policy: ResourcePolicy): 
   const over = (field: Field, where: 'requests' | 'limits', value: string | number | undefined) => {
     if (value === undefined || magnitude[field](value) <= magnitude[field](policy.maxima[field])) return;
     throw new ResourceLimitError(
-      `resources.${where}.${field} ${JSON.stringify(value)} is above the operator maximum ` +
+      `resources.${where}.${field === 'disk' ? 'ephemeralStorage' : field} ${JSON.stringify(value)} is above the operator maximum ` +
         `${policy.maxima[field]} (${envName.maxima[field]})`,
     );
   };
@@ -115,8 +140,10 @@ export function applyResourcePolicy(spec: SandboxSpec, policy: ResourcePolicy): 
   over('cpu', 'limits', limits.cpu);
   over('memory', 'limits', limits.memory);
   over('pids', 'limits', limits.pids);
-  const atLeastRequest = (field: 'cpu' | 'memory') => {
-    const request = requests[field];
+  over('disk', 'requests', requests.ephemeralStorage);
+  over('disk', 'limits', limits.ephemeralStorage);
+  const atLeastRequest = (field: 'cpu' | 'memory' | 'disk') => {
+    const request = field === 'disk' ? requests.ephemeralStorage : requests[field];
     const fallback = policy.defaults[field];
     return request !== undefined && magnitude[field](request) > magnitude[field](fallback)
       ? request
@@ -130,6 +157,7 @@ export function applyResourcePolicy(spec: SandboxSpec, policy: ResourcePolicy): 
         cpu: limits.cpu ?? atLeastRequest('cpu'),
         memory: limits.memory ?? atLeastRequest('memory'),
         pids: limits.pids ?? policy.defaults.pids,
+        ephemeralStorage: limits.ephemeralStorage ?? atLeastRequest('disk'),
       },
     },
   };

@@ -12,11 +12,24 @@ export const memoryQuantity = z
   );
 
 export const ResourcesSchema = z.object({
-  requests: z.object({ cpu: cpuQuantity.optional(), memory: memoryQuantity.optional() }).optional(),
+  requests: z
+    .object({
+      cpu: cpuQuantity.optional(),
+      memory: memoryQuantity.optional(),
+      ephemeralStorage: memoryQuantity.optional(),
+    })
+    .optional(),
   limits: z
     .object({
       cpu: cpuQuantity.optional(),
       memory: memoryQuantity.optional(),
+      /**
+       * Disk the sandbox may fill: its work tree, its own writable layer and any tmpfs together
+       * (seed 003's MaxTotalSize). Kubernetes `ephemeral-storage`; Docker a storage quota where the
+       * driver has one, else a watched budget; in-process a watched budget on its directory
+       * (docs/sandbox-backends.md, "Disk").
+       */
+      ephemeralStorage: memoryQuantity.optional(),
       /**
        * Processes and threads the sandbox may hold at once (Docker PidsLimit). Kubernetes has no
        * per-pod field for it: there the kubelet's podPidsLimit applies.

@@ -238,6 +238,8 @@ export const StatsResponse = z.object({
   workspaceBytes: z.number(),
   workspaceFiles: z.number(),
   workspaceTruncated: z.boolean(),
+  diskBytes: z.number().nullable(),
+  diskLimitBytes: z.number().nullable(),
   commandsRun: z.number(),
   commandsRunning: z.number(),
   outputLines: z.number(),

@@ -14,6 +14,7 @@ import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { agentEnvFor, logArchiveOn } from './agent-env.js';
 import { createDestroyProcessor } from './destroy-sandbox.js';
+import { createDiskBudgetStop } from './disk-budget-stop.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { destroyGraceMs, PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
@@ -184,6 +185,16 @@ runService({
         })
       : undefined;
     restorer?.start();
+    const diskBudget = createDiskBudgetStop({
+      backend,
+      store,
+      destroyQueue,
+      installation,
+      installationId,
+      intervalMs: env.SANDBOX_DISK_CHECK_MS,
+      logger,
+    });
+    diskBudget.start();
     for (const queue of [dispatchQueue, destroyQueue]) {
       queue.on('error', throttledErrorLog(logger, `${queue.name} queue`));
     }
@@ -196,6 +207,7 @@ runService({
     onShutdown('ready announcements', () => announcements.close());
     onShutdown('lease keeper', () => keeper.stop());
     if (restorer) onShutdown('sandbox user restore', () => restorer.stop());
+    onShutdown('disk budget', () => diskBudget.stop());
     onShutdown('queues', async () => {
       await Promise.all([dispatchQueue.close(), destroyQueue.close()]);
     });

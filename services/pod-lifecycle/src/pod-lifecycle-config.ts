@@ -34,6 +34,11 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
   POD_LIFECYCLE_CONCURRENCY: intVar(1, 1000, 20),
   /** Sandboxes one replica tears down concurrently. */
   POD_LIFECYCLE_DESTROY_CONCURRENCY: intVar(1, 1000, 20),
+  /**
+   * Period of the disk budget check (Docker without a storage quota, in-process): a sandbox
+   * writing at R bytes/s stops at most R × this (plus one measure) past its limit.
+   */
+  SANDBOX_DISK_CHECK_MS: intVar(200, 60_000, 2000),
   /** Time the agent gets to exit after its shutdown step before it is killed. */
   DESTROY_GRACE_SECONDS: intVar(0, 600, 10),
   COMPLETION_SHARDS: SharedEnv.COMPLETION_SHARDS,

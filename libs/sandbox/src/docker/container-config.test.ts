@@ -83,4 +83,18 @@ describe('demuxDockerLog', () => {
     expect(demuxDockerLog(Buffer.concat([frame(1, 'out\n'), frame(2, 'err\n')]))).toBe('out\nerr\n');
     expect(demuxDockerLog(Buffer.from('plain tty output'))).toBe('plain tty output');
   });
+
+  it('caps the layer with StorageOpt only where the engine has a quota, and sizes a /tmp tmpfs to the disk limit', () => {
+    const spec = SandboxSpecSchema.parse({
+      image: 'node:20',
+      readOnlyRootFilesystem: true,
+      resources: { limits: { ephemeralStorage: '64Mi' } },
+    });
+    const work = { kind: 'volume', name: 'work-1' } as const;
+    const quota = toolchainContainerOptions({ ...base, spec, work, storageQuota: true });
+    expect(quota.HostConfig?.StorageOpt).toEqual({ size: String(64 * 1024 ** 2) });
+    expect(quota.HostConfig?.Tmpfs).toEqual({ '/tmp': `rw,nosuid,nodev,mode=1777,size=${64 * 1024 ** 2}` });
+    const none = toolchainContainerOptions({ ...base, spec, work, storageQuota: false });
+    expect(none.HostConfig?.StorageOpt).toBeUndefined();
+  });
 });

@@ -25,6 +25,8 @@ export interface ToolchainContainerInput {
   /** The agent's flags (agentArgs); replaced by spec.command when that is set. */
   agentArgs: string[];
   env: Record<string, string>;
+  /** The engine caps the writable layer (StorageOpt size): only where detectStorageQuota found it can. */
+  storageQuota?: boolean;
 }
 
 /**
@@ -52,7 +54,12 @@ export function toolchainContainerOptions(input: ToolchainContainerInput): Docke
   if (spec.readOnlyRootFilesystem) {
     hostConfig.ReadonlyRootfs = true;
     // Tools expect a writable /tmp; a tmpfs counts against the memory limit, so it cannot fill the disk.
-    hostConfig.Tmpfs = { '/tmp': 'rw,nosuid,nodev,mode=1777' };
+    hostConfig.Tmpfs = {
+      '/tmp': `rw,nosuid,nodev,mode=1777${limits.ephemeralStorage ? `,size=${memoryToBytes(limits.ephemeralStorage)}` : ''}`,
+    };
+  }
+  if (input.storageQuota && limits.ephemeralStorage) {
+    hostConfig.StorageOpt = { size: String(memoryToBytes(limits.ephemeralStorage)) };
   }
   if (limits.memory) {
     hostConfig.Memory = memoryToBytes(limits.memory);

@@ -8,6 +8,7 @@ import {
   type CreateSandboxRequest,
   type DestroyOptions,
   type SandboxBackend,
+  type SandboxDiskUsage,
   type SandboxInfo,
   SandboxLabels,
   type SandboxRef,
@@ -17,12 +18,14 @@ import {
 import { describeCrash } from '../log-tail.js';
 import { OpenRedisGuard } from '../open-redis.js';
 import { pollUntil } from '../poll.js';
+import { memoryToBytes } from '../quantity.js';
 import { type ResourcePolicy, withResourcePolicy } from '../resource-policy.js';
 import { dockerRuntimeFor, missingDockerRuntimeMessage, type RuntimeNameMap } from '../runtime-class.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
 import { type AgentVolumeMode, CachedAgentVolumes, carrierImageId, fillAgentVolume } from './agent-volume.js';
 import { toolchainContainerOptions, type WorkMount } from './container-config.js';
+import { DiskLimitLabel, DiskQuotaLabel, DockerDiskMeter, detectStorageQuota } from './docker-disk.js';
 import { ignoreGone, isConflict, isNotFound } from './docker-errors.js';
 import { containerLogTail } from './docker-logs.js';
 import {
@@ -81,11 +84,14 @@ export class DockerBackend implements SandboxBackend {
   private readonly carrierImage: string;
   private readonly cached: CachedAgentVolumes;
   private readonly openRedis: OpenRedisGuard;
+  private readonly meter: DockerDiskMeter;
+  private storageQuota: Promise<boolean> | undefined;
 
   constructor(private readonly options: DockerBackendOptions) {
     this.docker = options.docker;
     this.openRedis = new OpenRedisGuard({ allowOpenRedis: options.allowOpenRedis, backend: 'docker' });
     this.carrierImage = options.carrierImage ?? DEFAULT_CARRIER_IMAGE;
+    this.meter = new DockerDiskMeter(this.docker);
     this.cached = new CachedAgentVolumes(this.docker, {
       [SandboxLabels.managedBy]: SandboxLabels.managedByValue,
       [DockerRoleLabel]: 'agent-cache',
@@ -186,6 +192,12 @@ export class DockerBackend implements SandboxBackend {
       };
       const toolchainLabels = labelsFor('toolchain');
       if (persistent) toolchainLabels[PersistentLabel] = persistent;
+      const diskLimit = spec.resources.limits?.ephemeralStorage;
+      // Asked once per backend: the engine's storage driver does not change under it.
+      this.storageQuota ??= detectStorageQuota(this.docker, this.carrierImage).catch(() => false);
+      const storageQuota = diskLimit !== undefined && (await this.storageQuota);
+      if (diskLimit !== undefined) toolchainLabels[DiskLimitLabel] = String(memoryToBytes(diskLimit));
+      if (storageQuota) toolchainLabels[DiskQuotaLabel] = '1';
       const container = await this.docker.createContainer(
         toolchainContainerOptions({
           name: names.toolchain,
@@ -195,6 +207,7 @@ export class DockerBackend implements SandboxBackend {
           work,
           networkMode: network.networkMode,
           runtime,
+          storageQuota,
           agentArgs: agentArgs(launch),
           env: { ...spec.env, ...secrets, ...agent.agentEnv, ...agentEnvironment(launch) },
         }),
@@ -291,6 +304,7 @@ export class DockerBackend implements SandboxBackend {
       );
     }
     await this.removeJobObjects(ref.jobId, containers);
+    if (toolchain) this.meter.forget(toolchain.Id);
     if (toolchain) {
       await deleteSandboxKeys(this.options.redis, ref.jobId, keyStyle, {
         includeOutput: options.removeOutputKeys,
@@ -324,6 +338,16 @@ export class DockerBackend implements SandboxBackend {
               ? 'exited'
               : 'unknown',
     }));
+  }
+
+  /** The work volume, the container's writable layer and a /tmp tmpfs together (docker-disk.ts). */
+  diskUsage(ref: SandboxRef): Promise<SandboxDiskUsage | undefined> {
+    return this.meter.usage(ref.id);
+  }
+
+  /** SIGKILL to the container: every process in it stops writing at once; destroy removes it. */
+  async halt(ref: SandboxRef): Promise<void> {
+    await ignoreGone(() => this.docker.getContainer(ref.id).kill());
   }
 
   /** The dockerode client is injected and owned by the caller. */

@@ -13,18 +13,27 @@ import {
   type CreateSandboxRequest,
   type DestroyOptions,
   type SandboxBackend,
+  type SandboxDiskUsage,
   type SandboxInfo,
   SandboxLabels,
   type SandboxRef,
   SandboxStartError,
   type WaitReadyOptions,
 } from '../backend.js';
+import { allocatedBytes } from '../disk-usage.js';
 import { describeCrash, readLogTail } from '../log-tail.js';
 import { pollUntil } from '../poll.js';
+import { memoryToBytes } from '../quantity.js';
+import { DEFAULT_RESOURCE_POLICY, type ResourcePolicy } from '../resource-policy.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
 import { findMarker, readMarkers, writeMarker } from './local-markers.js';
-import { isProcessAlive, processStartTime, terminateProcessGroup } from './process-control.js';
+import {
+  isProcessAlive,
+  killProcessTree,
+  processStartTime,
+  terminateProcessGroup,
+} from './process-control.js';
 import {
   DEFAULT_INPROCESS_REGISTRY_KEY,
   type InProcessRecord,
@@ -89,6 +98,8 @@ export interface InProcessBackendOptions {
    * agent confines them to the job's directory: here no container is the boundary.
    */
   unconfinedFileSteps?: boolean;
+  /** Only its disk default applies here (the other resources are not enforced on a child process). */
+  resourcePolicy?: ResourcePolicy;
 }
 
 const DEFAULT_PASS_ENV = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
@@ -221,6 +232,10 @@ export class InProcessBackend implements SandboxBackend {
       keyStyle: request.agent.keyStyle,
       labels,
       createdAt: new Date().toISOString(),
+      diskLimitBytes: memoryToBytes(
+        spec.resources.limits?.ephemeralStorage ??
+          (this.options.resourcePolicy ?? DEFAULT_RESOURCE_POLICY).defaults.disk,
+      ),
     };
     // The local marker first: it is what still names the sandbox if Redis loses the registry.
     await writeMarker(record);
@@ -303,6 +318,26 @@ export class InProcessBackend implements SandboxBackend {
         };
       }),
     );
+  }
+
+  /**
+   * The job's state directory (workspace, agent log) and a persistent workspace: what the
+   * sandbox fills on this host's disk. Processes may write elsewhere (no boundary here): not counted.
+   */
+  async diskUsage(ref: SandboxRef): Promise<SandboxDiskUsage | undefined> {
+    const record = await this.registry.get(ref.jobId);
+    if (!record?.diskLimitBytes || record.hostname !== hostname()) return undefined;
+    const parts: Record<string, number> = { work: await allocatedBytes(record.stateDir) };
+    if (record.persistentWorkspace) parts.workspace = await allocatedBytes(record.workspace);
+    const usedBytes = Object.values(parts).reduce((a, b) => a + b, 0);
+    return { usedBytes, limitBytes: record.diskLimitBytes, enforcement: 'watch', quota: false, parts };
+  }
+
+  /** SIGKILL to the agent and every process below it; destroy removes the rest. */
+  async halt(ref: SandboxRef): Promise<void> {
+    const record = await this.registry.get(ref.jobId);
+    if (!record || record.hostname !== hostname()) return;
+    await killProcessTree(record.pid, record.startTime);
   }
 
   /** Leaves running agents alone: they belong to their jobs, not to this process. */

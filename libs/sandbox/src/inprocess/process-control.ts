@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
@@ -66,4 +66,54 @@ export async function terminateProcessGroup(
     await sleep(25);
   }
   signalGroup(pgid, 'SIGKILL');
+}
+
+/** Every live descendant of `pid` (by parent pid in /proc), parents before children. */
+async function descendants(pid: number): Promise<number[]> {
+  const children = new Map<number, number[]>();
+  for (const name of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (!Number.isFinite(ppid)) continue;
+    const list = children.get(ppid) ?? [];
+    list.push(Number(name));
+    children.set(ppid, list);
+  }
+  const found: number[] = [];
+  const queue = [pid];
+  while (queue.length > 0) {
+    const next = children.get(queue.shift() as number) ?? [];
+    found.push(...next);
+    queue.push(...next);
+  }
+  return found;
+}
+
+function signalPid(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
+
+/**
+ * SIGKILL, no grace, to the agent's process group and every process below the agent (a run
+ * step leads its own group). Everything found is stopped (SIGSTOP) first, so nothing forks or
+ * writes while the tree is walked; a second walk catches what forked before it was stopped.
+ */
+export async function killProcessTree(pid: number, startTime: string | null): Promise<void> {
+  if (!(await isProcessAlive(pid, startTime))) return;
+  const found = new Set<number>();
+  for (let pass = 0; pass < 2; pass++) {
+    for (const child of await descendants(pid)) {
+      if (found.has(child)) continue;
+      found.add(child);
+      signalPid(child, 'SIGSTOP');
+    }
+  }
+  signalPid(pid, 'SIGSTOP');
+  for (const child of found) signalPid(child, 'SIGKILL');
+  signalGroup(pid, 'SIGKILL');
 }

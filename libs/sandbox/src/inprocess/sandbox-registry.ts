@@ -23,6 +23,8 @@ export const InProcessRecordSchema = z.object({
   keyStyle: KeyStyleSchema,
   labels: z.record(z.string(), z.string()),
   createdAt: z.string(),
+  /** The disk limit (spec or SANDBOX_DEFAULT_DISK) the state directory is watched against. */
+  diskLimitBytes: z.number().int().positive().optional(),
 });
 export type InProcessRecord = z.infer<typeof InProcessRecordSchema>;
 

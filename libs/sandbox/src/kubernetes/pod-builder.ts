@@ -75,10 +75,17 @@ function toolchainEnv(input: SandboxPodInput): V1EnvVar[] {
 function toolchainResources(spec: SandboxSpec): V1ResourceRequirements | undefined {
   const { requests, limits } = spec.resources;
   // pids is not a container resource in Kubernetes (the kubelet's podPidsLimit bounds it): left out.
-  const clean = (r: { cpu?: string | undefined; memory?: string | undefined } | undefined) => {
-    const entries = Object.entries({ cpu: r?.cpu, memory: r?.memory }).filter(
-      (entry): entry is [string, string] => entry[1] !== undefined,
-    );
+  const clean = (
+    r:
+      | { cpu?: string | undefined; memory?: string | undefined; ephemeralStorage?: string | undefined }
+      | undefined,
+  ) => {
+    const entries = Object.entries({
+      cpu: r?.cpu,
+      memory: r?.memory,
+      // The kubelet evicts the pod past it: work tree emptyDir, container layer and logs together.
+      'ephemeral-storage': r?.ephemeralStorage,
+    }).filter((entry): entry is [string, string] => entry[1] !== undefined);
     return entries.length > 0 ? Object.fromEntries(entries) : undefined;
   };
   const result: V1ResourceRequirements = {};
@@ -87,6 +94,12 @@ function toolchainResources(spec: SandboxSpec): V1ResourceRequirements | undefin
   if (req) result.requests = req;
   if (lim) result.limits = lim;
   return req || lim ? result : undefined;
+}
+
+/** An emptyDir past its sizeLimit gets its pod evicted, even before the pod's own limit is reached. */
+function workSizeLimit(spec: SandboxSpec): { sizeLimit?: string } {
+  const limit = spec.resources.limits?.ephemeralStorage;
+  return limit ? { sizeLimit: limit } : {};
 }
 
 function userContext(user: string | undefined) {
@@ -110,7 +123,7 @@ export function buildSandboxPod(input: SandboxPodInput): V1Pod {
   const name = sandboxPodName(input.jobId);
   const workVolume: V1Volume = spec.persistentWorkspace
     ? { name: 'work', persistentVolumeClaim: { claimName: spec.persistentWorkspace.name } }
-    : { name: 'work', emptyDir: {} };
+    : { name: 'work', emptyDir: workSizeLimit(spec) };
 
   // The template's key or the operator's setting; either way /tmp stays writable (an emptyDir).
   const readOnlyRoot = spec.readOnlyRootFilesystem || input.toolchainReadOnlyRootFilesystem;
@@ -176,7 +189,7 @@ export function buildSandboxPod(input: SandboxPodInput): V1Pod {
       volumes: [
         { name: 'shared', emptyDir: {} },
         workVolume,
-        ...(readOnlyRoot ? [{ name: 'tmp', emptyDir: {} }] : []),
+        ...(readOnlyRoot ? [{ name: 'tmp', emptyDir: workSizeLimit(spec) }] : []),
       ],
       initContainers: [inject],
       containers: [toolchain],

@@ -206,7 +206,7 @@ describe('TemplateRegistry', () => {
     expect(registry.names()).toEqual(['debian', 'busybox', 'node20-locked-down']);
     const locked = registry.resolve({ template: 'node20-locked-down' });
     expect(locked).toMatchObject({ user: '1000:1000', network: 'deny-egress', runtimeClass: 'gvisor' });
-    expect(locked.resources.limits).toEqual({ cpu: '1', memory: '1Gi' });
+    expect(locked.resources.limits).toEqual({ cpu: '1', memory: '1Gi', ephemeralStorage: '10Gi' });
     expect(registry.resolve().image).toBe('sandstream/debian:bookworm');
   });
 });
