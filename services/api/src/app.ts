@@ -13,6 +13,7 @@ import {
 import { parse as parseYaml } from 'yaml';
 import { checkAccess } from './access.js';
 import type { ApiContext } from './api-context.js';
+import { OpenRequests } from './open-requests.js';
 import { sessionCookie } from './principal.js';
 import { HttpProblem, sendProblem } from './problem.js';
 import { RateLimiter } from './rate-limiter.js';
@@ -34,6 +35,11 @@ export interface ApiOptions {
   bodyLimit: number;
   /** Requests per minute per key (per address without one), shared through Redis. */
   rateLimitPerMinute: number;
+  /** How long a client may take to send a request's headers; its whole request (Node's own bounds). */
+  headersTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  /** Requests open at once per key (per address without one) on this replica. */
+  maxOpenRequestsPerKey?: number;
   /** Service version shown in the OpenAPI document. */
   version?: string;
   logger?: Logger;
@@ -51,9 +57,20 @@ function isPublic(url: string): boolean {
  * problem details.
  */
 export async function buildApi(ctx: ApiContext, options: ApiOptions) {
+  const headersTimeout = options.headersTimeoutMs ?? 30_000;
+  const requestTimeout = options.requestTimeoutMs ?? 300_000;
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger as FastifyBaseLogger } : { logger: false }),
     bodyLimit: options.bodyLimit,
+    // A request must arrive whole in time (Fastify turns Node's bound off by default: a body that
+    // never came held its socket forever). Node counts only the request: once it is read, the
+    // answer may take as long as it takes (SSE, a long exec); a WebSocket leaves the HTTP
+    // parser when upgraded. The checks run this often, so a bound is kept to within a quarter.
+    requestTimeout,
+    http: {
+      headersTimeout,
+      connectionsCheckingInterval: Math.max(500, Math.min(30_000, Math.floor(headersTimeout / 4))),
+    },
     // A path segment (an id) is at most a job id's 128 characters; longer is refused, not parsed.
     routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
     disableRequestLogging: true,
@@ -127,7 +144,8 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   app.decorateRequest('gate', undefined);
   app.decorateRequest('prefetched', undefined);
   const limiter = new RateLimiter(ctx, options.rateLimitPerMinute);
-  app.addHook('onRequest', async (request) => {
+  const openRequests = new OpenRequests(options.maxOpenRequestsPerKey ?? 256);
+  app.addHook('onRequest', async (request, reply) => {
     if (isPublic(request.url.split('?')[0] ?? '')) return;
     const ticket =
       request.headers.upgrade?.toLowerCase() === 'websocket'
@@ -143,6 +161,16 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
     // The rate limit and the route's ownership check go to Redis side by side, while the body is
     // read and validated; the request waits for both before its handler (preHandler below).
     const bucket = principal.keyId === 'anonymous' ? `ip:${request.ip}` : `key:${principal.keyId}`;
+    // An upgraded request's response never closes: its socket, the WebSocket's alone, does.
+    const upgraded = request.headers.upgrade !== undefined;
+    if (!openRequests.admit(bucket, upgraded ? request.raw.socket : reply.raw)) {
+      reply.header('connection', 'close');
+      throw new HttpProblem(
+        429,
+        'too-many-open-requests',
+        `at most ${options.maxOpenRequestsPerKey ?? 256} requests open at once per key: wait for some to end`,
+      );
+    }
     const access = request.routeOptions.config.access;
     const id = (request.params as { id?: unknown } | undefined)?.id;
     const gate = Promise.all([
