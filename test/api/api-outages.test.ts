@@ -44,6 +44,12 @@ describe('the API while its Redis is down', () => {
     const client = new SandstreamClient({ url });
     try {
       expect(await client.get('j-1')).toBeNull();
+      // Declared on every route of the OpenAPI document.
+      const doc = (await (await fetch(`${url}/openapi.json`)).json()) as {
+        paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;
+      };
+      expect(doc.paths['/v1/jobs/{id}']?.get?.responses).toHaveProperty('503');
+      expect(doc.paths['/v1/sandboxes/{id}/exec']?.post?.responses).toHaveProperty('503');
       await redis.kill();
 
       const res = await fetch(`${url}/v1/jobs/j-1`);

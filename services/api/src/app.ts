@@ -15,7 +15,7 @@ import { checkAccess } from './access.js';
 import type { ApiContext } from './api-context.js';
 import { OpenRequests } from './open-requests.js';
 import { sessionCookie } from './principal.js';
-import { HttpProblem, sendProblem } from './problem.js';
+import { HttpProblem, ProblemSchema, sendProblem } from './problem.js';
 import { RateLimiter } from './rate-limiter.js';
 import { traceRequests } from './request-spans.js';
 import { adminQueueRoutes } from './routes/admin-queues.js';
@@ -84,6 +84,13 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.setErrorHandler((err, request, reply) => sendProblem(request, reply, err));
+  // Any route may meet a key's cap of open requests (429) or a Redis that does not answer (503):
+  // declared once here, for the OpenAPI document, on every route that declares its answers.
+  app.addHook('onRoute', (route) => {
+    const response = route.schema?.response;
+    if (response && typeof response === 'object')
+      route.schema = { ...route.schema, response: { 429: ProblemSchema, 503: ProblemSchema, ...response } };
+  });
   app.setNotFoundHandler((request, reply) =>
     sendProblem(
       request,
