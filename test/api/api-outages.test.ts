@@ -12,6 +12,7 @@ import {
   startService,
 } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { type ApiStack, startApiStack } from '../helpers/api-stack.js';
 
 const cliPath = join(repoRoot, 'libs/client/dist/cli/main.js');
@@ -139,6 +140,13 @@ describe('the API under slow clients and a killed replica', () => {
   let replica: RunningService | undefined;
   /** A key of tenant `default`. */
   let key: string;
+  /** The sandboxes the tests made, closed at the end (an in-process sandbox's agent outlives the stack). */
+  const sandboxes: string[] = [];
+  const createSandbox = async () => {
+    const id = await s.createSandbox(key);
+    sandboxes.push(id);
+    return id;
+  };
   beforeAll(async () => {
     s = await startApiStack({ label: 'api-outages', apiEnv: BOUNDS });
     key = (await s.key('default')).key;
@@ -153,6 +161,7 @@ describe('the API under slow clients and a killed replica', () => {
     };
   }, 120_000);
   afterAll(async () => {
+    for (const id of sandboxes) await s.request(`/v1/sandboxes/${id}`, { method: 'DELETE', key });
     await replica?.stop(10_000);
     await s?.stop();
   }, 60_000);
@@ -179,12 +188,45 @@ describe('the API under slow clients and a killed replica', () => {
     expect(await refused.json()).toMatchObject({ type: 'urn:sandstream:problem:too-many-open-requests' });
     for (const ended of await Promise.all(slow)) expect(ended.answer).toMatch(/^HTTP\/1\.1 408 /);
     expect((await fetch(`${s.url}/v1/jobs?limit=1`)).status).toBe(200);
+
+    // A WebSocket shell counts while it is open, and no longer once closed.
+    const id = await createSandbox();
+    const tickets: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const ticket = await s.request('/v1/auth/ws-ticket', { method: 'POST', key });
+      expect(ticket.status).toBe(201);
+      tickets.push(((await ticket.json()) as { ticket: string }).ticket);
+    }
+    const shells = await Promise.all(
+      tickets.map(async (ticket) => {
+        const socket = new WebSocket(
+          `${s.url.replace('http', 'ws')}/v1/sandboxes/${id}/shell?ticket=${ticket}`,
+        );
+        await new Promise((resolve, reject) => {
+          socket.once('open', resolve);
+          socket.once('unexpected-response', (_req, res) => reject(new Error(`shell: ${res.statusCode}`)));
+          socket.once('error', reject);
+        });
+        return socket;
+      }),
+    );
+    expect((await s.request('/v1/jobs?limit=1', { key })).status).toBe(429);
+    await Promise.all(
+      shells.map((socket) => {
+        const closed = new Promise((resolve) => socket.once('close', resolve));
+        socket.close();
+        return closed;
+      }),
+    );
+    await expect
+      .poll(async () => (await s.request('/v1/jobs?limit=1', { key })).status, { timeout: 10_000 })
+      .toBe(200);
   }, 60_000);
 
   it('a command streamed (SSE) and one answered as JSON run on past the request bound', async () => {
     const client = new SandstreamClient({ url: s.url, apiKey: key });
     try {
-      const sandbox = client.sandboxes.handle(await s.createSandbox(key));
+      const sandbox = client.sandboxes.handle(await createSandbox());
       const lines: string[] = [];
       const streamed = await sandbox.exec('for i in 1 2 3 4 5; do echo tick $i; sleep 1; done', {
         onStdout: (line) => lines.push(line),
@@ -217,7 +259,7 @@ describe('the API under slow clients and a killed replica', () => {
     const client = new SandstreamClient({ url: s.url, apiKey: key });
     let replaced: Promise<void> | undefined;
     try {
-      const sandbox = client.sandboxes.handle(await s.createSandbox(key));
+      const sandbox = client.sandboxes.handle(await createSandbox());
       const lines: string[] = [];
       const stderr: string[] = [];
       const result = await sandbox.exec(COMMAND(40), {
@@ -243,7 +285,7 @@ describe('the API under slow clients and a killed replica', () => {
   }, 120_000);
 
   it('the CLI exec rides through the replica killed under it and exits with the command code', async () => {
-    const id = await s.createSandbox(key);
+    const id = await createSandbox();
     const child = spawn(process.execPath, [cliPath, 'exec', id, '--', 'sh', '-c', COMMAND(40)], {
       env: { ...process.env, REDIS_URL: '', SANDSTREAM_URL: s.url, SANDSTREAM_API_KEY: key },
     });

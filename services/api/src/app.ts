@@ -168,9 +168,8 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
     // The rate limit and the route's ownership check go to Redis side by side, while the body is
     // read and validated; the request waits for both before its handler (preHandler below).
     const bucket = principal.keyId === 'anonymous' ? `ip:${request.ip}` : `key:${principal.keyId}`;
-    // An upgraded request's response never closes: its socket, the WebSocket's alone, does.
-    const upgraded = request.headers.upgrade !== undefined;
-    if (!openRequests.admit(bucket, upgraded ? request.raw.socket : reply.raw)) {
+    // A WebSocket's response too closes only with its socket: it counts while the shell is open.
+    if (!openRequests.admit(bucket, reply.raw)) {
       reply.header('connection', 'close');
       throw new HttpProblem(
         429,

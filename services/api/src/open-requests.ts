@@ -12,8 +12,8 @@ export class OpenRequests {
   constructor(private readonly max: number) {}
 
   /**
-   * Counts one more request of `bucket` until `ended` emits `close` (the response; for a
-   * WebSocket, its socket), or answers false when the bucket already holds `max`.
+   * Counts one more request of `bucket` until `ended` (its response) emits `close`, or answers
+   * false when the bucket already holds `max`.
    */
   admit(bucket: string, ended: EventEmitter): boolean {
     const count = this.open.get(bucket) ?? 0;
