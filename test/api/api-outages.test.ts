@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { ProblemKinds, problemType } from '@sandstream/bus';
-import { InfrastructureUnavailableError, SandstreamClient } from '@sandstream/client';
+import { InfrastructureUnavailableError, JobNotFoundError, SandstreamClient } from '@sandstream/client';
 import {
   freePort,
   type RedisServer,
@@ -11,7 +11,7 @@ import {
   startRedisServer,
   startService,
 } from '@sandstream/test-support';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { type ApiStack, startApiStack } from '../helpers/api-stack.js';
 
@@ -84,6 +84,33 @@ describe('the API while its Redis is down', () => {
       expect(exec.stderr).toMatch(/^sandstream: Sandstream is unavailable/);
       expect(exec.status).toBe(125);
     } finally {
+      await client.close();
+    }
+  }, 90_000);
+
+  it('a job follow over HTTP waits the 503s out and goes on once Redis is back', async () => {
+    // Redis is still down (the test above). The follow's requests are counted on their way out
+    // (the real fetch still makes them), so that Redis comes back only once it met a 503.
+    const realFetch = globalThis.fetch;
+    let asked = 0;
+    globalThis.fetch = (input, init) => {
+      if (String(input).includes('/v1/jobs/never-there/events')) asked++;
+      return realFetch(input, init);
+    };
+    const client = new SandstreamClient({ url });
+    try {
+      const items: unknown[] = [];
+      const followed = (async () => {
+        for await (const item of client.follow('never-there')) items.push(item);
+      })();
+      followed.catch(() => {});
+      await vi.waitUntil(() => asked >= 2, { timeout: 30_000, interval: 50 });
+      await redis.start();
+      // Reached once Redis answers: a job that does not exist, not an outage.
+      await expect(followed).rejects.toBeInstanceOf(JobNotFoundError);
+      expect(items).toEqual([]);
+    } finally {
+      globalThis.fetch = realFetch;
       await client.close();
     }
   }, 90_000);
