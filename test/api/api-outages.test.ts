@@ -311,6 +311,28 @@ describe('the API under slow clients and a killed replica', () => {
     }
   }, 120_000);
 
+  it('a background process followed over HTTP is followed on through the next replica: every line once, its exit code', async () => {
+    const client = new SandstreamClient({ url: s.url, apiKey: key });
+    let replaced: Promise<void> | undefined;
+    try {
+      const sandbox = client.sandboxes.handle(await createSandbox());
+      const proc = await sandbox.processes.start(COMMAND(40));
+      const lines: string[] = [];
+      const result = await proc.follow({
+        onStdout: (line) => {
+          lines.push(line);
+          replaced ??= replaceReplica();
+        },
+      });
+      await replaced;
+      expect(lines).toEqual(numbered(40));
+      expect(result.exitCode).toBe(7);
+    } finally {
+      await replaced;
+      await client.close();
+    }
+  }, 120_000);
+
   it('the CLI exec rides through the replica killed under it and exits with the command code', async () => {
     const id = await createSandbox();
     const child = spawn(process.execPath, [cliPath, 'exec', id, '--', 'sh', '-c', COMMAND(40)], {

@@ -157,10 +157,11 @@ export class HttpSandboxTransport implements SandboxTransport {
     let outageSince = Date.now();
     let last = cut;
     for (let failures = 1; Date.now() - outageSince < RESUME_OUTAGE_LIMIT_MS; failures++) {
-      await sleep(followBackoffMs(failures));
+      await sleep(followBackoffMs(failures), options.stopFollowing);
       try {
         const events = this.api.events(this.path(id, `/processes/${encodeURIComponent(commandId)}/output`), {
           subject,
+          signal: options.stopFollowing,
         });
         // Reached: a later cut starts its own count.
         return await followCommandEvents(
@@ -174,16 +175,18 @@ export class HttpSandboxTransport implements SandboxTransport {
           subject,
         );
       } catch (err) {
-        if (!isPassingOutage(err)) throw err;
+        if (options.stopFollowing?.aborted || !isPassingOutage(err)) throw err;
         last = err;
       }
     }
     throw last;
   }
 
+  /** Follows a command by id; a stream cut on the way is followed again as run() does. */
   async attach(id: string, commandId: string, options: RunCommandOptions): Promise<ExecResult> {
     const cancel = () => void this.cancel(id, commandId, 'cancelled by the client').catch(() => {});
     options.signal?.addEventListener('abort', cancel, { once: true });
+    const once = handedOnOnce(options);
     try {
       const subject = { sandboxId: id };
       const events = this.api.events(this.path(id, `/processes/${encodeURIComponent(commandId)}/output`), {
@@ -191,7 +194,10 @@ export class HttpSandboxTransport implements SandboxTransport {
         // Dropping the connection is how a follower goes away over HTTP; the command goes on.
         signal: options.stopFollowing,
       });
-      return await followCommandEvents(events, options, subject);
+      return await followCommandEvents(events, once, subject);
+    } catch (err) {
+      if (options.stopFollowing?.aborted || !isPassingOutage(err)) throw err;
+      return await this.followAgain(id, commandId, once, err);
     } finally {
       options.signal?.removeEventListener('abort', cancel);
     }
