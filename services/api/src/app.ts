@@ -57,8 +57,9 @@ function isPublic(url: string): boolean {
  * problem details.
  */
 export async function buildApi(ctx: ApiContext, options: ApiOptions) {
-  const headersTimeout = options.headersTimeoutMs ?? 30_000;
   const requestTimeout = options.requestTimeoutMs ?? 300_000;
+  // Node refuses a headers bound longer than the request's.
+  const headersTimeout = Math.min(options.headersTimeoutMs ?? 30_000, requestTimeout);
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger as FastifyBaseLogger } : { logger: false }),
     bodyLimit: options.bodyLimit,

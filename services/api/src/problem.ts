@@ -168,9 +168,11 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, err: u
     request.log.error({ err, mappingError }, 'could not describe an error');
     problem = { status: 500, kind: 'internal', detail: 'internal error (logged with this request id)' };
   }
-  if (problem.status === 503) request.log.warn({ err }, 'request failed: infrastructure unavailable');
-  else if (problem.status >= 500) request.log.error({ err }, 'request failed');
-  if (problem.status === 503) reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
+  if (problem.kind === ProblemKinds.infrastructureUnavailable) {
+    // Not a fault of this service: logged as a warning, and the client told when to come back.
+    request.log.warn({ err }, 'request failed: infrastructure unavailable');
+    reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
+  } else if (problem.status >= 500) request.log.error({ err }, 'request failed');
   return reply
     .code(problem.status)
     .type('application/problem+json')
