@@ -16,6 +16,18 @@ export const problemType = (kind: string): string => `${PROBLEM_TYPE_PREFIX}${ki
 export const problemKind = (type: string): string =>
   type.startsWith(PROBLEM_TYPE_PREFIX) ? type.slice(PROBLEM_TYPE_PREFIX.length) : type;
 
+/**
+ * Kinds both ends must agree on beyond the error classes' own (services/api problem.ts writes
+ * them, the SDK's problem-errors.ts reads them back by kind).
+ */
+export const ProblemKinds = {
+  /**
+   * 503: Sandstream's infrastructure (Redis) did not answer; nothing was decided and the
+   * request may be sent again after Retry-After. The SDK's InfrastructureUnavailableError.
+   */
+  infrastructureUnavailable: 'infrastructure-unavailable',
+} as const;
+
 export const ApiProblemSchema = z.object({
   type: z.string().describe(problemType('<kind>')),
   title: z.string(),

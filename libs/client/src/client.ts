@@ -20,6 +20,7 @@ import {
 } from './client-options.js';
 import type { FollowItem } from './follow-entry.js';
 import { HttpTransport } from './http/http-transport.js';
+import { guardInfrastructureErrors } from './infrastructure-errors.js';
 import { JobNotFoundError } from './job-not-found.js';
 import { RedisTransport } from './redis-transport.js';
 import { Sandboxes } from './sandboxes.js';
@@ -41,6 +42,8 @@ export class WaitTimeoutError extends Error {
  */
 export class SandstreamClient {
   private readonly transport: SandstreamTransport;
+  /** The Redis transport itself, when it is the one (its connection and keys are handed out). */
+  private readonly redisOnly: RedisTransport | undefined;
   /** Live sandboxes: create, connect, get, list (sandboxes.ts). */
   readonly sandboxes: Sandboxes;
 
@@ -56,22 +59,31 @@ export class SandstreamClient {
         );
       }
       this.transport = new HttpTransport({ url: opts.url, apiKey: opts.apiKey });
+      this.redisOnly = undefined;
     } else {
       if (opts.apiKey !== undefined)
         throw new SandstreamOptionsError('SandstreamClient options: apiKey needs url (the HTTP API)');
-      this.transport = new RedisTransport({
+      const redis = new RedisTransport({
         redis: opts.redis,
         redisUrl: opts.redisUrl,
         namespace: opts.namespace,
         onWarning,
       });
+      this.redisOnly = redis;
+      // ioredis's connection errors (MaxRetriesPerRequestError, "Connection is closed.") reach
+      // the caller as InfrastructureUnavailableError, as the API's 503 does over HTTP.
+      this.transport = {
+        jobs: guardInfrastructureErrors(redis.jobs),
+        sandboxes: guardInfrastructureErrors(redis.sandboxes),
+        close: () => redis.close(),
+      };
     }
     this.sandboxes = new Sandboxes(this.transport.sandboxes);
   }
 
   /** Which way this client reaches the deployment. */
   get transportKind(): 'redis' | 'http' {
-    return this.transport instanceof RedisTransport ? 'redis' : 'http';
+    return this.redisOnly ? 'redis' : 'http';
   }
 
   /** The Redis connection (Redis transport only: over HTTP there is none to hand out). */
@@ -85,7 +97,7 @@ export class SandstreamClient {
   }
 
   private redisTransport(what: string): RedisTransport {
-    if (this.transport instanceof RedisTransport) return this.transport;
+    if (this.redisOnly) return this.redisOnly;
     throw new SandstreamOptionsError(
       `client.${what} is only there over Redis; this client talks to the HTTP API`,
     );

@@ -45,6 +45,20 @@ export const ApiEnvSchema = serviceEnvSchema(8086).extend({
   API_BODY_LIMIT_BYTES: intVar(1024, 64 * 1024 * 1024, 16 * 1024 * 1024),
   /** Requests per minute per key (per address without one), counted in Redis across replicas. */
   API_RATE_LIMIT_PER_MINUTE: intVar(1, 1_000_000, 1200),
+  /**
+   * How long a client may take to send a request's headers (at most the request's bound), and
+   * its whole request (headers and body): a request whose body never arrives is answered 408 and
+   * its connection closed then. Only the request is bounded: a long answer (an exec's SSE, a
+   * follow, a WebSocket shell, a JSON exec of a long command) is not. A tar upload must arrive
+   * within the request bound.
+   */
+  API_HEADERS_TIMEOUT_MS: intVar(1000, 600_000, 30_000),
+  API_REQUEST_TIMEOUT_MS: intVar(1000, 3_600_000, 300_000),
+  /**
+   * Requests one key (one address without a key) may have open at once on a replica, long
+   * streams included: past it 429, so that one key cannot hold a replica's sockets.
+   */
+  API_MAX_OPEN_REQUESTS_PER_KEY: intVar(1, 100_000, 256),
   /** The templates file the scheduler reads, for GET /v1/templates and /v1/pools. */
   SANDSTREAM_TEMPLATES_FILE: z.string().min(1).optional(),
 });

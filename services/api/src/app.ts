@@ -13,8 +13,9 @@ import {
 import { parse as parseYaml } from 'yaml';
 import { checkAccess } from './access.js';
 import type { ApiContext } from './api-context.js';
+import { OpenRequests } from './open-requests.js';
 import { sessionCookie } from './principal.js';
-import { HttpProblem, sendProblem } from './problem.js';
+import { HttpProblem, ProblemSchema, sendProblem } from './problem.js';
 import { RateLimiter } from './rate-limiter.js';
 import { traceRequests } from './request-spans.js';
 import { adminQueueRoutes } from './routes/admin-queues.js';
@@ -34,6 +35,11 @@ export interface ApiOptions {
   bodyLimit: number;
   /** Requests per minute per key (per address without one), shared through Redis. */
   rateLimitPerMinute: number;
+  /** How long a client may take to send a request's headers; its whole request (Node's own bounds). */
+  headersTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  /** Requests open at once per key (per address without one) on this replica. */
+  maxOpenRequestsPerKey?: number;
   /** Service version shown in the OpenAPI document. */
   version?: string;
   logger?: Logger;
@@ -51,9 +57,21 @@ function isPublic(url: string): boolean {
  * problem details.
  */
 export async function buildApi(ctx: ApiContext, options: ApiOptions) {
+  const requestTimeout = options.requestTimeoutMs ?? 300_000;
+  // Node refuses a headers bound longer than the request's.
+  const headersTimeout = Math.min(options.headersTimeoutMs ?? 30_000, requestTimeout);
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger as FastifyBaseLogger } : { logger: false }),
     bodyLimit: options.bodyLimit,
+    // A request must arrive whole in time (Fastify turns Node's bound off by default: a body that
+    // never came held its socket forever). Node counts only the request: once it is read, the
+    // answer may take as long as it takes (SSE, a long exec); a WebSocket leaves the HTTP
+    // parser when upgraded. The checks run this often, so a bound is kept to within a quarter.
+    requestTimeout,
+    http: {
+      headersTimeout,
+      connectionsCheckingInterval: Math.max(500, Math.min(30_000, Math.floor(headersTimeout / 4))),
+    },
     // A path segment (an id) is at most a job id's 128 characters; longer is refused, not parsed.
     routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
     disableRequestLogging: true,
@@ -67,6 +85,13 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.setErrorHandler((err, request, reply) => sendProblem(request, reply, err));
+  // Any route may meet a key's cap of open requests (429) or a Redis that does not answer (503):
+  // declared once here, for the OpenAPI document, on every route that declares its answers.
+  app.addHook('onRoute', (route) => {
+    const response = route.schema?.response;
+    if (response && typeof response === 'object')
+      route.schema = { ...route.schema, response: { 429: ProblemSchema, 503: ProblemSchema, ...response } };
+  });
   app.setNotFoundHandler((request, reply) =>
     sendProblem(
       request,
@@ -127,7 +152,8 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   app.decorateRequest('gate', undefined);
   app.decorateRequest('prefetched', undefined);
   const limiter = new RateLimiter(ctx, options.rateLimitPerMinute);
-  app.addHook('onRequest', async (request) => {
+  const openRequests = new OpenRequests(options.maxOpenRequestsPerKey ?? 256);
+  app.addHook('onRequest', async (request, reply) => {
     if (isPublic(request.url.split('?')[0] ?? '')) return;
     const ticket =
       request.headers.upgrade?.toLowerCase() === 'websocket'
@@ -143,6 +169,15 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
     // The rate limit and the route's ownership check go to Redis side by side, while the body is
     // read and validated; the request waits for both before its handler (preHandler below).
     const bucket = principal.keyId === 'anonymous' ? `ip:${request.ip}` : `key:${principal.keyId}`;
+    // A WebSocket's response too closes only with its socket: it counts while the shell is open.
+    if (!openRequests.admit(bucket, reply.raw)) {
+      reply.header('connection', 'close');
+      throw new HttpProblem(
+        429,
+        'too-many-open-requests',
+        `at most ${options.maxOpenRequestsPerKey ?? 256} requests open at once per key: wait for some to end`,
+      );
+    }
     const access = request.routeOptions.config.access;
     const id = (request.params as { id?: unknown } | undefined)?.id;
     const gate = Promise.all([

@@ -50,7 +50,14 @@ runService({
         templates,
         defaults: { template: env.API_DEFAULT_TEMPLATE, image: env.API_DEFAULT_IMAGE },
       },
-      { bodyLimit: env.API_BODY_LIMIT_BYTES, rateLimitPerMinute: env.API_RATE_LIMIT_PER_MINUTE, logger },
+      {
+        bodyLimit: env.API_BODY_LIMIT_BYTES,
+        rateLimitPerMinute: env.API_RATE_LIMIT_PER_MINUTE,
+        headersTimeoutMs: env.API_HEADERS_TIMEOUT_MS,
+        requestTimeoutMs: env.API_REQUEST_TIMEOUT_MS,
+        maxOpenRequestsPerKey: env.API_MAX_OPEN_REQUESTS_PER_KEY,
+        logger,
+      },
     );
     await app.listen({ port: env.API_PORT, host: env.API_HOST });
     const address = app.server.address();

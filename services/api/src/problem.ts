@@ -1,6 +1,7 @@
-import { ApiProblemSchema, JobSpecError, problemType, SandboxSpecError } from '@sandstream/bus';
+import { ApiProblemSchema, JobSpecError, ProblemKinds, problemType, SandboxSpecError } from '@sandstream/bus';
 import {
   CommandCancelledError,
+  infrastructureErrorOf,
   JobNotFoundError,
   SandboxClosedError,
   SandboxCommandNotFoundError,
@@ -31,6 +32,12 @@ export class HttpProblem extends Error {
     super(message);
   }
 }
+
+/**
+ * Seconds a client is asked to wait (Retry-After) when Redis did not answer: ioredis reconnects
+ * every ≤ 2 s, and a Redis restart takes a few seconds.
+ */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
 
 export const notFound = (what: string) => new HttpProblem(404, 'not-found', `${what} not found`);
 
@@ -120,6 +127,16 @@ export function problemOf(err: unknown): {
             : 422;
     return { status, kind: `file-${(err.code ?? 'error').replaceAll('_', '-')}`, detail: err.message };
   }
+  // Redis did not answer (the SDK's typed error, or ioredis's own from the API's direct calls:
+  // keys, rate limits, access checks): the request may be sent again, not a server fault.
+  const unavailable = infrastructureErrorOf(err);
+  if (unavailable) {
+    return {
+      status: 503,
+      kind: ProblemKinds.infrastructureUnavailable,
+      detail: 'Sandstream is unavailable: its Redis did not answer; try again shortly',
+    };
+  }
   const fastify = err as Partial<FastifyError>;
   if (typeof fastify.statusCode === 'number' && fastify.statusCode >= 400 && fastify.statusCode < 500) {
     const kind = (fastify.code ?? 'bad-request')
@@ -151,7 +168,11 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, err: u
     request.log.error({ err, mappingError }, 'could not describe an error');
     problem = { status: 500, kind: 'internal', detail: 'internal error (logged with this request id)' };
   }
-  if (problem.status >= 500) request.log.error({ err }, 'request failed');
+  if (problem.kind === ProblemKinds.infrastructureUnavailable) {
+    // Not a fault of this service: logged as a warning, and the client told when to come back.
+    request.log.warn({ err }, 'request failed: infrastructure unavailable');
+    reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
+  } else if (problem.status >= 500) request.log.error({ err }, 'request failed');
   return reply
     .code(problem.status)
     .type('application/problem+json')

@@ -13,6 +13,7 @@ import {
 import type { StepResult } from '@sandstream/wire';
 import { type ListOptions, SandstreamClient } from '../client.js';
 import { SandstreamOptionsError, type SandstreamWarning } from '../client-options.js';
+import { infrastructureErrorOf } from '../infrastructure-errors.js';
 import { JobNotFoundError } from '../job-not-found.js';
 import { SandboxClosedError, SandboxNotFoundError } from '../sandbox-errors.js';
 import { apiKeyCommand } from './api-key-commands.js';
@@ -389,6 +390,9 @@ main(process.argv.slice(2))
       process.exitCode = code;
     },
     (err: unknown) => {
+      // Redis (directly, or behind the API's 503) did not answer: the SDK's typed error, or
+      // ioredis's own from the CLI's direct calls (apikey).
+      const unavailable = infrastructureErrorOf(err);
       if (err instanceof SpecFileError || err instanceof UsageError) {
         process.stderr.write(`sandstream: ${err.message}\n`);
         process.exitCode = ExitCodes.usage;
@@ -407,10 +411,14 @@ main(process.argv.slice(2))
         // Never there, or gone while followed (JobNotFoundError: Redis lost its data).
         process.stderr.write(`sandstream: ${err.message}\n`);
         process.exitCode = ExitCodes.notFound;
-      } else if (err instanceof Error && err.name === 'MaxRetriesPerRequestError' && connection) {
+      } else if (unavailable) {
         // Redis went away mid-command: ioredis' own message names its option, not the cause.
-        const cause = connection.lastError()?.message ?? err.message;
-        process.stderr.write(`sandstream: lost Redis at ${redactUrl(connection.url)}: ${cause}\n`);
+        const cause = connection?.lastError()?.message ?? unavailable.message;
+        process.stderr.write(
+          connection
+            ? `sandstream: lost Redis at ${redactUrl(connection.url)}: ${cause}\n`
+            : `sandstream: ${unavailable.message}\n`,
+        );
         process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.infrastructure;
       } else if (err instanceof Error && err.name === 'JobSpecError') {
         process.stderr.write(`sandstream: ${err.message}\n`);

@@ -1,3 +1,4 @@
+import { InfrastructureUnavailableError } from '../infrastructure-errors.js';
 import {
   errorOfProblem,
   ProblemBodySchema,
@@ -134,4 +135,19 @@ export class HttpApi {
 
 function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
   return typeof value === 'object' && value !== null && Symbol.asyncIterator in value;
+}
+
+/** A response body that broke off mid-stream (undici's "terminated", a reset socket). */
+export function isCutStream(err: unknown): boolean {
+  return err instanceof TypeError && /terminated|fetch failed/i.test(err.message);
+}
+
+/**
+ * An error that a follow waits out rather than ends with: its stream cut, the API unreachable
+ * (a replica restarting), or the API answering that its Redis is away (503).
+ */
+export function isPassingOutage(err: unknown): boolean {
+  return (
+    err instanceof ApiUnreachableError || err instanceof InfrastructureUnavailableError || isCutStream(err)
+  );
 }

@@ -1,8 +1,15 @@
 import { PassThrough, Readable } from 'node:stream';
-import type { CommandStep, LiveSandboxSpec, LiveSandboxSpecInput, SandboxRecord } from '@sandstream/bus';
+import {
+  type CommandStep,
+  type LiveSandboxSpec,
+  type LiveSandboxSpecInput,
+  type SandboxRecord,
+  sleep,
+} from '@sandstream/bus';
 import type { FileEntry, GrepMatch } from '@sandstream/wire';
-import type { ExecResult } from '../command-output.js';
+import type { CommandOutputLine, ExecResult } from '../command-output.js';
 import type { RunCommandOptions } from '../command-runner.js';
+import { followBackoffMs } from '../follow-backoff.js';
 import type { CommandHistoryEntry, SandboxStats } from '../sandbox-history.js';
 import type {
   CreateSandboxOptions,
@@ -11,13 +18,19 @@ import type {
   TerminalOptions,
 } from '../sandbox-options.js';
 import { waitReady } from '../sandbox-wait.js';
+import type { OutputGap } from '../seq-gaps.js';
 import type { KillSignal, RunStep, SandboxTransport, TerminalChannel } from '../transport.js';
-import type { HttpApi } from './http-api.js';
+import { type HttpApi, isPassingOutage } from './http-api.js';
 import { followCommandEvents } from './http-command-events.js';
 import { HttpTerminalChannel } from './http-terminal-channel.js';
 
 /** How long POST /v1/sandboxes may wait for readiness when the caller set no bound (the API's own cap). */
 const CREATE_WAIT_SECONDS = 3600;
+/**
+ * How long a command whose stream was cut is tried again without reaching the API before the
+ * run gives up with the last error: a replica's restart, a rolling update, a Redis restart.
+ */
+const RESUME_OUTAGE_LIMIT_MS = 60_000;
 
 /**
  * Live sandboxes over the HTTP API (services/api): one request per call, a command's output as
@@ -98,6 +111,13 @@ export class HttpSandboxTransport implements SandboxTransport {
     return this.api.json(this.path(id, '/stats'), { subject: { sandboxId: id } });
   }
 
+  /**
+   * Runs a command over POST …/exec as an event stream. Once its `started` event told the
+   * command's id, a stream that breaks off (the replica killed, a proxy cut it) is not the
+   * command's end: it is followed again by id (GET …/processes/{id}/output) on whichever
+   * replica answers the same URL next, each line handed on once (by its seq), up to its real
+   * result. Cut before `started`, nothing says whether the command was taken: that throws.
+   */
   async run(id: string, step: RunStep, options: RunCommandOptions): Promise<ExecResult> {
     const subject = { sandboxId: id };
     let commandId: string | undefined;
@@ -107,24 +127,66 @@ export class HttpSandboxTransport implements SandboxTransport {
       if (commandId !== undefined) void this.cancel(id, commandId, 'cancelled by the client').catch(() => {});
     };
     options.signal?.addEventListener('abort', cancel, { once: true });
+    const once = handedOnOnce(options);
     try {
       const events = this.api.events(this.path(id, '/exec'), {
         method: 'POST',
         body: execBodyOf(step, options.maxOutputBytes),
         subject,
       });
-      return await followCommandEvents(events, options, subject, (started) => {
+      return await followCommandEvents(events, once, subject, (started) => {
         commandId = started;
         if (options.signal?.aborted) cancel();
       });
+    } catch (err) {
+      if (commandId === undefined || !isPassingOutage(err)) throw err;
+      return await this.followAgain(id, commandId, once, err);
     } finally {
       options.signal?.removeEventListener('abort', cancel);
     }
   }
 
+  /** Follows a command whose stream was cut (`cut`) to its result, through whichever replica answers. */
+  private async followAgain(
+    id: string,
+    commandId: string,
+    options: RunCommandOptions,
+    cut: unknown,
+  ): Promise<ExecResult> {
+    const subject = { sandboxId: id };
+    let outageSince = Date.now();
+    let last = cut;
+    for (let failures = 1; Date.now() - outageSince < RESUME_OUTAGE_LIMIT_MS; failures++) {
+      await sleep(followBackoffMs(failures), options.stopFollowing);
+      try {
+        const events = this.api.events(this.path(id, `/processes/${encodeURIComponent(commandId)}/output`), {
+          subject,
+          signal: options.stopFollowing,
+        });
+        // Reached: a later cut starts its own count.
+        return await followCommandEvents(
+          (async function* () {
+            for await (const event of events) {
+              outageSince = Date.now();
+              yield event;
+            }
+          })(),
+          options,
+          subject,
+        );
+      } catch (err) {
+        if (options.stopFollowing?.aborted || !isPassingOutage(err)) throw err;
+        last = err;
+      }
+    }
+    throw last;
+  }
+
+  /** Follows a command by id; a stream cut on the way is followed again as run() does. */
   async attach(id: string, commandId: string, options: RunCommandOptions): Promise<ExecResult> {
     const cancel = () => void this.cancel(id, commandId, 'cancelled by the client').catch(() => {});
     options.signal?.addEventListener('abort', cancel, { once: true });
+    const once = handedOnOnce(options);
     try {
       const subject = { sandboxId: id };
       const events = this.api.events(this.path(id, `/processes/${encodeURIComponent(commandId)}/output`), {
@@ -132,7 +194,10 @@ export class HttpSandboxTransport implements SandboxTransport {
         // Dropping the connection is how a follower goes away over HTTP; the command goes on.
         signal: options.stopFollowing,
       });
-      return await followCommandEvents(events, options, subject);
+      return await followCommandEvents(events, once, subject);
+    } catch (err) {
+      if (options.stopFollowing?.aborted || !isPassingOutage(err)) throw err;
+      return await this.followAgain(id, commandId, once, err);
     } finally {
       options.signal?.removeEventListener('abort', cancel);
     }
@@ -286,5 +351,28 @@ function execBodyOf(step: RunStep, maxOutputBytes: number | undefined): Record<s
     ...(step.stdin !== undefined ? { stdin: step.stdin } : {}),
     ...(step.stdinEncoding !== undefined ? { stdinEncoding: step.stdinEncoding } : {}),
     ...common,
+  };
+}
+
+/**
+ * `options` whose line and gap callbacks let through only what is past the last line already
+ * handed on: a command followed again after a cut stream is replayed from the start of what the
+ * stream holds, and its caller must see each line once.
+ */
+function handedOnOnce(options: RunCommandOptions): RunCommandOptions {
+  let last = 0;
+  return {
+    ...options,
+    onLine: (line: CommandOutputLine) => {
+      if (line.seq <= last) return;
+      last = line.seq;
+      options.onLine?.(line);
+    },
+    onGap: (gap: OutputGap) => {
+      if (gap.to <= last) return;
+      const from = Math.max(gap.from, last + 1);
+      last = gap.to;
+      options.onGap?.({ from, to: gap.to });
+    },
   };
 }

@@ -4,7 +4,7 @@ import type { FollowOptions, ListOptions } from '../client-options.js';
 import { followBackoffMs } from '../follow-backoff.js';
 import type { FollowItem } from '../follow-entry.js';
 import type { JobTransport, SandstreamTransport } from '../transport.js';
-import { ApiUnreachableError, HttpApi } from './http-api.js';
+import { HttpApi, isPassingOutage } from './http-api.js';
 import { HttpSandboxTransport } from './http-sandbox-transport.js';
 import { errorOfProblem, ProblemBodySchema } from './problem-errors.js';
 
@@ -61,8 +61,8 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
   /**
    * The job's timeline from GET /v1/jobs/{id}/events. A connection that drops (the API
    * restarting, a proxy timing out) is reopened with Last-Event-ID, so no item is missed or
-   * seen twice; the API being unreachable is waited out with backoff up to 2 s apart, or for
-   * `outageLimitMs` at most.
+   * seen twice; the API being unreachable (or answering 503: its Redis away) is waited out with
+   * backoff up to 2 s apart, or for `outageLimitMs` at most.
    */
   /** follow() one item at a time: the events arrive one by one over the stream. */
   async *followPages(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem[], void, undefined> {
@@ -112,7 +112,7 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
           // The stream ended without the terminal state: the connection was cut; reopen it.
         } catch (err) {
           if (controller.signal.aborted) return;
-          if (!(err instanceof ApiUnreachableError) && !isCutStream(err)) throw err;
+          if (!isPassingOutage(err)) throw err;
           outageSince ??= Date.now();
           if (options.outageLimitMs !== undefined && Date.now() - outageSince >= options.outageLimitMs)
             throw err;
@@ -129,9 +129,4 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
   async close(): Promise<void> {
     this.sandboxes.closeTerminals();
   }
-}
-
-/** A response body that broke off mid-stream (undici's "terminated", a reset socket). */
-function isCutStream(err: unknown): boolean {
-  return err instanceof TypeError && /terminated|fetch failed/i.test(err.message);
 }

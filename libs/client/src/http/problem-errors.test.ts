@@ -1,6 +1,7 @@
 import { JobSpecError, SandboxSpecError } from '@sandstream/bus';
 import { describe, expect, it } from 'vitest';
 import { SandstreamOptionsError } from '../client-options.js';
+import { InfrastructureUnavailableError } from '../infrastructure-errors.js';
 import { JobNotFoundError } from '../job-not-found.js';
 import {
   SandboxClosedError,
@@ -84,5 +85,13 @@ describe('errorOfProblem', () => {
     const auth = errorOfProblem(problem('unauthorized', 401, 'an API key is required'), {});
     expect(auth).toBeInstanceOf(SandstreamApiError);
     expect(auth).toMatchObject({ status: 401, message: '401 an API key is required' });
+  });
+
+  it('an unavailable infrastructure (503) is InfrastructureUnavailableError, told by its kind alone', () => {
+    const err = errorOfProblem(problem('infrastructure-unavailable', 503, 'any wording at all'), {
+      sandboxId: 's',
+    });
+    expect(err).toBeInstanceOf(InfrastructureUnavailableError);
+    expect(err.message).toBe('any wording at all');
   });
 });

@@ -1,12 +1,14 @@
 import {
   ApiProblemSchema,
   JobSpecError,
+  ProblemKinds,
   problemKind,
   SandboxSpecError,
   SandboxStateSchema,
 } from '@sandstream/bus';
 import type { z } from 'zod';
 import { SandstreamOptionsError } from '../client-options.js';
+import { InfrastructureUnavailableError } from '../infrastructure-errors.js';
 import { JobNotFoundError } from '../job-not-found.js';
 import {
   SandboxClosedError,
@@ -94,6 +96,8 @@ export function errorOfProblem(problem: ProblemBody, subject: ProblemSubject): E
       return new SandboxLimitError(detail);
     case 'timeout':
       return new SandboxTimeoutError(detail);
+    case ProblemKinds.infrastructureUnavailable:
+      return new InfrastructureUnavailableError(detail);
     default:
       if (kind.startsWith('file-')) return new SandboxFileError(detail, kind.slice(5).replaceAll('-', '_'));
       return new SandstreamApiError(problem.status, problem, `${problem.status} ${detail}`);
