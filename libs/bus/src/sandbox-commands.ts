@@ -1,6 +1,7 @@
 import {
   Limits,
   overLimit,
+  resultKey,
   SCHEMA_VERSION,
   STEP_KINDS,
   type Step,
@@ -167,6 +168,7 @@ export class SandboxCommands {
         SANDBOX_MAX_RUNNING_COMMANDS,
         (step.kind === 'run' && step.background) || step.kind === 'terminal' ? '1' : '0',
         this.options.tenant ?? '',
+        resultKey(sandboxKeys, ''),
       ],
     );
     switch (status) {
