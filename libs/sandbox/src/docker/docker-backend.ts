@@ -131,9 +131,13 @@ export class DockerBackend implements SandboxBackend {
     await this.openRedis.check(agentRedisUrl);
 
     if (existing.length > 0) {
-      throw new SandboxStartError(
-        'backend_error',
-        `a sandbox for job ${request.jobId} already exists (container ${existing[0]?.Names.join(',')}); destroy it first`,
+      // An earlier attempt of this very create (pod-lifecycle killed mid-start, or Redis down
+      // after the container started): replaced, never a failed job. Not adopted: that attempt's
+      // agent holds credentials this attempt's Redis user no longer accepts (a new password per
+      // attempt), and its keys (in, control, heartbeat) would make a fresh start look alive.
+      await this.destroy(
+        { jobId: request.jobId, backend: 'docker', id: existing[0]?.Id ?? '' },
+        { graceMs: 0 },
       );
     }
 
@@ -300,6 +304,16 @@ export class DockerBackend implements SandboxBackend {
       for (const style of KeyStyleSchema.options) {
         await deleteSandboxKeys(this.options.redis, ref.jobId, style, { includeOutput: true });
       }
+    }
+  }
+
+  /** The container runs (its agent is its main process: a dead agent ends the container). */
+  async isRunning(ref: SandboxRef): Promise<boolean | undefined> {
+    try {
+      return (await this.docker.getContainer(ref.id).inspect()).State.Running === true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
     }
   }
 

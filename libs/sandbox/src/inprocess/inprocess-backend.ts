@@ -124,8 +124,15 @@ export class InProcessBackend implements SandboxBackend {
     if (!specResult.success)
       throw new SandboxStartError('backend_error', formatIssues(specResult.error, 'spec'));
     const spec = specResult.data;
-    if (await this.registry.get(request.jobId)) {
-      throw new SandboxStartError('backend_error', `a sandbox for job ${request.jobId} already exists`);
+    const earlier = await this.registry.get(request.jobId);
+    if (earlier) {
+      // An earlier attempt of this very create (its caller crashed, or Redis was down after the
+      // spawn): replaced, never a failed job. Not adopted: its agent holds that attempt's
+      // credentials, and its keys would make this start look alive before it is.
+      await this.destroy(
+        { jobId: request.jobId, backend: 'inprocess', id: String(earlier.pid) },
+        { graceMs: 0 },
+      );
     }
     if (!spec.command && !existsSync(this.agentEntry)) {
       throw new SandboxStartError(
@@ -307,6 +314,14 @@ export class InProcessBackend implements SandboxBackend {
 
   /** Leaves running agents alone: they belong to their jobs, not to this process. */
   async close(): Promise<void> {}
+
+  /** The agent's process exists (a stopped or starved one too); undefined when it runs on another host. */
+  async isRunning(ref: SandboxRef): Promise<boolean | undefined> {
+    const record = (await this.registry.get(ref.jobId)) ?? (await findMarker(this.root, ref.jobId));
+    if (!record) return false;
+    if (record.hostname !== hostname()) return undefined;
+    return this.isAlive(record);
+  }
 
   private async isAlive(record: InProcessRecord): Promise<boolean> {
     if (this.exits.has(record.pid)) return false;
