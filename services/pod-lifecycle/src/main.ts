@@ -5,6 +5,7 @@ import {
   JobStore,
   LeaseRenewal,
   QueueNames,
+  SandboxLiveness,
 } from '@sandstream/bus';
 import { createBackend, resourcePolicyOf } from '@sandstream/sandbox';
 import { openSandboxAcl, ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
@@ -14,6 +15,7 @@ import type { Redis } from 'ioredis';
 import { agentEnvFor, logArchiveOn } from './agent-env.js';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { LeaseKeeper } from './lease-keeper.js';
+import { LivenessProber } from './liveness-prober.js';
 import { destroyGraceMs, PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
 import { failExhaustedStart } from './start-failure.js';
@@ -169,6 +171,16 @@ runService({
         })
       : undefined;
     restorer?.start();
+    // Answers the step-dispatcher's late-heartbeat suspects: does the sandbox still run?
+    const prober = new LivenessProber({
+      liveness: new SandboxLiveness(redis, keys),
+      store,
+      backend,
+      logger,
+      intervalMs: env.LIVENESS_PROBE_MS,
+      onProgress: watchdog.track('liveness-prober', Math.max(env.LIVENESS_PROBE_MS * 5, 20_000)),
+    });
+    prober.start();
     for (const queue of [dispatchQueue, destroyQueue]) {
       queue.on('error', throttledErrorLog(logger, `${queue.name} queue`));
     }
@@ -181,6 +193,7 @@ runService({
     onShutdown('ready announcements', () => announcements.close());
     onShutdown('lease keeper', () => keeper.stop());
     if (restorer) onShutdown('sandbox user restore', () => restorer.stop());
+    onShutdown('liveness prober', () => prober.stop());
     onShutdown('queues', async () => {
       await Promise.all([dispatchQueue.close(), destroyQueue.close()]);
     });
