@@ -135,10 +135,11 @@ export class DockerBackend implements SandboxBackend {
       // after the container started): replaced, never a failed job. Not adopted: that attempt's
       // agent holds credentials this attempt's Redis user no longer accepts (a new password per
       // attempt), and its keys (in, control, heartbeat) would make a fresh start look alive.
-      await this.destroy(
-        { jobId: request.jobId, backend: 'docker', id: existing[0]?.Id ?? '' },
-        { graceMs: 0 },
-      );
+      // Removed without a shutdown step: its result would land in the new agent's result list.
+      const toolchain = existing.find((c) => c.Labels[DockerRoleLabel] === 'toolchain');
+      const keyStyle = KeyStyleSchema.catch('tagged').parse(toolchain?.Labels[SandboxLabels.keyStyle]);
+      await this.removeJobObjects(request.jobId, existing);
+      await deleteSandboxKeys(this.options.redis, request.jobId, keyStyle);
     }
 
     const baseLabels: Record<string, string> = {

@@ -128,11 +128,19 @@ export class InProcessBackend implements SandboxBackend {
     if (earlier) {
       // An earlier attempt of this very create (its caller crashed, or Redis was down after the
       // spawn): replaced, never a failed job. Not adopted: its agent holds that attempt's
-      // credentials, and its keys would make this start look alive before it is.
-      await this.destroy(
-        { jobId: request.jobId, backend: 'inprocess', id: String(earlier.pid) },
-        { graceMs: 0 },
-      );
+      // credentials, and its keys would make this start look alive before it is. Killed without
+      // a shutdown step: that step's result would land in the new agent's result list.
+      if (earlier.hostname !== hostname()) {
+        throw new SandboxStartError(
+          'backend_error',
+          `a sandbox for job ${request.jobId} already runs on host ${earlier.hostname}; only that host can replace it`,
+        );
+      }
+      await terminateProcessGroup(earlier.pid, earlier.startTime);
+      await removeJobDirectories(earlier);
+      await deleteSandboxKeys(this.options.redis, earlier.jobId, earlier.keyStyle);
+      await this.registry.remove(earlier.jobId);
+      this.exits.delete(earlier.pid);
     }
     if (!spec.command && !existsSync(this.agentEntry)) {
       throw new SandboxStartError(

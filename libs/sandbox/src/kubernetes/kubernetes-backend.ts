@@ -117,9 +117,7 @@ export class KubernetesBackend implements SandboxBackend {
     // down after the pod was made) is replaced, before this attempt's Secret and policy exist:
     // its agent started with that attempt's credentials, which this attempt's Redis user no
     // longer accepts, so adopting it would strand the sandbox at its first reconnect.
-    if (await this.isPodOfJob(podName, request.jobId)) {
-      await this.destroy({ jobId: request.jobId, backend: 'kubernetes', id: podName }, { graceMs: 0 });
-    }
+    if (await this.isPodOfJob(podName, request.jobId)) await this.discardPod(podName, request.jobId);
 
     if (spec.persistentWorkspace) {
       await this.ensureWorkspaceClaim(
@@ -435,6 +433,29 @@ export class KubernetesBackend implements SandboxBackend {
     }
     if (redis)
       await deleteSandboxKeys(redis, ref.jobId, style, { includeOutput: options.removeOutputKeys ?? false });
+  }
+
+  /**
+   * Deletes an earlier attempt's pod at once (no shutdown step: its result would land in the new
+   * agent's result list) and waits until it is gone, so the same name can be created again.
+   */
+  private async discardPod(podName: string, jobId: string): Promise<void> {
+    const pod = await this.readPod(podName);
+    const keyStyle = KeyStyleSchema.catch('tagged').parse(pod?.metadata?.labels?.[SandboxLabels.keyStyle]);
+    await ignoreNotFound(() =>
+      this.deps.core.deleteNamespacedPod({
+        name: podName,
+        namespace: this.namespace,
+        gracePeriodSeconds: 0,
+        propagationPolicy: 'Background',
+      }),
+    );
+    await this.waitUntil(
+      podName,
+      this.deps.settings.terminationGraceSeconds * 1000 + GONE_WAIT_EXTRA_MS,
+      () => false,
+    );
+    if (this.deps.redis) await deleteSandboxKeys(this.deps.redis, jobId, keyStyle);
   }
 
   /** The pod runs and none of its containers has terminated (the agent is the toolchain's main process). */
