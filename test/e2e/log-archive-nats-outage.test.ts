@@ -9,9 +9,12 @@ import { type Stack, startStack } from '../helpers/services-stack.js';
 // good, the agent waited at its high-water mark for an archive that never came, and the job hung.
 // Now the job finishes, nothing is dropped, and the archive holds every line, once, in order.
 // The outage is the full 60 s the issue names (three times the client's give-up); the service
-// runs with its real reconnect settings.
+// runs with its real reconnect settings. CI runs 200,000 lines (the outage still falls mid-job:
+// the agent waits at its high-water mark for the archive, whatever the job's size);
+// SANDSTREAM_NATS_OUTAGE_LINES=1000000 runs the issue's full figure (run by hand: 187 s at load
+// ~20 on 2 cores, 60 s of it the outage; docs/log-archive.md).
 
-const LINES = 1_000_000;
+const LINES = Number(process.env.SANDSTREAM_NATS_OUTAGE_LINES ?? 200_000);
 const OUTAGE_MS = 60_000;
 const cliPath = join(repoRoot, 'libs/client/dist/cli/main.js');
 
@@ -44,7 +47,7 @@ describe('every line kept through a NATS outage', () => {
     await nats?.stop();
   });
 
-  it('NATS down 60 s mid-way through a 1,000,000-line job: the job finishes and the archive holds every line', async () => {
+  it(`NATS down 60 s mid-way through a ${LINES.toLocaleString('en')}-line job: the job finishes and the archive holds every line`, async () => {
     const { jobId } = await stack.client.submit({
       id: `${stack.namespace}-million`,
       image: 'debian:bookworm-slim',
