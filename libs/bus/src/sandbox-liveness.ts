@@ -1,4 +1,4 @@
-import type { KeySpace } from './key-space.js';
+import { DEFAULT_NAMESPACE, type KeySpace } from './key-space.js';
 import type { RedisClient } from './redis-connection.js';
 
 /** What pod-lifecycle found when it asked the backend about a suspect sandbox. */
@@ -16,7 +16,7 @@ export interface LivenessVerdict {
  * pod-lifecycle, which owns the backend, answers with a verdict: running (a starved or paused
  * agent: given more time, within a bound) or gone (failed as lost at once).
  *
- * Keys (namespace-wide, any slot): `<ns>:liveness:suspects` ZSET jobId → when its heartbeat was
+ * Keys (namespace-wide, any slot; no prefix in the default namespace): `<ns>:liveness:suspects` ZSET jobId → when its heartbeat was
  * first found missing (ms); `<ns>:liveness:verdicts` HASH jobId → `<state>:<at>`.
  */
 export class SandboxLiveness {
@@ -27,7 +27,8 @@ export class SandboxLiveness {
     private readonly redis: RedisClient,
     keys: KeySpace,
   ) {
-    const prefix = keys.namespace === 'sandstream' ? '' : `${keys.namespace}:`;
+    // As the KeySpace scopes its own names: the production namespace keeps the short ones.
+    const prefix = keys.namespace === DEFAULT_NAMESPACE ? '' : `${keys.namespace}:`;
     this.suspectsKey = `${prefix}liveness:suspects`;
     this.verdictsKey = `${prefix}liveness:verdicts`;
   }

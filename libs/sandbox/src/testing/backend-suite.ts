@@ -201,6 +201,9 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
         const mine = (await backend.list()).filter((s) => s.jobId === jobId);
         expect(mine).toHaveLength(1);
         expect(mine[0]?.id).toBe(again.id);
+        // What pod-lifecycle's liveness prober asks for a late heartbeat: it runs (and, below,
+        // no longer does once destroyed).
+        if (backend.isRunning) expect(await backend.isRunning(again)).toBe(true);
 
         const steps = channel(jobId);
         const echo = await steps.run({
@@ -242,6 +245,7 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
         expect(await steps.stdout('env')).toEqual([`var=value-${jobId} secret=${expectedSecret} leaked=`]);
 
         await destroyAndCheckClean(ref);
+        if (backend.isRunning) expect(await backend.isRunning(again)).toBe(false);
         // Idempotent: the second destroy of a gone sandbox succeeds.
         await backend.destroy(ref, { graceMs });
       },
