@@ -26,6 +26,7 @@ export * from './redis-safety.js';
 export * from './sandbox-acl.js';
 export * from './sandbox-commands.js';
 export * from './sandbox-key-cleanup.js';
+export * from './sandbox-liveness.js';
 export * from './sandbox-record.js';
 export * from './sandbox-redis-usage.js';
 export * from './sandbox-user-record.js';

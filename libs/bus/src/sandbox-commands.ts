@@ -2,6 +2,7 @@ import {
   formatIssue,
   Limits,
   overLimit,
+  resultKey,
   SCHEMA_VERSION,
   STEP_KINDS,
   type Step,
@@ -183,6 +184,7 @@ export class SandboxCommands {
         SANDBOX_MAX_RUNNING_COMMANDS,
         (step.kind === 'run' && step.background) || step.kind === 'terminal' ? '1' : '0',
         this.options.tenant ?? '',
+        resultKey(sandboxKeys, ''),
       ],
     );
     switch (status) {

@@ -123,6 +123,13 @@ export interface SandboxBackend {
   waitReady(ref: SandboxRef, deadlineMs: number, options: WaitReadyOptions): Promise<void>;
   /** Idempotent: destroying a sandbox that is already gone succeeds. */
   destroy(ref: SandboxRef, options?: DestroyOptions): Promise<void>;
+  /**
+   * Whether the sandbox's process, container or pod still runs — not whether its agent answers:
+   * an agent starved of CPU misses heartbeats while its sandbox runs on. Asked (by pod-lifecycle,
+   * for the step-dispatcher) before a sandbox with a late heartbeat is failed as lost. `undefined`:
+   * this backend cannot tell (another host's in-process sandbox); the caller decides as before.
+   */
+  isRunning?(ref: SandboxRef): Promise<boolean | undefined>;
   /** Sandboxes this backend manages (by label), for the reaper. */
   list(): Promise<SandboxInfo[]>;
   /**

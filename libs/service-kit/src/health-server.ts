@@ -10,6 +10,12 @@ export interface HealthServerOptions {
   host?: string;
   /** Named checks run on every /readyz request. */
   checks: Record<string, ReadinessCheck>;
+  /**
+   * Named checks run on every /healthz request: false only when the dependency cannot recover
+   * without a restart (a dependency that is merely down fails /readyz, not these), so an
+   * orchestrator restarts the process instead of leaving it wedged.
+   */
+  liveness?: Record<string, ReadinessCheck>;
   /** Per-check timeout. */
   checkTimeoutMs?: number;
 }
@@ -37,8 +43,21 @@ async function runCheck(check: ReadinessCheck, timeoutMs: number): Promise<boole
   }
 }
 
+async function runChecks(
+  checks: Record<string, ReadinessCheck>,
+  timeoutMs: number,
+): Promise<{ ok: boolean; checks: Record<string, 'ok' | 'failing'> }> {
+  const names = Object.keys(checks);
+  const results = await Promise.all(names.map((n) => runCheck(checks[n]!, timeoutMs)));
+  return {
+    ok: results.every(Boolean),
+    checks: Object.fromEntries(names.map((n, i) => [n, results[i] ? 'ok' : 'failing'])),
+  };
+}
+
 /**
- * GET /healthz: the process is alive (always 200 while the event loop turns).
+ * GET /healthz: the process is alive and can recover: 200 while the event loop turns and every
+ * liveness check passes, else 503 naming the failing one.
  * GET /readyz: 200 when every check passes and the service is not draining, else 503; the JSON
  * body says which check failed.
  */
@@ -51,15 +70,19 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
       res.end(JSON.stringify(body));
     };
     if (req.method !== 'GET') return send(405, { error: 'GET only' });
-    if (req.url === '/healthz') return send(200, { status: 'ok' });
+    if (req.url === '/healthz') {
+      const liveness = options.liveness ?? {};
+      if (Object.keys(liveness).length === 0) return send(200, { status: 'ok' });
+      void runChecks(liveness, timeoutMs).then(({ ok, checks }) =>
+        send(ok ? 200 : 503, { status: ok ? 'ok' : 'failing', checks }),
+      );
+      return;
+    }
     if (req.url === '/readyz') {
-      void (async () => {
-        const names = Object.keys(options.checks);
-        const results = await Promise.all(names.map((n) => runCheck(options.checks[n]!, timeoutMs)));
-        const checks = Object.fromEntries(names.map((n, i) => [n, results[i] ? 'ok' : 'failing']));
-        const ready = !draining && results.every(Boolean);
+      void runChecks(options.checks, timeoutMs).then(({ ok, checks }) => {
+        const ready = !draining && ok;
         send(ready ? 200 : 503, { status: ready ? 'ready' : draining ? 'draining' : 'not-ready', checks });
-      })();
+      });
       return;
     }
     send(404, { error: 'not found: try /healthz or /readyz' });

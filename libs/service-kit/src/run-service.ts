@@ -42,6 +42,11 @@ export interface ServiceContext<E extends ServiceEnv> {
 export interface StartedService {
   /** Readiness checks besides Redis' ping (workers running, last pass ok, …). */
   checks?: Record<string, ReadinessCheck>;
+  /**
+   * Liveness checks (/healthz): false only for a dependency that cannot recover without a
+   * restart. One that is merely down belongs in `checks`.
+   */
+  liveness?: Record<string, ReadinessCheck>;
   /** Logged with the `<name> started` line. */
   info?: Record<string, unknown>;
 }
@@ -130,6 +135,7 @@ async function start<S extends z.ZodType<ServiceEnv>>(
     port: env.HEALTH_PORT,
     host: env.HEALTH_HOST,
     checks: { redis: async () => (await redis.ping()) === 'PONG', ...started.checks },
+    ...(started.liveness ? { liveness: started.liveness } : {}),
   });
   shutdown.add('redis', async () => {
     await Promise.all(connections.map((c) => closeRedis(c)));

@@ -74,6 +74,29 @@ describe('health server', () => {
   });
 });
 
+describe('health server liveness', () => {
+  it('fails /healthz, naming the check, only when a liveness check fails', async () => {
+    let recoverable = true;
+    const server = await startHealthServer({
+      port: 0,
+      checks: { nats: async () => false },
+      liveness: { nats: async () => recoverable },
+    });
+    const url = `http://127.0.0.1:${server.port}`;
+    try {
+      // Down but recovering: not ready, still alive (a restart would not help).
+      expect((await fetch(`${url}/readyz`)).status).toBe(503);
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+      recoverable = false;
+      const dead = await fetch(`${url}/healthz`);
+      expect(dead.status).toBe(503);
+      expect(await dead.json()).toEqual({ status: 'failing', checks: { nats: 'failing' } });
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe('graceful shutdown', () => {
   it('runs steps in order once, aborts the signal, and exits with the code', async () => {
     const order: string[] = [];

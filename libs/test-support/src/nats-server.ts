@@ -19,8 +19,9 @@ export class NatsServer {
   private constructor(
     readonly port: number,
     private readonly dir: string,
-    private readonly child: ChildProcess,
-    private readonly exited: Promise<void>,
+    private readonly args: string[],
+    private child: ChildProcess,
+    private exited: Promise<void>,
   ) {}
 
   static async start(options: { jetstream?: boolean; startTimeoutMs?: number } = {}): Promise<NatsServer> {
@@ -28,23 +29,43 @@ export class NatsServer {
     const dir = mkdtempSync(join(tmpdir(), `sandstream-nats-${port}-`));
     const args = ['-a', '127.0.0.1', '-p', String(port)];
     if (options.jetstream !== false) args.push('-js', '-sd', dir);
-    const child = spawn('nats-server', args, { stdio: 'ignore' });
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    const server = new NatsServer(port, dir, child, exited);
+    const { child, exited } = spawnServer(args);
+    const server = new NatsServer(port, dir, args, child, exited);
     try {
-      await pollUntil(
-        `nats-server on ${port} to greet`,
-        async () => {
-          if (child.exitCode !== null) throw new Error(`nats-server on ${port} exited at start-up`);
-          return answersInfo(port);
-        },
-        { timeoutMs: options.startTimeoutMs ?? 10_000, intervalMs: 50 },
-      );
+      await server.awaitGreeting(options.startTimeoutMs);
     } catch (err) {
       await server.stop();
       throw err;
     }
     return server;
+  }
+
+  private async awaitGreeting(timeoutMs = 10_000): Promise<void> {
+    const { port, child } = this;
+    await pollUntil(
+      `nats-server on ${port} to greet`,
+      async () => {
+        if (child.exitCode !== null) throw new Error(`nats-server on ${port} exited at start-up`);
+        return answersInfo(port);
+      },
+      { timeoutMs, intervalMs: 50 },
+    );
+  }
+
+  /** kill -9 (an outage); its store stays for resume(). */
+  async halt(): Promise<void> {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.kill('SIGKILL');
+      await this.exited;
+    }
+  }
+
+  /** The same server back on the same port and store, after halt(). */
+  async resume(): Promise<void> {
+    const { child, exited } = spawnServer(this.args);
+    this.child = child;
+    this.exited = exited;
+    await this.awaitGreeting();
   }
 
   get url(): string {
@@ -59,6 +80,11 @@ export class NatsServer {
     }
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+function spawnServer(args: string[]): { child: ChildProcess; exited: Promise<void> } {
+  const child = spawn('nats-server', args, { stdio: 'ignore' });
+  return { child, exited: new Promise<void>((resolve) => child.once('exit', () => resolve())) };
 }
 
 /** A NATS server greets every new connection with an INFO line: that is "up". */

@@ -6,6 +6,7 @@ import {
   JobStore,
   LeaseRenewal,
   QueueNames,
+  SandboxLiveness,
 } from '@sandstream/bus';
 import { createBackend, resourcePolicyOf } from '@sandstream/sandbox';
 import { openSandboxAcl, ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
@@ -16,6 +17,7 @@ import { agentEnvFor, logArchiveOn } from './agent-env.js';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { createDiskBudgetStop } from './disk-budget-stop.js';
 import { LeaseKeeper } from './lease-keeper.js';
+import { LivenessProber } from './liveness-prober.js';
 import { destroyGraceMs, PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
 import { failExhaustedStart } from './start-failure.js';
@@ -195,6 +197,16 @@ runService({
       logger,
     });
     diskBudget.start();
+    // Answers the step-dispatcher's late-heartbeat suspects: does the sandbox still run?
+    const prober = new LivenessProber({
+      liveness: new SandboxLiveness(redis, keys),
+      store,
+      backend,
+      logger,
+      intervalMs: env.LIVENESS_PROBE_MS,
+      onProgress: watchdog.track('liveness-prober', Math.max(env.LIVENESS_PROBE_MS * 5, 20_000)),
+    });
+    prober.start();
     for (const queue of [dispatchQueue, destroyQueue]) {
       queue.on('error', throttledErrorLog(logger, `${queue.name} queue`));
     }
@@ -208,6 +220,7 @@ runService({
     onShutdown('lease keeper', () => keeper.stop());
     if (restorer) onShutdown('sandbox user restore', () => restorer.stop());
     onShutdown('disk budget', () => diskBudget.stop());
+    onShutdown('liveness prober', () => prober.stop());
     onShutdown('queues', async () => {
       await Promise.all([dispatchQueue.close(), destroyQueue.close()]);
     });

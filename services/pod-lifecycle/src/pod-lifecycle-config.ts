@@ -43,6 +43,8 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
   DESTROY_GRACE_SECONDS: intVar(0, 600, 10),
   COMPLETION_SHARDS: SharedEnv.COMPLETION_SHARDS,
   SANDSTREAM_INSTALLATION: SharedEnv.SANDSTREAM_INSTALLATION,
+  /** How often sandboxes the step-dispatcher suspects (late heartbeat) are checked with the backend. */
+  LIVENESS_PROBE_MS: intVar(100, 60_000, 1000),
   /** Safety-net period of the sandbox user restore (it also runs on every reconnect). */
   SANDBOX_ACL_RESTORE_SECONDS: intVar(1, 3600, 30),
   /**

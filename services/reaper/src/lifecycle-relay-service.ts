@@ -1,10 +1,10 @@
 import { hostname } from 'node:os';
-import { type KeySpace, natsUrlOptions, type RedisClient } from '@sandstream/bus';
+import type { KeySpace, RedisClient } from '@sandstream/bus';
 import type { Logger, SandstreamMetrics } from '@sandstream/telemetry';
-import { connect } from 'nats';
 import { LifecycleRelay } from './lifecycle-relay.js';
 import type { LogArchiveEnvConfig } from './log-archive-config.js';
 import { LogArchiver } from './log-archiver.js';
+import { NatsLink, type NatsLinkOptions } from './nats-link.js';
 
 export interface RelayHostOptions {
   natsUrl: string;
@@ -14,6 +14,8 @@ export interface RelayHostOptions {
   redis: RedisClient;
   logger: Logger;
   onShutdown(name: string, run: () => Promise<void>): void;
+  /** Reconnect timing (tests); the defaults reconnect forever every ~2 s. */
+  link?: Pick<NatsLinkOptions, 'reconnectWaitMs' | 'rebuildWaitMs' | 'maxRebuildWaitMs' | 'connectOptions'>;
   /**
    * The JetStream log archive, when on: its settings, a dedicated connection for its own
    * XREADGROUP BLOCK, and one for its per-job reads and trims.
@@ -27,18 +29,29 @@ export interface RelayHostOptions {
 }
 
 export interface RelayHost {
-  /** Readiness of the NATS connection. */
+  /** Readiness: NATS connected right now. */
   ready(): Promise<boolean>;
+  /** Liveness: false only when NATS can no longer come back without a restart (/healthz fails). */
+  live(): Promise<boolean>;
   archiver: LogArchiver | undefined;
+  relay: LifecycleRelay;
+  link: NatsLink;
 }
 
 /**
- * Connects to NATS and runs the lifecycle relay and, unless LOG_ARCHIVE=off, the JetStream log
+ * Connects to NATS (a link that reconnects forever: nats-link.ts) and runs the lifecycle relay and, unless LOG_ARCHIVE=off, the JetStream log
  * archiver, in whatever process hosts them: their own (relay-main.ts) or the reaper's (the
  * default when the reaper has NATS_URL). Both share one NATS connection.
  */
 export async function startLifecycleRelay(options: RelayHostOptions): Promise<RelayHost> {
-  const nats = await connect({ ...natsUrlOptions(options.natsUrl), name: 'sandstream-lifecycle-relay' });
+  // Not awaited: NATS down at start-up delays the relay and the archive, not the host's start.
+  const nats = new NatsLink({
+    url: options.natsUrl,
+    name: 'sandstream-lifecycle-relay',
+    logger: options.logger,
+    ...options.link,
+  });
+  nats.start();
   const consumer = `${hostname()}-${process.pid}`;
   const relay = new LifecycleRelay({
     redis: options.redis,
@@ -71,6 +84,12 @@ export async function startLifecycleRelay(options: RelayHostOptions): Promise<Re
     const running = archiver;
     options.onShutdown('log archiver', () => running.stop());
   }
-  options.onShutdown('nats', () => nats.drain());
-  return { ready: async () => !nats.isClosed(), archiver };
+  options.onShutdown('nats', () => nats.close());
+  return {
+    ready: async () => nats.isConnected(),
+    live: async () => nats.isRecoverable(),
+    archiver,
+    relay,
+    link: nats,
+  };
 }

@@ -5,6 +5,7 @@ import { Redis } from 'ioredis';
 import { connect, type Msg, type NatsConnection } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LifecycleRelay } from './lifecycle-relay.js';
+import { fixedNats } from './nats-link.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -34,7 +35,15 @@ function setup() {
   const relay = (consumer: string, claimIdleMs = 30_000) => {
     const conn = new Redis(url, { maxRetriesPerRequest: null });
     conns.push(conn);
-    const r = new LifecycleRelay({ redis: conn, keys, nats, logger, consumer, claimIdleMs, blockMs: 200 });
+    const r = new LifecycleRelay({
+      redis: conn,
+      keys,
+      nats: fixedNats(nats),
+      logger,
+      consumer,
+      claimIdleMs,
+      blockMs: 200,
+    });
     relays.push(r);
     r.start();
     return r;

@@ -1,12 +1,14 @@
 import { decodeJobEventFields, type KeySpace, type RedisClient } from '@sandstream/bus';
 import type { Logger } from '@sandstream/telemetry';
-import { headers, type NatsConnection } from 'nats';
+import { headers } from 'nats';
+import type { NatsSource } from './nats-link.js';
 
 export interface LifecycleRelayOptions {
   /** A dedicated connection: XREADGROUP BLOCK holds it. */
   redis: RedisClient;
   keys: KeySpace;
-  nats: NatsConnection;
+  /** The current NATS connection, whichever it is after an outage (nats-link.ts). */
+  nats: NatsSource;
   logger: Logger;
   /** Subjects are `<subjectPrefix>.<namespace>.lifecycle.<tenant>.<state>`. */
   subjectPrefix?: string;
@@ -119,7 +121,9 @@ export class LifecycleRelay {
 
   private async relay(entries: [string, string[]][]): Promise<void> {
     if (entries.length === 0) return;
-    const { nats, keys } = this.options;
+    const { keys } = this.options;
+    // Asked for each batch: after a connection closed for good, the next one is a new object.
+    const nats = await this.options.nats.connection(this.controller.signal);
     const prefix = this.options.subjectPrefix ?? 'sandstream';
     for (const [entryId, fields] of entries) {
       const event = decodeJobEventFields(fields);

@@ -14,6 +14,7 @@ import type { Redis } from 'ioredis';
 import { connect, type NatsConnection, type StoredMsg } from 'nats';
 import { afterAll, describe, expect } from 'vitest';
 import { LogArchiver, type LogArchiverOptions } from './log-archiver.js';
+import { fixedNats } from './nats-link.js';
 
 // Real NATS (a private nats-server per test, JetStream on) and the shared Redis under a random
 // namespace: the archiver's whole path, with nothing mocked.
@@ -56,7 +57,7 @@ function harness(natsUrl: string) {
       redis: conns[0] as Redis,
       lifecycleRedis: conns[1] as Redis,
       keys,
-      nats,
+      nats: fixedNats(nats),
       logger,
       consumer,
       keepEntries: 100,

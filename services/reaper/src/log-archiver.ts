@@ -26,6 +26,7 @@ import {
   RetentionPolicy,
   StorageType,
 } from 'nats';
+import type { NatsSource } from './nats-link.js';
 import { LOG_ARCHIVE_LEASE_RELEASE, LOG_ARCHIVE_LEASE_RENEW } from './reap-scripts.js';
 
 export interface LogArchiverOptions {
@@ -34,7 +35,8 @@ export interface LogArchiverOptions {
   /** A dedicated connection: discovery's XREADGROUP BLOCK on `events:lifecycle` holds it. */
   lifecycleRedis: RedisClient;
   keys: KeySpace;
-  nats: NatsConnection;
+  /** The current NATS connection, whichever it is after an outage (nats-link.ts). */
+  nats: NatsSource;
   logger: Logger;
   /** This replica's name: lease owner and consumer in the discovery group. */
   consumer: string;
@@ -144,8 +146,8 @@ export class LogArchiver {
   private readonly jobs = new Map<string, { controller: AbortController; done: Promise<void> }>();
   private readonly encoder = new TextEncoder();
   private run: Promise<void> | undefined;
-  private js: JetStreamClient | undefined;
-  private jsm: JetStreamManager | undefined;
+  /** JetStream handles of the connection they were made on: a rebuilt connection gets new ones. */
+  private jet: { nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager } | undefined;
   /** What this replica did, for tests and /info. */
   readonly stats = { entries: 0, messages: 0, gaps: 0, completed: 0, conflicts: 0 };
 
@@ -188,6 +190,9 @@ export class LogArchiver {
   }
 
   private async main(): Promise<void> {
+    // Discovery needs only Redis: while NATS is down (even at start-up) new jobs are still marked
+    // pending, so the reaper keeps their keys until the archive has them.
+    const discovery = this.discoverLoop();
     const { logger } = this.options;
     for (let failures = 0; !this.signal.aborted; failures++) {
       try {
@@ -199,27 +204,25 @@ export class LogArchiver {
         await sleep(Math.min(1000 * (failures + 1), 10_000), this.signal);
       }
     }
-    await Promise.all([this.discoverLoop(), this.leaseLoop()]);
+    await Promise.all([discovery, this.leaseLoop()]);
     await Promise.all([...this.jobs.values()].map((j) => j.done));
   }
 
   /** The archive stream, created or brought to the configured limits. */
   private async ensureStream(): Promise<void> {
-    const { nats } = this.options;
-    this.jsm ??= await nats.jetstreamManager();
-    this.js ??= nats.jetstream();
+    const { jsm } = await this.jetstream();
     const limits = {
       max_age: nanos(this.options.maxAgeMs ?? 7 * 86_400_000),
       max_bytes: this.options.maxBytes ?? 10 * 1024 ** 3,
     };
     try {
-      const info = await this.jsm.streams.info(this.names.stream);
+      const info = await jsm.streams.info(this.names.stream);
       if (info.config.max_age !== limits.max_age || info.config.max_bytes !== limits.max_bytes) {
-        await this.jsm.streams.update(this.names.stream, { ...info.config, ...limits });
+        await jsm.streams.update(this.names.stream, { ...info.config, ...limits });
       }
     } catch (err) {
       if (apiErrorCode(err) !== STREAM_NOT_FOUND) throw err;
-      await this.jsm.streams.add({
+      await jsm.streams.add({
         name: this.names.stream,
         subjects: [this.names.subjects],
         storage: StorageType.File,
@@ -614,7 +617,8 @@ export class LogArchiver {
     const maxEntries = this.options.batchEntries ?? 500;
     const maxBytes = this.options.batchBytes ?? 256 * 1024;
     // The server refuses a message past max_payload: such an entry is recorded as lost, never retried forever.
-    const payloadLimit = (this.options.nats.info?.max_payload ?? 1024 * 1024) - 4096;
+    const { nc } = await this.jetstream();
+    const payloadLimit = (nc.info?.max_payload ?? 1024 * 1024) - 4096;
     let pos = start;
     let i = 0;
     while (i < entries.length) {
@@ -714,7 +718,8 @@ export class LogArchiver {
     for (const [k, v] of meta.extra ?? []) h.set(k, v);
     let ack: Awaited<ReturnType<JetStreamClient['publish']>>;
     try {
-      ack = await this.jetstream().publish(this.names.subject(jobId), this.encoder.encode(body), {
+      const { js } = await this.jetstream();
+      ack = await js.publish(this.names.subject(jobId), this.encoder.encode(body), {
         msgID: meta.msgId,
         headers: h,
         expect: { lastSubjectSequence: pos.seq },
@@ -739,7 +744,7 @@ export class LogArchiver {
    * as this job's archive, complete marker and all.
    */
   private async position(jobId: string, incarnation: string): Promise<Position> {
-    if (!this.jsm) throw new Error('JetStream not set up');
+    const { jsm } = await this.jetstream();
     const subject = this.names.subject(jobId);
     const empty: Position = {
       cursor: '0-0',
@@ -750,14 +755,14 @@ export class LogArchiver {
       incarnation,
     };
     try {
-      const last = await this.jsm.streams.getMessage(this.names.stream, { last_by_subj: subject });
+      const last = await jsm.streams.getMessage(this.names.stream, { last_by_subj: subject });
       const archived = last.header.get(ArchiveHeaders.incarnation);
       if (incarnation && archived && archived !== incarnation) {
         this.options.logger.warn(
           { jobId, archived, incarnation },
           "log archive: the job id was used before; the earlier job's archived log is replaced",
         );
-        await this.jsm.streams.purge(this.names.stream, { filter: subject });
+        await jsm.streams.purge(this.names.stream, { filter: subject });
         return empty;
       }
       return {
@@ -774,9 +779,15 @@ export class LogArchiver {
     }
   }
 
-  private jetstream(): JetStreamClient {
-    if (!this.js) throw new Error('JetStream not set up');
-    return this.js;
+  /**
+   * JetStream on the current connection (waiting while there is none). Asked for on each use:
+   * a connection closed for good is replaced by nats-link.ts, and a handle on the old one would
+   * fail every publish from then on.
+   */
+  private async jetstream(): Promise<{ nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager }> {
+    const nc = await this.options.nats.connection(this.signal);
+    if (this.jet?.nc !== nc) this.jet = { nc, js: nc.jetstream(), jsm: await nc.jetstreamManager() };
+    return this.jet;
   }
 
   /** The log is complete: the reaper may delete the job's keys after retention; nobody archives it again. */

@@ -148,6 +148,7 @@ runService({
         ...watchdog.checks(),
         ...(nats ? { nats: nats.ready } : {}),
       },
+      ...(nats ? { liveness: { nats: nats.live } } : {}),
       info: {
         natsRelay: nats !== undefined,
         logArchive: nats?.archiver?.streamName ?? 'off',

@@ -24,6 +24,10 @@ runService({
         metrics: createSandstreamMetrics().logArchive,
       },
     });
-    return { checks: { nats: host.ready }, info: { logArchive: host.archiver?.streamName ?? 'off' } };
+    return {
+      checks: { nats: host.ready },
+      liveness: { nats: host.live },
+      info: { logArchive: host.archiver?.streamName ?? 'off' },
+    };
   },
 });

@@ -15,6 +15,16 @@ export const DispatcherEnvSchema = serviceEnvSchema(8083).extend({
   HEARTBEAT_CHECK_MS: ms(100, 60_000, 4_000),
   /** A job is judged by its heartbeat only after this long in running (the agent just proved alive). */
   HEARTBEAT_GRACE_MS: ms(0, 600_000, 3_000),
+  /**
+   * A missing heartbeat makes the sandbox a suspect that pod-lifecycle checks with the backend;
+   * without its answer within this long the sandbox is failed as lost (as when nothing checked).
+   */
+  HEARTBEAT_VERDICT_WAIT_MS: ms(0, 600_000, 10_000),
+  /**
+   * A sandbox that still runs while its agent is silent (starved of CPU, stopped) gets this much
+   * more time before it is failed as lost all the same.
+   */
+  HEARTBEAT_LATE_MAX_MS: ms(0, 3_600_000, 300_000),
   /** After (re)connecting to Redis, heartbeats are not judged for this long (agents reconnect, users are restored). */
   HEARTBEAT_RECONNECT_GRACE_MS: ms(0, 600_000, 15_000),
   CLAIM_IDLE_MS: ms(100, 3_600_000, 10_000),

@@ -1,4 +1,4 @@
-import type { DispatcherPresence, DispatchKeys, RedisClient } from '@sandstream/bus';
+import type { DispatcherPresence, DispatchKeys, RedisClient, SandboxLiveness } from '@sandstream/bus';
 import { PeriodicTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 import { sandboxKeys } from '@sandstream/wire';
@@ -7,8 +7,23 @@ export interface HeartbeatMonitorOptions {
   redis: RedisClient;
   keys: DispatchKeys;
   logger: Logger;
-  /** Called for a running job whose agent's heartbeat key has expired. */
-  onLost: (jobId: string) => Promise<void>;
+  /**
+   * Called for a running job whose agent's heartbeat key has expired (and, with `liveness`, whose
+   * sandbox the backend found gone, or silent too long); `detail` says which.
+   */
+  onLost: (jobId: string, detail?: string) => Promise<void>;
+  /**
+   * Tell a slow agent from a dead one: a late heartbeat makes the sandbox a suspect, and
+   * pod-lifecycle (which owns the backend) answers whether it still runs. Absent, a missing
+   * heartbeat fails the sandbox at once.
+   */
+  liveness?: {
+    store: SandboxLiveness;
+    /** Without a verdict (no pod-lifecycle answering) after this long, failed as before. */
+    verdictWaitMs: number;
+    /** A sandbox that runs but whose agent stays silent this long is failed all the same. */
+    lateMaxMs: number;
+  };
   intervalMs?: number;
   /** Jobs dispatched more recently than this are not judged yet. */
   graceMs?: number;
@@ -94,6 +109,9 @@ export class HeartbeatMonitor {
     const graceMs = this.options.graceMs ?? 3_000;
     const chunkSize = this.options.chunkSize ?? 500;
     const jobIds = await this.candidates(Date.now() - graceMs);
+    const liveness = this.options.liveness;
+    const suspects = new Set(liveness ? await liveness.store.suspects() : []);
+    const cleared: string[] = [];
     let checked = 0;
     for (let i = 0; i < jobIds.length; i += chunkSize) {
       const chunk = jobIds.slice(i, i + chunkSize);
@@ -103,16 +121,68 @@ export class HeartbeatMonitor {
       if (Date.now() - this.connectedAt < reconnectGraceMs) return;
       await Promise.all(
         chunk.map(async (jobId, j) => {
-          if (alive[j] === 1) return;
+          const wasSuspect = suspects.delete(jobId);
+          if (alive[j] === 1) {
+            if (wasSuspect) cleared.push(jobId);
+            return;
+          }
           try {
-            await this.options.onLost(jobId);
+            const judged = liveness ? await this.judge(jobId, liveness) : { lost: undefined };
+            if (judged === 'wait') return;
+            await this.options.onLost(jobId, judged.lost);
+            if (liveness) await liveness.store.clear(jobId);
           } catch (err) {
             this.options.logger.error({ err, jobId }, 'failing a lost sandbox failed; retried next round');
           }
         }),
       );
     }
+    // Suspects that beat again, and those no longer running at all (ended, failed elsewhere).
+    if (liveness) await liveness.store.clear(...cleared, ...suspects);
+    for (const jobId of [...cleared, ...suspects]) this.late.delete(jobId);
     this.lastCheckedCount = checked;
+  }
+
+  /** Sandboxes already logged as late but running, so the log says it once per episode. */
+  private readonly late = new Set<string>();
+
+  /**
+   * A missing heartbeat, weighed with what pod-lifecycle found on the backend: gone → lost now;
+   * running → more time, up to lateMaxMs of silence; no answer → lost after verdictWaitMs, as
+   * before there was a backend check.
+   */
+  private async judge(
+    jobId: string,
+    liveness: NonNullable<HeartbeatMonitorOptions['liveness']>,
+  ): Promise<'wait' | { lost: string }> {
+    const now = Date.now();
+    const since = await liveness.store.suspect(jobId, now);
+    const found = await liveness.store.verdict(jobId);
+    const verdict = found && found.at >= since ? found.state : undefined;
+    const silentSeconds = Math.round((now - since) / 1000);
+    if (verdict === 'gone') return { lost: 'its sandbox no longer runs' };
+    if (verdict === 'running') {
+      if (now - since < liveness.lateMaxMs) {
+        if (!this.late.has(jobId)) {
+          this.late.add(jobId);
+          this.options.logger.warn(
+            { jobId },
+            'agent heartbeat late but its sandbox runs (starved?); given more time',
+          );
+        }
+        return 'wait';
+      }
+      return {
+        lost: `its sandbox still runs, but the agent has been silent for ${silentSeconds} s past its heartbeat TTL (hung or starved)`,
+      };
+    }
+    if (now - since < liveness.verdictWaitMs) return 'wait';
+    return {
+      lost:
+        verdict === 'unknown'
+          ? 'the backend could not tell whether its sandbox still runs'
+          : `no pod-lifecycle confirmed within ${silentSeconds} s that its sandbox still runs`,
+    };
   }
 
   stop(): Promise<void> {

@@ -144,6 +144,36 @@ describe('live sandbox scripts', () => {
     expect((await store.get(s.id))?.commandsRunning).toBe(SANDBOX_MAX_RUNNING_COMMANDS);
   });
 
+  it('the limit counts what is really pending: commands that ended while no dispatcher recorded them do not count', async () => {
+    // Issue 27: during a dispatcher outage the agent ends commands (their result keys are SET) but
+    // nothing records them, so the counter stayed at 64 while 3 ran and every exec was refused.
+    const s = await sandbox();
+    await s.open();
+    const pushed: string[] = [];
+    for (let i = 0; i < SANDBOX_MAX_RUNNING_COMMANDS; i++)
+      pushed.push(((await s.exec()) as { commandId: string }).commandId);
+    for (const id of pushed.slice(3)) await s.result(id); // ended; no dispatcher records them
+    const next = await s.exec();
+    expect(next.status).toBe('pushed');
+    // Once recorded (the dispatcher back), the counter comes down to what runs: 3 and the new one.
+    for (const id of pushed.slice(3)) expect(await s.advance(id)).toEqual(['recorded', id]);
+    expect((await store.get(s.id))?.commandsRunning).toBe(4);
+    // Truly pending ones are still refused at the limit, with the real number.
+    for (let i = 0; i < SANDBOX_MAX_RUNNING_COMMANDS - 4; i++) expect((await s.exec()).status).toBe('pushed');
+    expect(await s.exec()).toEqual({ status: 'busy', running: SANDBOX_MAX_RUNNING_COMMANDS });
+  });
+
+  it('a counter that leaked (more than the unrecorded commands) is corrected at the limit', async () => {
+    const s = await sandbox();
+    await s.open();
+    const { commandId } = (await s.exec()) as { commandId: string };
+    await s.result(commandId);
+    await s.advance(commandId);
+    await redis.hset(keySpace.job(s.id), 'commandsRunning', SANDBOX_MAX_RUNNING_COMMANDS);
+    expect((await s.exec()).status).toBe('pushed');
+    expect((await store.get(s.id))?.commandsRunning).toBe(1);
+  });
+
   it('never drops a command still running from the history; records results that come after the close', async () => {
     const s = await sandbox();
     await s.open();

@@ -11,6 +11,7 @@ import {
   JobStore,
   QueueNames,
   type SandboxDestroyPayload,
+  SandboxLiveness,
   SlotRelease,
 } from '@sandstream/bus';
 import { ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
@@ -133,7 +134,13 @@ runService({
       redis,
       keys: dispatchKeys,
       logger,
-      onLost: (jobId) => dispatcher.onSandboxLost(jobId),
+      onLost: (jobId, detail) => dispatcher.onSandboxLost(jobId, detail),
+      // A late heartbeat is checked with the backend (through pod-lifecycle) before it fails a sandbox.
+      liveness: {
+        store: new SandboxLiveness(redis, keySpace),
+        verdictWaitMs: config.HEARTBEAT_VERDICT_WAIT_MS,
+        lateMaxMs: config.HEARTBEAT_LATE_MAX_MS,
+      },
       intervalMs: config.HEARTBEAT_CHECK_MS,
       graceMs: config.HEARTBEAT_GRACE_MS,
       reconnectGraceMs: config.HEARTBEAT_RECONNECT_GRACE_MS,

@@ -272,9 +272,13 @@ export class StepDispatcher {
    * `running` job: the dispatcher never moves a job out of another state (a `starting` job is
    * pod-lifecycle's, or the reaper's when stuck).
    */
-  async onSandboxLost(jobId: string): Promise<void> {
+  /** `detail`: what the backend check found (HeartbeatMonitor), appended to the reason. */
+  async onSandboxLost(jobId: string, detail?: string): Promise<void> {
     const { keySpace, redis } = this.options;
-    await this.failRunning(jobId, () => lostSandboxReason(redis, keySpace, jobId));
+    await this.failRunning(jobId, async () => {
+      const reason = await lostSandboxReason(redis, keySpace, jobId);
+      return detail ? `${reason}: ${detail}` : reason;
+    });
   }
 
   /**

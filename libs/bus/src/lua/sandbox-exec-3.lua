@@ -13,7 +13,8 @@
 -- keep the sandbox from going idle.
 -- KEYS: job, in, events.
 -- ARGV: stepHead, stepTail, recordHead, recordTail, historyLimit, maxRunning, background,
---       tenant (optional: a sandbox of another tenant is answered 'missing', as one that does not exist).
+--       tenant ('' for any: a sandbox of another tenant is answered 'missing', as one that does
+--       not exist), the prefix of the sandbox's result keys (wire resultKey with no step id).
 -- Replies: {'pushed', id, lastEventId} | {'missing'} | {'not-sandbox'} | {'not-ready', state}
 --          | {'closing'} | {'busy', running}
 local state = redis.call('HGET', KEYS[1], JOB.state)
@@ -25,7 +26,37 @@ if redis.call('HEXISTS', KEYS[1], JOB.cancelRequested) == 1 or redis.call('HEXIS
   return {'closing'}
 end
 local running = tonumber(redis.call('HGET', KEYS[1], JOB.commandsRunning) or '0')
-if ARGV[7] ~= '1' and running >= tonumber(ARGV[6]) then return {'busy', running} end
+if ARGV[7] ~= '1' and running >= tonumber(ARGV[6]) then
+  -- The counter drops as a step-dispatcher records each result: while none does (an outage, a
+  -- notice lost with a dead dispatcher), commands that ended stay counted, and a sandbox running
+  -- 3 was refused at 64. Before refusing, count what is really pending from the history: a
+  -- command with no recorded result whose agent has not SET its result key either (it does when
+  -- the command ends). Result keys share KEYS[2]'s prefix, so the job's slot (ARGV[9]: that prefix).
+  local unrecorded, pending = 0, 0
+  local fields = redis.call('HKEYS', KEYS[1])
+  local recorded = {}
+  for _, f in ipairs(fields) do
+    if string.sub(f, 1, #JOB.stepResultPrefix) == JOB.stepResultPrefix then
+      recorded[string.sub(f, #JOB.stepResultPrefix + 1)] = true
+    end
+  end
+  for _, f in ipairs(fields) do
+    if string.sub(f, 1, #JOB.commandPrefix) == JOB.commandPrefix then
+      local cid = string.sub(f, #JOB.commandPrefix + 1)
+      if not recorded[cid] then
+        local ok, c = pcall(cjson.decode, redis.call('HGET', KEYS[1], f))
+        if not (ok and type(c) == 'table' and c.background == true) then
+          unrecorded = unrecorded + 1
+          if redis.call('EXISTS', ARGV[9] .. cid) == 0 then pending = pending + 1 end
+        end
+      end
+    end
+  end
+  -- More counted than unrecorded is a leak for sure: corrected. Ended-but-unrecorded commands stay
+  -- counted until a dispatcher records them (it decrements then; the idle check reads the count).
+  if running > unrecorded then redis.call('HSET', KEYS[1], JOB.commandsRunning, unrecorded) end
+  if pending >= tonumber(ARGV[6]) then return {'busy', pending} end
+end
 local n = redis.call('HINCRBY', KEYS[1], JOB.commandSeq, 1)
 local id = 'cmd-' .. n
 local t = redis.call('TIME')

@@ -137,10 +137,15 @@ export class DockerBackend implements SandboxBackend {
     await this.openRedis.check(agentRedisUrl);
 
     if (existing.length > 0) {
-      throw new SandboxStartError(
-        'backend_error',
-        `a sandbox for job ${request.jobId} already exists (container ${existing[0]?.Names.join(',')}); destroy it first`,
-      );
+      // An earlier attempt of this very create (pod-lifecycle killed mid-start, or Redis down
+      // after the container started): replaced, never a failed job. Not adopted: that attempt's
+      // agent holds credentials this attempt's Redis user no longer accepts (a new password per
+      // attempt), and its keys (in, control, heartbeat) would make a fresh start look alive.
+      // Removed without a shutdown step: its result would land in the new agent's result list.
+      const toolchain = existing.find((c) => c.Labels[DockerRoleLabel] === 'toolchain');
+      const keyStyle = KeyStyleSchema.catch('tagged').parse(toolchain?.Labels[SandboxLabels.keyStyle]);
+      await this.removeJobObjects(request.jobId, existing);
+      await deleteSandboxKeys(this.options.redis, request.jobId, keyStyle);
     }
 
     const baseLabels: Record<string, string> = {
@@ -314,6 +319,16 @@ export class DockerBackend implements SandboxBackend {
       for (const style of KeyStyleSchema.options) {
         await deleteSandboxKeys(this.options.redis, ref.jobId, style, { includeOutput: true });
       }
+    }
+  }
+
+  /** The container runs (its agent is its main process: a dead agent ends the container). */
+  async isRunning(ref: SandboxRef): Promise<boolean | undefined> {
+    try {
+      return (await this.docker.getContainer(ref.id).inspect()).State.Running === true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
     }
   }
 

@@ -135,8 +135,23 @@ export class InProcessBackend implements SandboxBackend {
     if (!specResult.success)
       throw new SandboxStartError('backend_error', formatIssues(specResult.error, 'spec'));
     const spec = specResult.data;
-    if (await this.registry.get(request.jobId)) {
-      throw new SandboxStartError('backend_error', `a sandbox for job ${request.jobId} already exists`);
+    const earlier = await this.registry.get(request.jobId);
+    if (earlier) {
+      // An earlier attempt of this very create (its caller crashed, or Redis was down after the
+      // spawn): replaced, never a failed job. Not adopted: its agent holds that attempt's
+      // credentials, and its keys would make this start look alive before it is. Killed without
+      // a shutdown step: that step's result would land in the new agent's result list.
+      if (earlier.hostname !== hostname()) {
+        throw new SandboxStartError(
+          'backend_error',
+          `a sandbox for job ${request.jobId} already runs on host ${earlier.hostname}; only that host can replace it`,
+        );
+      }
+      await terminateProcessGroup(earlier.pid, earlier.startTime);
+      await removeJobDirectories(earlier);
+      await deleteSandboxKeys(this.options.redis, earlier.jobId, earlier.keyStyle);
+      await this.registry.remove(earlier.jobId);
+      this.exits.delete(earlier.pid);
     }
     if (!spec.command && !existsSync(this.agentEntry)) {
       throw new SandboxStartError(
@@ -342,6 +357,14 @@ export class InProcessBackend implements SandboxBackend {
 
   /** Leaves running agents alone: they belong to their jobs, not to this process. */
   async close(): Promise<void> {}
+
+  /** The agent's process exists (a stopped or starved one too); undefined when it runs on another host. */
+  async isRunning(ref: SandboxRef): Promise<boolean | undefined> {
+    const record = (await this.registry.get(ref.jobId)) ?? (await findMarker(this.root, ref.jobId));
+    if (!record) return false;
+    if (record.hostname !== hostname()) return undefined;
+    return this.isAlive(record);
+  }
 
   private async isAlive(record: InProcessRecord): Promise<boolean> {
     if (this.exits.has(record.pid)) return false;

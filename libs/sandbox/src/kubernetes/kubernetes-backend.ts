@@ -113,6 +113,12 @@ export class KubernetesBackend implements SandboxBackend {
     // Before anything is made: pod-lifecycle runs in the cluster, so it reaches the URL the pod gets.
     await this.openRedis.check(request.agent.redisUrl);
 
+    // A pod from an earlier attempt of this very create (pod-lifecycle killed mid-start, Redis
+    // down after the pod was made) is replaced, before this attempt's Secret and policy exist:
+    // its agent started with that attempt's credentials, which this attempt's Redis user no
+    // longer accepts, so adopting it would strand the sandbox at its first reconnect.
+    if (await this.isPodOfJob(podName, request.jobId)) await this.discardPod(podName, request.jobId);
+
     if (spec.persistentWorkspace) {
       await this.ensureWorkspaceClaim(
         spec.persistentWorkspace.name,
@@ -150,7 +156,7 @@ export class KubernetesBackend implements SandboxBackend {
         await this.deps.core.createNamespacedPod({ namespace: this.namespace, body: pod });
       } catch (err) {
         if (isAlreadyExists(err) && (await this.isPodOfJob(podName, request.jobId))) {
-          // A retried create after a crash or timeout: the pod is ours already.
+          // A create of the same job running at the same moment made it: the pod is ours already.
           return { jobId: request.jobId, backend: 'kubernetes', id: podName };
         }
         throw err;
@@ -427,6 +433,37 @@ export class KubernetesBackend implements SandboxBackend {
     }
     if (redis)
       await deleteSandboxKeys(redis, ref.jobId, style, { includeOutput: options.removeOutputKeys ?? false });
+  }
+
+  /**
+   * Deletes an earlier attempt's pod at once (no shutdown step: its result would land in the new
+   * agent's result list) and waits until it is gone, so the same name can be created again.
+   */
+  private async discardPod(podName: string, jobId: string): Promise<void> {
+    const pod = await this.readPod(podName);
+    const keyStyle = KeyStyleSchema.catch('tagged').parse(pod?.metadata?.labels?.[SandboxLabels.keyStyle]);
+    await ignoreNotFound(() =>
+      this.deps.core.deleteNamespacedPod({
+        name: podName,
+        namespace: this.namespace,
+        gracePeriodSeconds: 0,
+        propagationPolicy: 'Background',
+      }),
+    );
+    await this.waitUntil(
+      podName,
+      this.deps.settings.terminationGraceSeconds * 1000 + GONE_WAIT_EXTRA_MS,
+      () => false,
+    );
+    if (this.deps.redis) await deleteSandboxKeys(this.deps.redis, jobId, keyStyle);
+  }
+
+  /** The pod runs and none of its containers has terminated (the agent is the toolchain's main process). */
+  async isRunning(ref: SandboxRef): Promise<boolean | undefined> {
+    const pod = await this.readPod(ref.id);
+    if (!pod || pod.metadata?.deletionTimestamp) return false;
+    if (pod.status?.phase !== 'Running') return pod.status?.phase === 'Pending' ? undefined : false;
+    return !(pod.status.containerStatuses ?? []).some((c) => c.state?.terminated);
   }
 
   private async readPod(name: string): Promise<V1Pod | undefined> {

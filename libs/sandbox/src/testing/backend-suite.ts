@@ -191,13 +191,19 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
           'suite-label': 'yes',
         });
 
-        // A second create for the same job is either refused or answered with the same sandbox
-        // (an idempotent create, safe for retries); either way there is one sandbox for the job and
-        // the first one keeps working (the steps below run in it).
-        const again = await backend.create(request(jobId, spec)).catch((err: unknown) => err);
-        if (again instanceof Error) expect(again).toBeInstanceOf(SandboxStartError);
-        else expect(again).toMatchObject({ jobId, id: ref.id });
-        expect((await backend.list()).filter((s) => s.jobId === jobId)).toHaveLength(1);
+        // A second create for the same job (redelivered after its caller crashed mid-start) is
+        // never refused: it replaces the first, so there is one sandbox for the job, the new one,
+        // and the steps below run in it (issue 27: refusing it failed the job).
+        const waitAgain = await readyOptions(jobId);
+        const again = await backend.create(request(jobId, spec));
+        created.push(again);
+        await backend.waitReady(again, readyDeadline, waitAgain);
+        const mine = (await backend.list()).filter((s) => s.jobId === jobId);
+        expect(mine).toHaveLength(1);
+        expect(mine[0]?.id).toBe(again.id);
+        // What pod-lifecycle's liveness prober asks for a late heartbeat: it runs (and, below,
+        // no longer does once destroyed).
+        if (backend.isRunning) expect(await backend.isRunning(again)).toBe(true);
 
         const steps = channel(jobId);
         const echo = await steps.run({
@@ -239,6 +245,7 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
         expect(await steps.stdout('env')).toEqual([`var=value-${jobId} secret=${expectedSecret} leaked=`]);
 
         await destroyAndCheckClean(ref);
+        if (backend.isRunning) expect(await backend.isRunning(again)).toBe(false);
         // Idempotent: the second destroy of a gone sandbox succeeds.
         await backend.destroy(ref, { graceMs });
       },

@@ -1,0 +1,62 @@
+import { type JobStore, type SandboxLiveness, sandboxRefOf } from '@sandstream/bus';
+import type { SandboxBackend } from '@sandstream/sandbox';
+import { PeriodicTask } from '@sandstream/service-kit';
+import type { Logger } from '@sandstream/telemetry';
+
+export interface LivenessProberOptions {
+  liveness: SandboxLiveness;
+  store: JobStore;
+  backend: SandboxBackend;
+  logger: Logger;
+  intervalMs?: number;
+  onProgress?: () => void;
+}
+
+/**
+ * pod-lifecycle's half of the late-heartbeat check (SandboxLiveness in libs/bus): for every
+ * sandbox the step-dispatcher marked suspect, asks the backend whether its process, container or
+ * pod still runs, and writes the verdict the dispatcher waits for. Asked again every round, so a
+ * sandbox that dies while it is given more time is reported gone at once.
+ */
+export class LivenessProber {
+  private readonly loop: PeriodicTask;
+
+  constructor(private readonly options: LivenessProberOptions) {
+    this.loop = new PeriodicTask(() => this.probe(), options.intervalMs ?? 1000, {
+      name: 'liveness prober',
+      logger: options.logger,
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    });
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
+  }
+
+  async probe(): Promise<void> {
+    const { liveness, store, backend, logger } = this.options;
+    const isRunning = backend.isRunning?.bind(backend);
+    if (!isRunning) return;
+    for (const jobId of await liveness.suspects()) {
+      const sandbox = (await store.get(jobId))?.sandbox;
+      // Another backend's sandbox (a replica of another kind answers it), or none recorded.
+      if (!sandbox || sandbox.backend !== backend.kind) continue;
+      let state: 'running' | 'gone' | 'unknown';
+      try {
+        const running = await isRunning(sandboxRefOf(jobId, sandbox));
+        state = running === undefined ? 'unknown' : running ? 'running' : 'gone';
+      } catch (err) {
+        logger.warn(
+          { jobId, err: (err as Error).message },
+          'could not ask the backend whether a sandbox runs',
+        );
+        state = 'unknown';
+      }
+      await liveness.record(jobId, state);
+    }
+  }
+}

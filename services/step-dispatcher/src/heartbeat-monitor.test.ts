@@ -1,0 +1,108 @@
+import { createKeySpace, DispatchKeys, SandboxLiveness } from '@sandstream/bus';
+import { silentLogger } from '@sandstream/telemetry';
+import { connectTestRedis, deleteNamespaceKeys, uniqueNamespace } from '@sandstream/test-support';
+import { sandboxKeys } from '@sandstream/wire';
+import { afterAll, describe, expect, it } from 'vitest';
+import { HeartbeatMonitor } from './heartbeat-monitor.js';
+
+// The dispatcher's half of the late-heartbeat check against real Redis: a running job without a
+// heartbeat becomes a suspect, and what pod-lifecycle answers (written here as its
+// LivenessProber writes it) decides: gone → lost at once; running → more time, then lost with
+// its own reason past lateMaxMs; no answer → lost after verdictWaitMs; a heartbeat back clears it.
+const redis = connectTestRedis();
+const namespaces: string[] = [];
+afterAll(async () => {
+  for (const ns of namespaces) await deleteNamespaceKeys(redis, ns);
+  redis.disconnect();
+});
+
+function setup(limits: { verdictWaitMs: number; lateMaxMs: number }) {
+  const ns = uniqueNamespace('t-hbmon');
+  namespaces.push(ns);
+  const keySpace = createKeySpace(ns);
+  const keys = new DispatchKeys(keySpace, 1);
+  const liveness = new SandboxLiveness(redis, keySpace);
+  const lost: { jobId: string; detail: string | undefined }[] = [];
+  const monitor = new HeartbeatMonitor({
+    redis,
+    keys,
+    logger: silentLogger('hb-test'),
+    onLost: async (jobId, detail) => {
+      lost.push({ jobId, detail });
+      await redis.zrem(keys.running(0), jobId);
+    },
+    intervalMs: 200,
+    graceMs: 0,
+    reconnectGraceMs: 0,
+    liveness: { store: liveness, ...limits },
+  });
+  const running = async (name: string) => {
+    const jobId = `${ns}-${name}`;
+    await redis.zadd(keys.running(0), Date.now() - 60_000, jobId);
+    return jobId;
+  };
+  /** One round (the round's lock lives 100 ms: wait it out so every call judges). */
+  const round = async () => {
+    await redis.del(keys.lock('heartbeat-check'));
+    await monitor.check();
+  };
+  return { liveness, lost, running, round, ns };
+}
+
+describe('heartbeat monitor with the backend verdict', () => {
+  it('fails a gone sandbox at once, keeps a running one, and clears a suspect that beats again', async () => {
+    const t = setup({ verdictWaitMs: 60_000, lateMaxMs: 60_000 });
+    const gone = await t.running('gone');
+    const slow = await t.running('slow');
+    await t.round();
+    expect(t.lost).toEqual([]);
+    expect((await t.liveness.suspects()).sort()).toEqual([gone, slow].sort());
+    await t.liveness.record(gone, 'gone');
+    await t.liveness.record(slow, 'running');
+    await t.round();
+    expect(t.lost).toEqual([{ jobId: gone, detail: 'its sandbox no longer runs' }]);
+    // The starved agent beats again: no longer suspect.
+    await redis.set(sandboxKeys(slow, 'tagged').heartbeat, '{}', 'PX', 10_000);
+    await t.round();
+    expect(await t.liveness.suspects()).toEqual([]);
+    expect(t.lost).toHaveLength(1);
+    await redis.del(sandboxKeys(slow, 'tagged').heartbeat);
+  });
+
+  it('fails a running but silent sandbox after lateMaxMs, saying so', async () => {
+    const t = setup({ verdictWaitMs: 60_000, lateMaxMs: 1_500 });
+    const hung = await t.running('hung');
+    await t.round();
+    await t.liveness.record(hung, 'running');
+    await t.round();
+    expect(t.lost).toEqual([]);
+    await expect
+      .poll(
+        async () => {
+          await t.liveness.record(hung, 'running');
+          await t.round();
+          return t.lost.map((l) => l.detail);
+        },
+        { timeout: 20_000, interval: 300 },
+      )
+      .toEqual([expect.stringMatching(/still runs, but the agent has been silent for \d+ s/)]);
+    expect(await t.liveness.suspects()).toEqual([]);
+  });
+
+  it('without a verdict (no pod-lifecycle), fails after verdictWaitMs as before', async () => {
+    const t = setup({ verdictWaitMs: 1_000, lateMaxMs: 60_000 });
+    const orphan = await t.running('orphan');
+    await t.round();
+    expect(t.lost).toEqual([]);
+    await expect
+      .poll(
+        async () => {
+          await t.round();
+          return t.lost.map((l) => l.detail);
+        },
+        { timeout: 20_000, interval: 300 },
+      )
+      .toEqual([expect.stringMatching(/no pod-lifecycle confirmed within \d+ s/)]);
+    expect(orphan).toContain(t.ns);
+  });
+});
