@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import type { KeySpace } from './key-space.js';
 import type { RedisClient } from './redis-connection.js';
+import { sleep } from './sleep.js';
 
 /**
  * Which installation a sandbox belongs to. Several installations may share one Docker engine or
@@ -105,6 +106,22 @@ export class InstallationIdentity {
     }
     this.held = current;
     return current;
+  }
+
+  /**
+   * `refresh`, tried again (0.5 s doubling to 5 s) while Redis does not answer, for a service that
+   * starts before its Redis does; rejects only once `signal` aborts.
+   */
+  async refreshPatiently(signal: AbortSignal, onRetry?: (err: Error) => void): Promise<string> {
+    for (let waitMs = 500; ; waitMs = Math.min(waitMs * 2, 5000)) {
+      try {
+        return await this.refresh();
+      } catch (err) {
+        if (signal.aborted) throw err;
+        onRetry?.(err as Error);
+      }
+      await sleep(waitMs, signal);
+    }
   }
 
   /** Every id a sandbox of this Redis (and namespace) may carry: the current one and earlier ones. */

@@ -46,9 +46,15 @@ runService({
     const dispatchKeys = new DispatchKeys(keys, env.COMPLETION_SHARDS);
     // This Redis's installation id (installation.ts); each pass re-reads it (and writes it back
     // to a Redis that lost it), so sandboxes made against this Redis stay recognisable.
+    // A Redis that is down at start must not keep the reaper from starting (its passes wait for
+    // Redis anyway): each pass refreshes the id before it uses it.
     const identity = new InstallationIdentity(redis, keys);
-    await identity.refresh();
-    const installation = installationOf(env, identity.id);
+    await identity
+      .refresh()
+      .catch((err: Error) =>
+        logger.warn({ err: err.message }, 'installation id not read yet: Redis does not answer'),
+      );
+    const installationNames = () => [installationOf(env, identity.id), deriveInstallation(env)];
     const reaper = new Reaper({
       redis,
       keys,
@@ -78,7 +84,7 @@ runService({
       installation: {
         identity,
         // The name, and the derived default older versions labelled sandboxes with.
-        names: [installation, deriveInstallation(env)],
+        names: installationNames,
       },
       jobIdGlob: env.REAPER_JOB_GLOB,
       scanCount: env.REAPER_SCAN_COUNT,
@@ -152,8 +158,7 @@ runService({
       info: {
         natsRelay: nats !== undefined,
         logArchive: nats?.archiver?.streamName ?? 'off',
-        installation,
-        installationId: identity.id,
+        installation: env.SANDSTREAM_INSTALLATION ?? "this Redis's installation id",
       },
     };
   },

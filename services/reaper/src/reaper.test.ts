@@ -310,7 +310,7 @@ describe('reaper', () => {
       await acl.create(jobId, h.keys.completionStream(0));
     }
     try {
-      const installation = { names: ['here'], identity };
+      const installation = { names: () => ['here'], identity };
       const report = await h.reaper({ backend, acl, sandboxGraceMs: 0, installation }).runOnce();
       expect(report.sandboxesDestroyed).toBe(2);
       expect(report.aclUsersDeleted).toBe(2);

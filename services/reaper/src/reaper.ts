@@ -69,7 +69,7 @@ export interface ReaperOptions {
    * label, carries one of `names` and its job's record is in this Redis and namespace. Without
    * it, no sandbox is destroyed.
    */
-  installation?: { names: readonly string[]; identity: InstallationIdentity };
+  installation?: { names: () => readonly string[]; identity: InstallationIdentity };
   /** Only jobs whose id matches this glob (tests; sharding the key space between reapers). */
   jobIdGlob?: string;
   scanCount?: number;
@@ -303,7 +303,7 @@ export class Reaper {
     const ids = await installation.identity.known();
     for (const sandbox of await backend.list()) {
       const id = sandbox.labels[SandboxLabels.installationId];
-      const named = installation.names.includes(sandbox.labels[SandboxLabels.installation] ?? '');
+      const named = installation.names().includes(sandbox.labels[SandboxLabels.installation] ?? '');
       let recordRequired = false;
       if (id === undefined) {
         // Made before installation ids: ours only by name, and only with its record in this
