@@ -32,5 +32,6 @@ export * from './sandbox-redis-usage.js';
 export * from './sandbox-user-record.js';
 export * from './scan-keys.js';
 export * from './sleep.js';
+export * from './short-lock.js';
 export * from './slot-leases.js';
 export * from './warm-pool-store.js';
