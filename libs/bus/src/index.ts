@@ -31,6 +31,7 @@ export * from './sandbox-record.js';
 export * from './sandbox-redis-usage.js';
 export * from './sandbox-user-record.js';
 export * from './scan-keys.js';
+export * from './short-lock.js';
 export * from './sleep.js';
 export * from './slot-leases.js';
 export * from './warm-pool-store.js';

@@ -43,8 +43,8 @@ describe('Lua loader', () => {
     const d = dir('broken');
     writeFileSync(join(d.path, 'broken-0.lua'), '--- @include "nowhere"');
     const loader = new LuaLoader({ dirs: [d.url] });
-    expect(() => loader.load('absent')).toThrow(/absent-<numKeys>\.lua/);
-    expect(() => loader.load('broken')).toThrow(/include "nowhere" \(in broken-0\.lua\) not found/);
+    expect(() => loader.load('absent').source).toThrow(/absent-<numKeys>\.lua/);
+    expect(() => loader.load('broken').source).toThrow(/include "nowhere" \(in broken-0\.lua\) not found/);
   });
 
   it('gives every script the terminal states from TERMINAL_STATES (generated job-layout include)', () => {

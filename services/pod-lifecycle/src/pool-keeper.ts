@@ -1,4 +1,10 @@
-import type { KeySpace, PoolMember, RedisClient, WarmPoolStore } from '@sandstream/bus';
+import {
+  type KeySpace,
+  type PoolMember,
+  type RedisClient,
+  tryLock,
+  type WarmPoolStore,
+} from '@sandstream/bus';
 import type { DeclaredPool } from '@sandstream/sandbox';
 import { sleep } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
@@ -107,9 +113,9 @@ export class PoolKeeper {
   private async lockPools(pools: DeclaredPool[]): Promise<DeclaredPool[]> {
     const { redis, keys, intervalMs } = this.options;
     const taken = await Promise.all(
-      pools.map((pool) => redis.set(keys.lock(`pool:${pool.name}`), '1', 'PX', intervalMs, 'NX')),
+      pools.map((pool) => tryLock(redis, keys.lock(`pool:${pool.name}`), intervalMs)),
     );
-    return pools.filter((_, i) => taken[i] === 'OK');
+    return pools.filter((_, i) => taken[i]);
   }
 
   /** Members to retire, and why; every ready member's heartbeat is checked in one round trip. */

@@ -5,7 +5,3 @@ const lua = busLua.extend(luaDir(import.meta.url));
 
 export const DELETE_FINISHED_JOB = lua.load('reaper-delete-finished-job');
 export const DELETE_ORPHAN_KEY = lua.load('reaper-delete-orphan-key');
-
-/** The log archiver's per-job lease: compare-and-extend, compare-and-delete. */
-export const LOG_ARCHIVE_LEASE_RENEW = lua.load('log-archive-lease-renew');
-export const LOG_ARCHIVE_LEASE_RELEASE = lua.load('log-archive-lease-release');

@@ -14,6 +14,7 @@ import {
   redisMasters,
   type SandboxAcl,
   scanKeys,
+  tryLock,
   type WarmPoolStore,
 } from '@sandstream/bus';
 import { type SandboxBackend, SandboxLabels } from '@sandstream/sandbox';
@@ -328,7 +329,7 @@ export class Reaper {
       if (!(await this.isOrphan(sandbox.jobId, { recordRequired }))) continue;
       // A short lock so two reapers do not both wait out the same grace period.
       const lock = this.options.keys.lock(`reaper:sandbox:${sandbox.jobId}`);
-      if ((await this.options.redis.set(lock, '1', 'PX', 60_000, 'NX')) !== 'OK') continue;
+      if (!(await tryLock(this.options.redis, lock, 60_000))) continue;
       try {
         await backend.destroy(sandbox, { graceMs: 2000 });
         await this.freeStored(sandbox.jobId);

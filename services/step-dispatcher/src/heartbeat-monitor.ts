@@ -1,4 +1,10 @@
-import type { DispatcherPresence, DispatchKeys, RedisClient, SandboxLiveness } from '@sandstream/bus';
+import {
+  type DispatcherPresence,
+  type DispatchKeys,
+  type RedisClient,
+  type SandboxLiveness,
+  tryLock,
+} from '@sandstream/bus';
 import { PeriodicTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 import { sandboxKeys } from '@sandstream/wire';
@@ -98,14 +104,7 @@ export class HeartbeatMonitor {
     if (presence) await presence.presence.stamp(presence.instance);
     const reconnectGraceMs = this.options.reconnectGraceMs ?? 15_000;
     if (Date.now() - this.connectedAt < reconnectGraceMs) return;
-    const lock = await redis.set(
-      keys.lock('heartbeat-check'),
-      '1',
-      'PX',
-      Math.max(100, this.intervalMs - 100),
-      'NX',
-    );
-    if (lock !== 'OK') return;
+    if (!(await tryLock(redis, keys.lock('heartbeat-check'), Math.max(100, this.intervalMs - 100)))) return;
     const graceMs = this.options.graceMs ?? 3_000;
     const chunkSize = this.options.chunkSize ?? 500;
     const jobIds = await this.candidates(Date.now() - graceMs);

@@ -3,6 +3,7 @@ import {
   redisUsedMemory,
   type SandboxRedisUsage,
   sandboxRedisUsage,
+  tryLock,
 } from '@sandstream/bus';
 import { PeriodicTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
@@ -65,14 +66,7 @@ export class RedisBudgetMonitor {
     const used = await redisUsedMemory(redis);
     const grew = this.baseline !== undefined && used - this.baseline >= budgetBytes / 2;
     if (!grew && Date.now() - this.measuredAt < measureEveryMs && this.baseline !== undefined) return;
-    const locked = await redis.set(
-      this.options.lockKey,
-      '1',
-      'PX',
-      Math.max(100, this.options.intervalMs),
-      'NX',
-    );
-    if (locked !== 'OK') {
+    if (!(await tryLock(redis, this.options.lockKey, Math.max(100, this.options.intervalMs)))) {
       // Another instance measures this round; follow Redis from here so we do not re-trigger on the same growth.
       this.baseline = used;
       return;
