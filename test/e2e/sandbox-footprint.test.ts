@@ -8,6 +8,7 @@ import {
   sandboxFootprint,
   scanKeys,
 } from '@sandstream/bus';
+import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
@@ -52,7 +53,18 @@ describe('sandbox footprint', () => {
   it('names every key a running sandbox has; after its destroy only its output stays', async () => {
     const id = `${stack.namespace}-fp`;
     const footprint = sandboxFootprint(createKeySpace(stack.namespace), id);
-    const sandbox = await stack.client.sandboxes.create({ id });
+    const prefix = createKeySpace(stack.namespace).sandboxPrefix(id);
+    // Redis' own record of every key any client (agent, services, SDK) touched under the sandbox's
+    // prefix, the short-lived ones (a transfer's chunks, a step's result) included.
+    const touched = new Set<string>();
+    const monitor = await (stack.redis as Redis).duplicate().monitor();
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      const command = args[0]?.toLowerCase() ?? '';
+      // Channels and ACL rules name the prefix too, but are not keys.
+      if (/^(p?publish|p?subscribe|acl|scan)$/.test(command)) return;
+      for (const arg of args.slice(1)) if (arg.startsWith(prefix) && !arg.includes('*')) touched.add(arg);
+    });
+    const sandbox = await stack.client.sandboxes.create({ id, image: 'debian:bookworm-slim' });
 
     // Every feature that writes keys: a command, a background process, a terminal, transfers.
     expect((await sandbox.exec(['sh', '-c', 'echo hi'])).stdout).toBe('hi\n');
@@ -73,10 +85,25 @@ describe('sandbox footprint', () => {
 
     const running = await keysOf(footprint);
     // Each kind of key was really made (or the comparison below proves little).
-    for (const kind of [':in', ':events', ':heartbeat', ':tty:']) {
-      expect(running.some((key) => key.includes(kind))).toBe(true);
+    console.log('footprint test: keys of the running sandbox', running);
+    for (const kind of [':events', ':heartbeat', ':tty:']) {
+      expect(
+        running.some((key) => key.includes(kind)),
+        kind,
+      ).toBe(true);
     }
     expect(running.filter((key) => !describedBy(footprint, key))).toEqual([]);
+    await stack.redis.ping(); // MONITOR delivers in order: what came before this is in
+    await vi.waitUntil(() => touched.has(footprint.named[0] as string), { timeout: 10_000, interval: 50 });
+    monitor.disconnect();
+    console.log('footprint test: keys touched while it ran', [...touched].sort());
+    for (const kind of [':in', ':result:', ':xfer:', ':tty:']) {
+      expect(
+        [...touched].some((key) => key.includes(kind)),
+        kind,
+      ).toBe(true);
+    }
+    expect([...touched].filter((key) => !describedBy(footprint, key))).toEqual([]);
 
     await sandbox.close();
     void reading.catch(() => undefined);
