@@ -1,9 +1,9 @@
+import { sandboxKeys } from '@sandstream/wire';
 import type { RedisClient } from './redis-connection.js';
 
 /** Every tagged-style agent's ready channel (wire keys `ready`: `sandbox:{<jobId>}:ready`). */
-const READY_PATTERN = 'sandbox:{*}:ready';
-const READY_PREFIX = 'sandbox:{';
-const READY_SUFFIX = '}:ready';
+const READY_PATTERN = sandboxKeys('*', 'tagged').ready;
+const [READY_PREFIX, READY_SUFFIX] = READY_PATTERN.split('*') as [string, string];
 
 /** The job id of a ready channel, or null for any other channel. */
 export function jobIdOfReadyChannel(channel: string): string | null {

@@ -35,7 +35,7 @@ export async function clusterAgentRoute(
     return slot;
   };
   const masterOf = (slot: number) => cluster.slots[slot]?.[0];
-  const jobNode = masterOf(await slotOf(`job:{${jobId}}`));
+  const jobNode = masterOf(await slotOf(dispatchKeys.keySpace.job(jobId)));
   if (!jobNode) throw new Error(`no cluster node serves the slot of job ${jobId} (cluster not ready?)`);
   const candidates: string[] = [];
   for (const shard of dispatchKeys.allShards()) {

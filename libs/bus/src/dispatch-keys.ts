@@ -65,6 +65,14 @@ export class DispatchKeys {
     return `dispatch:{${jobId}}`;
   }
 
+  /** The job id of a `dispatchState` key, or null for any other key. */
+  jobIdOfDispatchState(key: string): string | null {
+    const [before, after] = this.dispatchState('\u0000').split('\u0000') as [string, string];
+    if (!key.startsWith(before) || !key.endsWith(after) || key.length <= before.length + after.length)
+      return null;
+    return key.slice(before.length, key.length - after.length);
+  }
+
   /** Lock keys of the dispatcher's periodic checks (one instance per round). */
   lock(name: string): string {
     return this.keySpace.lock(`dispatch:${name}`);

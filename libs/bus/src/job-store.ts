@@ -16,6 +16,7 @@ import {
 import { createKeySpace, type KeySpace } from './key-space.js';
 import { isLiveSandboxSpec, parseStoredSpec, type StoredSpec } from './live-sandbox-spec.js';
 import type { RedisClient } from './redis-connection.js';
+import { sandboxFootprint } from './sandbox-footprint.js';
 
 const CREATE = busLua.load('job-create');
 const TRANSITION = busLua.load('job-transition');
@@ -282,19 +283,15 @@ export class JobStore {
     return done === 1;
   }
 
-  /** Removes the record, the job's sandbox keys and its index entries (the reaper's job). */
+  /**
+   * Removes the record, its sandbox's named keys (sandboxFootprint; the per-use ones are the
+   * reaper's orphan-key pass's, or freeSandboxFootprint's) and its index entries. The reaper runs
+   * it after its delete script, for the index entries in other slots.
+   */
   async delete(jobId: string, tenant?: string): Promise<void> {
-    const keys = this.keys.sandbox(jobId);
     await Promise.all([
       // One slot: the record and the sandbox keys share the job's hash tag.
-      this.redis.unlink(
-        this.keys.job(jobId),
-        keys.in,
-        keys.events,
-        keys.results,
-        keys.heartbeat,
-        keys.control,
-      ),
+      this.redis.unlink(this.keys.job(jobId), ...sandboxFootprint(this.keys, jobId).named),
       ...JobStateSchema.options.map((state) => this.redis.zrem(this.keys.jobsByState(state), jobId)),
       ...(tenant ? [this.redis.zrem(this.keys.jobsByTenant(tenant), jobId)] : []),
     ]);

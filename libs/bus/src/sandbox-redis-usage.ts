@@ -1,3 +1,4 @@
+import { sandboxKeyPrefix } from '@sandstream/wire';
 import { jobIdFromKey } from './key-space.js';
 import type { RedisClient } from './redis-connection.js';
 import { redisMasters, scanEveryDatabase } from './scan-keys.js';
@@ -11,7 +12,7 @@ export interface SandboxRedisUsage {
 }
 
 /** Every sandbox's keys, whatever the namespace (job ids are unique across them). */
-const SANDBOX_KEY_PATTERN = 'sandbox:{*}:*';
+const SANDBOX_KEY_PATTERN = `${sandboxKeyPrefix('*', 'tagged')}*`;
 
 /**
  * `used_memory` summed over the masters: one INFO per node, O(1) on the server, cheap enough to

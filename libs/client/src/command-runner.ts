@@ -3,9 +3,11 @@ import {
   type CommandStep,
   CommandTooLargeError,
   decodeJobEventFields,
+  JobField,
   type JobStore,
   type KeySpace,
   type PushCommandResult,
+  pushCancel,
   type RedisClient,
   SANDBOX_MAX_RUNNING_COMMANDS,
   type SandboxCommands,
@@ -16,7 +18,6 @@ import {
 import {
   type ControlMessage,
   decodeEventFields,
-  encodeCancel,
   resultKey,
   type StepResult,
   StepResultSchema,
@@ -167,7 +168,7 @@ export async function followCommand(
         // read next, without blocking), its `completed` may have been trimmed, or the sandbox ended.
         found = await findResult(ctx, sandboxId, commandId);
         if (found) continue;
-        const state = await ctx.redis.hget(ctx.keys.job(sandboxId), 'state');
+        const state = await ctx.redis.hget(ctx.keys.job(sandboxId), JobField.state);
         if (state === null) throw new SandboxNotFoundError(sandboxId);
         if (ended || TERMINAL_STATES.includes(state as (typeof TERMINAL_STATES)[number])) {
           throw await refusal(ctx, sandboxId, { status: 'closing' });
@@ -228,7 +229,11 @@ export async function sendCancel(
   reason: string,
   signal?: ControlMessage['signal'],
 ): Promise<void> {
-  await ctx.redis.lpush(ctx.keys.sandbox(sandboxId).control, encodeCancel(commandId, reason, signal));
+  await pushCancel(ctx.redis, ctx.keys, sandboxId, {
+    stepId: commandId,
+    reason,
+    ...(signal ? { signal } : {}),
+  });
 }
 
 /**

@@ -1,4 +1,4 @@
-import { isTerminal, type JobState, type KeySpace, type RedisClient, sleep } from '@sandstream/bus';
+import { isTerminal, JobField, type JobState, type KeySpace, type RedisClient, sleep } from '@sandstream/bus';
 import type { FollowOptions } from './client-options.js';
 import { followBackoffMs } from './follow-backoff.js';
 import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
@@ -73,7 +73,7 @@ export async function* followJobPages(
         ahead = undefined;
         reply = await next;
         entries = reply?.[0]?.[1] ?? [];
-        if (entries.length === 0) state = await redis.hget(keys.job(jobId), 'state');
+        if (entries.length === 0) state = await redis.hget(keys.job(jobId), JobField.state);
         // States only as the services wrote them: the sandbox may write this stream too.
         else entries = await vouchedEntries(redis, keys, jobId, entries);
         failures = 0;

@@ -1,5 +1,4 @@
-import { randomUUID } from 'node:crypto';
-import { type KeyStyle, SCHEMA_VERSION, type ShutdownStep, sandboxKeys } from '@sandstream/wire';
+import { type KeyStyle, newShutdownStep, sandboxKeys } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 
 /**
@@ -8,12 +7,7 @@ import type { Redis } from 'ioredis';
  * after their grace period.
  */
 export async function requestAgentShutdown(redis: Redis, jobId: string, keyStyle: KeyStyle): Promise<void> {
-  const step: ShutdownStep = {
-    schemaVersion: SCHEMA_VERSION,
-    stepId: `shutdown-${randomUUID()}`,
-    kind: 'shutdown',
-  };
-  await redis.lpush(sandboxKeys(jobId, keyStyle).in, JSON.stringify(step));
+  await redis.lpush(sandboxKeys(jobId, keyStyle).in, JSON.stringify(newShutdownStep()));
 }
 
 /**

@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { TerminalIdSchema, TransferIdSchema } from './keys.js';
 import { Limits } from './limits.js';
-import { SchemaVersionSchema } from './schema-version.js';
+import { SCHEMA_VERSION, SchemaVersionSchema } from './schema-version.js';
 import { TraceContextSchema } from './trace-context.js';
 
 /** Step ids are chosen by the producer; they only need to be short, printable and non-empty. */
@@ -346,3 +347,8 @@ export type UploadStep = z.output<typeof UploadStepSchema>;
 export type DownloadStep = z.output<typeof DownloadStepSchema>;
 export type TerminalStep = z.output<typeof TerminalStepSchema>;
 export type ShutdownStep = z.output<typeof ShutdownStepSchema>;
+
+/** A shutdown step with a fresh id: what every path that asks an agent to leave pushes. */
+export function newShutdownStep(): ShutdownStep {
+  return { schemaVersion: SCHEMA_VERSION, stepId: `shutdown-${randomUUID()}`, kind: 'shutdown' };
+}

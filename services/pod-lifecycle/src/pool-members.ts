@@ -5,6 +5,7 @@ import {
   type PoolMember,
   type RedisClient,
   type SandboxAcl,
+  tearDownSandbox,
   urlWithCredentials,
   type WarmPoolStore,
 } from '@sandstream/bus';
@@ -135,15 +136,15 @@ export class PoolMembers {
   /** Destroys a member's sandbox and Redis user (its record already gone). */
   async destroy(member: PoolMember): Promise<void> {
     const { deps } = this;
-    if (member.ref) {
-      // An idle member has nothing to flush: no grace.
-      await deps.backend
-        .destroy({ jobId: member.id, ...member.ref }, { graceMs: 0, removeOutputKeys: true })
-        .catch((err: Error) =>
-          deps.logger.warn({ member: member.id, err: err.message }, 'warm pool member not destroyed'),
-        );
-    }
-    if (deps.acl) await deps.acl.delete(member.id).catch(() => undefined);
+    // An idle member has nothing to flush: no grace, and no output to keep.
+    await tearDownSandbox(deps, {
+      jobId: member.id,
+      ref: member.ref ? { jobId: member.id, ...member.ref } : undefined,
+      graceMs: 0,
+      keepOutput: false,
+    }).catch((err: Error) =>
+      deps.logger.warn({ member: member.id, err: err.message }, 'warm pool member not destroyed'),
+    );
   }
 
   /** The member was retired while this replica was starting it: what was made goes. */

@@ -1,4 +1,4 @@
-import type { JobState, PoolMember, WarmPoolStore } from '@sandstream/bus';
+import { type JobState, type PoolMember, tearDownSandbox, type WarmPoolStore } from '@sandstream/bus';
 import { type SandboxInfo, SandboxLabels } from '@sandstream/sandbox';
 import { type DestroyDeps, destroySandbox } from './destroy-sandbox.js';
 
@@ -71,11 +71,12 @@ export async function tearDownRun(deps: RunTeardownDeps, reason: string): Promis
   await inParallel(await deps.pools.all(), limit, async (member: PoolMember) => {
     const ok = await attempt({ member: member.id }, async () => {
       await deps.pools.remove(member);
-      if (member.ref) {
-        const ref = { jobId: member.id, ...member.ref };
-        await deps.backend.destroy(ref, { graceMs: 0, removeOutputKeys: true });
-      }
-      if (deps.acl) await deps.acl.delete(member.id);
+      await tearDownSandbox(deps, {
+        jobId: member.id,
+        ref: member.ref ? { jobId: member.id, ...member.ref } : undefined,
+        graceMs: 0,
+        keepOutput: false,
+      });
     });
     if (ok) report.poolMembers++;
   });
@@ -88,8 +89,7 @@ export async function tearDownRun(deps: RunTeardownDeps, reason: string): Promis
   await inParallel(left, limit, async (sandbox: SandboxInfo) => {
     const member = sandbox.labels[SandboxLabels.warmPool] !== undefined;
     const ok = await attempt({ jobId: sandbox.jobId, sandbox: sandbox.id }, async () => {
-      await deps.backend.destroy(sandbox, { graceMs: 0, removeOutputKeys: member });
-      if (deps.acl) await deps.acl.delete(sandbox.jobId);
+      await tearDownSandbox(deps, { jobId: sandbox.jobId, ref: sandbox, graceMs: 0, keepOutput: !member });
     });
     if (ok) report.unrecorded++;
   });

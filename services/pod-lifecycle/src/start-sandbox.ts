@@ -6,6 +6,7 @@ import {
   type DispatchKeys,
   type DispatchPayload,
   enqueueDestroy,
+  type JobSandbox,
   type JobStore,
   type KeySpace,
   type LeaseRenewal,
@@ -17,6 +18,7 @@ import {
   type SandboxStart,
   sandboxRefOf,
   saveSandboxUser,
+  tearDownSandbox,
   urlWithCredentials,
 } from '@sandstream/bus';
 import {
@@ -144,7 +146,7 @@ export function createStartProcessor(deps: StartDeps) {
     await deps.store.transition(jobId, ['scheduled'], 'starting');
     if (record.sandbox) {
       // A redelivery after a crash mid-start: the earlier sandbox may exist; start clean.
-      await deps.backend.destroy(sandboxRefOf(jobId, record.sandbox), { graceMs: 0 });
+      await tearDownPartial(deps, jobId, record.sandbox);
     }
 
     /** The sandbox's agent is up (cold or warm): running, and its steps go out. */
@@ -281,9 +283,22 @@ export function createStartProcessor(deps: StartDeps) {
 
 async function cleanupPartial(deps: StartDeps, jobId: string): Promise<void> {
   const record = await deps.store.get(jobId);
-  if (record?.sandbox) {
-    await deps.backend.destroy(sandboxRefOf(jobId, record.sandbox), { graceMs: 0 }).catch(() => undefined);
-  }
+  if (record?.sandbox) await tearDownPartial(deps, jobId, record.sandbox).catch(() => undefined);
+}
+
+/**
+ * A sandbox of an earlier attempt goes the one way every sandbox goes (tearDownSandbox), at once:
+ * nothing of it is worth waiting for, and the next attempt makes its user and keys afresh. The
+ * job's output so far stays.
+ */
+async function tearDownPartial(deps: StartDeps, jobId: string, sandbox: JobSandbox): Promise<void> {
+  await tearDownSandbox(deps, {
+    jobId,
+    ref: sandboxRefOf(jobId, sandbox),
+    member: sandbox.member,
+    graceMs: 0,
+    keepOutput: true,
+  });
 }
 
 function describe(err: unknown): string {

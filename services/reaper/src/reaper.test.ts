@@ -309,11 +309,15 @@ describe('reaper', () => {
       await backend.create({ jobId, tenant: 'acme', spec: spec as never, agent });
       await acl.create(jobId, h.keys.completionStream(0));
     }
+    // A user whose sandbox and record are both gone (its destroy was lost).
+    const userOnly = `${h.ns}-user-only`;
+    await acl.create(userOnly, h.keys.completionStream(0));
     try {
       const installation = { names: () => ['here'], identity };
       const report = await h.reaper({ backend, acl, sandboxGraceMs: 0, installation }).runOnce();
       expect(report.sandboxesDestroyed).toBe(2);
-      expect(report.aclUsersDeleted).toBe(2);
+      // The destroyed sandboxes' users went with them (tearDownSandbox); the user pass took the other.
+      expect(report.aclUsersDeleted).toBe(1);
       expect((await backend.list()).map((s) => s.jobId)).toEqual([live]);
       expect(await acl.listJobIds()).toEqual([live]);
     } finally {
@@ -323,6 +327,7 @@ describe('reaper', () => {
           .catch(() => undefined);
         await acl.delete(jobId);
       }
+      await acl.delete(userOnly);
       await backend.close();
       rmSync(root, { recursive: true, force: true });
     }

@@ -3,7 +3,7 @@ import {
   type DispatchKeys,
   type ExpiredLeases,
   enqueueDestroy,
-  freeSandboxKeys,
+  freeSandboxFootprint,
   type InstallationIdentity,
   isTerminal,
   type JobRecord,
@@ -14,6 +14,7 @@ import {
   redisMasters,
   type SandboxAcl,
   scanKeys,
+  tearDownSandbox,
   tryLock,
   type WarmPoolStore,
 } from '@sandstream/bus';
@@ -158,7 +159,7 @@ export class Reaper {
 
   private async reapJobs(report: ReapReport, signal?: AbortSignal): Promise<void> {
     const { store, redis } = this.options;
-    for await (const batch of this.scan(`job:{${this.glob()}}`, signal)) {
+    for await (const batch of this.scan(this.options.keys.job(this.glob()), signal)) {
       for (const key of batch) {
         const jobId = jobIdFromKey(key);
         if (!jobId) continue;
@@ -243,11 +244,12 @@ export class Reaper {
   private async reapOrphanKeys(report: ReapReport, signal?: AbortSignal): Promise<void> {
     const { redis, keys } = this.options;
     const graceSeconds = Math.ceil(this.options.orphanGraceMs / 1000);
-    const patterns = [`sandbox:{${this.glob()}}:*`, `dispatch:{${this.glob()}}`];
+    const { dispatchKeys } = this.options;
+    const patterns = [`${keys.sandboxPrefix(this.glob())}*`, dispatchKeys.dispatchState(this.glob())];
     for (const pattern of patterns) {
       for await (const batch of this.scan(pattern, signal)) {
         for (const key of batch) {
-          const jobId = jobIdFromKeyAny(key);
+          const jobId = dispatchKeys.jobIdOfDispatchState(key) ?? jobIdFromKey(key);
           if (!jobId) continue;
           const deleted = await DELETE_ORPHAN_KEY.run<number>(
             redis,
@@ -331,10 +333,18 @@ export class Reaper {
       const lock = this.options.keys.lock(`reaper:sandbox:${sandbox.jobId}`);
       if (!(await tryLock(this.options.redis, lock, 60_000))) continue;
       try {
-        await backend.destroy(sandbox, { graceMs: 2000 });
-        await this.freeStored(sandbox.jobId);
-        const member = await this.options.pools?.get(sandbox.jobId);
-        if (member) await this.options.pools?.remove(member);
+        // The same teardown as pod-lifecycle's destroy: sandbox, pool record, Redis user, keys.
+        await tearDownSandbox(
+          { ...this.options, backend, acl: this.options.acl ?? null },
+          {
+            jobId: sandbox.jobId,
+            ref: sandbox,
+            member: sandbox.jobId,
+            graceMs: 2000,
+            keepOutput: true,
+            scan: this.scanPace(),
+          },
+        );
         this.missingSince.delete(sandbox.jobId);
         report.sandboxesDestroyed++;
         this.options.logger.info(
@@ -383,16 +393,16 @@ export class Reaper {
   }
 
   /**
-   * What an orphaned sandbox stored, in every database (freeSandboxKeys), paced like the reaper's
+   * What an orphaned sandbox stored, in every database (its footprint), paced like the reaper's
    * other walks; its events stream is the job's output and stays for retention.
    */
   private async freeStored(jobId: string): Promise<void> {
     const { redis, keys } = this.options;
-    await freeSandboxKeys(redis, keys, jobId, {
-      keep: [keys.sandbox(jobId).events],
-      count: this.options.scanCount ?? 200,
-      pauseMs: this.options.pauseMs ?? 10,
-    });
+    await freeSandboxFootprint(redis, keys, jobId, { keepOutput: true, ...this.scanPace() });
+  }
+
+  private scanPace(): { count: number; pauseMs: number } {
+    return { count: this.options.scanCount ?? 200, pauseMs: this.options.pauseMs ?? 10 };
   }
 }
 
@@ -419,11 +429,6 @@ export function jobKeysOf(keys: KeySpace, dispatchKeys: DispatchKeys, jobId: str
     dispatchKeys.dispatchState(jobId),
     keys.jobLogArchive(jobId),
   ];
-}
-
-function jobIdFromKeyAny(key: string): string | null {
-  const dispatch = /^dispatch:\{([^}]+)\}$/.exec(key);
-  return dispatch ? (dispatch[1] as string) : jobIdFromKey(key);
 }
 
 /** Redis-style glob with only `*` (job ids contain no other glob characters). */

@@ -12,6 +12,7 @@ import {
   type LiveSandboxSpec,
   materializeSteps,
   parseStoredSpec,
+  pushCancel,
   type RedisClient,
   SandboxCloseReason,
   type SandboxDestroyPayload,
@@ -211,10 +212,10 @@ export class StepDispatcher {
       // No result within timeout + grace: the agent is stuck or gone. Ask it to kill the step
       // (harmless if it is gone) and record the step as timed out in its place.
       const message = `no result for step ${deadline.stepId} within its timeout plus ${this.options.stepGraceMs} ms grace`;
-      await this.options.redis.lpush(
-        this.options.keySpace.sandbox(jobId).control,
-        encodeCancel(deadline.stepId, message),
-      );
+      await pushCancel(this.options.redis, this.options.keySpace, jobId, {
+        stepId: deadline.stepId,
+        reason: message,
+      });
       const result = errorResult(deadline.stepId, 'timed_out', message);
       const advancedAt = Date.now();
       const reply = await this.advance(jobId, deadline.stepId, JSON.stringify(result));
@@ -398,10 +399,11 @@ export class StepDispatcher {
   private async cancelCommands(jobId: string, reason: string): Promise<void> {
     const record = await this.options.jobStore.get(jobId);
     const open = Object.keys(record?.commands ?? {}).filter((id) => !(id in (record?.stepResults ?? {})));
-    if (open.length === 0) return;
-    await this.options.redis.lpush(
-      this.options.keySpace.sandbox(jobId).control,
-      ...open.map((id) => encodeCancel(id, `the sandbox is closing (${reason})`)),
+    await pushCancel(
+      this.options.redis,
+      this.options.keySpace,
+      jobId,
+      ...open.map((stepId) => ({ stepId, reason: `the sandbox is closing (${reason})` })),
     );
   }
 

@@ -1,4 +1,4 @@
-import { LiveSandboxSpecSchema, type SandboxRecord } from '@sandstream/bus';
+import { JobField, LiveSandboxSpecSchema, type SandboxRecord } from '@sandstream/bus';
 import { injectTraceContext } from '@sandstream/telemetry';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -79,7 +79,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         if (request.body.id !== undefined) {
           // An id already taken by another tenant is refused as the SDK refuses it, without
           // saying whose; one of the caller's own is the same request again (idempotent).
-          const [tenant] = await ctx.redis.hmget(ctx.keys.job(request.body.id), 'tenant');
+          const [tenant] = await ctx.redis.hmget(ctx.keys.job(request.body.id), JobField.tenant);
           if (tenant !== null && tenant !== request.body.tenant)
             throw new HttpProblem(409, 'conflict', `id ${request.body.id} is taken`, [
               { field: 'body.id', rule: 'must not name another sandbox or job' },

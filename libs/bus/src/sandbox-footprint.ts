@@ -1,0 +1,75 @@
+import { StreamLimits } from '@sandstream/wire';
+import type { KeySpace } from './key-space.js';
+import type { RedisClient } from './redis-connection.js';
+import { freeSandboxKeys } from './sandbox-key-cleanup.js';
+
+/**
+ * Everything one sandbox owns in Redis, named from the key space: the one list of it. Destroy
+ * (pod-lifecycle, the pool, the run teardown), the reaper's orphan and user passes, and
+ * `JobStore.delete` all free a sandbox through `freeSandboxFootprint`; pause and snapshots extend
+ * this list, not their own.
+ */
+export interface SandboxFootprint {
+  readonly jobId: string;
+  /** The wire's fixed keys (`sandboxKeys`): steps, output, results list, heartbeat, control, claim. */
+  readonly named: readonly string[];
+  /**
+   * Keys made per use, under the same prefix, as globs: step results (`resultKey`), file transfers
+   * (`transferKey`), terminals (`terminalKeys`).
+   */
+  readonly perUse: readonly string[];
+  /** Glob matching every key the sandbox may have, named or not (its ACL pattern): what is freed. */
+  readonly match: string;
+  /** What a destroy keeps for the reaper's retention: the job's output. */
+  readonly retained: readonly string[];
+}
+
+export function sandboxFootprint(keys: KeySpace, jobId: string): SandboxFootprint {
+  const k = keys.sandbox(jobId);
+  return {
+    jobId,
+    named: [k.in, k.events, k.results, k.heartbeat, k.control, k.claim],
+    perUse: [`${k.prefix}result:*`, `${k.prefix}xfer:*`, `${k.prefix}tty:*:in`, `${k.prefix}tty:*:out`],
+    match: `${k.prefix}*`,
+    retained: [k.events],
+  };
+}
+
+export interface FreeSandboxFootprintOptions {
+  /** Keep the job's output (`retained`, its events stream cut to the usual cap) for retention. */
+  keepOutput: boolean;
+  /** SCAN COUNT and pause between batches (the reaper paces its walks). */
+  count?: number;
+  pauseMs?: number;
+}
+
+/**
+ * Frees a sandbox's footprint: every key of its pattern in every database (freeSandboxKeys; a
+ * sandbox may name any key under its prefix), except, with `keepOutput`, its events stream, cut
+ * to the length the agent and the services write it at (what a sandbox added past that goes).
+ * Idempotent. Returns how many keys went.
+ */
+export async function freeSandboxFootprint(
+  redis: RedisClient,
+  keys: KeySpace,
+  jobId: string,
+  options: FreeSandboxFootprintOptions,
+): Promise<number> {
+  const footprint = sandboxFootprint(keys, jobId);
+  const freed = await freeSandboxKeys(redis, keys, jobId, {
+    keep: options.keepOutput ? footprint.retained : [],
+    ...(options.count ? { count: options.count } : {}),
+    ...(options.pauseMs ? { pauseMs: options.pauseMs } : {}),
+  });
+  if (options.keepOutput) {
+    for (const key of footprint.retained) {
+      await redis.xtrim(key, 'MAXLEN', '~', StreamLimits.eventStreamMaxLength).catch(async (err: Error) => {
+        // Not a stream (the sandbox wrote something else there): no output of the job's, so it
+        // goes; throwing would fail every retry of the destroy.
+        if (!err.message.startsWith('WRONGTYPE')) throw err;
+        await redis.unlink(key);
+      });
+    }
+  }
+  return freed;
+}

@@ -1,0 +1,68 @@
+import { newShutdownStep } from '@sandstream/wire';
+import type { KeySpace } from './key-space.js';
+import type { RedisClient } from './redis-connection.js';
+import type { SandboxAcl } from './sandbox-acl.js';
+import { freeSandboxFootprint } from './sandbox-footprint.js';
+import type { WarmPoolStore } from './warm-pool-store.js';
+
+/** What tearing a sandbox down needs of a backend (libs/sandbox's `SandboxBackend` is one). */
+export interface SandboxDestroyer {
+  destroy(ref: { jobId: string; backend: string; id: string }, options: { graceMs: number }): Promise<void>;
+}
+
+export interface SandboxTeardownDeps {
+  redis: RedisClient;
+  keys: KeySpace;
+  backend: SandboxDestroyer;
+  acl: SandboxAcl | null;
+  /** Warm pools: a member's record goes with its sandbox. */
+  pools?: WarmPoolStore | undefined;
+}
+
+export interface SandboxTeardown {
+  /** The id whose keys and Redis user the sandbox used (a job's, or an unclaimed member's). */
+  jobId: string;
+  /** The backend's sandbox, when one was made (for a claimed member, named by the member's id). */
+  ref?: { jobId: string; backend: string; id: string } | undefined;
+  /**
+   * A warm pool member the sandbox was (claimed by `jobId`, or `jobId` itself): its record, its
+   * Redis user and its own keys go too.
+   */
+  member?: string | undefined;
+  graceMs: number;
+  /** Keep the job's output for retention (a job's destroy); a pool member has none worth keeping. */
+  keepOutput: boolean;
+  /** SCAN pacing of the key walk (the reaper's). */
+  scan?: { count?: number; pauseMs?: number };
+}
+
+/**
+ * The one way a sandbox goes: the backend's destroy (shutdown step, grace, kill, remove), then its
+ * warm pool record, its Redis user(s) and its footprint (freeSandboxFootprint). Every destroy
+ * calls it: pod-lifecycle's `destroySandbox` (the `sandbox-destroy` queue, the run teardown),
+ * start failures, the warm pools, and the reaper for orphans. Idempotent: a repeat converges.
+ * Job state and slot leases are not its business (the caller's: pod-lifecycle's destroy).
+ */
+export async function tearDownSandbox(deps: SandboxTeardownDeps, what: SandboxTeardown): Promise<void> {
+  const { jobId, ref, member } = what;
+  if (ref) {
+    // A claimed member's agent reads the job's keys, not the member's the backend knows of:
+    // ask it to leave there, so the backend's grace ends when it has.
+    if (member && member !== jobId)
+      await deps.redis.lpush(deps.keys.sandbox(jobId).in, JSON.stringify(newShutdownStep()));
+    await deps.backend.destroy(ref, { graceMs: what.graceMs });
+  }
+  const ids = member && member !== jobId ? [jobId, member] : [jobId];
+  if (member) {
+    const record = await deps.pools?.get(member);
+    if (record) await deps.pools?.remove(record);
+  }
+  for (const id of ids) {
+    if (deps.acl) await deps.acl.delete(id);
+    await freeSandboxFootprint(deps.redis, deps.keys, id, {
+      // A member's own keys hold nothing of the job's.
+      keepOutput: what.keepOutput && id === jobId,
+      ...what.scan,
+    });
+  }
+}
