@@ -5,11 +5,12 @@ import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { streamTimeline } from '../job-events.js';
 import { listScope, sendPage } from '../list-page.js';
-import { notFound, ProblemSchema } from '../problem.js';
+import { problemResponses } from '../plugins/problem-replies.js';
+import { notFound } from '../problem.js';
 import { EventsQuery, IdParams, JobResponse, ListJobsQuery, SubmitResponse } from '../schemas.js';
 import { applySpecDefaults } from '../spec-defaults.js';
 
-const problems = { 400: ProblemSchema, 401: ProblemSchema, 403: ProblemSchema, 404: ProblemSchema };
+const problems = problemResponses(403, 404);
 
 /** Jobs: submit (JSON, or the YAML job file), list, get, cancel, follow. */
 export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {

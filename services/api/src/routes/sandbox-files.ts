@@ -4,7 +4,8 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
-import { HttpProblem, ProblemSchema } from '../problem.js';
+import { problemResponses } from '../plugins/problem-replies.js';
+import { HttpProblem } from '../problem.js';
 import {
   ArchiveQuery,
   GrepQuery,
@@ -16,13 +17,7 @@ import {
   WriteFileQuery,
 } from '../schemas.js';
 
-const problems = {
-  400: ProblemSchema,
-  401: ProblemSchema,
-  404: ProblemSchema,
-  409: ProblemSchema,
-  413: ProblemSchema,
-};
+const problems = problemResponses(404, 409, 413);
 
 /** Files of a sandbox's workspace: read, write, list, search, and tar streams in and out. */
 export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
@@ -41,7 +36,7 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           params: IdParams,
           querystring: PathQuery,
           produces: ['text/plain'],
-          response: { 200: z.string(), ...problems, 422: ProblemSchema },
+          response: { 200: z.string(), ...problems, ...problemResponses(422) },
         },
       },
       async (request, reply) => {

@@ -7,7 +7,8 @@ import type { ApiContext } from '../api-context.js';
 import { execForRequest } from '../exec-command.js';
 import { streamTimeline } from '../job-events.js';
 import { listScope, sendPage } from '../list-page.js';
-import { HttpProblem, notFound, ProblemSchema } from '../problem.js';
+import { problemResponses } from '../plugins/problem-replies.js';
+import { HttpProblem, notFound } from '../problem.js';
 import {
   CreateSandboxQuery,
   EventsQuery,
@@ -26,13 +27,7 @@ import { wantsEventStream } from '../sse.js';
 /** How long POST /v1/sandboxes waits for readiness when the request does not say. */
 const DEFAULT_READY_SECONDS = 120;
 
-const problems = {
-  400: ProblemSchema,
-  401: ProblemSchema,
-  403: ProblemSchema,
-  404: ProblemSchema,
-  409: ProblemSchema,
-};
+const problems = problemResponses(403, 404, 409);
 
 /** `a=1,b=2` → { a: '1', b: '2' }. */
 function parseLabels(raw: string | undefined): Record<string, string> | undefined {
@@ -72,7 +67,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           summary: 'Create a sandbox (waits until it is ready unless ?wait=false)',
           body: LiveSandboxSpecSchema,
           querystring: CreateSandboxQuery,
-          response: { 201: SandboxResponse, 202: SandboxResponse, ...problems, 504: ProblemSchema },
+          response: { 201: SandboxResponse, 202: SandboxResponse, ...problems, ...problemResponses(504) },
         },
       },
       async (request, reply) => {
@@ -145,7 +140,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           tags,
           summary: 'Close a sandbox (kills what runs in it); answers once it is closed',
           params: IdParams,
-          response: { 200: SandboxResponse, ...problems, 504: ProblemSchema },
+          response: { 200: SandboxResponse, ...problems, ...problemResponses(504) },
         },
       },
       async (request) => sandboxes.close(request.params.id),
@@ -177,7 +172,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           summary: 'Run a command: JSON result, or text/event-stream of its output then its result',
           params: IdParams,
           body: ExecBody,
-          response: { 200: ExecResultResponse, ...problems, 429: ProblemSchema },
+          response: { 200: ExecResultResponse, ...problems },
         },
       },
       async (request, reply) => {
