@@ -9,6 +9,7 @@ import { problemResponses } from '../plugins/problem-replies.js';
 import { notFound } from '../problem.js';
 import { EventsQuery, IdParams, JobResponse, ListJobsQuery, SubmitResponse } from '../schemas.js';
 import { applySpecDefaults } from '../spec-defaults.js';
+import { eventStreamResponse, TimelineEventSchema } from '../sse-schemas.js';
 
 const problems = problemResponses(403, 404);
 
@@ -108,7 +109,10 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           params: IdParams,
           querystring: EventsQuery,
           produces: ['text/event-stream'],
-          response: { 200: z.string().describe('text/event-stream'), ...problems },
+          response: {
+            200: eventStreamResponse("the job's timeline as server-sent events", TimelineEventSchema),
+            ...problems,
+          },
         },
       },
       async (request, reply) => {

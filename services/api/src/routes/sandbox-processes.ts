@@ -6,6 +6,7 @@ import { commandOf } from '../exec-command.js';
 import { problemResponses } from '../plugins/problem-replies.js';
 import { HistoryEntryResponse, IdParams, KillProcessQuery, PidParams, StartProcessBody } from '../schemas.js';
 import { followerStream } from '../sse.js';
+import { CommandEventSchema, eventStreamResponse } from '../sse-schemas.js';
 
 const problems = problemResponses(404, 409);
 
@@ -76,7 +77,10 @@ export function sandboxProcessRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           summary: "SSE of a process's output from the start of what is held, then live, then its result",
           params: PidParams,
           produces: ['text/event-stream'],
-          response: { 200: z.string().describe('text/event-stream'), ...problems },
+          response: {
+            200: eventStreamResponse("the process's output, then its result", CommandEventSchema),
+            ...problems,
+          },
         },
       },
       async (request, reply) => {

@@ -23,6 +23,7 @@ import {
 } from '../schemas.js';
 import { applySpecDefaults } from '../spec-defaults.js';
 import { wantsEventStream } from '../sse.js';
+import { CommandEventSchema, eventStreamResponse, TimelineEventSchema } from '../sse-schemas.js';
 
 /** How long POST /v1/sandboxes waits for readiness when the request does not say. */
 const DEFAULT_READY_SECONDS = 120;
@@ -172,7 +173,16 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           summary: 'Run a command: JSON result, or text/event-stream of its output then its result',
           params: IdParams,
           body: ExecBody,
-          response: { 200: ExecResultResponse, ...problems },
+          response: {
+            200: {
+              description: 'the command result; with Accept: text/event-stream, its events as they come',
+              content: {
+                'application/json': { schema: ExecResultResponse },
+                'text/event-stream': { schema: CommandEventSchema },
+              },
+            },
+            ...problems,
+          },
         },
       },
       async (request, reply) => {
@@ -245,7 +255,10 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           params: IdParams,
           querystring: EventsQuery,
           produces: ['text/event-stream'],
-          response: { 200: z.string().describe('text/event-stream'), ...problems },
+          response: {
+            200: eventStreamResponse("the sandbox's timeline as server-sent events", TimelineEventSchema),
+            ...problems,
+          },
         },
       },
       async (request, reply) => streamTimeline(ctx.client, request.params.id, request.query, request, reply),
