@@ -108,7 +108,6 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           summary: 'SSE of output and state changes, resumable with Last-Event-ID (or ?from=)',
           params: IdParams,
           querystring: EventsQuery,
-          produces: ['text/event-stream'],
           response: {
             200: eventStreamResponse("the job's timeline as server-sent events", TimelineEventSchema),
             ...problems,

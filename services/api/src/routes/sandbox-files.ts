@@ -35,8 +35,11 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           summary: 'Read a text file (UTF-8, up to the read limit; use /archive for anything larger)',
           params: IdParams,
           querystring: PathQuery,
-          produces: ['text/plain'],
-          response: { 200: z.string(), ...problems, ...problemResponses(422) },
+          response: {
+            200: { description: 'the file, UTF-8', content: { 'text/plain': { schema: z.string() } } },
+            ...problems,
+            ...problemResponses(422),
+          },
         },
       },
       async (request, reply) => {
@@ -149,8 +152,13 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           summary: 'Download a file or directory as a tar stream',
           params: IdParams,
           querystring: ArchiveQuery,
-          produces: ['application/x-tar'],
-          response: { 200: z.string().describe('application/x-tar'), ...problems },
+          response: {
+            200: {
+              description: 'a tar stream of the file or directory',
+              content: { 'application/x-tar': { schema: z.string().describe('tar bytes') } },
+            },
+            ...problems,
+          },
         },
       },
       async (request, reply) => {

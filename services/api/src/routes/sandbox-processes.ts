@@ -76,7 +76,6 @@ export function sandboxProcessRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           tags,
           summary: "SSE of a process's output from the start of what is held, then live, then its result",
           params: PidParams,
-          produces: ['text/event-stream'],
           response: {
             200: eventStreamResponse("the process's output, then its result", CommandEventSchema),
             ...problems,

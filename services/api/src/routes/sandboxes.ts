@@ -254,7 +254,6 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           summary: "SSE of the sandbox's state changes and command output (resumable: Last-Event-ID)",
           params: IdParams,
           querystring: EventsQuery,
-          produces: ['text/event-stream'],
           response: {
             200: eventStreamResponse("the sandbox's timeline as server-sent events", TimelineEventSchema),
             ...problems,
