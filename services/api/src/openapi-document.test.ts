@@ -1,11 +1,6 @@
 import { ApiKeyStore, createKeySpace } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
-import {
-  connectTestRedis,
-  deleteNamespaceKeys,
-  uniqueNamespace,
-  uniqueSuffix,
-} from '@sandstream/test-support';
+import { connectTestRedis, deleteNamespaceKeys, uniqueNamespace } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiContext } from './api-context.js';
 import { buildApi } from './app.js';
