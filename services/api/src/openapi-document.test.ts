@@ -35,7 +35,7 @@ describe('the OpenAPI document', () => {
       redis,
       queues,
       keys,
-      principals: new Principals({ store, redis, keys, anonymous: false }),
+      principals: new Principals({ store, redis, keys, anonymous: 'off' }),
       templates: undefined,
       defaults: { template: undefined, image: 'sandstream/debian:bookworm' },
     };
