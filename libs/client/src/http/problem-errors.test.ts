@@ -13,7 +13,7 @@ import {
   SandboxNotFoundError,
   SandboxTimeoutError,
 } from '../sandbox-errors.js';
-import { ERROR_OF_KIND, errorOfProblem, SandstreamApiError } from './problem-errors.js';
+import { ERROR_OF_KIND, errorOfProblem, ProblemBodySchema, SandstreamApiError } from './problem-errors.js';
 
 const problem = (kind: string, status: number, detail: string, extras: Record<string, unknown> = {}) => ({
   type: `urn:sandstream:problem:${kind}`,
@@ -134,6 +134,17 @@ describe('errorOfProblem', () => {
       stdout: 'a\n',
     });
     expect((err as CommandCancelledError).result.errorCode).toBeUndefined();
+  });
+
+  it('an extension value this SDK does not know is left out, not the whole problem refused', () => {
+    const parsed = ProblemBodySchema.parse(
+      problem('sandbox-closed', 409, 'sandbox s1 is failed (a-new-reason)', {
+        sandboxId: 's1',
+        state: 'failed',
+        reason: 'a-new-reason',
+      }),
+    );
+    expect(errorOfProblem(parsed, {})).toMatchObject({ sandboxId: 's1', state: 'failed', reason: undefined });
   });
 
   it('a type that is not ours (a proxy) is a SandstreamApiError', () => {

@@ -23,9 +23,15 @@ import {
 
 /**
  * An `application/problem+json` body as services/api writes it (ApiProblemSchema), read
- * leniently where a proxy's problem in between may differ: without a title.
+ * leniently where a proxy's problem in between may differ: without a title; and an extension
+ * member this SDK does not know the value of (a newer API's state or reason) is left out rather
+ * than the whole problem refused.
  */
-export const ProblemBodySchema = ApiProblemSchema.partial({ title: true });
+export const ProblemBodySchema = ApiProblemSchema.partial({ title: true }).extend({
+  state: ApiProblemSchema.shape.state.catch(undefined),
+  reason: ApiProblemSchema.shape.reason.catch(undefined),
+  result: ApiProblemSchema.shape.result.catch(undefined),
+});
 export type ProblemBody = z.infer<typeof ProblemBodySchema>;
 
 /**
