@@ -5,7 +5,7 @@ export * from './command-output.js';
 export * from './events-stream-holding.js';
 export * from './follow-entry.js';
 export { ApiUnreachableError } from './http/http-api.js';
-export { SandstreamApiError } from './http/problem-errors.js';
+export { errorOfProblem, SandstreamApiError } from './http/problem-errors.js';
 export { InfrastructureUnavailableError, infrastructureErrorOf } from './infrastructure-errors.js';
 export * from './job-not-found.js';
 export * from './log-archive.js';

@@ -11,12 +11,11 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import { parse as parseYaml } from 'yaml';
-import { checkAccess } from './access.js';
 import type { ApiContext } from './api-context.js';
-import { OpenRequests } from './open-requests.js';
-import { sessionCookie } from './principal.js';
-import { HttpProblem, ProblemSchema, sendProblem } from './problem.js';
-import { RateLimiter } from './rate-limiter.js';
+import { access, authentication } from './plugins/authentication.js';
+import { problemReplies } from './plugins/problem-replies.js';
+import { rateLimiting } from './plugins/rate-limiting.js';
+import { HttpProblem, sendProblem } from './problem.js';
 import { traceRequests } from './request-spans.js';
 import { adminQueueRoutes } from './routes/admin-queues.js';
 import { authRoutes } from './routes/auth.js';
@@ -43,11 +42,6 @@ export interface ApiOptions {
   /** Service version shown in the OpenAPI document. */
   version?: string;
   logger?: Logger;
-}
-
-/** Paths anyone may read: the API's description. */
-function isPublic(url: string): boolean {
-  return url === '/openapi.json' || url === '/docs' || url.startsWith('/docs/');
 }
 
 /**
@@ -84,21 +78,7 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   traceRequests(app, new TraceLinks({ redis: ctx.redis, keys: ctx.keys }));
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  app.setErrorHandler((err, request, reply) => sendProblem(request, reply, err));
-  // Any route may meet a key's cap of open requests (429) or a Redis that does not answer (503):
-  // declared once here, for the OpenAPI document, on every route that declares its answers.
-  app.addHook('onRoute', (route) => {
-    const response = route.schema?.response;
-    if (response && typeof response === 'object')
-      route.schema = { ...route.schema, response: { 429: ProblemSchema, 503: ProblemSchema, ...response } };
-  });
-  app.setNotFoundHandler((request, reply) =>
-    sendProblem(
-      request,
-      reply,
-      new HttpProblem(404, 'not-found', `no route ${request.method} ${request.url.split('?')[0]}`),
-    ),
-  );
+  await app.register(problemReplies);
 
   // Bodies: JSON (built in), text and bytes for file writes, the YAML job file, tar streams.
   app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer' }, (_req, body, done) =>
@@ -148,53 +128,14 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   await app.register(swaggerUi, { routePrefix: '/docs' });
   await app.register(websocket, { options: { maxPayload: 1024 * 1024 } });
 
-  app.decorateRequest('principal', undefined);
-  app.decorateRequest('gate', undefined);
-  app.decorateRequest('prefetched', undefined);
-  const limiter = new RateLimiter(ctx, options.rateLimitPerMinute);
-  const openRequests = new OpenRequests(options.maxOpenRequestsPerKey ?? 256);
-  app.addHook('onRequest', async (request, reply) => {
-    if (isPublic(request.url.split('?')[0] ?? '')) return;
-    const ticket =
-      request.headers.upgrade?.toLowerCase() === 'websocket'
-        ? (new URL(request.url, 'http://api').searchParams.get('ticket') ?? undefined)
-        : undefined;
-    const principal = await ctx.principals.resolve({
-      authorization: request.headers.authorization,
-      ticket,
-      session: sessionCookie(request.headers.cookie),
-      remoteAddress: request.socket.remoteAddress,
-    });
-    request.principal = principal;
-    // The rate limit and the route's ownership check go to Redis side by side, while the body is
-    // read and validated; the request waits for both before its handler (preHandler below).
-    const bucket = principal.keyId === 'anonymous' ? `ip:${request.ip}` : `key:${principal.keyId}`;
-    // A WebSocket's response too closes only with its socket: it counts while the shell is open.
-    if (!openRequests.admit(bucket, reply.raw)) {
-      reply.header('connection', 'close');
-      throw new HttpProblem(
-        429,
-        'too-many-open-requests',
-        `at most ${options.maxOpenRequestsPerKey ?? 256} requests open at once per key: wait for some to end`,
-      );
-    }
-    const access = request.routeOptions.config.access;
-    const id = (request.params as { id?: unknown } | undefined)?.id;
-    const gate = Promise.all([
-      limiter.take(bucket),
-      access && typeof id === 'string' ? checkAccess(ctx, principal, id, access) : undefined,
-    ]).then(() => undefined);
-    gate.catch(() => {}); // awaited in preHandler; a request that fails earlier must not leave it unhandled
-    request.gate = gate;
-    if (request.routeOptions.config.prefetch === 'job' && typeof id === 'string') {
-      // No side effect, and nothing of it is sent before the gate passed.
-      request.prefetched = ctx.client.get(id);
-      request.prefetched.catch(() => {});
-    }
+  // In this order: who asks (401 first), then how much they may ask, then what they may see.
+  await app.register(authentication, { ctx });
+  await app.register(rateLimiting, {
+    ctx,
+    perMinute: options.rateLimitPerMinute,
+    maxOpenPerKey: options.maxOpenRequestsPerKey ?? 256,
   });
-  app.addHook('preHandler', async (request) => {
-    await request.gate;
-  });
+  await app.register(access, { ctx });
 
   // A stopping replica ends its followers' streams first: their clients resume elsewhere.
   app.addHook('preClose', async () => endFollowers(app.server));

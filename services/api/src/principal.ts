@@ -14,7 +14,7 @@ export type Principal = z.infer<typeof PrincipalSchema>;
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal | undefined;
-    /** The rate limit and the route's ownership check, started in onRequest (app.ts). */
+    /** The rate limit and the route's ownership check, started in onRequest (plugins/request-gate.ts). */
     gate: Promise<void> | undefined;
     /** The job record of the route's `:id`, read beside the gate (routes with `prefetch: 'job'`). */
     prefetched: Promise<JobRecord | null> | undefined;

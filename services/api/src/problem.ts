@@ -1,4 +1,12 @@
-import { ApiProblemSchema, JobSpecError, ProblemKinds, problemType, SandboxSpecError } from '@sandstream/bus';
+import {
+  ApiProblemSchema,
+  fileProblemKind,
+  JobSpecError,
+  type ProblemKind,
+  ProblemKinds,
+  problemType,
+  SandboxSpecError,
+} from '@sandstream/bus';
 import {
   CommandCancelledError,
   infrastructureErrorOf,
@@ -25,7 +33,7 @@ export type Problem = z.infer<typeof ProblemSchema>;
 export class HttpProblem extends Error {
   constructor(
     readonly status: number,
-    readonly kind: string,
+    readonly kind: ProblemKind,
     message: string,
     readonly errors?: Problem['errors'],
   ) {
@@ -66,13 +74,38 @@ function splitIssue(line: string): { field: string; rule: string } {
   return at === -1 ? { field: '', rule: line } : { field: line.slice(0, at), rule: line.slice(at + 2) };
 }
 
-/** The problem an error stands for (anything unexpected is a 500 that reveals nothing). */
-export function problemOf(err: unknown): {
+/** Problem members beyond type, title, status, detail and instance: `errors` and the extensions. */
+type ProblemExtras = Omit<Problem, 'type' | 'title' | 'status' | 'detail' | 'instance'>;
+
+/** What problemOf makes of an error: its status, kind, detail and extension members. */
+export interface ProblemOf extends ProblemExtras {
   status: number;
-  kind: string;
+  kind: ProblemKind;
   detail: string;
-  errors?: Problem['errors'];
-} {
+}
+
+/**
+ * Fastify's own 4xx refusals (before a route runs), by status: its error codes are an open set.
+ * Anything else (a 400 of a body that is not JSON …) is `bad-request`.
+ */
+const FASTIFY_KINDS: Record<number, ProblemKind> = {
+  404: 'not-found',
+  405: 'method-not-allowed',
+  406: 'not-acceptable',
+  413: 'body-too-large',
+  414: 'uri-too-long',
+  415: 'unsupported-media-type',
+  431: 'headers-too-large',
+};
+
+/** What a closed sandbox's message says past its id, state and reason (SandboxClosedError). */
+function closedDetail(err: SandboxClosedError): string | undefined {
+  const head = `sandbox ${err.sandboxId} is ${err.state}${err.reason ? ` (${err.reason})` : ''}: `;
+  return err.message.startsWith(head) ? err.message.slice(head.length) : undefined;
+}
+
+/** The problem an error stands for (anything unexpected is a 500 that reveals nothing). */
+export function problemOf(err: unknown): ProblemOf {
   if (err instanceof HttpProblem) {
     return {
       status: err.status,
@@ -109,13 +142,33 @@ export function problemOf(err: unknown): {
   if (err instanceof SandboxNotFoundError || err instanceof JobNotFoundError) {
     return { status: 404, kind: 'not-found', detail: err.message };
   }
-  if (err instanceof SandboxCommandNotFoundError)
-    return { status: 404, kind: 'not-found', detail: err.message };
+  if (err instanceof SandboxCommandNotFoundError) {
+    return {
+      status: 404,
+      kind: 'not-found',
+      detail: err.message,
+      sandboxId: err.sandboxId,
+      commandId: err.commandId,
+    };
+  }
   if (err instanceof SandboxConflictError) return { status: 409, kind: 'conflict', detail: err.message };
-  if (err instanceof SandboxClosedError) return { status: 409, kind: 'sandbox-closed', detail: err.message };
+  if (err instanceof SandboxClosedError) {
+    const said = closedDetail(err);
+    return {
+      status: 409,
+      kind: 'sandbox-closed',
+      detail: err.message,
+      sandboxId: err.sandboxId,
+      state: err.state,
+      ...(err.reason ? { reason: err.reason } : {}),
+      ...(said !== undefined ? { closedDetail: said } : {}),
+    };
+  }
   if (err instanceof SandboxLimitError) return { status: 429, kind: 'sandbox-limit', detail: err.message };
   if (err instanceof SandboxTimeoutError) return { status: 504, kind: 'timeout', detail: err.message };
-  if (err instanceof CommandCancelledError) return { status: 409, kind: 'cancelled', detail: err.message };
+  if (err instanceof CommandCancelledError) {
+    return { status: 409, kind: ProblemKinds.cancelled, detail: err.message, result: err.result };
+  }
   if (err instanceof SandboxFileError) {
     const status =
       err.code === 'not_found'
@@ -125,7 +178,7 @@ export function problemOf(err: unknown): {
           : err.code === 'invalid_step'
             ? 400
             : 422;
-    return { status, kind: `file-${(err.code ?? 'error').replaceAll('_', '-')}`, detail: err.message };
+    return { status, kind: fileProblemKind(err.code), detail: err.message };
   }
   // Redis did not answer (the SDK's typed error, or ioredis's own from the API's direct calls:
   // keys, rate limits, access checks): the request may be sent again, not a server fault.
@@ -139,28 +192,26 @@ export function problemOf(err: unknown): {
   }
   const fastify = err as Partial<FastifyError>;
   if (typeof fastify.statusCode === 'number' && fastify.statusCode >= 400 && fastify.statusCode < 500) {
-    const kind = (fastify.code ?? 'bad-request')
-      .replace(/^FST_(ERR_)?/, '')
-      .toLowerCase()
-      .replaceAll('_', '-');
+    const kind = FASTIFY_KINDS[fastify.statusCode] ?? 'bad-request';
     return { status: fastify.statusCode, kind, detail: fastify.message ?? 'bad request' };
   }
   return { status: 500, kind: 'internal', detail: 'internal error (logged with this request id)' };
 }
 
-export function problemBody(request: FastifyRequest, problem: ReturnType<typeof problemOf>): Problem {
+export function problemBody(request: FastifyRequest, problem: ProblemOf): Problem {
+  const { status, kind, detail, ...extras } = problem;
   return {
-    type: problemType(problem.kind),
-    title: TITLES[problem.status] ?? 'Error',
-    status: problem.status,
-    detail: problem.detail,
+    type: problemType(kind),
+    title: TITLES[status] ?? 'Error',
+    status,
+    detail,
     instance: request.url.length > 512 ? `${request.url.slice(0, 512)}…` : request.url,
-    ...(problem.errors ? { errors: problem.errors } : {}),
+    ...extras,
   };
 }
 
 export function sendProblem(request: FastifyRequest, reply: FastifyReply, err: unknown): FastifyReply {
-  let problem: ReturnType<typeof problemOf>;
+  let problem: ProblemOf;
   try {
     problem = problemOf(err);
   } catch (mappingError) {

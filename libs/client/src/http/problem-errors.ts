@@ -1,16 +1,17 @@
 import {
   ApiProblemSchema,
+  fileErrorCode,
   JobSpecError,
-  ProblemKinds,
+  type ProblemKind,
   problemKind,
   SandboxSpecError,
-  SandboxStateSchema,
 } from '@sandstream/bus';
 import type { z } from 'zod';
 import { SandstreamOptionsError } from '../client-options.js';
 import { InfrastructureUnavailableError } from '../infrastructure-errors.js';
 import { JobNotFoundError } from '../job-not-found.js';
 import {
+  CommandCancelledError,
   SandboxClosedError,
   SandboxCommandNotFoundError,
   SandboxConflictError,
@@ -22,9 +23,15 @@ import {
 
 /**
  * An `application/problem+json` body as services/api writes it (ApiProblemSchema), read
- * leniently where a proxy's problem in between may differ: without a title.
+ * leniently where a proxy's problem in between may differ: without a title; and an extension
+ * member this SDK does not know the value of (a newer API's state or reason) is left out rather
+ * than the whole problem refused.
  */
-export const ProblemBodySchema = ApiProblemSchema.partial({ title: true });
+export const ProblemBodySchema = ApiProblemSchema.partial({ title: true }).extend({
+  state: ApiProblemSchema.shape.state.catch(undefined),
+  reason: ApiProblemSchema.shape.reason.catch(undefined),
+  result: ApiProblemSchema.shape.result.catch(undefined),
+});
 export type ProblemBody = z.infer<typeof ProblemBodySchema>;
 
 /**
@@ -50,56 +57,108 @@ export interface ProblemSubject {
   seen?: boolean | undefined;
   /** A job spec rather than a sandbox spec was sent. */
   spec?: 'job' | 'sandbox' | undefined;
+  /** The command an exec or its follow was about. */
+  commandId?: string | undefined;
 }
 
-const CLOSED = /^sandbox (\S+) is ([a-z]+)(?: \(([a-z-]+)\))?(?:: ([\s\S]*))?$/;
-const NO_COMMAND = /^sandbox (\S+) has no command (\S+)$/;
+/** Builds the SDK error of one kind from its problem (detail and extension members). */
+type ErrorOfKind = (problem: ProblemBody, subject: ProblemSubject) => Error;
+
+/** A refusal no SDK class stands for: the status and problem as they came. */
+const apiError: ErrorOfKind = (problem) =>
+  new SandstreamApiError(problem.status, problem, `${problem.status} ${problem.detail}`);
+
+const fileError: ErrorOfKind = (problem) =>
+  new SandboxFileError(problem.detail, fileErrorCode(problemKind(problem.type) ?? 'file-error'));
 
 /**
- * The SDK error a problem stands for, so that a caller catches the same classes over HTTP as
- * over Redis (and the CLI exits with the same codes). The API words each detail as the SDK's
- * error message does, which is how the ids and states are read back from it.
+ * The SDK error of every kind the API writes (a Record over the closed enum: a kind without an
+ * entry does not compile), so that a caller catches the same classes over HTTP as over Redis
+ * (and the CLI exits with the same codes). What an error carries comes from the problem's
+ * extension members (sandboxId, commandId, state, reason, result), never from its wording.
  */
+export const ERROR_OF_KIND: Record<ProblemKind, ErrorOfKind> = {
+  'invalid-spec': (problem, subject) => {
+    const issues = (problem.errors ?? []).map((e) => (e.field ? `${e.field}: ${e.rule}` : e.rule));
+    return subject.spec === 'job'
+      ? new JobSpecError(problem.detail, issues)
+      : new SandboxSpecError(problem.detail, issues);
+  },
+  'invalid-request': (problem) => new SandstreamOptionsError(problem.detail),
+  'invalid-yaml': apiError,
+  'invalid-message': apiError,
+  'bad-request': apiError,
+  unauthorized: apiError,
+  forbidden: apiError,
+  'not-found': (problem, subject) => {
+    if (problem.commandId !== undefined) {
+      return new SandboxCommandNotFoundError(problem.sandboxId ?? subject.sandboxId ?? '', problem.commandId);
+    }
+    if (subject.sandboxId !== undefined) return new SandboxNotFoundError(subject.sandboxId);
+    if (subject.jobId !== undefined) return new JobNotFoundError(subject.jobId, subject.seen ?? false);
+    return new SandstreamApiError(problem.status, problem, problem.detail);
+  },
+  'method-not-allowed': apiError,
+  'not-acceptable': apiError,
+  conflict: (problem) => new SandboxConflictError(problem.detail),
+  'sandbox-closed': (problem, subject) =>
+    problem.state !== undefined
+      ? new SandboxClosedError(
+          problem.sandboxId ?? subject.sandboxId ?? '',
+          problem.state,
+          problem.reason,
+          problem.closedDetail,
+        )
+      : new SandboxClosedError(
+          problem.sandboxId ?? subject.sandboxId ?? '',
+          'closed',
+          undefined,
+          problem.detail,
+        ),
+  cancelled: (problem, subject) =>
+    new CommandCancelledError(
+      problem.result
+        ? { ...problem.result, errorCode: problem.result.errorCode ?? undefined }
+        : {
+            // A proxy's or an older API's problem without the result: what little is known.
+            commandId: subject.commandId ?? '',
+            exitCode: null,
+            durationMs: 0,
+            timedOut: false,
+            cancelled: true,
+            stdout: '',
+            stderr: '',
+            truncated: true,
+            gaps: [],
+            errorMessage: problem.detail,
+            errorCode: 'cancelled',
+          },
+    ),
+  'body-too-large': apiError,
+  'uri-too-long': apiError,
+  'unsupported-media-type': apiError,
+  'upgrade-required': apiError,
+  'sandbox-limit': (problem) => new SandboxLimitError(problem.detail),
+  'rate-limited': apiError,
+  'too-many-open-requests': apiError,
+  'headers-too-large': apiError,
+  internal: apiError,
+  'infrastructure-unavailable': (problem) => new InfrastructureUnavailableError(problem.detail),
+  timeout: (problem) => new SandboxTimeoutError(problem.detail),
+  'file-invalid-step': fileError,
+  'file-limit-exceeded': fileError,
+  'file-not-found': fileError,
+  'file-io-error': fileError,
+  'file-spawn-failed': fileError,
+  'file-timed-out': fileError,
+  'file-cancelled': fileError,
+  'file-sandbox-lost': fileError,
+  'file-internal': fileError,
+  'file-error': fileError,
+};
+
+/** The SDK error a problem stands for, by its kind alone (a kind not ours: SandstreamApiError). */
 export function errorOfProblem(problem: ProblemBody, subject: ProblemSubject): Error {
   const kind = problemKind(problem.type);
-  const detail = problem.detail;
-  switch (kind) {
-    case 'invalid-spec': {
-      const issues = (problem.errors ?? []).map((e) => (e.field ? `${e.field}: ${e.rule}` : e.rule));
-      return subject.spec === 'job' ? new JobSpecError(detail, issues) : new SandboxSpecError(detail, issues);
-    }
-    case 'invalid-request':
-      return new SandstreamOptionsError(detail);
-    case 'not-found': {
-      const command = NO_COMMAND.exec(detail);
-      if (command) return new SandboxCommandNotFoundError(command[1] as string, command[2] as string);
-      if (subject.sandboxId !== undefined) return new SandboxNotFoundError(subject.sandboxId);
-      if (subject.jobId !== undefined) return new JobNotFoundError(subject.jobId, subject.seen ?? false);
-      return new SandstreamApiError(problem.status, problem, detail);
-    }
-    case 'conflict':
-      return new SandboxConflictError(detail);
-    case 'sandbox-closed': {
-      const closed = CLOSED.exec(detail);
-      const state = SandboxStateSchema.safeParse(closed?.[2]);
-      if (closed && state.success) {
-        return new SandboxClosedError(
-          closed[1] as string,
-          state.data,
-          closed[3] as SandboxClosedError['reason'],
-          closed[4],
-        );
-      }
-      return new SandboxClosedError(subject.sandboxId ?? '', 'closed', undefined, detail);
-    }
-    case 'sandbox-limit':
-      return new SandboxLimitError(detail);
-    case 'timeout':
-      return new SandboxTimeoutError(detail);
-    case ProblemKinds.infrastructureUnavailable:
-      return new InfrastructureUnavailableError(detail);
-    default:
-      if (kind.startsWith('file-')) return new SandboxFileError(detail, kind.slice(5).replaceAll('-', '_'));
-      return new SandstreamApiError(problem.status, problem, `${problem.status} ${detail}`);
-  }
+  return kind === undefined ? apiError(problem, subject) : ERROR_OF_KIND[kind](problem, subject);
 }

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { SESSION_COOKIE, SESSION_SECONDS, sessionCookie, TICKET_SECONDS } from '../principal.js';
-import { HttpProblem, ProblemSchema } from '../problem.js';
+import { HttpProblem } from '../problem.js';
 
 /**
  * What a browser needs, since it cannot put a bearer key on a WebSocket or on the pages of the
@@ -31,7 +31,6 @@ export function authRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           summary: `A one-use ticket for a WebSocket URL (?ticket=), valid ${TICKET_SECONDS} s`,
           response: {
             201: z.object({ ticket: z.string(), expiresInSeconds: z.number() }),
-            401: ProblemSchema,
           },
         },
       },
@@ -44,7 +43,7 @@ export function authRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         schema: {
           tags,
           summary: `Exchange the key for a session cookie (HttpOnly, SameSite=Strict, ${SESSION_SECONDS} s) for a browser`,
-          response: { 204: z.null(), 401: ProblemSchema },
+          response: { 204: z.null() },
         },
       },
       async (request, reply) => {
@@ -59,7 +58,7 @@ export function authRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         schema: {
           tags,
           summary: 'End the session and clear its cookie',
-          response: { 204: z.null(), 401: ProblemSchema },
+          response: { 204: z.null() },
         },
       },
       async (request, reply) => {

@@ -2,7 +2,6 @@ import { type PoolMember, WarmPoolStore } from '@sandstream/bus';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ApiContext } from '../api-context.js';
-import { ProblemSchema } from '../problem.js';
 
 const PoolFigures = z.object({
   template: z.string(),
@@ -44,7 +43,6 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
               templates: z.array(z.object({ name: z.string(), image: z.string().optional() })),
               default: z.object({ template: z.string().optional(), image: z.string().optional() }),
             }),
-            401: ProblemSchema,
           },
         },
       },
@@ -69,7 +67,7 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           tags,
           summary:
             'Warm pools per template (docs/warm-pools.md): declared min and max, members starting and ready; a pool reserved for other tenants is not listed',
-          response: { 200: z.array(PoolFigures), 401: ProblemSchema },
+          response: { 200: z.array(PoolFigures) },
         },
       },
       async (request) => {
@@ -98,7 +96,7 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         schema: {
           tags,
           summary: 'Work queue figures',
-          response: { 200: z.array(QueueFigures), 401: ProblemSchema },
+          response: { 200: z.array(QueueFigures) },
         },
       },
       async () =>

@@ -5,11 +5,13 @@ import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { streamTimeline } from '../job-events.js';
 import { listScope, sendPage } from '../list-page.js';
-import { notFound, ProblemSchema } from '../problem.js';
+import { problemResponses } from '../plugins/problem-replies.js';
+import { notFound } from '../problem.js';
 import { EventsQuery, IdParams, JobResponse, ListJobsQuery, SubmitResponse } from '../schemas.js';
 import { applySpecDefaults } from '../spec-defaults.js';
+import { eventStreamResponse, TimelineEventSchema } from '../sse-schemas.js';
 
-const problems = { 400: ProblemSchema, 401: ProblemSchema, 403: ProblemSchema, 404: ProblemSchema };
+const problems = problemResponses(403, 404);
 
 /** Jobs: submit (JSON, or the YAML job file), list, get, cancel, follow. */
 export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
@@ -106,8 +108,10 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           summary: 'SSE of output and state changes, resumable with Last-Event-ID (or ?from=)',
           params: IdParams,
           querystring: EventsQuery,
-          produces: ['text/event-stream'],
-          response: { 200: z.string().describe('text/event-stream'), ...problems },
+          response: {
+            200: eventStreamResponse("the job's timeline as server-sent events", TimelineEventSchema),
+            ...problems,
+          },
         },
       },
       async (request, reply) => {

@@ -4,7 +4,8 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
-import { HttpProblem, ProblemSchema } from '../problem.js';
+import { problemResponses } from '../plugins/problem-replies.js';
+import { HttpProblem } from '../problem.js';
 import {
   ArchiveQuery,
   GrepQuery,
@@ -16,13 +17,7 @@ import {
   WriteFileQuery,
 } from '../schemas.js';
 
-const problems = {
-  400: ProblemSchema,
-  401: ProblemSchema,
-  404: ProblemSchema,
-  409: ProblemSchema,
-  413: ProblemSchema,
-};
+const problems = problemResponses(404, 409, 413);
 
 /** Files of a sandbox's workspace: read, write, list, search, and tar streams in and out. */
 export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
@@ -40,8 +35,11 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           summary: 'Read a text file (UTF-8, up to the read limit; use /archive for anything larger)',
           params: IdParams,
           querystring: PathQuery,
-          produces: ['text/plain'],
-          response: { 200: z.string(), ...problems, 422: ProblemSchema },
+          response: {
+            200: { description: 'the file, UTF-8', content: { 'text/plain': { schema: z.string() } } },
+            ...problems,
+            ...problemResponses(422),
+          },
         },
       },
       async (request, reply) => {
@@ -154,8 +152,13 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           summary: 'Download a file or directory as a tar stream',
           params: IdParams,
           querystring: ArchiveQuery,
-          produces: ['application/x-tar'],
-          response: { 200: z.string().describe('application/x-tar'), ...problems },
+          response: {
+            200: {
+              description: 'a tar stream of the file or directory',
+              content: { 'application/x-tar': { schema: z.string().describe('tar bytes') } },
+            },
+            ...problems,
+          },
         },
       },
       async (request, reply) => {

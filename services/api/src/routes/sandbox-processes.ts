@@ -3,11 +3,12 @@ import { z } from 'zod';
 import { requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { commandOf } from '../exec-command.js';
-import { ProblemSchema } from '../problem.js';
+import { problemResponses } from '../plugins/problem-replies.js';
 import { HistoryEntryResponse, IdParams, KillProcessQuery, PidParams, StartProcessBody } from '../schemas.js';
 import { followerStream } from '../sse.js';
+import { CommandEventSchema, eventStreamResponse } from '../sse-schemas.js';
 
-const problems = { 400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema };
+const problems = problemResponses(404, 409);
 
 /** Background processes of a sandbox: start, list, kill, and follow one's output as SSE. */
 export function sandboxProcessRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
@@ -24,7 +25,7 @@ export function sandboxProcessRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           summary: 'Start a background process (answers at once with its id)',
           params: IdParams,
           body: StartProcessBody,
-          response: { 201: z.object({ id: z.string() }), ...problems, 429: ProblemSchema },
+          response: { 201: z.object({ id: z.string() }), ...problems },
         },
       },
       async (request, reply) => {
@@ -75,8 +76,10 @@ export function sandboxProcessRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           tags,
           summary: "SSE of a process's output from the start of what is held, then live, then its result",
           params: PidParams,
-          produces: ['text/event-stream'],
-          response: { 200: z.string().describe('text/event-stream'), ...problems },
+          response: {
+            200: eventStreamResponse("the process's output, then its result", CommandEventSchema),
+            ...problems,
+          },
         },
       },
       async (request, reply) => {

@@ -5,7 +5,8 @@ import type { WebSocket } from 'ws';
 import { z } from 'zod';
 import { requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
-import { HttpProblem, ProblemSchema, problemBody, problemOf, sendProblem } from '../problem.js';
+import { problemResponses } from '../plugins/problem-replies.js';
+import { HttpProblem, problemBody, problemOf, sendProblem } from '../problem.js';
 import { IdParams, ShellQuery } from '../schemas.js';
 
 type ShellRequest = z.output<typeof ShellQuery>;
@@ -68,9 +69,7 @@ export function sandboxShellRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           querystring: ShellQuery,
           response: {
             101: z.null().describe('switching to the WebSocket protocol'),
-            426: ProblemSchema,
-            401: ProblemSchema,
-            404: ProblemSchema,
+            ...problemResponses(426, 404),
           },
         },
       },

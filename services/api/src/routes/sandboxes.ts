@@ -7,7 +7,8 @@ import type { ApiContext } from '../api-context.js';
 import { execForRequest } from '../exec-command.js';
 import { streamTimeline } from '../job-events.js';
 import { listScope, sendPage } from '../list-page.js';
-import { HttpProblem, notFound, ProblemSchema } from '../problem.js';
+import { problemResponses } from '../plugins/problem-replies.js';
+import { HttpProblem, notFound } from '../problem.js';
 import {
   CreateSandboxQuery,
   EventsQuery,
@@ -22,17 +23,12 @@ import {
 } from '../schemas.js';
 import { applySpecDefaults } from '../spec-defaults.js';
 import { wantsEventStream } from '../sse.js';
+import { CommandEventSchema, eventStreamResponse, TimelineEventSchema } from '../sse-schemas.js';
 
 /** How long POST /v1/sandboxes waits for readiness when the request does not say. */
 const DEFAULT_READY_SECONDS = 120;
 
-const problems = {
-  400: ProblemSchema,
-  401: ProblemSchema,
-  403: ProblemSchema,
-  404: ProblemSchema,
-  409: ProblemSchema,
-};
+const problems = problemResponses(403, 404, 409);
 
 /** `a=1,b=2` → { a: '1', b: '2' }. */
 function parseLabels(raw: string | undefined): Record<string, string> | undefined {
@@ -72,7 +68,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           summary: 'Create a sandbox (waits until it is ready unless ?wait=false)',
           body: LiveSandboxSpecSchema,
           querystring: CreateSandboxQuery,
-          response: { 201: SandboxResponse, 202: SandboxResponse, ...problems, 504: ProblemSchema },
+          response: { 201: SandboxResponse, 202: SandboxResponse, ...problems, ...problemResponses(504) },
         },
       },
       async (request, reply) => {
@@ -145,7 +141,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           tags,
           summary: 'Close a sandbox (kills what runs in it); answers once it is closed',
           params: IdParams,
-          response: { 200: SandboxResponse, ...problems, 504: ProblemSchema },
+          response: { 200: SandboxResponse, ...problems, ...problemResponses(504) },
         },
       },
       async (request) => sandboxes.close(request.params.id),
@@ -177,7 +173,16 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           summary: 'Run a command: JSON result, or text/event-stream of its output then its result',
           params: IdParams,
           body: ExecBody,
-          response: { 200: ExecResultResponse, ...problems, 429: ProblemSchema },
+          response: {
+            200: {
+              description: 'the command result; with Accept: text/event-stream, its events as they come',
+              content: {
+                'application/json': { schema: ExecResultResponse },
+                'text/event-stream': { schema: CommandEventSchema },
+              },
+            },
+            ...problems,
+          },
         },
       },
       async (request, reply) => {
@@ -249,8 +254,10 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           summary: "SSE of the sandbox's state changes and command output (resumable: Last-Event-ID)",
           params: IdParams,
           querystring: EventsQuery,
-          produces: ['text/event-stream'],
-          response: { 200: z.string().describe('text/event-stream'), ...problems },
+          response: {
+            200: eventStreamResponse("the sandbox's timeline as server-sent events", TimelineEventSchema),
+            ...problems,
+          },
         },
       },
       async (request, reply) => streamTimeline(ctx.client, request.params.id, request.query, request, reply),

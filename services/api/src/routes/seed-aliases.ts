@@ -3,18 +3,12 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
-import { ProblemSchema } from '../problem.js';
+import { problemResponses } from '../plugins/problem-replies.js';
 import { IdParams, LsResponse } from '../schemas.js';
 import { sandboxRoutes } from './sandboxes.js';
 
 const tags = ['seed 003 aliases'];
-const problems = {
-  400: ProblemSchema,
-  401: ProblemSchema,
-  404: ProblemSchema,
-  409: ProblemSchema,
-  413: ProblemSchema,
-};
+const problems = problemResponses(404, 409, 413);
 
 /**
  * Seed 003's paths sees a sandbox's filesystem as rooted at `/`: here that root is the sandbox's
@@ -54,7 +48,7 @@ export function seedAliasRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           response: {
             200: z.object({ path: z.string(), content: z.string() }),
             ...problems,
-            422: ProblemSchema,
+            ...problemResponses(422),
           },
         },
       },

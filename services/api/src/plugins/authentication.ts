@@ -1,0 +1,66 @@
+import type { FastifyPluginAsync } from 'fastify';
+import fp from 'fastify-plugin';
+import { checkAccess } from '../access.js';
+import type { ApiContext } from '../api-context.js';
+import { sessionCookie } from '../principal.js';
+import { addToGate } from './request-gate.js';
+
+/** Paths anyone may read: the API's description. */
+export function isPublic(url: string): boolean {
+  return url === '/openapi.json' || url === '/docs' || url.startsWith('/docs/');
+}
+
+/**
+ * Who sends each request, and whether they may see the record its route names: every request
+ * but the public ones resolves its principal (principal.ts: a key, a WebSocket ticket or a
+ * session cookie; 401 otherwise) before anything else, then starts the route's ownership check
+ * (`config.access`, access.ts) and its prefetch beside the other gates; the handler waits for
+ * them (preHandler). Registered with fastify-plugin: its hooks apply to every route of the app.
+ */
+const authenticationPlugin: FastifyPluginAsync<{ ctx: ApiContext }> = async (app, { ctx }) => {
+  app.decorateRequest('principal', undefined);
+  app.decorateRequest('gate', undefined);
+  app.decorateRequest('prefetched', undefined);
+  app.addHook('onRequest', async (request) => {
+    if (isPublic(request.url.split('?')[0] ?? '')) return;
+    const ticket =
+      request.headers.upgrade?.toLowerCase() === 'websocket'
+        ? (new URL(request.url, 'http://api').searchParams.get('ticket') ?? undefined)
+        : undefined;
+    request.principal = await ctx.principals.resolve({
+      authorization: request.headers.authorization,
+      ticket,
+      session: sessionCookie(request.headers.cookie),
+      remoteAddress: request.socket.remoteAddress,
+    });
+  });
+  app.addHook('preHandler', async (request) => {
+    await request.gate;
+  });
+};
+
+/**
+ * The route's ownership check (`config.access`) and prefetch (`config.prefetch`), started once
+ * the request is admitted (after rate-limiting.ts's onRequest): a refused request reads nothing.
+ */
+const accessPlugin: FastifyPluginAsync<{ ctx: ApiContext }> = async (app, { ctx }) => {
+  app.addHook('onRequest', async (request) => {
+    const principal = request.principal;
+    if (!principal) return;
+    const access = request.routeOptions.config.access;
+    const id = (request.params as { id?: unknown } | undefined)?.id;
+    if (access && typeof id === 'string') addToGate(request, checkAccess(ctx, principal, id, access));
+    if (request.routeOptions.config.prefetch === 'job' && typeof id === 'string') {
+      // No side effect, and nothing of it is sent before the gate passed.
+      request.prefetched = ctx.client.get(id);
+      request.prefetched.catch(() => {});
+    }
+  });
+};
+
+export const authentication = fp(authenticationPlugin, { name: 'sandstream-authentication', fastify: '5.x' });
+export const access = fp(accessPlugin, {
+  name: 'sandstream-access',
+  fastify: '5.x',
+  dependencies: ['sandstream-authentication'],
+});
