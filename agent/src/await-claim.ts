@@ -9,9 +9,11 @@ import { Redis } from 'ioredis';
 import type { RunConfig } from './config.js';
 import type { Logger } from './logger.js';
 import { announceReady } from './ready-announcement.js';
-import { closeNow, connectionOptions } from './redis-connections.js';
+import { closeNow, connectionOptions, reconnectDelayMs } from './redis-connections.js';
 
 const STOPPED = Symbol('stopped');
+
+const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Outcome of a warm pool member's wait: the job it now serves, a stop signal, or a bad claim. */
 export type ClaimWait =
@@ -49,31 +51,52 @@ export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSi
     command.catch(() => undefined);
     return Promise.race([command, stopped]);
   };
+  const beat = () => orStop(redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs));
   try {
-    if ((await orStop(redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs))) === STOPPED) {
-      return { kind: 'stopped' };
-    }
-    announceReady(redis, keys.ready, log);
-    log.info('warm pool member waiting for a claim');
+    // Redis may go away at any point of the wait (a restart, a failover, our user not re-created
+    // yet): the member keeps waiting, reconnecting, and is back as it was — same sandbox, same
+    // identity — once Redis is. Only the stop signal (or a claim) ends the wait.
+    let announced = false;
+    let beatDue = true;
+    let outage = 0;
     while (!signal.aborted) {
-      let popped: [string, string] | null | typeof STOPPED;
       try {
-        popped = await orStop(redis.brpop(keys.claim, waitSeconds));
+        if (beatDue) {
+          if ((await beat()) === STOPPED) break;
+          beatDue = false;
+          if (outage > 0) log.info('redis is back; warm pool member still waiting for a claim');
+          outage = 0;
+          if (!announced) {
+            announceReady(redis, keys.ready, log);
+            log.info('warm pool member waiting for a claim');
+            announced = true;
+          }
+        }
+        const popped = await orStop(redis.brpop(keys.claim, waitSeconds));
+        if (popped === STOPPED) break;
+        if (popped === null) {
+          beatDue = true;
+          continue;
+        }
+        const parsed = parseClaim(popped[1]);
+        if (parsed.kind === 'invalid') return parsed;
+        // The member's heartbeat goes with its identity (sent, not awaited: the job's own
+        // heartbeat starts with the loop, and nothing waits on this one any more).
+        redis.del(keys.heartbeat).catch(() => undefined);
+        return { kind: 'claimed', claim: parsed.claim, config: bindClaim(config, parsed.claim) };
       } catch (err) {
         if (signal.aborted) break;
-        throw err;
+        // LOADING while Redis replays its AOF, NOAUTH/WRONGPASS until pod-lifecycle re-creates
+        // our user, a connection error: all pass. The heartbeat goes first once Redis answers.
+        if (outage === 0) {
+          log.warn('redis unavailable while waiting for a claim; retrying', {
+            error: (err as Error).message,
+          });
+        }
+        outage++;
+        beatDue = true;
+        if ((await orStop(delay(reconnectDelayMs(outage)))) === STOPPED) break;
       }
-      if (popped === STOPPED) break;
-      if (popped === null) {
-        if ((await orStop(redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs))) === STOPPED) break;
-        continue;
-      }
-      const parsed = parseClaim(popped[1]);
-      if (parsed.kind === 'invalid') return parsed;
-      // The member's heartbeat goes with its identity (sent, not awaited: the job's own
-      // heartbeat starts with the loop, and nothing waits on this one any more).
-      redis.del(keys.heartbeat).catch(() => undefined);
-      return { kind: 'claimed', claim: parsed.claim, config: bindClaim(config, parsed.claim) };
     }
     return { kind: 'stopped' };
   } finally {
