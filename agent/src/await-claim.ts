@@ -13,6 +13,14 @@ import { closeNow, connectionOptions, reconnectDelayMs } from './redis-connectio
 
 const STOPPED = Symbol('stopped');
 
+const STALLED = Symbol('stalled');
+
+class StalledError extends Error {
+  constructor() {
+    super('redis did not answer; replacing the connection');
+  }
+}
+
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Outcome of a warm pool member's wait: the job it now serves, a stop signal, or a bad claim. */
@@ -31,10 +39,14 @@ export type ClaimWait =
  */
 export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSignal): Promise<ClaimWait> {
   const keys = sandboxKeys(config.jobId, config.keyStyle);
-  const redis = new Redis(config.redisUrl, connectionOptions(`sandstream-agent:${config.jobId}:claim`));
-  redis.on('error', (err: Error) =>
-    log.debug('redis connection error', { role: 'claim', error: err.message }),
-  );
+  const open = () => {
+    const client = new Redis(config.redisUrl, connectionOptions(`sandstream-agent:${config.jobId}:claim`));
+    client.on('error', (err: Error) =>
+      log.debug('redis connection error', { role: 'claim', error: err.message }),
+    );
+    return client;
+  };
+  let redis = open();
   const onAbort = () => closeNow(redis);
   signal.addEventListener('abort', onAbort, { once: true });
   // The heartbeat outlives a few missed refreshes: the pool keeper reads a missing one as a dead member.
@@ -47,11 +59,20 @@ export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSi
     if (signal.aborted) resolve(STOPPED);
     else signal.addEventListener('abort', () => resolve(STOPPED), { once: true });
   });
-  const orStop = <T>(command: Promise<T>): Promise<T | typeof STOPPED> => {
+  // Nor must the wait hang on such a command: a BRPOP resent after a restart that then failed
+  // authentication was seen never to settle (ioredis drops it from its queue on the next
+  // reconnect), leaving the member alive, silent and without a heartbeat. A command unanswered
+  // this long past its own timeout is given up, and the connection replaced.
+  const stallMs = Math.max(5000, config.heartbeatIntervalMs * 2);
+  const orStop = <T>(command: Promise<T>, withinMs: number): Promise<T | typeof STOPPED | typeof STALLED> => {
     command.catch(() => undefined);
-    return Promise.race([command, stopped]);
+    let timer: NodeJS.Timeout | undefined;
+    const stalled = new Promise<typeof STALLED>((resolve) => {
+      timer = setTimeout(() => resolve(STALLED), withinMs);
+    });
+    return Promise.race([command, stopped, stalled]).finally(() => clearTimeout(timer));
   };
-  const beat = () => orStop(redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs));
+  const beat = () => orStop(redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs), stallMs);
   try {
     // Redis may go away at any point of the wait (a restart, a failover, our user not re-created
     // yet): the member keeps waiting, reconnecting, and is back as it was — same sandbox, same
@@ -62,7 +83,9 @@ export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSi
     while (!signal.aborted) {
       try {
         if (beatDue) {
-          if ((await beat()) === STOPPED) break;
+          const beaten = await beat();
+          if (beaten === STOPPED) break;
+          if (beaten === STALLED) throw new StalledError();
           beatDue = false;
           if (outage > 0) log.info('redis is back; warm pool member still waiting for a claim');
           outage = 0;
@@ -72,8 +95,9 @@ export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSi
             announced = true;
           }
         }
-        const popped = await orStop(redis.brpop(keys.claim, waitSeconds));
+        const popped = await orStop(redis.brpop(keys.claim, waitSeconds), waitSeconds * 1000 + stallMs);
         if (popped === STOPPED) break;
+        if (popped === STALLED) throw new StalledError();
         if (popped === null) {
           beatDue = true;
           continue;
@@ -95,7 +119,11 @@ export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSi
         }
         outage++;
         beatDue = true;
-        if ((await orStop(delay(reconnectDelayMs(outage)))) === STOPPED) break;
+        if (err instanceof StalledError) {
+          closeNow(redis);
+          redis = open();
+        }
+        if ((await orStop(delay(reconnectDelayMs(outage)), 60_000)) === STOPPED) break;
       }
     }
     return { kind: 'stopped' };
