@@ -9,9 +9,19 @@ import { Redis } from 'ioredis';
 import type { RunConfig } from './config.js';
 import type { Logger } from './logger.js';
 import { announceReady } from './ready-announcement.js';
-import { closeNow, connectionOptions } from './redis-connections.js';
+import { closeNow, connectionOptions, reconnectDelayMs } from './redis-connections.js';
 
 const STOPPED = Symbol('stopped');
+
+const STALLED = Symbol('stalled');
+
+class StalledError extends Error {
+  constructor() {
+    super('redis did not answer; replacing the connection');
+  }
+}
+
+const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Outcome of a warm pool member's wait: the job it now serves, a stop signal, or a bad claim. */
 export type ClaimWait =
@@ -29,10 +39,14 @@ export type ClaimWait =
  */
 export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSignal): Promise<ClaimWait> {
   const keys = sandboxKeys(config.jobId, config.keyStyle);
-  const redis = new Redis(config.redisUrl, connectionOptions(`sandstream-agent:${config.jobId}:claim`));
-  redis.on('error', (err: Error) =>
-    log.debug('redis connection error', { role: 'claim', error: err.message }),
-  );
+  const open = () => {
+    const client = new Redis(config.redisUrl, connectionOptions(`sandstream-agent:${config.jobId}:claim`));
+    client.on('error', (err: Error) =>
+      log.debug('redis connection error', { role: 'claim', error: err.message }),
+    );
+    return client;
+  };
+  let redis = open();
   const onAbort = () => closeNow(redis);
   signal.addEventListener('abort', onAbort, { once: true });
   // The heartbeat outlives a few missed refreshes: the pool keeper reads a missing one as a dead member.
@@ -45,35 +59,72 @@ export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSi
     if (signal.aborted) resolve(STOPPED);
     else signal.addEventListener('abort', () => resolve(STOPPED), { once: true });
   });
-  const orStop = <T>(command: Promise<T>): Promise<T | typeof STOPPED> => {
+  // Nor must the wait hang on such a command: a BRPOP resent after a restart that then failed
+  // authentication was seen never to settle (ioredis drops it from its queue on the next
+  // reconnect), leaving the member alive, silent and without a heartbeat. A command unanswered
+  // this long past its own timeout is given up, and the connection replaced.
+  const stallMs = Math.max(5000, config.heartbeatIntervalMs * 2);
+  const orStop = <T>(command: Promise<T>, withinMs: number): Promise<T | typeof STOPPED | typeof STALLED> => {
     command.catch(() => undefined);
-    return Promise.race([command, stopped]);
+    let timer: NodeJS.Timeout | undefined;
+    const stalled = new Promise<typeof STALLED>((resolve) => {
+      timer = setTimeout(() => resolve(STALLED), withinMs);
+    });
+    return Promise.race([command, stopped, stalled]).finally(() => clearTimeout(timer));
   };
+  const beat = () => orStop(redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs), stallMs);
   try {
-    if ((await orStop(redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs))) === STOPPED) {
-      return { kind: 'stopped' };
-    }
-    announceReady(redis, keys.ready, log);
-    log.info('warm pool member waiting for a claim');
+    // Redis may go away at any point of the wait (a restart, a failover, our user not re-created
+    // yet): the member keeps waiting, reconnecting, and is back as it was — same sandbox, same
+    // identity — once Redis is. Only the stop signal (or a claim) ends the wait.
+    let announced = false;
+    let beatDue = true;
+    let outage = 0;
     while (!signal.aborted) {
-      let popped: [string, string] | null | typeof STOPPED;
       try {
-        popped = await orStop(redis.brpop(keys.claim, waitSeconds));
+        if (beatDue) {
+          const beaten = await beat();
+          if (beaten === STOPPED) break;
+          if (beaten === STALLED) throw new StalledError();
+          beatDue = false;
+          if (outage > 0) log.info('redis is back; warm pool member still waiting for a claim');
+          outage = 0;
+          if (!announced) {
+            announceReady(redis, keys.ready, log);
+            log.info('warm pool member waiting for a claim');
+            announced = true;
+          }
+        }
+        const popped = await orStop(redis.brpop(keys.claim, waitSeconds), waitSeconds * 1000 + stallMs);
+        if (popped === STOPPED) break;
+        if (popped === STALLED) throw new StalledError();
+        if (popped === null) {
+          beatDue = true;
+          continue;
+        }
+        const parsed = parseClaim(popped[1]);
+        if (parsed.kind === 'invalid') return parsed;
+        // The member's heartbeat goes with its identity (sent, not awaited: the job's own
+        // heartbeat starts with the loop, and nothing waits on this one any more).
+        redis.del(keys.heartbeat).catch(() => undefined);
+        return { kind: 'claimed', claim: parsed.claim, config: bindClaim(config, parsed.claim) };
       } catch (err) {
         if (signal.aborted) break;
-        throw err;
+        // LOADING while Redis replays its AOF, NOAUTH/WRONGPASS until pod-lifecycle re-creates
+        // our user, a connection error: all pass. The heartbeat goes first once Redis answers.
+        if (outage === 0) {
+          log.warn('redis unavailable while waiting for a claim; retrying', {
+            error: (err as Error).message,
+          });
+        }
+        outage++;
+        beatDue = true;
+        if (err instanceof StalledError) {
+          closeNow(redis);
+          redis = open();
+        }
+        if ((await orStop(delay(reconnectDelayMs(outage)), 60_000)) === STOPPED) break;
       }
-      if (popped === STOPPED) break;
-      if (popped === null) {
-        if ((await orStop(redis.set(keys.heartbeat, String(process.pid), 'PX', ttlMs))) === STOPPED) break;
-        continue;
-      }
-      const parsed = parseClaim(popped[1]);
-      if (parsed.kind === 'invalid') return parsed;
-      // The member's heartbeat goes with its identity (sent, not awaited: the job's own
-      // heartbeat starts with the loop, and nothing waits on this one any more).
-      redis.del(keys.heartbeat).catch(() => undefined);
-      return { kind: 'claimed', claim: parsed.claim, config: bindClaim(config, parsed.claim) };
     }
     return { kind: 'stopped' };
   } finally {

@@ -18,7 +18,8 @@ import { type Stack, startStack } from '../helpers/services-stack.js';
 // writes. Records are written through the services (in-process backend); Redis is restarted with
 // kill -9 (more than the fsync interval after the last write) and with SIGTERM, then the services
 // are restarted; every record must come back exactly. With `user default off` (the configurations
-// before the fix) Redis 7.0 drops every MULTI/EXEC of its AOF on replay and this fails.
+// before the fix) Redis 7.0 drops every MULTI/EXEC of its AOF on replay and this fails. The
+// warm-pool member comes back as it was (same id, same sandbox, ready) and serves a claim.
 
 const scratch = mkdtempSync(join(tmpdir(), 'e2e-redis-config-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -182,6 +183,9 @@ describe.concurrent.each(CONFIGS)('%s: every record survives a Redis restart', (
           REDIS_URL: redis.url,
           SANDSTREAM_TEMPLATES_FILE: templatesFile,
           POOL_KEEPER_INTERVAL_MS: '200',
+          // Its own root: nothing else on this host that reads the default one sees these sandboxes
+          // (the member's process must be the same one after the restarts).
+          SANDSTREAM_INPROCESS_ROOT: mkdtempSync(join(scratch, 'inprocess-')),
         },
       });
       const s = stack;
@@ -251,15 +255,31 @@ describe.concurrent.each(CONFIGS)('%s: every record survives a Redis restart', (
       // And the services started again read them back the same. The live sandbox runs a command
       // again: its agent's Redis user (outside the AOF) is re-created as pod-lifecycle starts.
       await s.startServices();
-      const { members: _members, ...kept } = before;
-      const { members: _after, ...now } = await views();
+      const { members: membersBefore, ...kept } = before;
+      const { members: membersAfter, ...now } = await views();
       expect(now).toEqual(kept);
       expect((await sandbox.exec(['echo', 'again'])).stdout).toBe('again\n');
-      // A warm member's agent does not outlive a Redis restart (agent/src/await-claim.ts ends on a
-      // connection error); its record does (above), and the keeper replaces it.
-      await expect
-        .poll(async () => (await pools.all()).filter((m) => m.state === 'ready').length, { timeout: 30_000 })
-        .toBe(1);
+      // The warm member too: the same member, in the same sandbox (its agent waited through both
+      // restarts, refused until pod-lifecycle re-created its user from the hash in its record),
+      // heart-beating again, kept ready by the keeper, and serving a claim.
+      expect(membersAfter).toEqual(membersBefore);
+      const memberIds = membersBefore.map((m) => m.id);
+      for (const member of membersBefore) {
+        expect(() => process.kill(Number(member.ref?.id), 0)).not.toThrow();
+        await expect
+          .poll(() => s.redis.exists(keys.sandbox(member.id).heartbeat), { timeout: 30_000 })
+          .toBe(1);
+      }
+      expect((await pools.all()).filter((m) => m.state === 'ready').map((m) => m.id)).toEqual(memberIds);
+      const warm = await s.client.submit({
+        id: `${s.namespace}-warm`,
+        template: 'warm',
+        steps: [{ command: 'echo', args: ['warm'] }],
+      });
+      const served = await s.client.wait(warm.jobId, { timeoutMs: 60_000 });
+      expect(served.state).toBe('succeeded');
+      expect(served.sandbox?.start).toEqual({ kind: 'warm' });
+      expect(memberIds).toContain(served.sandbox?.member);
       await sandbox.close();
     } finally {
       const namespace = stack?.namespace;

@@ -188,6 +188,18 @@ export class SandboxAcl {
   }
 
   /**
+   * Re-creates an idle warm pool member's user that Redis lost (a restart), with the member's
+   * rules and the password hash kept in its record (WarmPoolStore), so its agent, still waiting
+   * for a claim, logs in again with the password it already holds.
+   */
+  async restorePoolMember(memberId: string, passwordHash: string): Promise<void> {
+    const rules = poolMemberAclRules(this.keys, memberId, { hash: passwordHash }, this.database);
+    await Promise.all(
+      nodesOf(this.redis).map((node) => node.call('ACL', 'SETUSER', this.username(memberId), ...rules)),
+    );
+  }
+
+  /**
    * The claimed job's user, with the member's password (its hash): the sandbox already holds that
    * password in its environment, so binding it to the job sends no secret through Redis.
    */

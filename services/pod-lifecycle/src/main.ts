@@ -174,12 +174,13 @@ runService({
       warm.keeper.start();
       onShutdown('warm pools', () => warm.close());
     }
-    // Re-creates the Redis users of starting/running jobs that a Redis restart lost.
+    // Re-creates the Redis users of starting/running jobs and idle pool members that a Redis restart lost.
     const restorer = acl
       ? new SandboxUserRestorer({
           redis,
           keys,
           acl,
+          ...(warm ? { poolMembers: warm.store } : {}),
           logger,
           intervalMs: env.SANDBOX_ACL_RESTORE_SECONDS * 1000,
           onProgress: watchdog.track(

@@ -66,6 +66,12 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
   POOL_REFILL_CONCURRENCY: intVar(1, 100, 2),
   /** How often the pools are checked (deadlines, heartbeats, refills, template changes). */
   POOL_KEEPER_INTERVAL_MS: intVar(100, 60_000, 1000),
+  /**
+   * A ready member's heartbeat must stay missing this long (as the keeper sees it) before the
+   * member is retired: after a Redis restart its agent reconnects and sets it again, which takes
+   * a few of its heartbeat periods (2 s) and the re-creation of its Redis user.
+   */
+  POOL_HEARTBEAT_GRACE_MS: intVar(0, 600_000, 15_000),
   /** A claimed member that does not come up as its job within this long is destroyed; the start goes cold. */
   POOL_CLAIM_TIMEOUT_SECONDS: intVar(1, 120, 10),
   /** CPU, memory and pids every sandbox gets unless its spec says otherwise, and the most it may ask. */

@@ -28,7 +28,12 @@ afterAll(() => {
 
 async function setup(
   yaml: string,
-  options: { capacity?: number; refillConcurrency?: number; bindTimeoutMs?: number } = {},
+  options: {
+    capacity?: number;
+    refillConcurrency?: number;
+    bindTimeoutMs?: number;
+    heartbeatGraceMs?: number;
+  } = {},
 ) {
   const ns = uniqueNamespace('pk');
   const keys = createKeySpace(ns);
@@ -62,6 +67,7 @@ async function setup(
     capacity: options.capacity,
     refillConcurrency: options.refillConcurrency ?? 4,
     intervalMs: 100,
+    heartbeatGraceMs: options.heartbeatGraceMs ?? 0,
   });
   const warm = new WarmStart({
     source: registry,
@@ -127,6 +133,38 @@ describe('PoolKeeper', () => {
       .poll(async () => (await of('node', 'ready')).map((m) => m.id), { timeout: 20_000 })
       .toEqual([expect.not.stringMatching(dead?.id as string)]);
   }, 30_000);
+
+  it('keeps a ready member whose heartbeat a Redis restart lost, and retires one whose heartbeat stays missing past the grace', async () => {
+    const grace = 4000;
+    const { keys, keeper, of } = await setup(`templates:\n${POOL('node', 2, 2)}`, {
+      heartbeatGraceMs: grace,
+    });
+    await keeper.tend();
+    await expect.poll(async () => (await of('node', 'ready')).length, { timeout: 20_000 }).toBe(2);
+    const [alive, dead] = (await of('node', 'ready')) as [PoolMember, PoolMember];
+    // What a restart leaves: both heartbeats gone; one agent is alive (it sets its heartbeat
+    // again within its period), the other died meanwhile.
+    process.kill(Number(dead.ref?.id), 'SIGKILL');
+    await redis.del(keys.sandbox(alive.id).heartbeat, keys.sandbox(dead.id).heartbeat);
+    const firstMiss = Date.now();
+    await keeper.tend();
+    expect((await of('node', 'ready')).map((m) => m.id).sort()).toEqual([alive.id, dead.id].sort());
+    await expect.poll(() => redis.exists(keys.sandbox(alive.id).heartbeat), { timeout: 20_000 }).toBe(1);
+    // Tended until the dead one goes: never before the grace, and the live one stays.
+    await expect
+      .poll(
+        async () => {
+          await keeper.tend();
+          return (await of('node')).some((m) => m.id === dead.id);
+        },
+        { timeout: 20_000, interval: 200 },
+      )
+      .toBe(false);
+    expect(Date.now() - firstMiss).toBeGreaterThanOrEqual(grace);
+    expect(await of('node', 'ready')).toEqual(
+      expect.arrayContaining([expect.objectContaining({ id: alive.id })]),
+    );
+  }, 40_000);
 
   it('stops at the global capacity, by default the sum of the mins', async () => {
     const yaml = `templates:\n${POOL('a', 2, 5)}${POOL('b', 1, 5)}`;

@@ -32,6 +32,13 @@ export interface PoolKeeperOptions {
    */
   refillConcurrency: number;
   intervalMs: number;
+  /**
+   * A ready member whose heartbeat is missing is retired only once this keeper has seen it
+   * missing for this long. A heartbeat is a key with a TTL: a Redis restart can lose it (not yet
+   * fsynced, or expired while Redis was down) although the agent is alive and sets it again
+   * within a heartbeat period of reconnecting. 0: retired on the first miss.
+   */
+  heartbeatGraceMs: number;
   onProgress?: () => void;
 }
 
@@ -43,8 +50,9 @@ const MAX_BACKOFF_MS = 60_000;
 
 /**
  * Keeps every declared pool at its `min` ready members, each pass:
- * - members that never became ready by their deadline, whose agent stopped heart-beating, or
- *   whose pool is no longer declared are retired (destroyed);
+ * - members that never became ready by their deadline, whose agent stopped heart-beating (its
+ *   heartbeat missing for `heartbeatGraceMs`: a Redis restart loses heartbeats of live agents),
+ *   or whose pool is no longer declared are retired (destroyed);
  * - members of an older version of their template (an edit) are replaced one per pass, and only
  *   once the pool has its min of the new version ready or no room to start one: gradually;
  * - members above min are retired (a shrink); missing ones are started within the pool's max
@@ -57,6 +65,8 @@ export class PoolKeeper {
   private loop: Promise<void> | undefined;
   private readonly inflight = new Set<Promise<unknown>>();
   private readonly failures = new Map<string, { count: number; until: number }>();
+  /** Ready members whose heartbeat this keeper found missing, and since when (its own clock). */
+  private readonly missingSince = new Map<string, number>();
 
   constructor(private readonly options: PoolKeeperOptions) {}
 
@@ -135,9 +145,16 @@ export class PoolKeeper {
     }
     // Sent together (not awaited one by one): one round trip on a single node and on a Cluster.
     const alive = await Promise.all(ready.map((m) => redis.exists(keys.sandbox(m.id).heartbeat)));
+    const seen = new Set<string>();
     ready.forEach((member, i) => {
-      if (alive[i] === 0) unfit.set(member, 'agent stopped heart-beating');
+      if (alive[i] !== 0) return;
+      seen.add(member.id);
+      const since = this.missingSince.get(member.id) ?? now;
+      this.missingSince.set(member.id, since);
+      if (now - since >= this.options.heartbeatGraceMs) unfit.set(member, 'agent stopped heart-beating');
     });
+    // A heartbeat that came back (or a member gone) starts from nothing at its next miss.
+    for (const id of this.missingSince.keys()) if (!seen.has(id)) this.missingSince.delete(id);
     return unfit;
   }
 

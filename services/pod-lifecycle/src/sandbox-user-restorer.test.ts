@@ -2,10 +2,12 @@ import {
   createKeySpace,
   type JobState,
   JobStore,
+  type PoolMember,
   parseJobSpec,
   SandboxAcl,
   saveSandboxUser,
   urlWithCredentials,
+  WarmPoolStore,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
 import { usePrivateRedis } from '@sandstream/test-support/vitest';
@@ -109,6 +111,57 @@ describe('SandboxUserRestorer', () => {
     restorer.start();
     try {
       await vi.waitUntil(() => acl.exists('was-running'), { timeout: 15_000, interval: 100 });
+    } finally {
+      await restorer.stop();
+    }
+  });
+  it("re-creates idle warm pool members' users from the hash in their record, not claimed ones", async () => {
+    const keys = createKeySpace('restore-members');
+    const pools = new WarmPoolStore(own.redis, keys);
+    const acl = new SandboxAcl(own.redis, keys);
+    const member = async (id: string, claimed: boolean) => {
+      const credentials = await acl.createPoolMember(id);
+      const record: PoolMember = {
+        id,
+        pool: 'node',
+        specHash: 'v1',
+        tenants: null,
+        state: 'starting',
+        createdAt: Date.now(),
+        readyBy: Date.now() + 60_000,
+        owner: 'test',
+        passwordHash: credentials.passwordHash,
+      };
+      expect(await pools.reserve(record, { max: 5, capacity: 5 })).toBe('reserved');
+      expect(await pools.markReady(record)).toBe(true);
+      if (claimed) expect(await pools.update({ ...record, state: 'claimed' }, 'ready')).toBe(true);
+      return credentials;
+    };
+    const idle = await member('idle-member', false);
+    await member('claimed-member', true);
+    // The restart: records back (AOF), users gone.
+    for (const id of ['idle-member', 'claimed-member']) await acl.delete(id);
+
+    const restorer = new SandboxUserRestorer({
+      redis: own.redis,
+      keys,
+      acl,
+      poolMembers: pools,
+      logger: silentLogger('restorer-test'),
+      intervalMs: 3_600_000,
+    });
+    restorer.start();
+    try {
+      await vi.waitUntil(() => acl.exists('idle-member'), { timeout: 15_000, interval: 100 });
+      // With the password its agent holds, as itself: its heartbeat yes, anything else no.
+      const agent = new Redis(urlWithCredentials(own.server.url, idle), { maxRetriesPerRequest: 0 });
+      try {
+        expect(await agent.set(keys.sandbox('idle-member').heartbeat, '1', 'PX', 1000)).toBe('OK');
+        await expect(agent.set(keys.sandbox('claimed-member').heartbeat, '1')).rejects.toThrow(/NOPERM/);
+      } finally {
+        agent.disconnect();
+      }
+      expect(await acl.exists('claimed-member')).toBe(false);
     } finally {
       await restorer.stop();
     }

@@ -1,4 +1,10 @@
-import { type KeySpace, type RedisClient, readSandboxUser, type SandboxAcl } from '@sandstream/bus';
+import {
+  type KeySpace,
+  type PoolMember,
+  type RedisClient,
+  readSandboxUser,
+  type SandboxAcl,
+} from '@sandstream/bus';
 import { PeriodicTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 
@@ -6,6 +12,8 @@ export interface SandboxUserRestorerOptions {
   redis: RedisClient;
   keys: KeySpace;
   acl: SandboxAcl;
+  /** The warm pool members (WarmPoolStore), when pools are declared: their users are restored too. */
+  poolMembers?: { all(): Promise<PoolMember[]>; get(memberId: string): Promise<PoolMember | null> };
   logger: Logger;
   /** Safety net between reconnects (a restart this replica's connection did not notice). */
   intervalMs: number;
@@ -23,7 +31,9 @@ export interface SandboxUserRestorerOptions {
  * - every `intervalMs`, in case a restart went unnoticed or a pass failed halfway.
  *
  * A pass reads the `starting` and `running` job indexes, lists the existing users once, and
- * issues `ACL SETUSER … #<hash>` for each live job whose user is missing. Idempotent, so every
+ * issues `ACL SETUSER … #<hash>` for each live job whose user is missing. Warm pool members not
+ * yet claimed get theirs back the same way, from the hash kept in their record: their agents
+ * wait through the restart and must be able to log in again as themselves. Idempotent, so every
  * replica may run it.
  */
 export class SandboxUserRestorer {
@@ -93,7 +103,27 @@ export class SandboxUserRestorer {
       await acl.restore(jobId, kept.notifyStream, kept.passwordHash);
       restored++;
     }
-    if (restored > 0) logger.info({ restored }, 're-created sandbox Redis users that Redis had lost');
+    const members = await this.restorePoolMembers(present);
+    if (restored + members > 0) {
+      logger.info({ restored, poolMembers: members }, 're-created sandbox Redis users that Redis had lost');
+    }
+    return restored + members;
+  }
+
+  /** Unclaimed members with a kept hash and no user; `present` lists the users there. */
+  private async restorePoolMembers(present: Set<string>): Promise<number> {
+    const { poolMembers, acl } = this.options;
+    if (!poolMembers) return 0;
+    let restored = 0;
+    for (const member of await poolMembers.all()) {
+      if (member.state === 'claimed' || !member.passwordHash || present.has(member.id)) continue;
+      await acl.restorePoolMember(member.id, member.passwordHash);
+      // Retired meanwhile (record removed, then user deleted, between our read and the SETUSER):
+      // the user just made would outlive it. A claimed member keeps its record, and its user
+      // until its claim is bound (WarmStart deletes it then).
+      if ((await poolMembers.get(member.id)) === null) await acl.delete(member.id);
+      restored++;
+    }
     return restored;
   }
 

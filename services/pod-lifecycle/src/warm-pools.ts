@@ -81,6 +81,7 @@ export async function openWarmPools(deps: WarmPoolsDeps): Promise<WarmPools | nu
     capacity: env.SANDSTREAM_POOL_CAPACITY,
     refillConcurrency: env.POOL_REFILL_CONCURRENCY,
     intervalMs: env.POOL_KEEPER_INTERVAL_MS,
+    heartbeatGraceMs: env.POOL_HEARTBEAT_GRACE_MS,
   });
   const start = new WarmStart({
     source: registry,
