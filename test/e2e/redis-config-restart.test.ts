@@ -165,7 +165,9 @@ const CONFIGS: [string, () => Promise<ShippedRedis>][] = [
 ];
 
 describe.concurrent.each(CONFIGS)('%s: every record survives a Redis restart', (_name, startRedis) => {
-  it('jobs, sandboxes, history, processes, pool members, API keys: kill -9, SIGTERM, services restarted', async () => {
+  it('jobs, sandboxes, history, processes, pool members, API keys: kill -9, SIGTERM, services restarted', async ({
+    expect,
+  }) => {
     const redis = await startRedis();
     const templatesFile = join(mkdtempSync(join(scratch, 'templates-')), 'templates.yaml');
     writeFileSync(templatesFile, TEMPLATES);

@@ -29,6 +29,11 @@ export interface HeartbeatMonitorOptions {
     verdictWaitMs: number;
     /** A sandbox that runs but whose agent stays silent this long is failed all the same. */
     lateMaxMs: number;
+    /**
+     * Whether the agent is locked out (its Redis user is gone): a running sandbox then gets no
+     * more time, since its agent can never beat again.
+     */
+    lockedOut?: (jobId: string) => Promise<boolean>;
   };
   intervalMs?: number;
   /** Jobs dispatched more recently than this are not judged yet. */
@@ -153,7 +158,7 @@ export class HeartbeatMonitor {
   private async judge(
     jobId: string,
     liveness: NonNullable<HeartbeatMonitorOptions['liveness']>,
-  ): Promise<'wait' | { lost: string }> {
+  ): Promise<'wait' | { lost: string | undefined }> {
     const now = Date.now();
     const since = await liveness.store.suspect(jobId, now);
     const found = await liveness.store.verdict(jobId);
@@ -161,6 +166,8 @@ export class HeartbeatMonitor {
     const silentSeconds = Math.round((now - since) / 1000);
     if (verdict === 'gone') return { lost: 'its sandbox no longer runs' };
     if (verdict === 'running') {
+      // The reason (the missing user) is the dispatcher's lost-sandbox reason to give.
+      if (await liveness.lockedOut?.(jobId)) return { lost: undefined };
       if (now - since < liveness.lateMaxMs) {
         if (!this.late.has(jobId)) {
           this.late.add(jobId);

@@ -8,17 +8,29 @@ import { type KeySpace, type RedisClient, readSandboxUser } from '@sandstream/bu
  * go looking for a crashed container.
  */
 export async function lostSandboxReason(redis: RedisClient, keys: KeySpace, jobId: string): Promise<string> {
-  const kept = await readSandboxUser(redis, keys, jobId).catch(() => null);
-  const user = kept?.username;
+  const user = await goneSandboxUser(redis, keys, jobId);
   if (user) {
-    const exists = await redis.call('ACL', 'GETUSER', user).then(
-      (reply) => reply !== null,
-      // No right to ask (or no ACL support): say nothing more than we know.
-      () => true,
-    );
-    if (!exists) {
-      return `sandbox lost: its Redis user ${user} no longer exists (Redis restarted without its ACL users and the user could not be re-created), so the agent cannot authenticate`;
-    }
+    return `sandbox lost: its Redis user ${user} no longer exists (Redis restarted without its ACL users and the user could not be re-created), so the agent cannot authenticate`;
   }
   return 'sandbox lost: the agent stopped heart-beating';
+}
+
+/**
+ * The job's sandbox Redis user when it no longer exists: its agent, however alive, can never
+ * beat again. Undefined when it exists, when the job has none, or when Redis will not say.
+ */
+export async function goneSandboxUser(
+  redis: RedisClient,
+  keys: KeySpace,
+  jobId: string,
+): Promise<string | undefined> {
+  const kept = await readSandboxUser(redis, keys, jobId).catch(() => null);
+  const user = kept?.username;
+  if (!user) return undefined;
+  const exists = await redis.call('ACL', 'GETUSER', user).then(
+    (reply) => reply !== null,
+    // No right to ask (or no ACL support): say nothing more than we know.
+    () => true,
+  );
+  return exists ? undefined : user;
 }

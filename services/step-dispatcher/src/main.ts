@@ -23,6 +23,7 @@ import { CompletionConsumer } from './completion-consumer.js';
 import { DispatcherEnvSchema } from './config.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
 import { HeartbeatMonitor } from './heartbeat-monitor.js';
+import { goneSandboxUser } from './lost-sandbox-reason.js';
 import { OverBudgetStop } from './over-budget-stop.js';
 import { RedisBudgetMonitor } from './redis-budget-monitor.js';
 import { StepDispatcher } from './step-dispatcher.js';
@@ -140,6 +141,7 @@ runService({
         store: new SandboxLiveness(redis, keySpace),
         verdictWaitMs: config.HEARTBEAT_VERDICT_WAIT_MS,
         lateMaxMs: config.HEARTBEAT_LATE_MAX_MS,
+        lockedOut: async (jobId) => (await goneSandboxUser(redis, keySpace, jobId)) !== undefined,
       },
       intervalMs: config.HEARTBEAT_CHECK_MS,
       graceMs: config.HEARTBEAT_GRACE_MS,
