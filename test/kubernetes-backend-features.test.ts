@@ -102,7 +102,7 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     redis?.disconnect();
   });
 
-  it('waits for readiness with one read and a WATCH, not by polling the pod', async () => {
+  it('waits for readiness with a WATCH, not by polling the pod (one existence read, one list)', async () => {
     const backend = backendWith();
     const jobId = `watch-${suffix()}`;
     const podPath = `/api/v1/namespaces/${namespace}/pods`;
@@ -117,8 +117,10 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
         (r.startsWith(`GET ${podPath}?`) && !r.includes('watch=')),
     );
     const watches = during.filter((r) => r.startsWith(`GET ${podPath}?`) && r.includes('watch=true'));
-    // A fresh backend: its informer's first list is the one read, and finds the pod.
-    expect(reads).toHaveLength(1);
+    // Two reads, no polling: the create's look for an earlier attempt's pod (a retried create
+    // replaces it), then a fresh backend's informer's first list, which finds the new pod.
+    expect(reads).toHaveLength(2);
+    expect(reads[0]).toMatch(new RegExp(`^GET ${podPath}/${ref.id}`));
     expect(watches).toHaveLength(1);
     expect(watches[0]).toContain(`labelSelector=${encodeURIComponent(MANAGED_SELECTOR)}`);
     console.log(`[measure] kubernetes (stand-in) create -> ready: ${readyMs} ms`);
