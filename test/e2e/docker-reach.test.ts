@@ -197,11 +197,7 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     await expect.poll(() => connects(neighbourIp, 8080), { timeout: 30_000 }).toBe(true);
 
     await using sandbox = await stack.client.sandboxes.create({ id: `${stack.namespace}-probe`, image });
-    const container = (
-      await docker.listContainers({ filters: { label: [`sandstream.dev/job-id=${stack.namespace}-probe`] } })
-    )[0];
-    const env = (await docker.getContainer(container?.Id as string).inspect()).Config.Env;
-    const own = new URL((env.find((e) => e.startsWith('REDIS_URL=')) as string).slice('REDIS_URL='.length));
+    const own = await sandboxRedisUrl(`${stack.namespace}-probe`);
     // The agent's own user, not the admin: pod-lifecycle made one for this sandbox.
     expect(own.username).not.toBe('admin');
     expect(own.hostname).toBe(gateway);
@@ -264,25 +260,32 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     60_000,
   );
 
-  it('a sandbox that tries to write 1 GB into its own keys cannot fill Redis: it is cut off and stopped (§2)', async () => {
-    const live = stack as Stack;
-    await using sandbox = await live.client.sandboxes.create({ id: `${live.namespace}-flood`, image });
+  /** The sandbox's own Redis URL (its user and password), as its container was given it. */
+  const sandboxRedisUrl = async (jobId: string) => {
     const container = (
-      await docker.listContainers({ filters: { label: [`sandstream.dev/job-id=${live.namespace}-flood`] } })
+      await docker.listContainers({ filters: { label: [`sandstream.dev/job-id=${jobId}`] } })
     )[0];
     const env = (await docker.getContainer(container?.Id as string).inspect()).Config.Env;
-    const own = new URL((env.find((e) => e.startsWith('REDIS_URL=')) as string).slice('REDIS_URL='.length));
-    const usedMemory = async () => Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
-    const before = await usedMemory();
-    // Its own user, its own key: 1,024 LPUSHes of 1 MiB, as fast as the sandbox can send them.
-    const key = `sandbox:{${live.namespace}-flood}:mine`;
-    const flood = [
-      `{ printf 'AUTH %s %s\\r\\n' '${decodeURIComponent(own.username)}' '${decodeURIComponent(own.password)}'`,
+    return new URL((env.find((e) => e.startsWith('REDIS_URL=')) as string).slice('REDIS_URL='.length));
+  };
+
+  const usedMemory = async () => Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
+
+  /**
+   * A shell script for inside a sandbox: logs in as `own` (then SELECTs `db`, if given) and sends 1,024
+   * LPUSHes of 1 MiB into `key`, as fast as the sandbox can send them.
+   */
+  const floodScript = (own: URL, key: string, db?: number) =>
+    [
+      `{ printf 'AUTH %s %s\\r\\n${db === undefined ? '' : `SELECT ${db}\\r\\n`}' '${decodeURIComponent(own.username)}' '${decodeURIComponent(own.password)}'`,
       `  i=0; while [ $i -lt 1024 ]; do`,
       `    printf '*3\\r\\n$5\\r\\nLPUSH\\r\\n$${key.length}\\r\\n${key}\\r\\n$1048576\\r\\n'`,
       `    head -c 1048576 /dev/zero; printf '\\r\\n'; i=$((i+1))`,
       `  done; } | nc -w 5 ${gateway} ${redis.port} > /dev/null`,
     ].join('\n');
+
+  /** Runs `during` while sampling Redis' used memory every 20 ms; the highest seen, from `before`. */
+  const peakDuring = async (before: number, during: () => Promise<void>) => {
     let peak = before;
     const sampling = setInterval(() => {
       usedMemory().then(
@@ -293,15 +296,29 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
       );
     }, 20);
     try {
+      await during();
+    } finally {
+      clearInterval(sampling);
+    }
+    return peak;
+  };
+
+  it('a sandbox that tries to write 1 GB into its own keys cannot fill Redis: it is cut off and stopped (§2)', async () => {
+    const live = stack as Stack;
+    await using sandbox = await live.client.sandboxes.create({ id: `${live.namespace}-flood`, image });
+    const own = await sandboxRedisUrl(`${live.namespace}-flood`);
+    const before = await usedMemory();
+    // Its own user, its own key: 1,024 LPUSHes of 1 MiB, as fast as the sandbox can send them.
+    const key = `sandbox:{${live.namespace}-flood}:mine`;
+    const flood = floodScript(own, key);
+    const peak = await peakDuring(before, async () => {
       // The sandbox is stopped under the command: the call ends with the sandbox, not with the flood done.
       await sandbox.exec(['sh', '-c', flood]).then(
         () => undefined,
         () => undefined,
       );
       await expect.poll(async () => (await sandbox.info()).state, { timeout: 30_000 }).toBe('failed');
-    } finally {
-      clearInterval(sampling);
-    }
+    });
     const info = await sandbox.info();
     expect(info.reason).toBe('redis-budget');
     expect(info.message).toMatch(
@@ -321,43 +338,21 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     const live = stack as Stack;
     const id = `${live.namespace}-hop`;
     await using sandbox = await live.client.sandboxes.create({ id, image });
-    const container = (
-      await docker.listContainers({ filters: { label: [`sandstream.dev/job-id=${id}`] } })
-    )[0];
-    const env = (await docker.getContainer(container?.Id as string).inspect()).Config.Env;
-    const own = new URL((env.find((e) => e.startsWith('REDIS_URL=')) as string).slice('REDIS_URL='.length));
+    const own = await sandboxRedisUrl(id);
     // What an older deployment's ACL allowed, and a user made then would still have.
     await admin.call('ACL', 'SETUSER', decodeURIComponent(own.username), '+select');
     const db1 = new Redis(`${adminUrl}/1`);
     db1.on('error', () => {});
-    const usedMemory = async () => Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
     const before = await usedMemory();
     const key = `sandbox:{${id}}:elsewhere`;
-    const flood = [
-      `{ printf 'AUTH %s %s\\r\\nSELECT 1\\r\\n' '${decodeURIComponent(own.username)}' '${decodeURIComponent(own.password)}'`,
-      `  i=0; while [ $i -lt 1024 ]; do`,
-      `    printf '*3\\r\\n$5\\r\\nLPUSH\\r\\n$${key.length}\\r\\n${key}\\r\\n$1048576\\r\\n'`,
-      `    head -c 1048576 /dev/zero; printf '\\r\\n'; i=$((i+1))`,
-      `  done; } | nc -w 5 ${gateway} ${redis.port} > /dev/null`,
-    ].join('\n');
-    let peak = before;
-    const sampling = setInterval(() => {
-      usedMemory().then(
-        (m) => {
-          peak = Math.max(peak, m);
-        },
-        () => {},
-      );
-    }, 20);
-    try {
+    const flood = floodScript(own, key, 1);
+    const peak = await peakDuring(before, async () => {
       await sandbox.exec(['sh', '-c', flood]).then(
         () => undefined,
         () => undefined,
       );
       await expect.poll(async () => (await sandbox.info()).state, { timeout: 30_000 }).toBe('failed');
-    } finally {
-      clearInterval(sampling);
-    }
+    });
     const info = await sandbox.info();
     expect(info.reason).toBe('redis-budget');
     const mb = (n: number) => Math.round(n / (1024 * 1024));
