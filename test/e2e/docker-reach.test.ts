@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { connect, createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import type { Sandbox } from '@sandstream/client';
 import { DockerBackend, SandboxSpecSchema, SandboxStartError } from '@sandstream/sandbox';
 import { dockerEngine, findCarrierImage, type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
@@ -284,8 +285,11 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
       `  done; } | nc -w 5 ${gateway} ${redis.port} > /dev/null`,
     ].join('\n');
 
-  /** Runs `during` while sampling Redis' used memory every 20 ms; the highest seen, from `before`. */
-  const peakDuring = async (before: number, during: () => Promise<void>) => {
+  /**
+   * Runs `flood` in the sandbox until the budget monitor stops the sandbox under it, sampling Redis'
+   * used memory every 20 ms meanwhile; the highest seen, from `before`.
+   */
+  const floodUntilStopped = async (sandbox: Sandbox, flood: string, before: number) => {
     let peak = before;
     const sampling = setInterval(() => {
       usedMemory().then(
@@ -296,7 +300,12 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
       );
     }, 20);
     try {
-      await during();
+      // The sandbox is stopped under the command: the call ends with the sandbox, not with the flood done.
+      await sandbox.exec(['sh', '-c', flood]).then(
+        () => undefined,
+        () => undefined,
+      );
+      await expect.poll(async () => (await sandbox.info()).state, { timeout: 30_000 }).toBe('failed');
     } finally {
       clearInterval(sampling);
     }
@@ -310,15 +319,7 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     const before = await usedMemory();
     // Its own user, its own key: 1,024 LPUSHes of 1 MiB, as fast as the sandbox can send them.
     const key = `sandbox:{${live.namespace}-flood}:mine`;
-    const flood = floodScript(own, key);
-    const peak = await peakDuring(before, async () => {
-      // The sandbox is stopped under the command: the call ends with the sandbox, not with the flood done.
-      await sandbox.exec(['sh', '-c', flood]).then(
-        () => undefined,
-        () => undefined,
-      );
-      await expect.poll(async () => (await sandbox.info()).state, { timeout: 30_000 }).toBe('failed');
-    });
+    const peak = await floodUntilStopped(sandbox, floodScript(own, key), before);
     const info = await sandbox.info();
     expect(info.reason).toBe('redis-budget');
     expect(info.message).toMatch(
@@ -345,14 +346,7 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     db1.on('error', () => {});
     const before = await usedMemory();
     const key = `sandbox:{${id}}:elsewhere`;
-    const flood = floodScript(own, key, 1);
-    const peak = await peakDuring(before, async () => {
-      await sandbox.exec(['sh', '-c', flood]).then(
-        () => undefined,
-        () => undefined,
-      );
-      await expect.poll(async () => (await sandbox.info()).state, { timeout: 30_000 }).toBe('failed');
-    });
+    const peak = await floodUntilStopped(sandbox, floodScript(own, key, 1), before);
     const info = await sandbox.info();
     expect(info.reason).toBe('redis-budget');
     const mb = (n: number) => Math.round(n / (1024 * 1024));
