@@ -116,6 +116,17 @@ let natsUrl = env.NATS_URL;
 // SANDSTREAM_CACHE_DIR: where the embedded Redis and NATS keep their data and local.json (tests).
 const cacheDir = env.SANDSTREAM_CACHE_DIR ?? join(root, '.cache');
 
+/** The environment of every process of this run (services, teardown, CLI): its Redis, NATS and namespace. */
+function runEnv(extra = {}) {
+  return {
+    ...process.env,
+    REDIS_URL: redisUrl,
+    ...(natsUrl ? { NATS_URL: natsUrl } : {}),
+    SANDSTREAM_NAMESPACE: namespace,
+    ...extra,
+  };
+}
+
 // Docker sandboxes join this bridge (DEFAULT_SANDBOX_NETWORK in libs/sandbox docker-network.ts,
 // same options) and are sent to its gateway for Redis, so the embedded Redis must listen there as
 // well as on loopback. Made here, before Redis starts, since the gateway is only known once the
@@ -184,15 +195,11 @@ async function startOne(name, index) {
   const label = scale[name] > 1 ? `${name}#${index + 1}` : name;
   const child = spawn(process.execPath, [join(root, 'services', name, 'dist', 'main.js')], {
     cwd: root,
-    env: {
-      ...process.env,
-      REDIS_URL: redisUrl,
-      ...(natsUrl ? { NATS_URL: natsUrl } : {}),
-      SANDSTREAM_NAMESPACE: namespace,
+    env: runEnv({
       HEALTH_PORT: String(port),
       ...extra,
       ...(metricsPort === undefined ? {} : { SANDSTREAM_METRICS_PORT: String(metricsPort) }),
-    },
+    }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const log = createWriteStream(join(logDir, `${label.replace('#', '-')}.log`));
@@ -280,13 +287,7 @@ async function tearDownRun() {
     [join(root, 'services', 'pod-lifecycle', 'dist', 'teardown-main.js')],
     {
       cwd: root,
-      env: {
-        ...process.env,
-        REDIS_URL: redisUrl,
-        ...(natsUrl ? { NATS_URL: natsUrl } : {}),
-        SANDSTREAM_NAMESPACE: namespace,
-        SANDSTREAM_TEARDOWN_REASON: 'npm start stopped',
-      },
+      env: runEnv({ SANDSTREAM_TEARDOWN_REASON: 'npm start stopped' }),
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     },
@@ -371,12 +372,7 @@ if (!values['no-job']) {
     [join(root, 'libs/client/dist/cli/main.js'), 'submit', values.job, '--follow'],
     {
       cwd: root,
-      env: {
-        ...process.env,
-        REDIS_URL: redisUrl,
-        ...(natsUrl ? { NATS_URL: natsUrl } : {}),
-        SANDSTREAM_NAMESPACE: namespace,
-      },
+      env: runEnv(),
       stdio: 'inherit',
     },
   );

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { connect, createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import type { Sandbox } from '@sandstream/client';
 import { DockerBackend, SandboxSpecSchema, SandboxStartError } from '@sandstream/sandbox';
 import { dockerEngine, findCarrierImage, type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
@@ -197,11 +198,7 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     await expect.poll(() => connects(neighbourIp, 8080), { timeout: 30_000 }).toBe(true);
 
     await using sandbox = await stack.client.sandboxes.create({ id: `${stack.namespace}-probe`, image });
-    const container = (
-      await docker.listContainers({ filters: { label: [`sandstream.dev/job-id=${stack.namespace}-probe`] } })
-    )[0];
-    const env = (await docker.getContainer(container?.Id as string).inspect()).Config.Env;
-    const own = new URL((env.find((e) => e.startsWith('REDIS_URL=')) as string).slice('REDIS_URL='.length));
+    const own = await sandboxRedisUrl(`${stack.namespace}-probe`);
     // The agent's own user, not the admin: pod-lifecycle made one for this sandbox.
     expect(own.username).not.toBe('admin');
     expect(own.hostname).toBe(gateway);
@@ -264,25 +261,35 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     60_000,
   );
 
-  it('a sandbox that tries to write 1 GB into its own keys cannot fill Redis: it is cut off and stopped (§2)', async () => {
-    const live = stack as Stack;
-    await using sandbox = await live.client.sandboxes.create({ id: `${live.namespace}-flood`, image });
+  /** The sandbox's own Redis URL (its user and password), as its container was given it. */
+  const sandboxRedisUrl = async (jobId: string) => {
     const container = (
-      await docker.listContainers({ filters: { label: [`sandstream.dev/job-id=${live.namespace}-flood`] } })
+      await docker.listContainers({ filters: { label: [`sandstream.dev/job-id=${jobId}`] } })
     )[0];
     const env = (await docker.getContainer(container?.Id as string).inspect()).Config.Env;
-    const own = new URL((env.find((e) => e.startsWith('REDIS_URL=')) as string).slice('REDIS_URL='.length));
-    const usedMemory = async () => Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
-    const before = await usedMemory();
-    // Its own user, its own key: 1,024 LPUSHes of 1 MiB, as fast as the sandbox can send them.
-    const key = `sandbox:{${live.namespace}-flood}:mine`;
-    const flood = [
-      `{ printf 'AUTH %s %s\\r\\n' '${decodeURIComponent(own.username)}' '${decodeURIComponent(own.password)}'`,
+    return new URL((env.find((e) => e.startsWith('REDIS_URL=')) as string).slice('REDIS_URL='.length));
+  };
+
+  const usedMemory = async () => Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
+
+  /**
+   * A shell script for inside a sandbox: logs in as `own` (then SELECTs `db`, if given) and sends 1,024
+   * LPUSHes of 1 MiB into `key`, as fast as the sandbox can send them.
+   */
+  const floodScript = (own: URL, key: string, db?: number) =>
+    [
+      `{ printf 'AUTH %s %s\\r\\n${db === undefined ? '' : `SELECT ${db}\\r\\n`}' '${decodeURIComponent(own.username)}' '${decodeURIComponent(own.password)}'`,
       `  i=0; while [ $i -lt 1024 ]; do`,
       `    printf '*3\\r\\n$5\\r\\nLPUSH\\r\\n$${key.length}\\r\\n${key}\\r\\n$1048576\\r\\n'`,
       `    head -c 1048576 /dev/zero; printf '\\r\\n'; i=$((i+1))`,
       `  done; } | nc -w 5 ${gateway} ${redis.port} > /dev/null`,
     ].join('\n');
+
+  /**
+   * Runs `flood` in the sandbox until the budget monitor stops the sandbox under it, sampling Redis'
+   * used memory every 20 ms meanwhile; the highest seen, from `before`.
+   */
+  const floodUntilStopped = async (sandbox: Sandbox, flood: string, before: number) => {
     let peak = before;
     const sampling = setInterval(() => {
       usedMemory().then(
@@ -302,6 +309,17 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     } finally {
       clearInterval(sampling);
     }
+    return peak;
+  };
+
+  it('a sandbox that tries to write 1 GB into its own keys cannot fill Redis: it is cut off and stopped (§2)', async () => {
+    const live = stack as Stack;
+    await using sandbox = await live.client.sandboxes.create({ id: `${live.namespace}-flood`, image });
+    const own = await sandboxRedisUrl(`${live.namespace}-flood`);
+    const before = await usedMemory();
+    // Its own user, its own key: 1,024 LPUSHes of 1 MiB, as fast as the sandbox can send them.
+    const key = `sandbox:{${live.namespace}-flood}:mine`;
+    const peak = await floodUntilStopped(sandbox, floodScript(own, key), before);
     const info = await sandbox.info();
     expect(info.reason).toBe('redis-budget');
     expect(info.message).toMatch(
@@ -321,43 +339,14 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     const live = stack as Stack;
     const id = `${live.namespace}-hop`;
     await using sandbox = await live.client.sandboxes.create({ id, image });
-    const container = (
-      await docker.listContainers({ filters: { label: [`sandstream.dev/job-id=${id}`] } })
-    )[0];
-    const env = (await docker.getContainer(container?.Id as string).inspect()).Config.Env;
-    const own = new URL((env.find((e) => e.startsWith('REDIS_URL=')) as string).slice('REDIS_URL='.length));
+    const own = await sandboxRedisUrl(id);
     // What an older deployment's ACL allowed, and a user made then would still have.
     await admin.call('ACL', 'SETUSER', decodeURIComponent(own.username), '+select');
     const db1 = new Redis(`${adminUrl}/1`);
     db1.on('error', () => {});
-    const usedMemory = async () => Number(/^used_memory:(\d+)/m.exec(await admin.info('memory'))?.[1]);
     const before = await usedMemory();
     const key = `sandbox:{${id}}:elsewhere`;
-    const flood = [
-      `{ printf 'AUTH %s %s\\r\\nSELECT 1\\r\\n' '${decodeURIComponent(own.username)}' '${decodeURIComponent(own.password)}'`,
-      `  i=0; while [ $i -lt 1024 ]; do`,
-      `    printf '*3\\r\\n$5\\r\\nLPUSH\\r\\n$${key.length}\\r\\n${key}\\r\\n$1048576\\r\\n'`,
-      `    head -c 1048576 /dev/zero; printf '\\r\\n'; i=$((i+1))`,
-      `  done; } | nc -w 5 ${gateway} ${redis.port} > /dev/null`,
-    ].join('\n');
-    let peak = before;
-    const sampling = setInterval(() => {
-      usedMemory().then(
-        (m) => {
-          peak = Math.max(peak, m);
-        },
-        () => {},
-      );
-    }, 20);
-    try {
-      await sandbox.exec(['sh', '-c', flood]).then(
-        () => undefined,
-        () => undefined,
-      );
-      await expect.poll(async () => (await sandbox.info()).state, { timeout: 30_000 }).toBe('failed');
-    } finally {
-      clearInterval(sampling);
-    }
+    const peak = await floodUntilStopped(sandbox, floodScript(own, key, 1), before);
     const info = await sandbox.info();
     expect(info.reason).toBe('redis-budget');
     const mb = (n: number) => Math.round(n / (1024 * 1024));

@@ -1,7 +1,6 @@
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
-import { NatsServer, repoRoot, testRedisUrl } from '@sandstream/test-support';
+import { NatsServer, testRedisUrl } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { expectLogsFromArchive } from '../helpers/cli-run.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // Issue 27: NATS down for 60 s half-way through a 1,000,000-line step. nats.js gives up after 10
@@ -16,24 +15,6 @@ import { type Stack, startStack } from '../helpers/services-stack.js';
 
 const LINES = Number(process.env.SANDSTREAM_NATS_OUTAGE_LINES ?? 200_000);
 const OUTAGE_MS = 60_000;
-const cliPath = join(repoRoot, 'libs/client/dist/cli/main.js');
-
-function cli(
-  args: string[],
-  env: Record<string, string>,
-): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliPath, ...args], { env: { ...process.env, ...env } });
-    const out: Buffer[] = [];
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString('utf8');
-    });
-    child.once('error', reject);
-    child.once('close', (status) => resolve({ status, stdout: Buffer.concat(out).toString('utf8'), stderr }));
-  });
-}
 
 describe('every line kept through a NATS outage', () => {
   let nats: NatsServer;
@@ -82,17 +63,12 @@ describe('every line kept through a NATS outage', () => {
       async () => (await stack.redis.get(stack.client.keys.jobLogArchive(jobId))) === 'done',
       { timeout: 180_000, interval: 500 },
     );
-    const logs = await cli(['logs', jobId, '--nats-url', nats.url], {
-      REDIS_URL: testRedisUrl(),
-      SANDSTREAM_NAMESPACE: stack.namespace,
+    await expectLogsFromArchive({
+      jobId,
+      natsUrl: nats.url,
+      redisUrl: testRedisUrl(),
+      namespace: stack.namespace,
+      lines: LINES,
     });
-    expect(logs.status, logs.stderr).toBe(0);
-    expect(logs.stderr).toMatch(/output from the log archive/);
-    expect(logs.stderr).not.toMatch(/not shown|lost/);
-    const printed = logs.stdout.split('\n').filter((line) => /^\d+$/.test(line));
-    expect(printed.length).toBe(LINES);
-    let inOrder = true;
-    for (let i = 0; i < printed.length; i++) if (printed[i] !== String(i + 1)) inOrder = false;
-    expect(inOrder).toBe(true);
   }, 900_000);
 });

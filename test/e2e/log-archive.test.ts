@@ -1,7 +1,6 @@
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
-import { NatsServer, repoRoot, testRedisUrl } from '@sandstream/test-support';
+import { NatsServer, testRedisUrl } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { expectLogsFromArchive } from '../helpers/cli-run.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // Issue 16 end to end: with the archive on (the services given NATS_URL), a step printing
@@ -10,25 +9,6 @@ import { type Stack, startStack } from '../helpers/services-stack.js';
 // bounded; and `sandstream logs` after the job prints every line once, in order, from the archive.
 
 const LINES = 1_000_000;
-const cliPath = join(repoRoot, 'libs/client/dist/cli/main.js');
-
-/** Runs the CLI to its end; stdout is kept whole (it is tens of MB). */
-function cli(
-  args: string[],
-  env: Record<string, string>,
-): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliPath, ...args], { env: { ...process.env, ...env } });
-    const out: Buffer[] = [];
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString('utf8');
-    });
-    child.once('error', reject);
-    child.once('close', (status) => resolve({ status, stdout: Buffer.concat(out).toString('utf8'), stderr }));
-  });
-}
 
 describe('every line kept: the JetStream log archive', () => {
   let nats: NatsServer;
@@ -98,17 +78,12 @@ describe('every line kept: the JetStream log archive', () => {
     );
     // Redis no longer has the whole stream: the archive is the only place all lines are.
     expect(await stack.redis.xlen(events)).toBeLessThan(LINES);
-    const logs = await cli(['logs', jobId, '--nats-url', nats.url], {
-      REDIS_URL: testRedisUrl(),
-      SANDSTREAM_NAMESPACE: stack.namespace,
+    await expectLogsFromArchive({
+      jobId,
+      natsUrl: nats.url,
+      redisUrl: testRedisUrl(),
+      namespace: stack.namespace,
+      lines: LINES,
     });
-    expect(logs.status, logs.stderr).toBe(0);
-    expect(logs.stderr).toMatch(/output from the log archive/);
-    expect(logs.stderr).not.toMatch(/not shown|lost/);
-    const printed = logs.stdout.split('\n').filter((line) => /^\d+$/.test(line));
-    expect(printed.length).toBe(LINES);
-    let inOrder = true;
-    for (let i = 0; i < printed.length; i++) if (printed[i] !== String(i + 1)) inOrder = false;
-    expect(inOrder).toBe(true);
   }, 600_000);
 });

@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +7,7 @@ import { freePort, repoRoot, testRedisUrl, uniqueNamespace } from '@sandstream/t
 import { Redis } from 'ioredis';
 import { connect as connectNats } from 'nats';
 import { describe, expect, it, vi } from 'vitest';
+import { spawnStartScript } from '../helpers/start-script.js';
 
 // `npm start` as a user runs it: five services up, hello.yaml streamed, Ctrl-C stops all.
 describe('npm start (scripts/start.mjs)', () => {
@@ -16,50 +17,32 @@ describe('npm start (scripts/start.mjs)', () => {
     const cacheDir = mkdtempSync(join(tmpdir(), 'sandstream-start-cache-'));
     const { NATS_URL: _noNats, ...parentEnv } = process.env;
     const apiPort = await freePort();
-    const child = spawn(
-      process.execPath,
-      [
-        join(repoRoot, 'scripts/start.mjs'),
-        '--namespace',
-        namespace,
-        '--scale',
-        'dispatcher=2',
-        '--scale',
-        'api=2',
-      ],
+    const { child, output, exited } = spawnStartScript(
+      ['--namespace', namespace, '--scale', 'dispatcher=2', '--scale', 'api=2'],
       {
-        cwd: repoRoot,
-        env: {
-          ...parentEnv,
-          API_PORT: String(apiPort),
-          SANDSTREAM_CACHE_DIR: cacheDir,
-          REDIS_URL: testRedisUrl(),
-          SANDBOX_TYPE: 'inprocess',
-          SANDSTREAM_SKIP_BOOTSTRAP: '1',
-        },
+        ...parentEnv,
+        API_PORT: String(apiPort),
+        SANDSTREAM_CACHE_DIR: cacheDir,
+        REDIS_URL: testRedisUrl(),
+        SANDBOX_TYPE: 'inprocess',
+        SANDSTREAM_SKIP_BOOTSTRAP: '1',
       },
     );
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    child.stderr.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
     // Until the demo job is done (or the script died); the assertions below say which.
     await vi
-      .waitUntil(() => out.includes('press Ctrl-C') || child.exitCode !== null, {
+      .waitUntil(() => output().includes('press Ctrl-C') || child.exitCode !== null, {
         timeout: 180_000,
         interval: 200,
       })
       .catch(() => undefined);
-    expect(out).toMatch(/✓ step-dispatcher#2 ready/);
-    expect(out).toMatch(/▶ step-4 {2}find the greeting — grep: hello in hello/);
-    expect(out).toContain('  │ hello from sandstream');
-    expect(out).toMatch(/job finished \(sandstream exit code 0\)/);
+    expect(output()).toMatch(/✓ step-dispatcher#2 ready/);
+    expect(output()).toMatch(/▶ step-4 {2}find the greeting — grep: hello in hello/);
+    expect(output()).toContain('  │ hello from sandstream');
+    expect(output()).toMatch(/job finished \(sandstream exit code 0\)/);
     // Both API replicas print their URL; the first on API_PORT, anonymous from loopback allowed.
-    const urls = [...out.matchAll(/✓ api#\d ready .*HTTP API (http:\/\/127\.0\.0\.1:\d+)/g)].map((m) => m[1]);
+    const urls = [...output().matchAll(/✓ api#\d ready .*HTTP API (http:\/\/127\.0\.0\.1:\d+)/g)].map(
+      (m) => m[1],
+    );
     expect(urls).toHaveLength(2);
     expect(urls[0]).toBe(`http://127.0.0.1:${apiPort}`);
     for (const url of urls) {
@@ -77,9 +60,9 @@ describe('npm start (scripts/start.mjs)', () => {
       'api#1',
       'api#2',
     ]) {
-      expect(out).toContain(`  ${name}: exited 0`);
+      expect(output()).toContain(`  ${name}: exited 0`);
     }
-    expect(out).toContain('  embedded NATS: exited 0');
+    expect(output()).toContain('  embedded NATS: exited 0');
     rmSync(cacheDir, { recursive: true, force: true });
   }, 240_000);
 
@@ -95,32 +78,20 @@ describe('npm start (scripts/start.mjs)', () => {
       LOG_ARCHIVE: _noArchiveSetting,
       ...env
     } = process.env;
-    const child = spawn(
-      process.execPath,
-      [join(repoRoot, 'scripts/start.mjs'), '--namespace', namespace, '--scale', 'dispatcher=2', '--no-job'],
+    const { child, output, exited } = spawnStartScript(
+      ['--namespace', namespace, '--scale', 'dispatcher=2', '--no-job'],
       {
-        cwd: repoRoot,
-        env: {
-          ...env,
-          SANDSTREAM_CACHE_DIR: cacheDir,
-          SANDSTREAM_METRICS_PORT: String(metricsBase),
-          API_PORT: String(await freePort()),
-          SANDBOX_TYPE: 'inprocess',
-          SANDSTREAM_SKIP_BOOTSTRAP: '1',
-        },
+        ...env,
+        SANDSTREAM_CACHE_DIR: cacheDir,
+        SANDSTREAM_METRICS_PORT: String(metricsBase),
+        API_PORT: String(await freePort()),
+        SANDBOX_TYPE: 'inprocess',
+        SANDSTREAM_SKIP_BOOTSTRAP: '1',
       },
     );
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    child.stderr.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
     try {
-      await expect.poll(() => out, { timeout: 120_000 }).toContain('press Ctrl-C');
-      const port = Number(/Redis: embedded, 127\.0\.0\.1:(\d+)/.exec(out)?.[1]);
+      await expect.poll(output, { timeout: 120_000 }).toContain('press Ctrl-C');
+      const port = Number(/Redis: embedded, 127\.0\.0\.1:(\d+)/.exec(output())?.[1]);
       expect(port).toBeGreaterThan(0);
 
       // local.json: the URL with the admin credentials, for its owner's eyes only.
@@ -132,7 +103,7 @@ describe('npm start (scripts/start.mjs)', () => {
         natsUrl: string;
       };
       expect(local.namespace).toBe(namespace);
-      const natsPort = Number(/NATS: embedded, 127\.0\.0\.1:(\d+)/.exec(out)?.[1]);
+      const natsPort = Number(/NATS: embedded, 127\.0\.0\.1:(\d+)/.exec(output())?.[1]);
       expect(local.natsUrl).toBe(`nats://127.0.0.1:${natsPort}`);
 
       // No way in without the password; AOF on, fsynced every second.
@@ -152,7 +123,7 @@ describe('npm start (scripts/start.mjs)', () => {
       admin.disconnect();
 
       // One metrics port per process, each serving Prometheus text.
-      const ports = [...out.matchAll(/ready \(pid \d+, health :\d+, metrics :(\d+)[,)]/g)].map((m) =>
+      const ports = [...output().matchAll(/ready \(pid \d+, health :\d+, metrics :(\d+)[,)]/g)].map((m) =>
         Number(m[1]),
       );
       expect(ports).toHaveLength(6);
@@ -201,8 +172,8 @@ describe('npm start (scripts/start.mjs)', () => {
       child.kill('SIGINT');
     }
     expect(await exited).toBe(0);
-    expect(out).toContain('  embedded NATS: exited 0');
-    expect(out).toContain('  embedded Redis: exited 0');
+    expect(output()).toContain('  embedded NATS: exited 0');
+    expect(output()).toContain('  embedded Redis: exited 0');
     expect(existsSync(join(cacheDir, 'sandstream', 'local.json'))).toBe(false);
     rmSync(home, { recursive: true, force: true });
   }, 300_000);
@@ -220,31 +191,17 @@ describe('npm start (scripts/start.mjs)', () => {
       ...env
     } = process.env;
     const run = async (extra: string[]) => {
-      const child = spawn(
-        process.execPath,
-        [join(repoRoot, 'scripts/start.mjs'), '--namespace', namespace, ...extra],
-        {
-          cwd: repoRoot,
-          env: {
-            ...env,
-            SANDSTREAM_CACHE_DIR: cacheDir,
-            API_PORT: String(await freePort()),
-            SANDBOX_TYPE: 'inprocess',
-            SANDSTREAM_SKIP_BOOTSTRAP: '1',
-            LOG_ARCHIVE: 'off',
-          },
-        },
-      );
-      let out = '';
-      const keep = (c: Buffer) => {
-        out += c.toString();
-      };
-      child.stdout.on('data', keep);
-      child.stderr.on('data', keep);
-      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-      await expect.poll(() => out, { timeout: 120_000 }).toContain('press Ctrl-C');
+      const { child, output, exited } = spawnStartScript(['--namespace', namespace, ...extra], {
+        ...env,
+        SANDSTREAM_CACHE_DIR: cacheDir,
+        API_PORT: String(await freePort()),
+        SANDBOX_TYPE: 'inprocess',
+        SANDSTREAM_SKIP_BOOTSTRAP: '1',
+        LOG_ARCHIVE: 'off',
+      });
+      await expect.poll(output, { timeout: 120_000 }).toContain('press Ctrl-C');
       return {
-        output: () => out,
+        output,
         stop: async () => {
           child.kill('SIGINT');
           return exited;

@@ -1,10 +1,11 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SandboxLabels } from '@sandstream/sandbox';
 import { childPids, dockerEngine, freePort, repoRoot, uniqueNamespace } from '@sandstream/test-support';
 import { describe, expect, it } from 'vitest';
+import { spawnStartScript } from '../helpers/start-script.js';
 
 // Issue 27 §5: stopping `npm start` leaves nothing of its run behind — warm pool members, live
 // sandboxes, running jobs' sandboxes, their volumes, child processes — within 10 s, on Docker.
@@ -38,38 +39,15 @@ function startRun(scratch: string): Promise<Run> {
     ...env
   } = process.env;
   return freePort().then((apiPort) => {
-    const child = spawn(
-      process.execPath,
-      [
-        join(repoRoot, 'scripts/start.mjs'),
-        '--namespace',
-        namespace,
-        '--scale',
-        'step-dispatcher=2',
-        '--job',
-        job,
-      ],
-      {
-        cwd: repoRoot,
-        env: {
-          ...env,
-          API_PORT: String(apiPort),
-          SANDSTREAM_CACHE_DIR: cacheDir,
-          SANDSTREAM_TEMPLATES_FILE: templates,
-          SANDBOX_TYPE: 'docker',
-          SANDSTREAM_SKIP_BOOTSTRAP: '1',
-        },
-      },
-    );
-    let out = '';
-    child.stdout?.on('data', (c: Buffer) => {
-      out += c.toString();
+    const run = spawnStartScript(['--namespace', namespace, '--scale', 'step-dispatcher=2', '--job', job], {
+      ...env,
+      API_PORT: String(apiPort),
+      SANDSTREAM_CACHE_DIR: cacheDir,
+      SANDSTREAM_TEMPLATES_FILE: templates,
+      SANDBOX_TYPE: 'docker',
+      SANDSTREAM_SKIP_BOOTSTRAP: '1',
     });
-    child.stderr?.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-    return { child, output: () => out, exited, cacheDir, namespace };
+    return { ...run, cacheDir, namespace };
   });
 }
 

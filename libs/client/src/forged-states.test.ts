@@ -32,36 +32,17 @@ const forged = (to: string, from = 'running') =>
     at: Date.now(),
   });
 
+/** An event of step-1 as the agent writes it. */
+const stepEvent = (fields: { kind: string; seq: number; line?: string }) =>
+  JSON.stringify({ schemaVersion: 1, stepId: 'step-1', ...fields, timestamp: new Date().toISOString() });
+
 describe('follow() and forged job entries', () => {
   it('skips states the services did not write, and keeps output before the true end', async () => {
     await store.create(parseJobSpec({ id: jobId, image: 'x', steps: [{ command: 'true' }] }));
     const events = keys.sandbox(jobId).events;
     await redis.xadd(events, '*', JOB_EVENT_FIELD, forged('succeeded', 'queued'));
-    await redis.xadd(
-      events,
-      '*',
-      'event',
-      JSON.stringify({
-        schemaVersion: 1,
-        stepId: 'step-1',
-        kind: 'started',
-        seq: 0,
-        timestamp: new Date().toISOString(),
-      }),
-    );
-    await redis.xadd(
-      events,
-      '*',
-      'event',
-      JSON.stringify({
-        schemaVersion: 1,
-        stepId: 'step-1',
-        kind: 'stdout',
-        seq: 1,
-        line: 'last line',
-        timestamp: new Date().toISOString(),
-      }),
-    );
+    await redis.xadd(events, '*', 'event', stepEvent({ kind: 'started', seq: 0 }));
+    await redis.xadd(events, '*', 'event', stepEvent({ kind: 'stdout', seq: 1, line: 'last line' }));
     // A copy of a true entry under a new id is not believed either: the record holds it by id.
     const [[createdId, createdFields]] = (await redis.xrange(events, '-', '+', 'COUNT', 1)) as [
       string,

@@ -1,3 +1,4 @@
+export * from './agent-output.js';
 export * from './docker.js';
 export * from './nats-server.js';
 export * from './otlp-receiver.js';

@@ -2,6 +2,7 @@ import {
   CommandRecordSchema,
   JobSandboxSchema,
   JobStateSchema,
+  ProblemExecResultSchema,
   SandboxEndReasonSchema,
   SandboxStateSchema,
   TenantSchema,
@@ -210,21 +211,11 @@ export const JobResponse = z
 
 export const SubmitResponse = z.object({ jobId: z.string(), created: z.boolean() });
 
-export const ExecResultResponse = z
-  .object({
-    commandId: z.string(),
-    exitCode: z.number().nullable(),
-    durationMs: z.number(),
-    timedOut: z.boolean(),
-    cancelled: z.boolean(),
-    stdout: z.string(),
-    stderr: z.string(),
-    truncated: z.boolean(),
-    gaps: z.array(z.object({ from: z.number(), to: z.number() })),
-    errorMessage: z.string().nullable(),
-    errorCode: z.string().nullable().optional(),
-  })
-  .meta({ id: 'ExecResult' });
+// The problem's command result with the error code widened to a string: the SDK's ExecResult does
+// not narrow it, and the document should not promise more than the SDK returns.
+export const ExecResultResponse = ProblemExecResultSchema.extend({
+  errorCode: z.string().nullable().optional(),
+}).meta({ id: 'ExecResult' });
 
 export const HistoryEntryResponse = z.object({
   ...CommandRecordSchema.shape,

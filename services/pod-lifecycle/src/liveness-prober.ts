@@ -25,7 +25,7 @@ export class LivenessProber {
     this.loop = new PeriodicTask(() => this.probe(), options.intervalMs ?? 1000, {
       name: 'liveness prober',
       logger: options.logger,
-      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      onProgress: options.onProgress,
     });
   }
 

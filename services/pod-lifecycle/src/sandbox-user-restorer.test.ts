@@ -2,6 +2,7 @@ import {
   createKeySpace,
   type JobState,
   JobStore,
+  type KeySpace,
   type PoolMember,
   parseJobSpec,
   SandboxAcl,
@@ -20,37 +21,43 @@ import { SandboxUserRestorer } from './sandbox-user-restorer.js';
 describe('SandboxUserRestorer', () => {
   const own = usePrivateRedis({ maxRetriesPerRequest: null });
 
-  it('re-creates the users of live jobs from their kept hash when its connection comes back', async () => {
-    const keys = createKeySpace('restore');
+  /** Job `id` walked through `states`, with its sandbox user made and kept as pod-lifecycle does. */
+  const jobWithSandboxUser = async (keys: KeySpace, id: string, states: JobState[]) => {
     const store = new JobStore({ redis: own.redis, keys });
-    const acl = new SandboxAcl(own.redis, keys);
-    const start = async (id: string, states: JobState[]) => {
-      await store.create(parseJobSpec({ id, image: 'none', steps: [{ command: 'true' }] }));
-      let from: JobState = 'queued';
-      for (const to of states) {
-        await store.transition(id, [from], to);
-        from = to;
-      }
-      const credentials = await acl.create(id, keys.completionStream(0));
-      await saveSandboxUser(own.redis, keys, id, {
-        username: credentials.username,
-        notifyStream: keys.completionStream(0),
-        passwordHash: credentials.passwordHash,
-      });
-      return credentials;
-    };
-    const live = await start('live', ['scheduled', 'starting', 'running']);
-    await start('done', ['scheduled', 'starting', 'running', 'succeeded']);
-    for (const id of ['live', 'done']) await acl.delete(id);
+    await store.create(parseJobSpec({ id, image: 'none', steps: [{ command: 'true' }] }));
+    let from: JobState = 'queued';
+    for (const to of states) {
+      await store.transition(id, [from], to);
+      from = to;
+    }
+    const credentials = await new SandboxAcl(own.redis, keys).create(id, keys.completionStream(0));
+    await saveSandboxUser(own.redis, keys, id, {
+      username: credentials.username,
+      notifyStream: keys.completionStream(0),
+      passwordHash: credentials.passwordHash,
+    });
+    return credentials;
+  };
 
-    const restorer = new SandboxUserRestorer({
+  /** A restorer whose periodic pass is an hour off, so only what a test does can trigger it. */
+  const restorerOf = (keys: KeySpace, acl: SandboxAcl) =>
+    new SandboxUserRestorer({
       redis: own.redis,
       keys,
       acl,
       logger: silentLogger('restorer-test'),
-      // Only the reconnect can trigger it within this test.
       intervalMs: 3_600_000,
     });
+
+  it('re-creates the users of live jobs from their kept hash when its connection comes back', async () => {
+    const keys = createKeySpace('restore');
+    const acl = new SandboxAcl(own.redis, keys);
+    const live = await jobWithSandboxUser(keys, 'live', ['scheduled', 'starting', 'running']);
+    await jobWithSandboxUser(keys, 'done', ['scheduled', 'starting', 'running', 'succeeded']);
+    for (const id of ['live', 'done']) await acl.delete(id);
+
+    // Its periodic pass is an hour off: only the reconnect can trigger it within this test.
+    const restorer = restorerOf(keys, acl);
     restorer.start();
     try {
       // The connection drops and comes back, as when Redis restarts.
@@ -85,29 +92,11 @@ describe('SandboxUserRestorer', () => {
 
   it('re-creates them at its own start: Redis may have restarted while pod-lifecycle was down', async () => {
     const keys = createKeySpace('restore-at-start');
-    const store = new JobStore({ redis: own.redis, keys });
     const acl = new SandboxAcl(own.redis, keys);
-    await store.create(parseJobSpec({ id: 'was-running', image: 'none', steps: [{ command: 'true' }] }));
-    let from: JobState = 'queued';
-    for (const to of ['scheduled', 'starting', 'running'] as JobState[]) {
-      await store.transition('was-running', [from], to);
-      from = to;
-    }
-    const credentials = await acl.create('was-running', keys.completionStream(0));
-    await saveSandboxUser(own.redis, keys, 'was-running', {
-      username: credentials.username,
-      notifyStream: keys.completionStream(0),
-      passwordHash: credentials.passwordHash,
-    });
+    await jobWithSandboxUser(keys, 'was-running', ['scheduled', 'starting', 'running']);
     await acl.delete('was-running');
-    const restorer = new SandboxUserRestorer({
-      redis: own.redis,
-      keys,
-      acl,
-      logger: silentLogger('restorer-test'),
-      // No reconnect and no periodic pass within this test: only the start can restore it.
-      intervalMs: 3_600_000,
-    });
+    // No reconnect and no periodic pass within this test: only the start can restore it.
+    const restorer = restorerOf(keys, acl);
     restorer.start();
     try {
       await vi.waitUntil(() => acl.exists('was-running'), { timeout: 15_000, interval: 100 });

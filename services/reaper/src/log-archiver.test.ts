@@ -8,7 +8,12 @@ import {
   parseJobSpec,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
-import { connectTestRedis, deleteNamespaceKeys, uniqueNamespace } from '@sandstream/test-support';
+import {
+  addOutputLines,
+  connectTestRedis,
+  deleteNamespaceKeys,
+  uniqueNamespace,
+} from '@sandstream/test-support';
 import { test } from '@sandstream/test-support/vitest';
 import type { Redis } from 'ioredis';
 import { connect, type NatsConnection, type StoredMsg } from 'nats';
@@ -104,18 +109,8 @@ function harness(natsUrl: string) {
   };
 
   /** Agent-like output lines `from..to` of step s1, as the agent XADDs them. */
-  const lines = async (id: string, from: number, to: number) => {
-    const pipeline = redis.pipeline();
-    for (let seq = from; seq <= to; seq++) {
-      pipeline.xadd(
-        keys.sandbox(id).events,
-        '*',
-        'event',
-        JSON.stringify({ kind: 'stdout', stepId: 's1', seq, line: `line ${seq}` }),
-      );
-    }
-    await pipeline.exec();
-  };
+  const lines = (id: string, from: number, to: number) =>
+    addOutputLines(redis, keys.sandbox(id).events, from, to);
 
   /** Every message of the job's subject, in order. */
   const archived = async (id: string) => {

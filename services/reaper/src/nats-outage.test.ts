@@ -1,7 +1,13 @@
 import { createKeySpace, type JobState, JobStore, parseJobSpec } from '@sandstream/bus';
 import { startHealthServer } from '@sandstream/service-kit';
 import { silentLogger } from '@sandstream/telemetry';
-import { connectTestRedis, deleteNamespaceKeys, NatsServer, uniqueNamespace } from '@sandstream/test-support';
+import {
+  addOutputLines,
+  connectTestRedis,
+  deleteNamespaceKeys,
+  NatsServer,
+  uniqueNamespace,
+} from '@sandstream/test-support';
 import type { Redis } from 'ioredis';
 import { connect, type Msg } from 'nats';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -74,16 +80,7 @@ async function setup(nats: NatsServer) {
     const path: JobState[] = ['queued', 'scheduled', 'starting', 'running'];
     for (let i = 1; i < path.length; i++)
       await store.transition(id, [path[i - 1] as JobState], path[i] as JobState);
-    const pipeline = redis.pipeline();
-    for (let seq = 1; seq <= count; seq++) {
-      pipeline.xadd(
-        keys.sandbox(id).events,
-        '*',
-        'event',
-        JSON.stringify({ kind: 'stdout', stepId: 's1', seq, line: `line ${seq}` }),
-      );
-    }
-    await pipeline.exec();
+    await addOutputLines(redis, keys.sandbox(id).events, 1, count);
     await store.transition(id, ['running'], 'succeeded');
     return id;
   };

@@ -19,21 +19,27 @@ describe('per-sandbox Redis budget', () => {
     for (let i = 0; i < mb; i++) await own.redis.lpush(key, Buffer.alloc(MB, i));
   };
 
-  it('finds the sandbox over its budget among running ones, and only it, at the next tick after a flood', async () => {
+  /** A monitor with a 4 MiB budget over `runningJobs`, recording the sandboxes it finds over it. */
+  const collectingMonitor = (runningJobs: string[], lockName: string) => {
     const over: SandboxRedisUsage[] = [];
     const monitor = new RedisBudgetMonitor({
       redis: own.redis,
       logger,
       budgetBytes: 4 * MB,
       intervalMs: 100,
-      // Far off: only the growth of Redis can make the second tick measure.
+      // Far off: after the first tick, only the growth of Redis can make a tick measure.
       measureEveryMs: 3_600_000,
-      runningJobs: async () => ['flooder', 'quiet'],
-      lockKey: keySpace.lock('redis-budget'),
+      runningJobs: async () => runningJobs,
+      lockKey: keySpace.lock(lockName),
       onOverBudget: async (usage) => {
         over.push(usage);
       },
     });
+    return { monitor, over };
+  };
+
+  it('finds the sandbox over its budget among running ones, and only it, at the next tick after a flood', async () => {
+    const { monitor, over } = collectingMonitor(['flooder', 'quiet'], 'redis-budget');
     await own.redis.set(keySpace.sandbox('quiet').heartbeat, 'x');
     await fill(keySpace.sandbox('not-running').results, 6); // not ours to judge
     await monitor.tick(); // the first tick measures, to know where Redis stands
@@ -135,19 +141,7 @@ describe('per-sandbox Redis budget', () => {
       await own.redis.xadd(keys.events, '*', 'line', 'last words');
       await own.redis.set(keys.heartbeat, 'x');
 
-      const over: SandboxRedisUsage[] = [];
-      const monitor = new RedisBudgetMonitor({
-        redis: own.redis,
-        logger,
-        budgetBytes: 4 * MB,
-        intervalMs: 100,
-        measureEveryMs: 3_600_000,
-        runningJobs: async () => [jobId, 'neighbour'],
-        lockKey: keySpace.lock('redis-budget-db'),
-        onOverBudget: async (usage) => {
-          over.push(usage);
-        },
-      });
+      const { monitor, over } = collectingMonitor([jobId, 'neighbour'], 'redis-budget-db');
       await monitor.tick();
       expect(over.map((u) => u.jobId)).toEqual([jobId]);
       expect(over[0]?.bytes).toBeGreaterThan(6 * MB);

@@ -49,7 +49,7 @@ export class RedisBudgetMonitor {
     this.loop = new PeriodicTask(() => this.tick(), options.intervalMs, {
       name: 'redis budget monitor',
       logger: options.logger,
-      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      onProgress: options.onProgress,
     });
   }
 
