@@ -3,8 +3,8 @@ import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promi
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
-  DownloadStepSchema,
   chunkPieces,
+  DownloadStepSchema,
   findGnuTar,
   Limits,
   packTree,
@@ -36,7 +36,8 @@ afterAll(async () => {
 
 async function sendTree(transfer: string, root: string, name: string): Promise<void> {
   const key = transferKey(keys, transfer);
-  for await (const parts of chunkPieces(await packTree(path.join(root, name)))) await redis.lpush(key, Buffer.concat(parts));
+  for await (const parts of chunkPieces(await packTree(path.join(root, name))))
+    await redis.lpush(key, Buffer.concat(parts));
   await redis.lpush(key, Buffer.alloc(0));
 }
 
