@@ -3,7 +3,14 @@
 // (npx tsc -b services/scheduler first): admission throughput of one replica, and the latency
 // from a slot being freed to the best waiting job being scheduled. Uses its own namespace and
 // removes its keys afterwards.
-import { createKeySpace, JobStore, parseJobSpec, QueueNames, SlotAdmission, submitParsedJob } from '@sandstream/bus';
+import {
+  createKeySpace,
+  JobStore,
+  parseJobSpec,
+  QueueNames,
+  SlotAdmission,
+  submitParsedJob,
+} from '@sandstream/bus';
 import { CapacityWaker, createScheduleProcessor, TemplateResolver } from '@sandstream/scheduler';
 import { silentLogger } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
