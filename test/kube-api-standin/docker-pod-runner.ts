@@ -6,10 +6,11 @@ import type {
   V1Pod,
   V1PodCondition,
 } from '@kubernetes/client-node';
+import { demuxDockerLog } from '@sandstream/sandbox';
 import type Docker from 'dockerode';
 import { badRequest } from './api-status.js';
 import { containerOptions } from './container-options.js';
-import { cutLog, demuxDockerLog } from './docker-logs.js';
+import { cutLog } from './docker-logs.js';
 import { ContainerConfigError, resolveEnv } from './env-resolver.js';
 import type { KubeObject } from './kube-object.js';
 import type { ObjectStore } from './object-store.js';

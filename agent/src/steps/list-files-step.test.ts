@@ -78,6 +78,21 @@ describe('listFilesStep', () => {
     expect(exactDeep?.entries).toHaveLength(8);
   });
 
+  it('when exactly full with directories still waiting, is cut only if one of them has entries', async () => {
+    // Full after "a" (five top-level entries and a's two) while a/deep, holding z.txt, waits.
+    const full = entriesOf(await list({ path: 'tree', maxDepth: 3, maxEntries: 7 }));
+    expect(full).toMatchObject({ truncated: true });
+    expect(paths(full?.entries)).toEqual(['a', 'a/deep', 'a/x.txt', 'a-b.txt', 'b.txt', 'link.txt', 'loop']);
+    // Full after the top level while only empty directories wait: nothing was left out.
+    const hollow = path.join(dir, 'hollow');
+    await mkdir(path.join(hollow, 'e1'), { recursive: true });
+    await mkdir(path.join(hollow, 'e2'));
+    await writeFile(path.join(hollow, 'f.txt'), '');
+    const exact = entriesOf(await list({ path: 'hollow', maxDepth: 2, maxEntries: 3 }));
+    expect(exact).toMatchObject({ truncated: false });
+    expect(paths(exact?.entries)).toEqual(['e1', 'e2', 'f.txt']);
+  });
+
   it('answers the same listing every time', async () => {
     const first = await list({ path: 'tree', maxDepth: 3 });
     const second = await list({ path: 'tree', maxDepth: 3 });

@@ -50,6 +50,8 @@ export async function listFilesStep(step: ListFilesStep, ctx: StepContext): Prom
       }
       continue; // Unreadable subdirectory (or removed meanwhile): it is already listed.
     }
+    // Once full, the directories still waiting are read all the same (room 0): the listing is
+    // cut only if one of them has an entry, so exactly full is not reported as cut.
     const room = step.maxEntries - entries.length;
     if (names.length > room) {
       truncated = true;
@@ -66,8 +68,6 @@ export async function listFilesStep(step: ListFilesStep, ctx: StepContext): Prom
         queue.push({ absolute: path.join(next.absolute, name), relative, depth: next.depth + 1 });
       }
     });
-    // Exactly full with directories still waiting: the listing is cut only if one of them has entries.
-    if (!truncated && entries.length === step.maxEntries) truncated = await anyNonEmpty(queue);
   }
   entries.sort((a, b) => compareTreePaths(a.path, b.path));
   return succeeded({ kind: 'listFiles', path: root, entries, truncated });
@@ -86,17 +86,6 @@ async function lstatOrNull(file: string): Promise<Stats | null> {
   } catch {
     return null;
   }
-}
-
-async function anyNonEmpty(queue: PendingDirectory[]): Promise<boolean> {
-  for (const dir of queue) {
-    try {
-      if ((await readdir(dir.absolute)).length > 0) return true;
-    } catch {
-      // Unreadable: it would not have contributed entries either.
-    }
-  }
-  return false;
 }
 
 /** Plain code-unit order: locale-independent, so every agent sorts alike. */

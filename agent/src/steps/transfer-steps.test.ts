@@ -3,13 +3,13 @@ import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promi
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
+  chunkPieces,
   DownloadStepSchema,
   findGnuTar,
   Limits,
   packTree,
   RawListConnection,
   rawOptionsFromUrl,
-  rechunk,
   sandboxKeys,
   transferKey,
   UploadStepSchema,
@@ -36,7 +36,8 @@ afterAll(async () => {
 
 async function sendTree(transfer: string, root: string, name: string): Promise<void> {
   const key = transferKey(keys, transfer);
-  for await (const chunk of rechunk(await packTree(path.join(root, name)))) await redis.lpush(key, chunk);
+  for await (const parts of chunkPieces(await packTree(path.join(root, name))))
+    await redis.lpush(key, Buffer.concat(parts));
   await redis.lpush(key, Buffer.alloc(0));
 }
 

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseJobSpec } from './job-spec.js';
 import { decodeJobEventFields } from './job-state.js';
 import { JobStore } from './job-store.js';
-import { submitJob } from './job-submit.js';
+import { submitParsedJob } from './job-submit.js';
 import { createKeySpace } from './key-space.js';
 import { QueueNames } from './queues.js';
 import { createRedis } from './redis-connection.js';
@@ -69,8 +69,16 @@ describe('on a real Redis Cluster', () => {
       },
       { connection: redis.duplicate(), prefix: keys.bullPrefix },
     );
-    await submitJob(store, jobs, { id: 'cluster-q-1', image: 'x', steps: [{ command: 'true' }] });
-    await submitJob(store, jobs, { id: 'cluster-q-1', image: 'x', steps: [{ command: 'true' }] });
+    await submitParsedJob(
+      store,
+      jobs,
+      parseJobSpec({ id: 'cluster-q-1', image: 'x', steps: [{ command: 'true' }] }),
+    );
+    await submitParsedJob(
+      store,
+      jobs,
+      parseJobSpec({ id: 'cluster-q-1', image: 'x', steps: [{ command: 'true' }] }),
+    );
     const until = Date.now() + 10_000;
     while (seen.length < 1 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
     // A job added after both submits, at the least urgent priority, is processed after them: once

@@ -54,10 +54,6 @@ export const JobField = {
 /** A live sandbox's command, as pushed (its request and start time) is kept under `cmd:<id>`. */
 const COMMAND_PREFIX = 'cmd:';
 
-export function commandField(commandId: string): string {
-  return `${COMMAND_PREFIX}${commandId}`;
-}
-
 /**
  * Each JobEvent a service appended to the job's events stream is kept under `ev:<entryId>` too:
  * the stream is also the sandbox's to write, the record is not, so a follower believes a `job`

@@ -1,5 +1,4 @@
 import type { Queue } from 'bullmq';
-import { parseJobSpec } from './job-spec.js';
 import type { JobStore } from './job-store.js';
 import type { StoredSpec } from './live-sandbox-spec.js';
 import { bullJobId, bullPriority, DefaultJobOptions, type JobsPayload } from './queues.js';
@@ -11,22 +10,11 @@ export interface SubmitResult {
 }
 
 /**
- * Submits a job: validates the spec, writes the record (SET-NX semantics) and adds it to the
- * `jobs` queue under a BullMQ id derived from the job id. Both halves are idempotent, so a
- * client that retries after a timeout — or crashed between the two writes — makes one job.
- */
-export async function submitJob(
-  store: JobStore,
-  jobsQueue: Queue,
-  input: unknown,
-  source?: string,
-): Promise<SubmitResult> {
-  return submitParsedJob(store, jobsQueue, parseJobSpec(input, source));
-}
-
-/**
- * submitJob for a spec already parsed (the SDK parses once, inside its span): a job's, or a live
- * sandbox's, which goes through the same queue, admission and start.
+ * Submits a job or a live sandbox's spec, already parsed (parseJobSpec; the SDK parses once,
+ * inside its span): writes the record (SET-NX semantics) and adds it to the `jobs` queue under a
+ * BullMQ id derived from the job id. Both halves are idempotent, so a client that retries after a
+ * timeout — or crashed between the two writes — makes one job. Live sandboxes go through the
+ * same queue, admission and start.
  */
 export async function submitParsedJob(
   store: JobStore,

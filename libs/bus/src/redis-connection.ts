@@ -86,20 +86,6 @@ export function createRedis(options: RedisConnectionOptions): RedisClient {
   return new Redis(url, base);
 }
 
-/** createRedis from validated environment variables. */
-export function createRedisFromEnv(
-  env: RedisEnv,
-  role: ConnectionRole,
-  connectionName?: string,
-): RedisClient {
-  return createRedis({
-    url: env.REDIS_URL,
-    clusterNodes: env.REDIS_CLUSTER_NODES,
-    role,
-    ...(connectionName ? { connectionName } : {}),
-  });
-}
-
 /** Resolves once the client is connected and ready (or rejects after timeoutMs). */
 export async function waitForRedis(client: RedisClient, timeoutMs = 10_000): Promise<void> {
   if (client.status === 'ready') return;

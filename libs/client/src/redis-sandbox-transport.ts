@@ -14,7 +14,6 @@ import {
 import type { StepResult } from '@sandstream/wire';
 import type { ExecResult } from './command-output.js';
 import {
-  type CommandRunnerContext,
   followCommand,
   pushCommand,
   type RunCommandOptions,
@@ -23,6 +22,7 @@ import {
   sendCancel,
 } from './command-runner.js';
 import { newTransferId, receiveTar, sendTar } from './file-transfer.js';
+import type { RedisSandboxContext } from './redis-sandbox-context.js';
 import { RedisTerminalChannel } from './redis-terminal-channel.js';
 import {
   SandboxCommandNotFoundError,
@@ -43,14 +43,6 @@ import type { KillSignal, RunStep, SandboxTransport, TerminalChannel } from './t
 
 /** How long close() waits for the services to end the sandbox before it gives up waiting. */
 const CLOSE_WAIT_MS = 120_000;
-
-export interface RedisSandboxContext extends CommandRunnerContext {
-  store: JobStore;
-  /** Queues a validated live-sandbox spec like a job (same admission and start). */
-  submit(spec: LiveSandboxSpec): Promise<{ jobId: string; created: boolean }>;
-  /** Asks the services to close the sandbox (a cancel request with reason `user`). */
-  requestClose(sandboxId: string): Promise<void>;
-}
 
 /**
  * Live sandboxes over Redis: commands pushed to the sandbox's list, followed on its events

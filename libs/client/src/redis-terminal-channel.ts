@@ -8,7 +8,7 @@ import {
 } from '@sandstream/wire';
 import type { ExecResult } from './command-output.js';
 import { followCommand, refusal, sendCancel } from './command-runner.js';
-import type { RedisSandboxContext } from './redis-sandbox-transport.js';
+import type { RedisSandboxContext } from './redis-sandbox-context.js';
 import { SandboxLimitError, SandboxNotFoundError } from './sandbox-errors.js';
 import type { TerminalChannel, TerminalOutputOptions } from './transport.js';
 

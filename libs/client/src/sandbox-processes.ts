@@ -1,7 +1,7 @@
 import { type ControlMessage, Limits } from '@sandstream/wire';
 import { parseOptions } from './client-options.js';
+import type { CommandExecution } from './command-execution.js';
 import { runStepOf } from './command-runner.js';
-import type { CommandExecution } from './sandbox.js';
 import type { CommandHistoryEntry } from './sandbox-history.js';
 import {
   type AttachOptions,

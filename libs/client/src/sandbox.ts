@@ -12,7 +12,8 @@ import {
   unpackTar,
 } from '@sandstream/wire';
 import { parseOptions } from './client-options.js';
-import type { CommandOutputLine, ExecResult } from './command-output.js';
+import { CommandExecution } from './command-execution.js';
+import type { ExecResult } from './command-output.js';
 import { type RunCommandOptions, runStepOf } from './command-runner.js';
 import { CommandCancelledError, SandboxLimitError, SandboxNotFoundError } from './sandbox-errors.js';
 import type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
@@ -36,6 +37,7 @@ import { SandboxProcesses } from './sandbox-processes.js';
 import { SandboxTerminals } from './sandbox-terminals.js';
 import type { RunStep, SandboxTransport } from './transport.js';
 
+export { CommandExecution, type ExecItem } from './command-execution.js';
 export type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
 
 /** A named long-lived shell of a sandbox (Sandbox.shell). */
@@ -52,66 +54,6 @@ export class ShellSession {
    */
   run(command: string, options: ShellRunOptions = {}): CommandExecution {
     return this.send(command, options);
-  }
-}
-
-/** An item of a command's output as its async iterator yields it. */
-export type ExecItem = CommandOutputLine | { stream: 'gap'; from: number; to: number };
-
-/**
- * A running command: await it for its ExecResult, or iterate it for its output as it comes
- * (then await it, or read `result`, for the end). Starts on the next tick, so an iterator taken
- * right away sees every line.
- */
-export class CommandExecution implements PromiseLike<ExecResult>, AsyncIterable<ExecItem> {
-  private readonly items: ExecItem[] = [];
-  private wake: (() => void) | undefined;
-  private done = false;
-  private iterating = false;
-  readonly result: Promise<ExecResult>;
-
-  constructor(run: (emit: (item: ExecItem) => void) => Promise<ExecResult>) {
-    this.result = Promise.resolve()
-      .then(() => run((item) => this.push(item)))
-      .finally(() => {
-        this.done = true;
-        this.wake?.();
-      });
-    // Iterating without awaiting must not leave an unhandled rejection behind.
-    this.result.catch(() => {});
-  }
-
-  // biome-ignore lint/suspicious/noThenProperty: a CommandExecution is awaited like the promise of its result
-  then<A = ExecResult, B = never>(
-    onFulfilled?: ((value: ExecResult) => A | PromiseLike<A>) | null,
-    onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
-  ): Promise<A | B> {
-    return this.result.then(onFulfilled, onRejected);
-  }
-
-  async *[Symbol.asyncIterator](): AsyncIterator<ExecItem> {
-    this.iterating = true;
-    for (;;) {
-      const item = this.items.shift();
-      if (item) {
-        yield item;
-        continue;
-      }
-      if (this.done) break;
-      await new Promise<void>((resolve) => {
-        this.wake = resolve;
-      });
-      this.wake = undefined;
-    }
-    // A failed command ends its iteration with its error.
-    await this.result;
-  }
-
-  private push(item: ExecItem): void {
-    // Only an iterator consumes items: without one, nothing is buffered.
-    if (!this.iterating) return;
-    this.items.push(item);
-    this.wake?.();
   }
 }
 

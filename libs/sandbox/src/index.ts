@@ -8,6 +8,7 @@ export * from './disk-budget-watch.js';
 export { allocatedBytes } from './disk-usage.js';
 export type { AgentVolumeMode } from './docker/agent-volume.js';
 export { DEFAULT_CARRIER_IMAGE, DockerBackend, type DockerBackendOptions } from './docker/docker-backend.js';
+export { demuxDockerLog } from './docker/docker-logs.js';
 export { dockerJobNames, persistentVolumeName } from './docker/docker-names.js';
 export {
   DEFAULT_SANDBOX_BRIDGE,

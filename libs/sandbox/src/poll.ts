@@ -12,6 +12,9 @@ export interface PollOptions {
 /**
  * Calls `check` until it returns a value other than undefined, or the deadline passes (returns
  * undefined), or the signal aborts (throws the abort reason).
+ *
+ * libs/test-support has a pollUntil of its own for helpers and benchmarks: test-support is a
+ * dev dependency of every lib, so it cannot import this one, and libs never import test code.
  */
 export async function pollUntil<T>(
   check: () => Promise<T | undefined>,

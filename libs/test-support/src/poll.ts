@@ -1,7 +1,9 @@
 /**
  * Polls `probe` until it returns a truthy value and resolves with it; rejects naming `what` after
  * `timeoutMs`. Tests use vitest's `vi.waitFor` / `vi.waitUntil` / `expect.poll` instead: this is
- * for code that also runs outside vitest (the helpers here, benchmarks).
+ * for code that also runs outside vitest (the helpers here, benchmarks). Production code polls with
+ * libs/sandbox's pollUntil (deadline, abort signal, backoff): this package, a dev dependency of
+ * every lib, imports none of them.
  */
 export async function pollUntil<T>(
   what: string,

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { readAhead, rechunk } from './transfer-chunks.js';
+import { chunkPieces, readAhead } from './transfer-chunks.js';
 
-describe('rechunk', () => {
+describe('chunkPieces', () => {
   it('regroups pieces into chunks of the size asked, the last one shorter', async () => {
     const pieces = [Buffer.from('abc'), Buffer.from('defgh'), Buffer.from('ij')];
     const chunks: string[] = [];
-    for await (const chunk of rechunk(pieces, 4)) chunks.push(chunk.toString());
+    for await (const parts of chunkPieces(pieces, 4)) chunks.push(Buffer.concat(parts).toString());
     expect(chunks).toEqual(['abcd', 'efgh', 'ij']);
   });
 });

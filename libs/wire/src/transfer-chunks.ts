@@ -46,15 +46,6 @@ export async function* chunkPieces(
   if (length > 0) yield parts;
 }
 
-/** chunkPieces, each chunk joined into one buffer (for whoever needs it whole). */
-export async function* rechunk(
-  source: AsyncIterable<Buffer | string>,
-  size: number = Limits.transferChunkBytes,
-): AsyncGenerator<Buffer> {
-  for await (const pieces of chunkPieces(source, size))
-    yield pieces.length === 1 ? (pieces[0] as Buffer) : Buffer.concat(pieces);
-}
-
 /**
  * Yields what `source` yields, asking it for the next item as soon as the current one is handed
  * over: producing a chunk (reading and packing files) overlaps with sending the one before,

@@ -3,7 +3,14 @@
 // (npx tsc -b services/scheduler first): admission throughput of one replica, and the latency
 // from a slot being freed to the best waiting job being scheduled. Uses its own namespace and
 // removes its keys afterwards.
-import { createKeySpace, JobStore, QueueNames, SlotAdmission, submitJob } from '@sandstream/bus';
+import {
+  createKeySpace,
+  JobStore,
+  parseJobSpec,
+  QueueNames,
+  SlotAdmission,
+  submitParsedJob,
+} from '@sandstream/bus';
 import { CapacityWaker, createScheduleProcessor, TemplateResolver } from '@sandstream/scheduler';
 import { silentLogger } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
@@ -58,13 +65,11 @@ async function harness(globalLimit) {
     async submit(i, priority = 50) {
       const id = `${ns}-${i}`;
       ids.push(id);
-      await submitJob(store, jobsQueue, {
-        id,
-        tenant: 'acme',
-        priority,
-        image: 'x',
-        steps: [{ command: 'true' }],
-      });
+      await submitParsedJob(
+        store,
+        jobsQueue,
+        parseJobSpec({ id, tenant: 'acme', priority, image: 'x', steps: [{ command: 'true' }] }),
+      );
       return id;
     },
     async close() {

@@ -63,7 +63,7 @@ describe('admission that keeps failing', () => {
     });
     try {
       const id = `${ns}-job`;
-      // As submitJob does, with a short backoff to keep the test quick.
+      // As submitParsedJob does, with a short backoff to keep the test quick.
       await store.create(parseJobSpec({ id, image: 'x', steps: [{ command: 'true' }] }));
       await jobsQueue.add(
         'job',

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { createKeySpace, JobStore, QueueNames, submitJob } from '@sandstream/bus';
+import { createKeySpace, JobStore, parseJobSpec, QueueNames, submitParsedJob } from '@sandstream/bus';
 import { deleteNamespaceKeys, ServiceProcess } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -54,7 +54,11 @@ describe('scheduler process', () => {
     for (let i = 0; i < 8; i++) {
       const id = `${ns}-j${i}`;
       ids.push(id);
-      await submitJob(store, jobs, { id, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] });
+      await submitParsedJob(
+        store,
+        jobs,
+        parseJobSpec({ id, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }),
+      );
     }
     await jobs.close();
     const until = Date.now() + 10_000;

@@ -2,9 +2,10 @@ import {
   createKeySpace,
   type JobState,
   JobStore,
+  parseJobSpec,
   QueueNames,
   SlotAdmission,
-  submitJob,
+  submitParsedJob,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
 import { deleteNamespaceKeys } from '@sandstream/test-support';
@@ -97,14 +98,11 @@ async function harness(opts: { globalLimit: number; tenantLimit: number }) {
   ) => {
     const id = `${ns}-${name}`;
     jobIds.push(id);
-    await submitJob(store, jobsQueue, {
-      id,
-      tenant,
-      priority,
-      image: 'debian',
-      steps: [{ command: 'true' }],
-      ...extra,
-    });
+    await submitParsedJob(
+      store,
+      jobsQueue,
+      parseJobSpec({ id, tenant, priority, image: 'debian', steps: [{ command: 'true' }], ...extra }),
+    );
     return id;
   };
   const state = async (id: string) => (await store.get(id))?.state;
