@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKeySpace, type JobRecord, type PoolMember, WarmPoolStore } from '@sandstream/bus';
 import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
+import { testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { liveBackends } from '../helpers/live-backends.js';
@@ -69,7 +70,7 @@ describe.each(liveBackends())('warm pools ($name backend)', ({ image, env }) => 
     if (sampler) clearInterval(sampler);
     const namespace = stack?.namespace;
     await stack?.stop();
-    const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    const redis = new Redis(testRedisUrl());
     if (namespace) await destroyPoolMembers(redis, namespace, env);
     redis.disconnect();
   }, 60_000);
@@ -240,7 +241,7 @@ templates:
   afterAll(async () => {
     const namespace = stack?.namespace;
     await stack?.stop();
-    const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    const redis = new Redis(testRedisUrl());
     if (namespace) await destroyPoolMembers(redis, namespace, {});
     redis.disconnect();
   }, 60_000);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { AgentAnnouncements, createKeySpace, type PoolMember, WarmPoolStore } from '@sandstream/bus';
 import { InProcessBackend, TemplateRegistry } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
-import { deleteNamespaceKeys, uniqueNamespace } from '@sandstream/test-support';
+import { deleteNamespaceKeys, testRedisUrl, uniqueNamespace } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { PoolKeeper } from './pool-keeper.js';
@@ -12,7 +12,7 @@ import { PoolMembers } from './pool-members.js';
 import { poolSpecHash } from './pool-spec.js';
 import { WarmStart } from './warm-start.js';
 
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const root = mkdtempSync(join(tmpdir(), 'sandstream-pool-keeper-'));
 const logger = silentLogger('pool-keeper-test');

@@ -1,13 +1,13 @@
 import { createKeySpace, JobStore, parseJobSpec } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
-import { deleteNamespaceKeys } from '@sandstream/test-support';
+import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { connect, type Msg, type NatsConnection } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LifecycleRelay } from './lifecycle-relay.js';
 import { fixedNats } from './nats-link.js';
 
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const logger = silentLogger('relay-test');
 const redis = new Redis(url, { maxRetriesPerRequest: null });

@@ -5,6 +5,7 @@ import {
   ServiceProcess,
   startNatsServer,
   startRedisServer,
+  testRedisUrl,
 } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { connect } from 'nats';
@@ -12,7 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 // The built service, as production runs it (npx tsc -b services/reaper).
 const entry = fileURLToPath(new URL('../dist/main.js', import.meta.url));
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const ns = `t-reapmain-${Math.random().toString(36).slice(2, 10)}`;
 const keys = createKeySpace(ns);
 const redis = new Redis(url, { maxRetriesPerRequest: null });
