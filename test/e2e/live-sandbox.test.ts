@@ -25,14 +25,13 @@ import {
   SandstreamApiError,
   SandstreamOptionsError,
 } from '@sandstream/client';
-import { repoRoot, testRedisUrl } from '@sandstream/test-support';
+import { liveBackends, repoRoot, testRedisUrl } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const redisUrl = testRedisUrl();
 /** A client in a process of its own (test/helpers/process-follower.ts), run from TypeScript. */
 const followerScript = `${repoRoot}test/helpers/process-follower.ts`;
 
-import { liveBackends } from '../helpers/live-backends.js';
 import { type Transport, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 

@@ -1,4 +1,7 @@
+export * from './bare-node-floor.js';
 export * from './docker.js';
+export * from './keep-alive-client.js';
+export * from './live-backends.js';
 export * from './nats-server.js';
 export * from './otlp-receiver.js';
 export * from './poll.js';
