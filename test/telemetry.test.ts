@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { type OtlpReceiver, startOtlpReceiver, testRedisUrl } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 /*
  * One trace across three real processes: a submitter and a BullMQ worker that use
@@ -111,11 +111,9 @@ function start(command: string[], env: Record<string, string>): Proc {
 const node = (script: string) => ['node', '--input-type=module', '-e', script];
 
 async function until(check: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await vi.waitUntil(check, { timeout: timeoutMs, interval: 50 }).catch(() => {
+    throw new Error(`timed out waiting for ${what}`);
+  });
 }
 
 let receiver: OtlpReceiver;

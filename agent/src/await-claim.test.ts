@@ -42,6 +42,7 @@ describe('a warm pool member (--await-claim)', () => {
       args: ['-c', 'echo "$FROM_MEMBER $FROM_CLAIM $(printenv DROPPED || echo unset)"'],
       timeoutSeconds: 10,
     });
+    // An absence over a while is what is tested: no event marks "did not take it".
     await new Promise((r) => setTimeout(r, 300));
     expect(await redis.llen(job.in)).toBe(1);
 

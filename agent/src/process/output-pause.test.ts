@@ -222,6 +222,8 @@ describe.each([
     const ctx: StepContext = { ...held.ctx, signal: recording.abort.signal };
     const outcome = runStep(step, ctx, { launcher });
     await vi.waitUntil(() => held.lines.length === 1000, { timeout: 10_000 });
+    // A while for seq to print past the 1000 lines delivered: what it printed beyond them, still
+    // held, is what the cancel must count as dropped.
     await sleep(200);
     recording.abort.abort();
     const result = await outcome;
