@@ -26,7 +26,7 @@ import {
   SandstreamOptionsError,
 } from '@sandstream/client';
 import { liveBackends, repoRoot, testRedisUrl } from '@sandstream/test-support';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 const redisUrl = testRedisUrl();
 /** A client in a process of its own (test/helpers/process-follower.ts), run from TypeScript. */
@@ -44,11 +44,9 @@ async function until(
   check: () => Promise<boolean> | boolean,
   timeoutMs = 30_000,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await vi.waitUntil(check, { timeout: timeoutMs, interval: 50 }).catch(() => {
+    throw new Error(`timed out waiting for ${what}`);
+  });
 }
 
 /**
