@@ -68,7 +68,8 @@ describe('pausing a process started by the spawner', () => {
     await vi.waitUntil(() => received > 1_000_000, { timeout: 10_000 });
 
     yes.pauseOutput();
-    // Chunks already on their way arrive; then nothing more.
+    // Chunks already on their way arrive (no event marks the last of them); then nothing more
+    // over a while: that absence, and the CPU not spent, is what is tested.
     await sleep(300);
     const atPause = received;
     const ticksAtPause = cpuTicks(pid);
