@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
 import { StepChannel } from '@sandstream/sandbox/testing';
-import { dockerEngine, type RedisServer, startRedisServer } from '@sandstream/test-support';
+import { dockerEngine, type RedisServer, startRedisServer, testRedisUrl } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,7 +23,7 @@ import { images, kubernetesLeftovers } from './kubernetes-test-env.js';
  * per-sandbox Redis URL Secrets, secretEnv from Secrets, operator pod templates (seeds/002),
  * watch-based readiness.
  */
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisUrl = testRedisUrl();
 const { docker, skip } = await dockerEngine('kubernetes-backend-features');
 const suffix = () => randomBytes(4).toString('hex');
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { registerBackendSuite } from '@sandstream/sandbox/testing';
-import { dockerEngine } from '@sandstream/test-support';
+import { dockerEngine, testRedisUrl } from '@sandstream/test-support';
 import { afterAll } from 'vitest';
 import { createKubernetesBackend } from '../libs/sandbox/src/kubernetes/index.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
@@ -11,7 +11,7 @@ import { images, kubernetesLeftovers } from './kubernetes-test-env.js';
  * The shared SandboxBackend contract, run against the Kubernetes backend through the real
  * @kubernetes/client-node and the API stand-in, whose pods run on the local Docker engine.
  */
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisUrl = testRedisUrl();
 const { docker, skip } = await dockerEngine('kubernetes-backend');
 const namespace = `suite-${randomBytes(4).toString('hex')}`;
 const standin: KubeApiStandin | undefined = skip ? undefined : await startKubeApiStandin({ docker });

@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { type OtlpReceiver, startOtlpReceiver } from '@sandstream/test-support';
+import { type OtlpReceiver, startOtlpReceiver, testRedisUrl } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 /*
  * One trace across three real processes: a submitter and a BullMQ worker that use
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * The worker fails its first delivery, so the test also checks that a retried job stays in the
  * trace as a sibling attempt rather than a deeper chain.
  */
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const REDIS_URL = testRedisUrl();
 const root = fileURLToPath(new URL('..', import.meta.url));
 const testDir = fileURLToPath(new URL('.', import.meta.url));
 const agentMain = fileURLToPath(new URL('../agent/dist/main.js', import.meta.url));
@@ -111,11 +111,9 @@ function start(command: string[], env: Record<string, string>): Proc {
 const node = (script: string) => ['node', '--input-type=module', '-e', script];
 
 async function until(check: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await vi.waitUntil(check, { timeout: timeoutMs, interval: 50 }).catch(() => {
+    throw new Error(`timed out waiting for ${what}`);
+  });
 }
 
 let receiver: OtlpReceiver;

@@ -1,3 +1,4 @@
+import { testRedisUrl } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { AgentLoop } from './agent-loop.js';
@@ -25,7 +26,7 @@ function liveHandles(): string[] {
 
 function newLoop(jobId: string) {
   const log = createLogger({ verbose: false, write: () => {} });
-  const connections = openConnections(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', jobId, log);
+  const connections = openConnections(testRedisUrl(), jobId, log);
   return new AgentLoop({
     jobId,
     keys: sandboxKeys(jobId),

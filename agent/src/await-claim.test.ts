@@ -1,6 +1,6 @@
 import { freePort } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   deleteKeys,
   POLL,
@@ -42,6 +42,7 @@ describe('a warm pool member (--await-claim)', () => {
       args: ['-c', 'echo "$FROM_MEMBER $FROM_CLAIM $(printenv DROPPED || echo unset)"'],
       timeoutSeconds: 10,
     });
+    // An absence over a while is what is tested: no event marks "did not take it".
     await new Promise((r) => setTimeout(r, 300));
     expect(await redis.llen(job.in)).toBe(1);
 
@@ -89,10 +90,11 @@ describe('a warm pool member (--await-claim)', () => {
       jobId: uniqueJobId('member-offline'),
       keyStyle: 'tagged',
       redisUrl: closed,
-      extraArgs: ['--await-claim'],
+      extraArgs: ['--await-claim', '--verbose'],
     });
-    // Let it reach its wait (its first heartbeat waits for the reconnect that never comes).
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // In its wait once its claim connection has been refused (debug lines, hence --verbose): its
+    // first heartbeat waits for the reconnect that never comes.
+    await vi.waitUntil(() => /"msg":"redis connection error"[^\n]*"role":"claim"/.test(agent.stderr()), POLL);
     agent.child.kill('SIGTERM');
     expect((await agent.exited).code).toBe(0);
   }, 30_000);

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { pollUntil, statusKb } from '@sandstream/test-support';
+import { pollUntil, statusKb, testRedisUrl } from '@sandstream/test-support';
 import { EVENT_FIELD, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,7 +26,7 @@ const sha256 = async (path: string) =>
   createHash('sha256')
     .update(await readFile(path))
     .digest('hex');
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const REDIS_URL = testRedisUrl();
 const agentDir = fileURLToPath(new URL('..', import.meta.url));
 
 /** A fake build output: dist/sandstream-agent + dist/runtime/lib/{loader, libc}. */

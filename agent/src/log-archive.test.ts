@@ -51,6 +51,7 @@ describe('the agent with the log archive on', () => {
       async () => ((await redis.xlen(agent.keys.events)) >= highWater ? true : undefined),
       POLL,
     );
+    // Sampled over a while on purpose: what is tested is that the length stays at the mark.
     for (let i = 0; i < 30; i++) {
       await sample();
       await sleep(50);

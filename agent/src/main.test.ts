@@ -3,6 +3,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { testRedisUrl } from '@sandstream/test-support';
 import { decodeCompletionNotice, Limits, sandboxKeys } from '@sandstream/wire';
 import { describe, expect, it, vi } from 'vitest';
 import {
@@ -364,7 +365,7 @@ describe('the job loop', () => {
       bareArgs: true,
       jobId,
       env: {
-        REDIS_URL: 'redis://127.0.0.1:6379',
+        REDIS_URL: testRedisUrl(),
         JOB_ID: jobId,
         AGENT_IDLE_TIMEOUT_SECONDS: '0.1',
         AGENT_MAX_IDLE_WAITS: '1',

@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from './logger.js';
 import { StreamBudget } from './stream-budget.js';
 
-const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+const redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: null });
 const key = `t-budget-${randomBytes(4).toString('hex')}`;
 afterAll(async () => {
   await redis.unlink(key);

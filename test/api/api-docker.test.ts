@@ -1,7 +1,7 @@
+import { liveBackends } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { type ApiStack, startApiStack } from '../helpers/api-stack.js';
-import { liveBackends } from '../helpers/live-backends.js';
 
 // The API on the Docker backend, as the quick start runs it where an engine is: a sandbox made
 // with no image or template (seed 003's `{"id": …}`) gets the operator's default, the local

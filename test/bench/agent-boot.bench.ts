@@ -25,6 +25,7 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import {
   childPids,
+  floorArgv,
   percentile,
   processRunTimeMs,
   repoRoot,
@@ -33,7 +34,6 @@ import {
 } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
-import { floorArgv } from '../helpers/bare-node-floor.js';
 
 const RUNS = Number(process.argv[2] ?? 20);
 if (!Number.isInteger(RUNS) || RUNS < 1 || RUNS > 1000)

@@ -14,9 +14,8 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
-import { freePort, summarize } from '@sandstream/test-support';
+import { freePort, keepAliveClient, summarize } from '@sandstream/test-support';
 import { startApiStack } from '../helpers/api-stack.js';
-import { keepAliveClient } from '../helpers/keep-alive-client.js';
 
 interface ApiBuild {
   name: string;

@@ -18,10 +18,9 @@
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { createInterface } from 'node:readline';
-import { summarize } from '@sandstream/test-support';
+import { keepAliveClient, summarize } from '@sandstream/test-support';
 import autocannon from 'autocannon';
 import { startApiStack } from '../helpers/api-stack.js';
-import { keepAliveClient } from '../helpers/keep-alive-client.js';
 
 const ROUNDS = Number(process.argv[2] ?? 400);
 const SECONDS = Number(process.argv[3] ?? 8);

@@ -5,7 +5,7 @@
  *
  * - submit -> first stdout line of `echo hi`, one job at a time (4 slots), every run cold (a new
  *   sandbox per job), with its baselines timed in the same loop: the bare-Node floor (spawn ->
- *   a raw SET answered, test/helpers/bare-node-floor.ts) and, on Docker, `docker run --rm
+ *   a raw SET answered, libs/test-support/src/bare-node-floor.ts) and, on Docker, `docker run --rm
  *   <image> echo hi` to its line. Goals: in-process p50 <= 2x the floor; Docker p50 <= 1.3x
  *   (docker run + floor).
  * - one-step jobs/s (`true`) at 1, 4 and 16 slots, against the rate the machine starts bare
@@ -30,16 +30,18 @@ import { promisify } from 'node:util';
 import { SandstreamClient } from '@sandstream/client';
 import {
   exitedChildrenCpuMs,
+  floorArgv,
+  msToFirstLine,
   percentile,
   processCpuMs,
   type RedisServer,
   type RunningService,
+  ratePerSecond,
   startRedisServer,
   startServices,
   uniqueNamespace,
 } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
-import { floorArgv, msToFirstLine, ratePerSecond } from '../helpers/bare-node-floor.js';
 import { runOneStepJobs } from '../helpers/one-step-jobs.js';
 
 const run = promisify(execFile);

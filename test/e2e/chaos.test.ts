@@ -51,6 +51,7 @@ describe('crash of any service mid-flight', () => {
     // Watch the jobs from the start: finished ones are reaped after the retention.
     const watching = waitAll(stack.client, ids, 240_000);
     for (const name of stack.services.keys()) {
+      // Spacing the crashes in time is the chaos itself: each lands while jobs are in flight.
       await new Promise((r) => setTimeout(r, 2_500));
       await stack.crashAndRestart(name);
     }

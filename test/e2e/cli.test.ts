@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot, testRedisUrl } from '@sandstream/test-support';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { TRANSPORTS, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
@@ -74,7 +74,7 @@ describe.each(TRANSPORTS)('sandstream submit --follow (over %s)', (transport) =>
       out += c.toString();
     });
     const code = new Promise<number | null>((resolve) => follower.once('exit', resolve));
-    while (!out.includes('▶ step-1')) await new Promise((r) => setTimeout(r, 100));
+    await vi.waitUntil(() => out.includes('▶ step-1'), { timeout: 60_000, interval: 100 });
     // `logs` without -f prints what there is of the running job and exits (it does not wait for
     // the job: over HTTP the stream is asked for with follow=false).
     const logs = spawnSync(process.execPath, [cliPath, 'logs', `${stack.namespace}-cli-c-${transport}`], {

@@ -1,5 +1,5 @@
+import { liveBackends } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { liveBackends } from '../helpers/live-backends.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // Issue 28 §1 through the services and the SDK, in-process and on Docker: pod-lifecycle's disk

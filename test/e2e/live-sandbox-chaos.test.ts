@@ -5,7 +5,7 @@ import { type Sandbox, SandstreamClient } from '@sandstream/client';
 import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
 import { testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 const redisUrl = testRedisUrl();
 
@@ -20,11 +20,9 @@ const SANDBOXES = 20;
 const COMMANDS = 6;
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await vi.waitUntil(check, { timeout: timeoutMs, interval: 100 }).catch(() => {
+    throw new Error(`timed out waiting for ${what}`);
+  });
 }
 
 describe('live sandboxes under kill -9 and load (in-process backend)', () => {
@@ -79,6 +77,7 @@ describe('live sandboxes under kill -9 and load (in-process backend)', () => {
       ]),
     );
     for (const name of stack.services.keys()) {
+      // Spacing the crashes in time is the chaos itself: each lands while commands are in flight.
       await new Promise((r) => setTimeout(r, 400));
       await stack.crashAndRestart(name);
     }

@@ -3,9 +3,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Terminal } from '@sandstream/client';
-import { repoRoot, testRedisUrl } from '@sandstream/test-support';
+import { liveBackends, repoRoot, testRedisUrl } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { liveBackends } from '../helpers/live-backends.js';
 import { type Transport, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 

@@ -25,14 +25,13 @@ import {
   SandstreamApiError,
   SandstreamOptionsError,
 } from '@sandstream/client';
-import { repoRoot, testRedisUrl } from '@sandstream/test-support';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { liveBackends, repoRoot, testRedisUrl } from '@sandstream/test-support';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 const redisUrl = testRedisUrl();
 /** A client in a process of its own (test/helpers/process-follower.ts), run from TypeScript. */
 const followerScript = `${repoRoot}test/helpers/process-follower.ts`;
 
-import { liveBackends } from '../helpers/live-backends.js';
 import { type Transport, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
@@ -45,11 +44,9 @@ async function until(
   check: () => Promise<boolean> | boolean,
   timeoutMs = 30_000,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await vi.waitUntil(check, { timeout: timeoutMs, interval: 50 }).catch(() => {
+    throw new Error(`timed out waiting for ${what}`);
+  });
 }
 
 /**

@@ -96,6 +96,7 @@ describe('Redis crash and restart under running jobs', () => {
     await stack.redis.zrem(`${stack.namespace}:jobs:state:running`, lockedOut);
     await redis.kill();
     await vi.waitUntil(async () => (await readiness()).every((s) => s === 503), poll);
+    // The outage itself: its length is what the services must ride out.
     await new Promise((r) => setTimeout(r, OUTAGE_MS));
     expect(exited()).toEqual([]);
     await redis.start();

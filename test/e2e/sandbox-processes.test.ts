@@ -3,9 +3,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CommandCancelledError, type Sandbox } from '@sandstream/client';
+import { liveBackends } from '@sandstream/test-support';
 import Dockerode from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { liveBackends } from '../helpers/live-backends.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // Issue 28, item 2: a command that ends, times out or is cancelled leaves no process it started,

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createKeySpace, type JobRecord, type PoolMember, WarmPoolStore } from '@sandstream/bus';
 import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
+import { liveBackends, testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { liveBackends } from '../helpers/live-backends.js';
 import { destroyPoolMembers } from '../helpers/pool-members.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 import { outputLines } from './job-helpers.js';
@@ -69,7 +69,7 @@ describe.each(liveBackends())('warm pools ($name backend)', ({ image, env }) => 
     if (sampler) clearInterval(sampler);
     const namespace = stack?.namespace;
     await stack?.stop();
-    const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    const redis = new Redis(testRedisUrl());
     if (namespace) await destroyPoolMembers(redis, namespace, env);
     redis.disconnect();
   }, 60_000);
@@ -240,7 +240,7 @@ templates:
   afterAll(async () => {
     const namespace = stack?.namespace;
     await stack?.stop();
-    const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    const redis = new Redis(testRedisUrl());
     if (namespace) await destroyPoolMembers(redis, namespace, {});
     redis.disconnect();
   }, 60_000);

@@ -7,6 +7,7 @@
  *   SANDSTREAM_URL=http://… vite-node test/helpers/process-follower.ts <sandbox> <command>   (over the API)
  */
 import { SandstreamClient } from '@sandstream/client';
+import { testRedisUrl } from '@sandstream/test-support';
 
 const [sandboxId, command] = process.argv.slice(2);
 if (!sandboxId || !command) throw new Error('usage: process-follower.ts <sandbox id> <command>');
@@ -14,7 +15,7 @@ if (!sandboxId || !command) throw new Error('usage: process-follower.ts <sandbox
 const client = process.env.SANDSTREAM_URL
   ? new SandstreamClient({ url: process.env.SANDSTREAM_URL })
   : new SandstreamClient({
-      redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+      redisUrl: testRedisUrl(),
       namespace: process.env.SANDSTREAM_NAMESPACE ?? 'sandstream',
     });
 const sandbox = await client.sandboxes.connect(sandboxId);

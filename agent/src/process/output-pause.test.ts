@@ -68,7 +68,8 @@ describe('pausing a process started by the spawner', () => {
     await vi.waitUntil(() => received > 1_000_000, { timeout: 10_000 });
 
     yes.pauseOutput();
-    // Chunks already on their way arrive; then nothing more.
+    // Chunks already on their way arrive (no event marks the last of them); then nothing more
+    // over a while: that absence, and the CPU not spent, is what is tested.
     await sleep(300);
     const atPause = received;
     const ticksAtPause = cpuTicks(pid);
@@ -222,6 +223,8 @@ describe.each([
     const ctx: StepContext = { ...held.ctx, signal: recording.abort.signal };
     const outcome = runStep(step, ctx, { launcher });
     await vi.waitUntil(() => held.lines.length === 1000, { timeout: 10_000 });
+    // A while for seq to print past the 1000 lines delivered: what it printed beyond them, still
+    // held, is what the cancel must count as dropped.
     await sleep(200);
     recording.abort.abort();
     const result = await outcome;

@@ -1,6 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { childPids } from '@sandstream/test-support';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../logger.js';
 import { builtSpawnerPath } from '../testing/agent-harness.js';
@@ -18,6 +20,15 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 afterEach(() => launcher?.close());
+
+/** The program a process runs now (empty once it has exited). */
+const commandOf = (pid: number): string => {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return '';
+  }
+};
 
 /** sh on a 80x24 terminal, with everything it prints collected. */
 function terminal(): {
@@ -72,9 +83,11 @@ describe('terminals through the spawner', () => {
     const { proc, screen, exit } = terminal();
     // An interactive sh drops the rest of a list a Ctrl-C interrupted: the status is asked after.
     type(proc, 'sleep 100\n');
-    // The sleep runs once the shell has echoed the line and started it.
+    // The sleep runs once the shell has started it: a child of the shell that has become `sleep`.
     await vi.waitUntil(() => screen().includes('sleep 100'), { timeout: 10_000 });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await vi.waitUntil(() => childPids(proc.pid as number).some((pid) => commandOf(pid) === 'sleep'), {
+      timeout: 10_000,
+    });
     type(proc, '\x03');
     type(proc, 'echo "status=$?"\n');
     await vi.waitUntil(() => /status=130/.test(screen()), { timeout: 10_000 });

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { testRedisUrl } from '@sandstream/test-support';
 import {
   chunkPieces,
   DownloadStepSchema,
@@ -16,7 +17,7 @@ import {
 } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHARED_REDIS_URL, testClient, uniqueJobId } from '../testing/agent-harness.js';
+import { testClient, uniqueJobId } from '../testing/agent-harness.js';
 import { recordingContext } from './recording-context.js';
 import { TransferChannel } from './transfer-channel.js';
 import { downloadStep, uploadStep } from './transfer-steps.js';
@@ -25,7 +26,7 @@ import { downloadStep, uploadStep } from './transfer-steps.js';
 // chunks, as the SDK sends and reads it.
 let redis: Redis;
 const keys = sandboxKeys(uniqueJobId('xfer'), 'tagged');
-const channel = new TransferChannel(keys, () => RawListConnection.open(rawOptionsFromUrl(SHARED_REDIS_URL)));
+const channel = new TransferChannel(keys, () => RawListConnection.open(rawOptionsFromUrl(testRedisUrl())));
 
 beforeAll(async () => {
   redis = testClient();

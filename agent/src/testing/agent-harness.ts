@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { pollUntil } from '@sandstream/test-support';
+import { pollUntil, testRedisUrl } from '@sandstream/test-support';
 
 export { childPids, peakRssKb, rssKb } from '@sandstream/test-support';
 
@@ -30,13 +30,12 @@ export function agentMain(): string {
   const override = process.env.SANDSTREAM_AGENT_MAIN;
   return override ? resolve(override) : fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 }
-export const SHARED_REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 export function uniqueJobId(prefix = 'agent-test'): string {
   return `${prefix}-${randomBytes(5).toString('hex')}`;
 }
 
-export function testClient(url = SHARED_REDIS_URL): Redis {
+export function testClient(url = testRedisUrl()): Redis {
   return new Redis(url, { maxRetriesPerRequest: null, retryStrategy: () => 100 });
 }
 
@@ -101,7 +100,7 @@ export function startAgent(options: StartAgentOptions = {}): AgentProcess {
     ? [...(options.extraArgs ?? [])]
     : [
         '--redis-url',
-        options.redisUrl ?? SHARED_REDIS_URL,
+        options.redisUrl ?? testRedisUrl(),
         '--job-id',
         jobId,
         '--key-style',

@@ -54,8 +54,17 @@ describe('agent announcements', () => {
 
   it('hears an announcement made before the wait began (registered first, as a start does)', async () => {
     const wait = announcements.expect('job-early');
+    // Delivered: the subscriber emitted it to the announcements' listener, registered before this one.
+    const delivered = new Promise<void>((resolve) => {
+      const onMessage = (_pattern: string, channel: string) => {
+        if (channel !== sandboxKeys('job-early', 'tagged').ready) return;
+        subscriber.off('pmessage', onMessage);
+        resolve();
+      };
+      subscriber.on('pmessage', onMessage);
+    });
     await announce('job-early');
-    await new Promise((r) => setTimeout(r, 50));
+    await delivered;
     expect(await wait.next(10)).toBe(true);
     wait.close();
   });

@@ -1,10 +1,11 @@
+import { testRedisUrl } from '@sandstream/test-support';
 import { usePrivateRedis } from '@sandstream/test-support/vitest';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createKeySpace } from './key-space.js';
 import { SandboxAcl, urlWithCredentials } from './sandbox-acl.js';
 
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const admin = new Redis(url);
 const suffix = Math.random().toString(36).slice(2, 10);
 const keys = createKeySpace(`t-acl-${suffix}`);

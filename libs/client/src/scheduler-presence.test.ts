@@ -34,6 +34,7 @@ describe('SchedulerPresence', () => {
   it('shares one CLIENT LIST between concurrent checks, and stays quiet when it cannot tell', async () => {
     let calls = 0;
     const slow = new SchedulerPresence(
+      // A slow CLIENT LIST on purpose: the checks below must overlap one call in flight.
       { getWorkersCount: () => new Promise((r) => setTimeout(() => r(++calls && 0), 20)) },
       'ns',
     );

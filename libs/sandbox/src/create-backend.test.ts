@@ -1,4 +1,5 @@
 import { KubeConfig } from '@kubernetes/client-node';
+import { testRedisUrl } from '@sandstream/test-support';
 import Dockerode from 'dockerode';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -7,7 +8,7 @@ import { DockerBackend } from './docker/docker-backend.js';
 import { InProcessBackend } from './inprocess/inprocess-backend.js';
 import { SandboxSpecSchema } from './sandbox-spec.js';
 
-const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { lazyConnect: true });
+const redis = new Redis(testRedisUrl(), { lazyConnect: true });
 afterAll(() => redis.disconnect());
 
 describe('createBackend', () => {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { PeriodicTask } from './periodic-task.js';
 
 describe('PeriodicTask', () => {
@@ -66,7 +66,7 @@ describe('PeriodicTask when its run rejects (Redis down)', () => {
       },
     );
     task.start();
-    while (attempts < 4) await sleep(5);
+    await vi.waitUntil(() => attempts >= 4, { timeout: 20_000, interval: 5 });
     failing = false;
     await back;
     await task.stop();

@@ -104,6 +104,7 @@ describe('graceful shutdown', () => {
     const shutdown = new GracefulShutdown({ logger: quiet, exit: (c) => codes.push(c), signals: [] });
     shutdown.add('stop workers', async () => {
       expect(shutdown.signal.aborted).toBe(true);
+      // A stop step that takes time on purpose: the next step must wait for it, not overlap it.
       await new Promise((r) => setTimeout(r, 20));
       order.push('workers');
     });

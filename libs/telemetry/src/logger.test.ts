@@ -25,8 +25,9 @@ describe('createLogger', () => {
     let ids: { traceId: string; spanId: string } | undefined;
     await tracer.startActiveSpan('work', async (span) => {
       ids = span.spanContext();
+      // A timer turn, not an event stood in for: what is tested is that the span survives a real
+      // macrotask boundary. After it, the async context, not a global, carries the span.
       await new Promise((r) => setTimeout(r, 5));
-      // After an await: the async context, not a global, carries the span.
       log.info({ step: 1 }, 'inside');
       span.end();
     });

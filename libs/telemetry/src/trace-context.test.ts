@@ -22,6 +22,7 @@ describe('trace context helpers', () => {
       JSON.parse(JSON.stringify({ schemaVersion: 1, stepId: 's1', command: 'true', traceContext: tc })),
     );
     await withExtractedContext(step.traceContext, async () => {
+      // A timer turn on purpose: the extracted context must survive a macrotask boundary.
       await new Promise((r) => setTimeout(r, 1));
       tracer.startSpan('child').end();
     });

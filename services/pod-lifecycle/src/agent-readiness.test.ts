@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AgentAnnouncements, createKeySpace } from '@sandstream/bus';
 import { InProcessBackend, SandboxStartError } from '@sandstream/sandbox';
-import { deleteNamespaceKeys } from '@sandstream/test-support';
+import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 // Readiness by event: real agents (the in-process backend's child processes), the shared Redis,
 // and the announcement they PUBLISH on their ready channel once their first heartbeat is written.
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const suffix = Math.random().toString(36).slice(2, 10);
 const ns = `t-ready-${suffix}`;
 const keys = createKeySpace(ns);

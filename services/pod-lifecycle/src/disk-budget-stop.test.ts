@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { bullJobId, createKeySpace, JobStore, parseJobSpec, QueueNames } from '@sandstream/bus';
 import { InProcessBackend, SandboxLabels, SandboxSpecSchema } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
-import { deleteNamespaceKeys } from '@sandstream/test-support';
+import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -13,7 +13,7 @@ import { createDiskBudgetStop } from './disk-budget-stop.js';
 
 // Issue 28, item 1, as pod-lifecycle runs it: a sandbox past its disk limit ends its job `failed`
 // with reason `disk-budget: …`, its use is on the record for stats(), and a destroy is queued.
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const ns = `t-disk-${randomBytes(4).toString('hex')}`;
 const keys = createKeySpace(ns);

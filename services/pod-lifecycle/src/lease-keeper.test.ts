@@ -7,12 +7,12 @@ import {
   SlotAdmission,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
-import { deleteNamespaceKeys } from '@sandstream/test-support';
+import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LeaseKeeper } from './lease-keeper.js';
 
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const ns = `t-keeper-${Math.random().toString(36).slice(2, 10)}`;
 const keys = createKeySpace(ns);

@@ -9,14 +9,14 @@ import {
   SlotAdmission,
 } from '@sandstream/bus';
 import { InProcessBackend } from '@sandstream/sandbox';
-import { deleteNamespaceKeys, ServiceProcess } from '@sandstream/test-support';
+import { deleteNamespaceKeys, ServiceProcess, testRedisUrl } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 
 // The built service, as production runs it (npx tsc -b services/pod-lifecycle).
 const entry = fileURLToPath(new URL('../dist/main.js', import.meta.url));
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const ns = `t-plmain-${Math.random().toString(36).slice(2, 10)}`;
 const keys = createKeySpace(ns);
 const redis = new Redis(url, { maxRetriesPerRequest: null });
@@ -83,9 +83,10 @@ describe('pod-lifecycle process', () => {
     await createQueue.close();
 
     // SIGTERM while the sandbox is starting: the start must complete, not be lost.
-    const until = Date.now() + 10_000;
-    while ((await store.get(jobId))?.state !== 'starting' && Date.now() < until)
-      await new Promise((r) => setTimeout(r, 5));
+    await vi.waitUntil(async () => (await store.get(jobId))?.state === 'starting', {
+      timeout: 20_000,
+      interval: 5,
+    });
     p.signal('SIGTERM');
     expect(await p.exitCode()).toBe(0);
     expect((await store.get(jobId))?.state).toBe('running');

@@ -4,15 +4,15 @@ import { join } from 'node:path';
 import { AgentAnnouncements, createKeySpace, type PoolMember, WarmPoolStore } from '@sandstream/bus';
 import { InProcessBackend, TemplateRegistry } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
-import { deleteNamespaceKeys, uniqueNamespace } from '@sandstream/test-support';
+import { deleteNamespaceKeys, testRedisUrl, uniqueNamespace } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { PoolKeeper } from './pool-keeper.js';
 import { PoolMembers } from './pool-members.js';
 import { poolSpecHash } from './pool-spec.js';
 import { WarmStart } from './warm-start.js';
 
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const root = mkdtempSync(join(tmpdir(), 'sandstream-pool-keeper-'));
 const logger = silentLogger('pool-keeper-test');
@@ -116,6 +116,7 @@ describe('PoolKeeper', () => {
     await keeper.tend();
     // Within its deadline it holds the pool's only place: nothing is added on top.
     expect((await of('node')).map((m) => m.id)).toEqual([orphan.id]);
+    // Time itself is what is tested: the member's deadline (readyBy) must pass.
     await new Promise((r) => setTimeout(r, 400));
     keeper.start();
     await expect.poll(async () => (await of('node', 'ready')).length, { timeout: 20_000 }).toBe(1);
@@ -188,6 +189,10 @@ describe('PoolKeeper', () => {
       })
       .toBe(4);
     await keeper.stop();
+    // The pools' locks of the last pass may still hold: wait them out (before the record starts,
+    // which would count these reads), then one pass.
+    const locks = ['a', 'b', 'c', 'd'].map((p) => keys.lock(`pool:${p}`));
+    await vi.waitUntil(async () => (await redis.exists(...locks)) === 0, { timeout: 20_000, interval: 10 });
     // Redis' own record of what one pass sent, this namespace's commands only (the Redis is shared).
     const monitor = await redis.duplicate().monitor();
     const sent: string[][] = [];
@@ -195,11 +200,11 @@ describe('PoolKeeper', () => {
       if (args.some((a) => a.includes(keys.namespace))) sent.push(args);
     });
     try {
-      // The pools' locks of the last pass may still hold: wait them out, then one pass.
-      await new Promise((r) => setTimeout(r, 150));
       await keeper.tend();
-      await redis.ping(); // MONITOR delivers in order: everything of the pass came before this
-      await new Promise((r) => setTimeout(r, 100));
+      // MONITOR delivers in order: everything of the pass came before this PING.
+      const end = `${keys.namespace}-pass-end`;
+      await redis.ping(end);
+      await vi.waitUntil(() => sent.some((args) => args.includes(end)), { timeout: 20_000, interval: 10 });
     } finally {
       monitor.disconnect();
     }

@@ -22,7 +22,7 @@ import {
   SandboxStartError,
 } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
-import { deleteNamespaceKeys } from '@sandstream/test-support';
+import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { decodeCompletionNotice, resultKey, SCHEMA_VERSION, StepResultSchema } from '@sandstream/wire';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -30,7 +30,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { createStartProcessor } from './start-sandbox.js';
 
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const suffix = Math.random().toString(36).slice(2, 10);
 const ns = `t-pl-${suffix}`;
 const keys = createKeySpace(ns);

@@ -1,12 +1,12 @@
 import { createKeySpace, JobStore, parseJobSpec, QueueNames } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
-import { deleteNamespaceKeys } from '@sandstream/test-support';
+import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { failExhaustedStart } from './start-failure.js';
 
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const logger = silentLogger('pl-test');
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const ns = `t-startfail-${Math.random().toString(36).slice(2, 10)}`;

@@ -1,13 +1,13 @@
 import { createKeySpace, JobStore, parseJobSpec } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
-import { deleteNamespaceKeys } from '@sandstream/test-support';
+import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { connect, type Msg, type NatsConnection } from 'nats';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LifecycleRelay } from './lifecycle-relay.js';
 import { fixedNats } from './nats-link.js';
 
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const logger = silentLogger('relay-test');
 const redis = new Redis(url, { maxRetriesPerRequest: null });
@@ -54,20 +54,15 @@ function setup() {
     sub.unsubscribe();
     await deleteNamespaceKeys(redis, ns);
   });
-  const groupReady = async () => {
-    for (let i = 0; i < 100; i++) {
-      if ((await redis.exists(keys.lifecycleStream)) === 1) {
-        const groups = (await redis.xinfo('GROUPS', keys.lifecycleStream)) as unknown[];
-        if (groups.length > 0) return;
-      }
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    throw new Error('relay group not created');
-  };
-  const until = async (cond: () => boolean, ms = 5000) => {
-    const end = Date.now() + ms;
-    while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
-  };
+  const groupReady = () =>
+    vi.waitUntil(
+      async () =>
+        (await redis.exists(keys.lifecycleStream)) === 1 &&
+        ((await redis.xinfo('GROUPS', keys.lifecycleStream)) as unknown[]).length > 0,
+      { timeout: 20_000, interval: 20 },
+    );
+  const until = (cond: () => boolean, ms = 5000) =>
+    vi.waitUntil(cond, { timeout: ms, interval: 20 }).catch(() => undefined);
   return { ns, keys, store, received, relay, groupReady, until };
 }
 

@@ -258,6 +258,7 @@ describe('log archiver (JetStream)', () => {
     await expect.poll(() => h.archivedLines(id), { timeout: 10_000 }).toHaveLength(300);
     await natsServer.stop();
     await h.lines(id, 301, 2300);
+    // An absence over a while is what is tested: a trim of unacknowledged lines would come now.
     await new Promise((r) => setTimeout(r, 1500));
     // Every line JetStream never got is still in Redis.
     const left = await redis.xrange(h.keys.sandbox(id).events, '-', '+');
@@ -278,6 +279,7 @@ describe('log archiver (JetStream)', () => {
       while (next <= 6000) {
         await h.lines(id, next, next + 99);
         next += 100;
+        // A writer paced on purpose: lines keep coming while the archiver crashes.
         await new Promise((r) => setTimeout(r, 5));
       }
     })();
@@ -313,6 +315,7 @@ describe('log archiver (JetStream)', () => {
     await expect.poll(() => b.archiver.activeJobs).toBe(1);
     for (let i = 0; i < 40; i++) {
       await h.lines(id, i * 100 + 1, (i + 1) * 100);
+      // Paced on purpose: both archivers read while the lines arrive.
       await new Promise((r) => setTimeout(r, 10));
     }
     await h.finish(id);
@@ -364,6 +367,7 @@ describe('log archiver (JetStream)', () => {
     await redis.xdel(h.keys.sandbox(id).events, victim[0]);
     await h.start('second');
     await expect.poll(async () => (await h.archivedLines(id)).length, { timeout: 10_000 }).toBe(19);
+    // An absence over a while is what is tested: no second gap message follows.
     await new Promise((r) => setTimeout(r, 500));
     const gaps = (await h.archived(id)).filter(({ body }) => body.gap);
     expect(gaps).toHaveLength(1);

@@ -5,14 +5,15 @@ import {
   ServiceProcess,
   startNatsServer,
   startRedisServer,
+  testRedisUrl,
 } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { connect } from 'nats';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 
 // The built service, as production runs it (npx tsc -b services/reaper).
 const entry = fileURLToPath(new URL('../dist/main.js', import.meta.url));
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const ns = `t-reapmain-${Math.random().toString(36).slice(2, 10)}`;
 const keys = createKeySpace(ns);
 const redis = new Redis(url, { maxRetriesPerRequest: null });
@@ -33,6 +34,7 @@ describe('reaper process', () => {
       await store.create(parseJobSpec({ id, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }));
     }
     await store.transition(done, ['queued'], 'cancelled');
+    // Time itself is what is tested: the finished job must be older than the 1 s retention.
     await new Promise((r) => setTimeout(r, 1100));
     // Retention 0 would reach every finished job on this shared Redis. The namespace does not
     // scope job records (job ids do), so this reaper is pointed at this test's ids only.
@@ -76,17 +78,16 @@ describe('reaper process', () => {
     const archive = logArchiveNames({ namespace: ns }).stream;
     expect(started.logArchive).toBe(archive);
     // The relay's group starts at the stream's end: wait until it exists.
-    for (let i = 0; i < 100 && (await redis.exists(keys.lifecycleStream)) === 0; i++)
-      await new Promise((r) => setTimeout(r, 20));
-    for (let i = 0; i < 100; i++) {
-      const groups = (await redis.xinfo('GROUPS', keys.lifecycleStream)) as unknown[];
-      if (groups.length > 0) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await vi.waitUntil(
+      async () =>
+        (await redis.exists(keys.lifecycleStream)) === 1 &&
+        ((await redis.xinfo('GROUPS', keys.lifecycleStream)) as unknown[]).length > 0,
+      { timeout: 20_000, interval: 20 },
+    );
     const id = `${ns}-relayed`;
     await store.create(parseJobSpec({ id, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }));
     await store.transition(id, ['queued'], 'cancelled');
-    for (let i = 0; i < 100 && subjects.length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+    await vi.waitUntil(() => subjects.length >= 2, { timeout: 20_000, interval: 20 });
     expect(subjects).toEqual([
       `sandstream.${ns}.lifecycle.acme.queued`,
       `sandstream.${ns}.lifecycle.acme.cancelled`,

@@ -136,6 +136,7 @@ describe('reaper: warm pool members', () => {
       await make(id);
       expect(await pools.reserve(record(id), { max: 10, capacity: 10 })).toBe('reserved');
       await pools.markReady(record(id));
+      // Time itself orders them: each member's ready time must be later than the one before.
       await new Promise((r) => setTimeout(r, 5));
     }
     await store.create(

@@ -16,14 +16,14 @@ import {
 } from '@sandstream/bus';
 import { InProcessBackend, SandboxLabels } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
-import { deleteNamespaceKeys } from '@sandstream/test-support';
+import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DELETE_FINISHED_JOB } from './reap-scripts.js';
 import { jobKeysOf, matchesGlob, Reaper, type ReaperOptions } from './reaper.js';
 
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const logger = silentLogger('reaper-test');
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const cleanups: (() => Promise<void>)[] = [];

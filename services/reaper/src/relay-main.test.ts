@@ -1,12 +1,12 @@
 import { fileURLToPath } from 'node:url';
-import { ServiceProcess } from '@sandstream/test-support';
+import { ServiceProcess, testRedisUrl } from '@sandstream/test-support';
 import { afterAll, describe, expect, it } from 'vitest';
 
 // The lifecycle relay's own entry point, built (npx tsc -b services/reaper). What it relays is
 // checked through the reaper process that hosts it by default (main.test.ts).
 const entry = fileURLToPath(new URL('../dist/relay-main.js', import.meta.url));
 const base = {
-  REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+  REDIS_URL: testRedisUrl(),
   SANDSTREAM_NAMESPACE: `t-relaymain-${Math.random().toString(36).slice(2, 10)}`,
   HEALTH_PORT: '0',
 };

@@ -8,7 +8,7 @@ import {
   SlotAdmission,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
-import { deleteNamespaceKeys } from '@sandstream/test-support';
+import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -16,7 +16,7 @@ import { failExhaustedAdmission } from './admission-failure.js';
 import { createScheduleProcessor } from './schedule-job.js';
 import { TemplateResolver } from './template-resolver.js';
 
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const logger = silentLogger('sched-test');
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const ns = `t-admfail-${Math.random().toString(36).slice(2, 10)}`;

@@ -1,13 +1,13 @@
 import { fileURLToPath } from 'node:url';
 import { createKeySpace, JobStore, parseJobSpec, QueueNames, submitParsedJob } from '@sandstream/bus';
-import { deleteNamespaceKeys, ServiceProcess } from '@sandstream/test-support';
+import { deleteNamespaceKeys, ServiceProcess, testRedisUrl } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 
 // The built service, as production runs it (npx tsc -b services/scheduler).
 const entry = fileURLToPath(new URL('../dist/main.js', import.meta.url));
-const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const url = testRedisUrl();
 const ns = `t-schedmain-${Math.random().toString(36).slice(2, 10)}`;
 const keys = createKeySpace(ns);
 const redis = new Redis(url, { maxRetriesPerRequest: null });

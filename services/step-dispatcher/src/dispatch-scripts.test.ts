@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createKeySpace, DispatchKeys, JobStore, parseJobSpec } from '@sandstream/bus';
+import { testRedisUrl } from '@sandstream/test-support';
 import { encodeCancel, resultKey } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -13,7 +14,7 @@ import {
 
 // Each dispatch script's replies, straight against Redis: what the service test can only see
 // through their effects (no step pushed twice, a cancel that wins) is checked here reply by reply.
-const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+const redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: null });
 const ns = `t-dscripts-${randomBytes(4).toString('hex')}`;
 const keySpace = createKeySpace(ns);
 const dispatchKeys = new DispatchKeys(keySpace, 2);

@@ -8,6 +8,7 @@ import {
   SANDBOX_MAX_RUNNING_COMMANDS,
   SandboxCommands,
 } from '@sandstream/bus';
+import { testRedisUrl } from '@sandstream/test-support';
 import { resultKey } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -15,7 +16,7 @@ import { advanceScript, idleScript, openScript } from './dispatch-scripts.js';
 
 // The live-sandbox scripts' replies, straight against Redis: dispatch-open, the live branch of
 // dispatch-advance, dispatch-idle, and bus sandbox-exec (SandboxCommands), which they work with.
-const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+const redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: null });
 const ns = `t-lscripts-${randomBytes(4).toString('hex')}`;
 const keySpace = createKeySpace(ns);
 const dispatchKeys = new DispatchKeys(keySpace, 2);

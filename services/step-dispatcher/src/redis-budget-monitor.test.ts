@@ -2,7 +2,7 @@ import { createKeySpace, isRedisBudgetReason, SandboxAcl, type SandboxRedisUsage
 import { silentLogger } from '@sandstream/telemetry';
 import { usePrivateRedis } from '@sandstream/test-support/vitest';
 import { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { OverBudgetStop } from './over-budget-stop.js';
 import { RedisBudgetMonitor } from './redis-budget-monitor.js';
 
@@ -18,6 +18,13 @@ describe('per-sandbox Redis budget', () => {
   const fill = async (key: string, mb: number) => {
     for (let i = 0; i < mb; i++) await own.redis.lpush(key, Buffer.alloc(MB, i));
   };
+  // A round holds a short SET NX PX lock (so replicas do not multiply the SCANs): the next tick
+  // measures only once it has expired.
+  const lockReleased = () =>
+    vi.waitUntil(async () => (await own.redis.exists(keySpace.lock('redis-budget'))) === 0, {
+      timeout: 20_000,
+      interval: 10,
+    });
 
   /** A monitor with a 4 MiB budget over `runningJobs`, recording the sandboxes it finds over it. */
   const collectingMonitor = (runningJobs: string[], lockName: string) => {
@@ -49,7 +56,7 @@ describe('per-sandbox Redis budget', () => {
     // A sandbox writes any key of its own: the budget counts all of them together.
     await fill(keySpace.sandbox('flooder').results, 3);
     await fill(`${keySpace.sandboxPrefix('flooder')}anything-it-likes`, 3);
-    await new Promise((resolve) => setTimeout(resolve, 150)); // past the lock of the last round
+    await lockReleased(); // the last round's lock expired: this tick may measure
     await monitor.tick();
     expect(over.map((u) => u.jobId)).toEqual(['flooder']);
     expect(over[0]?.bytes).toBeGreaterThan(6 * MB);
@@ -58,7 +65,7 @@ describe('per-sandbox Redis budget', () => {
     );
 
     // Reported once, not at every measure while its stop is under way.
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    await lockReleased();
     await fill(keySpace.sandbox('flooder').results, 3);
     await monitor.tick();
     expect(over).toHaveLength(1);

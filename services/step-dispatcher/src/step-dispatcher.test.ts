@@ -23,7 +23,7 @@ import {
 import { resultKey } from '@sandstream/wire';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 // The dispatcher as a real process against real agents and the shared Redis; the scheduler and
 // pod-lifecycle are played by this suite (agent started, record to `running`, `dispatch` added).
@@ -83,8 +83,8 @@ async function launch(spec: Omit<JobSpecInput, 'image'>, opts: { agent?: boolean
   if (agent) agents.push(agent);
   // Like pod-lifecycle's waitReady: dispatch only once the agent heart-beats.
   const hb = keySpace.sandbox(jobId).heartbeat;
-  for (let i = 0; i < 100 && agent && (await redis.exists(hb)) === 0; i++)
-    await new Promise((r) => setTimeout(r, 50));
+  if (agent)
+    await vi.waitUntil(async () => (await redis.exists(hb)) === 1, { timeout: 20_000, interval: 50 });
   // starting -> running is pod-lifecycle's, before it adds the dispatch (docs/services.md).
   await store.transition(jobId, ['starting'], 'running', { reason: 'agent alive' });
   await dispatchQueue.add(

@@ -12,7 +12,7 @@ import {
 } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { SandstreamClient } from '../client.js';
 
 // The built CLI as a user runs it (libs/client must be built: npx tsc -b libs/client).
@@ -175,8 +175,7 @@ describe('sandstream CLI', () => {
     });
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
     try {
-      for (let i = 0; i < 300 && !stderr.includes('● queued'); i++)
-        await new Promise((r) => setTimeout(r, 50));
+      await vi.waitUntil(() => stderr.includes('● queued'), { timeout: 20_000, interval: 50 });
       await own.stop();
       expect(await exited).toBe(3);
       expect(stderr).toBe(

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { dockerEngine, type RedisServer, startRedisServer } from '@sandstream/test-support';
+import { dockerEngine, type RedisServer, startRedisServer, testRedisUrl } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +11,7 @@ import { StepChannel } from '../testing/step-channel.js';
 import { DockerBackend } from './docker-backend.js';
 import { persistentVolumeName } from './docker-names.js';
 
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisUrl = testRedisUrl();
 const { docker, skip } = await dockerEngine('docker-backend-config');
 const tag = randomBytes(3).toString('hex');
 // The shared test Redis listens on loopback with an open `default` user: these suites test

@@ -1,10 +1,10 @@
-import { dockerEngine } from '@sandstream/test-support';
+import { dockerEngine, testRedisUrl } from '@sandstream/test-support';
 import { registerBackendSuite } from '../testing/backend-suite.js';
 import { dockerLeftovers, testImages } from '../testing/docker-test-env.js';
 import { DockerBackend } from './docker-backend.js';
 import { persistentVolumeName } from './docker-names.js';
 
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisUrl = testRedisUrl();
 const { docker, skip } = await dockerEngine('docker-backend');
 // The shared test Redis listens on loopback with an open `default` user: these suites test
 // other things, so they take the development settings (isolation: docker-reach.test.ts).

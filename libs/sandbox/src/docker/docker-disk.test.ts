@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { statfs } from 'node:fs/promises';
-import { dockerEngine } from '@sandstream/test-support';
+import { dockerEngine, testRedisUrl } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,7 +16,7 @@ import { DockerDiskMeter, detectStorageQuota } from './docker-disk.js';
 // with reason `disk-budget` a bounded overshoot past its limit, and its bytes leave the host's
 // disk when it is destroyed. The engine here is overlay2 on ext4: no storage quota, the watched
 // budget is what stops it.
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisUrl = testRedisUrl();
 const { docker, skip } = await dockerEngine('docker-disk');
 const tag = randomBytes(3).toString('hex');
 const MiB = 1024 ** 2;

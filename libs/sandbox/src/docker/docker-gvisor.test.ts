@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { dockerEngine } from '@sandstream/test-support';
+import { dockerEngine, testRedisUrl } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +17,7 @@ const devNetwork = { defaultNetwork: 'host', allowOpenRedis: true } as const;
 // gVisor for real: `runtimeClass: gvisor` sandboxes on an engine with runsc registered (npm test's
 // bootstrap installs and registers it as root). Outside CI an engine without runsc skips these
 // with the reason; under CI=true they run and fail, because CI must not pass by skipping.
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisUrl = testRedisUrl();
 const engine = await dockerEngine('docker-gvisor');
 const { docker } = engine;
 let skip = engine.skip;

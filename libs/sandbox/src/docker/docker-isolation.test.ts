@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { dockerEngine } from '@sandstream/test-support';
+import { dockerEngine, testRedisUrl } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,7 +16,7 @@ import { StepChannel } from '../testing/step-channel.js';
 // §3 and §4 of the isolation issue, checked on real containers: the operator's resource policy
 // reaches the engine, the pids limit stops a fork flood, and the read-only root / non-root user
 // template keys hold from inside the sandbox.
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisUrl = testRedisUrl();
 const { docker, skip } = await dockerEngine('docker-isolation');
 const tag = randomBytes(3).toString('hex');
 const MiB = 1024 ** 2;

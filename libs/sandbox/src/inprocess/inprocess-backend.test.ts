@@ -2,12 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll } from 'vitest';
 import { registerBackendSuite } from '../testing/backend-suite.js';
 import { InProcessBackend } from './inprocess-backend.js';
 
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisUrl = testRedisUrl();
 const root = join(tmpdir(), `sandstream-inprocess-test-${randomBytes(4).toString('hex')}`);
 const registryKey = `sandstream:test:inprocess:${randomBytes(4).toString('hex')}`;
 

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { testRedisUrl } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +15,7 @@ import { InProcessBackend } from './inprocess-backend.js';
 import { isProcessAlive } from './process-control.js';
 
 const run = promisify(execFile);
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisUrl = testRedisUrl();
 const tag = randomBytes(4).toString('hex');
 const root = join(tmpdir(), `sandstream-inprocess-xproc-${tag}`);
 const registryKey = `sandstream:test:inprocess-xproc:${tag}`;

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readdir, rm, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxDiskUsage } from '../backend.js';
@@ -12,7 +13,7 @@ import { InProcessBackend } from './inprocess-backend.js';
 // Issue 28, item 1, in-process: the job's directory is watched against its disk limit; a filler
 // past it (here in its own session, as a step's process would be) is killed with the whole tree
 // below the sandbox's process, and the bytes leave with destroy.
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisUrl = testRedisUrl();
 const root = join(tmpdir(), `sandstream-inprocess-disk-${randomBytes(4).toString('hex')}`);
 const registryKey = `sandstream:test:inprocess-disk:${randomBytes(4).toString('hex')}`;
 const MiB = 1024 ** 2;

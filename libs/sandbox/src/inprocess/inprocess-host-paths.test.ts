@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { testRedisUrl } from '@sandstream/test-support';
 import { type StepResult, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +13,7 @@ import { InProcessBackend } from './inprocess-backend.js';
 
 // Issue 27 §6: the in-process sandbox's directory stands for its `/`; what its agent answers
 // names paths as the sandbox sees them (as a container would), never the host directory.
-const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisUrl = testRedisUrl();
 const tag = randomBytes(4).toString('hex');
 const root = join(tmpdir(), `sandstream-inprocess-paths-${tag}`);
 const registryKey = `sandstream:test:inprocess-paths:${tag}`;

@@ -1,4 +1,4 @@
-import { findCarrierImage } from '@sandstream/test-support';
+import { findCarrierImage } from './docker.js';
 
 /** A backend the live-sandbox suites run on: the image to use and the services' environment. */
 export interface LiveBackend {
