@@ -87,11 +87,20 @@ export async function execForRequest(
       signal: sse.signal,
       onStart: (commandId) => void sse.send('started', { commandId }),
     });
-    for await (const item of execution) await sse.send(item.stream, item);
-    await sse.send('result', await execution);
-    sse.end();
+    await sendExecution(sse, execution);
   } catch (err) {
     await sse.fail(err);
   }
   return reply;
+}
+
+/**
+ * A command's event stream, for exec and a process's output alike: each output item (the SDK's
+ * ExecItem, which the HTTP transport reads back with execItemOf) as an event named by its
+ * stream, then the `result`.
+ */
+export async function sendExecution(sse: SseStream, execution: CommandExecution): Promise<void> {
+  for await (const item of execution) await sse.send(item.stream, item);
+  await sse.send('result', await execution);
+  sse.end();
 }
