@@ -7,20 +7,17 @@ import type { ServerSentEvent } from './sse-parser.js';
  * A command's event stream as the API sends it for exec and for a process's output: `started`
  * (its id), `stdout` / `stderr` lines, `gap`s, then its `result` (or an `error` problem). Each
  * is handed to the caller's callbacks as the Redis follower hands them (made a line by
- * execItemOf, as the Redis follower's are); `onStarted` is told the id so that a cut stream can
- * be followed again by it.
+ * execItemOf, as the Redis follower's are).
  */
 export async function followCommandEvents(
   events: AsyncIterable<ServerSentEvent>,
   options: RunCommandOptions,
   subject: ProblemSubject,
-  onStarted: (commandId: string) => void = () => {},
 ): Promise<ExecResult> {
   for await (const event of events) {
     const data = JSON.parse(event.data) as Record<string, unknown>;
     switch (event.event) {
       case 'started':
-        onStarted(String(data.commandId));
         options.onStart?.(String(data.commandId));
         break;
       case 'stdout':

@@ -128,9 +128,11 @@ export class HttpSandboxTransport implements SandboxTransport {
         body: execBodyOf(step, options.maxOutputBytes),
         subject,
       });
-      return await followCommandEvents(events, once, subject, (started) => {
+      const onStart = (started: string) => {
         commandId = started;
-      });
+        options.onStart?.(started);
+      };
+      return await followCommandEvents(events, { ...once, onStart }, subject);
     } catch (err) {
       if (commandId === undefined || !isPassingOutage(err)) throw err;
       return await this.followAgain(id, commandId, once, err);
