@@ -1,7 +1,4 @@
-import type { CommandOutputLine, ExecResult } from './command-output.js';
-
-/** An item of a command's output as its async iterator yields it. */
-export type ExecItem = CommandOutputLine | { stream: 'gap'; from: number; to: number };
+import type { ExecItem, ExecResult } from './command-output.js';
 
 /**
  * A running command: await it for its ExecResult, or iterate it for its output as it comes

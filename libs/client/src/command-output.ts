@@ -30,6 +30,25 @@ export interface CommandOutputLine {
   seq: number;
 }
 
+/** An item of a command's output as its async iterator yields it (and as the API's event stream names it). */
+export type ExecItem = CommandOutputLine | { stream: 'gap'; from: number; to: number };
+
+/**
+ * The one place a command's output event becomes a line (or gap): an agent's event read from
+ * the sandbox's events stream (`kind`, `line`, `seq`) or an event of the API's stream (its
+ * name, its JSON data), which is an ExecItem written as it is. Anything else is not output.
+ */
+export function execItemOf(
+  kind: string,
+  data: { line?: unknown; seq?: unknown; from?: unknown; to?: unknown },
+): ExecItem | undefined {
+  if (kind === 'stdout' || kind === 'stderr') {
+    return { stream: kind, line: typeof data.line === 'string' ? data.line : '', seq: Number(data.seq) };
+  }
+  if (kind === 'gap') return { stream: 'gap', from: Number(data.from), to: Number(data.to) };
+  return undefined;
+}
+
 /**
  * Collects one command's output lines as they come: capped per stream, with every seq gap
  * recorded where it happens (a line's seq is one more than the previous line's, whichever stream).

@@ -23,7 +23,7 @@ import {
   StepResultSchema,
 } from '@sandstream/wire';
 import { SandstreamOptionsError } from './client-options.js';
-import { CommandOutput, type CommandOutputLine, type OutputGap } from './command-output.js';
+import { CommandOutput, type CommandOutputLine, execItemOf, type OutputGap } from './command-output.js';
 import type { ReaderPool } from './reader-pool.js';
 import { SandboxClosedError, SandboxLimitError, SandboxNotFoundError } from './sandbox-errors.js';
 
@@ -49,7 +49,6 @@ export interface RunCommandOptions {
   onGap?: ((gap: OutputGap) => void) | undefined;
   /** Told the command's id once the sandbox took it (before any output). */
   onStart?: ((commandId: string) => void) | undefined;
-  signal?: AbortSignal | undefined;
   /** Aborting stops following (the follow rejects with its reason); the command goes on. */
   stopFollowing?: AbortSignal | undefined;
 }
@@ -63,8 +62,8 @@ export interface CommandRun {
 /**
  * Pushes one command into a ready sandbox and follows it on the sandbox's events stream until
  * its result: output lines (with gaps where the stream no longer held them), then the StepResult
- * the agent wrote. Aborting `signal` asks the agent to kill the command's tree; the cancelled
- * result still arrives and is returned. A sandbox that ends meanwhile throws SandboxClosedError.
+ * the agent wrote (an abort is turned into a cancel by Sandbox, not here: the cancelled result
+ * then arrives and is returned). A sandbox that ends meanwhile throws SandboxClosedError.
  */
 export async function runCommand(
   ctx: CommandRunnerContext,
@@ -107,11 +106,6 @@ export async function followCommand(
   const sandboxKeys = ctx.keys.sandbox(sandboxId);
   let cursor = from;
   const output = new CommandOutput(options.maxOutputBytes);
-  const cancel = () => {
-    sendCancel(ctx, sandboxId, commandId, 'cancelled by the client').catch(() => {});
-  };
-  if (options.signal?.aborted) cancel();
-  options.signal?.addEventListener('abort', cancel, { once: true });
   const reader = await ctx.readers.acquire();
   let broken = false;
   /**
@@ -142,8 +136,8 @@ export async function followCommand(
         const event = decodeEventFields(fields);
         if (event) {
           if (event.stepId !== commandId) continue;
-          if (event.kind === 'stdout' || event.kind === 'stderr') {
-            const line = { stream: event.kind, line: event.line ?? '', seq: event.seq };
+          const line = execItemOf(event.kind, event);
+          if (line && line.stream !== 'gap') {
             const gap = output.add(line);
             if (gap) options.onGap?.(gap);
             options.onLine?.(line);
@@ -176,7 +170,6 @@ export async function followCommand(
       }
     }
   } finally {
-    options.signal?.removeEventListener('abort', cancel);
     ctx.readers.release(reader, broken);
   }
 }

@@ -13,7 +13,7 @@ import {
 } from '@sandstream/wire';
 import { parseOptions } from './client-options.js';
 import { CommandExecution } from './command-execution.js';
-import type { ExecResult } from './command-output.js';
+import type { ExecItem, ExecResult } from './command-output.js';
 import { type RunCommandOptions, runStepOf } from './command-runner.js';
 import { CommandCancelledError, SandboxLimitError, SandboxNotFoundError } from './sandbox-errors.js';
 import type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
@@ -37,7 +37,8 @@ import { SandboxProcesses } from './sandbox-processes.js';
 import { SandboxTerminals } from './sandbox-terminals.js';
 import type { RunStep, SandboxTransport } from './transport.js';
 
-export { CommandExecution, type ExecItem } from './command-execution.js';
+export { CommandExecution } from './command-execution.js';
+export type { ExecItem } from './command-output.js';
 export type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
 
 /** A named long-lived shell of a sandbox (Sandbox.shell). */
@@ -107,30 +108,56 @@ export class Sandbox implements AsyncDisposable {
    */
   attach(commandId: string, attachOptions: AttachOptions = {}): CommandExecution {
     const options = parseOptions(AttachOptionsSchema, attachOptions, 'attach options');
-    return this.execution(options, (runOptions) => this.transport.attach(this.id, commandId, runOptions));
+    return this.execution(
+      options,
+      (runOptions) => this.transport.attach(this.id, commandId, runOptions),
+      commandId,
+    );
   }
 
+  /**
+   * The one place an abort becomes a cancel, for both transports: once the command's id is
+   * known (`known` for attach, else told by the transport's onStart), aborting `signal` asks
+   * its agent to kill its tree; the transport follows on to the cancelled result, which then
+   * throws CommandCancelledError.
+   */
   private execution(
     options: AttachOptions & Pick<ExecOptions, 'onStart'>,
     start: (runOptions: RunCommandOptions) => Promise<ExecResult>,
+    known?: string,
   ): CommandExecution {
     return new CommandExecution(async (emit) => {
-      const result = await start({
-        maxOutputBytes: options.maxOutputBytes,
-        signal: options.signal,
-        stopFollowing: 'stopFollowing' in options ? options.stopFollowing : undefined,
-        onStart: options.onStart,
-        onLine: (line) => {
-          (line.stream === 'stdout' ? options.onStdout : options.onStderr)?.(line.line);
-          emit(line);
-        },
-        onGap: (gap) => {
-          options.onGap?.(gap);
-          emit({ stream: 'gap', ...gap });
-        },
-      });
-      if (options.signal?.aborted && result.cancelled) throw new CommandCancelledError(result);
-      return result;
+      const { signal } = options;
+      let commandId = known;
+      const cancel = () => {
+        if (commandId === undefined) return;
+        this.transport.cancel(this.id, commandId, 'cancelled by the client').catch(() => {});
+      };
+      if (signal?.aborted) cancel();
+      signal?.addEventListener('abort', cancel, { once: true });
+      try {
+        const result = await start({
+          maxOutputBytes: options.maxOutputBytes,
+          stopFollowing: 'stopFollowing' in options ? options.stopFollowing : undefined,
+          onStart: (started) => {
+            commandId = started;
+            options.onStart?.(started);
+            if (signal?.aborted) cancel();
+          },
+          onLine: (line) => {
+            (line.stream === 'stdout' ? options.onStdout : options.onStderr)?.(line.line);
+            emit(line);
+          },
+          onGap: (gap) => {
+            options.onGap?.(gap);
+            emit({ stream: 'gap', ...gap });
+          },
+        });
+        if (signal?.aborted && result.cancelled) throw new CommandCancelledError(result);
+        return result;
+      } finally {
+        signal?.removeEventListener('abort', cancel);
+      }
     });
   }
 

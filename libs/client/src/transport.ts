@@ -78,7 +78,7 @@ export interface SandboxTransport {
   history(id: string): Promise<CommandHistoryEntry[]>;
   stats(id: string): Promise<SandboxStats>;
 
-  /** Runs a command and follows it to its result (aborting `signal` cancels it, whose result still comes). */
+  /** Runs a command and follows it to its result (telling onStart its id: Sandbox turns an abort into cancel()). */
   run(id: string, step: RunStep, options: RunCommandOptions): Promise<ExecResult>;
   /** Follows a command another client started, from the start of what is held. */
   attach(id: string, commandId: string, options: RunCommandOptions): Promise<ExecResult>;

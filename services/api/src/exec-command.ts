@@ -13,12 +13,6 @@ export function commandOf(body: {
   return body.args === undefined ? body.command : [body.command, ...body.args];
 }
 
-/**
- * Runs a command for an HTTP request: one JSON ExecResult, or (Accept: text/event-stream) a
- * `started` event with its id (for DELETE …/exec/{execId}), its output lines as `stdout` /
- * `stderr` / `gap` events, then the `result`. The request owns the command: a client that goes
- * away before the end cancels it, as an aborted SDK call does.
- */
 /** The command as the SDK runs it: in a named shell session, or on its own. */
 function startOf(sandbox: Sandbox, body: ExecBody, options: ExecOptions): CommandExecution {
   if (body.session === undefined) return sandbox.exec(commandOf(body), options);
@@ -49,6 +43,12 @@ function startOf(sandbox: Sandbox, body: ExecBody, options: ExecOptions): Comman
   });
 }
 
+/**
+ * Runs a command for an HTTP request: one JSON ExecResult, or (Accept: text/event-stream) a
+ * `started` event with its id (for DELETE …/exec/{execId}), its output lines as `stdout` /
+ * `stderr` / `gap` events, then the `result`. The request owns the command: a client that goes
+ * away before the end aborts the SDK call, which the SDK (Sandbox.execution) turns into a cancel.
+ */
 export async function execForRequest(
   sandbox: Sandbox,
   body: ExecBody,
@@ -87,11 +87,20 @@ export async function execForRequest(
       signal: sse.signal,
       onStart: (commandId) => void sse.send('started', { commandId }),
     });
-    for await (const item of execution) await sse.send(item.stream, item);
-    await sse.send('result', await execution);
-    sse.end();
+    await sendExecution(sse, execution);
   } catch (err) {
     await sse.fail(err);
   }
   return reply;
+}
+
+/**
+ * A command's event stream, for exec and a process's output alike: each output item (the SDK's
+ * ExecItem, which the HTTP transport reads back with execItemOf) as an event named by its
+ * stream, then the `result`.
+ */
+export async function sendExecution(sse: SseStream, execution: CommandExecution): Promise<void> {
+  for await (const item of execution) await sse.send(item.stream, item);
+  await sse.send('result', await execution);
+  sse.end();
 }

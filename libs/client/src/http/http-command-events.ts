@@ -1,4 +1,4 @@
-import type { ExecResult } from '../command-output.js';
+import { type ExecResult, execItemOf } from '../command-output.js';
 import type { RunCommandOptions } from '../command-runner.js';
 import { errorOfProblem, ProblemBodySchema, type ProblemSubject } from './problem-errors.js';
 import type { ServerSentEvent } from './sse-parser.js';
@@ -6,29 +6,28 @@ import type { ServerSentEvent } from './sse-parser.js';
 /**
  * A command's event stream as the API sends it for exec and for a process's output: `started`
  * (its id), `stdout` / `stderr` lines, `gap`s, then its `result` (or an `error` problem). Each
- * is handed to the caller's callbacks as the Redis follower hands them; `onStarted` is told the
- * id so that an abort can cancel the command, whose cancelled result still comes.
+ * is handed to the caller's callbacks as the Redis follower hands them (made a line by
+ * execItemOf, as the Redis follower's are).
  */
 export async function followCommandEvents(
   events: AsyncIterable<ServerSentEvent>,
   options: RunCommandOptions,
   subject: ProblemSubject,
-  onStarted: (commandId: string) => void = () => {},
 ): Promise<ExecResult> {
   for await (const event of events) {
     const data = JSON.parse(event.data) as Record<string, unknown>;
     switch (event.event) {
       case 'started':
-        onStarted(String(data.commandId));
         options.onStart?.(String(data.commandId));
         break;
       case 'stdout':
       case 'stderr':
-        options.onLine?.({ stream: event.event, line: String(data.line), seq: Number(data.seq) });
+      case 'gap': {
+        const item = execItemOf(event.event, data);
+        if (item?.stream === 'gap') options.onGap?.({ from: item.from, to: item.to });
+        else if (item) options.onLine?.(item);
         break;
-      case 'gap':
-        options.onGap?.({ from: Number(data.from), to: Number(data.to) });
-        break;
+      }
       case 'result':
         return data as unknown as ExecResult;
       case 'error': {

@@ -121,12 +121,6 @@ export class HttpSandboxTransport implements SandboxTransport {
   async run(id: string, step: RunStep, options: RunCommandOptions): Promise<ExecResult> {
     const subject = { sandboxId: id };
     let commandId: string | undefined;
-    // An abort asks the API to cancel the command; the stream then carries its cancelled result,
-    // as the Redis follower returns it.
-    const cancel = () => {
-      if (commandId !== undefined) void this.cancel(id, commandId, 'cancelled by the client').catch(() => {});
-    };
-    options.signal?.addEventListener('abort', cancel, { once: true });
     const once = handedOnOnce(options);
     try {
       const events = this.api.events(this.path(id, '/exec'), {
@@ -134,15 +128,14 @@ export class HttpSandboxTransport implements SandboxTransport {
         body: execBodyOf(step, options.maxOutputBytes),
         subject,
       });
-      return await followCommandEvents(events, once, subject, (started) => {
+      const onStart = (started: string) => {
         commandId = started;
-        if (options.signal?.aborted) cancel();
-      });
+        options.onStart?.(started);
+      };
+      return await followCommandEvents(events, { ...once, onStart }, subject);
     } catch (err) {
       if (commandId === undefined || !isPassingOutage(err)) throw err;
       return await this.followAgain(id, commandId, once, err);
-    } finally {
-      options.signal?.removeEventListener('abort', cancel);
     }
   }
 
@@ -184,8 +177,6 @@ export class HttpSandboxTransport implements SandboxTransport {
 
   /** Follows a command by id; a stream cut on the way is followed again as run() does. */
   async attach(id: string, commandId: string, options: RunCommandOptions): Promise<ExecResult> {
-    const cancel = () => void this.cancel(id, commandId, 'cancelled by the client').catch(() => {});
-    options.signal?.addEventListener('abort', cancel, { once: true });
     const once = handedOnOnce(options);
     try {
       const subject = { sandboxId: id };
@@ -198,8 +189,6 @@ export class HttpSandboxTransport implements SandboxTransport {
     } catch (err) {
       if (options.stopFollowing?.aborted || !isPassingOutage(err)) throw err;
       return await this.followAgain(id, commandId, once, err);
-    } finally {
-      options.signal?.removeEventListener('abort', cancel);
     }
   }
 

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
-import { commandOf } from '../exec-command.js';
+import { commandOf, sendExecution } from '../exec-command.js';
 import { problemResponses } from '../plugins/problem-replies.js';
 import { HistoryEntryResponse, IdParams, KillProcessQuery, PidParams, StartProcessBody } from '../schemas.js';
 import { followerStream } from '../sse.js';
@@ -88,9 +88,7 @@ export function sandboxProcessRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         try {
           // A follower that goes away stops following; the process goes on (aborting `signal` would kill it).
           const execution = list.follow(request.params.pid, { stopFollowing: sse.signal });
-          for await (const item of execution) await sse.send(item.stream, item);
-          await sse.send('result', await execution);
-          sse.end();
+          await sendExecution(sse, execution);
         } catch (err) {
           if (sse.signal.aborted) sse.end();
           else await sse.fail(err);
