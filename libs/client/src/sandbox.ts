@@ -13,7 +13,7 @@ import {
 } from '@sandstream/wire';
 import { parseOptions } from './client-options.js';
 import { CommandExecution } from './command-execution.js';
-import type { ExecItem, ExecResult } from './command-output.js';
+import type { ExecResult } from './command-output.js';
 import { type RunCommandOptions, runStepOf } from './command-runner.js';
 import { CommandCancelledError, SandboxLimitError, SandboxNotFoundError } from './sandbox-errors.js';
 import type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
