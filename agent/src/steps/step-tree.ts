@@ -194,6 +194,18 @@ const MAX_FREEZE_ROUNDS = 50;
 const MIN_KILL_ROUNDS = 10;
 
 /**
+ * What of the step is left, while it is being killed. An empty look under the subreaper is
+ * confirmed by a look through all of /proc: a kernel's children list is only reliable while
+ * nothing around it exits (proc(5)), and here processes exit all the time, so one read can skip
+ * a survivor. Only kills pay for it; a step that left nothing is never scanned twice.
+ */
+async function remaining(tree: StepTree): Promise<number[]> {
+  const found = await stepProcesses(tree);
+  if (found.length > 0 || tree.reaper === undefined) return found;
+  return stepProcesses({ leader: tree.leader, marker: tree.marker });
+}
+
+/**
  * Ends every process of the step: the first signal to all of them, SIGKILL after `graceMs` to
  * what is left. Before the SIGKILL the tree is frozen (SIGSTOP, again and again until a round
  * finds nothing new), so a fork bomb cannot fork faster than we kill: a stopped process forks
@@ -215,7 +227,7 @@ export async function killStepTree(
     signalEach(members, 'SIGCONT');
     const deadline = Date.now() + options.graceMs;
     for (;;) {
-      members = await stepProcesses(tree);
+      members = await remaining(tree);
       if (members.length === 0) return { hard: false, left: 0 };
       if (Date.now() >= deadline) break;
       await sleep(Math.min(poll, deadline - Date.now()));
@@ -227,12 +239,12 @@ export async function killStepTree(
     if (fresh.length === 0) break;
     signalEach(fresh, 'SIGSTOP');
     for (const pid of fresh) stopped.add(pid);
-    members = await stepProcesses(tree);
+    members = await remaining(tree);
   }
   const settled = Date.now() + options.settleMs;
   for (let round = 1; ; round++) {
     signalEach(members, 'SIGKILL');
-    members = await stepProcesses(tree);
+    members = await remaining(tree);
     if (members.length === 0 || (Date.now() >= settled && round >= MIN_KILL_ROUNDS)) break;
     await sleep(Math.min(poll, Math.max(0, settled - Date.now())));
   }
