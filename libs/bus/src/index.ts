@@ -27,7 +27,6 @@ export * from './sandbox-acl.js';
 export * from './sandbox-commands.js';
 export * from './sandbox-control.js';
 export * from './sandbox-footprint.js';
-export * from './sandbox-key-cleanup.js';
 export * from './sandbox-liveness.js';
 export * from './sandbox-record.js';
 export * from './sandbox-redis-usage.js';

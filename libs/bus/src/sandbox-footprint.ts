@@ -22,6 +22,8 @@ export interface SandboxFootprint {
   readonly match: string;
   /** What a destroy keeps for the reaper's retention: the job's output. */
   readonly retained: readonly string[];
+  /** What says the sandbox's agent is alive: its heartbeat. */
+  readonly alive: readonly string[];
 }
 
 export function sandboxFootprint(keys: KeySpace, jobId: string): SandboxFootprint {
@@ -32,12 +34,18 @@ export function sandboxFootprint(keys: KeySpace, jobId: string): SandboxFootprin
     perUse: [`${k.prefix}result:*`, `${k.prefix}xfer:*`, `${k.prefix}tty:*:in`, `${k.prefix}tty:*:out`],
     match: `${k.prefix}*`,
     retained: [k.events],
+    alive: [k.heartbeat],
   };
 }
 
 export interface FreeSandboxFootprintOptions {
   /** Keep the job's output (`retained`, its events stream cut to the usual cap) for retention. */
   keepOutput: boolean;
+  /**
+   * Keep its heartbeat (`alive`) too: a sandbox freed while its job still runs (over its Redis
+   * budget) must not read as lost before its job is failed.
+   */
+  keepAlive?: boolean;
   /** SCAN COUNT and pause between batches (the reaper paces its walks). */
   count?: number;
   pauseMs?: number;
@@ -57,7 +65,7 @@ export async function freeSandboxFootprint(
 ): Promise<number> {
   const footprint = sandboxFootprint(keys, jobId);
   const freed = await freeSandboxKeys(redis, keys, jobId, {
-    keep: options.keepOutput ? footprint.retained : [],
+    keep: [...(options.keepOutput ? footprint.retained : []), ...(options.keepAlive ? footprint.alive : [])],
     ...(options.count ? { count: options.count } : {}),
     ...(options.pauseMs ? { pauseMs: options.pauseMs } : {}),
   });
