@@ -8,6 +8,7 @@ export * from './destroy-request.js';
 export * from './dispatch-keys.js';
 export * from './dispatcher-presence.js';
 export * from './installation.js';
+export * from './job-footprint.js';
 export * from './job-layout.js';
 export * from './job-spec.js';
 export * from './job-state.js';
