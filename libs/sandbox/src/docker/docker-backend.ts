@@ -1,3 +1,4 @@
+import { pollUntil } from '@sandstream/poll';
 import { formatIssues, JobIdSchema, KeyStyleSchema } from '@sandstream/wire';
 import type Dockerode from 'dockerode';
 import type { Redis } from 'ioredis';
@@ -17,7 +18,6 @@ import {
 } from '../backend.js';
 import { describeCrash } from '../log-tail.js';
 import { OpenRedisGuard } from '../open-redis.js';
-import { pollUntil } from '../poll.js';
 import { memoryToBytes } from '../quantity.js';
 import { type ResourcePolicy, withResourcePolicy } from '../resource-policy.js';
 import { dockerRuntimeFor, missingDockerRuntimeMessage, type RuntimeNameMap } from '../runtime-class.js';

@@ -4,6 +4,7 @@ import { closeSync, existsSync, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { constants, hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pollUntil } from '@sandstream/poll';
 import { formatIssues, JobIdSchema } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { agentArgs, agentEnvironment } from '../agent-command.js';
@@ -22,7 +23,6 @@ import {
 } from '../backend.js';
 import { allocatedBytes } from '../disk-usage.js';
 import { describeCrash, readLogTail } from '../log-tail.js';
-import { pollUntil } from '../poll.js';
 import { memoryToBytes } from '../quantity.js';
 import { DEFAULT_RESOURCE_POLICY, type ResourcePolicy } from '../resource-policy.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
