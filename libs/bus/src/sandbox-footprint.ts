@@ -4,10 +4,11 @@ import type { RedisClient } from './redis-connection.js';
 import { freeSandboxKeys } from './sandbox-key-cleanup.js';
 
 /**
- * Everything one sandbox owns in Redis, named from the key space: the one list of it. Destroy
- * (pod-lifecycle, the pool, the run teardown), the reaper's orphan and user passes, and
- * `JobStore.delete` all free a sandbox through `freeSandboxFootprint`; pause and snapshots extend
- * this list, not their own.
+ * Everything one sandbox owns in Redis, named from the key space: the one list of it. Every
+ * destroy (tearDownSandbox: pod-lifecycle, the pool, the run teardown, a resumed start, the
+ * reaper's orphans), the reaper's user pass and the dispatcher's over-budget stop free a sandbox
+ * through `freeSandboxFootprint`; a job's keys (jobFootprint) name its `named` keys. No backend
+ * frees any of it. Pause and snapshots extend this list, not their own.
  */
 export interface SandboxFootprint {
   readonly jobId: string;
