@@ -9,6 +9,7 @@ const src = (dir: string) => fileURLToPath(new URL(`./${dir}/src/index.ts`, impo
 export default defineConfig({
   resolve: {
     alias: {
+      '@sandstream/poll': src('libs/poll'),
       '@sandstream/wire': src('libs/wire'),
       '@sandstream/bus': src('libs/bus'),
       '@sandstream/service-kit': src('libs/service-kit'),

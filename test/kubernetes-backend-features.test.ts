@@ -1,7 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
 import { StepChannel } from '@sandstream/sandbox/testing';
-import { dockerEngine, type RedisServer, startRedisServer, testRedisUrl } from '@sandstream/test-support';
+import {
+  destroyTestSandbox,
+  dockerEngine,
+  type RedisServer,
+  startRedisServer,
+  testRedisUrl,
+} from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -94,8 +100,7 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
   });
 
   afterAll(async () => {
-    for (const { backend, ref } of refs)
-      await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true }).catch(() => {});
+    for (const { backend, ref } of refs) await destroyTestSandbox(redis, backend, ref, 0).catch(() => {});
     for (const backend of backends) await backend.close();
     await standin?.close();
     blocking?.disconnect();
@@ -126,7 +131,7 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     console.log(`[measure] kubernetes (stand-in) create -> ready: ${readyMs} ms`);
 
     const destroyStarted = Date.now();
-    await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+    await destroyTestSandbox(redis, backend, ref, 3000);
     console.log(
       `[measure] kubernetes (stand-in) destroy (shutdown step, exit, delete, gone): ${Date.now() - destroyStarted} ms`,
     );
@@ -140,7 +145,7 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     refs.push({ backend, ref: first });
     const second = await backend.create(req);
     expect(second).toEqual(first);
-    await backend.destroy(first, { graceMs: 0, removeOutputKeys: true });
+    await destroyTestSandbox(redis, backend, first, 0);
   });
 
   it('a nodeSelector no node has fails fast with unschedulable (a capacity error)', async () => {
@@ -217,7 +222,7 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
       ports: [{ protocol: 'TCP', port: 6379 }],
     });
     expect(policy.spec?.egress?.[1]?.ports?.map((p) => p.port)).toEqual([53, 53]);
-    await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+    await destroyTestSandbox(redis, backend, ref, 3000);
     await expect(
       networking.readNamespacedNetworkPolicy({ name: `${ref.id}-egress`, namespace }),
     ).rejects.toMatchObject({ code: 404 });
@@ -248,7 +253,7 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     });
     expect(result.exitCode).toBe(0);
     expect(await steps.stdout('env')).toEqual([`token=${value}`]);
-    await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+    await destroyTestSandbox(redis, backend, ref, 3000);
   });
 
   describe('with a password-protected Redis', () => {
@@ -282,7 +287,7 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
       expect(env?.valueFrom?.secretKeyRef).toEqual({ name: `${ref.id}-redis`, key: 'url' });
       const secret = await core.readNamespacedSecret({ name: `${ref.id}-redis`, namespace });
       expect(Buffer.from(secret.data?.url ?? '', 'base64').toString()).toBe(url);
-      await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+      await destroyTestSandbox(authed, backend, ref, 3000);
       await expect(core.readNamespacedSecret({ name: `${ref.id}-redis`, namespace })).rejects.toMatchObject({
         code: 404,
       });
@@ -339,7 +344,7 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     });
     expect(result.exitCode).toBe(0);
     expect(await steps.stdout('look')).toEqual(['env=yes', 'from-sidecar']);
-    await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+    await destroyTestSandbox(redis, backend, ref, 3000);
     expect(await kubernetesLeftovers(standin, docker, namespace, jobId)).toEqual([]);
   });
 
@@ -352,7 +357,7 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     const listed = (await backend.list()).find((s) => s.id === ref.id);
     expect(listed).toMatchObject({ jobId, tenant: 'Tenant With Spaces', backend: 'kubernetes' });
     expect(listed?.labels['sandstream.dev/job-id']).toMatch(/^[a-z0-9][-a-z0-9_.]*[a-z0-9]$/);
-    await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true });
+    await destroyTestSandbox(redis, backend, ref, 0);
     expect((await backend.list()).find((s) => s.id === ref.id)).toBeUndefined();
   });
 
@@ -428,7 +433,7 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
       .slice(before)
       .filter((r) => r.startsWith(`GET ${podPath}?`) && r.includes('watch=true'));
     expect(watches).toHaveLength(1);
-    await Promise.all(timings.map((t) => backend.destroy(t.ref, { graceMs: 3000, removeOutputKeys: true })));
+    await Promise.all(timings.map((t) => destroyTestSandbox(redis, backend, t.ref, 3000)));
     const listed = await backend.list();
     expect(listed.filter((s) => timings.some((t) => t.ref.id === s.id))).toEqual([]);
   });
@@ -457,7 +462,7 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
       content: 'ok',
     });
     expect(written.errorMessage).toBeNull();
-    await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+    await destroyTestSandbox(redis, backend, ref, 3000);
   });
 
   it('puts the resource policy and the read-only root (emptyDir /tmp) on the pod, and refuses a spec beyond the maximum', async () => {
@@ -496,6 +501,6 @@ describe.skipIf(skip)('Kubernetes backend against kube-api-standin', () => {
     });
     expect(probe.exitCode).toBe(0);
     expect(await steps.stdout('probe')).toEqual(['1000', 'root-refused', 'ok']);
-    await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+    await destroyTestSandbox(redis, backend, ref, 3000);
   });
 });

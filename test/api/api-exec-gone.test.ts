@@ -8,6 +8,12 @@ import { sseEvents } from './api-client.js';
 
 let s: ApiStack;
 let key: string;
+/**
+ * The sandboxes the tests made, closed at the end: a live sandbox stays until it is closed or
+ * idles out, and an in-process one's agent outlives the stack's services (their stop waits for
+ * queued destroys only).
+ */
+const made: string[] = [];
 
 interface HistoryEntry {
   id: string;
@@ -21,6 +27,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  for (const id of made) await s.request(`/v1/sandboxes/${id}`, { method: 'DELETE', key });
   await s?.stop();
 }, 60_000);
 
@@ -45,15 +52,9 @@ async function untilHistory(
 }
 
 async function sandbox(): Promise<string> {
-  const res = await s.request('/v1/sandboxes', {
-    method: 'POST',
-    key,
-    headers: { 'content-type': 'application/json' },
-    body: '{}',
-  });
-  const created = (await res.json()) as { id?: string };
-  expect(created.id, JSON.stringify(created)).toBeDefined();
-  return created.id as string;
+  const id = await s.createSandbox(key);
+  made.push(id);
+  return id;
 }
 
 function exec(id: string, command: string, signal: AbortSignal, stream: boolean): Promise<Response> {

@@ -5,7 +5,13 @@ import { networkInterfaces } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { Sandbox } from '@sandstream/client';
 import { DockerBackend, SandboxSpecSchema, SandboxStartError } from '@sandstream/sandbox';
-import { dockerEngine, findCarrierImage, type RedisServer, startRedisServer } from '@sandstream/test-support';
+import {
+  destroyTestSandbox,
+  dockerEngine,
+  findCarrierImage,
+  type RedisServer,
+  startRedisServer,
+} from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -156,7 +162,7 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
       expect(inspected.HostConfig.NetworkMode).toBe(network);
       expect(inspected.Config.Env).toContain(`REDIS_URL=redis://${gateway}:${redis.port}`);
     } finally {
-      await allowed.destroy(ref, { graceMs: 1000, removeOutputKeys: true });
+      await destroyTestSandbox(admin, allowed, ref, 1000);
     }
   }, 60_000);
 

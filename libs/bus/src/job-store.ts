@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { type StepResult, StepResultSchema, StreamLimits } from '@sandstream/wire';
 import { busLua } from './bus-lua.js';
+import { DispatchKeys } from './dispatch-keys.js';
+import { jobFootprint } from './job-footprint.js';
 import { JobField, parseJobRecord, parseStepResult, stepResultField } from './job-layout.js';
 import {
   JOB_EVENT_FIELD,
@@ -16,7 +18,6 @@ import {
 import { createKeySpace, type KeySpace } from './key-space.js';
 import { isLiveSandboxSpec, parseStoredSpec, type StoredSpec } from './live-sandbox-spec.js';
 import type { RedisClient } from './redis-connection.js';
-import { sandboxFootprint } from './sandbox-footprint.js';
 
 const CREATE = busLua.load('job-create');
 const TRANSITION = busLua.load('job-transition');
@@ -284,14 +285,15 @@ export class JobStore {
   }
 
   /**
-   * Removes the record, its sandbox's named keys (sandboxFootprint; the per-use ones are the
-   * reaper's orphan-key pass's, or freeSandboxFootprint's) and its index entries. The reaper runs
-   * it after its delete script, for the index entries in other slots.
+   * Removes the job's keys (jobFootprint: the record, its dispatch state and log-archive marker,
+   * its sandbox's named keys; the per-use ones are the reaper's orphan-key pass's, or
+   * freeSandboxFootprint's) and its index entries. The reaper runs it after its delete script,
+   * for the index entries in other slots.
    */
   async delete(jobId: string, tenant?: string): Promise<void> {
     await Promise.all([
       // One slot: the record and the sandbox keys share the job's hash tag.
-      this.redis.unlink(this.keys.job(jobId), ...sandboxFootprint(this.keys, jobId).named),
+      this.redis.unlink(...jobFootprint(this.keys, new DispatchKeys(this.keys), jobId).keys),
       ...JobStateSchema.options.map((state) => this.redis.zrem(this.keys.jobsByState(state), jobId)),
       ...(tenant ? [this.redis.zrem(this.keys.jobsByTenant(tenant), jobId)] : []),
     ]);

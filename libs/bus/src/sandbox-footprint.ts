@@ -4,10 +4,11 @@ import type { RedisClient } from './redis-connection.js';
 import { freeSandboxKeys } from './sandbox-key-cleanup.js';
 
 /**
- * Everything one sandbox owns in Redis, named from the key space: the one list of it. Destroy
- * (pod-lifecycle, the pool, the run teardown), the reaper's orphan and user passes, and
- * `JobStore.delete` all free a sandbox through `freeSandboxFootprint`; pause and snapshots extend
- * this list, not their own.
+ * Everything one sandbox owns in Redis, named from the key space: the one list of it. Every
+ * destroy (tearDownSandbox: pod-lifecycle, the pool, the run teardown, a resumed start, the
+ * reaper's orphans), the reaper's user pass and the dispatcher's over-budget stop free a sandbox
+ * through `freeSandboxFootprint`; a job's keys (jobFootprint) name its `named` keys. No backend
+ * frees any of it. Pause and snapshots extend this list, not their own.
  */
 export interface SandboxFootprint {
   readonly jobId: string;
@@ -22,6 +23,8 @@ export interface SandboxFootprint {
   readonly match: string;
   /** What a destroy keeps for the reaper's retention: the job's output. */
   readonly retained: readonly string[];
+  /** What says the sandbox's agent is alive: its heartbeat. */
+  readonly alive: readonly string[];
 }
 
 export function sandboxFootprint(keys: KeySpace, jobId: string): SandboxFootprint {
@@ -32,12 +35,18 @@ export function sandboxFootprint(keys: KeySpace, jobId: string): SandboxFootprin
     perUse: [`${k.prefix}result:*`, `${k.prefix}xfer:*`, `${k.prefix}tty:*:in`, `${k.prefix}tty:*:out`],
     match: `${k.prefix}*`,
     retained: [k.events],
+    alive: [k.heartbeat],
   };
 }
 
 export interface FreeSandboxFootprintOptions {
   /** Keep the job's output (`retained`, its events stream cut to the usual cap) for retention. */
   keepOutput: boolean;
+  /**
+   * Keep its heartbeat (`alive`) too: a sandbox freed while its job still runs (over its Redis
+   * budget) must not read as lost before its job is failed.
+   */
+  keepAlive?: boolean;
   /** SCAN COUNT and pause between batches (the reaper paces its walks). */
   count?: number;
   pauseMs?: number;
@@ -57,7 +66,7 @@ export async function freeSandboxFootprint(
 ): Promise<number> {
   const footprint = sandboxFootprint(keys, jobId);
   const freed = await freeSandboxKeys(redis, keys, jobId, {
-    keep: options.keepOutput ? footprint.retained : [],
+    keep: [...(options.keepOutput ? footprint.retained : []), ...(options.keepAlive ? footprint.alive : [])],
     ...(options.count ? { count: options.count } : {}),
     ...(options.pauseMs ? { pauseMs: options.pauseMs } : {}),
   });

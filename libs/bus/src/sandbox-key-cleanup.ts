@@ -16,8 +16,9 @@ export interface FreeSandboxKeysOptions {
  * may name any key under its prefix), in every database that holds keys, since an ACL from an
  * older deployment let a sandbox SELECT another one, where its pattern applied just the same.
  * SCAN (COUNT-bounded, never KEYS) and UNLINK (freed off the main thread); never a key outside
- * that pattern. Idempotent. The one place a sandbox's keys are cleared across databases, for
- * every path that ends a sandbox (destroy, budget stop, reaper). Returns how many keys went.
+ * that pattern. Idempotent. The footprint owner's walk (freeSandboxFootprint, which every path
+ * that frees a sandbox calls: destroy, budget stop, reaper), not exported from the package.
+ * Returns how many keys went.
  */
 export async function freeSandboxKeys(
   redis: RedisClient,

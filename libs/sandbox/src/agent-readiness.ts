@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pollUntil } from '@sandstream/poll';
 import type { WaitReadyOptions } from './backend.js';
-import { pollUntil } from './poll.js';
 
 /**
  * While it waits for the agent's announcement, a start looks this often whether the process or

@@ -86,11 +86,6 @@ export interface WaitReadyOptions {
 export interface DestroyOptions {
   /** Time for the agent to exit on its own after the shutdown step before it is killed. */
   graceMs?: number;
-  /**
-   * Also delete the job's output keys (events, results). By default only the keys the sandbox
-   * consumes (in, control, heartbeat) go, and the output is left to the reaper's retention.
-   */
-  removeOutputKeys?: boolean;
 }
 
 /** What a sandbox holds on disk now, against its limit (spec resources.limits.ephemeralStorage). */
@@ -121,7 +116,12 @@ export interface SandboxBackend {
    * `deadlineMs` is a time budget in milliseconds counted from the call (not a timestamp).
    */
   waitReady(ref: SandboxRef, deadlineMs: number, options: WaitReadyOptions): Promise<void>;
-  /** Idempotent: destroying a sandbox that is already gone succeeds. */
+  /**
+   * Asks the agent to leave, waits its grace, then removes what the backend made (process,
+   * container, pod, their files). Idempotent: destroying a sandbox that is already gone succeeds.
+   * Not the sandbox's Redis keys: those are its footprint's one owner's (libs/bus
+   * sandbox-footprint.ts), freed by tearDownSandbox after this returns.
+   */
   destroy(ref: SandboxRef, options?: DestroyOptions): Promise<void>;
   /**
    * Whether the sandbox's process, container or pod still runs — not whether its agent answers:

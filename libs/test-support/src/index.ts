@@ -13,3 +13,4 @@ export * from './redis-cluster.js';
 export * from './redis-server.js';
 export * from './samples.js';
 export * from './shared-redis.js';
+export * from './test-sandboxes.js';

@@ -319,4 +319,16 @@ describe('pod-lifecycle', () => {
     const dispatch = await dispatchQueue.getJob(bullJobId(jobId));
     expect(dispatch?.data).toMatchObject({ jobId, sandbox: { backend: 'inprocess', id: '4242' } });
   });
+
+  it('frees what an earlier attempt left in Redis when its create comes again mid-start, no sandbox recorded', async () => {
+    // Its pod-lifecycle died inside create: the job is starting, its sandbox not recorded yet.
+    const jobId = await scheduledJob('resumed');
+    await store.transition(jobId, ['scheduled'], 'starting');
+    const k = keys.sandbox(jobId);
+    const stale = [`${k.prefix}xfer:earlier`, k.control];
+    await redis.set(stale[0] as string, 'left by the earlier attempt');
+    await redis.lpush(k.control, 'left by the earlier attempt');
+    expect(await runCreate(jobId, { image: 'local' })).toBe('dispatched');
+    expect(await redis.exists(...stale)).toBe(0);
+  });
 });

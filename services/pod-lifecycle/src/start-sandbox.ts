@@ -144,8 +144,11 @@ export function createStartProcessor(deps: StartDeps) {
       return 'failed';
     }
     await deps.store.transition(jobId, ['scheduled'], 'starting');
-    if (record.sandbox) {
-      // A redelivery after a crash mid-start: the earlier sandbox may exist; start clean.
+    if (record.sandbox || record.state === 'starting') {
+      // An earlier attempt got this far (a redelivery after a crash mid-start, or a retry): its
+      // sandbox may exist, and what its agent left in Redis (steps, control, a heartbeat) would
+      // feed or fake this one's. Start clean. A sandbox it made but did not record yet is the
+      // backend's to replace in create(); its keys go here.
       await tearDownPartial(deps, jobId, record.sandbox);
     }
 
@@ -289,13 +292,17 @@ async function cleanupPartial(deps: StartDeps, jobId: string): Promise<void> {
 /**
  * A sandbox of an earlier attempt goes the one way every sandbox goes (tearDownSandbox), at once:
  * nothing of it is worth waiting for, and the next attempt makes its user and keys afresh. The
- * job's output so far stays.
+ * job's output so far stays. Without a recorded sandbox only its Redis user and footprint go.
  */
-async function tearDownPartial(deps: StartDeps, jobId: string, sandbox: JobSandbox): Promise<void> {
+async function tearDownPartial(
+  deps: StartDeps,
+  jobId: string,
+  sandbox: JobSandbox | undefined,
+): Promise<void> {
   await tearDownSandbox(deps, {
     jobId,
-    ref: sandboxRefOf(jobId, sandbox),
-    member: sandbox.member,
+    ref: sandbox ? sandboxRefOf(jobId, sandbox) : undefined,
+    member: sandbox?.member,
     graceMs: 0,
     keepOutput: true,
   });

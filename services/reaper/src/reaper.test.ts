@@ -9,6 +9,7 @@ import {
   InstallationIdentity,
   type JobState,
   JobStore,
+  jobFootprint,
   parseJobSpec,
   QueueNames,
   SandboxAcl,
@@ -21,7 +22,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DELETE_FINISHED_JOB } from './reap-scripts.js';
-import { jobKeysOf, matchesGlob, Reaper, type ReaperOptions } from './reaper.js';
+import { matchesGlob, Reaper, type ReaperOptions } from './reaper.js';
 
 const url = testRedisUrl();
 const logger = silentLogger('reaper-test');
@@ -106,6 +107,9 @@ describe('reaper', () => {
     const h = setup();
     const old = await h.job('old', FINISHED);
     await redis.hset(h.dispatchKeys.dispatchState(old), 'status', 'done');
+    // Every key its footprint names, as a job may leave them (a claim list, a heartbeat, …).
+    const footprint = jobFootprint(h.keys, h.dispatchKeys, old).keys;
+    for (const key of footprint) if (!(await redis.exists(key))) await redis.set(key, 'left');
     const queued = await h.job('queued');
     const running = await h.job('running', ['scheduled', 'starting', 'running']);
     await redis.set(h.keys.sandbox(running).heartbeat, '1', 'PX', 60_000);
@@ -114,11 +118,7 @@ describe('reaper', () => {
 
     const report = await h.reaper().runOnce();
     expect(report.jobsDeleted).toBe(1);
-    for (const key of [
-      h.keys.job(old),
-      ...Object.values(h.keys.sandbox(old)).filter((k) => !k.endsWith(':')),
-      h.dispatchKeys.dispatchState(old),
-    ]) {
+    for (const key of [...footprint, ...Object.values(h.keys.sandbox(old)).filter((k) => !k.endsWith(':'))]) {
       expect(await redis.exists(key), key).toBe(0);
     }
     expect(await h.store.list({ tenant: 'acme', limit: 1000 })).not.toContainEqual(
@@ -262,7 +262,7 @@ describe('reaper', () => {
     const h = setup();
     const id = await h.job('again');
     // The old, finished record is gone and the id now names a new, queued job: the script re-checks.
-    const keys = jobKeysOf(h.keys, h.dispatchKeys, id);
+    const { keys } = jobFootprint(h.keys, h.dispatchKeys, id);
     expect(await DELETE_FINISHED_JOB.run(redis, keys, [Date.now() + HOUR, 0, '0'])).toBeNull();
     expect(await redis.exists(h.keys.job(id))).toBe(1);
   });

@@ -8,6 +8,7 @@ import {
   isTerminal,
   type JobRecord,
   type JobStore,
+  jobFootprint,
   jobIdFromKey,
   type KeySpace,
   type RedisClient,
@@ -153,10 +154,6 @@ export class Reaper {
     });
   }
 
-  private jobKeys(jobId: string): string[] {
-    return jobKeysOf(this.options.keys, this.options.dispatchKeys, jobId);
-  }
-
   private async reapJobs(report: ReapReport, signal?: AbortSignal): Promise<void> {
     const { store, redis } = this.options;
     for await (const batch of this.scan(this.options.keys.job(this.glob()), signal)) {
@@ -174,7 +171,7 @@ export class Reaper {
           const holdCutoff = cutoff - (archive?.holdMs ?? DEFAULT_ARCHIVE_HOLD_MS);
           const deleted = await DELETE_FINISHED_JOB.run<[string, string] | 'held' | null>(
             redis,
-            this.jobKeys(jobId),
+            jobFootprint(this.options.keys, this.options.dispatchKeys, jobId).keys,
             [cutoff, holdCutoff, archive?.required ? '1' : '0', this.options.keys.namespace],
           );
           if (deleted === 'held') report.jobsHeldForArchive++;
@@ -415,21 +412,6 @@ interface OrphanCheck {
 
 /** How long past retention a `pending` log archive keeps a finished job's keys, unless configured. */
 export const DEFAULT_ARCHIVE_HOLD_MS = 86_400_000;
-
-/** Every key of a job, the record first (reaper-delete-finished-job's KEYS): all in the job's slot. */
-export function jobKeysOf(keys: KeySpace, dispatchKeys: DispatchKeys, jobId: string): string[] {
-  const k = keys.sandbox(jobId);
-  return [
-    keys.job(jobId),
-    k.in,
-    k.events,
-    k.results,
-    k.heartbeat,
-    k.control,
-    dispatchKeys.dispatchState(jobId),
-    keys.jobLogArchive(jobId),
-  ];
-}
 
 /** Redis-style glob with only `*` (job ids contain no other glob characters). */
 export function matchesGlob(value: string, glob: string): boolean {

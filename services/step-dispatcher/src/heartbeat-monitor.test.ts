@@ -16,19 +16,23 @@ afterAll(async () => {
   redis.disconnect();
 });
 
-function setup(limits: { verdictWaitMs: number; lateMaxMs: number }) {
+function setup(limits: {
+  verdictWaitMs: number;
+  lateMaxMs: number;
+  lockedOut?: (jobId: string) => Promise<string | undefined>;
+}) {
   const ns = uniqueNamespace('t-hbmon');
   namespaces.push(ns);
   const keySpace = createKeySpace(ns);
   const keys = new DispatchKeys(keySpace, 1);
   const liveness = new SandboxLiveness(redis, keySpace);
-  const lost: { jobId: string; detail: string | undefined }[] = [];
+  const lost: { jobId: string; detail: string | undefined; reason?: string }[] = [];
   const monitor = new HeartbeatMonitor({
     redis,
     keys,
     logger: silentLogger('hb-test'),
-    onLost: async (jobId, detail) => {
-      lost.push({ jobId, detail });
+    onLost: async (jobId, detail, reason) => {
+      lost.push({ jobId, detail, ...(reason ? { reason } : {}) });
       await redis.zrem(keys.running(0), jobId);
     },
     intervalMs: 200,
@@ -104,5 +108,28 @@ describe('heartbeat monitor with the backend verdict', () => {
       )
       .toEqual([expect.stringMatching(/no pod-lifecycle confirmed within \d+ s/)]);
     expect(orphan).toContain(t.ns);
+  });
+
+  it('fails a running sandbox whose agent is locked out at once, handing on the reason it found', async () => {
+    const asked: string[] = [];
+    const t = setup({
+      verdictWaitMs: 60_000,
+      lateMaxMs: 60_000,
+      lockedOut: async (jobId) => {
+        asked.push(jobId);
+        return jobId.endsWith('-locked') ? 'sandbox lost: its Redis user is gone' : undefined;
+      },
+    });
+    const locked = await t.running('locked');
+    const slow = await t.running('slow');
+    await t.round();
+    await t.liveness.record(locked, 'running');
+    await t.liveness.record(slow, 'running');
+    await t.round();
+    // The reason goes with the loss, so the dispatcher does not look the user up again.
+    expect(t.lost).toEqual([
+      { jobId: locked, detail: undefined, reason: 'sandbox lost: its Redis user is gone' },
+    ]);
+    expect(asked.filter((id) => id === locked)).toHaveLength(1);
   });
 });

@@ -7,7 +7,6 @@ import {
 } from '@sandstream/bus';
 import { PeriodicTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
-import { sandboxKeys } from '@sandstream/wire';
 
 export interface HeartbeatMonitorOptions {
   redis: RedisClient;
@@ -15,9 +14,10 @@ export interface HeartbeatMonitorOptions {
   logger: Logger;
   /**
    * Called for a running job whose agent's heartbeat key has expired (and, with `liveness`, whose
-   * sandbox the backend found gone, or silent too long); `detail` says which.
+   * sandbox the backend found gone, or silent too long); `detail` says which. `reason`, when the
+   * check already knows why it is lost (its agent locked out), is the whole reason.
    */
-  onLost: (jobId: string, detail?: string) => Promise<void>;
+  onLost: (jobId: string, detail?: string, reason?: string) => Promise<void>;
   /**
    * Tell a slow agent from a dead one: a late heartbeat makes the sandbox a suspect, and
    * pod-lifecycle (which owns the backend) answers whether it still runs. Absent, a missing
@@ -30,10 +30,10 @@ export interface HeartbeatMonitorOptions {
     /** A sandbox that runs but whose agent stays silent this long is failed all the same. */
     lateMaxMs: number;
     /**
-     * Whether the agent is locked out (its Redis user is gone): a running sandbox then gets no
-     * more time, since its agent can never beat again.
+     * Why the agent is lost when it is locked out (its Redis user is gone), else undefined: a
+     * running sandbox then gets no more time, since its agent can never beat again.
      */
-    lockedOut?: (jobId: string) => Promise<boolean>;
+    lockedOut?: (jobId: string) => Promise<string | undefined>;
   };
   intervalMs?: number;
   /** Jobs dispatched more recently than this are not judged yet. */
@@ -119,7 +119,7 @@ export class HeartbeatMonitor {
     let checked = 0;
     for (let i = 0; i < jobIds.length; i += chunkSize) {
       const chunk = jobIds.slice(i, i + chunkSize);
-      const alive = await Promise.all(chunk.map((id) => redis.exists(sandboxKeys(id, 'tagged').heartbeat)));
+      const alive = await Promise.all(chunk.map((id) => redis.exists(keys.keySpace.sandbox(id).heartbeat)));
       checked += chunk.length;
       // The connection dropped while we read: what looked missing may just be unread.
       if (Date.now() - this.connectedAt < reconnectGraceMs) return;
@@ -133,7 +133,7 @@ export class HeartbeatMonitor {
           try {
             const judged = liveness ? await this.judge(jobId, liveness) : { lost: undefined };
             if (judged === 'wait') return;
-            await this.options.onLost(jobId, judged.lost);
+            await this.options.onLost(jobId, judged.lost, judged.reason);
             if (liveness) await liveness.store.clear(jobId);
           } catch (err) {
             this.options.logger.error({ err, jobId }, 'failing a lost sandbox failed; retried next round');
@@ -158,7 +158,7 @@ export class HeartbeatMonitor {
   private async judge(
     jobId: string,
     liveness: NonNullable<HeartbeatMonitorOptions['liveness']>,
-  ): Promise<'wait' | { lost: string | undefined }> {
+  ): Promise<'wait' | { lost: string | undefined; reason?: string }> {
     const now = Date.now();
     const since = await liveness.store.suspect(jobId, now);
     const found = await liveness.store.verdict(jobId);
@@ -166,8 +166,9 @@ export class HeartbeatMonitor {
     const silentSeconds = Math.round((now - since) / 1000);
     if (verdict === 'gone') return { lost: 'its sandbox no longer runs' };
     if (verdict === 'running') {
-      // The reason (the missing user) is the dispatcher's lost-sandbox reason to give.
-      if (await liveness.lockedOut?.(jobId)) return { lost: undefined };
+      // The missing user is the whole reason, handed on so the dispatcher need not ask again.
+      const lockedOut = await liveness.lockedOut?.(jobId);
+      if (lockedOut) return { lost: undefined, reason: lockedOut };
       if (now - since < liveness.lateMaxMs) {
         if (!this.late.has(jobId)) {
           this.late.add(jobId);

@@ -8,18 +8,29 @@ import { type KeySpace, type RedisClient, readSandboxUser } from '@sandstream/bu
  * go looking for a crashed container.
  */
 export async function lostSandboxReason(redis: RedisClient, keys: KeySpace, jobId: string): Promise<string> {
+  return (await lockedOutReason(redis, keys, jobId)) ?? 'sandbox lost: the agent stopped heart-beating';
+}
+
+/**
+ * The lost-sandbox reason of an agent locked out of Redis (its user gone), or undefined when it
+ * is not: the heartbeat monitor asks it once and hands the answer on, so the user is looked up
+ * once per lost sandbox.
+ */
+export async function lockedOutReason(
+  redis: RedisClient,
+  keys: KeySpace,
+  jobId: string,
+): Promise<string | undefined> {
   const user = await goneSandboxUser(redis, keys, jobId);
-  if (user) {
-    return `sandbox lost: its Redis user ${user} no longer exists (Redis restarted without its ACL users and the user could not be re-created), so the agent cannot authenticate`;
-  }
-  return 'sandbox lost: the agent stopped heart-beating';
+  if (!user) return undefined;
+  return `sandbox lost: its Redis user ${user} no longer exists (Redis restarted without its ACL users and the user could not be re-created), so the agent cannot authenticate`;
 }
 
 /**
  * The job's sandbox Redis user when it no longer exists: its agent, however alive, can never
  * beat again. Undefined when it exists, when the job has none, or when Redis will not say.
  */
-export async function goneSandboxUser(
+async function goneSandboxUser(
   redis: RedisClient,
   keys: KeySpace,
   jobId: string,

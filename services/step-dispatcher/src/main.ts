@@ -23,7 +23,7 @@ import { CompletionConsumer } from './completion-consumer.js';
 import { DispatcherEnvSchema } from './config.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
 import { HeartbeatMonitor } from './heartbeat-monitor.js';
-import { goneSandboxUser } from './lost-sandbox-reason.js';
+import { lockedOutReason } from './lost-sandbox-reason.js';
 import { OverBudgetStop } from './over-budget-stop.js';
 import { RedisBudgetMonitor } from './redis-budget-monitor.js';
 import { StepDispatcher } from './step-dispatcher.js';
@@ -135,13 +135,13 @@ runService({
       redis,
       keys: dispatchKeys,
       logger,
-      onLost: (jobId, detail) => dispatcher.onSandboxLost(jobId, detail),
+      onLost: (jobId, detail, reason) => dispatcher.onSandboxLost(jobId, detail, reason),
       // A late heartbeat is checked with the backend (through pod-lifecycle) before it fails a sandbox.
       liveness: {
         store: new SandboxLiveness(redis, keySpace),
         verdictWaitMs: config.HEARTBEAT_VERDICT_WAIT_MS,
         lateMaxMs: config.HEARTBEAT_LATE_MAX_MS,
-        lockedOut: async (jobId) => (await goneSandboxUser(redis, keySpace, jobId)) !== undefined,
+        lockedOut: (jobId) => lockedOutReason(redis, keySpace, jobId),
       },
       intervalMs: config.HEARTBEAT_CHECK_MS,
       graceMs: config.HEARTBEAT_GRACE_MS,

@@ -1,5 +1,5 @@
 import {
-  freeSandboxKeys,
+  freeSandboxFootprint,
   type KeySpace,
   type RedisClient,
   redisBudgetReason,
@@ -44,14 +44,14 @@ export class OverBudgetStop {
   }
 
   /**
-   * Its keys as they are now, not as measured (it may have made more before it was cut off), in
+   * Its footprint as it is now, not as measured (it may have made more before it was cut off), in
    * every database, except its heartbeat (without it the job would read as lost before it is
    * failed) and its events stream, trimmed to its newest entries.
    */
   private async free(jobId: string): Promise<void> {
     const { redis, keySpace, budgetBytes } = this.options;
-    const { events, heartbeat } = keySpace.sandbox(jobId);
-    await freeSandboxKeys(redis, keySpace, jobId, { keep: [events, heartbeat] });
+    const { events } = keySpace.sandbox(jobId);
+    await freeSandboxFootprint(redis, keySpace, jobId, { keepOutput: true, keepAlive: true });
     const streamBytes = Number((await redis.memory('USAGE', events, 'SAMPLES', 5)) ?? 0);
     if (streamBytes > budgetBytes / 4) {
       const length = await redis.xlen(events);

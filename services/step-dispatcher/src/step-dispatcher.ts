@@ -273,11 +273,14 @@ export class StepDispatcher {
    * `running` job: the dispatcher never moves a job out of another state (a `starting` job is
    * pod-lifecycle's, or the reaper's when stuck).
    */
-  /** `detail`: what the backend check found (HeartbeatMonitor), appended to the reason. */
-  async onSandboxLost(jobId: string, detail?: string): Promise<void> {
+  /**
+   * `detail`: what the backend check found (HeartbeatMonitor), appended to the reason; `known`:
+   * the reason itself when the check already found it (an agent locked out of Redis).
+   */
+  async onSandboxLost(jobId: string, detail?: string, known?: string): Promise<void> {
     const { keySpace, redis } = this.options;
     await this.failRunning(jobId, async () => {
-      const reason = await lostSandboxReason(redis, keySpace, jobId);
+      const reason = known ?? (await lostSandboxReason(redis, keySpace, jobId));
       return detail ? `${reason}: ${detail}` : reason;
     });
   }

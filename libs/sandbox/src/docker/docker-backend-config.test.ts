@@ -1,5 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { dockerEngine, type RedisServer, startRedisServer, testRedisUrl } from '@sandstream/test-support';
+import {
+  destroyTestSandbox,
+  dockerEngine,
+  type RedisServer,
+  startRedisServer,
+  testRedisUrl,
+} from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -36,8 +42,7 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
     });
   });
   afterAll(async () => {
-    for (const ref of refs)
-      await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true }).catch(() => {});
+    for (const ref of refs) await destroyTestSandbox(redis, backend, ref, 0).catch(() => {});
     blocking.disconnect();
     redis.disconnect();
   });
@@ -100,7 +105,7 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
     });
     expect(id.exitCode).toBe(0);
     expect(await steps.stdout('id')).toEqual(['1000']);
-    await backend.destroy(ref, { graceMs: 2000, removeOutputKeys: true });
+    await destroyTestSandbox(redis, backend, ref, 2000);
     expect(await dockerLeftovers(docker, jobId)).toEqual([]);
   });
 
@@ -132,7 +137,7 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
       expect(ls.exitCode).toBe(0);
       expect((await steps.stdout('ls'))[0]).toMatch(/^drwxr-x---\s+\d+\s+1000\s+1000\s/);
     } finally {
-      await backend.destroy(ref, { graceMs: 2000, removeOutputKeys: true });
+      await destroyTestSandbox(redis, backend, ref, 2000);
       await docker
         .getVolume(persistentVolumeName(name))
         .remove()
@@ -252,7 +257,7 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
       } finally {
         await listener.remove({ force: true });
       }
-      await denyBackend.destroy(ref, { graceMs: 2000, removeOutputKeys: true });
+      await denyBackend.destroy(ref, { graceMs: 2000 }); // its keys go with the private server
       expect(await dockerLeftovers(docker, jobId)).toEqual([]);
     });
   });

@@ -1,9 +1,10 @@
+import { pollUntil } from '@sandstream/poll';
 import { formatIssues, JobIdSchema, KeyStyleSchema } from '@sandstream/wire';
 import type Dockerode from 'dockerode';
 import type { Redis } from 'ioredis';
 import { agentArgs, agentEnvironment } from '../agent-command.js';
 import { waitForAgent } from '../agent-readiness.js';
-import { deleteSandboxKeys, requestAgentShutdown } from '../agent-shutdown.js';
+import { requestAgentShutdown } from '../agent-shutdown.js';
 import {
   type CreateSandboxRequest,
   type DestroyOptions,
@@ -17,7 +18,6 @@ import {
 } from '../backend.js';
 import { describeCrash } from '../log-tail.js';
 import { OpenRedisGuard } from '../open-redis.js';
-import { pollUntil } from '../poll.js';
 import { memoryToBytes } from '../quantity.js';
 import { type ResourcePolicy, withResourcePolicy } from '../resource-policy.js';
 import { dockerRuntimeFor, missingDockerRuntimeMessage, type RuntimeNameMap } from '../runtime-class.js';
@@ -140,12 +140,10 @@ export class DockerBackend implements SandboxBackend {
       // An earlier attempt of this very create (pod-lifecycle killed mid-start, or Redis down
       // after the container started): replaced, never a failed job. Not adopted: that attempt's
       // agent holds credentials this attempt's Redis user no longer accepts (a new password per
-      // attempt), and its keys (in, control, heartbeat) would make a fresh start look alive.
-      // Removed without a shutdown step: its result would land in the new agent's result list.
-      const toolchain = existing.find((c) => c.Labels[DockerRoleLabel] === 'toolchain');
-      const keyStyle = KeyStyleSchema.catch('tagged').parse(toolchain?.Labels[SandboxLabels.keyStyle]);
+      // attempt). Removed without a shutdown step: its result would land in the new agent's
+      // result list. What it left in Redis is the caller's to free (pod-lifecycle's start frees
+      // the footprint of an attempt it resumes, libs/bus sandbox-footprint.ts).
       await this.removeJobObjects(request.jobId, existing);
-      await deleteSandboxKeys(this.options.redis, request.jobId, keyStyle);
     }
 
     const baseLabels: Record<string, string> = {
@@ -310,16 +308,6 @@ export class DockerBackend implements SandboxBackend {
     }
     await this.removeJobObjects(ref.jobId, containers);
     if (toolchain) this.meter.forget(toolchain.Id);
-    if (toolchain) {
-      await deleteSandboxKeys(this.options.redis, ref.jobId, keyStyle, {
-        includeOutput: options.removeOutputKeys,
-      });
-    } else if (options.removeOutputKeys) {
-      // Nothing tells which key style the job used once its container is gone: clear both.
-      for (const style of KeyStyleSchema.options) {
-        await deleteSandboxKeys(this.options.redis, ref.jobId, style, { includeOutput: true });
-      }
-    }
   }
 
   /** The container runs (its agent is its main process: a dead agent ends the container). */

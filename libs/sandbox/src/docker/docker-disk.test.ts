@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { statfs } from 'node:fs/promises';
-import { dockerEngine, testRedisUrl } from '@sandstream/test-support';
+import { destroyTestSandbox, dockerEngine, testRedisUrl } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -67,8 +67,7 @@ describe.skipIf(skip)('DockerBackend: disk budget', () => {
     dataRoot = ((await docker.info()) as { DockerRootDir: string }).DockerRootDir;
   });
   afterAll(async () => {
-    for (const ref of refs)
-      await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true }).catch(() => {});
+    for (const ref of refs) await destroyTestSandbox(redis, backend, ref, 0).catch(() => {});
     blocking?.disconnect();
     redis?.disconnect();
   });
@@ -167,7 +166,7 @@ describe.skipIf(skip)('DockerBackend: disk budget', () => {
     // Allocated blocks (du) against the engine's sizes: the same files, within a MiB.
     expect(Math.abs(fromEngine.parts.work! - fromHost.parts.work!)).toBeLessThan(MiB);
     expect(Math.abs(fromEngine.parts.layer! - fromHost.parts.layer!)).toBeLessThan(MiB);
-    await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true });
+    await destroyTestSandbox(redis, backend, ref, 0);
   }, 60_000);
 
   for (const [where, dir, part, runtimeClass] of [
@@ -192,7 +191,7 @@ describe.skipIf(skip)('DockerBackend: disk budget', () => {
       expect(overshoot).toBeLessThanOrEqual((rate * INTERVAL_MS) / 1000 + SLACK);
 
       const beforeDestroy = await freeBytes();
-      await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true });
+      await destroyTestSandbox(redis, backend, ref, 0);
       expect(await dockerLeftovers(docker, jobId)).toEqual([]);
       const after = await freeBytes();
       console.log(`${where}: free space vs baseline ${((after - baseline) / MiB).toFixed(1)} MiB`);

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { dockerEngine, testRedisUrl } from '@sandstream/test-support';
+import { destroyTestSandbox, dockerEngine, testRedisUrl } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -74,8 +74,7 @@ describe.skipIf(skip)('DockerBackend: runtimeClass gvisor', () => {
     });
   });
   afterAll(async () => {
-    for (const ref of refs)
-      await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true }).catch(() => {});
+    for (const ref of refs) await destroyTestSandbox(redis, backend, ref, 0).catch(() => {});
     blocking.disconnect();
     redis.disconnect();
   });

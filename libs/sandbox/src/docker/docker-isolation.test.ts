@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { dockerEngine, testRedisUrl } from '@sandstream/test-support';
+import { destroyTestSandbox, dockerEngine, testRedisUrl } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -64,8 +64,7 @@ describe.skipIf(skip)('DockerBackend: resource policy and container defaults', (
     registry = await TemplateRegistry.open({ path: file, watch: false });
   });
   afterAll(async () => {
-    for (const ref of refs)
-      await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true }).catch(() => {});
+    for (const ref of refs) await destroyTestSandbox(redis, backend, ref, 0).catch(() => {});
     registry?.close();
     rmSync(dir, { recursive: true, force: true });
     blocking?.disconnect();

@@ -4,11 +4,12 @@ import { closeSync, existsSync, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { constants, hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pollUntil } from '@sandstream/poll';
 import { formatIssues, JobIdSchema } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { agentArgs, agentEnvironment } from '../agent-command.js';
 import { waitForAgent } from '../agent-readiness.js';
-import { deleteSandboxKeys, requestAgentShutdown } from '../agent-shutdown.js';
+import { requestAgentShutdown } from '../agent-shutdown.js';
 import {
   type CreateSandboxRequest,
   type DestroyOptions,
@@ -22,7 +23,6 @@ import {
 } from '../backend.js';
 import { allocatedBytes } from '../disk-usage.js';
 import { describeCrash, readLogTail } from '../log-tail.js';
-import { pollUntil } from '../poll.js';
 import { memoryToBytes } from '../quantity.js';
 import { DEFAULT_RESOURCE_POLICY, type ResourcePolicy } from '../resource-policy.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
@@ -139,8 +139,9 @@ export class InProcessBackend implements SandboxBackend {
     if (earlier) {
       // An earlier attempt of this very create (its caller crashed, or Redis was down after the
       // spawn): replaced, never a failed job. Not adopted: its agent holds that attempt's
-      // credentials, and its keys would make this start look alive before it is. Killed without
-      // a shutdown step: that step's result would land in the new agent's result list.
+      // credentials. Killed without a shutdown step: that step's result would land in the new
+      // agent's result list. What it left in Redis is the caller's to free (pod-lifecycle's start
+      // frees the footprint of an attempt it resumes, libs/bus sandbox-footprint.ts).
       if (earlier.hostname !== hostname()) {
         throw new SandboxStartError(
           'backend_error',
@@ -149,7 +150,6 @@ export class InProcessBackend implements SandboxBackend {
       }
       await terminateProcessGroup(earlier.pid, earlier.startTime);
       await removeJobDirectories(earlier);
-      await deleteSandboxKeys(this.options.redis, earlier.jobId, earlier.keyStyle);
       await this.registry.remove(earlier.jobId);
       this.exits.delete(earlier.pid);
     }
@@ -303,9 +303,6 @@ export class InProcessBackend implements SandboxBackend {
     await terminateProcessGroup(record.pid, record.startTime);
     // A temporary workspace lives inside stateDir; a persistent one lives elsewhere and stays.
     await removeJobDirectories(record);
-    await deleteSandboxKeys(this.options.redis, record.jobId, record.keyStyle, {
-      includeOutput: options.removeOutputKeys,
-    });
     await this.registry.remove(record.jobId);
     this.exits.delete(record.pid);
   }

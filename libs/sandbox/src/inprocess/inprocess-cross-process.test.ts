@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { testRedisUrl } from '@sandstream/test-support';
+import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -48,6 +48,8 @@ describe('InProcessBackend state lives outside the process that made the sandbox
   });
   afterAll(async () => {
     await redis.unlink(registryKey);
+    // The job's keys are not the backend's to free (tearDownSandbox's, libs/bus): the test's own.
+    await deleteNamespaceKeys(redis, `xproc-${tag}`);
     redis.disconnect();
     await rm(root, { recursive: true, force: true });
   });

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readdir, rm, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { testRedisUrl } from '@sandstream/test-support';
+import { destroyTestSandbox, testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxDiskUsage } from '../backend.js';
@@ -88,7 +88,7 @@ describe('InProcessBackend: disk budget', () => {
     expect(overshoot).toBeLessThanOrEqual((rate * INTERVAL_MS) / 1000 + SLACK);
 
     const beforeDestroy = await freeBytes();
-    await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true });
+    await destroyTestSandbox(redis, backend, ref, 0);
     expect(await backend.diskUsage(ref)).toBeUndefined();
     const after = await freeBytes();
     console.log(`in-process: free space vs baseline ${((after - baseline) / MiB).toFixed(1)} MiB`);

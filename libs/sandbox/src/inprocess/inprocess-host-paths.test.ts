@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { testRedisUrl } from '@sandstream/test-support';
+import { destroyTestSandbox, testRedisUrl } from '@sandstream/test-support';
 import { type StepResult, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -44,7 +44,7 @@ describe('in-process sandbox: messages show in-sandbox paths only', () => {
     channel = new StepChannel(redis, blocking, sandboxKeys(jobId, 'plain'));
   });
   afterAll(async () => {
-    await backend?.destroy(ref, { graceMs: 2000, removeOutputKeys: true }).catch(() => {});
+    await destroyTestSandbox(redis, backend, ref, 2000).catch(() => {});
     await redis?.unlink(registryKey);
     redis?.disconnect();
     blocking?.disconnect();

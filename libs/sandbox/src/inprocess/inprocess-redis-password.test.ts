@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type RedisServer, startRedisServer } from '@sandstream/test-support';
+import { destroyTestSandbox, type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -49,7 +49,7 @@ describe('a Redis URL with a password', () => {
       expect(cmdline).toContain(jobId);
       expect(cmdline).not.toContain(password);
     } finally {
-      await backend.destroy(ref, { graceMs: 3000, removeOutputKeys: true });
+      await destroyTestSandbox(redis, backend, ref, 3000);
     }
   });
 });

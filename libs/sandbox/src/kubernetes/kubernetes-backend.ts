@@ -7,7 +7,7 @@ import type {
 } from '@kubernetes/client-node';
 import { formatIssues, JobIdSchema, KeyStyleSchema } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
-import { deleteSandboxKeys, requestAgentShutdown } from '../agent-shutdown.js';
+import { requestAgentShutdown } from '../agent-shutdown.js';
 import {
   type CreateSandboxRequest,
   type DestroyOptions,
@@ -50,8 +50,9 @@ export interface KubernetesBackendDeps {
   networking: NetworkingV1Api;
   settings: KubernetesSettings;
   /**
-   * When given, destroy() asks the agent to shut down (a shutdown step) and removes the job's
-   * sandbox keys itself; without it the caller does both around destroy().
+   * When given, destroy() asks the agent to shut down (a shutdown step); without it the caller
+   * does before destroy(). The job's keys are never the backend's (tearDownSandbox, libs/bus,
+   * frees the sandbox's footprint after destroy).
    */
   redis?: Redis;
 }
@@ -117,7 +118,7 @@ export class KubernetesBackend implements SandboxBackend {
     // down after the pod was made) is replaced, before this attempt's Secret and policy exist:
     // its agent started with that attempt's credentials, which this attempt's Redis user no
     // longer accepts, so adopting it would strand the sandbox at its first reconnect.
-    if (await this.isPodOfJob(podName, request.jobId)) await this.discardPod(podName, request.jobId);
+    if (await this.isPodOfJob(podName, request.jobId)) await this.discardPod(podName);
 
     if (spec.persistentWorkspace) {
       await this.ensureWorkspaceClaim(
@@ -431,17 +432,13 @@ export class KubernetesBackend implements SandboxBackend {
         () => false,
       );
     }
-    if (redis)
-      await deleteSandboxKeys(redis, ref.jobId, style, { includeOutput: options.removeOutputKeys ?? false });
   }
 
   /**
    * Deletes an earlier attempt's pod at once (no shutdown step: its result would land in the new
    * agent's result list) and waits until it is gone, so the same name can be created again.
    */
-  private async discardPod(podName: string, jobId: string): Promise<void> {
-    const pod = await this.readPod(podName);
-    const keyStyle = KeyStyleSchema.catch('tagged').parse(pod?.metadata?.labels?.[SandboxLabels.keyStyle]);
+  private async discardPod(podName: string): Promise<void> {
     await ignoreNotFound(() =>
       this.deps.core.deleteNamespacedPod({
         name: podName,
@@ -455,7 +452,6 @@ export class KubernetesBackend implements SandboxBackend {
       this.deps.settings.terminationGraceSeconds * 1000 + GONE_WAIT_EXTRA_MS,
       () => false,
     );
-    if (this.deps.redis) await deleteSandboxKeys(this.deps.redis, jobId, keyStyle);
   }
 
   /** The pod runs and none of its containers has terminated (the agent is the toolchain's main process). */

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { deleteNamespaceKeys, destroyTestSandbox } from '@sandstream/test-support';
 import { SCHEMA_VERSION, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -113,19 +114,17 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
       return ref;
     }
 
-    /** Destroys and asserts that nothing of the job is left: listing, keys, backend resources. */
+    /**
+     * Destroys and asserts that nothing of the backend's is left: listing, backend resources. The
+     * job's Redis keys are not the backend's (tearDownSandbox, libs/bus, frees them after destroy):
+     * the test deletes them as its own.
+     */
     async function destroyAndCheckClean(ref: SandboxRef): Promise<void> {
-      await backend.destroy(ref, { graceMs, removeOutputKeys: true });
+      await backend.destroy(ref, { graceMs });
       const listed = await backend.list();
       expect(listed.filter((s) => s.jobId === ref.jobId)).toEqual([]);
-      const keys = sandboxKeys(ref.jobId, keyStyle());
-      const existing = await Promise.all(
-        [keys.in, keys.events, keys.results, keys.heartbeat, keys.control].map(async (k) =>
-          (await redis.exists(k)) ? k : null,
-        ),
-      );
-      expect(existing.filter((k) => k !== null)).toEqual([]);
       if (options.leftovers) expect(await options.leftovers(ref.jobId)).toEqual([]);
+      await deleteNamespaceKeys(redis, ref.jobId);
     }
 
     async function expectStartFailure(
@@ -157,8 +156,7 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
 
     afterAll(async () => {
       // Whatever a failed test left behind goes, so one failure does not leak sandboxes.
-      for (const ref of created)
-        await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true }).catch(() => {});
+      for (const ref of created) await destroyTestSandbox(redis, backend, ref, 0).catch(() => {});
       await backend?.close();
       blocking?.disconnect();
       subscriber?.disconnect();
@@ -263,10 +261,7 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
           const listed = (await other.list()).find((s) => s.jobId === jobId);
           expect(listed).toMatchObject({ jobId, id: ref.id, backend: backend.kind });
           // The other replica destroys by job id and id alone, as a reaper or a new leader would.
-          await other.destroy(
-            { jobId, backend: ref.backend, id: ref.id },
-            { graceMs, removeOutputKeys: true },
-          );
+          await other.destroy({ jobId, backend: ref.backend, id: ref.id }, { graceMs });
           expect((await backend.list()).filter((s) => s.jobId === jobId)).toEqual([]);
           await destroyAndCheckClean(ref);
         } finally {
@@ -306,7 +301,7 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
         } finally {
           // A failed start leaves its sandbox holding the workspace; it must go before the workspace can.
           for (const ref of created.filter((r) => jobIds.includes(r.jobId))) {
-            await backend.destroy(ref, { graceMs: 0, removeOutputKeys: true }).catch(() => {});
+            await destroyTestSandbox(redis, backend, ref, 0).catch(() => {});
           }
           await options.removePersistentWorkspace?.(name);
         }

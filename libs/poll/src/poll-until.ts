@@ -11,10 +11,10 @@ export interface PollOptions {
 
 /**
  * Calls `check` until it returns a value other than undefined, or the deadline passes (returns
- * undefined), or the signal aborts (throws the abort reason).
- *
- * libs/test-support has a pollUntil of its own for helpers and benchmarks: test-support is a
- * dev dependency of every lib, so it cannot import this one, and libs never import test code.
+ * undefined), or the signal aborts (throws the abort reason). The one poll loop: libs/sandbox
+ * waits on processes, containers and pods with it, libs/test-support's helpers and benchmarks
+ * through test-support's `pollUntil` (which names what timed out). In a package of its own, with
+ * no dependency, because test-support (a dev dependency of every lib) can import no other lib.
  */
 export async function pollUntil<T>(
   check: () => Promise<T | undefined>,

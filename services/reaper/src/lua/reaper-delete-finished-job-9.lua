@@ -6,8 +6,8 @@
 -- marker when every job must be archived), the keys stay until the hold cutoff, so the reaper
 -- never deletes lines the archiver has not read yet; past it they go (an archive down for days
 -- must not fill Redis), and the caller reports the loss.
--- KEYS: job hash, then the job's other keys (same slot: in, events, results, heartbeat,
--- control, dispatch state, log-archive marker last).
+-- KEYS: the job's footprint (libs/bus job-footprint.ts, all in the job's slot): job hash,
+-- log-archive marker, then the rest (dispatch state, the sandbox's named keys).
 -- ARGV: cutoff (ms), hold cutoff (ms), '1' when every job must be archived first, the reaper's
 -- namespace (a record of another namespace is never deleted; one without the field, written
 -- before it existed, was checked by the caller against the namespace's index).
@@ -19,7 +19,7 @@ local state = redis.call('HGET', KEYS[1], JOB.state)
 if not state or not TERMINAL[state] then return false end
 local finished = tonumber(redis.call('HGET', KEYS[1], JOB.finishedAt) or '0')
 if finished > tonumber(ARGV[1]) then return false end
-local archive = redis.call('GET', KEYS[8]) or ''
+local archive = redis.call('GET', KEYS[2]) or ''
 if archive ~= 'done' and (archive == 'pending' or ARGV[3] == '1') and finished > tonumber(ARGV[2]) then
   return 'held'
 end
