@@ -42,9 +42,11 @@ export const DispatcherEnvSchema = serviceEnvSchema(8083).extend({
    * counts them per connection (`tot-cmds`), else stream entries and list items added to its
    * keys. A busy sandbox printing as fast as its agent writes stays well below (docs/benchmarks.md).
    */
-  SANDBOX_REDIS_RATE_LIMIT: intVar(0, 10_000_000, 20_000),
-  /** How often Redis' command total is read, and the window a sandbox's rate is measured over. */
+  SANDBOX_REDIS_RATE_LIMIT: intVar(0, 10_000_000, 30_000),
+  /** How often Redis' command total is read (one INFO per master). */
   REDIS_RATE_CHECK_MS: ms(50, 60_000, 500),
+  /** The time a sandbox's rate is averaged over: longer forgives bursts of output, shorter stops a flood sooner. */
+  REDIS_RATE_WINDOW_MS: ms(100, 600_000, 2_000),
   FINISHED_STATE_TTL_MS: ms(1_000, 7 * 24 * 3_600_000, 600_000),
   /** The operator's cap on a live sandbox's lifetime; a request for longer gets this. */
   SANDBOX_MAX_LIFETIME_SECONDS: intVar(1, 7 * 24 * 3600, 24 * 3600),

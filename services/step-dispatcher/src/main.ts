@@ -178,6 +178,7 @@ runService({
             logger,
             limitPerSecond,
             intervalMs: config.REDIS_RATE_CHECK_MS,
+            windowMs: config.REDIS_RATE_WINDOW_MS,
             runningJobs: () => heartbeats.runningJobs(),
             lockKey: keySpace.lock('redis-rate'),
             onOverRate: (measured) => overRate.stop(measured),

@@ -69,6 +69,7 @@ describe('per-sandbox Redis rate', () => {
       logger,
       limitPerSecond,
       intervalMs: 300,
+      windowMs: 600,
       runningJobs: async () => running,
       lockKey: keySpace.lock(`redis-rate-${Math.random()}`),
       onOverRate: async (rate) => {
