@@ -367,4 +367,33 @@ describe.skipIf(skip || (!carrier && process.env.CI !== 'true'))('Docker sandbox
     }
     await expect.poll(usedMemory, { timeout: 20_000 }).toBeLessThan(before + 64 * 1024 * 1024);
   }, 120_000);
+
+  it('a sandbox sending XADDs to its own stream as fast as it can, kept under its budget, is cut off for its rate (issue 28 §4)', async () => {
+    const live = stack as Stack;
+    const id = `${live.namespace}-rate`;
+    await using sandbox = await live.client.sandboxes.create({ id, image });
+    const own = await sandboxRedisUrl(id);
+    const key = `sandbox:{${id}}:events`;
+    // One XADD trimmed to ~1,000 entries (its memory stays small), doubled into 16,384 in a file,
+    // sent over and over on one connection as its own user, replies discarded: a pipelined flood.
+    const xadd = ['XADD', key, 'MAXLEN', '~', '1000', '*', 'f', 'v'];
+    const resp = `*${xadd.length}\\r\\n${xadd.map((a) => `$${a.length}\\r\\n${a}\\r\\n`).join('')}`;
+    const flood = [
+      `printf '${resp}' > /tmp/c; for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do cat /tmp/c /tmp/c > /tmp/d; mv /tmp/d /tmp/c; done`,
+      `{ printf 'AUTH %s %s\\r\\n' '${decodeURIComponent(own.username)}' '${decodeURIComponent(own.password)}'`,
+      `  while true; do cat /tmp/c; done; } | nc ${gateway} ${redis.port} > /dev/null`,
+    ].join('\n');
+    const started = Date.now();
+    const running = Promise.resolve(sandbox.exec(['sh', '-c', flood])).catch(() => undefined);
+    await expect
+      .poll(async () => (await sandbox.info()).state, { timeout: 60_000, interval: 100 })
+      .toBe('failed');
+    const info = await sandbox.info();
+    expect(info.reason).toBe('redis-rate');
+    const added = (await admin.call('XINFO', 'STREAM', key)) as unknown[];
+    console.log(
+      `[measure] XADD flood from Docker stopped after ${((Date.now() - started) / 1000).toFixed(1)} s, ${Number(added[added.indexOf('entries-added') + 1]).toLocaleString('en-US')} entries added: ${info.message}`,
+    );
+    await running;
+  }, 120_000);
 });

@@ -30,6 +30,7 @@ export * from './sandbox-control.js';
 export * from './sandbox-footprint.js';
 export * from './sandbox-liveness.js';
 export * from './sandbox-record.js';
+export * from './sandbox-redis-rate.js';
 export * from './sandbox-redis-usage.js';
 export * from './sandbox-teardown.js';
 export * from './sandbox-user-record.js';

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { JobRecord, JobSandbox } from './job-state.js';
 import { type LiveSandboxSpec, LiveSandboxSpecSchema } from './live-sandbox-spec.js';
+import { isRedisRateReason } from './sandbox-redis-rate.js';
 import { isRedisBudgetReason } from './sandbox-redis-usage.js';
 
 /**
@@ -23,6 +24,7 @@ export const SandboxEndReasonSchema = z.enum([
   'start-failed',
   'sandbox-lost',
   'redis-budget',
+  'redis-rate',
   'disk-budget',
 ]);
 export type SandboxEndReason = z.infer<typeof SandboxEndReasonSchema>;
@@ -97,6 +99,8 @@ function sandboxStateOf(job: JobRecord): { state: SandboxState; reason: SandboxE
     }
     case 'failed':
       if (isRedisBudgetReason(job.reason)) return { state: 'failed', reason: 'redis-budget' };
+      // Written by the dispatcher's rate monitor (redis-rate-stop.ts, redisRateReason).
+      if (isRedisRateReason(job.reason)) return { state: 'failed', reason: 'redis-rate' };
       // Written by pod-lifecycle's disk budget (libs/sandbox disk-budget-watch.ts, diskBudgetReason).
       if (job.reason?.startsWith('disk-budget:')) return { state: 'failed', reason: 'disk-budget' };
       return { state: 'failed', reason: job.readyAt === undefined ? 'start-failed' : 'sandbox-lost' };

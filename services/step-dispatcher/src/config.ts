@@ -37,6 +37,16 @@ export const DispatcherEnvSchema = serviceEnvSchema(8083).extend({
   REDIS_BUDGET_CHECK_MS: ms(50, 60_000, 250),
   /** Sandboxes are measured (a SCAN of their keys) at least this often even while Redis does not grow. */
   REDIS_BUDGET_MEASURE_MS: ms(500, 3_600_000, 10_000),
+  /**
+   * What one sandbox may send Redis per second (0 turns the check off): commands where Redis
+   * counts them per connection (`tot-cmds`), else stream entries and list items added to its
+   * keys. A busy sandbox printing as fast as its agent writes stays well below (docs/benchmarks.md).
+   */
+  SANDBOX_REDIS_RATE_LIMIT: intVar(0, 10_000_000, 30_000),
+  /** How often Redis' command total is read (one INFO per master). */
+  REDIS_RATE_CHECK_MS: ms(50, 60_000, 500),
+  /** The time a sandbox's rate is averaged over: longer forgives bursts of output, shorter stops a flood sooner. */
+  REDIS_RATE_WINDOW_MS: ms(100, 600_000, 2_000),
   FINISHED_STATE_TTL_MS: ms(1_000, 7 * 24 * 3_600_000, 600_000),
   /** The operator's cap on a live sandbox's lifetime; a request for longer gets this. */
   SANDBOX_MAX_LIFETIME_SECONDS: intVar(1, 7 * 24 * 3600, 24 * 3600),

@@ -25,7 +25,9 @@ import { DeadlineSweeper } from './deadline-sweeper.js';
 import { HeartbeatMonitor } from './heartbeat-monitor.js';
 import { lockedOutReason } from './lost-sandbox-reason.js';
 import { OverBudgetStop } from './over-budget-stop.js';
+import { OverRateStop } from './over-rate-stop.js';
 import { RedisBudgetMonitor } from './redis-budget-monitor.js';
+import { RedisRateMonitor } from './redis-rate-monitor.js';
 import { StepDispatcher } from './step-dispatcher.js';
 
 /** Time an agent has to confirm a cancel before the job ends `cancelled` anyway. */
@@ -167,10 +169,27 @@ runService({
             onProgress: watchdog.track('redis-budget', silence(config.REDIS_BUDGET_CHECK_MS)),
           })
         : undefined;
+    const limitPerSecond = config.SANDBOX_REDIS_RATE_LIMIT;
+    const overRate = new OverRateStop({ redis, keySpace, dispatcher, limitPerSecond, logger });
+    const rate =
+      limitPerSecond > 0
+        ? new RedisRateMonitor({
+            redis,
+            logger,
+            limitPerSecond,
+            intervalMs: config.REDIS_RATE_CHECK_MS,
+            windowMs: config.REDIS_RATE_WINDOW_MS,
+            runningJobs: () => heartbeats.runningJobs(),
+            lockKey: keySpace.lock('redis-rate'),
+            onOverRate: (measured) => overRate.stop(measured),
+            onProgress: watchdog.track('redis-rate', silence(config.REDIS_RATE_CHECK_MS)),
+          })
+        : undefined;
     await completions.start();
     deadlines.start();
     heartbeats.start();
     budget?.start();
+    rate?.start();
 
     // One line every 10 s with the completion handling latency (and the load that produced it).
     const latencyReport = setInterval(() => {
@@ -190,6 +209,7 @@ runService({
     onShutdown('deadline sweeper', () => deadlines.stop());
     onShutdown('heartbeat monitor', () => heartbeats.stop());
     onShutdown('redis budget monitor', async () => budget?.stop());
+    onShutdown('redis rate monitor', async () => rate?.stop());
     onShutdown('queues', () => destroyQueue.close());
     return {
       checks: {
