@@ -7,7 +7,9 @@ import { freeSandboxKeys } from './sandbox-key-cleanup.js';
  * Everything one sandbox owns in Redis, named from the key space: the one list of it. Destroy
  * (pod-lifecycle, the pool, the run teardown), the reaper's orphan and user passes, and
  * `JobStore.delete` all free a sandbox through `freeSandboxFootprint`; pause and snapshots extend
- * this list, not their own.
+ * this list, not their own. Outside the job's slot, a sandbox may also hold volumes
+ * (`{<ns>:volumes}:held-by`, volume-store.ts): `tearDownSandbox` gives them back after the backend's
+ * destroy, and a hold whose job has ended is cleared by the next taker or the reaper.
  */
 export interface SandboxFootprint {
   readonly jobId: string;

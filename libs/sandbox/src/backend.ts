@@ -142,6 +142,11 @@ export interface SandboxBackend {
    * for destroy: what a budget stop does before the destroy request is even queued.
    */
   halt?(ref: SandboxRef): Promise<void>;
+  /**
+   * Removes a deleted volume's backend object (`spec.volumes[].source`); a missing one is no
+   * error. The reaper calls it for the volumes the store queued (docs/volumes.md).
+   */
+  removeVolume?(source: string): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -298,6 +298,7 @@ async function tearDownPartial(deps: StartDeps, jobId: string, sandbox: JobSandb
     member: sandbox.member,
     graceMs: 0,
     keepOutput: true,
+    keepVolumeHolds: true,
   });
 }
 

@@ -16,12 +16,14 @@ import {
   scanKeys,
   tearDownSandbox,
   tryLock,
+  VolumeStore,
   type WarmPoolStore,
 } from '@sandstream/bus';
 import { type SandboxBackend, SandboxLabels } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
 import type { Queue } from 'bullmq';
 import { DELETE_FINISHED_JOB, DELETE_ORPHAN_KEY } from './reap-scripts.js';
+import { reapVolumes } from './volume-reaping.js';
 
 export interface ReaperOptions {
   redis: RedisClient;
@@ -93,6 +95,9 @@ export interface ReapReport {
   sandboxesForeign: number;
   /** Finished jobs past retention whose log is not archived yet (kept). */
   jobsHeldForArchive: number;
+  /** Volume holds of ended sandboxes given back; deleted volumes' backend objects removed. */
+  volumeHoldsCleared: number;
+  volumesRemoved: number;
   durationMs: number;
 }
 
@@ -106,6 +111,8 @@ const emptyReport = (): ReapReport => ({
   aclUsersDeleted: 0,
   sandboxesForeign: 0,
   jobsHeldForArchive: 0,
+  volumeHoldsCleared: 0,
+  volumesRemoved: 0,
   durationMs: 0,
 });
 
@@ -135,6 +142,12 @@ export class Reaper {
     await this.reapOrphanKeys(report, signal);
     if (this.options.backend) await this.reapSandboxes(report);
     if (this.options.acl) await this.reapAclUsers(report);
+    const volumes = await reapVolumes(
+      new VolumeStore(this.options.redis, this.options.keys, this.options.store),
+      this.options.backend,
+    );
+    report.volumeHoldsCleared = volumes.holdsCleared;
+    report.volumesRemoved = volumes.volumesRemoved;
     report.durationMs = Date.now() - started;
     this.options.onReport?.(report);
     return report;

@@ -34,6 +34,7 @@ import {
   dockerJobNames,
   PersistentLabel,
   persistentVolumeName,
+  VolumeNameLabel,
 } from './docker-names.js';
 import { chooseNetwork, DEFAULT_SANDBOX_NETWORK, type DenyEgressConfig } from './docker-network.js';
 import { giveWorkDirectoryTo, giveWorkVolumeTo } from './work-ownership.js';
@@ -186,6 +187,26 @@ export class DockerBackend implements SandboxBackend {
       } else {
         await this.docker.createVolume({ Name: names.workVolume, Labels: labelsFor('work') });
         work = { kind: 'volume', name: names.workVolume };
+      }
+
+      for (const v of spec.volumes) {
+        if (v.mountPath.replace(/\/+$/, '') === spec.workingDirectory.replace(/\/+$/, '')) {
+          throw new SandboxStartError(
+            'backend_error',
+            `volume ${v.volume}: mountPath ${v.mountPath} is the sandbox's working directory; mount it elsewhere (or under it)`,
+          );
+        }
+        // Idempotent, like the workspace's: the first mount makes it, later ones find it. No job
+        // label: it outlives the sandbox, and removeJobObjects must not take it.
+        await this.docker.createVolume({
+          Name: v.source,
+          Labels: {
+            [SandboxLabels.managedBy]: SandboxLabels.managedByValue,
+            [SandboxLabels.tenant]: request.tenant,
+            [DockerRoleLabel]: 'volume',
+            [VolumeNameLabel]: v.volume,
+          },
+        });
       }
 
       const agent = { ...request.agent, redisUrl: agentRedisUrl };
@@ -398,6 +419,10 @@ export class DockerBackend implements SandboxBackend {
   }
 
   /** Containers first (a volume in use cannot go), then the job's own volumes; persistent workspaces stay. */
+  async removeVolume(source: string): Promise<void> {
+    await ignoreGone(() => this.docker.getVolume(source).remove());
+  }
+
   private async removeJobObjects(jobId: string, known?: Dockerode.ContainerInfo[]): Promise<void> {
     const containers = known ?? (await this.jobContainers(jobId));
     await Promise.all(

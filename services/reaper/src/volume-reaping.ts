@@ -1,0 +1,23 @@
+import type { VolumeStore } from '@sandstream/bus';
+import type { SandboxBackend } from '@sandstream/sandbox';
+
+/**
+ * The reaper's volume pass: holds whose sandbox has ended or never came are given back (a
+ * pod-lifecycle killed before its teardown, a submit that died after taking them), and the
+ * backend objects of deleted volumes are removed (the SDK that deleted the record has no backend).
+ */
+export async function reapVolumes(
+  volumes: VolumeStore,
+  backend: SandboxBackend | undefined,
+): Promise<{ holdsCleared: number; volumesRemoved: number }> {
+  const holdsCleared = await volumes.clearStaleHolds();
+  let volumesRemoved = 0;
+  if (backend?.removeVolume) {
+    for (const source of await volumes.deletedBackendNames()) {
+      await backend.removeVolume(source);
+      await volumes.forgetDeleted(source);
+      volumesRemoved++;
+    }
+  }
+  return { holdsCleared, volumesRemoved };
+}
