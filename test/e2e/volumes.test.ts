@@ -177,6 +177,39 @@ describe.each(backends)('volumes ($name backend, over Redis)', ({ name: backend,
     expect(own.uid).not.toBe((await client.volumes.get('data'))?.uid);
   });
 
+  it('stops the writer of a volume past its size limit (disk-budget), which gives the volume back', async () => {
+    track((await client.volumes.create({ name: 'small', sizeLimitBytes: 4 * 1024 * 1024 })).uid);
+    const sandboxId = id('filler');
+    const filler = await client.sandboxes.create({
+      id: sandboxId,
+      image,
+      volumes: [{ name: 'small', mountPath: '/small' }],
+    });
+    const filling = Promise.resolve(
+      filler.exec([
+        'sh',
+        '-c',
+        `dd if=/dev/zero of=${at('/small/fill')} bs=1M count=8 2>/dev/null; sleep 600`,
+      ]),
+    ).catch((err: unknown) => err);
+    await waitForAsync(
+      'the writer to be stopped',
+      async () => (await client.sandboxes.get(sandboxId))?.state === 'failed',
+      60_000,
+    );
+    const record = await client.sandboxes.get(sandboxId);
+    expect(record?.reason).toBe('disk-budget');
+    expect(record?.message).toMatch(/^disk-budget: volume small holds .* over its sizeLimitBytes of 4 MB/);
+    await filling;
+    // However the sandbox ended, the volume is free again.
+    await waitForAsync(
+      'the hold to go',
+      async () => (await client.volumes.get('small'))?.holders.length === 0,
+      60_000,
+    );
+    await client.volumes.delete('small');
+  }, 150_000);
+
   it('deletes a volume once free; the reaper removes its backend object', async () => {
     const volume = await client.volumes.create({ name: 'gone' });
     track(volume.uid);
@@ -196,6 +229,14 @@ describe.each(backends)('volumes ($name backend, over Redis)', ({ name: backend,
     }
   });
 });
+
+async function waitForAsync(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
 
 async function waitFor(what: string, check: () => boolean, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -106,6 +106,17 @@ export interface SandboxDiskUsage {
   quota: boolean;
   /** Bytes per part (work tree, container layer, …), for logs and stats. */
   parts: Record<string, number>;
+  /**
+   * The read-write volumes with a size limit it mounts, each measured against its own limit
+   * (docs/volumes.md): the writer past it is stopped like a sandbox past its disk limit.
+   */
+  volumes?: VolumeUsage[];
+}
+
+export interface VolumeUsage {
+  volume: string;
+  usedBytes: number;
+  limitBytes: number;
 }
 
 /**

@@ -25,7 +25,14 @@ import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
 import { type AgentVolumeMode, CachedAgentVolumes, carrierImageId, fillAgentVolume } from './agent-volume.js';
 import { toolchainContainerOptions, type WorkMount } from './container-config.js';
-import { DiskLimitLabel, DiskQuotaLabel, DockerDiskMeter, detectStorageQuota } from './docker-disk.js';
+import {
+  DiskLimitLabel,
+  DiskQuotaLabel,
+  DockerDiskMeter,
+  detectStorageQuota,
+  VolumeLimitsLabel,
+  volumeLimitsLabel,
+} from './docker-disk.js';
 import { ignoreGone, isConflict, isNotFound } from './docker-errors.js';
 import { containerLogTail } from './docker-logs.js';
 import {
@@ -224,6 +231,8 @@ export class DockerBackend implements SandboxBackend {
       const storageQuota = diskLimit !== undefined && (await this.storageQuota);
       if (diskLimit !== undefined) toolchainLabels[DiskLimitLabel] = String(memoryToBytes(diskLimit));
       if (storageQuota) toolchainLabels[DiskQuotaLabel] = '1';
+      const volumeLimits = volumeLimitsLabel(spec.volumes);
+      if (volumeLimits) toolchainLabels[VolumeLimitsLabel] = volumeLimits;
       const container = await this.docker.createContainer(
         toolchainContainerOptions({
           name: names.toolchain,

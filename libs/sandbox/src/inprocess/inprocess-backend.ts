@@ -259,6 +259,11 @@ export class InProcessBackend implements SandboxBackend {
       keyStyle: request.agent.keyStyle,
       labels,
       createdAt: new Date().toISOString(),
+      volumeLimits: spec.volumes.flatMap((v, i) =>
+        !v.readOnly && v.sizeLimitBytes !== undefined
+          ? [{ volume: v.volume, dir: volumeDirs[i] as string, limitBytes: v.sizeLimitBytes }]
+          : [],
+      ),
       diskLimitBytes: memoryToBytes(
         spec.resources.limits?.ephemeralStorage ??
           (this.options.resourcePolicy ?? DEFAULT_RESOURCE_POLICY).defaults.disk,
@@ -357,7 +362,21 @@ export class InProcessBackend implements SandboxBackend {
     const parts: Record<string, number> = { work: await allocatedBytes(record.stateDir) };
     if (record.persistentWorkspace) parts.workspace = await allocatedBytes(record.workspace);
     const usedBytes = Object.values(parts).reduce((a, b) => a + b, 0);
-    return { usedBytes, limitBytes: record.diskLimitBytes, enforcement: 'watch', quota: false, parts };
+    const volumes = await Promise.all(
+      record.volumeLimits.map(async (v) => ({
+        volume: v.volume,
+        usedBytes: await allocatedBytes(v.dir),
+        limitBytes: v.limitBytes,
+      })),
+    );
+    return {
+      usedBytes,
+      limitBytes: record.diskLimitBytes,
+      enforcement: 'watch',
+      quota: false,
+      parts,
+      volumes,
+    };
   }
 
   /** SIGKILL to the agent and every process below it; destroy removes the rest. */

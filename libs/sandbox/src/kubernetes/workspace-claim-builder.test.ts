@@ -31,8 +31,14 @@ describe('buildWorkspaceClaim', () => {
       volume: 'data',
     });
     expect(() => new PersistentVolumeClaim(claim as never).validate()).not.toThrow();
-    expect(claim.spec).toMatchObject({ storageClassName: 'fast', resources: { requests: { storage: '67108864' } } });
-    expect(claim.metadata?.labels).toMatchObject({ 'sandstream.dev/volume': 'data', 'sandstream.dev/tenant': 'acme' });
+    expect(claim.spec).toMatchObject({
+      storageClassName: 'fast',
+      resources: { requests: { storage: '67108864' } },
+    });
+    expect(claim.metadata?.labels).toMatchObject({
+      'sandstream.dev/volume': 'data',
+      'sandstream.dev/tenant': 'acme',
+    });
     expect(claim.metadata?.labels).not.toHaveProperty('sandstream.dev/workspace');
   });
 });
