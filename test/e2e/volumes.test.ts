@@ -10,6 +10,7 @@ import {
 import { liveBackends, testRedisUrl } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli-run.js';
+import { OpenApiDocument } from '../helpers/openapi-check.js';
 import { type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
@@ -296,6 +297,49 @@ describe('volumes over the HTTP API and the CLI (in-process backend)', () => {
     await box.close();
     await client.volumes.delete('web');
     expect(await client.volumes.get('web')).toBeNull();
+  });
+
+  it('answers as its OpenAPI document (generated from the zod schemas) says', async () => {
+    const url = view.url as string;
+    const doc = await OpenApiDocument.load(
+      (await (await fetch(`${url}/openapi.json`)).json()) as Record<string, unknown>,
+    );
+    for (const path of ['/v1/volumes', '/v1/volumes/{name}', '/v1/volumes/{name}/files']) {
+      expect(doc.paths.filter((p) => p.endsWith(` ${path}`)).length).toBeGreaterThan(0);
+    }
+    const problems: string[] = [];
+    const call = async (method: string, path: string, body?: string, json = true) => {
+      const response = await fetch(`${url}${path}`, {
+        method,
+        ...(body !== undefined
+          ? { body, headers: { 'content-type': json ? 'application/json' : 'text/plain' } }
+          : {}),
+      });
+      const text = await response.text();
+      const type = response.headers.get('content-type') ?? '';
+      problems.push(
+        ...doc.check(
+          method,
+          path,
+          response.status,
+          type.includes('json') && text ? JSON.parse(text) : undefined,
+        ),
+      );
+      return { status: response.status, text };
+    };
+    expect((await call('POST', '/v1/volumes', JSON.stringify({ name: 'doc' }))).status).toBe(201);
+    expect((await call('POST', '/v1/volumes', JSON.stringify({ name: 'doc' }))).status).toBe(200);
+    const refused = await call('POST', '/v1/volumes', JSON.stringify({ name: 'doc', size: 3 }));
+    expect(refused.status).toBe(400);
+    expect(refused.text).toContain('did you mean \\"sizeLimitBytes\\"?');
+    expect((await call('GET', '/v1/volumes')).status).toBe(200);
+    expect((await call('GET', '/v1/volumes/doc')).status).toBe(200);
+    expect((await call('GET', '/v1/volumes/nope')).status).toBe(404);
+    expect((await call('PUT', '/v1/volumes/doc/files?path=x.txt', 'doc\n', false)).status).toBe(200);
+    expect(await call('GET', '/v1/volumes/doc/files?path=x.txt')).toEqual({ status: 200, text: 'doc\n' });
+    expect((await call('GET', '/v1/volumes/doc/files?path=.&list=true')).status).toBe(200);
+    expect((await call('DELETE', '/v1/volumes/doc')).status).toBe(204);
+    expect(problems).toEqual([]);
   });
 
   it("answers another tenant's volume as not found, and refuses over its quota naming the limit", async () => {
