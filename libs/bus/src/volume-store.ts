@@ -129,7 +129,7 @@ export class VolumeStore {
       : [];
     return names.map((name, i) => ({
       ...VolumeRecordSchema.parse(JSON.parse(all[name] as string)),
-      holders: holdersOf(holds[i] ?? null),
+      holders: holdersOf(holds[i] ?? null).map(({ sandboxId, readOnly }) => ({ sandboxId, readOnly })),
     }));
   }
 

@@ -145,6 +145,7 @@ export class Reaper {
     const volumes = await reapVolumes(
       new VolumeStore(this.options.redis, this.options.keys, this.options.store),
       this.options.backend,
+      (err, source) => this.options.logger.warn({ err, source }, 'volume removal failed; retried next pass'),
     );
     report.volumeHoldsCleared = volumes.holdsCleared;
     report.volumesRemoved = volumes.volumesRemoved;

@@ -9,12 +9,20 @@ import type { SandboxBackend } from '@sandstream/sandbox';
 export async function reapVolumes(
   volumes: VolumeStore,
   backend: SandboxBackend | undefined,
+  onError: (err: unknown, source: string) => void = () => {},
 ): Promise<{ holdsCleared: number; volumesRemoved: number }> {
   const holdsCleared = await volumes.clearStaleHolds();
   let volumesRemoved = 0;
   if (backend?.removeVolume) {
     for (const source of await volumes.deletedBackendNames()) {
-      await backend.removeVolume(source);
+      try {
+        await backend.removeVolume(source);
+      } catch (err) {
+        // Still mounted by a sandbox being torn down (an engine's "volume is in use"), or the
+        // backend did not answer: kept for the next round, the others go on.
+        onError(err, source);
+        continue;
+      }
       await volumes.forgetDeleted(source);
       volumesRemoved++;
     }
