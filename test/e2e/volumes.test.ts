@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { ApiKeyStore, VolumeStore } from '@sandstream/bus';
 import {
   type Sandbox,
+  SandboxConflictError,
   SandboxLimitError,
   SandstreamClient,
   VolumeInUseError,
@@ -176,6 +177,25 @@ describe.each(backends)('volumes ($name backend, over Redis)', ({ name: backend,
     track(own.uid);
     expect(own.tenant).toBe('other');
     expect(own.uid).not.toBe((await client.volumes.get('data'))?.uid);
+
+    // Another tenant asking for an id a sandbox of ours has is refused, and our holds stay.
+    track((await client.volumes.create({ name: 'data' })).uid);
+    const ours = await client.sandboxes.create({
+      id: id('ours'),
+      image,
+      volumes: [{ name: 'data', mountPath: '/data' }],
+    });
+    await expect(
+      client.sandboxes.create({
+        id: id('ours'),
+        tenant: 'other',
+        image,
+        volumes: [{ name: 'data', mountPath: '/data' }],
+      }),
+    ).rejects.toBeInstanceOf(SandboxConflictError);
+    expect((await client.volumes.get('data'))?.holders).toEqual([{ sandboxId: id('ours'), readOnly: false }]);
+    expect((await other.get('data'))?.holders).toEqual([]);
+    await ours.close();
   });
 
   it('stops the writer of a volume past its size limit (disk-budget), which gives the volume back', async () => {

@@ -24,16 +24,15 @@ export async function submitParsedJob(
   submitted: StoredSpec,
 ): Promise<SubmitResult> {
   let spec = submitted;
-  if (spec.volumes.length > 0) {
-    // The volumes' holds come first, under the id the record will have: a refused mount
-    // (another writer, an unknown volume) writes nothing, and a crash before the record leaves a
-    // hold the next taker or the reaper clears (VolumeStore.clearStale).
+  // The volumes' holds come first, under the id the record will have: a refused mount (another
+  // writer, an unknown volume) writes nothing, and a crash before the record leaves a hold the
+  // next taker or the reaper clears (VolumeStore.clearStale). Not for an id that has a record:
+  // either this submit's retry (its holds were taken before the record) or another's id, whose
+  // holds are not this submit's to touch.
+  if (spec.volumes.length > 0 && (spec.id === undefined || !(await store.get(spec.id)))) {
     if (spec.id === undefined) spec = { ...spec, id: randomUUID() };
-    await new VolumeStore(store.redis, store.keys, store).acquire(
-      spec.id as string,
-      spec.tenant,
-      spec.volumes,
-    );
+    const volumes = new VolumeStore(store.redis, store.keys, store);
+    await volumes.acquire(spec.id as string, spec.tenant, spec.volumes);
   }
   const { created, jobId } = await store.create(spec);
   if (!created) {

@@ -101,6 +101,17 @@ describe('VolumeStore', () => {
     expect((await store.list('t')).find((v) => v.name === 'a')?.holders).toEqual([]);
   });
 
+  it('a second take by the same sandbox adds to what it holds: its release gives back both', async () => {
+    const { store, jobs, id } = fresh();
+    await store.create('t', { name: 'a' });
+    await store.create('t', { name: 'b' });
+    await jobs.create(parseLiveSandboxSpec({ id: id('twice'), tenant: 't', image: 'x' }));
+    await store.acquire(id('twice'), 't', [rw('a')]);
+    await store.acquire(id('twice'), 't', [ro('b')]);
+    expect(await store.release(id('twice'))).toBe(2);
+    expect((await store.list('t')).map((v) => v.holders)).toEqual([[], []]);
+  });
+
   it('refuses to delete a volume in use, naming the sandbox; deletes it once free and queues its backend object', async () => {
     const { store, jobs, keys, id } = fresh();
     const { volume } = await store.create('t', { name: 'data' });

@@ -17,14 +17,18 @@ for _, want in ipairs(wants) do
     end
   end
 end
-local held = {}
+-- What the job already holds stays listed (a retried submit adds nothing twice).
+local listed = redis.call('HGET', KEYS[3], ARGV[1])
+local held = listed and cjson.decode(listed) or {}
+local known = {}
+for _, field in ipairs(held) do known[field] = true end
 for _, want in ipairs(wants) do
   local field = ARGV[2] .. '/' .. want[1]
   local raw = redis.call('HGET', KEYS[2], field)
   local holders = raw and cjson.decode(raw) or {}
   holders[ARGV[1]] = { ro = want[2], at = tonumber(ARGV[3]) }
   redis.call('HSET', KEYS[2], field, cjson.encode(holders))
-  held[#held + 1] = field
+  if not known[field] then held[#held + 1] = field end
 end
 if #held > 0 then redis.call('HSET', KEYS[3], ARGV[1], cjson.encode(held)) end
 return {'ok'}
