@@ -54,6 +54,8 @@ export interface AgentLoopOptions {
   workdir: string;
   /** File steps stay inside workdir (config.ts confineFiles). */
   confineFiles?: boolean;
+  /** Directories outside workdir a confined file step may reach through a link (config.ts). */
+  confineAllow?: readonly string[];
   idleTimeoutSeconds: number;
   maxIdleWaits: number;
   heartbeatIntervalMs: number;
@@ -430,6 +432,7 @@ export class AgentLoop {
         signal: controller.signal,
         baseDirectory: workdir,
         confineFiles: this.options.confineFiles ?? false,
+        confineAllow: this.options.confineAllow ?? [],
       });
     } catch (err) {
       // Executors are not supposed to throw; if one does, the step still gets an answer.

@@ -198,6 +198,7 @@ async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher)
     log,
     workdir: config.workdir,
     confineFiles: config.confineFiles,
+    confineAllow: config.confineAllow,
     idleTimeoutSeconds: config.idleTimeoutSeconds,
     maxIdleWaits: config.maxIdleWaits,
     maxParallelSteps: config.maxParallelSteps,

@@ -32,6 +32,7 @@ export const ENV_FOR_FLAG = {
   'log-archive': 'AGENT_LOG_ARCHIVE',
   'log-archive-high-water': 'AGENT_LOG_ARCHIVE_HIGH_WATER',
   'confine-files': 'AGENT_CONFINE_FILES',
+  'confine-allow': 'AGENT_CONFINE_ALLOW',
   'await-claim': 'AGENT_AWAIT_CLAIM',
 } as const;
 type Flag = keyof typeof ENV_FOR_FLAG;
@@ -150,6 +151,14 @@ const RunConfigSchema = z.object({
    */
   confineFiles: booleanFlag.default(false),
   /**
+   * Confined only: directories outside --workdir a link inside it may lead to (`:`-separated
+   * absolute paths): the in-process backend's volumes, linked in at their mount paths.
+   */
+  confineAllow: z
+    .string()
+    .optional()
+    .transform((value) => (value ? value.split(':').filter((p) => p.startsWith('/')) : [])),
+  /**
    * A warm pool member: --job-id is the member's id; the agent boots, waits on its claim key for
    * the job it will serve, takes on that job's identity and only then runs steps (await-claim.ts).
    */
@@ -181,6 +190,7 @@ const FLAG_KEYS: Record<Flag, keyof z.input<typeof RunConfigSchema> | 'inject'> 
   'log-archive': 'logArchive',
   'log-archive-high-water': 'logArchiveHighWater',
   'confine-files': 'confineFiles',
+  'confine-allow': 'confineAllow',
   'await-claim': 'awaitClaim',
 };
 
@@ -219,6 +229,7 @@ export function parseConfig(
         'log-archive': { type: 'boolean' },
         'log-archive-high-water': { type: 'string' },
         'confine-files': { type: 'boolean' },
+        'confine-allow': { type: 'string' },
         'await-claim': { type: 'boolean' },
       },
     }));

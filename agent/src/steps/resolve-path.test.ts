@@ -48,6 +48,21 @@ describe('confinementFailure', () => {
     expect(await confinementFailure(ctx(), path.join(base, 'out/not-there/x'))).not.toBeNull();
   });
 
+  it('follows a link only to a directory it is allowed (an in-process volume), not to its neighbours', async () => {
+    const allowed = { ...ctx(), confineAllow: ['/etc/ssl'] };
+    const volume = await mkdtemp(path.join(tmpdir(), 'sandstream-volume-'));
+    try {
+      await symlink(volume, path.join(base, 'vol'));
+      const withVolume = { ...ctx(), confineAllow: [volume] };
+      expect(await confinementFailure(withVolume, path.join(base, 'vol/new.txt'))).toBeNull();
+      expect(await confinementFailure(ctx(), path.join(base, 'vol/new.txt'))).not.toBeNull();
+      // Allowing /etc/ssl does not let `out` (a link to /etc) reach /etc/hostname.
+      expect(await confinementFailure(allowed, path.join(base, 'out/hostname'))).not.toBeNull();
+    } finally {
+      await rm(volume, { recursive: true, force: true });
+    }
+  });
+
   it('checks nothing when not confined', async () => {
     expect(await confinementFailure({ baseDirectory: base }, path.join(base, 'out/hostname'))).toBeNull();
   });

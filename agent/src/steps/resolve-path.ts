@@ -13,6 +13,8 @@ export interface PathContext {
    * system is the sandbox's own.
    */
   confineFiles?: boolean | undefined;
+  /** Confined only: directories outside baseDirectory a link may lead to (the in-process volumes). */
+  confineAllow?: readonly string[] | undefined;
 }
 
 /**
@@ -47,11 +49,15 @@ export function resolveStepPath(
 export async function confinementFailure(ctx: PathContext, target: string): Promise<StepOutcome | null> {
   if (!ctx.confineFiles) return null;
   const root = await realpath(ctx.baseDirectory);
+  const roots = [
+    root,
+    ...(await Promise.all((ctx.confineAllow ?? []).map((p) => realpath(p).catch(() => p)))),
+  ];
   let existing = target;
   for (;;) {
     try {
       const real = await realpath(existing);
-      if (real === root || real.startsWith(`${root}${path.sep}`)) return null;
+      if (roots.some((r) => real === r || real.startsWith(`${r}${path.sep}`))) return null;
       return failed(
         'invalid_step',
         `path ${target} leads out of the sandbox's directory (through a symbolic link to ${real}); file steps on this backend stay inside it`,

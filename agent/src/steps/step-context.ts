@@ -29,6 +29,8 @@ export interface StepContext {
   baseDirectory: string;
   /** File steps stay inside baseDirectory (resolve-path.ts); off unless the agent was told so. */
   confineFiles?: boolean | undefined;
+  /** Confined only: directories outside baseDirectory a link may lead to (the in-process volumes). */
+  confineAllow?: readonly string[] | undefined;
 }
 
 /** A StepResult without the fields the loop fills in itself. */

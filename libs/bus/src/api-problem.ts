@@ -38,6 +38,10 @@ export const ProblemKindSchema = z.enum([
   'not-acceptable',
   /** 409: the id asked for is taken. SandboxConflictError. */
   'conflict',
+  /** 404: the tenant has no volume of this name (`volume`). VolumeNotFoundError. */
+  'volume-not-found',
+  /** 409: a read-write mount or a delete of a volume a sandbox holds (`volume`, `holder`). VolumeInUseError. */
+  'volume-in-use',
   /** 409: the sandbox takes no more commands (`sandboxId`, `state`, `reason`). SandboxClosedError. */
   'sandbox-closed',
   /** 409: the command was cancelled (`result`). CommandCancelledError. */
@@ -142,5 +146,7 @@ export const ApiProblemSchema = z.object({
   reason: SandboxEndReasonSchema.optional().describe('sandbox-closed: why it ended'),
   closedDetail: z.string().optional().describe('sandbox-closed: what the sandbox said when it ended'),
   result: ProblemExecResultSchema.optional().describe('cancelled: the command result so far'),
+  volume: z.string().optional().describe('volume-not-found, volume-in-use: the volume'),
+  holder: z.string().optional().describe('volume-in-use: the sandbox that holds the volume'),
 });
 export type ApiProblem = z.infer<typeof ApiProblemSchema>;

@@ -18,6 +18,7 @@ import {
   withoutNul,
 } from '@sandstream/wire';
 import { z } from 'zod';
+import { VolumeMountsSchema } from './volume-spec.js';
 
 /**
  * The one job spec: the SDK, the CLI and every service parse submissions with this schema.
@@ -245,6 +246,8 @@ export const sandboxRequestFields = {
     .max(100, 'priority is at most 100')
     .default(50),
   labels: labelsSchema.default({}),
+  /** The tenant's volumes it mounts (docs/volumes.md): one writer per volume, readers share. */
+  volumes: VolumeMountsSchema,
   traceContext: strictObject(TraceContextSchema.shape).optional(),
 };
 

@@ -1,7 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import type { JobStore } from './job-store.js';
 import type { StoredSpec } from './live-sandbox-spec.js';
 import { bullJobId, bullPriority, DefaultJobOptions, type JobsPayload } from './queues.js';
+import { VolumeStore } from './volume-store.js';
 
 export interface SubmitResult {
   jobId: string;
@@ -19,8 +21,19 @@ export interface SubmitResult {
 export async function submitParsedJob(
   store: JobStore,
   jobsQueue: Queue,
-  spec: StoredSpec,
+  submitted: StoredSpec,
 ): Promise<SubmitResult> {
+  let spec = submitted;
+  // The volumes' holds come first, under the id the record will have: a refused mount (another
+  // writer, an unknown volume) writes nothing, and a crash before the record leaves a hold the
+  // next taker or the reaper clears (VolumeStore.clearStale). Not for an id that has a record:
+  // either this submit's retry (its holds were taken before the record) or another's id, whose
+  // holds are not this submit's to touch.
+  if (spec.volumes.length > 0 && (spec.id === undefined || !(await store.get(spec.id)))) {
+    if (spec.id === undefined) spec = { ...spec, id: randomUUID() };
+    const volumes = new VolumeStore(store.redis, store.keys, store);
+    await volumes.acquire(spec.id as string, spec.tenant, spec.volumes);
+  }
   const { created, jobId } = await store.create(spec);
   if (!created) {
     // Re-queue only a job still waiting to be scheduled (the first attempt may have died

@@ -74,6 +74,24 @@ export interface KeySpace {
    * checks a pool's max and the global capacity and takes a member in one step.
    */
   readonly pools: PoolKeys;
+  /**
+   * Volumes (volume-store.ts). Every volume key shares the tag `{<ns>:volumes}`, so one script
+   * checks a tenant's quota, or takes every hold a sandbox asks for, in one step.
+   */
+  readonly volumes: VolumeKeys;
+}
+
+export interface VolumeKeys {
+  /** HASH volume name -> VolumeRecord JSON: one tenant's volumes (its quota counts these). */
+  tenant(tenant: string): string;
+  /** HASH `<tenant>/<name>` -> JSON `{ <jobId>: { ro, at } }`: who mounts each volume now. */
+  readonly holds: string;
+  /** HASH jobId -> JSON [`<tenant>/<name>`, …]: what each sandbox holds (its release). */
+  readonly heldBy: string;
+  /** HASH tenant -> JSON `{ maxCount, maxBytes }`: the operator's quota (`*`: every tenant's). */
+  readonly quota: string;
+  /** LIST of deleted volumes' backend names, for the reaper to remove their backend objects. */
+  readonly deleted: string;
 }
 
 export interface PoolKeys {
@@ -99,6 +117,7 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
   const scoped = (name: string) => (namespace === DEFAULT_NAMESPACE ? name : `${namespace}:${name}`);
   const leaseTag = `{${namespace}:leases}`;
   const poolTag = `{${namespace}:pools}`;
+  const volumeTag = `{${namespace}:volumes}`;
   return {
     namespace,
     bullPrefix: `{${namespace}}`,
@@ -135,6 +154,13 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
       pool: (pool) => `${poolTag}:pool:${pool}`,
       ready: (pool, specHash) => `${poolTag}:ready:${pool}:${specHash}`,
       claims: `${poolTag}:claims`,
+    },
+    volumes: {
+      tenant: (tenant) => `${volumeTag}:tenant:${tenant}`,
+      holds: `${volumeTag}:holds`,
+      heldBy: `${volumeTag}:held-by`,
+      quota: `${volumeTag}:quota`,
+      deleted: `${volumeTag}:deleted`,
     },
   };
 }

@@ -9,6 +9,9 @@ import { freeSandboxKeys } from './sandbox-key-cleanup.js';
  * reaper's orphans), the reaper's user pass and the dispatcher's over-budget stop free a sandbox
  * through `freeSandboxFootprint`; a job's keys (jobFootprint) name its `named` keys. No backend
  * frees any of it. Pause and snapshots extend this list, not their own.
+ * Outside the job's slot, a sandbox may also hold volumes (`{<ns>:volumes}:held-by`,
+ * volume-store.ts): `tearDownSandbox` gives them back after the backend's destroy, and a hold
+ * whose job has ended is cleared by the next taker or the reaper.
  */
 export interface SandboxFootprint {
   readonly jobId: string;

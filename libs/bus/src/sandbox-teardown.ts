@@ -3,6 +3,7 @@ import type { KeySpace } from './key-space.js';
 import type { RedisClient } from './redis-connection.js';
 import type { SandboxAcl } from './sandbox-acl.js';
 import { freeSandboxFootprint } from './sandbox-footprint.js';
+import { VolumeStore } from './volume-store.js';
 import type { WarmPoolStore } from './warm-pool-store.js';
 
 /** What tearing a sandbox down needs of a backend (libs/sandbox's `SandboxBackend` is one). */
@@ -32,13 +33,19 @@ export interface SandboxTeardown {
   graceMs: number;
   /** Keep the job's output for retention (a job's destroy); a pool member has none worth keeping. */
   keepOutput: boolean;
+  /**
+   * Keep the job's volume holds: a start attempt's sandbox goes, the job's next attempt mounts
+   * the same volumes (start-sandbox's retry). Every other teardown gives them back.
+   */
+  keepVolumeHolds?: boolean;
   /** SCAN pacing of the key walk (the reaper's). */
   scan?: { count?: number; pauseMs?: number };
 }
 
 /**
  * The one way a sandbox goes: the backend's destroy (shutdown step, grace, kill, remove), then its
- * warm pool record, its Redis user(s) and its footprint (freeSandboxFootprint). Every destroy
+ * warm pool record, its Redis user(s), its footprint (freeSandboxFootprint) and its volume holds
+ * (after the backend's destroy: the volume is unmounted by then). Every destroy
  * calls it: pod-lifecycle's `destroySandbox` (the `sandbox-destroy` queue, the run teardown),
  * start failures, the warm pools, and the reaper for orphans. Idempotent: a repeat converges.
  * Job state and slot leases are not its business (the caller's: pod-lifecycle's destroy).
@@ -58,6 +65,7 @@ export async function tearDownSandbox(deps: SandboxTeardownDeps, what: SandboxTe
     if (record) await deps.pools?.remove(record);
   }
   for (const id of ids) {
+    if (!what.keepVolumeHolds) await new VolumeStore(deps.redis, deps.keys).release(id);
     if (deps.acl) await deps.acl.delete(id);
     await freeSandboxFootprint(deps.redis, deps.keys, id, {
       // A member's own keys hold nothing of the job's.

@@ -51,6 +51,11 @@ export const SandstreamClientOptionsSchema = strictObject(
     /** The deployment's namespace (KeySpace); must match the services' SANDSTREAM_NAMESPACE. */
     namespace: z.string().min(1).optional(),
     /**
+     * Over Redis: the image of the helper sandbox `volumes.files(name)` runs in (any image; the
+     * agent does the file work). Default debian:bookworm-slim. Over HTTP the API's default image.
+     */
+    volumeHelperImage: z.string().min(1).max(1024).optional(),
+    /**
      * Called with each warning (e.g. a submit to a namespace no scheduler serves). Default:
      * process.emitWarning, so a caller who never looks still sees it on stderr.
      */

@@ -2,9 +2,11 @@ import type { CancelResult } from '@sandstream/bus';
 import {
   isTerminal,
   type JobRecord,
+  JobStore,
   type KeySpace,
   type RedisClient,
   type SubmitResult,
+  VolumeStore,
 } from '@sandstream/bus';
 import {
   type FollowOptions,
@@ -23,9 +25,11 @@ import { HttpTransport } from './http/http-transport.js';
 import { guardInfrastructureErrors } from './infrastructure-errors.js';
 import { JobNotFoundError } from './job-not-found.js';
 import { RedisTransport } from './redis-transport.js';
+import { RedisVolumeTransport } from './redis-volume-transport.js';
 import { Sandboxes } from './sandboxes.js';
 import { withSubmitSpan } from './submit-span.js';
 import type { SandstreamTransport } from './transport.js';
+import { Volumes } from './volumes.js';
 
 export * from './client-options.js';
 
@@ -46,6 +50,8 @@ export class SandstreamClient {
   private readonly redisOnly: RedisTransport | undefined;
   /** Live sandboxes: create, connect, get, list (sandboxes.ts). */
   readonly sandboxes: Sandboxes;
+  /** Named storage that outlives sandboxes (docs/volumes.md); over Redis, `volumes.forTenant(t)`. */
+  readonly volumes: Volumes;
 
   constructor(options: SandstreamClientOptions = {}) {
     const opts = parseOptions(SandstreamClientOptionsSchema, options, 'SandstreamClient options');
@@ -58,8 +64,11 @@ export class SandstreamClient {
           `SandstreamClient options: url (the HTTP API) does not go with ${mixed.join(', ')} (Redis): give one or the other`,
         );
       }
-      this.transport = new HttpTransport({ url: opts.url, apiKey: opts.apiKey });
+      const http = new HttpTransport({ url: opts.url, apiKey: opts.apiKey });
+      this.transport = http;
       this.redisOnly = undefined;
+      this.sandboxes = new Sandboxes(this.transport.sandboxes);
+      this.volumes = new Volumes(http.volumes);
     } else {
       if (opts.apiKey !== undefined)
         throw new SandstreamOptionsError('SandstreamClient options: apiKey needs url (the HTTP API)');
@@ -77,8 +86,20 @@ export class SandstreamClient {
         sandboxes: guardInfrastructureErrors(redis.sandboxes),
         close: () => redis.close(),
       };
+      this.sandboxes = new Sandboxes(this.transport.sandboxes);
+      this.volumes = new Volumes(
+        new RedisVolumeTransport({
+          store: new VolumeStore(
+            redis.redis,
+            redis.keys,
+            new JobStore({ redis: redis.redis, keys: redis.keys }),
+          ),
+          sandboxes: this.sandboxes,
+          tenant: 'default',
+          helperImage: opts.volumeHelperImage ?? 'debian:bookworm-slim',
+        }),
+      );
     }
-    this.sandboxes = new Sandboxes(this.transport.sandboxes);
   }
 
   /** Which way this client reaches the deployment. */

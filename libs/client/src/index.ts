@@ -1,5 +1,13 @@
-export type { LiveSandboxSpecInput, SandboxRecord, SandboxState, SubmitResult } from '@sandstream/bus';
-export { SandboxSpecError } from '@sandstream/bus';
+export type {
+  LiveSandboxSpecInput,
+  SandboxRecord,
+  SandboxState,
+  SubmitResult,
+  VolumeCreateInput,
+  VolumeInfo,
+  VolumeMount,
+} from '@sandstream/bus';
+export { SandboxSpecError, VolumeInUseError, VolumeNotFoundError } from '@sandstream/bus';
 export * from './client.js';
 export * from './command-output.js';
 export * from './events-stream-holding.js';
@@ -19,3 +27,4 @@ export * from './sandboxes.js';
 export { gapLines } from './seq-gaps.js';
 export * from './timeline-gaps.js';
 export type { JobTransport, SandboxTransport, SandstreamTransport, TerminalChannel } from './transport.js';
+export * from './volumes.js';

@@ -101,6 +101,17 @@ export interface SandboxDiskUsage {
   quota: boolean;
   /** Bytes per part (work tree, container layer, …), for logs and stats. */
   parts: Record<string, number>;
+  /**
+   * The read-write volumes with a size limit it mounts, each measured against its own limit
+   * (docs/volumes.md): the writer past it is stopped like a sandbox past its disk limit.
+   */
+  volumes?: VolumeUsage[];
+}
+
+export interface VolumeUsage {
+  volume: string;
+  usedBytes: number;
+  limitBytes: number;
 }
 
 /**
@@ -142,6 +153,11 @@ export interface SandboxBackend {
    * for destroy: what a budget stop does before the destroy request is even queued.
    */
   halt?(ref: SandboxRef): Promise<void>;
+  /**
+   * Removes a deleted volume's backend object (`spec.volumes[].source`); a missing one is no
+   * error. The reaper calls it for the volumes the store queued (docs/volumes.md).
+   */
+  removeVolume?(source: string): Promise<void>;
   close(): Promise<void>;
 }
 

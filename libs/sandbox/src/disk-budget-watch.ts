@@ -1,4 +1,4 @@
-import type { SandboxBackend, SandboxDiskUsage, SandboxRef } from './backend.js';
+import type { SandboxBackend, SandboxDiskUsage, SandboxRef, VolumeUsage } from './backend.js';
 
 /** The reason a sandbox stopped for its disk: the prefix `disk-budget` is what callers match. */
 export const DISK_BUDGET = 'disk-budget';
@@ -9,6 +9,11 @@ export function diskBudgetReason(usage: SandboxDiskUsage): string {
     .map(([part, bytes]) => `${part} ${mb(bytes)}`)
     .join(', ');
   return `${DISK_BUDGET}: the sandbox wrote ${mb(usage.usedBytes)} to disk (${parts}), over its limit of ${mb(usage.limitBytes)} (resources.limits.ephemeralStorage, SANDBOX_DEFAULT_DISK); it was stopped`;
+}
+
+export function volumeBudgetReason(volume: VolumeUsage): string {
+  const mb = (n: number) => `${(n / (1024 * 1024)).toLocaleString('en-US', { maximumFractionDigits: 1 })} MB`;
+  return `${DISK_BUDGET}: volume ${volume.volume} holds ${mb(volume.usedBytes)}, over its sizeLimitBytes of ${mb(volume.limitBytes)}; the sandbox writing it was stopped`;
 }
 
 export function isDiskBudgetReason(reason: string | undefined): boolean {
@@ -81,10 +86,15 @@ export class DiskBudgetWatch {
         const usage = await backend.diskUsage(ref);
         if (usage?.enforcement !== 'watch') continue;
         this.options.onMeasured?.(ref, usage);
-        if (usage.usedBytes <= usage.limitBytes) continue;
+        const fullVolume = usage.volumes?.find((v) => v.usedBytes > v.limitBytes);
+        if (usage.usedBytes <= usage.limitBytes && !fullVolume) continue;
         this.stopping.add(info.id);
         await backend.halt?.(ref);
-        await this.options.onOverBudget(ref, usage, diskBudgetReason(usage));
+        await this.options.onOverBudget(
+          ref,
+          usage,
+          fullVolume ? volumeBudgetReason(fullVolume) : diskBudgetReason(usage),
+        );
       } catch (err) {
         // Measured again next round (a halted sandbox no longer grows; its stop is retried).
         this.stopping.delete(info.id);

@@ -100,6 +100,25 @@ export const SandboxSpecSchema = z.object({
     .object({ name: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/), size: memoryQuantity.optional() })
     .optional(),
   /**
+   * A tenant's volumes, resolved by the scheduler (libs/bus VolumeStore.resolveMounts): each
+   * backend object is made at its first mount and outlives every sandbox (docs/volumes.md).
+   */
+  volumes: z
+    .array(
+      z.object({
+        /** The backend object: Docker volume, PVC, in-process directory (`sandstream-vol-<uid>`). */
+        source: z
+          .string()
+          .regex(/^sandstream-vol-[0-9a-f]{16}$/, 'a volume source is sandstream-vol-<16 hex>'),
+        /** The tenant's name for it, for labels and messages. */
+        volume: z.string().min(1).max(63),
+        mountPath: z.string().regex(/^\//, 'mountPath must be absolute'),
+        readOnly: z.boolean().default(false),
+        sizeLimitBytes: z.number().int().positive().optional(),
+      }),
+    )
+    .default([]),
+  /**
    * Override what runs in the sandbox instead of the agent (rare: the agent is the entrypoint).
    * The agent's settings still arrive as SANDSTREAM_* environment, so a wrapper can start it.
    */

@@ -23,6 +23,8 @@ runService({
       redis,
       namespace: keys.namespace,
       onWarning: (w) => logger.warn(w.message),
+      // A volume's files are read and written in a helper sandbox of the caller's tenant.
+      volumeHelperImage: env.API_DEFAULT_IMAGE,
     });
     const apiKeys = new ApiKeyStore({ redis, keys });
     if (

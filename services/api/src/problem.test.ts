@@ -4,6 +4,8 @@ import {
   ProblemKindSchema,
   problemKind,
   SandboxSpecError,
+  VolumeInUseError,
+  VolumeNotFoundError,
 } from '@sandstream/bus';
 import {
   CommandCancelledError,
@@ -71,6 +73,18 @@ const CASES: { kind: ProblemKind; err: unknown; back: new (...args: never[]) => 
   { kind: 'method-not-allowed', err: fastifyError(405), back: SandstreamApiError },
   { kind: 'not-acceptable', err: fastifyError(406), back: SandstreamApiError },
   { kind: 'conflict', err: new SandboxConflictError('id x is taken'), back: SandboxConflictError },
+  {
+    kind: 'volume-not-found',
+    err: new VolumeNotFoundError('data'),
+    back: VolumeNotFoundError,
+    fields: { volume: 'data', message: 'volume data not found' },
+  },
+  {
+    kind: 'volume-in-use',
+    err: new VolumeInUseError('data', 's9', 'volume data is mounted read-write by sandbox s9'),
+    back: VolumeInUseError,
+    fields: { volume: 'data', holder: 's9', message: 'volume data is mounted read-write by sandbox s9' },
+  },
   {
     kind: 'sandbox-closed',
     err: new SandboxClosedError('s1', 'failed', 'start-failed', 'image: not found'),

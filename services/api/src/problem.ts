@@ -6,6 +6,8 @@ import {
   ProblemKinds,
   problemType,
   SandboxSpecError,
+  VolumeInUseError,
+  VolumeNotFoundError,
 } from '@sandstream/bus';
 import {
   CommandCancelledError,
@@ -152,6 +154,18 @@ export function problemOf(err: unknown): ProblemOf {
     };
   }
   if (err instanceof SandboxConflictError) return { status: 409, kind: 'conflict', detail: err.message };
+  if (err instanceof VolumeNotFoundError) {
+    return { status: 404, kind: 'volume-not-found', detail: err.message, volume: err.volume };
+  }
+  if (err instanceof VolumeInUseError) {
+    return {
+      status: 409,
+      kind: 'volume-in-use',
+      detail: err.message,
+      volume: err.volume,
+      holder: err.holder,
+    };
+  }
   if (err instanceof SandboxClosedError) {
     const said = closedDetail(err);
     return {

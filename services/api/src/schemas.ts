@@ -27,14 +27,14 @@ export const IdParams = strictObject({ id: JobIdSchema });
 export const ExecIdParams = strictObject({ id: JobIdSchema, execId: z.string().min(1).max(160) });
 
 /** Query numbers arrive as strings. */
-const queryInt = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+export const queryInt = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 /** A query key given once or repeated (`?command=sh&command=-c`), as a list. */
 const queryList = (max: number, what: string) =>
   z
     .union([z.string().max(Limits.stringMaxBytes), z.array(z.string().max(Limits.stringMaxBytes))])
     .transform((v) => (Array.isArray(v) ? v : [v]))
     .refine((v) => v.length <= max, `${what}: at most ${max}`);
-const queryBool = z.enum(['true', 'false']).transform((v) => v === 'true');
+export const queryBool = z.enum(['true', 'false']).transform((v) => v === 'true');
 
 export const CreateSandboxQuery = strictObject({
   /** `false`: answer 202 at once with the record (state queued); else wait until it is ready. */

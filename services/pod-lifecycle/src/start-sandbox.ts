@@ -305,6 +305,7 @@ async function tearDownPartial(
     member: sandbox?.member,
     graceMs: 0,
     keepOutput: true,
+    keepVolumeHolds: true,
   });
 }
 

@@ -17,12 +17,14 @@ import {
   scanKeys,
   tearDownSandbox,
   tryLock,
+  VolumeStore,
   type WarmPoolStore,
 } from '@sandstream/bus';
 import { type SandboxBackend, SandboxLabels } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
 import type { Queue } from 'bullmq';
 import { DELETE_FINISHED_JOB, DELETE_ORPHAN_KEY } from './reap-scripts.js';
+import { reapVolumes } from './volume-reaping.js';
 
 export interface ReaperOptions {
   redis: RedisClient;
@@ -94,6 +96,9 @@ export interface ReapReport {
   sandboxesForeign: number;
   /** Finished jobs past retention whose log is not archived yet (kept). */
   jobsHeldForArchive: number;
+  /** Volume holds of ended sandboxes given back; deleted volumes' backend objects removed. */
+  volumeHoldsCleared: number;
+  volumesRemoved: number;
   durationMs: number;
 }
 
@@ -107,6 +112,8 @@ const emptyReport = (): ReapReport => ({
   aclUsersDeleted: 0,
   sandboxesForeign: 0,
   jobsHeldForArchive: 0,
+  volumeHoldsCleared: 0,
+  volumesRemoved: 0,
   durationMs: 0,
 });
 
@@ -136,6 +143,13 @@ export class Reaper {
     await this.reapOrphanKeys(report, signal);
     if (this.options.backend) await this.reapSandboxes(report);
     if (this.options.acl) await this.reapAclUsers(report);
+    const volumes = await reapVolumes(
+      new VolumeStore(this.options.redis, this.options.keys, this.options.store),
+      this.options.backend,
+      (err, source) => this.options.logger.warn({ err, source }, 'volume removal failed; retried next pass'),
+    );
+    report.volumeHoldsCleared = volumes.holdsCleared;
+    report.volumesRemoved = volumes.volumesRemoved;
     report.durationMs = Date.now() - started;
     this.options.onReport?.(report);
     return report;

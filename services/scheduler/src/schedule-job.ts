@@ -11,6 +11,8 @@ import {
   type RedisClient,
   type SandboxCreatePayload,
   type SlotAdmission,
+  VolumeNotFoundError,
+  VolumeStore,
   waitingRank,
 } from '@sandstream/bus';
 import { injectTraceContext, type Logger } from '@sandstream/telemetry';
@@ -127,8 +129,16 @@ function admitOnce(deps: ScheduleDeps) {
     let resolved: Awaited<ReturnType<TemplateResolver['resolve']>>;
     try {
       resolved = await deps.resolver.resolve(spec);
+      // The volumes' backend objects, by the records the submit's holds were taken against
+      // (a held volume cannot be deleted, so a record missing here was never held).
+      if (spec.volumes.length > 0) {
+        resolved.sandbox.volumes = await new VolumeStore(deps.redis, deps.keys).resolveMounts(
+          spec.tenant,
+          spec.volumes,
+        );
+      }
     } catch (err) {
-      if (!(err instanceof TemplateResolutionError)) {
+      if (!(err instanceof TemplateResolutionError) && !(err instanceof VolumeNotFoundError)) {
         await deps.leases.release(jobId, record.tenant);
         throw err;
       }

@@ -29,6 +29,8 @@ const FLAGS = {
   interactive: { type: 'boolean', short: 'i' },
   session: { type: 'string' },
   admin: { type: 'boolean' },
+  volume: { type: 'string', multiple: true },
+  size: { type: 'string' },
 } as const;
 type Flag = keyof typeof FLAGS;
 
@@ -45,7 +47,7 @@ const COMMAND_FLAGS = {
   status: ['json'],
   cancel: [],
   ls: ['tenant', 'state', 'limit'],
-  'sandbox create': ['template', 'id', 'env', 'label', 'idle-timeout', 'timeout', 'tenant'],
+  'sandbox create': ['template', 'id', 'env', 'label', 'idle-timeout', 'timeout', 'tenant', 'volume'],
   'sandbox ls': ['tenant', 'state', 'label', 'limit', 'json'],
   'sandbox inspect': ['json'],
   'sandbox rm': [],
@@ -55,12 +57,15 @@ const COMMAND_FLAGS = {
   'apikey create': ['tenant', 'admin'],
   'apikey ls': ['json'],
   'apikey revoke': [],
+  'volume create': ['size', 'tenant'],
+  'volume ls': ['tenant', 'json'],
+  'volume rm': ['tenant'],
 } as const satisfies Record<string, readonly Flag[]>;
 
 export type Command = keyof typeof COMMAND_FLAGS;
 
 /** Commands with subcommands: `sandbox create`, `sandbox ls` … (the first word alone is not one). */
-const GROUPS = ['sandbox', 'apikey'] as const;
+const GROUPS = ['sandbox', 'apikey', 'volume'] as const;
 
 /** Commands that take a command line of their own after `--`. */
 const TAKES_COMMAND_LINE: readonly Command[] = ['exec'];

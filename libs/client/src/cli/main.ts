@@ -9,13 +9,15 @@ import {
   JobStateSchema,
   SandboxSpecError,
   sandboxRecordOf,
+  VolumeInUseError,
+  VolumeNotFoundError,
 } from '@sandstream/bus';
 import type { StepResult } from '@sandstream/wire';
 import { type ListOptions, SandstreamClient } from '../client.js';
 import { SandstreamOptionsError, type SandstreamWarning } from '../client-options.js';
 import { infrastructureErrorOf } from '../infrastructure-errors.js';
 import { JobNotFoundError } from '../job-not-found.js';
-import { SandboxClosedError, SandboxNotFoundError } from '../sandbox-errors.js';
+import { SandboxClosedError, SandboxLimitError, SandboxNotFoundError } from '../sandbox-errors.js';
 import { apiKeyCommand } from './api-key-commands.js';
 import { type CliRedis, connectCliRedis } from './connect-redis.js';
 import { NatsUrlSchema, redactUrl, resolveApiConnection, resolveConnection } from './connection-config.js';
@@ -35,6 +37,7 @@ import {
   shellInSandbox,
 } from './sandbox-commands.js';
 import { startCliTelemetry } from './telemetry.js';
+import { volumeCommand } from './volume-commands.js';
 
 const USAGE = `Usage: sandstream <command> [options]
 
@@ -49,8 +52,9 @@ Commands:
   ls [--tenant t] [--state s]    list jobs and sandboxes (newest first)
 
   sandbox create <image> | --template <t> [--id <id>] [--env K=V]… [--label K=V]…
-          [--idle-timeout <s>] [--timeout <s>] [--tenant <t>]
-                                 create a live sandbox; prints its id alone once it is ready
+          [--idle-timeout <s>] [--timeout <s>] [--tenant <t>] [--volume <name>:<path>[:ro]]…
+                                 create a live sandbox; prints its id alone once it is ready;
+                                 --volume mounts a volume (read-write: one sandbox at a time)
   sandbox ls [--state s] [--label K=V]… [--tenant t] [--json]
   sandbox inspect <id> [--json]  a sandbox's state, limits and activity
   sandbox rm <id>                close it (kills what still runs in it)
@@ -59,6 +63,12 @@ Commands:
                                  command's code (124 timed out, 130 cancelled, 125 Sandstream failed)
   cp <src> <id>:<path> | cp <id>:<path> <dst>
                                  copy a file or directory into or out of a sandbox (tar streams)
+  volume create <name> [--size <bytes|Gi…>] [--tenant <t>]
+                                 create a volume that outlives sandboxes; prints its name
+  volume ls [--tenant <t>] [--json]
+                                 the tenant's volumes, their size limits and who mounts them
+  volume rm <name> [--tenant <t>]
+                                 delete a volume (refused while a sandbox mounts it)
   apikey create --tenant <t> [--admin]
                                  a key for the HTTP API (services/api), printed alone on
                                  stdout (only its hash is kept); --admin sees every tenant
@@ -125,7 +135,12 @@ async function main(argv: string[]): Promise<number> {
       throw new UsageError(
         'cp needs a source and a destination: cp <src> <id>:<path> or cp <id>:<path> <dst>',
       );
-  } else if (command === 'ls' || command === 'sandbox ls' || command === 'apikey ls') {
+  } else if (
+    command === 'ls' ||
+    command === 'sandbox ls' ||
+    command === 'apikey ls' ||
+    command === 'volume ls'
+  ) {
     if (arg) throw new UsageError(`${command} takes no arguments (got "${arg}")`);
   } else if (command === 'sandbox create') {
     createSpec(arg, values);
@@ -134,6 +149,8 @@ async function main(argv: string[]): Promise<number> {
     if (!values.tenant) throw new UsageError('apikey create needs --tenant <t>');
   } else if (command === 'apikey revoke') {
     needArg('key id');
+  } else if (command === 'volume create' || command === 'volume rm') {
+    needArg('volume name');
   } else if (
     command === 'sandbox inspect' ||
     command === 'sandbox rm' ||
@@ -255,6 +272,10 @@ async function main(argv: string[]): Promise<number> {
         return await shellInSandbox(client, needArg('sandbox id'), values);
       case 'cp':
         return await copyFiles(client, args[0] as string, args[1] as string);
+      case 'volume create':
+      case 'volume ls':
+      case 'volume rm':
+        return await volumeCommand(client, command, arg, values);
       case 'apikey create':
       case 'apikey ls':
       case 'apikey revoke':
@@ -406,11 +427,16 @@ main(process.argv.slice(2))
       } else if (
         err instanceof NotFoundError ||
         err instanceof JobNotFoundError ||
-        err instanceof SandboxNotFoundError
+        err instanceof SandboxNotFoundError ||
+        err instanceof VolumeNotFoundError
       ) {
         // Never there, or gone while followed (JobNotFoundError: Redis lost its data).
         process.stderr.write(`sandstream: ${err.message}\n`);
         process.exitCode = ExitCodes.notFound;
+      } else if (err instanceof VolumeInUseError || err instanceof SandboxLimitError) {
+        // Refused as asked: another sandbox writes to the volume, or a quota is spent.
+        process.stderr.write(`sandstream: ${err.message}\n`);
+        process.exitCode = ExitCodes.failed;
       } else if (unavailable) {
         // Redis went away mid-command: ioredis' own message names its option, not the cause.
         const cause = connection?.lastError()?.message ?? unavailable.message;

@@ -7,6 +7,7 @@ import { CommandCancelledError, SandboxNotFoundError } from '../sandbox-errors.j
 import { ExitCodes, exitCodeForCommand } from './exit-codes.js';
 import { type ParsedCommandLine, UsageError } from './flags.js';
 import { describeGap } from './render.js';
+import { volumeMounts } from './volume-commands.js';
 
 // `sandstream sandbox create|ls|inspect|rm` and `sandstream exec`: live sandboxes from the shell.
 // Their forms are contracts (scripts capture `ID=$(sandstream sandbox create …)`).
@@ -45,6 +46,7 @@ export function createSpec(image: string | undefined, values: Values): LiveSandb
     ...(values.tenant ? { tenant: values.tenant } : {}),
     env: keyValues('env', values.env),
     labels: keyValues('label', values.label),
+    ...(values.volume ? { volumes: volumeMounts(values.volume) } : {}),
     ...(idle !== undefined ? { idleTimeoutSeconds: idle } : {}),
     ...(timeout !== undefined ? { timeoutSeconds: timeout } : {}),
   };

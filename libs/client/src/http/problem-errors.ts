@@ -5,6 +5,8 @@ import {
   type ProblemKind,
   problemKind,
   SandboxSpecError,
+  VolumeInUseError,
+  VolumeNotFoundError,
 } from '@sandstream/bus';
 import type { z } from 'zod';
 import { SandstreamOptionsError } from '../client-options.js';
@@ -101,6 +103,9 @@ export const ERROR_OF_KIND: Record<ProblemKind, ErrorOfKind> = {
   'method-not-allowed': apiError,
   'not-acceptable': apiError,
   conflict: (problem) => new SandboxConflictError(problem.detail),
+  'volume-not-found': (problem) => new VolumeNotFoundError(problem.volume ?? ''),
+  'volume-in-use': (problem) =>
+    new VolumeInUseError(problem.volume ?? '', problem.holder ?? '', problem.detail),
   'sandbox-closed': (problem, subject) =>
     problem.state !== undefined
       ? new SandboxClosedError(

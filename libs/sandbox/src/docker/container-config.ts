@@ -51,6 +51,10 @@ export function toolchainContainerOptions(input: ToolchainContainerInput): Docke
     RestartPolicy: { Name: 'no' },
   };
   mounts.push({ Type: 'volume', Source: input.work.name, Target: spec.workingDirectory });
+  // The tenant's volumes (made, labelled, by the backend's create before this).
+  for (const v of spec.volumes) {
+    mounts.push({ Type: 'volume', Source: v.source, Target: v.mountPath, ReadOnly: v.readOnly });
+  }
   if (spec.readOnlyRootFilesystem) {
     hostConfig.ReadonlyRootfs = true;
     // Tools expect a writable /tmp; a tmpfs counts against the memory limit, so it cannot fill the disk.

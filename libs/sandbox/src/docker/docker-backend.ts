@@ -25,7 +25,14 @@ import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
 import { type AgentVolumeMode, CachedAgentVolumes, carrierImageId, fillAgentVolume } from './agent-volume.js';
 import { toolchainContainerOptions, type WorkMount } from './container-config.js';
-import { DiskLimitLabel, DiskQuotaLabel, DockerDiskMeter, detectStorageQuota } from './docker-disk.js';
+import {
+  DiskLimitLabel,
+  DiskQuotaLabel,
+  DockerDiskMeter,
+  detectStorageQuota,
+  VolumeLimitsLabel,
+  volumeLimitsLabel,
+} from './docker-disk.js';
 import { ignoreGone, isConflict, isNotFound } from './docker-errors.js';
 import { containerLogTail } from './docker-logs.js';
 import {
@@ -34,6 +41,7 @@ import {
   dockerJobNames,
   PersistentLabel,
   persistentVolumeName,
+  VolumeNameLabel,
 } from './docker-names.js';
 import { chooseNetwork, DEFAULT_SANDBOX_NETWORK, type DenyEgressConfig } from './docker-network.js';
 import { giveWorkDirectoryTo, giveWorkVolumeTo } from './work-ownership.js';
@@ -186,6 +194,26 @@ export class DockerBackend implements SandboxBackend {
         work = { kind: 'volume', name: names.workVolume };
       }
 
+      for (const v of spec.volumes) {
+        if (v.mountPath.replace(/\/+$/, '') === spec.workingDirectory.replace(/\/+$/, '')) {
+          throw new SandboxStartError(
+            'backend_error',
+            `volume ${v.volume}: mountPath ${v.mountPath} is the sandbox's working directory; mount it elsewhere (or under it)`,
+          );
+        }
+        // Idempotent, like the workspace's: the first mount makes it, later ones find it. No job
+        // label: it outlives the sandbox, and removeJobObjects must not take it.
+        await this.docker.createVolume({
+          Name: v.source,
+          Labels: {
+            [SandboxLabels.managedBy]: SandboxLabels.managedByValue,
+            [SandboxLabels.tenant]: request.tenant,
+            [DockerRoleLabel]: 'volume',
+            [VolumeNameLabel]: v.volume,
+          },
+        });
+      }
+
       const agent = { ...request.agent, redisUrl: agentRedisUrl };
       const launch = {
         jobId: request.jobId,
@@ -201,6 +229,8 @@ export class DockerBackend implements SandboxBackend {
       const storageQuota = diskLimit !== undefined && (await this.storageQuota);
       if (diskLimit !== undefined) toolchainLabels[DiskLimitLabel] = String(memoryToBytes(diskLimit));
       if (storageQuota) toolchainLabels[DiskQuotaLabel] = '1';
+      const volumeLimits = volumeLimitsLabel(spec.volumes);
+      if (volumeLimits) toolchainLabels[VolumeLimitsLabel] = volumeLimits;
       const container = await this.docker.createContainer(
         toolchainContainerOptions({
           name: names.toolchain,
@@ -386,6 +416,10 @@ export class DockerBackend implements SandboxBackend {
   }
 
   /** Containers first (a volume in use cannot go), then the job's own volumes; persistent workspaces stay. */
+  async removeVolume(source: string): Promise<void> {
+    await ignoreGone(() => this.docker.getVolume(source).remove());
+  }
+
   private async removeJobObjects(jobId: string, known?: Dockerode.ContainerInfo[]): Promise<void> {
     const containers = known ?? (await this.jobContainers(jobId));
     await Promise.all(

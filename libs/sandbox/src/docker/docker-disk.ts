@@ -9,6 +9,26 @@ import { isNotFound } from './docker-errors.js';
 export const DiskLimitLabel = 'sandstream.dev/disk-limit';
 /** "1" where the engine enforces the limit on the container's layer (StorageOpt size). */
 export const DiskQuotaLabel = 'sandstream.dev/disk-quota';
+/**
+ * On the toolchain: its read-write volumes with a size limit, as JSON `[[volume, source, bytes]]`
+ * (the `local` driver has no size option: they are watched like the disk budget).
+ */
+export const VolumeLimitsLabel = 'sandstream.dev/volume-limits';
+
+/** The label's value for a spec's volumes; undefined when none is limited. */
+export function volumeLimitsLabel(
+  volumes: readonly {
+    volume: string;
+    source: string;
+    readOnly: boolean;
+    sizeLimitBytes?: number | undefined;
+  }[],
+): string | undefined {
+  const limited = volumes.filter((v) => !v.readOnly && v.sizeLimitBytes !== undefined);
+  return limited.length
+    ? JSON.stringify(limited.map((v) => [v.volume, v.source, v.sizeLimitBytes]))
+    : undefined;
+}
 
 /**
  * Whether the engine can cap a container's writable layer (`--storage-opt size=`). overlay2 can
@@ -46,6 +66,8 @@ interface Watched {
   workDir: string | undefined;
   /** /proc/<pid>/root/tmp when /tmp is a tmpfs (memory, but the sandbox's to fill all the same). */
   tmpfsDir: string | undefined;
+  /** Limited read-write volumes: the mountpoint when this host reads it, else the engine's report. */
+  volumes: { volume: string; source: string; dir: string | undefined; limitBytes: number }[];
 }
 
 /**
@@ -87,7 +109,23 @@ export class DockerDiskMeter {
     }
     if (watched.tmpfsDir) parts.tmpfs = await allocatedBytes(watched.tmpfsDir);
     const usedBytes = Object.values(parts).reduce((a, b) => a + b, 0);
-    return { usedBytes, limitBytes: watched.limitBytes, enforcement: 'watch', quota: watched.quota, parts };
+    const volumes = await Promise.all(
+      watched.volumes.map(async (v) => ({
+        volume: v.volume,
+        usedBytes: v.dir
+          ? await allocatedBytes(v.dir)
+          : ((await this.engineDiskUsage()).Volumes?.find((d) => d.Name === v.source)?.UsageData?.Size ?? 0),
+        limitBytes: v.limitBytes,
+      })),
+    );
+    return {
+      usedBytes,
+      limitBytes: watched.limitBytes,
+      enforcement: 'watch',
+      quota: watched.quota,
+      parts,
+      ...(volumes.length ? { volumes } : {}),
+    };
   }
 
   /** GET /system/df, shared by the measures of one round (it walks every volume and layer). */
@@ -129,6 +167,12 @@ export class DockerDiskMeter {
         ? path
         : undefined;
     const work = info.Mounts.find((m) => m.Destination === info.Config.WorkingDir);
+    const limited = parseVolumeLimits(info.Config.Labels?.[VolumeLimitsLabel]);
+    const volumes: Watched['volumes'] = [];
+    for (const [volume, source, limitBytes] of limited) {
+      const mount = info.Mounts.find((m) => m.Name === source);
+      volumes.push({ volume, source, dir: await readable(mount?.Source), limitBytes });
+    }
     const tmpfs = info.HostConfig.Tmpfs?.['/tmp'] !== undefined && info.State.Pid > 0;
     const watched: Watched = {
       limitBytes: limit,
@@ -137,8 +181,28 @@ export class DockerDiskMeter {
       upperDir: await readable((info.GraphDriver?.Data as { UpperDir?: string } | undefined)?.UpperDir),
       workDir: await readable(work?.Source),
       tmpfsDir: tmpfs ? await readable(join('/proc', String(info.State.Pid), 'root', 'tmp')) : undefined,
+      volumes,
     };
     this.paths.set(containerId, watched);
     return watched;
+  }
+}
+
+function parseVolumeLimits(label: string | undefined): [string, string, number][] {
+  if (!label) return [];
+  try {
+    const parsed = JSON.parse(label) as unknown;
+    return Array.isArray(parsed)
+      ? parsed.filter(
+          (e): e is [string, string, number] =>
+            Array.isArray(e) &&
+            typeof e[0] === 'string' &&
+            typeof e[1] === 'string' &&
+            typeof e[2] === 'number',
+        )
+      : [];
+  } catch {
+    // A label edited by hand: nothing to watch by.
+    return [];
   }
 }

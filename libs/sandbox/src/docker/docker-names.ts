@@ -27,5 +27,7 @@ export function persistentVolumeName(name: string): string {
 
 /** What each labelled object is, so destroy and the reaper can tell them apart. */
 export const DockerRoleLabel = 'sandstream.dev/role';
-export type DockerRole = 'toolchain' | 'carrier' | 'shared' | 'work' | 'workspace';
+export type DockerRole = 'toolchain' | 'carrier' | 'shared' | 'work' | 'workspace' | 'volume';
+/** On a tenant's volume (role `volume`): its name as the tenant knows it. */
+export const VolumeNameLabel = 'sandstream.dev/volume';
 export const PersistentLabel = 'sandstream.dev/persistent-workspace';

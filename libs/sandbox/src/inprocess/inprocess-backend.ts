@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, existsSync, openSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { constants, hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,7 +40,7 @@ import {
   type InProcessRecord,
   InProcessRegistry,
 } from './sandbox-registry.js';
-import { createJobDirectories, removeJobDirectories } from './workspace.js';
+import { createJobDirectories, linkVolumes, removeJobDirectories } from './workspace.js';
 
 /**
  * The agent as the agent package exports it (a declared dependency): its single executable
@@ -82,6 +83,8 @@ export interface InProcessBackendOptions {
   root?: string;
   /** Parent of persistent workspaces (`spec.persistentWorkspace.name`). */
   persistentRoot?: string;
+  /** Parent of the tenants' volumes (`spec.volumes[].source`); default `<root>/volumes`. */
+  volumesRoot?: string;
   registryKey?: string;
   /** Where secretEnv values come from; defaults to this process's environment. */
   secretSource?: Record<string, string | undefined>;
@@ -114,6 +117,7 @@ export class InProcessBackend implements SandboxBackend {
   private readonly agentEntry: string;
   private readonly root: string;
   private readonly persistentRoot: string;
+  private readonly volumesRoot: string;
   /** Exit codes of children this process spawned; another process only learns that they are gone. */
   private readonly exits = new Map<number, number | null>();
   private readonly children = new Set<ChildProcess>();
@@ -126,6 +130,11 @@ export class InProcessBackend implements SandboxBackend {
     this.agentEntry = options.agentEntry ?? DEFAULT_AGENT_ENTRY;
     this.root = options.root ?? join(tmpdir(), 'sandstream-inprocess');
     this.persistentRoot = options.persistentRoot ?? join(this.root, 'persistent');
+    this.volumesRoot = options.volumesRoot ?? join(this.root, 'volumes');
+  }
+
+  async removeVolume(source: string): Promise<void> {
+    await rm(join(this.volumesRoot, source), { recursive: true, force: true });
   }
 
   async create(request: CreateSandboxRequest): Promise<SandboxRef> {
@@ -172,6 +181,7 @@ export class InProcessBackend implements SandboxBackend {
       jobId: request.jobId,
       persistentName: spec.persistentWorkspace?.name,
     });
+    const volumeDirs = await linkVolumes(this.volumesRoot, dirs.workspace, spec.volumes);
     const launch = {
       jobId: request.jobId,
       agent: request.agent,
@@ -190,6 +200,8 @@ export class InProcessBackend implements SandboxBackend {
       ...request.agent.agentEnv,
       ...agentEnvironment(launch),
       ...(this.options.unconfinedFileSteps ? {} : { AGENT_CONFINE_FILES: '1' }),
+      // The volumes are linked in from outside the directory: file steps may follow those links.
+      ...(volumeDirs.length > 0 ? { AGENT_CONFINE_ALLOW: volumeDirs.join(':') } : {}),
     };
     const [file, ...args] = spec.command ?? [
       ...agentCommand(this.agentEntry, this.options.nodePath ?? process.execPath),
@@ -247,6 +259,11 @@ export class InProcessBackend implements SandboxBackend {
       keyStyle: request.agent.keyStyle,
       labels,
       createdAt: new Date().toISOString(),
+      volumeLimits: spec.volumes.flatMap((v, i) =>
+        !v.readOnly && v.sizeLimitBytes !== undefined
+          ? [{ volume: v.volume, dir: volumeDirs[i] as string, limitBytes: v.sizeLimitBytes }]
+          : [],
+      ),
       diskLimitBytes: memoryToBytes(
         spec.resources.limits?.ephemeralStorage ??
           (this.options.resourcePolicy ?? DEFAULT_RESOURCE_POLICY).defaults.disk,
@@ -342,7 +359,21 @@ export class InProcessBackend implements SandboxBackend {
     const parts: Record<string, number> = { work: await allocatedBytes(record.stateDir) };
     if (record.persistentWorkspace) parts.workspace = await allocatedBytes(record.workspace);
     const usedBytes = Object.values(parts).reduce((a, b) => a + b, 0);
-    return { usedBytes, limitBytes: record.diskLimitBytes, enforcement: 'watch', quota: false, parts };
+    const volumes = await Promise.all(
+      record.volumeLimits.map(async (v) => ({
+        volume: v.volume,
+        usedBytes: await allocatedBytes(v.dir),
+        limitBytes: v.limitBytes,
+      })),
+    );
+    return {
+      usedBytes,
+      limitBytes: record.diskLimitBytes,
+      enforcement: 'watch',
+      quota: false,
+      parts,
+      volumes,
+    };
   }
 
   /** SIGKILL to the agent and every process below it; destroy removes the rest. */

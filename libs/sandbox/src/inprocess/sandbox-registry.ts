@@ -25,6 +25,10 @@ export const InProcessRecordSchema = z.object({
   createdAt: z.string(),
   /** The disk limit (spec or SANDBOX_DEFAULT_DISK) the state directory is watched against. */
   diskLimitBytes: z.number().int().positive().optional(),
+  /** Read-write volumes with a size limit: their directories, watched against it. */
+  volumeLimits: z
+    .array(z.object({ volume: z.string(), dir: z.string(), limitBytes: z.number().int().positive() }))
+    .default([]),
 });
 export type InProcessRecord = z.infer<typeof InProcessRecordSchema>;
 

@@ -1,5 +1,5 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 
 export interface JobDirectories {
   /** Removed on destroy: holds the agent log and, for a temporary workspace, the workspace. */
@@ -36,4 +36,30 @@ export async function createJobDirectories(options: {
 
 export async function removeJobDirectories(dirs: { stateDir: string }): Promise<void> {
   await rm(dirs.stateDir, { recursive: true, force: true });
+}
+
+/**
+ * The in-process stand-in for mounts: each volume is a directory under `volumesRoot`, linked in
+ * at its mount path inside the workspace (which stands for the sandbox's `/` to a confined agent,
+ * so `/data` is `<workspace>/data`). A child process has no mount namespace: `readOnly` is not
+ * enforced here, and commands reach the volume by the relative path (docs/volumes.md). Returns
+ * the volumes' directories, which the confined agent may follow links to.
+ */
+export async function linkVolumes(
+  volumesRoot: string,
+  workspace: string,
+  volumes: readonly { source: string; mountPath: string }[],
+): Promise<string[]> {
+  const dirs: string[] = [];
+  for (const v of volumes) {
+    const dir = join(volumesRoot, v.source);
+    await mkdir(dir, { recursive: true });
+    const link = join(workspace, `.${v.mountPath.replace(/\/+$/, '')}`);
+    await mkdir(dirname(link), { recursive: true });
+    // A persistent workspace keeps an earlier sandbox's link: replaced, never followed.
+    await rm(link, { force: true });
+    await symlink(dir, link, 'dir');
+    dirs.push(dir);
+  }
+  return dirs;
 }

@@ -128,6 +128,16 @@ export class KubernetesBackend implements SandboxBackend {
       );
     }
 
+    // The tenant's volumes: a PVC each, of the operator's storage class, made at the first mount.
+    for (const v of spec.volumes) {
+      await this.ensureWorkspaceClaim(
+        v.source,
+        v.sizeLimitBytes !== undefined ? String(v.sizeLimitBytes) : settings.defaultWorkspaceSize,
+        request.tenant,
+        v.volume,
+      );
+    }
+
     const created: Array<() => Promise<void>> = [];
     try {
       const redisUrlSecret = await this.prepareRedisUrl(request, podName, created);
@@ -264,7 +274,20 @@ export class KubernetesBackend implements SandboxBackend {
     return { secretName: name, key: REDIS_URL_SECRET_KEY };
   }
 
-  private async ensureWorkspaceClaim(name: string, size: string, tenant: string): Promise<void> {
+  async removeVolume(source: string): Promise<void> {
+    try {
+      await this.deps.core.deleteNamespacedPersistentVolumeClaim({ name: source, namespace: this.namespace });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
+  private async ensureWorkspaceClaim(
+    name: string,
+    size: string,
+    tenant: string,
+    volume?: string,
+  ): Promise<void> {
     try {
       await this.deps.core.readNamespacedPersistentVolumeClaim({ name, namespace: this.namespace });
       return;
@@ -276,6 +299,7 @@ export class KubernetesBackend implements SandboxBackend {
       namespace: this.namespace,
       tenant,
       size,
+      ...(volume ? { volume } : {}),
       ...(this.deps.settings.storageClassName
         ? { storageClassName: this.deps.settings.storageClassName }
         : {}),

@@ -150,6 +150,7 @@ export function buildSandboxPod(input: SandboxPodInput): V1Pod {
       { name: 'shared', mountPath: SHARED_MOUNT, readOnly: true },
       { name: 'work', mountPath: spec.workingDirectory },
       ...(readOnlyRoot ? [{ name: 'tmp', mountPath: '/tmp' }] : []),
+      ...spec.volumes.map((v, i) => ({ name: `vol-${i}`, mountPath: v.mountPath, readOnly: v.readOnly })),
     ],
     securityContext: restrictedContext(readOnlyRoot),
   };
@@ -190,6 +191,11 @@ export function buildSandboxPod(input: SandboxPodInput): V1Pod {
         { name: 'shared', emptyDir: {} },
         workVolume,
         ...(readOnlyRoot ? [{ name: 'tmp', emptyDir: workSizeLimit(spec) }] : []),
+        // The tenant's volumes: their claims, made by create (ensureWorkspaceClaim).
+        ...spec.volumes.map((v, i) => ({
+          name: `vol-${i}`,
+          persistentVolumeClaim: { claimName: v.source, readOnly: v.readOnly },
+        })),
       ],
       initContainers: [inject],
       containers: [toolchain],

@@ -20,4 +20,25 @@ describe('buildWorkspaceClaim', () => {
     expect(claim.metadata?.labels).not.toHaveProperty('sandstream.dev/job-id');
     expect(claim.metadata?.ownerReferences).toBeUndefined();
   });
+
+  it("a tenant's volume: the operator's storage class, its size limit as the request, labelled by its name", () => {
+    const claim = buildWorkspaceClaim({
+      name: 'sandstream-vol-0123456789abcdef',
+      namespace: 'sandboxes',
+      tenant: 'acme',
+      size: String(64 * 1024 * 1024),
+      storageClassName: 'fast',
+      volume: 'data',
+    });
+    expect(() => new PersistentVolumeClaim(claim as never).validate()).not.toThrow();
+    expect(claim.spec).toMatchObject({
+      storageClassName: 'fast',
+      resources: { requests: { storage: '67108864' } },
+    });
+    expect(claim.metadata?.labels).toMatchObject({
+      'sandstream.dev/volume': 'data',
+      'sandstream.dev/tenant': 'acme',
+    });
+    expect(claim.metadata?.labels).not.toHaveProperty('sandstream.dev/workspace');
+  });
 });

@@ -8,6 +8,8 @@ export interface WorkspaceClaimInput {
   tenant: string;
   size: string;
   storageClassName?: string;
+  /** A tenant's volume (spec.volumes): its name as the tenant knows it, as a label. */
+  volume?: string;
 }
 
 /**
@@ -25,7 +27,9 @@ export function buildWorkspaceClaim(input: WorkspaceClaimInput): V1PersistentVol
       labels: {
         [SandboxLabels.managedBy]: SandboxLabels.managedByValue,
         [SandboxLabels.tenant]: toLabelValue(input.tenant),
-        'sandstream.dev/workspace': 'true',
+        ...(input.volume
+          ? { 'sandstream.dev/volume': input.volume }
+          : { 'sandstream.dev/workspace': 'true' }),
       },
     },
     spec: {

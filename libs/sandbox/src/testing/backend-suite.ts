@@ -310,6 +310,45 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
     );
 
     it(
+      "a tenant's volume outlives destroy: written by one sandbox, read by the next read-only, then removed",
+      async () => {
+        // Every backend has volumes (docs/volumes.md).
+        expect(backend.removeVolume).toBeTypeOf('function');
+        const source = `sandstream-vol-${randomBytes(8).toString('hex')}`;
+        const volume = { source, volume: 'suite', mountPath: '/vol' };
+        const jobIds = [newJobId('vol1'), newJobId('vol2')];
+        try {
+          const first = await start(jobIds[0] as string, { volumes: [volume] });
+          const written = await channel(first.jobId).run({
+            schemaVersion: SCHEMA_VERSION,
+            stepId: 'keep',
+            kind: 'writeFile',
+            path: '/vol/kept.txt',
+            content: 'on the volume',
+          });
+          expect(written.errorMessage).toBeNull();
+          await destroyAndCheckClean(first);
+
+          const second = await start(jobIds[1] as string, { volumes: [{ ...volume, readOnly: true }] });
+          const read = await channel(second.jobId).run({
+            schemaVersion: SCHEMA_VERSION,
+            stepId: 'again',
+            kind: 'readFile',
+            path: '/vol/kept.txt',
+          });
+          expect(read.output).toMatchObject({ kind: 'readFile', content: 'on the volume' });
+          await destroyAndCheckClean(second);
+        } finally {
+          for (const ref of created.filter((r) => jobIds.includes(r.jobId))) {
+            await destroyTestSandbox(redis, backend, ref, 0).catch(() => {});
+          }
+          await backend.removeVolume?.(source);
+        }
+      },
+      timeout,
+    );
+
+    it(
       'an agent that crashes fails the start with agent_crashed, its exit code and its last output',
       async () => {
         const output = options.crashOutput ?? 'sandstream-suite: agent exploded';
