@@ -37,4 +37,5 @@ export * from './scan-keys.js';
 export * from './short-lock.js';
 export * from './sleep.js';
 export * from './slot-leases.js';
+export * from './tenant-ids.js';
 export * from './warm-pool-store.js';

@@ -6,6 +6,7 @@ import {
   ProblemKinds,
   problemType,
   SandboxSpecError,
+  withUserIds,
 } from '@sandstream/bus';
 import {
   CommandCancelledError,
@@ -204,7 +205,8 @@ export function problemBody(request: FastifyRequest, problem: ProblemOf): Proble
     type: problemType(kind),
     title: TITLES[status] ?? 'Error',
     status,
-    detail,
+    // A message from below the API names the internal id: its user knows only their own.
+    detail: withUserIds(detail),
     instance: request.url.length > 512 ? `${request.url.slice(0, 512)}…` : request.url,
     ...extras,
   };

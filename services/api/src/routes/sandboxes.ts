@@ -24,6 +24,7 @@ import {
 import { applySpecDefaults } from '../spec-defaults.js';
 import { wantsEventStream } from '../sse.js';
 import { CommandEventSchema, eventStreamResponse, TimelineEventSchema } from '../sse-schemas.js';
+import { withUserId } from '../tenant-scope.js';
 
 /** How long POST /v1/sandboxes waits for readiness when the request does not say. */
 const DEFAULT_READY_SECONDS = 120;
@@ -56,7 +57,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
     const record = async (id: string): Promise<SandboxRecord> => {
       const found = await sandboxes.get(id);
       if (!found) throw notFound(`sandbox ${id}`);
-      return found;
+      return withUserId(found);
     };
 
     app.post(
@@ -111,12 +112,14 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         if (!scope) return [];
         const { tenant } = scope;
         return sendPage(reply, request.query, (limit) =>
-          sandboxes.list({
-            ...(request.query.state ? { state: request.query.state } : {}),
-            ...(tenant ? { tenant } : {}),
-            ...(labels ? { labels } : {}),
-            limit,
-          }),
+          sandboxes
+            .list({
+              ...(request.query.state ? { state: request.query.state } : {}),
+              ...(tenant ? { tenant } : {}),
+              ...(labels ? { labels } : {}),
+              limit,
+            })
+            .then((found) => found.map(withUserId)),
         );
       },
     );
@@ -144,7 +147,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           response: { 200: SandboxResponse, ...problems, ...problemResponses(504) },
         },
       },
-      async (request) => sandboxes.close(request.params.id),
+      async (request) => withUserId(await sandboxes.close(request.params.id)),
     );
 
     app.post(
