@@ -74,8 +74,10 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
       },
       async (request, reply) => {
         if (request.body.id !== undefined) {
-          // An id already taken by another tenant is refused as the SDK refuses it, without
-          // saying whose; one of the caller's own is the same request again (idempotent).
+          // Ids are per tenant (the body's id is already its tenant's internal id), so this
+          // finds another tenant's record only for tenant default's plain ids, which the SDK may
+          // have used for another tenant: refused as the SDK refuses it, without saying whose.
+          // One of the caller's own is the same request again (idempotent).
           const [tenant] = await ctx.redis.hmget(ctx.keys.job(request.body.id), JobField.tenant);
           if (tenant !== null && tenant !== request.body.tenant)
             throw new HttpProblem(409, 'conflict', `id ${request.body.id} is taken`, [
