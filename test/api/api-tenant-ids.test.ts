@@ -1,5 +1,5 @@
 import { createKeySpace, scopedJobId } from '@sandstream/bus';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type ApiStack, startApiStack } from '../helpers/api-stack.js';
 import { OpenApiDocument } from '../helpers/openapi-check.js';
 import { apiClient, sseEvents } from './api-client.js';
@@ -241,14 +241,23 @@ describe('ids per tenant', () => {
     await call('POST', '/v1/jobs', { key: keys.globex, json: { steps: [{ command: 'true' }] } });
     await call('POST', '/v1/jobs', { key: keys.globex, json: { steps: [{ command: 'true' }] } });
     await call('POST', '/v1/jobs', { key: keys.acme, json: { steps: [{ command: 'true' }] } });
-    const after = {
-      acme: total(await figures(keys.acme), 'jobs'),
-      globex: total(await figures(keys.globex), 'jobs'),
-      admin: total(await figures(keys.admin), 'jobs'),
-    };
+    // A replica counts every tenant's entries at most every 2 s: wait for a count after these.
+    let after = { acme: 0, globex: 0, admin: 0 };
+    await vi
+      .waitUntil(
+        async () => {
+          after = {
+            acme: total(await figures(keys.acme), 'jobs'),
+            globex: total(await figures(keys.globex), 'jobs'),
+            admin: total(await figures(keys.admin), 'jobs'),
+          };
+          return after.acme !== before.acme;
+        },
+        { timeout: 15_000, interval: 250 },
+      )
+      .catch(() => {});
     expect(after.acme - before.acme).toBe(1);
     expect(after.globex - before.globex).toBe(2);
     expect(after.admin).toBeGreaterThanOrEqual(after.acme + after.globex);
-    // Every job either tenant submitted is in its own figures: 4 sandboxes + 2 jobs + the above.
   }, 60_000);
 });

@@ -47,10 +47,16 @@ function base32(bytes: Buffer, chars: number): string {
   return out;
 }
 
+/** The tenant's tag (16 base32 characters); '' for `default`, whose ids carry none. */
+export function tenantTag(tenant: string): string {
+  if (tenant === PLAIN_ID_TENANT) return '';
+  return base32(createHash('sha256').update(tenant, 'utf8').digest(), TAG_CHARS);
+}
+
 /** `t.<tag>.` for a tenant other than `default`; '' for `default`. */
 export function tenantIdPrefix(tenant: string): string {
-  if (tenant === PLAIN_ID_TENANT) return '';
-  return `t.${base32(createHash('sha256').update(tenant, 'utf8').digest(), TAG_CHARS)}.`;
+  const tag = tenantTag(tenant);
+  return tag === '' ? '' : `t.${tag}.`;
 }
 
 /** The internal id of the tenant's `id`. */

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
-import { allFigures, QueueFigures, tenantFigures } from '../tenant-queue-figures.js';
+import { allFigures, QueueFigures, TenantQueueFigures } from '../tenant-queue-figures.js';
 
 const PoolFigures = z.object({
   template: z.string(),
@@ -22,6 +22,7 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
     const tags = ['catalog'];
     const queues = ctx.queues.queues;
     const pools = new WarmPoolStore(ctx.redis, ctx.keys);
+    const byTenant = new TenantQueueFigures(ctx.redis, queues);
 
     app.get(
       '/templates',
@@ -93,11 +94,7 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
       },
       async (request) => {
         const principal = principalOf(request);
-        return Promise.all(
-          queues.map((queue) =>
-            principal.admin ? allFigures(queue) : tenantFigures(ctx.redis, queue, principal.tenant),
-          ),
-        );
+        return principal.admin ? Promise.all(queues.map(allFigures)) : byTenant.of(principal.tenant);
       },
     );
   };
