@@ -88,7 +88,8 @@ describe('tenants', () => {
     expect(others.body.map((b) => b.id)).not.toContain(sid);
     const asked = await call<{ id: string }[]>('GET', '/v1/sandboxes?tenant=acme', { key: keys.globex });
     expect(asked.body).toEqual([]);
-    // A key cannot create for another tenant; an admin can look at any.
+    // A key cannot create for another tenant; an admin can look at any (ids are per tenant: it
+    // names the tenant whose ids it means).
     const forged = await call<{ errors: { field: string }[] }>('POST', '/v1/sandboxes', {
       key: keys.globex,
       json: { tenant: 'acme' },
@@ -96,14 +97,26 @@ describe('tenants', () => {
     expect(forged.status).toBe(403);
     expect(forged.body.errors[0]?.field).toBe('tenant');
     expect(
-      (await call<{ tenant: string }>('GET', `/v1/sandboxes/${sid}`, { key: keys.admin })).body.tenant,
+      (
+        await call<{ tenant: string }>('GET', `/v1/sandboxes/${sid}`, {
+          key: keys.admin,
+          headers: { 'x-sandstream-tenant': 'acme' },
+        })
+      ).body.tenant,
     ).toBe('acme');
     expect(
       (await call<{ id: string }[]>('GET', '/v1/sandboxes?tenant=acme', { key: keys.admin })).body.map(
         (b) => b.id,
       ),
     ).toContain(sid);
-    expect((await call('GET', `/v1/jobs/${job.jobId}`, { key: keys.admin })).status).toBe(200);
+    expect(
+      (
+        await call('GET', `/v1/jobs/${job.jobId}`, {
+          key: keys.admin,
+          headers: { 'x-sandstream-tenant': 'acme' },
+        })
+      ).status,
+    ).toBe(200);
     // Anonymous from loopback acts as `default`.
     const mine = await call<{ tenant: string; id: string }>('POST', '/v1/sandboxes?wait=false', { json: {} });
     expect(mine.body.tenant).toBe('default');

@@ -1,3 +1,6 @@
+import { execFileSync } from 'node:child_process';
+import { createKeySpace, scopedJobId } from '@sandstream/bus';
+import { dockerJobNames } from '@sandstream/sandbox';
 import { liveBackends } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
@@ -68,5 +71,50 @@ describe.skipIf(!docker)('HTTP API on Docker', () => {
     socket.close();
     const closed = await s.request(`/api/sandbox/${id}`, { method: 'DELETE' });
     expect(((await closed.json()) as { state: string }).state).toBe('closed');
+  }, 180_000);
+
+  it('two tenants both have one id: two containers and two Redis users named by internal ids, each exec in its own', async () => {
+    const id = 'same-name';
+    const users = new Map<string, string>();
+    for (const tenant of ['acme', 'globex']) {
+      const { key } = await s.key(tenant);
+      users.set(tenant, key);
+      const created = await s.request('/api/sandbox', {
+        method: 'POST',
+        key,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ id }),
+      });
+      const record = (await created.json()) as { id: string; sandbox: { id: string } };
+      expect(created.status, JSON.stringify(record)).toBe(201);
+      expect(record.id).toBe(id);
+      // The container is named for the tenant's internal id, as any job id names its container.
+      const internal = scopedJobId(tenant, id);
+      const name = execFileSync('docker', ['inspect', '--format', '{{.Name}}', record.sandbox.id], {
+        encoding: 'utf8',
+      }).trim();
+      expect(name).toBe(`/${dockerJobNames(internal).toolchain}`);
+      // So is its Redis user (kept in the record to restore it after a restart).
+      const user = await s.stack.redis.hget(createKeySpace(s.stack.namespace).job(internal), 'sandboxUser');
+      expect(user ?? '').toContain(internal);
+    }
+    for (const [tenant, key] of users) {
+      await s.request(`/api/sandbox/${id}/fs`, {
+        method: 'PUT',
+        key,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ path: '/owner', content: tenant }),
+      });
+    }
+    for (const [tenant, key] of users) {
+      const exec = await s.request(`/api/sandbox/${id}/exec`, {
+        method: 'POST',
+        key,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ command: 'cat owner' }),
+      });
+      expect(await exec.json()).toMatchObject({ exitCode: 0, stdout: `${tenant}\n` });
+    }
+    for (const key of users.values()) await s.request(`/api/sandbox/${id}`, { method: 'DELETE', key });
   }, 180_000);
 });

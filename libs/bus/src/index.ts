@@ -38,6 +38,7 @@ export * from './scan-keys.js';
 export * from './short-lock.js';
 export * from './sleep.js';
 export * from './slot-leases.js';
+export * from './tenant-ids.js';
 export * from './volume-spec.js';
 export * from './volume-store.js';
 export * from './warm-pool-store.js';

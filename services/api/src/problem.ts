@@ -6,8 +6,10 @@ import {
   ProblemKinds,
   problemType,
   SandboxSpecError,
+  userJobId,
   VolumeInUseError,
   VolumeNotFoundError,
+  withUserIds,
 } from '@sandstream/bus';
 import {
   CommandCancelledError,
@@ -218,9 +220,13 @@ export function problemBody(request: FastifyRequest, problem: ProblemOf): Proble
     type: problemType(kind),
     title: TITLES[status] ?? 'Error',
     status,
-    detail,
+    // A message from below the API names the internal id: its user knows only their own.
+    detail: withUserIds(detail),
     instance: request.url.length > 512 ? `${request.url.slice(0, 512)}…` : request.url,
     ...extras,
+    // Ids named beside the detail are internal ones too (a volume's holder, a sandbox).
+    ...(typeof extras.sandboxId === 'string' ? { sandboxId: userJobId(extras.sandboxId) } : {}),
+    ...(typeof extras.holder === 'string' ? { holder: userJobId(extras.holder) } : {}),
   };
 }
 

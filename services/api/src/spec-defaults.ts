@@ -2,11 +2,13 @@ import type { FastifyRequest } from 'fastify';
 import { principalOf } from './access.js';
 import type { ApiContext } from './api-context.js';
 import { tenantFor } from './principal.js';
+import { scopeSpecId } from './tenant-scope.js';
 
 /**
  * Before a sandbox or job spec is validated: its tenant is the caller's (an admin's may name
- * another; anyone else naming another is refused), and a spec with neither image nor template
- * gets the operator's default (seed 003's `{"id": "my-sandbox"}` makes a sandbox).
+ * another; anyone else naming another is refused), its id (given or made here) becomes its
+ * tenant's internal id, and a spec with neither image nor template gets the operator's default
+ * (seed 003's `{"id": "my-sandbox"}` makes a sandbox).
  */
 export function applySpecDefaults(ctx: ApiContext) {
   return async (request: FastifyRequest): Promise<void> => {
@@ -16,6 +18,8 @@ export function applySpecDefaults(ctx: ApiContext) {
     const asked = typeof spec.tenant === 'string' ? spec.tenant : undefined;
     if (spec.tenant === undefined || asked !== undefined)
       spec.tenant = tenantFor(principalOf(request), asked);
+    // Ids are the tenant's own: the record is made under the internal id (tenant-scope.ts).
+    scopeSpecId(spec);
     if (spec.image === undefined && spec.template === undefined) {
       if (ctx.defaults.template !== undefined) spec.template = ctx.defaults.template;
       else spec.image = ctx.defaults.image;

@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import { checkAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { sessionCookie } from '../principal.js';
+import { namesRecord, scopeRouteId } from '../tenant-scope.js';
 import { addToGate } from './request-gate.js';
 
 /** Paths anyone may read: the API's description. */
@@ -47,10 +48,13 @@ const accessPlugin: FastifyPluginAsync<{ ctx: ApiContext }> = async (app, { ctx 
   app.addHook('onRequest', async (request) => {
     const principal = request.principal;
     if (!principal) return;
-    const access = request.routeOptions.config.access;
+    const config = request.routeOptions.config;
+    // Its `:id` is the caller's tenant's id: from here on params.id is the internal one.
+    if (namesRecord(config)) scopeRouteId(request);
+    const access = config.access;
     const id = (request.params as { id?: unknown } | undefined)?.id;
     if (access && typeof id === 'string') addToGate(request, checkAccess(ctx, principal, id, access));
-    if (request.routeOptions.config.prefetch === 'job' && typeof id === 'string') {
+    if (config.prefetch === 'job' && typeof id === 'string') {
       // No side effect, and nothing of it is sent before the gate passed.
       request.prefetched = ctx.client.get(id);
       request.prefetched.catch(() => {});

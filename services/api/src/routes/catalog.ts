@@ -1,7 +1,9 @@
 import { type PoolMember, WarmPoolStore } from '@sandstream/bus';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
+import { allFigures, QueueFigures, TenantQueueFigures } from '../tenant-queue-figures.js';
 
 const PoolFigures = z.object({
   template: z.string(),
@@ -14,22 +16,13 @@ const PoolFigures = z.object({
   ready: z.number(),
 });
 
-const QueueFigures = z.object({
-  name: z.string(),
-  waiting: z.number(),
-  active: z.number(),
-  delayed: z.number(),
-  prioritized: z.number(),
-  completed: z.number(),
-  failed: z.number(),
-});
-
 /** What exists: templates, warm pools, and the work queues' figures. */
 export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
   return async (app) => {
     const tags = ['catalog'];
     const queues = ctx.queues.queues;
     const pools = new WarmPoolStore(ctx.redis, ctx.keys);
+    const byTenant = new TenantQueueFigures(ctx.redis, queues);
 
     app.get(
       '/templates',
@@ -95,32 +88,14 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
       {
         schema: {
           tags,
-          summary: 'Work queue figures',
+          summary: "Work queue figures: the caller's tenant's entries (every tenant's for an admin key)",
           response: { 200: z.array(QueueFigures) },
         },
       },
-      async () =>
-        Promise.all(
-          queues.map(async (queue) => {
-            const counts = await queue.getJobCounts(
-              'waiting',
-              'active',
-              'delayed',
-              'prioritized',
-              'completed',
-              'failed',
-            );
-            return {
-              name: queue.name,
-              waiting: counts.waiting ?? 0,
-              active: counts.active ?? 0,
-              delayed: counts.delayed ?? 0,
-              prioritized: counts.prioritized ?? 0,
-              completed: counts.completed ?? 0,
-              failed: counts.failed ?? 0,
-            };
-          }),
-        ),
+      async (request) => {
+        const principal = principalOf(request);
+        return principal.admin ? Promise.all(queues.map(allFigures)) : byTenant.of(principal.tenant);
+      },
     );
   };
 }

@@ -1,4 +1,4 @@
-import { JobSpecSchema } from '@sandstream/bus';
+import { JobSpecSchema, userJobId } from '@sandstream/bus';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { principalOf } from '../access.js';
@@ -10,6 +10,7 @@ import { notFound } from '../problem.js';
 import { EventsQuery, IdParams, JobResponse, ListJobsQuery, SubmitResponse } from '../schemas.js';
 import { applySpecDefaults } from '../spec-defaults.js';
 import { eventStreamResponse, TimelineEventSchema } from '../sse-schemas.js';
+import { withUserId } from '../tenant-scope.js';
 
 const problems = problemResponses(403, 404);
 
@@ -32,7 +33,9 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
       },
       async (request, reply) => {
         const result = await ctx.client.submit(request.body);
-        return reply.code(result.created ? 201 : 200).send(result);
+        return reply
+          .code(result.created ? 201 : 200)
+          .send({ jobId: userJobId(result.jobId), created: result.created });
       },
     );
 
@@ -51,12 +54,14 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         if (!scope) return [];
         const { tenant } = scope;
         return sendPage(reply, request.query, (limit) =>
-          ctx.client.list({
-            ...(tenant ? { tenant } : {}),
-            ...(request.query.state ? { state: request.query.state } : {}),
-            ...(!tenant && !request.query.state ? { tenant: 'default' } : {}),
-            limit,
-          }),
+          ctx.client
+            .list({
+              ...(tenant ? { tenant } : {}),
+              ...(request.query.state ? { state: request.query.state } : {}),
+              ...(!tenant && !request.query.state ? { tenant: 'default' } : {}),
+              limit,
+            })
+            .then((found) => found.map(withUserId)),
         );
       },
     );
@@ -77,7 +82,7 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         const principal = principalOf(request);
         if (!record || (!principal.admin && record.tenant !== principal.tenant))
           throw notFound(`job ${request.params.id}`);
-        return record;
+        return withUserId(record);
       },
     );
 

@@ -24,6 +24,7 @@ import {
 import { applySpecDefaults } from '../spec-defaults.js';
 import { wantsEventStream } from '../sse.js';
 import { CommandEventSchema, eventStreamResponse, TimelineEventSchema } from '../sse-schemas.js';
+import { withUserId } from '../tenant-scope.js';
 
 /** How long POST /v1/sandboxes waits for readiness when the request does not say. */
 const DEFAULT_READY_SECONDS = 120;
@@ -56,7 +57,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
     const record = async (id: string): Promise<SandboxRecord> => {
       const found = await sandboxes.get(id);
       if (!found) throw notFound(`sandbox ${id}`);
-      return found;
+      return withUserId(found);
     };
 
     app.post(
@@ -73,8 +74,10 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
       },
       async (request, reply) => {
         if (request.body.id !== undefined) {
-          // An id already taken by another tenant is refused as the SDK refuses it, without
-          // saying whose; one of the caller's own is the same request again (idempotent).
+          // Ids are per tenant (the body's id is already its tenant's internal id), so this
+          // finds another tenant's record only for tenant default's plain ids, which the SDK may
+          // have used for another tenant: refused as the SDK refuses it, without saying whose.
+          // One of the caller's own is the same request again (idempotent).
           const [tenant] = await ctx.redis.hmget(ctx.keys.job(request.body.id), JobField.tenant);
           if (tenant !== null && tenant !== request.body.tenant)
             throw new HttpProblem(409, 'conflict', `id ${request.body.id} is taken`, [
@@ -111,12 +114,14 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         if (!scope) return [];
         const { tenant } = scope;
         return sendPage(reply, request.query, (limit) =>
-          sandboxes.list({
-            ...(request.query.state ? { state: request.query.state } : {}),
-            ...(tenant ? { tenant } : {}),
-            ...(labels ? { labels } : {}),
-            limit,
-          }),
+          sandboxes
+            .list({
+              ...(request.query.state ? { state: request.query.state } : {}),
+              ...(tenant ? { tenant } : {}),
+              ...(labels ? { labels } : {}),
+              limit,
+            })
+            .then((found) => found.map(withUserId)),
         );
       },
     );
@@ -144,7 +149,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           response: { 200: SandboxResponse, ...problems, ...problemResponses(504) },
         },
       },
-      async (request) => sandboxes.close(request.params.id),
+      async (request) => withUserId(await sandboxes.close(request.params.id)),
     );
 
     app.post(

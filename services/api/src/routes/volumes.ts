@@ -33,7 +33,7 @@ const shown = (v: z.input<typeof VolumeResponse>) => ({
   uid: v.uid,
   ...(v.sizeLimitBytes !== undefined ? { sizeLimitBytes: v.sizeLimitBytes } : {}),
   createdAt: v.createdAt,
-  holders: v.holders.map((h) => ({ sandboxId: h.sandboxId, readOnly: h.readOnly })),
+  holders: v.holders.map((h) => ({ sandboxId: userJobId(h.sandboxId), readOnly: h.readOnly })),
 });
 
 /**
