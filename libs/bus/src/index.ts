@@ -37,4 +37,7 @@ export * from './scan-keys.js';
 export * from './short-lock.js';
 export * from './sleep.js';
 export * from './slot-leases.js';
+export * from './snapshot-records.js';
+export * from './snapshot-requests.js';
+export * from './snapshot-store.js';
 export * from './warm-pool-store.js';
