@@ -126,7 +126,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
             tags,
             summary: "Snapshot the sandbox's files (answers the snapshot, with its snapshotId)",
             params: IdParams,
-            body: SnapshotBody.optional(),
+            body: SnapshotBody.nullish(),
             response: { 201: SnapshotResponse, ...problems, ...problemResponses(429) },
           },
         },
