@@ -28,7 +28,9 @@ describe.skipIf(!docker)("seed 003's rollback over /api/sandbox on Docker", () =
   const post = async (path: string, body?: unknown) => {
     const response = await s.request(path, {
       method: 'POST',
-      ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+      ...(body === undefined
+        ? {}
+        : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
     });
     return { status: response.status, body: (await response.json()) as Record<string, unknown> };
   };
@@ -36,7 +38,9 @@ describe.skipIf(!docker)("seed 003's rollback over /api/sandbox on Docker", () =
   it('snapshot, rm -r /project, restore: cat prints Hello World', async () => {
     const created = await post('/api/sandbox', { id: 's1' });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
-    expect((await post('/api/sandbox/s1/exec', { command: 'mkdir /project' })).body).toMatchObject({ exitCode: 0 });
+    expect((await post('/api/sandbox/s1/exec', { command: 'mkdir /project' })).body).toMatchObject({
+      exitCode: 0,
+    });
     expect(
       (await post('/api/sandbox/s1/exec', { command: "echo 'Hello World' > /project/hello.txt" })).body,
     ).toMatchObject({ exitCode: 0 });
@@ -44,8 +48,12 @@ describe.skipIf(!docker)("seed 003's rollback over /api/sandbox on Docker", () =
     expect(snapshot.status, JSON.stringify(snapshot.body)).toBe(201);
     const { snapshotId } = snapshot.body as { snapshotId: string };
     expect(snapshotId).toMatch(/^snap-/);
-    expect((await post('/api/sandbox/s1/exec', { command: 'rm -r /project' })).body).toMatchObject({ exitCode: 0 });
-    expect((await post('/api/sandbox/s1/exec', { command: 'cat /project/hello.txt' })).body).not.toMatchObject({
+    expect((await post('/api/sandbox/s1/exec', { command: 'rm -r /project' })).body).toMatchObject({
+      exitCode: 0,
+    });
+    expect(
+      (await post('/api/sandbox/s1/exec', { command: 'cat /project/hello.txt' })).body,
+    ).not.toMatchObject({
       exitCode: 0,
     });
     const restored = await post('/api/sandbox/s1/restore', { snapshotId });
@@ -57,7 +65,9 @@ describe.skipIf(!docker)("seed 003's rollback over /api/sandbox on Docker", () =
 
     // The v1 paths see the same snapshot; a restore of an unknown one is a 404 naming it.
     const listed = await s.request('/v1/sandboxes/s1/snapshots');
-    expect(((await listed.json()) as Array<{ snapshotId: string }>).map((x) => x.snapshotId)).toContain(snapshotId);
+    expect(((await listed.json()) as Array<{ snapshotId: string }>).map((x) => x.snapshotId)).toContain(
+      snapshotId,
+    );
     const unknown = await post('/v1/sandboxes/s1/restore', { snapshotId: 'snap-00000000000000000000' });
     expect(unknown.status).toBe(404);
     expect(unknown.body).toMatchObject({ snapshotId: 'snap-00000000000000000000' });
@@ -66,7 +76,9 @@ describe.skipIf(!docker)("seed 003's rollback over /api/sandbox on Docker", () =
     const { sandboxIds } = fork.body as { sandboxIds: string[] };
     expect(sandboxIds).toHaveLength(2);
     for (const id of sandboxIds) {
-      expect((await post(`/v1/sandboxes/${id}/exec`, { command: 'cat /project/hello.txt' })).body).toMatchObject({
+      expect(
+        (await post(`/v1/sandboxes/${id}/exec`, { command: 'cat /project/hello.txt' })).body,
+      ).toMatchObject({
         stdout: 'Hello World\n',
       });
       await s.request(`/v1/sandboxes/${id}`, { method: 'DELETE' });
