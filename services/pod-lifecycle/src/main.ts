@@ -24,6 +24,7 @@ import { LeaseKeeper } from './lease-keeper.js';
 import { LivenessProber } from './liveness-prober.js';
 import { destroyGraceMs, PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
+import { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
 import { createSnapshotProcessor } from './snapshot-processor.js';
 import { failExhaustedStart } from './start-failure.js';
 import { createStartProcessor } from './start-sandbox.js';
@@ -158,7 +159,11 @@ runService({
           maxReconnectAttempts: -1,
         })
       : undefined;
+    const freeze = new SnapshotFreezeGuard({ redis, keys, backend, logger });
+    freeze.start();
+    onShutdown('freeze sweep', async () => freeze.stop());
     const snapshot = createSnapshotProcessor({
+      freeze,
       store,
       backend,
       records: new SnapshotRecords(redis, keys),
