@@ -47,7 +47,7 @@ export async function containerLayout(
   const runtime = info.HostConfig?.Runtime;
   if (runtime === 'runsc') {
     throw new Error(
-      'snapshots of gVisor (runsc) sandboxes are not supported: runsc keeps the root file system overlay inside the sandbox, out of the engine layer (docs/snapshots.md)',
+      'snapshots of gVisor (runsc) sandboxes are not supported: the sandbox caches its file system, so files written from the host into it during a restore are not seen inside (docs/snapshots.md)',
     );
   }
   const mounts = (info.Mounts ?? []) as Array<{ Destination: string; Source: string }>;
