@@ -79,6 +79,8 @@ export interface KeySpace {
    * checks a tenant's quota, or takes every hold a sandbox asks for, in one step.
    */
   readonly volumes: VolumeKeys;
+  /** Snapshot records (snapshot-records.ts). */
+  readonly snapshots: SnapshotKeys;
 }
 
 export interface VolumeKeys {
@@ -92,6 +94,25 @@ export interface VolumeKeys {
   readonly quota: string;
   /** LIST of deleted volumes' backend names, for the reaper to remove their backend objects. */
   readonly deleted: string;
+}
+
+/**
+ * A tenant's snapshot keys share the tag `{<ns>:snap:<tenant>}`, so one script checks the tenant's
+ * quota and records a snapshot in one step. The owner map and the expiry set cross tenants.
+ */
+export interface SnapshotKeys {
+  /** HASH: one snapshot's record (snapshot-records.ts SnapshotRecordSchema). */
+  record(tenant: string, snapshotId: string): string;
+  /** ZSET snapshotId -> createdAt (ms): the tenant's complete snapshots. */
+  index(tenant: string): string;
+  /** HASH `count`, `bytes`: what the tenant's snapshots hold against its quota (uploads count). */
+  usage(tenant: string): string;
+  /** HASH snapshotId -> tenant: who owns an id (lookups that do not know the tenant). */
+  readonly owners: string;
+  /** ZSET `<tenant>/<snapshotId>` -> when the reaper deletes it (ms): retention, or an upload's grace. */
+  readonly expiry: string;
+  /** HASH sandboxId -> SandboxRef JSON: sandboxes a capture or restore holds frozen (SnapshotFreezeGuard). */
+  readonly frozen: string;
 }
 
 export interface PoolKeys {
@@ -161,6 +182,14 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
       heldBy: `${volumeTag}:held-by`,
       quota: `${volumeTag}:quota`,
       deleted: `${volumeTag}:deleted`,
+    },
+    snapshots: {
+      record: (tenant, id) => `{${namespace}:snap:${tenant}}:${id}`,
+      index: (tenant) => `{${namespace}:snap:${tenant}}:index`,
+      usage: (tenant) => `{${namespace}:snap:${tenant}}:usage`,
+      owners: `${namespace}:snapshots:owners`,
+      expiry: `${namespace}:snapshots:expiry`,
+      frozen: `${namespace}:snapshots:frozen`,
     },
   };
 }

@@ -27,6 +27,7 @@ import { JobNotFoundError } from './job-not-found.js';
 import { RedisTransport } from './redis-transport.js';
 import { RedisVolumeTransport } from './redis-volume-transport.js';
 import { Sandboxes } from './sandboxes.js';
+import { Snapshots } from './snapshots.js';
 import { withSubmitSpan } from './submit-span.js';
 import type { SandstreamTransport } from './transport.js';
 import { Volumes } from './volumes.js';
@@ -52,6 +53,8 @@ export class SandstreamClient {
   readonly sandboxes: Sandboxes;
   /** Named storage that outlives sandboxes (docs/volumes.md); over Redis, `volumes.forTenant(t)`. */
   readonly volumes: Volumes;
+  /** Snapshots of the caller's tenant: list, get, delete (snapshots.ts). */
+  readonly snapshots: Snapshots;
 
   constructor(options: SandstreamClientOptions = {}) {
     const opts = parseOptions(SandstreamClientOptionsSchema, options, 'SandstreamClient options');
@@ -100,6 +103,7 @@ export class SandstreamClient {
         }),
       );
     }
+    this.snapshots = new Snapshots(this.transport.sandboxes);
   }
 
   /** Which way this client reaches the deployment. */

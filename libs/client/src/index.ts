@@ -25,6 +25,7 @@ export * from './sandbox-processes.js';
 export * from './sandbox-terminals.js';
 export * from './sandboxes.js';
 export { gapLines } from './seq-gaps.js';
+export * from './snapshots.js';
 export * from './timeline-gaps.js';
 export type { JobTransport, SandboxTransport, SandstreamTransport, TerminalChannel } from './transport.js';
 export * from './volumes.js';

@@ -13,6 +13,8 @@ import {
   queueConnection,
   type RedisClient,
   SandboxCommands,
+  SnapshotRecords,
+  SnapshotRequests,
   type StoredSpec,
   type SubmitResult,
   submitParsedJob,
@@ -52,6 +54,7 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
   private cancels: Queue<CancelRequestPayload> | undefined;
   /** The queues' own connection (opened with the first queue): see queueConnection(). */
   private queueRedis: RedisClient | undefined;
+  private snapshotRequests: SnapshotRequests | undefined;
 
   constructor(options: RedisTransportOptions) {
     this.ownsRedis = options.redis === undefined;
@@ -64,6 +67,7 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
     this.store = new JobStore({ redis: this.redis, keys: this.keys });
     this.onWarning = options.onWarning;
     this.readers = new ReaderPool(this.redis);
+    const self = this;
     this.sandboxes = new RedisSandboxTransport({
       redis: this.redis,
       keys: this.keys,
@@ -73,6 +77,11 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
       submit: (spec) => this.submit(spec),
       requestClose: async (id) => {
         await cancelJob(this.store, this.cancelQueue(), id, 'user');
+      },
+      snapshotRecords: new SnapshotRecords(this.redis, this.keys),
+      // Opened on first use: most clients never take a snapshot.
+      get snapshotRequests() {
+        return self.snapshotRequestsOf();
       },
     });
   }
@@ -95,6 +104,11 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
   private queueConnection(): RedisClient {
     this.queueRedis ??= queueConnection(this.redis);
     return this.queueRedis;
+  }
+
+  private snapshotRequestsOf(): SnapshotRequests {
+    this.snapshotRequests ??= new SnapshotRequests(this.queueConnection(), this.keys);
+    return this.snapshotRequests;
   }
 
   private cancelQueue(): Queue<CancelRequestPayload> {
@@ -143,7 +157,7 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
 
   async close(): Promise<void> {
     this.readers.close();
-    await Promise.all([this.queue?.close(), this.cancels?.close()]);
+    await Promise.all([this.queue?.close(), this.cancels?.close(), this.snapshotRequests?.close()]);
     this.queueRedis?.disconnect();
     if (this.ownsRedis) await this.redis.quit();
   }

@@ -20,7 +20,8 @@ export function applySpecDefaults(ctx: ApiContext) {
       spec.tenant = tenantFor(principalOf(request), asked);
     // Ids are the tenant's own: the record is made under the internal id (tenant-scope.ts).
     scopeSpecId(spec);
-    if (spec.image === undefined && spec.template === undefined) {
+    // A sandbox from a snapshot runs the snapshot's image (the SDK fills it in from the snapshot).
+    if (spec.image === undefined && spec.template === undefined && spec.fromSnapshot === undefined) {
       if (ctx.defaults.template !== undefined) spec.template = ctx.defaults.template;
       else spec.image = ctx.defaults.image;
     }

@@ -6,7 +6,10 @@ import {
   InstallationIdentity,
   installationOf,
   JobStore,
+  natsUrlOptions,
   QueueNames,
+  SnapshotRecords,
+  SnapshotStore,
   WarmPoolStore,
 } from '@sandstream/bus';
 import { createBackend, type SandboxBackend } from '@sandstream/sandbox';
@@ -20,9 +23,11 @@ import {
 import { createSandstreamMetrics } from '@sandstream/telemetry';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { connect as connectNats } from 'nats';
 import { startLifecycleRelay } from './lifecycle-relay-service.js';
 import { Reaper } from './reaper.js';
 import { ReaperEnvSchema } from './reaper-config.js';
+import { SnapshotReaper } from './snapshot-reaper.js';
 
 runService({
   name: 'reaper',
@@ -104,6 +109,23 @@ runService({
       },
     });
 
+    // Snapshots (their bytes in NATS JetStream): expired ones, dead uploads, orphaned bytes.
+    const snapshotNats = env.NATS_URL
+      ? await connectNats({
+          ...natsUrlOptions(env.NATS_URL),
+          name: 'reaper-snapshots',
+          maxReconnectAttempts: -1,
+        })
+      : undefined;
+    const snapshotReaper = snapshotNats
+      ? new SnapshotReaper({
+          records: new SnapshotRecords(redis, keys),
+          objects: new SnapshotStore(snapshotNats, keys.namespace),
+          uploadGraceMs: env.SNAPSHOT_UPLOAD_GRACE_SECONDS * 1000,
+          logger,
+        })
+      : undefined;
+
     let lastPassOk = true;
     // /readyz fails a pass loop that stopped making progress.
     const watchdog = new ProgressWatchdog();
@@ -114,6 +136,7 @@ runService({
         let pause = env.REAPER_INTERVAL_SECONDS * 1000;
         try {
           await reaper.runOnce(signal);
+          await snapshotReaper?.runOnce();
           lastPassOk = true;
           failures = 0;
           passDone();
@@ -129,6 +152,7 @@ runService({
     })();
     // The pass in progress stops at its next batch boundary (the signal is checked between SCAN calls).
     onShutdown('reaper loop', () => loop);
+    if (snapshotNats) onShutdown('snapshot nats', () => snapshotNats.drain());
     // By default the reaper also hosts the lifecycle relay (relay-main.ts runs it on its own).
     const nats = env.NATS_URL
       ? await startLifecycleRelay({

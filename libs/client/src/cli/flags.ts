@@ -31,6 +31,9 @@ const FLAGS = {
   admin: { type: 'boolean' },
   volume: { type: 'string', multiple: true },
   size: { type: 'string' },
+  'from-snapshot': { type: 'string' },
+  count: { type: 'string' },
+  name: { type: 'string' },
 } as const;
 type Flag = keyof typeof FLAGS;
 
@@ -47,7 +50,22 @@ const COMMAND_FLAGS = {
   status: ['json'],
   cancel: [],
   ls: ['tenant', 'state', 'limit'],
-  'sandbox create': ['template', 'id', 'env', 'label', 'idle-timeout', 'timeout', 'tenant', 'volume'],
+  'sandbox create': [
+    'template',
+    'id',
+    'env',
+    'label',
+    'idle-timeout',
+    'timeout',
+    'tenant',
+    'volume',
+    'from-snapshot',
+  ],
+  'sandbox restore': [],
+  'sandbox fork': ['count'],
+  'snapshot create': ['name'],
+  'snapshot ls': ['json'],
+  'snapshot rm': [],
   'sandbox ls': ['tenant', 'state', 'label', 'limit', 'json'],
   'sandbox inspect': ['json'],
   'sandbox rm': [],
@@ -65,7 +83,7 @@ const COMMAND_FLAGS = {
 export type Command = keyof typeof COMMAND_FLAGS;
 
 /** Commands with subcommands: `sandbox create`, `sandbox ls` … (the first word alone is not one). */
-const GROUPS = ['sandbox', 'apikey', 'volume'] as const;
+const GROUPS = ['sandbox', 'apikey', 'volume', 'snapshot'] as const;
 
 /** Commands that take a command line of their own after `--`. */
 const TAKES_COMMAND_LINE: readonly Command[] = ['exec'];

@@ -17,7 +17,12 @@ import { type ListOptions, SandstreamClient } from '../client.js';
 import { SandstreamOptionsError, type SandstreamWarning } from '../client-options.js';
 import { infrastructureErrorOf } from '../infrastructure-errors.js';
 import { JobNotFoundError } from '../job-not-found.js';
-import { SandboxClosedError, SandboxLimitError, SandboxNotFoundError } from '../sandbox-errors.js';
+import {
+  SandboxClosedError,
+  SandboxLimitError,
+  SandboxNotFoundError,
+  SnapshotNotFoundError,
+} from '../sandbox-errors.js';
 import { apiKeyCommand } from './api-key-commands.js';
 import { type CliRedis, connectCliRedis } from './connect-redis.js';
 import { NatsUrlSchema, redactUrl, resolveApiConnection, resolveConnection } from './connection-config.js';
@@ -36,6 +41,14 @@ import {
   removeSandbox,
   shellInSandbox,
 } from './sandbox-commands.js';
+import {
+  createSnapshot,
+  forkCount,
+  forkSandbox,
+  listSnapshots,
+  removeSnapshot,
+  restoreSandbox,
+} from './snapshot-commands.js';
 import { startCliTelemetry } from './telemetry.js';
 import { volumeCommand } from './volume-commands.js';
 
@@ -58,6 +71,15 @@ Commands:
   sandbox ls [--state s] [--label K=V]… [--tenant t] [--json]
   sandbox inspect <id> [--json]  a sandbox's state, limits and activity
   sandbox rm <id>                close it (kills what still runs in it)
+  sandbox create --from-snapshot <snapshotId>
+                                 a sandbox that starts with a snapshot's files; prints its id
+  sandbox restore <id> <snapshotId>
+                                 make its files exactly the snapshot's (running commands stopped)
+  sandbox fork <id> --count <n>  n new sandboxes (≤ 100) with its files; prints their ids, one a line
+  snapshot create <id> [--name <n>]
+                                 snapshot a sandbox's files; prints the snapshot id alone
+  snapshot ls [--json]           the tenant's snapshots
+  snapshot rm <snapshotId>       delete a snapshot
   exec [--shell] [--cwd <dir>] [--env K=V]… [--timeout <s>] <id> -- <command> [args…]
                                  run a command in a sandbox with live output; exits with the
                                  command's code (124 timed out, 130 cancelled, 125 Sandstream failed)
@@ -139,7 +161,8 @@ async function main(argv: string[]): Promise<number> {
     command === 'ls' ||
     command === 'sandbox ls' ||
     command === 'apikey ls' ||
-    command === 'volume ls'
+    command === 'volume ls' ||
+    command === 'snapshot ls'
   ) {
     if (arg) throw new UsageError(`${command} takes no arguments (got "${arg}")`);
   } else if (command === 'sandbox create') {
@@ -151,9 +174,18 @@ async function main(argv: string[]): Promise<number> {
     needArg('key id');
   } else if (command === 'volume create' || command === 'volume rm') {
     needArg('volume name');
+  } else if (command === 'snapshot rm') {
+    needArg('snapshot id');
+  } else if (command === 'sandbox restore') {
+    needArg('sandbox id');
+    if (!args[1]) throw new UsageError('sandbox restore needs a sandbox id and a snapshot id');
+  } else if (command === 'sandbox fork') {
+    needArg('sandbox id');
+    forkCount(values.count);
   } else if (
     command === 'sandbox inspect' ||
     command === 'sandbox rm' ||
+    command === 'snapshot create' ||
     command === 'exec' ||
     command === 'shell'
   ) {
@@ -266,6 +298,16 @@ async function main(argv: string[]): Promise<number> {
         return await inspectSandbox(client, needArg('sandbox id'), values);
       case 'sandbox rm':
         return await removeSandbox(client, needArg('sandbox id'));
+      case 'sandbox restore':
+        return await restoreSandbox(client, needArg('sandbox id'), args[1]);
+      case 'sandbox fork':
+        return await forkSandbox(client, needArg('sandbox id'), values);
+      case 'snapshot create':
+        return await createSnapshot(client, needArg('sandbox id'), values);
+      case 'snapshot ls':
+        return await listSnapshots(client, values);
+      case 'snapshot rm':
+        return await removeSnapshot(client, needArg('snapshot id'));
       case 'exec':
         return await execInSandbox(client, needArg('sandbox id'), commandLine, values);
       case 'shell':
@@ -428,7 +470,8 @@ main(process.argv.slice(2))
         err instanceof NotFoundError ||
         err instanceof JobNotFoundError ||
         err instanceof SandboxNotFoundError ||
-        err instanceof VolumeNotFoundError
+        err instanceof VolumeNotFoundError ||
+        err instanceof SnapshotNotFoundError
       ) {
         // Never there, or gone while followed (JobNotFoundError: Redis lost its data).
         process.stderr.write(`sandstream: ${err.message}\n`);

@@ -14,6 +14,8 @@ import { requestAgentShutdown } from '../agent-shutdown.js';
 import {
   type CreateSandboxRequest,
   type DestroyOptions,
+  type FilesCapture,
+  type FilesRestored,
   type SandboxBackend,
   type SandboxDiskUsage,
   type SandboxInfo,
@@ -28,12 +30,14 @@ import { memoryToBytes } from '../quantity.js';
 import { DEFAULT_RESOURCE_POLICY, type ResourcePolicy } from '../resource-policy.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
+import { captureInProcess, restoreInProcess } from './inprocess-snapshot.js';
 import { findMarker, readMarkers, writeMarker } from './local-markers.js';
 import {
   isProcessAlive,
   killProcessTree,
   processStartTime,
   terminateProcessGroup,
+  thawProcessTree,
 } from './process-control.js';
 import {
   DEFAULT_INPROCESS_REGISTRY_KEY,
@@ -381,6 +385,31 @@ export class InProcessBackend implements SandboxBackend {
     const record = await this.registry.get(ref.jobId);
     if (!record || record.hostname !== hostname()) return;
     await killProcessTree(record.pid, record.startTime);
+  }
+
+  /** Its work directory, the processes below the agent stopped meanwhile (inprocess-snapshot.ts). */
+  async captureFiles(ref: SandboxRef): Promise<FilesCapture> {
+    return captureInProcess(await this.localRecord(ref, 'snapshot'));
+  }
+
+  async restoreFiles(ref: SandboxRef, snapshot: AsyncIterable<Buffer>): Promise<FilesRestored> {
+    return restoreInProcess(await this.localRecord(ref, 'restore'), snapshot);
+  }
+
+  async thaw(ref: SandboxRef): Promise<void> {
+    const record = await this.registry.get(ref.jobId);
+    if (!record || record.hostname !== hostname()) return;
+    await thawProcessTree(record.pid, record.startTime);
+  }
+
+  private async localRecord(ref: SandboxRef, what: string): Promise<InProcessRecord> {
+    const record = await this.registry.get(ref.jobId);
+    if (!record) throw new Error(`no in-process sandbox is recorded for ${ref.jobId}`);
+    if (record.hostname !== hostname())
+      throw new Error(
+        `in-process sandbox ${ref.jobId} runs on host ${record.hostname}; ${what} it from that host`,
+      );
+    return record;
   }
 
   /** Leaves running agents alone: they belong to their jobs, not to this process. */
