@@ -1,8 +1,9 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import {
   CommandRecordSchema,
   type CommandStep,
+  isScopedJobId,
   isTerminal,
   JobStateSchema,
   type JobStore,
@@ -14,6 +15,7 @@ import {
   type SandboxRecord,
   SnapshotRecordSchema,
   sandboxRecordOf,
+  scopedJobId,
 } from '@sandstream/bus';
 import type { StepResult } from '@sandstream/wire';
 import type { ExecResult } from './command-output.js';
@@ -146,7 +148,10 @@ export class RedisSandboxTransport implements SandboxTransport {
       const { id: _id, fromSnapshot: _from, ...spec } = source.spec;
       return await Promise.all(
         Array.from({ length: count }, () => {
-          const forked = parseLiveSandboxSpec({ ...spec, fromSnapshot: taken.snapshotId });
+          // A fork of a tenant-scoped sandbox (made through the API) is scoped the same way, so
+          // its tenant finds it by the id the API answers (tenant-ids.ts).
+          const forkId = isScopedJobId(id) ? scopedJobId(source.tenant, randomUUID()) : randomUUID();
+          const forked = parseLiveSandboxSpec({ ...spec, id: forkId, fromSnapshot: taken.snapshotId });
           return this.create(forked, forked, { ...(timeoutSeconds ? { timeoutSeconds } : {}) });
         }),
       );

@@ -63,3 +63,13 @@ export function withUserId<T extends { id: string }>(record: T): T {
       : {};
   return { ...record, id: userJobId(record.id), ...specId };
 }
+
+/** A snapshot as its user sees it: the sandbox it was taken of (and its spec's id) by the user's id. */
+export function snapshotWithUserIds<T extends { fromSandbox: string }>(snapshot: T): T {
+  const spec = (snapshot as { spec?: unknown }).spec;
+  const specId =
+    spec !== null && typeof spec === 'object' && typeof (spec as { id?: unknown }).id === 'string'
+      ? { spec: { ...spec, id: userJobId((spec as { id: string }).id) } }
+      : {};
+  return { ...snapshot, fromSandbox: userJobId(snapshot.fromSandbox), ...specId };
+}

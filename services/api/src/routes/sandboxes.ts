@@ -1,4 +1,10 @@
-import { JobField, LiveSandboxSpecSchema, type SandboxRecord, SnapshotIdSchema } from '@sandstream/bus';
+import {
+  JobField,
+  LiveSandboxSpecSchema,
+  type SandboxRecord,
+  SnapshotIdSchema,
+  userJobId,
+} from '@sandstream/bus';
 import { injectTraceContext } from '@sandstream/telemetry';
 import { strictObject } from '@sandstream/wire';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -25,7 +31,7 @@ import {
 import { applySpecDefaults } from '../spec-defaults.js';
 import { wantsEventStream } from '../sse.js';
 import { CommandEventSchema, eventStreamResponse, TimelineEventSchema } from '../sse-schemas.js';
-import { withUserId } from '../tenant-scope.js';
+import { snapshotWithUserIds, withUserId } from '../tenant-scope.js';
 import { SnapshotResponse, snapshotsOf } from './snapshots.js';
 
 const SnapshotBody = strictObject({ name: z.string().min(1).max(256).optional() });
@@ -137,7 +143,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           const taken = await owned(request.params.id).snapshot(
             request.body?.name ? { name: request.body.name } : {},
           );
-          return reply.code(201).send(taken);
+          return reply.code(201).send(snapshotWithUserIds(taken));
         },
       );
     }
@@ -154,7 +160,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
       },
       async (request) => {
         const all = await snapshotsOf(ctx, principalOf(request)).list();
-        return all.filter((s) => s.fromSandbox === request.params.id);
+        return all.filter((s) => s.fromSandbox === request.params.id).map(snapshotWithUserIds);
       },
     );
 
@@ -190,7 +196,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
       },
       async (request, reply) => {
         const forks = await owned(request.params.id).fork({ count: request.body.count });
-        return reply.code(201).send({ sandboxIds: forks.map((f) => f.id) });
+        return reply.code(201).send({ sandboxIds: forks.map((f) => userJobId(f.id)) });
       },
     );
 

@@ -8,6 +8,7 @@ import type { ApiContext } from '../api-context.js';
 import { problemResponses } from '../plugins/problem-replies.js';
 import type { Principal } from '../principal.js';
 import { notFound } from '../problem.js';
+import { snapshotWithUserIds } from '../tenant-scope.js';
 
 /** A snapshot as every route answers it (the SDK's SnapshotInfo). */
 export const SnapshotResponse = SnapshotRecordSchema.omit({ state: true }).meta({ id: 'Snapshot' });
@@ -34,7 +35,7 @@ export function snapshotRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           response: { 200: z.array(SnapshotResponse) },
         },
       },
-      async (request) => snapshotsOf(ctx, principalOf(request)).list(),
+      async (request) => (await snapshotsOf(ctx, principalOf(request)).list()).map(snapshotWithUserIds),
     );
 
     app.get(
@@ -50,7 +51,7 @@ export function snapshotRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
       async (request) => {
         const found = await snapshotsOf(ctx, principalOf(request)).get(request.params.snapshotId);
         if (!found) throw notFound(`snapshot ${request.params.snapshotId}`);
-        return found;
+        return snapshotWithUserIds(found);
       },
     );
 
