@@ -49,6 +49,15 @@ export const JobField = {
   namespace: 'namespace',
   /** The sandbox's disk use and limit as pod-lifecycle's disk budget last measured them (JobDisk JSON). */
   disk: 'disk',
+  /** Live sandboxes: when it was paused (epoch ms); cleared when it resumes. */
+  pausedAt: 'pausedAt',
+  /**
+   * Live sandboxes: how many times it resumed. Each life of the sandbox queues its work under
+   * BullMQ ids of its own (bullJobId), since the ids of an earlier life stay taken for a while.
+   */
+  resumes: 'resumes',
+  /** Live sandboxes: where its files were kept when it paused (the files keeper's reference). */
+  pausedFiles: 'pausedFiles',
 } as const;
 
 /** A live sandbox's command, as pushed (its request and start time) is kept under `cmd:<id>`. */
@@ -114,6 +123,9 @@ export function parseJobRecord(hash: Record<string, string>): JobRecord | null {
     namespace: hash[JobField.namespace],
     commands,
     disk: parseDisk(hash[JobField.disk]),
+    pausedAt: optionalNumber(JobField.pausedAt),
+    resumes: Number(hash[JobField.resumes] ?? 0),
+    pausedFiles: hash[JobField.pausedFiles],
   };
 }
 

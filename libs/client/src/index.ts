@@ -1,4 +1,10 @@
-export type { LiveSandboxSpecInput, SandboxRecord, SandboxState, SubmitResult } from '@sandstream/bus';
+export type {
+  LiveSandboxSpecInput,
+  SandboxPauseOptions,
+  SandboxRecord,
+  SandboxState,
+  SubmitResult,
+} from '@sandstream/bus';
 export { SandboxSpecError } from '@sandstream/bus';
 export * from './client.js';
 export * from './command-output.js';
@@ -13,6 +19,7 @@ export * from './sandbox.js';
 export * from './sandbox-errors.js';
 export type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
 export * from './sandbox-options.js';
+export type { PauseResult } from './sandbox-pause-result.js';
 export * from './sandbox-processes.js';
 export * from './sandbox-terminals.js';
 export * from './sandboxes.js';

@@ -5,6 +5,7 @@ import {
   createKeySpace,
   createRedis,
   DefaultJobOptions,
+  DispatchKeys,
   type JobRecord,
   JobStore,
   type JobsPayload,
@@ -12,6 +13,8 @@ import {
   QueueNames,
   queueConnection,
   type RedisClient,
+  requestPause,
+  resumeSandbox,
   SandboxCommands,
   type StoredSpec,
   type SubmitResult,
@@ -74,6 +77,8 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
       requestClose: async (id) => {
         await cancelJob(this.store, this.cancelQueue(), id, 'user');
       },
+      requestPause: (id) => requestPause(this.store, this.cancelQueue(), id),
+      requestResume: (id) => resumeSandbox(this.store, this.jobsQueue(), new DispatchKeys(this.keys), id),
     });
   }
 

@@ -22,7 +22,7 @@ export class SandboxCommandNotFoundError extends Error {
 
 /** The sandbox is closing, closed or failed: it takes no more commands. */
 export class SandboxClosedError extends Error {
-  override readonly name = 'SandboxClosedError';
+  override readonly name: string = 'SandboxClosedError';
   constructor(
     readonly sandboxId: string,
     readonly state: SandboxState,
@@ -30,6 +30,22 @@ export class SandboxClosedError extends Error {
     detail?: string,
   ) {
     super(`sandbox ${sandboxId} is ${state}${reason ? ` (${reason})` : ''}${detail ? `: ${detail}` : ''}`);
+  }
+}
+
+/**
+ * The sandbox is paused (or pausing): it keeps its id and files but runs nowhere. Resume it with
+ * `sandbox.resume()`, `client.sandboxes.resume(id)` or `connect(id, { resume: true })`.
+ */
+export class SandboxPausedError extends SandboxClosedError {
+  override readonly name = 'SandboxPausedError';
+  constructor(sandboxId: string, state: 'paused' | 'pausing') {
+    super(
+      sandboxId,
+      state,
+      undefined,
+      'resume it with sandbox.resume(), client.sandboxes.resume(id) or connect(id, { resume: true })',
+    );
   }
 }
 

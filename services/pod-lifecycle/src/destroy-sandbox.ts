@@ -7,6 +7,7 @@ import {
   type SandboxAcl,
   type SandboxDestroyPayload,
   SandboxDestroyPayloadSchema,
+  type SandboxFilesKeeper,
   sandboxRefOf,
   tearDownSandbox,
   type WarmPoolStore,
@@ -28,6 +29,8 @@ export interface DestroyDeps {
   onDestroyed?: (backend: string) => void;
   /** Warm pools: a claimed member's record goes with its sandbox. */
   pools?: WarmPoolStore;
+  /** Keeps a pausing sandbox's files (the snapshots' capture and store); without it a pause fails the sandbox. */
+  files?: SandboxFilesKeeper | undefined;
 }
 
 /**
@@ -68,12 +71,20 @@ export async function destroySandbox(
   { jobId, reason, outcome }: Pick<SandboxDestroyPayload, 'jobId' | 'reason' | 'outcome'>,
 ): Promise<void> {
   const log = deps.logger.child({ jobId });
-  const record = await deps.store.get(jobId);
+  let record = await deps.store.get(jobId);
+  if (record?.state === 'paused' && record.cancelRequested === undefined && record.sandbox) {
+    // A pause: the same teardown, keeping its files first (tearDownSandbox's keepFiles).
+    if (await pauseTeardown(deps, jobId, record)) {
+      log.info({ reason, sandbox: record.sandbox.id }, 'sandbox paused: files kept, sandbox destroyed');
+      return;
+    }
+    record = await deps.store.get(jobId);
+  }
 
   if (record && !isTerminal(record.state)) {
     // Whoever asked for the destroy should have ended the job; make sure it does not linger.
     const to = outcome && isTerminal(outcome) ? outcome : 'failed';
-    await deps.store.transition(jobId, ['queued', 'scheduled', 'starting', 'running'], to, {
+    await deps.store.transition(jobId, ['queued', 'scheduled', 'starting', 'running', 'paused'], to, {
       reason: `sandbox destroyed: ${reason}`,
     });
   }
@@ -91,4 +102,54 @@ export async function destroySandbox(
   });
   if (sandbox) deps.onDestroyed?.(sandbox.backend);
   log.info({ reason, sandbox: record?.sandbox?.id }, 'sandbox destroyed');
+}
+
+/**
+ * A paused sandbox's teardown: its files are kept (and the reference recorded on its record)
+ * before anything of it goes, then it goes as any sandbox does, and its record forgets where it
+ * ran. False when its files cannot be kept: the caller then fails it (a pause that cannot keep
+ * the files must not pretend it did). A redelivered destroy that finds the files kept already
+ * does not keep them twice.
+ */
+async function pauseTeardown(
+  deps: DestroyDeps,
+  jobId: string,
+  record: NonNullable<Awaited<ReturnType<JobStore['get']>>>,
+): Promise<boolean> {
+  const sandbox = record.sandbox;
+  if (!sandbox) return false;
+  const files = deps.files;
+  if (!files) {
+    deps.logger.error(
+      { jobId },
+      'pause: this pod-lifecycle has no files keeper (snapshot store); the sandbox fails',
+    );
+    await deps.store.transition(jobId, ['paused'], 'failed', {
+      reason: 'pause failed: no snapshot store is configured to keep its files',
+    });
+    return false;
+  }
+  // Its slot went back when the dispatcher paused it; again here, idempotent, as any destroy does.
+  await deps.leases.release(jobId, record.tenant);
+  try {
+    await tearDownSandbox(deps, {
+      jobId,
+      ref: sandboxRefOf(jobId, sandbox),
+      member: sandbox.member,
+      graceMs: deps.graceMs,
+      keepOutput: true,
+      keepFiles: async (ref) => {
+        if (record.pausedFiles) return;
+        const kept = await files.keep(ref, { sandboxId: jobId, tenant: record.tenant });
+        await deps.store.setPausedFiles(jobId, kept);
+      },
+    });
+  } catch (err) {
+    // Retried by BullMQ (the destroy's attempts); the sandbox is still whole until its files are kept.
+    deps.logger.warn({ jobId, err }, 'pause: keeping the files failed; the destroy is retried');
+    throw err;
+  }
+  await deps.store.clearSandbox(jobId);
+  if (sandbox) deps.onDestroyed?.(sandbox.backend);
+  return true;
 }

@@ -15,6 +15,7 @@ import {
   SandboxCreatePayloadSchema,
   type SandboxCredentials,
   type SandboxDestroyPayload,
+  type SandboxFilesKeeper,
   type SandboxStart,
   sandboxRefOf,
   saveSandboxUser,
@@ -61,6 +62,8 @@ export interface StartDeps {
   onStarted?: (seconds: number, backend: string) => void;
   /** Claims from warm pools first; absent, every start is cold. */
   warm?: WarmStart;
+  /** Puts a resumed sandbox's kept files back (the snapshots' restore). */
+  files?: SandboxFilesKeeper | undefined;
 }
 
 export type StartOutcome = 'dispatched' | 'failed' | 'cancelled' | 'skipped';
@@ -106,16 +109,17 @@ export function createStartProcessor(deps: StartDeps) {
         // The dispatcher's spans are children of this start span (telemetry off: unchanged).
         ...startSpanContext(),
       };
-      // Keyed by the job: a repeated add (redelivery) is a no-op.
+      // Keyed by the job (and its life, for a resumed sandbox): a repeated add (redelivery) is a no-op.
       await deps.dispatchQueue.add('dispatch', dispatch, {
         ...DefaultJobOptions,
-        jobId: bullJobId(jobId),
+        jobId: bullJobId(jobId, lifeOf(jobId)),
         attempts: 5,
         backoff: { type: 'exponential', delay: 1000 },
       });
     };
 
     const record = await deps.store.get(jobId);
+    const lifeOf = (_id: string) => record?.resumes ?? 0;
     if (record?.state === 'running' && record.sandbox) {
       // Redelivered after a crash between `running` and the dispatch add: finish that step,
       // else nobody would ever push the job's steps.
@@ -151,6 +155,7 @@ export function createStartProcessor(deps: StartDeps) {
 
     /** The sandbox's agent is up (cold or warm): running, and its steps go out. */
     const enterRunning = async (ref: SandboxRef): Promise<StartOutcome> => {
+      if (record.pausedFiles !== undefined) await restoreFiles(deps, jobId, ref, record.pausedFiles);
       if (await deps.store.isCancelRequested(jobId)) {
         await deps.store.transition(jobId, ['starting'], 'cancelled', { reason: 'cancelled while starting' });
         await destroy('cancelled while starting', 'cancelled');
@@ -279,6 +284,26 @@ export function createStartProcessor(deps: StartDeps) {
       announcement.close();
     }
   };
+}
+
+/**
+ * A resumed sandbox: the files it kept at its pause go into its new sandbox before it takes
+ * commands, then the kept copy goes (the new sandbox holds them now; its next pause keeps them
+ * anew). A failure throws: the start is retried, the kept files untouched.
+ */
+async function restoreFiles(deps: StartDeps, jobId: string, ref: SandboxRef, kept: string): Promise<void> {
+  if (!deps.files)
+    throw new Error('resume: this pod-lifecycle has no files keeper (snapshot store) to restore from');
+  await deps.files.restore(ref, kept);
+  await deps.store.clearPausedFiles(jobId);
+  await deps.files
+    .discard(kept)
+    .catch((err) =>
+      deps.logger.warn(
+        { jobId, err: describe(err) },
+        'resume: the kept files were restored but not discarded (the reaper retries)',
+      ),
+    );
 }
 
 async function cleanupPartial(deps: StartDeps, jobId: string): Promise<void> {

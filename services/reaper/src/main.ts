@@ -67,6 +67,7 @@ runService({
       pools: new WarmPoolStore(redis, keys),
       destroyQueue,
       retentionMs: env.REAPER_RETENTION_SECONDS * 1000,
+      paused: { maxRetentionMs: env.SANDBOX_MAX_PAUSED_RETENTION_SECONDS * 1000 },
       // With the archive on here, every job's log must be archived before its keys go; without
       // it (the archive may run in relay-main.ts), jobs the archiver marked pending still wait.
       logArchive: {

@@ -31,7 +31,9 @@ import {
   execInSandbox,
   inspectSandbox,
   listSandboxes,
+  pauseSandbox,
   removeSandbox,
+  resumeSandbox,
   shellInSandbox,
 } from './sandbox-commands.js';
 import { startCliTelemetry } from './telemetry.js';
@@ -54,6 +56,10 @@ Commands:
   sandbox ls [--state s] [--label K=V]… [--tenant t] [--json]
   sandbox inspect <id> [--json]  a sandbox's state, limits and activity
   sandbox rm <id>                close it (kills what still runs in it)
+  sandbox pause <id>             pause it: files, id, spec kept; its slot and sandbox freed;
+                                 prints "<id> paused" and any command it stopped
+  sandbox resume <id> [--timeout s]
+                                 resume a paused sandbox under the same id; prints its id once ready
   exec [--shell] [--cwd <dir>] [--env K=V]… [--timeout <s>] <id> -- <command> [args…]
                                  run a command in a sandbox with live output; exits with the
                                  command's code (124 timed out, 130 cancelled, 125 Sandstream failed)
@@ -137,6 +143,8 @@ async function main(argv: string[]): Promise<number> {
   } else if (
     command === 'sandbox inspect' ||
     command === 'sandbox rm' ||
+    command === 'sandbox pause' ||
+    command === 'sandbox resume' ||
     command === 'exec' ||
     command === 'shell'
   ) {
@@ -249,6 +257,10 @@ async function main(argv: string[]): Promise<number> {
         return await inspectSandbox(client, needArg('sandbox id'), values);
       case 'sandbox rm':
         return await removeSandbox(client, needArg('sandbox id'));
+      case 'sandbox pause':
+        return await pauseSandbox(client, needArg('sandbox id'));
+      case 'sandbox resume':
+        return await resumeSandbox(client, needArg('sandbox id'), values);
       case 'exec':
         return await execInSandbox(client, needArg('sandbox id'), commandLine, values);
       case 'shell':

@@ -18,6 +18,7 @@ import {
   SandboxFileError,
   SandboxLimitError,
   SandboxNotFoundError,
+  SandboxPausedError,
   SandboxTimeoutError,
 } from '../sandbox-errors.js';
 
@@ -102,19 +103,21 @@ export const ERROR_OF_KIND: Record<ProblemKind, ErrorOfKind> = {
   'not-acceptable': apiError,
   conflict: (problem) => new SandboxConflictError(problem.detail),
   'sandbox-closed': (problem, subject) =>
-    problem.state !== undefined
-      ? new SandboxClosedError(
-          problem.sandboxId ?? subject.sandboxId ?? '',
-          problem.state,
-          problem.reason,
-          problem.closedDetail,
-        )
-      : new SandboxClosedError(
-          problem.sandboxId ?? subject.sandboxId ?? '',
-          'closed',
-          undefined,
-          problem.detail,
-        ),
+    problem.state === 'paused' || problem.state === 'pausing'
+      ? new SandboxPausedError(problem.sandboxId ?? subject.sandboxId ?? '', problem.state)
+      : problem.state !== undefined
+        ? new SandboxClosedError(
+            problem.sandboxId ?? subject.sandboxId ?? '',
+            problem.state,
+            problem.reason,
+            problem.closedDetail,
+          )
+        : new SandboxClosedError(
+            problem.sandboxId ?? subject.sandboxId ?? '',
+            'closed',
+            undefined,
+            problem.detail,
+          ),
   cancelled: (problem, subject) =>
     new CommandCancelledError(
       problem.result

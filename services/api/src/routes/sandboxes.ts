@@ -1,4 +1,9 @@
-import { JobField, LiveSandboxSpecSchema, type SandboxRecord } from '@sandstream/bus';
+import {
+  JobField,
+  LiveSandboxSpecSchema,
+  SandboxPauseOptionsSchema,
+  type SandboxRecord,
+} from '@sandstream/bus';
 import { injectTraceContext } from '@sandstream/telemetry';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -18,6 +23,7 @@ import {
   HistoryEntryResponse,
   IdParams,
   ListSandboxesQuery,
+  PauseResponse,
   SandboxResponse,
   StatsResponse,
 } from '../schemas.js';
@@ -145,6 +151,43 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         },
       },
       async (request) => sandboxes.close(request.params.id),
+    );
+
+    app.post(
+      '/:id/pause',
+      {
+        schema: {
+          tags,
+          summary:
+            'Pause a ready sandbox: its files, id, spec, labels and env are kept, its slot and sandbox freed; commands still running are stopped and named. Answers once it is paused',
+          params: IdParams,
+          body: SandboxPauseOptionsSchema.optional(),
+          response: { 200: PauseResponse, ...problems, ...problemResponses(504) },
+        },
+      },
+      async (request) => owned(request.params.id).pause(request.body ?? {}),
+    );
+
+    app.post(
+      '/:id/resume',
+      {
+        schema: {
+          tags,
+          summary:
+            'Resume a paused sandbox under the same id, from the files it kept (waits until it is ready unless ?wait=false)',
+          params: IdParams,
+          querystring: CreateSandboxQuery,
+          response: { 200: SandboxResponse, 202: SandboxResponse, ...problems, ...problemResponses(504) },
+        },
+      },
+      async (request, reply) => {
+        const wait = request.query.wait !== false;
+        const sandbox = await owned(request.params.id).resume({
+          wait,
+          timeoutSeconds: request.query.timeoutSeconds ?? DEFAULT_READY_SECONDS,
+        });
+        return reply.code(wait ? 200 : 202).send(sandbox);
+      },
     );
 
     app.post(
