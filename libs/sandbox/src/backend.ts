@@ -142,7 +142,35 @@ export interface SandboxBackend {
    * for destroy: what a budget stop does before the destroy request is even queued.
    */
   halt?(ref: SandboxRef): Promise<void>;
+  /**
+   * The sandbox's files as a snapshot stream (snapshot/snapshot-codec.ts), its processes frozen
+   * while the stream is read: `done` resolves after the thaw with how long they were frozen.
+   * Read the stream to its end (or destroy it): the sandbox stays frozen until then.
+   */
+  captureFiles?(ref: SandboxRef): Promise<FilesCapture>;
+  /**
+   * Makes the sandbox's files exactly a snapshot's (what it adds goes, what it removed comes
+   * back). The caller stops running commands first; the processes left are frozen meanwhile.
+   */
+  restoreFiles?(ref: SandboxRef, snapshot: AsyncIterable<Buffer>): Promise<FilesRestored>;
   close(): Promise<void>;
+}
+
+/** A capture under way (SandboxBackend.captureFiles). */
+export interface FilesCapture {
+  stream: import('node:stream').Readable;
+  done: Promise<{ frozenMs: number; entries: number }>;
+  /** What the capture holds, for docs and replies: `work` (the work tree), `root` (a container's own layer). */
+  parts: string[];
+}
+
+/** What a restore did (SandboxBackend.restoreFiles). */
+export interface FilesRestored {
+  entries: number;
+  bytes: number;
+  /** Paths removed because the snapshot did not hold them (top-level ones counted once). */
+  removed: number;
+  frozenMs: number;
 }
 
 /** Labels every backend puts on what it creates. */

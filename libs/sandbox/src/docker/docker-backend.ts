@@ -7,6 +7,8 @@ import { deleteSandboxKeys, requestAgentShutdown } from '../agent-shutdown.js';
 import {
   type CreateSandboxRequest,
   type DestroyOptions,
+  type FilesCapture,
+  type FilesRestored,
   type SandboxBackend,
   type SandboxDiskUsage,
   type SandboxInfo,
@@ -36,6 +38,7 @@ import {
   persistentVolumeName,
 } from './docker-names.js';
 import { chooseNetwork, DEFAULT_SANDBOX_NETWORK, type DenyEgressConfig } from './docker-network.js';
+import { captureDocker, containerLayout, restoreDocker } from './docker-snapshot.js';
 import { giveWorkDirectoryTo, giveWorkVolumeTo } from './work-ownership.js';
 
 export const DEFAULT_CARRIER_IMAGE = 'sandstream/agent-carrier:dev';
@@ -363,6 +366,20 @@ export class DockerBackend implements SandboxBackend {
   /** SIGKILL to the container: every process in it stops writing at once; destroy removes it. */
   async halt(ref: SandboxRef): Promise<void> {
     await ignoreGone(() => this.docker.getContainer(ref.id).kill());
+  }
+
+  /** Its container layer and work volume, the container paused meanwhile (docker-snapshot.ts). */
+  async captureFiles(ref: SandboxRef): Promise<FilesCapture> {
+    return captureDocker(await this.layoutOf(ref));
+  }
+
+  async restoreFiles(ref: SandboxRef, snapshot: AsyncIterable<Buffer>): Promise<FilesRestored> {
+    return restoreDocker(await this.layoutOf(ref), snapshot);
+  }
+
+  private async layoutOf(ref: SandboxRef) {
+    const info = await this.docker.getContainer(ref.id).inspect();
+    return containerLayout(this.docker, ref.id, info.Config.WorkingDir || '/work');
   }
 
   /** The dockerode client is injected and owned by the caller. */

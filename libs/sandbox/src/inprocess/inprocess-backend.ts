@@ -12,6 +12,8 @@ import { deleteSandboxKeys, requestAgentShutdown } from '../agent-shutdown.js';
 import {
   type CreateSandboxRequest,
   type DestroyOptions,
+  type FilesCapture,
+  type FilesRestored,
   type SandboxBackend,
   type SandboxDiskUsage,
   type SandboxInfo,
@@ -27,6 +29,7 @@ import { memoryToBytes } from '../quantity.js';
 import { DEFAULT_RESOURCE_POLICY, type ResourcePolicy } from '../resource-policy.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
+import { captureInProcess, restoreInProcess } from './inprocess-snapshot.js';
 import { findMarker, readMarkers, writeMarker } from './local-markers.js';
 import {
   isProcessAlive,
@@ -353,6 +356,25 @@ export class InProcessBackend implements SandboxBackend {
     const record = await this.registry.get(ref.jobId);
     if (!record || record.hostname !== hostname()) return;
     await killProcessTree(record.pid, record.startTime);
+  }
+
+  /** Its work directory, the processes below the agent stopped meanwhile (inprocess-snapshot.ts). */
+  async captureFiles(ref: SandboxRef): Promise<FilesCapture> {
+    return captureInProcess(await this.localRecord(ref, 'snapshot'));
+  }
+
+  async restoreFiles(ref: SandboxRef, snapshot: AsyncIterable<Buffer>): Promise<FilesRestored> {
+    return restoreInProcess(await this.localRecord(ref, 'restore'), snapshot);
+  }
+
+  private async localRecord(ref: SandboxRef, what: string): Promise<InProcessRecord> {
+    const record = await this.registry.get(ref.jobId);
+    if (!record) throw new Error(`no in-process sandbox is recorded for ${ref.jobId}`);
+    if (record.hostname !== hostname())
+      throw new Error(
+        `in-process sandbox ${ref.jobId} runs on host ${record.hostname}; ${what} it from that host`,
+      );
+    return record;
   }
 
   /** Leaves running agents alone: they belong to their jobs, not to this process. */

@@ -117,3 +117,24 @@ export async function killProcessTree(pid: number, startTime: string | null): Pr
   for (const child of found) signalPid(child, 'SIGKILL');
   signalGroup(pid, 'SIGKILL');
 }
+
+/**
+ * Stops (SIGSTOP) every process below the agent, twice walked as killProcessTree does, so a
+ * snapshot reads files nothing writes; the agent itself keeps answering (it writes only on file
+ * steps, and those wait in its queue). Returns the thaw.
+ */
+export async function freezeProcessTree(pid: number, startTime: string | null): Promise<() => void> {
+  const found = new Set<number>();
+  if (await isProcessAlive(pid, startTime)) {
+    for (let pass = 0; pass < 2; pass++) {
+      for (const child of await descendants(pid)) {
+        if (found.has(child)) continue;
+        found.add(child);
+        signalPid(child, 'SIGSTOP');
+      }
+    }
+  }
+  return () => {
+    for (const child of found) signalPid(child, 'SIGCONT');
+  };
+}

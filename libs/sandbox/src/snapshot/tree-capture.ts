@@ -1,0 +1,57 @@
+import { createReadStream, type Stats } from 'node:fs';
+import { lstat, readdir, readlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { CapturedEntry, SnapshotEntry } from './snapshot-entry.js';
+
+/** Header fields every entry takes from lstat. */
+export function entryOf(path: string, stats: Stats): Omit<SnapshotEntry, 'type' | 'size'> {
+  return {
+    path,
+    mode: stats.mode & 0o7777,
+    uid: stats.uid,
+    gid: stats.gid,
+    mtimeMs: Math.floor(stats.mtimeMs),
+  };
+}
+
+/** A file's content, read when the encoder reaches it (never the whole file in memory). */
+export function fileContent(path: string): () => AsyncIterable<Buffer> {
+  return () => createReadStream(path, { highWaterMark: 1 << 20 }) as AsyncIterable<Buffer>;
+}
+
+/**
+ * Every file, directory and symlink under `dir` (not `dir` itself), depth first in name order,
+ * as entries under `prefix`. Sockets, fifos and devices are skipped (a restore could not make
+ * them mean the same); hard links become separate files.
+ */
+export async function* captureTree(dir: string, prefix: string): AsyncGenerator<CapturedEntry> {
+  let names: string[];
+  try {
+    names = (await readdir(dir)).sort();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  for (const name of names) {
+    const full = join(dir, name);
+    const path = `${prefix}/${name}`;
+    let stats: Stats;
+    try {
+      stats = await lstat(full);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw err;
+    }
+    yield* capturePath(full, path, stats);
+    if (stats.isDirectory()) yield* captureTree(full, path);
+  }
+}
+
+/** One path's entry (no children): what the overlay capture shares with the tree capture. */
+export async function* capturePath(full: string, path: string, stats: Stats): AsyncGenerator<CapturedEntry> {
+  if (stats.isDirectory()) yield { entry: { ...entryOf(path, stats), type: 'dir', size: 0 } };
+  else if (stats.isSymbolicLink())
+    yield { entry: { ...entryOf(path, stats), type: 'symlink', size: 0, target: await readlink(full) } };
+  else if (stats.isFile())
+    yield { entry: { ...entryOf(path, stats), type: 'file', size: stats.size }, content: fileContent(full) };
+}
