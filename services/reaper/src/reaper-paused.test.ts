@@ -1,0 +1,81 @@
+import {
+  createKeySpace,
+  DispatchKeys,
+  ExpiredLeases,
+  JobStore,
+  parseLiveSandboxSpec,
+  sandboxRecordOf,
+} from '@sandstream/bus';
+import { silentLogger } from '@sandstream/telemetry';
+import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Reaper } from './reaper.js';
+
+// Paused sandboxes are kept for their spec's pausedRetentionSeconds, capped by the operator's
+// SANDBOX_MAX_PAUSED_RETENTION_SECONDS; past it the reaper closes them (closed, paused-expired).
+const redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: null });
+const ns = `t-reap-paused-${Math.random().toString(36).slice(2, 10)}`;
+const keys = createKeySpace(ns);
+const store = new JobStore({ redis, keys });
+const HOUR = 3600_000;
+const DAY = 24 * HOUR;
+
+afterAll(async () => {
+  await deleteNamespaceKeys(redis, ns);
+  for (const id of await redis.keys(`job:{${ns}-*}`)) await redis.unlink(id);
+  redis.disconnect();
+});
+
+/** A live sandbox paused `agoMs` ago, as the dispatcher leaves one. */
+async function paused(name: string, agoMs: number, pausedRetentionSeconds?: number): Promise<string> {
+  const id = `${ns}-${name}`;
+  await store.create(
+    parseLiveSandboxSpec({ id, image: 'x', ...(pausedRetentionSeconds ? { pausedRetentionSeconds } : {}) }),
+  );
+  for (const [from, to] of [
+    ['queued', 'scheduled'],
+    ['scheduled', 'starting'],
+    ['starting', 'running'],
+  ] as const)
+    await store.transition(id, [from], to);
+  await store.transition(id, ['running'], 'paused', { reason: 'pause', pausedAt: Date.now() - agoMs });
+  return id;
+}
+
+const stateOf = async (id: string) => {
+  const record = await store.get(id);
+  return record ? sandboxRecordOf(record) : null;
+};
+
+describe('reaper: paused sandboxes', () => {
+  it('closes a sandbox paused past its own retention or the cap, and keeps the others paused', async () => {
+    const byDefault = await paused('default-8d', 8 * DAY); // default retention: 7 days
+    const young = await paused('default-6d', 6 * DAY);
+    const short = await paused('own-1h', 2 * HOUR, 3600);
+    const capped = await paused('own-60d', 31 * DAY, 60 * 24 * 3600); // the cap below: 30 days
+    const reaper = new Reaper({
+      redis,
+      keys,
+      store,
+      leases: new ExpiredLeases({ redis, keys }),
+      dispatchKeys: new DispatchKeys(keys, 2),
+      logger: silentLogger('reaper-paused-test'),
+      retentionMs: DAY,
+      paused: { maxRetentionMs: 30 * DAY },
+      orphanGraceMs: 1000,
+      sandboxGraceMs: 0,
+      startingTimeoutMs: 10 * 60_000,
+      heartbeatGraceMs: 5 * 60_000,
+      jobIdGlob: `${ns}-*`,
+      pauseMs: 0,
+    });
+    const report = await reaper.runOnce();
+    expect(report.pausedExpired).toBe(3);
+    for (const id of [byDefault, short, capped])
+      expect(await stateOf(id)).toMatchObject({ state: 'closed', reason: 'paused-expired' });
+    expect(await stateOf(young)).toMatchObject({ state: 'paused' });
+    // Closed just now: kept for the usual retention, like any closed sandbox.
+    expect((await reaper.runOnce()).jobsDeleted).toBe(0);
+  });
+});
