@@ -104,6 +104,9 @@ export async function destroySandbox(
   log.info({ reason, sandbox: record?.sandbox?.id }, 'sandbox destroyed');
 }
 
+/** Tries at keeping a pausing sandbox's files before it fails instead. */
+const KEEP_ATTEMPTS = 3;
+
 /**
  * A paused sandbox's teardown: its files are kept (and the reference recorded on its record)
  * before anything of it goes, then it goes as any sandbox does, and its record forgets where it
@@ -131,6 +134,27 @@ async function pauseTeardown(
   }
   // Its slot went back when the dispatcher paused it; again here, idempotent, as any destroy does.
   await deps.leases.release(jobId, record.tenant);
+  /** Keeps the files, the reference on the record before anything of the sandbox goes. */
+  const keepFiles = async (ref: { jobId: string; backend: string; id: string }) => {
+    // A redelivered destroy finds them kept already and does not keep them twice.
+    if (record.pausedFiles !== undefined) return;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await deps.store.setPausedFiles(
+          jobId,
+          await files.keep(ref, { sandboxId: jobId, tenant: record.tenant }),
+        );
+        return;
+      } catch (err) {
+        if (attempt >= KEEP_ATTEMPTS) throw err;
+        deps.logger.warn(
+          { jobId, err: describe(err), attempt },
+          'pause: keeping the files failed; trying again',
+        );
+        await new Promise((resolve) => setTimeout(resolve, 1000 * attempt));
+      }
+    }
+  };
   try {
     await tearDownSandbox(deps, {
       jobId,
@@ -138,18 +162,22 @@ async function pauseTeardown(
       member: sandbox.member,
       graceMs: deps.graceMs,
       keepOutput: true,
-      keepFiles: async (ref) => {
-        if (record.pausedFiles) return;
-        const kept = await files.keep(ref, { sandboxId: jobId, tenant: record.tenant });
-        await deps.store.setPausedFiles(jobId, kept);
-      },
+      keepFiles,
     });
   } catch (err) {
-    // Retried by BullMQ (the destroy's attempts); the sandbox is still whole until its files are kept.
-    deps.logger.warn({ jobId, err }, 'pause: keeping the files failed; the destroy is retried');
-    throw err;
+    if ((await deps.store.get(jobId))?.pausedFiles !== undefined) throw err; // kept: the rest is retried
+    // Honest over lossless-looking: the sandbox fails, saying why, and goes as a failed one does.
+    deps.logger.error({ jobId, err: describe(err) }, 'pause: its files could not be kept; the sandbox fails');
+    await deps.store.transition(jobId, ['paused'], 'failed', {
+      reason: `pause failed: its files could not be kept: ${describe(err)}`.slice(0, 2048),
+    });
+    return false;
   }
   await deps.store.clearSandbox(jobId);
   if (sandbox) deps.onDestroyed?.(sandbox.backend);
   return true;
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

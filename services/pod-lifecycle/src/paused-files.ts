@@ -1,0 +1,66 @@
+import type { Readable } from 'node:stream';
+import type { SandboxFilesKeeper } from '@sandstream/bus';
+import type { SandboxBackend } from '@sandstream/sandbox';
+
+/**
+ * Where kept files go: the snapshot store (NATS JetStream's object store, off the node), through
+ * the few calls a pause needs. A pause's files are a snapshot like any other (same capture, same
+ * format, same store), owned by the paused sandbox rather than listed as the tenant's.
+ */
+export interface PausedFilesStore {
+  /** Stores a snapshot stream; answers its id once it is whole (checksummed, complete). */
+  put(stream: Readable, owner: { sandboxId: string; tenant: string }): Promise<string>;
+  /** A stored snapshot's stream (refused, naming what is wrong, when it is corrupt or cut short). */
+  get(snapshotId: string): AsyncIterable<Buffer>;
+  /** Idempotent. */
+  delete(snapshotId: string): Promise<void>;
+}
+
+/**
+ * A pause's files: the backend's capture (its processes frozen while it is read) streamed into
+ * the snapshot store, and back through the backend's restore. No second capture and no second
+ * store: this only joins the two.
+ */
+export class PausedFiles implements SandboxFilesKeeper {
+  constructor(
+    private readonly backend: SandboxBackend,
+    private readonly store: PausedFilesStore,
+  ) {}
+
+  async keep(
+    ref: { jobId: string; backend: string; id: string },
+    owner: { sandboxId: string; tenant: string },
+  ): Promise<string> {
+    if (!this.backend.captureFiles)
+      throw new Error(
+        `the ${this.backend.kind} backend cannot capture a sandbox's files, so it cannot pause one`,
+      );
+    const capture = await this.backend.captureFiles(this.refOf(ref));
+    try {
+      const snapshotId = await this.store.put(capture.stream, owner);
+      await capture.done;
+      return snapshotId;
+    } catch (err) {
+      // A failed upload must not leave the sandbox frozen: the capture thaws when its stream ends.
+      capture.stream.destroy();
+      await capture.done.catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async restore(ref: { jobId: string; backend: string; id: string }, kept: string): Promise<void> {
+    if (!this.backend.restoreFiles)
+      throw new Error(
+        `the ${this.backend.kind} backend cannot restore a sandbox's files, so it cannot resume one`,
+      );
+    await this.backend.restoreFiles(this.refOf(ref), this.store.get(kept));
+  }
+
+  discard(kept: string): Promise<void> {
+    return this.store.delete(kept);
+  }
+
+  private refOf(ref: { jobId: string; backend: string; id: string }) {
+    return { ...ref, backend: ref.backend as SandboxBackend['kind'] };
+  }
+}
