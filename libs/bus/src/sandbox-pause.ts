@@ -69,7 +69,9 @@ export type ResumeResult =
   | { status: 'resumed'; resumes: number }
   | { status: 'missing' }
   /** Not paused (any other state), or closed while paused. */
-  | { status: 'not-paused'; state: JobState | 'closing' };
+  | { status: 'not-paused'; state: JobState | 'closing' }
+  /** Paused, but its files are still being kept and its sandbox torn down: ask again once paused. */
+  | { status: 'pausing' };
 
 /**
  * Resumes a paused sandbox: back to `queued` under the same id, queued on `jobs` like a new one
@@ -92,6 +94,7 @@ export async function resumeSandbox(
   const [status, second, json] = reply;
   if (status === 'missing' || status === 'not-sandbox') return { status: 'missing' };
   if (status === 'closing') return { status: 'not-paused', state: 'closing' };
+  if (status === 'pausing') return { status: 'pausing' };
   if (status === 'not-paused') return { status: 'not-paused', state: JobStateSchema.parse(second) };
   const resumes = Number(second);
   await store.indexTransition(jobId, 'paused', 'queued', now, String(json));

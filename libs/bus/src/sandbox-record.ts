@@ -122,7 +122,9 @@ function sandboxStateOf(job: JobRecord): { state: SandboxState; reason: SandboxE
       if (closing) return { state: 'closing', reason: undefined };
       return { state: job.readyAt === undefined ? 'creating' : 'ready', reason: undefined };
     case 'paused':
-      return { state: job.cancelRequested === undefined ? 'paused' : 'closing', reason: undefined };
+      if (job.cancelRequested !== undefined) return { state: 'closing', reason: undefined };
+      // Paused once its files are kept and its sandbox gone (pod-lifecycle clears `sandbox` then).
+      return { state: job.sandbox === undefined ? 'paused' : 'pausing', reason: undefined };
     case 'cancelled':
       return { state: 'closed', reason: 'user' };
     case 'timed-out':
@@ -151,7 +153,7 @@ export function jobStatesOf(state: SandboxState): JobRecord['state'][] {
       return ['scheduled', 'starting', 'running'];
     case 'ready':
     case 'pausing':
-      return ['running'];
+      return ['running', 'paused'];
     case 'paused':
       return ['paused'];
     case 'closing':

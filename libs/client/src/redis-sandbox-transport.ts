@@ -129,7 +129,12 @@ export class RedisSandboxTransport implements SandboxTransport {
   }
 
   async resume(id: string, options: CreateSandboxOptions): Promise<SandboxRecord> {
-    const resumed = await this.ctx.requestResume(id);
+    let resumed = await this.ctx.requestResume(id);
+    if (resumed.status === 'pausing') {
+      // Asked while its pause is still keeping its files: once they are kept, resume.
+      await waitPaused((sandboxId) => this.get(sandboxId), id);
+      resumed = await this.ctx.requestResume(id);
+    }
     if (resumed.status === 'missing') throw new SandboxNotFoundError(id);
     if (resumed.status === 'not-paused') {
       const sandbox = await this.get(id);

@@ -52,8 +52,8 @@ export async function waitPaused(
   for (let pause = 10; ; pause = Math.min(pause * 2, 250)) {
     const sandbox = await get(id);
     if (!sandbox) throw new SandboxNotFoundError(id);
-    // Paused and its sandbox gone: what pause() promises (its slot is free from the first).
-    if (sandbox.state === 'paused' && sandbox.sandbox === undefined) return sandbox;
+    // Paused: its files kept and its sandbox gone (its slot was free from the first).
+    if (sandbox.state === 'paused') return sandbox;
     if (sandbox.state === 'closed' || sandbox.state === 'failed' || sandbox.state === 'closing')
       throw new SandboxClosedError(id, sandbox.state, sandbox.reason, sandbox.message);
     if (Date.now() > deadline)

@@ -134,6 +134,10 @@ describe('pause scripts', () => {
     expect(
       (await store.transition(s.id, ['running'], 'paused', { reason: 'pause', pausedAt: 1234 })).status,
     ).toBe('ok');
+    // Until pod-lifecycle kept its files and tore its sandbox down, it is pausing, and a resume waits.
+    await store.setSandbox(s.id, { backend: 'inprocess', id: 'x' });
+    expect(await s.sandboxState()).toBe('pausing');
+    expect(await resumeSandbox(store, jobs, dispatchKeys, s.id)).toEqual({ status: 'pausing' });
     await store.clearSandbox(s.id);
     expect(await s.sandboxState()).toBe('paused');
     expect(sandboxRecordOf((await store.get(s.id)) as never)).toMatchObject({ pausedAt: 1234, resumes: 0 });
