@@ -15,6 +15,8 @@ import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { agentEnvFor, logArchiveOn } from './agent-env.js';
 import { createDestroyProcessor } from './destroy-sandbox.js';
+import { openPausedFiles } from './open-paused-files.js';
+import { openSnapshotStore } from './snapshot-store-link.js';
 import { createDiskBudgetStop } from './disk-budget-stop.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { LivenessProber } from './liveness-prober.js';
@@ -91,6 +93,7 @@ runService({
       agentRedisUrl: env.AGENT_REDIS_URL ?? env.REDIS_URL,
       ...withAgentEnv(agentEnvFor(env)),
     });
+    const files = await openPausedFiles(backend, await openSnapshotStore(env, logger), logger);
     const start = createStartProcessor({
       store,
       leases,
@@ -112,6 +115,7 @@ runService({
         metrics.activeSandboxes.add(1, { backend: kind });
       },
       ...(warm ? { warm: warm.start } : {}),
+      files,
     });
     const destroy = createDestroyProcessor({
       store,
@@ -123,6 +127,7 @@ runService({
       graceMs: destroyGraceMs(env),
       logger,
       onDestroyed: (kind) => metrics.activeSandboxes.add(-1, { backend: kind }),
+      files,
       ...(warm ? { pools: warm.store } : {}),
     });
     const createWorker = new Worker(

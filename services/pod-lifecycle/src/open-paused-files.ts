@@ -1,0 +1,19 @@
+import type { SandboxBackend } from '@sandstream/sandbox';
+import type { Logger } from '@sandstream/telemetry';
+import { PausedFiles, type PausedFilesStore } from './paused-files.js';
+
+/**
+ * The files keeper of this pod-lifecycle: the backend's capture joined to the snapshot store, or
+ * none (a pause then fails its sandbox, saying so) when no store is configured.
+ */
+export async function openPausedFiles(
+  backend: SandboxBackend,
+  store: PausedFilesStore | undefined,
+  logger: Logger,
+): Promise<PausedFiles | undefined> {
+  if (!store) {
+    logger.warn('no snapshot store configured (NATS_URL): a sandbox asked to pause will fail instead');
+    return undefined;
+  }
+  return new PausedFiles(backend, store);
+}
