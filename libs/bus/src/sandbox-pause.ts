@@ -1,4 +1,4 @@
-import { StreamLimits, strictObject } from '@sandstream/wire';
+import { resultKey, StreamLimits, strictObject } from '@sandstream/wire';
 import type { Queue } from 'bullmq';
 import { z } from 'zod';
 import { busLua } from './bus-lua.js';
@@ -42,7 +42,7 @@ export async function requestPause(
   const reply = await PAUSE.run<(string | number)[]>(
     store.redis,
     [store.keys.job(jobId)],
-    [tenant, SANDBOX_PAUSE_MARK],
+    [tenant, SANDBOX_PAUSE_MARK, resultKey(store.keys.sandbox(jobId), '')],
   );
   const [status, second] = reply;
   if (status === 'missing' || status === 'not-sandbox') return { status: 'missing' };

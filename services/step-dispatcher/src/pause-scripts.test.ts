@@ -66,6 +66,8 @@ async function openSandbox(onIdle: 'close' | 'pause' = 'close', idleSeconds = 60
     opened,
     idle: (now: number) => idleScript.run<Reply>(redis, [state, keySpace.job(id)], [now]),
     exec: () => commands.push(id, { command: 'true' }),
+    /** The agent's end of a command, not yet recorded by a dispatcher. */
+    agentResult: (stepId: string) => redis.set(resultKey(k, stepId), '{}'),
     finishCommand: async (stepId: string) => {
       await redis.set(
         resultKey(k, stepId),
@@ -106,6 +108,9 @@ describe('pause scripts', () => {
     expect(await s.exec()).toMatchObject({ status: 'pushed', commandId: 'cmd-1' });
     expect(await s.exec()).toMatchObject({ status: 'pushed', commandId: 'cmd-2' });
     expect((await s.finishCommand('cmd-1'))[0]).toBe('recorded');
+    // Ended in the agent, its result not recorded yet: over, not stopped by the pause.
+    expect(await s.exec()).toMatchObject({ status: 'pushed', commandId: 'cmd-3' });
+    await s.agentResult('cmd-3');
 
     expect(await requestPause(store, cancels, s.id)).toEqual({ status: 'requested', stopping: ['cmd-2'] });
     expect(await s.exec()).toEqual({ status: 'closing' });

@@ -2,8 +2,10 @@
 -- Asks a ready live sandbox to pause: from this step on it takes no more commands (the exec
 -- script refuses a record with `closing` set), so nothing can be taken between the decision and
 -- the pause. Answers the commands it still has without a result (background processes and
--- terminals included): the pause stops them, and its caller names them.
--- KEYS: job. ARGV: tenant ('' for any: another tenant's sandbox is answered 'missing'), pause mark.
+-- terminals included): the pause stops them, and its caller names them. A command whose result
+-- the agent SET already (its end, not yet recorded by a dispatcher) is over, not stopped.
+-- KEYS: job. ARGV: tenant ('' for any: another tenant's sandbox is answered 'missing'), pause mark,
+-- the prefix of the sandbox's result keys (wire resultKey with no step id; the job's slot).
 -- Replies: {'requested', resumes, id...} | {'repeat', resumes, id...} | {'paused'} | {'missing'}
 --          | {'not-sandbox'} | {'closing', state} | {'not-ready', state}
 local state = redis.call('HGET', KEYS[1], JOB.state)
@@ -27,7 +29,7 @@ local reply = {closing and 'repeat' or 'requested', resumes}
 for _, f in ipairs(fields) do
   if string.sub(f, 1, #JOB.commandPrefix) == JOB.commandPrefix then
     local cid = string.sub(f, #JOB.commandPrefix + 1)
-    if not recorded[cid] then table.insert(reply, cid) end
+    if not recorded[cid] and redis.call('EXISTS', ARGV[3] .. cid) == 0 then table.insert(reply, cid) end
   end
 end
 if not closing then
