@@ -1,12 +1,17 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { SandboxSpecError } from '@sandstream/bus';
 import {
   type Sandbox,
   SandboxClosedError,
   SandboxPausedError,
+  SandboxPauseUnsupportedError,
   SandstreamOptionsError,
 } from '@sandstream/client';
 import { liveBackends, testRedisUrl } from '@sandstream/test-support';
+import Dockerode from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type Transport, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
@@ -19,8 +24,36 @@ import { type Stack, startStack } from '../helpers/services-stack.js';
 const redisUrl = testRedisUrl();
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
-const cases = [
+const runsc = await new Dockerode()
+  .info()
+  .then((info: { Runtimes?: Record<string, unknown> }) => Object.keys(info.Runtimes ?? {}).includes('runsc'))
+  .catch(() => false);
+const docker = liveBackends().find((backend) => backend.name === 'docker');
+/** Docker with gVisor (runsc), from a template with `runtimeClass: gvisor`, where the engine has runsc. */
+const gvisor = (() => {
+  if (!docker || !runsc) return [];
+  const templates = join(mkdtempSync(join(tmpdir(), 'sandstream-pause-gvisor-')), 'templates.yaml');
+  writeFileSync(templates, `templates:\n  gvisor:\n    image: ${docker.image}\n    runtimeClass: gvisor\n`);
+  return [
+    {
+      ...docker,
+      name: 'docker+gvisor',
+      template: 'gvisor',
+      env: { ...docker.env, SANDSTREAM_TEMPLATES_FILE: templates },
+      transport: 'redis' as Transport,
+    },
+  ];
+})();
+
+const cases: {
+  name: string;
+  image: string;
+  template?: string;
+  env: Record<string, string>;
+  transport: Transport;
+}[] = [
   ...liveBackends().map((backend) => ({ ...backend, transport: 'redis' as Transport })),
+  ...gvisor,
   // Over HTTP the same routes, in-process (the transport does not depend on the backend).
   ...liveBackends()
     .filter((backend) => backend.name === 'in-process')
@@ -38,12 +71,19 @@ async function checksums(sandbox: Sandbox): Promise<string> {
 
 describe.each(cases)(
   'pause and resume ($name backend, over $transport)',
-  ({ image, env, name, transport }) => {
+  ({ image, template, env, name, transport }) => {
     let stack: Stack;
     let view: TransportView;
     beforeAll(async () => {
       stack = await startStack({
-        label: name === 'docker' ? 'pdock' : transport === 'http' ? 'phttp' : 'pause',
+        label:
+          name === 'docker'
+            ? 'pdock'
+            : name === 'docker+gvisor'
+              ? 'pgvis'
+              : transport === 'http'
+                ? 'phttp'
+                : 'pause',
         env: { SCHEDULER_GLOBAL_SLOTS: '4', SCHEDULER_TENANT_SLOTS: '4', NATS_URL: natsUrl, ...env },
       });
       view = await viewThrough(stack, transport, redisUrl);
@@ -53,17 +93,28 @@ describe.each(cases)(
       await stack?.stop();
     });
     const id = (suffix: string) => `${stack.namespace}-${suffix}`;
+    // The image, or the template naming it with its runtime (gVisor).
+    const base = () => (template ? { template } : { image });
     const holdsSlot = async (sandboxId: string) =>
       (await stack.redis.zscore(`{${stack.namespace}:leases}:global`, sandboxId)) !== null;
 
     it('keeps every write over 10 pause/resume cycles, with its id, env and labels; a command running at pause is stopped and named', async () => {
       let sandbox = await view.client.sandboxes.create({
         id: id('cycles'),
-        image,
+        ...base(),
         env: { KEPT: 'yes' },
         labels: { purpose: 'cycles' },
       });
       await sandbox.exec('mkdir -p data');
+      if (name === 'docker+gvisor') {
+        // gVisor keeps its files in its own overlay, where no snapshot reaches: refused up front,
+        // nothing changed (issue 30 §3 asks for every backend; this one says why it cannot).
+        await expect(sandbox.pause()).rejects.toThrow(SandboxPauseUnsupportedError);
+        await expect(sandbox.pause()).rejects.toThrow(/gVisor/);
+        expect((await sandbox.exec('echo still here')).stdout).toBe('still here\n');
+        await sandbox.close();
+        return;
+      }
       const expected = new Map<string, string>();
       for (let cycle = 1; cycle <= 10; cycle++) {
         // Written through the agent (a file step) and through a command, then paused at once.
@@ -120,9 +171,16 @@ describe.each(cases)(
     it.runIf(transport === 'redis')(
       "pauses itself when idle with onIdle 'pause', keeping what was written; connect says it is paused",
       async () => {
+        if (name === 'docker+gvisor') {
+          // Its idle pause could not keep its files: refused at start, not when it goes idle.
+          await expect(
+            view.client.sandboxes.create({ id: id('idle'), ...base(), onIdle: 'pause' }),
+          ).rejects.toThrow(/onIdle 'pause' cannot be honoured: this sandbox cannot pause: .*gVisor/);
+          return;
+        }
         const sandbox = await view.client.sandboxes.create({
           id: id('idle'),
-          image,
+          ...base(),
           idleTimeoutSeconds: 2,
           onIdle: 'pause',
         });
@@ -136,19 +194,19 @@ describe.each(cases)(
         expect(await back.files.read('idle.txt')).toBe('before the idle pause');
         await back.close();
         // Closing it while paused ends it at once.
-        const other = await view.client.sandboxes.create({ id: id('close-paused'), image });
+        const other = await view.client.sandboxes.create({ id: id('close-paused'), ...base() });
         await other.pause();
         expect(await other.close()).toMatchObject({ state: 'closed', reason: 'user' });
       },
     );
 
     it('refuses a memory pause naming why, and a misspelt spec field by name', async () => {
-      await using sandbox = await view.client.sandboxes.create({ id: id('memory'), image });
+      await using sandbox = await view.client.sandboxes.create({ id: id('memory'), ...base() });
       await expect(sandbox.pause({ memory: true })).rejects.toThrow(/hostinet/);
       await expect(sandbox.pause({ memory: true })).rejects.toBeInstanceOf(SandstreamOptionsError);
       expect((await sandbox.info()).state).toBe('ready');
       await expect(
-        view.client.sandboxes.create({ image, onIdleTimeout: 'pause' } as never),
+        view.client.sandboxes.create({ ...base(), onIdleTimeout: 'pause' } as never),
       ).rejects.toBeInstanceOf(SandboxSpecError);
       if (view.url) {
         const res = await fetch(`${view.url}/v1/sandboxes/${sandbox.id}/pause`, {

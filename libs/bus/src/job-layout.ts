@@ -58,6 +58,12 @@ export const JobField = {
   resumes: 'resumes',
   /** Live sandboxes: where its files were kept when it paused (the files keeper's reference). */
   pausedFiles: 'pausedFiles',
+  /**
+   * Live sandboxes: why this life of it cannot pause (its backend cannot capture its files, no
+   * snapshot store), written by pod-lifecycle when it starts it, so a pause is refused up front
+   * rather than fail the sandbox half-way.
+   */
+  unpausable: 'unpausable',
 } as const;
 
 /** A live sandbox's command, as pushed (its request and start time) is kept under `cmd:<id>`. */
@@ -126,6 +132,7 @@ export function parseJobRecord(hash: Record<string, string>): JobRecord | null {
     pausedAt: optionalNumber(JobField.pausedAt),
     resumes: Number(hash[JobField.resumes] ?? 0),
     pausedFiles: hash[JobField.pausedFiles],
+    unpausable: hash[JobField.unpausable],
   };
 }
 

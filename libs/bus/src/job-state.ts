@@ -171,4 +171,6 @@ export interface JobRecord {
   resumes?: number;
   /** Live sandboxes: the files keeper's reference to what it kept at its pause. */
   pausedFiles?: string | undefined;
+  /** Live sandboxes: why this life of it cannot pause, if it cannot. */
+  unpausable?: string | undefined;
 }

@@ -280,6 +280,13 @@ export class JobStore {
     );
   }
 
+  /** Why this life of a live sandbox cannot pause (pod-lifecycle, at its start); false when the job is gone. */
+  async setUnpausable(jobId: string, why: string): Promise<boolean> {
+    return (
+      (await SET_IF_EXISTS.run<number>(this.redis, [this.keys.job(jobId)], [JobField.unpausable, why])) === 1
+    );
+  }
+
   /** A paused sandbox's files are back in its new sandbox, or discarded: the reference goes. */
   async clearPausedFiles(jobId: string): Promise<void> {
     await this.redis.hdel(this.keys.job(jobId), JobField.pausedFiles);

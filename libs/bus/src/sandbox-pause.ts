@@ -23,7 +23,9 @@ export type PauseRequestResult =
   | { status: 'paused' }
   | { status: 'missing' }
   /** A close was asked first, or it is not a live sandbox that is ready (queued, creating, ended). */
-  | { status: 'refused'; state: JobState; closing: boolean };
+  | { status: 'refused'; state: JobState; closing: boolean }
+  /** Its backend cannot keep its files (pod-lifecycle said why when it started it): nothing changed. */
+  | { status: 'unsupported'; reason: string };
 
 /**
  * Pauses a ready live sandbox (`sandbox.pause()`, `POST /v1/sandboxes/{id}/pause`). The record
@@ -47,6 +49,7 @@ export async function requestPause(
   const [status, second] = reply;
   if (status === 'missing' || status === 'not-sandbox') return { status: 'missing' };
   if (status === 'paused') return { status: 'paused' };
+  if (status === 'unpausable') return { status: 'unsupported', reason: String(second) };
   if (status === 'closing' || status === 'not-ready')
     return { status: 'refused', state: JobStateSchema.parse(second), closing: status === 'closing' };
   const resumes = Number(second);

@@ -39,6 +39,8 @@ export const SandboxEndReasonSchema = z.enum([
   'disk-budget',
   /** It stayed paused past its `pausedRetentionSeconds` (or the operator's cap): the reaper closed it. */
   'paused-expired',
+  /** Its pause could not keep its files (written by pod-lifecycle: `pause failed: …`). */
+  'pause-failed',
 ]);
 export type SandboxEndReason = z.infer<typeof SandboxEndReasonSchema>;
 
@@ -140,6 +142,8 @@ function sandboxStateOf(job: JobRecord): { state: SandboxState; reason: SandboxE
       if (isRedisBudgetReason(job.reason)) return { state: 'failed', reason: 'redis-budget' };
       // Written by pod-lifecycle's disk budget (libs/sandbox disk-budget-watch.ts, diskBudgetReason).
       if (job.reason?.startsWith('disk-budget:')) return { state: 'failed', reason: 'disk-budget' };
+      // Written by pod-lifecycle's pause teardown (destroy-sandbox.ts).
+      if (job.reason?.startsWith('pause failed:')) return { state: 'failed', reason: 'pause-failed' };
       return { state: 'failed', reason: job.readyAt === undefined ? 'start-failed' : 'sandbox-lost' };
   }
 }

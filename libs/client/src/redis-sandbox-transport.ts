@@ -30,6 +30,7 @@ import {
   SandboxConflictError,
   SandboxFileError,
   SandboxNotFoundError,
+  SandboxPauseUnsupportedError,
   SandboxTimeoutError,
 } from './sandbox-errors.js';
 import type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
@@ -114,6 +115,7 @@ export class RedisSandboxTransport implements SandboxTransport {
   async pause(id: string): Promise<PauseResult> {
     const asked = await this.ctx.requestPause(id);
     if (asked.status === 'missing') throw new SandboxNotFoundError(id);
+    if (asked.status === 'unsupported') throw new SandboxPauseUnsupportedError(id, asked.reason);
     if (asked.status === 'refused') {
       const sandbox = await this.get(id);
       if (!sandbox) throw new SandboxNotFoundError(id);

@@ -51,7 +51,21 @@ export class SandboxPausedError extends SandboxClosedError {
 
 /** The id asked for is taken by a job or by another tenant's sandbox. */
 export class SandboxConflictError extends Error {
-  override readonly name = 'SandboxConflictError';
+  override readonly name: string = 'SandboxConflictError';
+}
+
+/**
+ * The sandbox cannot pause where it runs (its backend cannot capture its files: gVisor on Docker,
+ * or no snapshot store); nothing was changed, it is still ready.
+ */
+export class SandboxPauseUnsupportedError extends SandboxConflictError {
+  override readonly name = 'SandboxPauseUnsupportedError';
+  constructor(
+    readonly sandboxId: string,
+    readonly why: string,
+  ) {
+    super(`sandbox ${sandboxId} cannot pause: ${why}`);
+  }
 }
 
 /** The sandbox did not become ready within the caller's timeout (it may still). */

@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { SandboxFilesKeeper } from '@sandstream/bus';
-import type { SandboxBackend } from '@sandstream/sandbox';
+import { dockerRuntimeFor, type SandboxBackend, type SandboxSpec } from '@sandstream/sandbox';
 
 /**
  * Where kept files go: the snapshot store (NATS JetStream's object store, off the node), through
@@ -54,6 +54,22 @@ export class PausedFiles implements SandboxFilesKeeper {
         `the ${this.backend.kind} backend cannot restore a sandbox's files, so it cannot resume one`,
       );
     await this.backend.restoreFiles(this.refOf(ref), this.store.get(kept));
+  }
+
+  /**
+   * Why a sandbox of this spec cannot pause here, or undefined when it can: said when it starts
+   * (the record's `unpausable`), so a pause is refused up front instead of failing the sandbox.
+   */
+  cannotPause(spec: SandboxSpec): string | undefined {
+    if (!this.backend.captureFiles || !this.backend.restoreFiles)
+      return `the ${this.backend.kind} backend cannot capture and restore a sandbox's files`;
+    if (
+      this.backend.kind === 'docker' &&
+      spec.runtimeClass !== undefined &&
+      dockerRuntimeFor(spec.runtimeClass) === 'runsc'
+    )
+      return "its files live in gVisor's (runsc) own overlay, out of the engine's layer, where no snapshot can capture them (docs/snapshots.md)";
+    return undefined;
   }
 
   discard(kept: string): Promise<void> {

@@ -6,16 +6,17 @@ import {
   type DispatchKeys,
   type DispatchPayload,
   enqueueDestroy,
+  isLiveSandboxSpec,
   type JobSandbox,
   type JobStore,
   type KeySpace,
   type LeaseRenewal,
+  parseStoredSpec,
   type RedisClient,
   type SandboxAcl,
   SandboxCreatePayloadSchema,
   type SandboxCredentials,
   type SandboxDestroyPayload,
-  type SandboxFilesKeeper,
   type SandboxStart,
   sandboxRefOf,
   saveSandboxUser,
@@ -26,6 +27,7 @@ import {
   type SandboxBackend,
   SandboxLabels,
   type SandboxRef,
+  type SandboxSpec,
   SandboxSpecSchema,
   SandboxStartError,
 } from '@sandstream/sandbox';
@@ -33,6 +35,7 @@ import { injectTraceContext, type Logger, withSpan } from '@sandstream/telemetry
 import { formatIssues } from '@sandstream/wire';
 import type { Job, Queue } from 'bullmq';
 import { Cluster } from 'ioredis';
+import type { PausedFiles } from './paused-files.js';
 import type { WarmStart } from './warm-start.js';
 
 export interface StartDeps {
@@ -63,7 +66,7 @@ export interface StartDeps {
   /** Claims from warm pools first; absent, every start is cold. */
   warm?: WarmStart;
   /** Puts a resumed sandbox's kept files back (the snapshots' restore). */
-  files?: SandboxFilesKeeper | undefined;
+  files?: PausedFiles | undefined;
 }
 
 export type StartOutcome = 'dispatched' | 'failed' | 'cancelled' | 'skipped';
@@ -148,6 +151,15 @@ export function createStartProcessor(deps: StartDeps) {
       return 'failed';
     }
     await deps.store.transition(jobId, ['scheduled'], 'starting');
+    const unpausable = payload.live ? unpausableReason(deps, spec.data) : undefined;
+    if (unpausable !== undefined && idlePauses(record.spec)) {
+      // Its idle limit would pause it, and it cannot pause here: refused now, loudly, rather
+      // than lose its files when it goes idle.
+      const reason = `sandbox did not start: onIdle 'pause' cannot be honoured: this sandbox cannot pause: ${unpausable}`;
+      await deps.store.transition(jobId, ['starting'], 'failed', { reason });
+      await destroy(reason, 'failed');
+      return 'failed';
+    }
     if (record.sandbox) {
       // A redelivery after a crash mid-start: the earlier sandbox may exist; start clean.
       await tearDownPartial(deps, jobId, record.sandbox);
@@ -192,6 +204,7 @@ export function createStartProcessor(deps: StartDeps) {
           member: warm.member.id,
           start: { kind: 'warm' },
         });
+        if (unpausable !== undefined) await deps.store.setUnpausable(jobId, unpausable);
         log.info({ sandbox: ref.id, member: warm.member.id }, 'sandbox claimed from a warm pool');
         // The steps go out while the member binds: they wait in the job's list for its agent.
         const [outcome, bound] = await Promise.all([enterRunning(ref), warm.bound]);
@@ -249,6 +262,7 @@ export function createStartProcessor(deps: StartDeps) {
         }),
       );
       await deps.store.setSandbox(jobId, { backend: ref.backend, id: ref.id, start });
+      if (unpausable !== undefined) await deps.store.setUnpausable(jobId, unpausable);
       const heartbeat = deps.keys.sandbox(jobId).heartbeat;
       const isAgentAlive = async () => (await deps.redis.exists(heartbeat)) === 1;
       await withSpan('sandbox.wait_ready', { attributes: sandboxAttributes }, () =>
@@ -284,6 +298,24 @@ export function createStartProcessor(deps: StartDeps) {
       announcement.close();
     }
   };
+}
+
+/**
+ * Why a live sandbox of this spec cannot pause where it runs, or undefined: written on its record
+ * once it exists, so a pause is refused up front instead of failing the sandbox half-way.
+ */
+function unpausableReason(deps: StartDeps, spec: SandboxSpec): string | undefined {
+  return deps.files ? deps.files.cannotPause(spec) : 'no snapshot store is configured to keep its files';
+}
+
+/** Whether a stored live sandbox spec asks its idle limit to pause it. */
+function idlePauses(stored: unknown): boolean {
+  try {
+    const spec = parseStoredSpec(stored);
+    return isLiveSandboxSpec(spec) && spec.onIdle === 'pause';
+  } catch {
+    return false;
+  }
 }
 
 /**

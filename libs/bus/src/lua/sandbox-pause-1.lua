@@ -7,7 +7,7 @@
 -- KEYS: job. ARGV: tenant ('' for any: another tenant's sandbox is answered 'missing'), pause mark,
 -- the prefix of the sandbox's result keys (wire resultKey with no step id; the job's slot).
 -- Replies: {'requested', resumes, id...} | {'repeat', resumes, id...} | {'paused'} | {'missing'}
---          | {'not-sandbox'} | {'closing', state} | {'not-ready', state}
+--          | {'not-sandbox'} | {'closing', state} | {'not-ready', state} | {'unpausable', why}
 local state = redis.call('HGET', KEYS[1], JOB.state)
 if not state then return {'missing'} end
 if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], JOB.tenant) ~= ARGV[1] then return {'missing'} end
@@ -17,6 +17,8 @@ if redis.call('HEXISTS', KEYS[1], JOB.cancelRequested) == 1 then return {'closin
 local closing = redis.call('HGET', KEYS[1], JOB.closing)
 if closing and closing ~= ARGV[2] then return {'closing', state} end
 if state ~= 'running' or not redis.call('HGET', KEYS[1], JOB.readyAt) then return {'not-ready', state} end
+local why = redis.call('HGET', KEYS[1], JOB.unpausable)
+if why then return {'unpausable', why} end
 local fields = redis.call('HKEYS', KEYS[1])
 local recorded = {}
 for _, f in ipairs(fields) do
