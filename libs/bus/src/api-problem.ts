@@ -50,8 +50,10 @@ export const ProblemKindSchema = z.enum([
   'unsupported-media-type',
   /** 426: a WebSocket endpoint asked without Upgrade. */
   'upgrade-required',
-  /** 429: a command over a sandbox's limits. SandboxLimitError. */
+  /** 429: a command over a sandbox's limits, or a snapshot over the tenant's quota. SandboxLimitError. */
   'sandbox-limit',
+  /** 422: a snapshot's stored bytes are damaged or truncated (the detail says how). SnapshotCorruptError. */
+  'snapshot-corrupt',
   /** 429: the key's requests per minute are spent; retry after the detail's seconds. */
   'rate-limited',
   /** 429: the key has too many requests open at once on this replica. */
@@ -138,6 +140,7 @@ export const ApiProblemSchema = z.object({
   // SDK rebuilds it from fields rather than from the wording of `detail`.
   sandboxId: z.string().optional().describe('sandbox-closed, not-found of a command: the sandbox'),
   commandId: z.string().optional().describe('not-found of a command: the command'),
+  snapshotId: z.string().optional().describe('not-found of a snapshot: the snapshot'),
   state: SandboxStateSchema.optional().describe('sandbox-closed: the state it is in'),
   reason: SandboxEndReasonSchema.optional().describe('sandbox-closed: why it ended'),
   closedDetail: z.string().optional().describe('sandbox-closed: what the sandbox said when it ended'),

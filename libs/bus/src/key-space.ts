@@ -74,6 +74,25 @@ export interface KeySpace {
    * checks a pool's max and the global capacity and takes a member in one step.
    */
   readonly pools: PoolKeys;
+  /** Snapshot records (snapshot-records.ts). */
+  readonly snapshots: SnapshotKeys;
+}
+
+/**
+ * A tenant's snapshot keys share the tag `{<ns>:snap:<tenant>}`, so one script checks the tenant's
+ * quota and records a snapshot in one step. The owner map and the expiry set cross tenants.
+ */
+export interface SnapshotKeys {
+  /** HASH: one snapshot's record (snapshot-records.ts SnapshotRecordSchema). */
+  record(tenant: string, snapshotId: string): string;
+  /** ZSET snapshotId -> createdAt (ms): the tenant's complete snapshots. */
+  index(tenant: string): string;
+  /** HASH `count`, `bytes`: what the tenant's snapshots hold against its quota (uploads count). */
+  usage(tenant: string): string;
+  /** HASH snapshotId -> tenant: who owns an id (lookups that do not know the tenant). */
+  readonly owners: string;
+  /** ZSET `<tenant>/<snapshotId>` -> when the reaper deletes it (ms): retention, or an upload's grace. */
+  readonly expiry: string;
 }
 
 export interface PoolKeys {
@@ -135,6 +154,13 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
       pool: (pool) => `${poolTag}:pool:${pool}`,
       ready: (pool, specHash) => `${poolTag}:ready:${pool}:${specHash}`,
       claims: `${poolTag}:claims`,
+    },
+    snapshots: {
+      record: (tenant, id) => `{${namespace}:snap:${tenant}}:${id}`,
+      index: (tenant) => `{${namespace}:snap:${tenant}}:index`,
+      usage: (tenant) => `{${namespace}:snap:${tenant}}:usage`,
+      owners: `${namespace}:snapshots:owners`,
+      expiry: `${namespace}:snapshots:expiry`,
     },
   };
 }

@@ -7,6 +7,7 @@ import {
   JobSpecSchema,
   sandboxRequestFields,
 } from './job-spec.js';
+import { SnapshotIdSchema } from './snapshot-id.js';
 
 /**
  * A live sandbox: created, then driven command by command by a client (an AI agent's tool loop),
@@ -38,6 +39,11 @@ export const LiveSandboxSpecSchema = strictObject(
      * network: `default` keeps the template's (open unless the operator denied egress).
      */
     network: z.enum(['default', 'deny-egress']).optional(),
+    /**
+     * Start with a snapshot's files (docs/snapshots.md). The snapshot's spec fills in what this
+     * one leaves out (its image above all: a Docker snapshot holds changes to that image).
+     */
+    fromSnapshot: SnapshotIdSchema.optional(),
     /** Closed after this long with no client call and no command running. */
     idleTimeoutSeconds: z
       .number()
@@ -71,10 +77,13 @@ export const LiveSandboxSpecSchema = strictObject(
     pauseRetentionSeconds: 'did you mean "pausedRetentionSeconds"?',
   },
 )
-  .refine((spec) => spec.template !== undefined || spec.image !== undefined, {
-    message: 'a sandbox needs a template or an image',
-    path: ['image'],
-  })
+  .refine(
+    (spec) => spec.template !== undefined || spec.image !== undefined || spec.fromSnapshot !== undefined,
+    {
+      message: 'a sandbox needs a template, an image or a snapshot (fromSnapshot)',
+      path: ['image'],
+    },
+  )
   .superRefine((spec, ctx) => boundedSpecSize(spec, ctx, 'the sandbox spec'));
 
 export type LiveSandboxSpec = z.output<typeof LiveSandboxSpecSchema>;

@@ -21,6 +21,8 @@ export const QueueNames = {
   dispatch: 'dispatch',
   sandboxDestroy: 'sandbox-destroy',
   dispatchCancel: 'dispatch-cancel',
+  /** SDK / API -> pod-lifecycle: capture or restore a sandbox's files (snapshot-requests.ts). */
+  sandboxSnapshot: 'sandbox-snapshot',
 } as const;
 export type QueueName = (typeof QueueNames)[keyof typeof QueueNames];
 

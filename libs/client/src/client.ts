@@ -24,6 +24,7 @@ import { guardInfrastructureErrors } from './infrastructure-errors.js';
 import { JobNotFoundError } from './job-not-found.js';
 import { RedisTransport } from './redis-transport.js';
 import { Sandboxes } from './sandboxes.js';
+import { Snapshots } from './snapshots.js';
 import { withSubmitSpan } from './submit-span.js';
 import type { SandstreamTransport } from './transport.js';
 
@@ -46,6 +47,8 @@ export class SandstreamClient {
   private readonly redisOnly: RedisTransport | undefined;
   /** Live sandboxes: create, connect, get, list (sandboxes.ts). */
   readonly sandboxes: Sandboxes;
+  /** Snapshots of the caller's tenant: list, get, delete (snapshots.ts). */
+  readonly snapshots: Snapshots;
 
   constructor(options: SandstreamClientOptions = {}) {
     const opts = parseOptions(SandstreamClientOptionsSchema, options, 'SandstreamClient options');
@@ -79,6 +82,7 @@ export class SandstreamClient {
       };
     }
     this.sandboxes = new Sandboxes(this.transport.sandboxes);
+    this.snapshots = new Snapshots(this.transport.sandboxes);
   }
 
   /** Which way this client reaches the deployment. */

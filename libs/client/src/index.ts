@@ -24,5 +24,6 @@ export * from './sandbox-processes.js';
 export * from './sandbox-terminals.js';
 export * from './sandboxes.js';
 export { gapLines } from './seq-gaps.js';
+export * from './snapshots.js';
 export * from './timeline-gaps.js';
 export type { JobTransport, SandboxTransport, SandstreamTransport, TerminalChannel } from './transport.js';

@@ -1,4 +1,11 @@
-import type { JobStore, LiveSandboxSpec, PauseRequestResult, ResumeResult } from '@sandstream/bus';
+import type {
+  JobStore,
+  LiveSandboxSpec,
+  PauseRequestResult,
+  ResumeResult,
+  SnapshotRecords,
+  SnapshotRequests,
+} from '@sandstream/bus';
 import type { CommandRunnerContext } from './command-runner.js';
 
 /** What RedisSandboxTransport and the terminal channels it opens share: the client's Redis side. */
@@ -12,4 +19,9 @@ export interface RedisSandboxContext extends CommandRunnerContext {
   requestPause(sandboxId: string): Promise<PauseRequestResult>;
   /** Puts a paused sandbox back in the queue under its id (libs/bus resumeSandbox). */
   requestResume(sandboxId: string): Promise<ResumeResult>;
+  /** Snapshot records (read, list, delete) and capture/restore requests to pod-lifecycle. */
+  snapshotRecords: SnapshotRecords;
+  snapshotRequests: SnapshotRequests;
+  /** Set by forTenant: snapshots and sandboxes of other tenants are answered as not found. */
+  tenant?: string | undefined;
 }

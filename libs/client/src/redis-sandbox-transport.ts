@@ -8,7 +8,11 @@ import {
   type JobStore,
   jobStatesOf,
   type LiveSandboxSpec,
+  newSnapshotId,
+  parseLiveSandboxSpec,
+  parseSnapshotFailure,
   type SandboxRecord,
+  SnapshotRecordSchema,
   sandboxRecordOf,
 } from '@sandstream/bus';
 import type { StepResult } from '@sandstream/wire';
@@ -29,9 +33,12 @@ import {
   SandboxCommandNotFoundError,
   SandboxConflictError,
   SandboxFileError,
+  SandboxLimitError,
   SandboxNotFoundError,
   SandboxPauseUnsupportedError,
   SandboxTimeoutError,
+  SnapshotCorruptError,
+  SnapshotNotFoundError,
 } from './sandbox-errors.js';
 import type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
 import type {
@@ -42,6 +49,7 @@ import type {
 } from './sandbox-options.js';
 import type { PauseResult } from './sandbox-pause-result.js';
 import { waitPaused, waitReady } from './sandbox-wait.js';
+import { type RestoreResult, type SnapshotInfo, snapshotInfoOf } from './snapshots.js';
 import type { KillSignal, RunStep, SandboxTransport, TerminalChannel } from './transport.js';
 
 /** How long close() waits for the services to end the sandbox before it gives up waiting. */
@@ -56,7 +64,7 @@ export class RedisSandboxTransport implements SandboxTransport {
   constructor(private readonly ctx: RedisSandboxContext) {}
 
   forTenant(tenant: string): RedisSandboxTransport {
-    return new RedisSandboxTransport({ ...this.ctx, commands: this.ctx.commands.forTenant(tenant) });
+    return new RedisSandboxTransport({ ...this.ctx, tenant, commands: this.ctx.commands.forTenant(tenant) });
   }
 
   async create(spec: LiveSandboxSpec, _input: unknown, options: CreateSandboxOptions): Promise<string> {
@@ -71,9 +79,98 @@ export class RedisSandboxTransport implements SandboxTransport {
         );
       }
     }
-    if (options.wait !== false)
+    // A sandbox from a snapshot is handed out only once it holds the snapshot's files.
+    if (options.wait !== false || spec.fromSnapshot)
       await waitReady((id) => this.get(id), jobId, options.timeoutSeconds, options.signal);
+    if (spec.fromSnapshot && created) {
+      try {
+        await this.restore(jobId, spec.fromSnapshot, options.timeoutSeconds);
+      } catch (err) {
+        await this.ctx.requestClose(jobId).catch(() => {});
+        throw err;
+      }
+    }
     return jobId;
+  }
+
+  async snapshot(
+    id: string,
+    options: { name?: string | undefined; timeoutSeconds?: number | undefined },
+  ): Promise<SnapshotInfo> {
+    const record = await this.get(id);
+    if (!record || (this.ctx.tenant && record.tenant !== this.ctx.tenant)) throw new SandboxNotFoundError(id);
+    try {
+      const taken = await this.ctx.snapshotRequests.capture(
+        {
+          op: 'capture',
+          sandboxId: id,
+          snapshotId: newSnapshotId(),
+          tenant: record.tenant,
+          ...(options.name ? { name: options.name } : {}),
+        },
+        (options.timeoutSeconds ?? SNAPSHOT_WAIT_SECONDS) * 1000,
+      );
+      return snapshotInfoOf(SnapshotRecordSchema.parse(taken));
+    } catch (err) {
+      throw snapshotErrorOf(err as Error, id);
+    }
+  }
+
+  async restore(id: string, snapshotId: string, timeoutSeconds?: number): Promise<RestoreResult> {
+    const record = await this.ctx.store.get(id);
+    if (record?.kind !== 'sandbox' || (this.ctx.tenant && record.tenant !== this.ctx.tenant))
+      throw new SandboxNotFoundError(id);
+    if (!(await this.ctx.snapshotRecords.get(snapshotId, record.tenant)))
+      throw new SnapshotNotFoundError(snapshotId);
+    // Commands still running would write over the restored files: killed first, and named.
+    const running = Object.keys(record.commands).filter((commandId) => !(commandId in record.stepResults));
+    await Promise.all(
+      running.map((commandId) =>
+        sendCancel(this.ctx, id, commandId, 'stopped for a snapshot restore', 'SIGKILL'),
+      ),
+    );
+    await waitCommandsEnded(this.ctx.store, id, running);
+    try {
+      const done = await this.ctx.snapshotRequests.restore(
+        { op: 'restore', sandboxId: id, snapshotId, tenant: record.tenant },
+        (timeoutSeconds ?? SNAPSHOT_WAIT_SECONDS) * 1000,
+      );
+      return { ...done, stoppedCommands: running };
+    } catch (err) {
+      throw snapshotErrorOf(err as Error, id);
+    }
+  }
+
+  async fork(id: string, count: number, timeoutSeconds?: number): Promise<string[]> {
+    const source = await this.get(id);
+    if (!source || (this.ctx.tenant && source.tenant !== this.ctx.tenant)) throw new SandboxNotFoundError(id);
+    const taken = await this.snapshot(id, { name: `fork of ${id}`, timeoutSeconds });
+    try {
+      const { id: _id, fromSnapshot: _from, ...spec } = source.spec;
+      return await Promise.all(
+        Array.from({ length: count }, () => {
+          const forked = parseLiveSandboxSpec({ ...spec, fromSnapshot: taken.snapshotId });
+          return this.create(forked, forked, { ...(timeoutSeconds ? { timeoutSeconds } : {}) });
+        }),
+      );
+    } finally {
+      // Every fork holds its files now; the snapshot was only the way there.
+      await this.ctx.snapshotRecords.delete(taken.snapshotId, taken.tenant).catch(() => {});
+    }
+  }
+
+  async listSnapshots(): Promise<SnapshotInfo[]> {
+    return (await this.ctx.snapshotRecords.list(this.ctx.tenant)).map(snapshotInfoOf);
+  }
+
+  async getSnapshot(snapshotId: string): Promise<SnapshotInfo | null> {
+    const record = await this.ctx.snapshotRecords.get(snapshotId, this.ctx.tenant);
+    return record ? snapshotInfoOf(record) : null;
+  }
+
+  deleteSnapshot(snapshotId: string): Promise<boolean> {
+    // The record goes now (the quota with it); the reaper deletes the stored bytes it no longer names.
+    return this.ctx.snapshotRecords.delete(snapshotId, this.ctx.tenant);
   }
 
   async connect(id: string, options: CreateSandboxOptions): Promise<void> {
@@ -323,6 +420,48 @@ export class RedisSandboxTransport implements SandboxTransport {
     const { result } = await runCommand(this.ctx, id, step);
     if (result.errorMessage !== null) throw new SandboxFileError(result.errorMessage, result.errorCode);
     return result.output;
+  }
+}
+
+/** How long a capture or restore is waited for unless the caller says. */
+const SNAPSHOT_WAIT_SECONDS = 600;
+/** How long the killed commands of a restore get to record their results. */
+const STOP_WAIT_MS = 30_000;
+
+/** Waits until each command has its result recorded (a killed one records `cancelled`). */
+async function waitCommandsEnded(store: JobStore, id: string, commandIds: string[]): Promise<void> {
+  if (commandIds.length === 0) return;
+  const deadline = Date.now() + STOP_WAIT_MS;
+  for (let pause = 10; ; pause = Math.min(pause * 2, 250)) {
+    const record = await store.get(id);
+    if (!record || commandIds.every((c) => c in record.stepResults)) return;
+    if (Date.now() > deadline)
+      throw new SandboxTimeoutError(
+        `commands of sandbox ${id} did not stop within ${STOP_WAIT_MS} ms before the restore`,
+      );
+    await new Promise((resolve) => setTimeout(resolve, pause));
+  }
+}
+
+/** pod-lifecycle's failure (snapshot-requests.ts codes) as the SDK's typed error. */
+export function snapshotErrorOf(err: Error, sandboxId: string): Error {
+  const { code, message } = parseSnapshotFailure(err.message);
+  switch (code) {
+    case 'not-found': {
+      const snapshot = /^snapshot (\S+) not found/.exec(message);
+      return snapshot
+        ? new SnapshotNotFoundError(snapshot[1] as string)
+        : new SandboxNotFoundError(sandboxId);
+    }
+    case 'limit:count':
+    case 'limit:bytes':
+      return new SandboxLimitError(message);
+    case 'corrupt':
+      return new SnapshotCorruptError(message);
+    case 'conflict':
+      return new SandboxConflictError(message);
+    default:
+      return err.message.startsWith('failed: ') ? new Error(message) : err;
   }
 }
 

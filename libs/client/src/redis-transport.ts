@@ -16,6 +16,8 @@ import {
   requestPause,
   resumeSandbox,
   SandboxCommands,
+  SnapshotRecords,
+  SnapshotRequests,
   type StoredSpec,
   type SubmitResult,
   submitParsedJob,
@@ -55,6 +57,7 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
   private cancels: Queue<CancelRequestPayload> | undefined;
   /** The queues' own connection (opened with the first queue): see queueConnection(). */
   private queueRedis: RedisClient | undefined;
+  private snapshotRequests: SnapshotRequests | undefined;
 
   constructor(options: RedisTransportOptions) {
     this.ownsRedis = options.redis === undefined;
@@ -67,6 +70,7 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
     this.store = new JobStore({ redis: this.redis, keys: this.keys });
     this.onWarning = options.onWarning;
     this.readers = new ReaderPool(this.redis);
+    const self = this;
     this.sandboxes = new RedisSandboxTransport({
       redis: this.redis,
       keys: this.keys,
@@ -79,6 +83,11 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
       },
       requestPause: (id) => requestPause(this.store, this.cancelQueue(), id),
       requestResume: (id) => resumeSandbox(this.store, this.jobsQueue(), new DispatchKeys(this.keys), id),
+      snapshotRecords: new SnapshotRecords(this.redis, this.keys),
+      // Opened on first use: most clients never take a snapshot.
+      get snapshotRequests() {
+        return self.snapshotRequestsOf();
+      },
     });
   }
 
@@ -100,6 +109,11 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
   private queueConnection(): RedisClient {
     this.queueRedis ??= queueConnection(this.redis);
     return this.queueRedis;
+  }
+
+  private snapshotRequestsOf(): SnapshotRequests {
+    this.snapshotRequests ??= new SnapshotRequests(this.queueConnection(), this.keys);
+    return this.snapshotRequests;
   }
 
   private cancelQueue(): Queue<CancelRequestPayload> {
@@ -148,7 +162,7 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
 
   async close(): Promise<void> {
     this.readers.close();
-    await Promise.all([this.queue?.close(), this.cancels?.close()]);
+    await Promise.all([this.queue?.close(), this.cancels?.close(), this.snapshotRequests?.close()]);
     this.queueRedis?.disconnect();
     if (this.ownsRedis) await this.redis.quit();
   }

@@ -99,3 +99,16 @@ export class SandboxFileError extends Error {
     super(message);
   }
 }
+
+/** No snapshot has this id for the caller's tenant (another tenant's is answered the same). The CLI exits 4. */
+export class SnapshotNotFoundError extends Error {
+  override readonly name = 'SnapshotNotFoundError';
+  constructor(readonly snapshotId: string) {
+    super(`snapshot ${snapshotId} not found`);
+  }
+}
+
+/** A snapshot's stored bytes are damaged or truncated: the message names what is wrong. Nothing was restored. */
+export class SnapshotCorruptError extends Error {
+  override readonly name = 'SnapshotCorruptError';
+}

@@ -1,6 +1,11 @@
 import { mkdir } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { type SandboxPauseOptions, SandboxPauseOptionsSchema, type SandboxRecord } from '@sandstream/bus';
+import {
+  type SandboxPauseOptions,
+  SandboxPauseOptionsSchema,
+  type SandboxRecord,
+  SnapshotIdSchema,
+} from '@sandstream/bus';
 import {
   type FileEntry,
   type GrepMatch,
@@ -15,7 +20,12 @@ import { parseOptions } from './client-options.js';
 import { CommandExecution } from './command-execution.js';
 import type { ExecResult } from './command-output.js';
 import { type RunCommandOptions, runStepOf } from './command-runner.js';
-import { CommandCancelledError, SandboxLimitError, SandboxNotFoundError } from './sandbox-errors.js';
+import {
+  CommandCancelledError,
+  SandboxLimitError,
+  SandboxNotFoundError,
+  SnapshotNotFoundError,
+} from './sandbox-errors.js';
 import type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
 import {
   type AttachOptions,
@@ -38,6 +48,14 @@ import {
 import type { PauseResult } from './sandbox-pause-result.js';
 import { SandboxProcesses } from './sandbox-processes.js';
 import { SandboxTerminals } from './sandbox-terminals.js';
+import {
+  type ForkOptions,
+  ForkOptionsSchema,
+  type RestoreResult,
+  type SnapshotInfo,
+  type SnapshotOptions,
+  SnapshotOptionsSchema,
+} from './snapshots.js';
 import type { RunStep, SandboxTransport } from './transport.js';
 
 export { CommandExecution } from './command-execution.js';
@@ -208,6 +226,35 @@ export class Sandbox implements AsyncDisposable {
    */
   stats(): Promise<SandboxStats> {
     return this.transport.stats(this.id);
+  }
+
+  /**
+   * Captures its files into a snapshot (docs/snapshots.md): on Docker every change it made
+   * anywhere in its file system, deletions too; elsewhere its work tree. Its processes are frozen
+   * meanwhile (`frozenMs`) and not captured. Over the tenant's snapshot quota: SandboxLimitError.
+   */
+  async snapshot(snapshotOptions: SnapshotOptions = {}): Promise<SnapshotInfo> {
+    const options = parseOptions(SnapshotOptionsSchema, snapshotOptions, 'snapshot options');
+    return this.transport.snapshot(this.id, options);
+  }
+
+  /**
+   * Makes its files exactly the snapshot's: what was added since goes, what was removed comes
+   * back, with modes, owners, symlinks and empty directories. Commands still running are killed
+   * first (`stoppedCommands`). A damaged snapshot is refused (SnapshotCorruptError) before
+   * anything changes.
+   */
+  restore(snapshotId: string): Promise<RestoreResult> {
+    if (!SnapshotIdSchema.safeParse(snapshotId).success)
+      return Promise.reject(new SnapshotNotFoundError(snapshotId));
+    return this.transport.restore(this.id, snapshotId);
+  }
+
+  /** `count` (≤ 100) new sandboxes with this one's files, each diverging on its own. */
+  async fork(forkOptions: ForkOptions): Promise<Sandbox[]> {
+    const options = parseOptions(ForkOptionsSchema, forkOptions, 'fork options');
+    const ids = await this.transport.fork(this.id, options.count, options.timeoutSeconds);
+    return ids.map((id) => new Sandbox(id, this.transport));
   }
 
   /** Counts as a client call: the sandbox's idle expiry starts again. */

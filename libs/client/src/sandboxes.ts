@@ -1,7 +1,13 @@
-import { type LiveSandboxSpecInput, parseLiveSandboxSpec, type SandboxRecord } from '@sandstream/bus';
+import {
+  type LiveSandboxSpecInput,
+  parseLiveSandboxSpec,
+  type SandboxRecord,
+  SandboxSpecError,
+  SnapshotIdSchema,
+} from '@sandstream/bus';
 import { parseOptions } from './client-options.js';
 import { Sandbox } from './sandbox.js';
-import { SandboxNotFoundError } from './sandbox-errors.js';
+import { SandboxNotFoundError, SnapshotNotFoundError } from './sandbox-errors.js';
 import {
   type ConnectSandboxOptions,
   ConnectSandboxOptionsSchema,
@@ -26,8 +32,35 @@ export class Sandboxes {
    */
   async create(input: LiveSandboxSpecInput, createOptions: CreateSandboxOptions = {}): Promise<Sandbox> {
     const options = parseOptions(CreateSandboxOptionsSchema, createOptions, 'create options');
-    const spec = parseLiveSandboxSpec(input);
-    return new Sandbox(await this.transport.create(spec, input, options), this.transport);
+    const given = input.fromSnapshot !== undefined ? await this.fromSnapshot(input) : input;
+    const spec = parseLiveSandboxSpec(given);
+    return new Sandbox(await this.transport.create(spec, given, options), this.transport);
+  }
+
+  /**
+   * The snapshot's spec under the one given (which wins field by field): a create from a snapshot
+   * needs name nothing else, and starts on the image the snapshot's changes were made to.
+   */
+  private async fromSnapshot(input: LiveSandboxSpecInput): Promise<LiveSandboxSpecInput> {
+    const snapshotId = input.fromSnapshot as string;
+    const snapshot = SnapshotIdSchema.safeParse(snapshotId).success
+      ? await this.transport.getSnapshot(snapshotId)
+      : null;
+    if (!snapshot) throw new SnapshotNotFoundError(snapshotId);
+    const {
+      id: _id,
+      kind: _kind,
+      fromSnapshot: _from,
+      traceContext: _trace,
+      ...inherited
+    } = snapshot.spec as LiveSandboxSpecInput & { traceContext?: unknown };
+    if (input.image !== undefined && inherited.image !== undefined && input.image !== inherited.image)
+      throw new SandboxSpecError(
+        `invalid sandbox spec: image: snapshot ${snapshotId} was taken on ${inherited.image}`,
+        [`image: a sandbox from snapshot ${snapshotId} runs ${inherited.image}`],
+      );
+    const { image: _image, template: _template, ...rest } = input;
+    return { ...inherited, ...rest } as LiveSandboxSpecInput;
   }
 
   /**

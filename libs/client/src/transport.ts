@@ -22,6 +22,7 @@ import type {
   TerminalOptions,
 } from './sandbox-options.js';
 import type { PauseResult } from './sandbox-pause-result.js';
+import type { RestoreResult, SnapshotInfo } from './snapshots.js';
 
 /**
  * How the SDK reaches a deployment. The public classes (SandstreamClient, Sandboxes, Sandbox,
@@ -119,6 +120,20 @@ export interface SandboxTransport {
     maxBytes: number | undefined,
   ): Promise<{ bytes: number; files: number }>;
   download(id: string, remotePath: string, maxBytes: number | undefined): Readable;
+
+  /** Captures its files into a new snapshot (pod-lifecycle, snapshot-processor.ts). */
+  snapshot(
+    id: string,
+    options: { name?: string | undefined; timeoutSeconds?: number | undefined },
+  ): Promise<SnapshotInfo>;
+  /** Stops its running commands, then makes its files exactly the snapshot's. */
+  restore(id: string, snapshotId: string, timeoutSeconds?: number): Promise<RestoreResult>;
+  /** Snapshot, then `count` sandboxes created from it (the snapshot is deleted after); their ids. */
+  fork(id: string, count: number, timeoutSeconds?: number): Promise<string[]>;
+  listSnapshots(): Promise<SnapshotInfo[]>;
+  getSnapshot(snapshotId: string): Promise<SnapshotInfo | null>;
+  /** False when there was none (or it is another tenant's). */
+  deleteSnapshot(snapshotId: string): Promise<boolean>;
 
   openTerminal(id: string, options: TerminalOptions): Promise<TerminalChannel>;
   attachTerminal(id: string, commandId: string): Promise<TerminalChannel>;

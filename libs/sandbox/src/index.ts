@@ -32,6 +32,10 @@ export * from './resource-policy.js';
 export * from './runtime-class.js';
 export * from './sandbox-spec.js';
 export * from './secret-env.js';
+export { decodeSnapshot, encodeSnapshot, SNAPSHOT_GZIP_LEVEL } from './snapshot/snapshot-codec.js';
+export { SnapshotCorruptError, type SnapshotEntry } from './snapshot/snapshot-entry.js';
+export { captureTree } from './snapshot/tree-capture.js';
+export { TreeRestore } from './snapshot/tree-restore.js';
 export { loadTemplatesFile, parseTemplates, TemplateFileError } from './templates/load-templates.js';
 export {
   type DeclaredPool,

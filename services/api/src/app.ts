@@ -26,6 +26,7 @@ import { sandboxProcessRoutes } from './routes/sandbox-processes.js';
 import { sandboxShellRoutes } from './routes/sandbox-shell.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { seedAliasRoutes } from './routes/seed-aliases.js';
+import { snapshotRoutes } from './routes/snapshots.js';
 import { endFollowers } from './sse.js';
 import { TraceLinks } from './trace-links.js';
 
@@ -148,6 +149,7 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   await app.register(sandboxProcessRoutes(ctx), { prefix: '/v1/sandboxes' });
   await app.register(sandboxShellRoutes(ctx), { prefix: '/v1/sandboxes' });
   await app.register(jobRoutes(ctx), { prefix: '/v1/jobs' });
+  await app.register(snapshotRoutes(ctx), { prefix: '/v1/snapshots' });
   await app.register(catalogRoutes(ctx), { prefix: '/v1' });
   await app.register(seedAliasRoutes(ctx), { prefix: '/api/sandbox' });
   await app.register(adminQueueRoutes(ctx));

@@ -19,6 +19,7 @@ import {
   SandboxTimeoutError,
   SandstreamApiError,
   SandstreamOptionsError,
+  SnapshotCorruptError,
 } from '@sandstream/client';
 import type { FastifyRequest } from 'fastify';
 import { describe, expect, it } from 'vitest';
@@ -93,6 +94,12 @@ const CASES: { kind: ProblemKind; err: unknown; back: new (...args: never[]) => 
   { kind: 'unsupported-media-type', err: fastifyError(415), back: SandstreamApiError },
   { kind: 'upgrade-required', err: new HttpProblem(426, 'upgrade-required', 'no'), back: SandstreamApiError },
   { kind: 'sandbox-limit', err: new SandboxLimitError('stdin is over 1 MiB'), back: SandboxLimitError },
+  {
+    kind: 'snapshot-corrupt',
+    err: new SnapshotCorruptError('snapshot snap-1 is truncated in storage'),
+    back: SnapshotCorruptError,
+    fields: { message: 'snapshot snap-1 is truncated in storage' },
+  },
   { kind: 'rate-limited', err: new HttpProblem(429, 'rate-limited', 'no'), back: SandstreamApiError },
   {
     kind: 'too-many-open-requests',

@@ -19,6 +19,8 @@ import {
   SandboxNotFoundError,
   SandboxTimeoutError,
   SandstreamOptionsError,
+  SnapshotCorruptError,
+  SnapshotNotFoundError,
 } from '@sandstream/client';
 import { describeIssue, formatPath } from '@sandstream/wire';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
@@ -142,6 +144,10 @@ export function problemOf(err: unknown): ProblemOf {
   if (err instanceof SandboxNotFoundError || err instanceof JobNotFoundError) {
     return { status: 404, kind: 'not-found', detail: err.message };
   }
+  if (err instanceof SnapshotNotFoundError)
+    return { status: 404, kind: 'not-found', detail: err.message, snapshotId: err.snapshotId };
+  if (err instanceof SnapshotCorruptError)
+    return { status: 422, kind: 'snapshot-corrupt', detail: err.message };
   if (err instanceof SandboxCommandNotFoundError) {
     return {
       status: 404,

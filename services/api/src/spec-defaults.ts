@@ -16,7 +16,8 @@ export function applySpecDefaults(ctx: ApiContext) {
     const asked = typeof spec.tenant === 'string' ? spec.tenant : undefined;
     if (spec.tenant === undefined || asked !== undefined)
       spec.tenant = tenantFor(principalOf(request), asked);
-    if (spec.image === undefined && spec.template === undefined) {
+    // A sandbox from a snapshot runs the snapshot's image (the SDK fills it in from the snapshot).
+    if (spec.image === undefined && spec.template === undefined && spec.fromSnapshot === undefined) {
       if (ctx.defaults.template !== undefined) spec.template = ctx.defaults.template;
       else spec.image = ctx.defaults.image;
     }

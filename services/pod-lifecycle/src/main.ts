@@ -5,14 +5,19 @@ import {
   installationOf,
   JobStore,
   LeaseRenewal,
+  natsUrlOptions,
+  pausedFilesStoreOf,
   QueueNames,
   SandboxLiveness,
+  SnapshotRecords,
+  SnapshotStore,
 } from '@sandstream/bus';
 import { createBackend, resourcePolicyOf } from '@sandstream/sandbox';
 import { openSandboxAcl, ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
 import { createSandstreamMetrics, withJobSpan } from '@sandstream/telemetry';
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { connect as connectNats } from 'nats';
 import { agentEnvFor, logArchiveOn } from './agent-env.js';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { createDiskBudgetStop } from './disk-budget-stop.js';
@@ -21,7 +26,7 @@ import { LivenessProber } from './liveness-prober.js';
 import { openPausedFiles } from './open-paused-files.js';
 import { destroyGraceMs, PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
-import { openSnapshotStore } from './snapshot-store-link.js';
+import { createSnapshotProcessor } from './snapshot-processor.js';
 import { failExhaustedStart } from './start-failure.js';
 import { createStartProcessor } from './start-sandbox.js';
 import { openWarmPools } from './warm-pools.js';
@@ -93,7 +98,21 @@ runService({
       agentRedisUrl: env.AGENT_REDIS_URL ?? env.REDIS_URL,
       ...withAgentEnv(agentEnvFor(env)),
     });
-    const files = await openPausedFiles(backend, await openSnapshotStore(env, logger), logger);
+    // Snapshots: records in Redis, bytes in NATS JetStream's object store (docs/snapshots.md).
+    const nats = env.NATS_URL
+      ? await connectNats({
+          ...natsUrlOptions(env.NATS_URL),
+          name: 'pod-lifecycle-snapshots',
+          maxReconnectAttempts: -1,
+        })
+      : undefined;
+    const snapshotObjects = nats ? new SnapshotStore(nats, keys.namespace) : undefined;
+    // A pause keeps its files in the same store (no second capture, no second store).
+    const files = openPausedFiles(
+      backend,
+      snapshotObjects ? pausedFilesStoreOf(snapshotObjects) : undefined,
+      logger,
+    );
     const start = createStartProcessor({
       store,
       leases,
@@ -150,9 +169,30 @@ runService({
         ),
       { connection: destroyRedisConn, prefix, concurrency: env.POD_LIFECYCLE_DESTROY_CONCURRENCY },
     );
+    const snapshot = createSnapshotProcessor({
+      store,
+      backend,
+      records: new SnapshotRecords(redis, keys),
+      objects: snapshotObjects,
+      limits: {
+        maxCount: env.SNAPSHOT_MAX_COUNT_PER_TENANT,
+        maxBytes: env.SNAPSHOT_MAX_BYTES_PER_TENANT,
+        retentionMs: env.SNAPSHOT_RETENTION_SECONDS * 1000,
+        uploadGraceMs: env.SNAPSHOT_UPLOAD_GRACE_SECONDS * 1000,
+      },
+      logger,
+    });
+    const snapshotWorker = new Worker(QueueNames.sandboxSnapshot, (job) => snapshot(job), {
+      connection: connect('worker', 'pod-lifecycle-snapshot'),
+      prefix,
+      concurrency: env.SNAPSHOT_CONCURRENCY,
+      // A capture of a large sandbox holds the job for a while: renewed, not stalled.
+      lockDuration: 60_000,
+    });
     for (const [name, worker] of [
       ['sandbox-create', createWorker],
       ['sandbox-destroy', destroyWorker],
+      ['sandbox-snapshot', snapshotWorker],
     ] as const) {
       worker.on('failed', (job, err) =>
         logger.error({ queue: name, bullJobId: job?.id, err: err.message }, 'job failed'),
@@ -221,8 +261,10 @@ runService({
 
     // In-flight starts and destroys finish; what is left stays queued for another replica.
     onShutdown('workers', async () => {
-      await Promise.all([createWorker.close(), destroyWorker.close()]);
+      await Promise.all([createWorker.close(), destroyWorker.close(), snapshotWorker.close()]);
     });
+    // After the workers: an in-flight capture still uploads.
+    if (nats) onShutdown('nats', () => nats.drain());
     // After the workers: an in-flight start still listens for its agent.
     onShutdown('ready announcements', () => announcements.close());
     onShutdown('lease keeper', () => keeper.stop());

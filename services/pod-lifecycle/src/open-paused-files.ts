@@ -1,16 +1,17 @@
+import type { PausedFilesStore } from '@sandstream/bus';
 import type { SandboxBackend } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
-import { PausedFiles, type PausedFilesStore } from './paused-files.js';
+import { PausedFiles } from './paused-files.js';
 
 /**
  * The files keeper of this pod-lifecycle: the backend's capture joined to the snapshot store, or
  * none (a pause then fails its sandbox, saying so) when no store is configured.
  */
-export async function openPausedFiles(
+export function openPausedFiles(
   backend: SandboxBackend,
   store: PausedFilesStore | undefined,
   logger: Logger,
-): Promise<PausedFiles | undefined> {
+): PausedFiles | undefined {
   if (!store) {
     logger.warn('no snapshot store configured (NATS_URL): a sandbox asked to pause will fail instead');
     return undefined;

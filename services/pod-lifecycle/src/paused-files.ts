@@ -1,20 +1,6 @@
 import type { Readable } from 'node:stream';
-import type { SandboxFilesKeeper } from '@sandstream/bus';
+import type { PausedFilesStore, SandboxFilesKeeper } from '@sandstream/bus';
 import { dockerRuntimeFor, type SandboxBackend, type SandboxSpec } from '@sandstream/sandbox';
-
-/**
- * Where kept files go: the snapshot store (NATS JetStream's object store, off the node), through
- * the few calls a pause needs. A pause's files are a snapshot like any other (same capture, same
- * format, same store), owned by the paused sandbox rather than listed as the tenant's.
- */
-export interface PausedFilesStore {
-  /** Stores a snapshot stream; answers its id once it is whole (checksummed, complete). */
-  put(stream: Readable, owner: { sandboxId: string; tenant: string }): Promise<string>;
-  /** A stored snapshot's stream (refused, naming what is wrong, when it is corrupt or cut short). */
-  get(snapshotId: string): AsyncIterable<Buffer>;
-  /** Idempotent. */
-  delete(snapshotId: string): Promise<void>;
-}
 
 /**
  * A pause's files: the backend's capture (its processes frozen while it is read) streamed into
@@ -53,7 +39,7 @@ export class PausedFiles implements SandboxFilesKeeper {
       throw new Error(
         `the ${this.backend.kind} backend cannot restore a sandbox's files, so it cannot resume one`,
       );
-    await this.backend.restoreFiles(this.refOf(ref), this.store.get(kept));
+    await this.backend.restoreFiles(this.refOf(ref), await this.store.get(kept));
   }
 
   /**

@@ -19,8 +19,8 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
   OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ error: 'OTEL_EXPORTER_OTLP_ENDPOINT must be a URL' }).optional(),
   /**
    * The installation's NATS (the archiver's, read by the reaper): set, with LOG_ARCHIVE not
-   * `off`, agents are started with AGENT_LOG_ARCHIVE=1 (agent-env.ts). This service itself
-   * never connects to it.
+   * `off`, agents are started with AGENT_LOG_ARCHIVE=1 (agent-env.ts). This service connects to
+   * it for snapshots only (their bytes live in its object store, snapshot-processor.ts).
    */
   NATS_URL: z
     .string()
@@ -74,6 +74,20 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
   POOL_HEARTBEAT_GRACE_MS: intVar(0, 600_000, 15_000),
   /** A claimed member that does not come up as its job within this long is destroyed; the start goes cold. */
   POOL_CLAIM_TIMEOUT_SECONDS: intVar(1, 120, 10),
+  /** Snapshots one tenant may hold (docs/snapshots.md, "Quotas"). */
+  SNAPSHOT_MAX_COUNT_PER_TENANT: intVar(1, 1_000_000, 100),
+  /** Stored (compressed) bytes of one tenant's snapshots together; default 20 GiB. */
+  SNAPSHOT_MAX_BYTES_PER_TENANT: z.coerce
+    .number({ error: 'SNAPSHOT_MAX_BYTES_PER_TENANT must be a number of bytes' })
+    .int('SNAPSHOT_MAX_BYTES_PER_TENANT must be an integer')
+    .min(1, 'SNAPSHOT_MAX_BYTES_PER_TENANT must be at least 1')
+    .default(20 * 1024 ** 3),
+  /** How long a snapshot is kept before the reaper deletes it; default 7 days. */
+  SNAPSHOT_RETENTION_SECONDS: intVar(60, 10 * 365 * 24 * 3600, 7 * 24 * 3600),
+  /** An upload not finished this long after it began is a dead one (its writer crashed): the reaper deletes it. */
+  SNAPSHOT_UPLOAD_GRACE_SECONDS: intVar(10, 24 * 3600, 900),
+  /** Snapshot captures and restores one replica runs at once. */
+  SNAPSHOT_CONCURRENCY: intVar(1, 100, 4),
   /** CPU, memory and pids every sandbox gets unless its spec says otherwise, and the most it may ask. */
   ...ResourcePolicyEnvSchema.shape,
 });

@@ -6,7 +6,10 @@ import {
   InstallationIdentity,
   installationOf,
   JobStore,
+  natsUrlOptions,
+  pausedFilesStoreOf,
   QueueNames,
+  SnapshotStore,
   WarmPoolStore,
 } from '@sandstream/bus';
 import { createBackend, type SandboxBackend } from '@sandstream/sandbox';
@@ -20,6 +23,7 @@ import {
 import { createSandstreamMetrics } from '@sandstream/telemetry';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { connect as connectNats } from 'nats';
 import { startLifecycleRelay } from './lifecycle-relay-service.js';
 import { Reaper } from './reaper.js';
 import { ReaperEnvSchema } from './reaper-config.js';
@@ -55,6 +59,18 @@ runService({
         logger.warn({ err: err.message }, 'installation id not read yet: Redis does not answer'),
       );
     const installationNames = () => [installationOf(env, identity.id), deriveInstallation(env)];
+    // Paused sandboxes' kept files live in the snapshot store (NATS JetStream): discarded from here.
+    const snapshotNats = env.NATS_URL
+      ? await connectNats({
+          ...natsUrlOptions(env.NATS_URL),
+          name: 'reaper-paused-files',
+          maxReconnectAttempts: -1,
+        })
+      : undefined;
+    if (snapshotNats) onShutdown('nats (paused files)', () => snapshotNats.close());
+    const pausedFiles = snapshotNats
+      ? pausedFilesStoreOf(new SnapshotStore(snapshotNats, keys.namespace))
+      : undefined;
     const reaper = new Reaper({
       redis,
       keys,
@@ -67,7 +83,10 @@ runService({
       pools: new WarmPoolStore(redis, keys),
       destroyQueue,
       retentionMs: env.REAPER_RETENTION_SECONDS * 1000,
-      paused: { maxRetentionMs: env.SANDBOX_MAX_PAUSED_RETENTION_SECONDS * 1000 },
+      paused: {
+        maxRetentionMs: env.SANDBOX_MAX_PAUSED_RETENTION_SECONDS * 1000,
+        ...(pausedFiles ? { files: { discard: (kept: string) => pausedFiles.delete(kept) } } : {}),
+      },
       // With the archive on here, every job's log must be archived before its keys go; without
       // it (the archive may run in relay-main.ts), jobs the archiver marked pending still wait.
       logArchive: {

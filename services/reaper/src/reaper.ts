@@ -55,7 +55,7 @@ export interface ReaperOptions {
    * `files` (also those of a sandbox closed while paused). Without `files`, kept files are left
    * and such records are not deleted (their reference would be lost with them).
    */
-  paused?: { maxRetentionMs: number; files?: SandboxFilesKeeper | undefined };
+  paused?: { maxRetentionMs: number; files?: Pick<SandboxFilesKeeper, 'discard'> | undefined };
   /**
    * The JetStream log archive guard. A job whose log the archiver marked `pending` keeps its
    * keys until `holdMs` past retention; with `required` (the archive is on for this

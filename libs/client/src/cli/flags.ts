@@ -29,6 +29,9 @@ const FLAGS = {
   interactive: { type: 'boolean', short: 'i' },
   session: { type: 'string' },
   admin: { type: 'boolean' },
+  'from-snapshot': { type: 'string' },
+  count: { type: 'string' },
+  name: { type: 'string' },
 } as const;
 type Flag = keyof typeof FLAGS;
 
@@ -45,7 +48,12 @@ const COMMAND_FLAGS = {
   status: ['json'],
   cancel: [],
   ls: ['tenant', 'state', 'limit'],
-  'sandbox create': ['template', 'id', 'env', 'label', 'idle-timeout', 'timeout', 'tenant'],
+  'sandbox create': ['template', 'id', 'env', 'label', 'idle-timeout', 'timeout', 'tenant', 'from-snapshot'],
+  'sandbox restore': [],
+  'sandbox fork': ['count'],
+  'snapshot create': ['name'],
+  'snapshot ls': ['json'],
+  'snapshot rm': [],
   'sandbox ls': ['tenant', 'state', 'label', 'limit', 'json'],
   'sandbox inspect': ['json'],
   'sandbox rm': [],
@@ -62,7 +70,7 @@ const COMMAND_FLAGS = {
 export type Command = keyof typeof COMMAND_FLAGS;
 
 /** Commands with subcommands: `sandbox create`, `sandbox ls` … (the first word alone is not one). */
-const GROUPS = ['sandbox', 'apikey'] as const;
+const GROUPS = ['sandbox', 'apikey', 'snapshot'] as const;
 
 /** Commands that take a command line of their own after `--`. */
 const TAKES_COMMAND_LINE: readonly Command[] = ['exec'];

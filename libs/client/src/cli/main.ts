@@ -15,7 +15,7 @@ import { type ListOptions, SandstreamClient } from '../client.js';
 import { SandstreamOptionsError, type SandstreamWarning } from '../client-options.js';
 import { infrastructureErrorOf } from '../infrastructure-errors.js';
 import { JobNotFoundError } from '../job-not-found.js';
-import { SandboxClosedError, SandboxNotFoundError } from '../sandbox-errors.js';
+import { SandboxClosedError, SandboxNotFoundError, SnapshotNotFoundError } from '../sandbox-errors.js';
 import { apiKeyCommand } from './api-key-commands.js';
 import { type CliRedis, connectCliRedis } from './connect-redis.js';
 import { NatsUrlSchema, redactUrl, resolveApiConnection, resolveConnection } from './connection-config.js';
@@ -36,6 +36,14 @@ import {
   resumeSandbox,
   shellInSandbox,
 } from './sandbox-commands.js';
+import {
+  createSnapshot,
+  forkCount,
+  forkSandbox,
+  listSnapshots,
+  removeSnapshot,
+  restoreSandbox,
+} from './snapshot-commands.js';
 import { startCliTelemetry } from './telemetry.js';
 
 const USAGE = `Usage: sandstream <command> [options]
@@ -60,6 +68,15 @@ Commands:
                                  prints "<id> paused" and any command it stopped
   sandbox resume <id> [--timeout s]
                                  resume a paused sandbox under the same id; prints its id once ready
+  sandbox create --from-snapshot <snapshotId>
+                                 a sandbox that starts with a snapshot's files; prints its id
+  sandbox restore <id> <snapshotId>
+                                 make its files exactly the snapshot's (running commands stopped)
+  sandbox fork <id> --count <n>  n new sandboxes (≤ 100) with its files; prints their ids, one a line
+  snapshot create <id> [--name <n>]
+                                 snapshot a sandbox's files; prints the snapshot id alone
+  snapshot ls [--json]           the tenant's snapshots
+  snapshot rm <snapshotId>       delete a snapshot
   exec [--shell] [--cwd <dir>] [--env K=V]… [--timeout <s>] <id> -- <command> [args…]
                                  run a command in a sandbox with live output; exits with the
                                  command's code (124 timed out, 130 cancelled, 125 Sandstream failed)
@@ -131,7 +148,12 @@ async function main(argv: string[]): Promise<number> {
       throw new UsageError(
         'cp needs a source and a destination: cp <src> <id>:<path> or cp <id>:<path> <dst>',
       );
-  } else if (command === 'ls' || command === 'sandbox ls' || command === 'apikey ls') {
+  } else if (
+    command === 'ls' ||
+    command === 'sandbox ls' ||
+    command === 'apikey ls' ||
+    command === 'snapshot ls'
+  ) {
     if (arg) throw new UsageError(`${command} takes no arguments (got "${arg}")`);
   } else if (command === 'sandbox create') {
     createSpec(arg, values);
@@ -140,11 +162,20 @@ async function main(argv: string[]): Promise<number> {
     if (!values.tenant) throw new UsageError('apikey create needs --tenant <t>');
   } else if (command === 'apikey revoke') {
     needArg('key id');
+  } else if (command === 'snapshot rm') {
+    needArg('snapshot id');
+  } else if (command === 'sandbox restore') {
+    needArg('sandbox id');
+    if (!args[1]) throw new UsageError('sandbox restore needs a sandbox id and a snapshot id');
+  } else if (command === 'sandbox fork') {
+    needArg('sandbox id');
+    forkCount(values.count);
   } else if (
     command === 'sandbox inspect' ||
     command === 'sandbox rm' ||
     command === 'sandbox pause' ||
     command === 'sandbox resume' ||
+    command === 'snapshot create' ||
     command === 'exec' ||
     command === 'shell'
   ) {
@@ -261,6 +292,16 @@ async function main(argv: string[]): Promise<number> {
         return await pauseSandbox(client, needArg('sandbox id'));
       case 'sandbox resume':
         return await resumeSandbox(client, needArg('sandbox id'), values);
+      case 'sandbox restore':
+        return await restoreSandbox(client, needArg('sandbox id'), args[1]);
+      case 'sandbox fork':
+        return await forkSandbox(client, needArg('sandbox id'), values);
+      case 'snapshot create':
+        return await createSnapshot(client, needArg('sandbox id'), values);
+      case 'snapshot ls':
+        return await listSnapshots(client, values);
+      case 'snapshot rm':
+        return await removeSnapshot(client, needArg('snapshot id'));
       case 'exec':
         return await execInSandbox(client, needArg('sandbox id'), commandLine, values);
       case 'shell':
@@ -418,7 +459,8 @@ main(process.argv.slice(2))
       } else if (
         err instanceof NotFoundError ||
         err instanceof JobNotFoundError ||
-        err instanceof SandboxNotFoundError
+        err instanceof SandboxNotFoundError ||
+        err instanceof SnapshotNotFoundError
       ) {
         // Never there, or gone while followed (JobNotFoundError: Redis lost its data).
         process.stderr.write(`sandstream: ${err.message}\n`);

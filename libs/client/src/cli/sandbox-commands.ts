@@ -35,12 +35,14 @@ export function seconds(flag: string, value: string | undefined): number | undef
 
 /** The spec `sandbox create` asks for; parsed (and refused by field) by the SDK. */
 export function createSpec(image: string | undefined, values: Values): LiveSandboxSpecInput {
-  if (!image && !values.template) throw new UsageError('sandbox create needs an image or --template <name>');
+  if (!image && !values.template && !values['from-snapshot'])
+    throw new UsageError('sandbox create needs an image, --template <name> or --from-snapshot <snapshotId>');
   const idle = seconds('idle-timeout', values['idle-timeout']);
   const timeout = seconds('timeout', values.timeout);
   return {
     ...(image ? { image } : {}),
     ...(values.template ? { template: values.template } : {}),
+    ...(values['from-snapshot'] ? { fromSnapshot: values['from-snapshot'] } : {}),
     ...(values.id ? { id: values.id } : {}),
     ...(values.tenant ? { tenant: values.tenant } : {}),
     env: keyValues('env', values.env),

@@ -20,6 +20,7 @@ import type {
 import type { PauseResult } from '../sandbox-pause-result.js';
 import { waitReady } from '../sandbox-wait.js';
 import type { OutputGap } from '../seq-gaps.js';
+import type { RestoreResult, SnapshotInfo } from '../snapshots.js';
 import type { KillSignal, RunStep, SandboxTransport, TerminalChannel } from '../transport.js';
 import { type HttpApi, isPassingOutage } from './http-api.js';
 import { followCommandEvents } from './http-command-events.js';
@@ -73,6 +74,54 @@ export class HttpSandboxTransport implements SandboxTransport {
       subject: { spec: 'sandbox', ...(input.id !== undefined ? { sandboxId: input.id } : {}) },
     });
     return record.id;
+  }
+
+  snapshot(
+    id: string,
+    options: { name?: string | undefined; timeoutSeconds?: number | undefined },
+  ): Promise<SnapshotInfo> {
+    return this.api.json<SnapshotInfo>(this.path(id, '/snapshots'), {
+      method: 'POST',
+      body: { ...(options.name ? { name: options.name } : {}) },
+      subject: { sandboxId: id },
+    });
+  }
+
+  restore(id: string, snapshotId: string): Promise<RestoreResult> {
+    return this.api.json<RestoreResult>(this.path(id, '/restore'), {
+      method: 'POST',
+      body: { snapshotId },
+      subject: { sandboxId: id, snapshotId },
+    });
+  }
+
+  async fork(id: string, count: number): Promise<string[]> {
+    const forked = await this.api.json<{ sandboxIds: string[] }>(this.path(id, '/fork'), {
+      method: 'POST',
+      body: { count },
+      subject: { sandboxId: id },
+    });
+    return forked.sandboxIds;
+  }
+
+  listSnapshots(): Promise<SnapshotInfo[]> {
+    return this.api.json<SnapshotInfo[]>('/v1/snapshots');
+  }
+
+  getSnapshot(snapshotId: string): Promise<SnapshotInfo | null> {
+    return this.api.jsonOrNull<SnapshotInfo>(`/v1/snapshots/${encodeURIComponent(snapshotId)}`, {
+      subject: { snapshotId },
+    });
+  }
+
+  async deleteSnapshot(snapshotId: string): Promise<boolean> {
+    const response = await this.api.request(`/v1/snapshots/${encodeURIComponent(snapshotId)}`, {
+      method: 'DELETE',
+      subject: { snapshotId },
+      allow: [404],
+    });
+    await response.body?.cancel();
+    return response.status !== 404;
   }
 
   async connect(id: string, options: CreateSandboxOptions): Promise<void> {

@@ -20,6 +20,8 @@ import {
   SandboxNotFoundError,
   SandboxPausedError,
   SandboxTimeoutError,
+  SnapshotCorruptError,
+  SnapshotNotFoundError,
 } from '../sandbox-errors.js';
 
 /**
@@ -60,6 +62,8 @@ export interface ProblemSubject {
   spec?: 'job' | 'sandbox' | undefined;
   /** The command an exec or its follow was about. */
   commandId?: string | undefined;
+  /** The snapshot a restore or a snapshot call was about (a 404 may be the snapshot's). */
+  snapshotId?: string | undefined;
 }
 
 /** Builds the SDK error of one kind from its problem (detail and extension members). */
@@ -95,7 +99,9 @@ export const ERROR_OF_KIND: Record<ProblemKind, ErrorOfKind> = {
     if (problem.commandId !== undefined) {
       return new SandboxCommandNotFoundError(problem.sandboxId ?? subject.sandboxId ?? '', problem.commandId);
     }
+    if (problem.snapshotId !== undefined) return new SnapshotNotFoundError(problem.snapshotId);
     if (subject.sandboxId !== undefined) return new SandboxNotFoundError(subject.sandboxId);
+    if (subject.snapshotId !== undefined) return new SnapshotNotFoundError(subject.snapshotId);
     if (subject.jobId !== undefined) return new JobNotFoundError(subject.jobId, subject.seen ?? false);
     return new SandstreamApiError(problem.status, problem, problem.detail);
   },
@@ -142,6 +148,7 @@ export const ERROR_OF_KIND: Record<ProblemKind, ErrorOfKind> = {
   'unsupported-media-type': apiError,
   'upgrade-required': apiError,
   'sandbox-limit': (problem) => new SandboxLimitError(problem.detail),
+  'snapshot-corrupt': (problem) => new SnapshotCorruptError(problem.detail),
   'rate-limited': apiError,
   'too-many-open-requests': apiError,
   'headers-too-large': apiError,

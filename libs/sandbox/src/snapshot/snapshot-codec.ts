@@ -89,8 +89,7 @@ export async function* decodeSnapshot(compressed: AsyncIterable<Buffer>): AsyncG
     }
   };
   const magic = await wrap(() => reader.read(MAGIC.length, hash));
-  if (!magic?.equals(MAGIC))
-    throw new SnapshotCorruptError('not a Sandstream snapshot (bad magic line)');
+  if (!magic?.equals(MAGIC)) throw new SnapshotCorruptError('not a Sandstream snapshot (bad magic line)');
   let count = 0;
   for (;;) {
     const where = `after ${count} entries`;

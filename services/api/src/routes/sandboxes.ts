@@ -3,8 +3,10 @@ import {
   LiveSandboxSpecSchema,
   SandboxPauseOptionsSchema,
   type SandboxRecord,
+  SnapshotIdSchema,
 } from '@sandstream/bus';
 import { injectTraceContext } from '@sandstream/telemetry';
+import { strictObject } from '@sandstream/wire';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { checkAccess, principalOf, requireAccess } from '../access.js';
@@ -30,6 +32,27 @@ import {
 import { applySpecDefaults } from '../spec-defaults.js';
 import { wantsEventStream } from '../sse.js';
 import { CommandEventSchema, eventStreamResponse, TimelineEventSchema } from '../sse-schemas.js';
+import { SnapshotResponse, snapshotsOf } from './snapshots.js';
+
+const SnapshotBody = strictObject({ name: z.string().min(1).max(256).optional() });
+const RestoreBody = strictObject({ snapshotId: SnapshotIdSchema });
+const RestoreResponse = z
+  .object({
+    snapshotId: z.string(),
+    stoppedCommands: z.array(z.string()),
+    entries: z.number(),
+    bytes: z.number(),
+    removed: z.number(),
+    frozenMs: z.number(),
+  })
+  .meta({ id: 'RestoreResult' });
+const ForkBody = strictObject({
+  count: z
+    .number()
+    .int('count must be a whole number')
+    .min(1, 'count is at least 1')
+    .max(100, 'count is at most 100'),
+});
 
 /** How long POST /v1/sandboxes waits for readiness when the request does not say. */
 const DEFAULT_READY_SECONDS = 120;
@@ -98,6 +121,80 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           },
         );
         return reply.code(wait ? 201 : 202).send(await record(sandbox.id));
+      },
+    );
+
+    // Snapshots of this sandbox (docs/snapshots.md); seed 003 says `/snapshot`, the v1 API `/snapshots`.
+    for (const path of ['/:id/snapshots', '/:id/snapshot']) {
+      app.post(
+        path,
+        {
+          schema: {
+            tags,
+            summary: "Snapshot the sandbox's files (answers the snapshot, with its snapshotId)",
+            params: IdParams,
+            body: SnapshotBody.nullish(),
+            response: { 201: SnapshotResponse, ...problems, ...problemResponses(429) },
+          },
+        },
+        async (request, reply) => {
+          const taken = await owned(request.params.id).snapshot(
+            request.body?.name ? { name: request.body.name } : {},
+          );
+          return reply.code(201).send(taken);
+        },
+      );
+    }
+
+    app.get(
+      '/:id/snapshots',
+      {
+        schema: {
+          tags,
+          summary: 'Snapshots taken of this sandbox, newest first',
+          params: IdParams,
+          response: { 200: z.array(SnapshotResponse), ...problems },
+        },
+      },
+      async (request) => {
+        const all = await snapshotsOf(ctx, principalOf(request)).list();
+        return all.filter((s) => s.fromSandbox === request.params.id);
+      },
+    );
+
+    app.post(
+      '/:id/restore',
+      {
+        schema: {
+          tags,
+          summary:
+            "Make the sandbox's files exactly a snapshot's (running commands are stopped first and named)",
+          params: IdParams,
+          body: RestoreBody,
+          response: { 200: RestoreResponse, ...problems, ...problemResponses(422) },
+        },
+      },
+      async (request) => owned(request.params.id).restore(request.body.snapshotId),
+    );
+
+    app.post(
+      '/:id/fork',
+      {
+        schema: {
+          tags,
+          summary: "New sandboxes (at most 100) that start with this one's files",
+          params: IdParams,
+          body: ForkBody,
+          response: {
+            201: z.object({ sandboxIds: z.array(z.string()) }),
+            ...problems,
+            ...problemResponses(429),
+          },
+        },
+      },
+      async (request, reply) => {
+        const forks = await owned(request.params.id).fork({ count: request.body.count });
+        return reply.code(201).send({ sandboxIds: forks.map((f) => f.id) });
       },
     );
 
