@@ -1,5 +1,8 @@
+import { Readable } from 'node:stream';
 import {
   createKeySpace,
+  pausedFilesStoreOf,
+  SnapshotStore,
   DispatchKeys,
   ExpiredLeases,
   JobStore,
@@ -9,6 +12,7 @@ import {
 import { silentLogger } from '@sandstream/telemetry';
 import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
+import { connect as connectNats } from 'nats';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Reaper } from './reaper.js';
 
@@ -21,7 +25,17 @@ const store = new JobStore({ redis, keys });
 const HOUR = 3600_000;
 const DAY = 24 * HOUR;
 
+const nats = await connectNats({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222' });
+const objects = new SnapshotStore(nats, ns);
+const kept = pausedFilesStoreOf(objects);
+
 afterAll(async () => {
+  await nats
+    .jetstream()
+    .views.os(`sandstream_snapshots_${ns.replace(/[^A-Za-z0-9_-]/g, '_')}`)
+    .then((os) => os.destroy())
+    .catch(() => {});
+  await nats.close();
   await deleteNamespaceKeys(redis, ns);
   for (const id of await redis.keys(`job:{${ns}-*}`)) await redis.unlink(id);
   redis.disconnect();
@@ -41,6 +55,25 @@ async function paused(name: string, agoMs: number, pausedRetentionSeconds?: numb
     await store.transition(id, [from], to);
   await store.transition(id, ['running'], 'paused', { reason: 'pause', pausedAt: Date.now() - agoMs });
   return id;
+}
+
+function reaperOf(files?: { discard(kept: string): Promise<void> }) {
+  return new Reaper({
+    redis,
+    keys,
+    store,
+    leases: new ExpiredLeases({ redis, keys }),
+    dispatchKeys: new DispatchKeys(keys, 2),
+    logger: silentLogger('reaper-paused-test'),
+    retentionMs: DAY,
+    paused: { maxRetentionMs: 30 * DAY, ...(files ? { files } : {}) },
+    orphanGraceMs: 1000,
+    sandboxGraceMs: 0,
+    startingTimeoutMs: 10 * 60_000,
+    heartbeatGraceMs: 5 * 60_000,
+    jobIdGlob: `${ns}-*`,
+    pauseMs: 0,
+  });
 }
 
 const stateOf = async (id: string) => {
@@ -77,5 +110,34 @@ describe('reaper: paused sandboxes', () => {
     expect(await stateOf(young)).toMatchObject({ state: 'paused' });
     // Closed just now: kept for the usual retention, like any closed sandbox.
     expect((await reaper.runOnce()).jobsDeleted).toBe(0);
+  });
+
+  it('discards the kept files of a sandbox closed while paused or past its retention, from the snapshot store, before its record may go', async () => {
+    const expired = await paused('files-expired', 8 * DAY);
+    const closed = await paused('files-closed', HOUR);
+    const ids: Record<string, string> = {};
+    for (const id of [expired, closed]) {
+      ids[id] = await kept.put(Readable.from([Buffer.from(`files of ${id}`)]), {
+        sandboxId: id,
+        tenant: 'default',
+      });
+      await store.setPausedFiles(id, ids[id] as string);
+    }
+    expect((await store.requestCancel(closed, 'user')).status).toBe('cancelled');
+    const objectOf = (id: string) => JSON.parse(ids[id] as string).objectId as string;
+    expect(await objects.names()).toEqual(expect.arrayContaining([objectOf(expired), objectOf(closed)]));
+
+    // Without the store this reaper cannot discard them: they stay, and so do the references.
+    expect((await reaperOf().runOnce()).pausedExpired).toBe(1);
+    expect((await store.get(closed))?.pausedFiles).toBe(ids[closed]);
+
+    const report = await reaperOf({ discard: (k) => kept.delete(k) }).runOnce();
+    // Both: the expired one was closed by the first pass, its files kept until a pass could discard them.
+    expect(report.pausedFilesDiscarded).toBe(2);
+    for (const id of [expired, closed]) {
+      expect((await store.get(id))?.pausedFiles).toBeUndefined();
+      expect(await objects.names()).not.toContain(objectOf(id));
+    }
+    expect(await stateOf(expired)).toMatchObject({ state: 'closed', reason: 'paused-expired' });
   });
 });
