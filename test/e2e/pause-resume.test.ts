@@ -14,6 +14,7 @@ import { liveBackends, testRedisUrl } from '@sandstream/test-support';
 import Dockerode from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type Transport, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
+import { runCli } from '../helpers/cli-run.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // Pause and resume end to end (issue 30 §3): the services as processes, the snapshot store in
@@ -197,6 +198,28 @@ describe.each(cases)(
         const other = await view.client.sandboxes.create({ id: id('close-paused'), ...base() });
         await other.pause();
         expect(await other.close()).toMatchObject({ state: 'closed', reason: 'user' });
+      },
+    );
+
+    it.runIf(name === 'in-process')(
+      'sandstream sandbox pause / resume / inspect from the shell',
+      async () => {
+        const sandbox = await view.client.sandboxes.create({ id: id('cli'), ...base() });
+        await sandbox.files.write('note.txt', 'kept through the CLI');
+        const cli = (...args: string[]) => runCli([...args, ...view.cliFlags], {});
+        const paused = await cli('sandbox', 'pause', sandbox.id);
+        expect(paused).toMatchObject({ status: 0, stdout: `${sandbox.id} paused\n` });
+        const inspected = await cli('sandbox', 'inspect', sandbox.id);
+        expect(inspected.stdout).toMatch(/^state {5}paused$/m);
+        expect(inspected.stdout).toMatch(/^paused {4}\d{4}-.*resume: sandstream sandbox resume /m);
+        // The id alone once it is ready, as create prints it.
+        expect(await cli('sandbox', 'resume', sandbox.id)).toMatchObject({
+          status: 0,
+          stdout: `${sandbox.id}\n`,
+        });
+        expect(await sandbox.files.read('note.txt')).toBe('kept through the CLI');
+        expect((await cli('sandbox', 'inspect', sandbox.id)).stdout).toMatch(/^resumed {3}1 time\(s\)$/m);
+        await sandbox.close();
       },
     );
 
