@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { z } from 'zod';
+import type { JobStore } from './job-store.js';
 import type { SnapshotStore } from './snapshot-store.js';
 
 /**
@@ -26,6 +27,36 @@ const KeptFilesSchema = z.object({
 
 /** Object names of paused sandboxes' files in the snapshot bucket (no snapshot record of their own). */
 export const PAUSED_OBJECT_PREFIX = 'pause-';
+const UUID_LENGTH = 36;
+
+/** `pause-<sandboxId>-<uuid>`: the object names its owner, so a sweep can ask the owner's record. */
+export function pausedObjectName(sandboxId: string): string {
+  return `${PAUSED_OBJECT_PREFIX}${sandboxId}-${randomUUID()}`;
+}
+
+/** The sandbox a paused object belongs to, or null for any other object. */
+export function pausedObjectOwner(name: string): string | null {
+  if (!name.startsWith(PAUSED_OBJECT_PREFIX) || name.length <= PAUSED_OBJECT_PREFIX.length + UUID_LENGTH + 1)
+    return null;
+  return name.slice(PAUSED_OBJECT_PREFIX.length, -(UUID_LENGTH + 1));
+}
+
+/**
+ * Whether a paused object is still kept by its sandbox (its record's `pausedFiles` names it): the
+ * snapshots' orphan sweep leaves it then; otherwise it is an orphan (a keep cut short, say) once
+ * older than the upload grace, as an unfinished snapshot is.
+ */
+export async function pausedObjectKept(store: JobStore, name: string): Promise<boolean> {
+  const owner = pausedObjectOwner(name);
+  if (owner === null) return false;
+  const kept = (await store.get(owner))?.pausedFiles;
+  if (kept === undefined) return false;
+  try {
+    return KeptFilesSchema.parse(JSON.parse(kept)).objectId === name;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * The snapshot store (NATS JetStream's object store, the snapshots' SnapshotStore) as pauses use
@@ -36,8 +67,8 @@ export const PAUSED_OBJECT_PREFIX = 'pause-';
 export function pausedFilesStoreOf(objects: SnapshotStore): PausedFilesStore {
   const parse = (kept: string) => KeptFilesSchema.parse(JSON.parse(kept));
   return {
-    put: async (stream: Readable) => {
-      const objectId = `${PAUSED_OBJECT_PREFIX}${randomUUID()}`;
+    put: async (stream: Readable, owner) => {
+      const objectId = pausedObjectName(owner.sandboxId);
       const stored = await objects.put(objectId, stream);
       return JSON.stringify({ objectId, ...stored });
     },

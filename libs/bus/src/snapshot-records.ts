@@ -181,6 +181,11 @@ export class SnapshotRecords {
     return true;
   }
 
+  /** Removes whatever is recorded of the id under `tenant` (record, index, owner, expiry entry); idempotent. */
+  purge(tenant: string, snapshotId: string): Promise<void> {
+    return this.forget(tenant, snapshotId);
+  }
+
   /** `{tenant, snapshotId}` of records whose retention or upload grace ended before `now`. */
   async expired(now: number, count = 100): Promise<Array<{ tenant: string; snapshotId: string }>> {
     const members = await this.redis.zrangebyscore(this.keys.snapshots.expiry, 0, now, 'LIMIT', 0, count);

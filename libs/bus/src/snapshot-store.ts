@@ -146,6 +146,29 @@ export class SnapshotStore {
     if (info) await os.delete(snapshotId);
   }
 
+  /**
+   * Chunk groups (nuids) the bucket's stream holds that no stored object names: what an upload
+   * killed mid-way leaves (its object's metadata is written last). Includes uploads under way.
+   */
+  async unreferencedChunks(): Promise<string[]> {
+    const os = await this.store();
+    const referenced = new Set((await os.list()).map((i) => i.nuid));
+    const bucket = snapshotBucketName(this.namespace);
+    const jsm = await this.nc.jetstreamManager();
+    const info = await jsm.streams.info(`OBJ_${bucket}`, { subjects_filter: `$O.${bucket}.C.>` });
+    const prefix = `$O.${bucket}.C.`;
+    return Object.keys(info.state.subjects ?? {})
+      .map((subject) => subject.slice(prefix.length))
+      .filter((nuid) => !referenced.has(nuid));
+  }
+
+  /** Deletes one unreferenced chunk group (unreferencedChunks). */
+  async purgeChunks(nuid: string): Promise<void> {
+    const bucket = snapshotBucketName(this.namespace);
+    const jsm = await this.nc.jetstreamManager();
+    await jsm.streams.purge(`OBJ_${bucket}`, { filter: `$O.${bucket}.C.${nuid}` });
+  }
+
   /** Names of the stored objects (the reaper compares them with the records). */
   async names(): Promise<string[]> {
     const os = await this.store();

@@ -8,7 +8,9 @@ import {
   JobStore,
   natsUrlOptions,
   pausedFilesStoreOf,
+  pausedObjectKept,
   QueueNames,
+  SnapshotRecords,
   SnapshotStore,
   WarmPoolStore,
 } from '@sandstream/bus';
@@ -27,6 +29,7 @@ import { connect as connectNats } from 'nats';
 import { startLifecycleRelay } from './lifecycle-relay-service.js';
 import { Reaper } from './reaper.js';
 import { ReaperEnvSchema } from './reaper-config.js';
+import { SnapshotReaper } from './snapshot-reaper.js';
 
 runService({
   name: 'reaper',
@@ -59,22 +62,22 @@ runService({
         logger.warn({ err: err.message }, 'installation id not read yet: Redis does not answer'),
       );
     const installationNames = () => [installationOf(env, identity.id), deriveInstallation(env)];
-    // Paused sandboxes' kept files live in the snapshot store (NATS JetStream): discarded from here.
+    // Snapshots (their bytes in NATS JetStream): expired ones, dead uploads, orphaned bytes.
     const snapshotNats = env.NATS_URL
       ? await connectNats({
           ...natsUrlOptions(env.NATS_URL),
-          name: 'reaper-paused-files',
+          name: 'reaper-snapshots',
           maxReconnectAttempts: -1,
         })
       : undefined;
-    if (snapshotNats) onShutdown('nats (paused files)', () => snapshotNats.close());
-    const pausedFiles = snapshotNats
-      ? pausedFilesStoreOf(new SnapshotStore(snapshotNats, keys.namespace))
-      : undefined;
+    // Paused sandboxes' kept files live in the same store: discarded by the job pass.
+    const snapshotObjects = snapshotNats ? new SnapshotStore(snapshotNats, keys.namespace) : undefined;
+    const pausedFiles = snapshotObjects ? pausedFilesStoreOf(snapshotObjects) : undefined;
+    const jobStore = new JobStore({ redis, keys });
     const reaper = new Reaper({
       redis,
       keys,
-      store: new JobStore({ redis, keys }),
+      store: jobStore,
       leases: new ExpiredLeases({ redis, keys }),
       dispatchKeys,
       logger,
@@ -124,6 +127,17 @@ runService({
       },
     });
 
+    const snapshotReaper = snapshotNats
+      ? new SnapshotReaper({
+          records: new SnapshotRecords(redis, keys),
+          objects: snapshotObjects ?? new SnapshotStore(snapshotNats, keys.namespace),
+          // A paused sandbox's files have no snapshot record: its job record names them.
+          isPausedObjectKept: (name: string) => pausedObjectKept(jobStore, name),
+          uploadGraceMs: env.SNAPSHOT_UPLOAD_GRACE_SECONDS * 1000,
+          logger,
+        })
+      : undefined;
+
     let lastPassOk = true;
     // /readyz fails a pass loop that stopped making progress.
     const watchdog = new ProgressWatchdog();
@@ -134,6 +148,7 @@ runService({
         let pause = env.REAPER_INTERVAL_SECONDS * 1000;
         try {
           await reaper.runOnce(signal);
+          await snapshotReaper?.runOnce();
           lastPassOk = true;
           failures = 0;
           passDone();
@@ -149,6 +164,7 @@ runService({
     })();
     // The pass in progress stops at its next batch boundary (the signal is checked between SCAN calls).
     onShutdown('reaper loop', () => loop);
+    if (snapshotNats) onShutdown('snapshot nats', () => snapshotNats.drain());
     // By default the reaper also hosts the lifecycle relay (relay-main.ts runs it on its own).
     const nats = env.NATS_URL
       ? await startLifecycleRelay({

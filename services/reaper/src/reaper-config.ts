@@ -35,6 +35,12 @@ export const ReaperEnvSchema = serviceEnvSchema(8084).extend({
   /** When NATS_URL is set, this process also runs the lifecycle relay (relay-main.ts runs it alone). */
   ...LifecycleRelayEnv,
   NATS_URL: LifecycleRelayEnv.NATS_URL.optional(),
+  /**
+   * With NATS_URL: chunk groups of a snapshot upload that no object names are purged once they
+   * stayed so this long (an upload killed mid-way); pod-lifecycle's setting of the same name
+   * decides when an unfinished upload's record expires.
+   */
+  SNAPSHOT_UPLOAD_GRACE_SECONDS: intVar(10, 24 * 3600, 900),
   /** With NATS_URL, also the JetStream log archive (on unless LOG_ARCHIVE=off). */
   ...LogArchiveEnv,
 });

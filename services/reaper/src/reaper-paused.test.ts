@@ -1,12 +1,14 @@
 import { Readable } from 'node:stream';
 import {
   createKeySpace,
-  pausedFilesStoreOf,
-  SnapshotStore,
   DispatchKeys,
   ExpiredLeases,
   JobStore,
   parseLiveSandboxSpec,
+  pausedFilesStoreOf,
+  pausedObjectKept,
+  SnapshotRecords,
+  SnapshotStore,
   sandboxRecordOf,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
@@ -15,6 +17,7 @@ import { Redis } from 'ioredis';
 import { connect as connectNats } from 'nats';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Reaper } from './reaper.js';
+import { SnapshotReaper } from './snapshot-reaper.js';
 
 // Paused sandboxes are kept for their spec's pausedRetentionSeconds, capped by the operator's
 // SANDBOX_MAX_PAUSED_RETENTION_SECONDS; past it the reaper closes them (closed, paused-expired).
@@ -139,5 +142,32 @@ describe('reaper: paused sandboxes', () => {
       expect(await objects.names()).not.toContain(objectOf(id));
     }
     expect(await stateOf(expired)).toMatchObject({ state: 'closed', reason: 'paused-expired' });
+  });
+
+  it("the snapshots' orphan sweep leaves a paused sandbox's kept files, and takes a paused object nobody names after the grace", async () => {
+    const owner = await paused('sweep', HOUR);
+    const reference = await kept.put(Readable.from([Buffer.from('kept')]), {
+      sandboxId: owner,
+      tenant: 'default',
+    });
+    await store.setPausedFiles(owner, reference);
+    // A keep cut short: stored, never written on a record.
+    const stray = JSON.parse(
+      await kept.put(Readable.from([Buffer.from('stray')]), { sandboxId: owner, tenant: 'default' }),
+    ).objectId as string;
+    const sweep = new SnapshotReaper({
+      records: new SnapshotRecords(redis, keys),
+      objects,
+      uploadGraceMs: 0,
+      isPausedObjectKept: (name) => pausedObjectKept(store, name),
+      logger: silentLogger('reaper-paused-test'),
+    });
+    const keptName = JSON.parse(reference).objectId as string;
+    await sweep.runOnce(); // first seen: within the grace
+    expect(await objects.names()).toEqual(expect.arrayContaining([keptName, stray]));
+    await sweep.runOnce();
+    const names = await objects.names();
+    expect(names).toContain(keptName);
+    expect(names).not.toContain(stray);
   });
 });

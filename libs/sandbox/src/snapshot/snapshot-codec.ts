@@ -24,12 +24,29 @@ export const SNAPSHOT_GZIP_LEVEL = 1;
 
 /** Compressed snapshot bytes from captured entries, read lazily: nothing is held whole. */
 export function encodeSnapshot(entries: AsyncIterable<CapturedEntry>): Readable {
-  const gzip = createGzip({ level: SNAPSHOT_GZIP_LEVEL, memLevel: 9 });
-  const frames = Readable.from(frameEntries(entries), { objectMode: false, highWaterMark: 1 << 20 });
+  const gzip = createGzip({ level: SNAPSHOT_GZIP_LEVEL, memLevel: 9, chunkSize: 256 * 1024 });
+  const frames = Readable.from(batched(frameEntries(entries)), { objectMode: false, highWaterMark: 1 << 20 });
   pipeline(frames, gzip).catch(() => {
     // pipeline destroys gzip with the error: its reader sees it.
   });
   return gzip;
+}
+
+/** Small frames (headers, small files) joined into 256 KB pieces: one compressor call each, not one per header. */
+async function* batched(frames: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  const BATCH = 256 * 1024;
+  let pending: Buffer[] = [];
+  let size = 0;
+  for await (const frame of frames) {
+    pending.push(frame);
+    size += frame.length;
+    if (size >= BATCH) {
+      yield pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending, size);
+      pending = [];
+      size = 0;
+    }
+  }
+  if (size > 0) yield Buffer.concat(pending, size);
 }
 
 async function* frameEntries(entries: AsyncIterable<CapturedEntry>): AsyncGenerator<Buffer> {

@@ -1,5 +1,5 @@
-import { createReadStream, type Stats } from 'node:fs';
-import { lstat, readdir, readlink } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import { lstat, open, readdir, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CapturedEntry, SnapshotEntry } from './snapshot-entry.js';
 
@@ -14,9 +14,26 @@ export function entryOf(path: string, stats: Stats): Omit<SnapshotEntry, 'type' 
   };
 }
 
-/** A file's content, read when the encoder reaches it (never the whole file in memory). */
-export function fileContent(path: string): () => AsyncIterable<Buffer> {
-  return () => createReadStream(path, { highWaterMark: 1 << 20 }) as AsyncIterable<Buffer>;
+const READ_CHUNK = 1 << 20;
+
+/**
+ * A file's content, read when the encoder reaches it, 1 MB at a time (never the whole file in
+ * memory). Buffers sized to what is left: a stream's 1 MB buffer per small file cost 6x the time.
+ */
+export function fileContent(path: string, size: number): () => AsyncIterable<Buffer> {
+  return async function* () {
+    const handle = await open(path, 'r');
+    try {
+      for (let left = size; left > 0; ) {
+        const { bytesRead, buffer } = await handle.read({ buffer: Buffer.allocUnsafe(Math.min(left, READ_CHUNK)) });
+        if (bytesRead === 0) return;
+        left -= bytesRead;
+        yield bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead);
+      }
+    } finally {
+      await handle.close();
+    }
+  };
 }
 
 /**
@@ -53,5 +70,5 @@ export async function* capturePath(full: string, path: string, stats: Stats): As
   else if (stats.isSymbolicLink())
     yield { entry: { ...entryOf(path, stats), type: 'symlink', size: 0, target: await readlink(full) } };
   else if (stats.isFile())
-    yield { entry: { ...entryOf(path, stats), type: 'file', size: stats.size }, content: fileContent(full) };
+    yield { entry: { ...entryOf(path, stats), type: 'file', size: stats.size }, content: fileContent(full, stats.size) };
 }

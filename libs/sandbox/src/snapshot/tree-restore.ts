@@ -1,7 +1,5 @@
-import { createWriteStream } from 'node:fs';
-import { chmod, lchown, lstat, lutimes, mkdir, readdir, rm, symlink, utimes } from 'node:fs/promises';
+import { chmod, lchown, lstat, lutimes, mkdir, open, readdir, rm, symlink, utimes } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import type { RestoredEntry, SnapshotEntry } from './snapshot-entry.js';
 
 /** What a restore did, for the reply and the logs. */
@@ -41,15 +39,15 @@ export async function applyEntry(
     await symlink(entry.target ?? '', full);
   } else {
     // Truncated in place (not unlinked): a process holding the file open sees the restored bytes.
-    await pipeline(
-      (async function* () {
-        for await (const chunk of content) {
-          bytes += chunk.length;
-          yield chunk;
-        }
-      })(),
-      createWriteStream(full, { flags: 'w', mode: entry.mode }),
-    );
+    const handle = await open(full, 'w', entry.mode);
+    try {
+      for await (const chunk of content) {
+        await handle.write(chunk);
+        bytes += chunk.length;
+      }
+    } finally {
+      await handle.close();
+    }
   }
   await lchown(full, entry.uid, entry.gid).catch(ignoreUnprivileged);
   if (entry.type !== 'symlink') {
