@@ -1,4 +1,3 @@
-import type { Readable } from 'node:stream';
 import type { PausedFilesStore, SandboxFilesKeeper } from '@sandstream/bus';
 import { dockerRuntimeFor, type SandboxBackend, type SandboxSpec } from '@sandstream/sandbox';
 
