@@ -13,8 +13,8 @@ import {
 import { liveBackends, testRedisUrl } from '@sandstream/test-support';
 import Dockerode from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { type Transport, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { runCli } from '../helpers/cli-run.js';
+import { type Transport, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // Pause and resume end to end (issue 30 §3): the services as processes, the snapshot store in
