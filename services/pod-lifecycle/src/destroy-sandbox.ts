@@ -14,7 +14,7 @@ import {
 } from '@sandstream/bus';
 import type { SandboxBackend } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
-import { formatIssues } from '@sandstream/wire';
+import { formatIssues, resultKey } from '@sandstream/wire';
 import type { Job } from 'bullmq';
 
 export interface DestroyDeps {
@@ -104,6 +104,36 @@ export async function destroySandbox(
   log.info({ reason, sandbox: record?.sandbox?.id }, 'sandbox destroyed');
 }
 
+/** How long a pause waits for the commands it stopped to answer before it captures anyway. */
+const DRAIN_LIMIT_MS = 10_000;
+
+/**
+ * Before the capture, every command the pause stopped has answered (its result key SET by the
+ * agent: cancelled, or done if it could not be stopped, as a file write finishing its rename).
+ * A write whose caller was told it succeeded is then on disk before the capture starts, whatever
+ * the backend freezes (the in-process freeze stops the agent's children, not the agent that
+ * writes files). A command that does not answer in DRAIN_LIMIT_MS is captured as it is.
+ */
+async function drainCommands(deps: DestroyDeps, jobId: string): Promise<void> {
+  const deadline = Date.now() + DRAIN_LIMIT_MS;
+  for (let wait = 10; ; wait = Math.min(wait * 2, 200)) {
+    const record = await deps.store.get(jobId);
+    const open = Object.keys(record?.commands ?? {}).filter((id) => !(id in (record?.stepResults ?? {})));
+    const keys = deps.keys.sandbox(jobId);
+    const answered = await Promise.all(open.map((id) => deps.redis.exists(resultKey(keys, id))));
+    const left = open.filter((_, i) => answered[i] === 0);
+    if (left.length === 0) return;
+    if (Date.now() > deadline) {
+      deps.logger.warn(
+        { jobId, commands: left },
+        'pause: commands did not answer the stop; capturing as they are',
+      );
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, wait));
+  }
+}
+
 /** Tries at keeping a pausing sandbox's files before it fails instead. */
 const KEEP_ATTEMPTS = 3;
 
@@ -138,6 +168,7 @@ async function pauseTeardown(
   const keepFiles = async (ref: { jobId: string; backend: string; id: string }) => {
     // A redelivered destroy finds them kept already and does not keep them twice.
     if (record.pausedFiles !== undefined) return;
+    await drainCommands(deps, jobId);
     for (let attempt = 1; ; attempt++) {
       try {
         await deps.store.setPausedFiles(
