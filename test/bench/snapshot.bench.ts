@@ -28,7 +28,9 @@ const SMALL_FILES = 10_000;
 const SMALL_BYTES = 2048;
 
 function textLike(bytes: number): Buffer {
-  const words = Array.from({ length: 512 }, () => randomBytes(3 + (randomBytes(1)[0] as number) % 6).toString('hex'));
+  const words = Array.from({ length: 512 }, () =>
+    randomBytes(3 + ((randomBytes(1)[0] as number) % 6)).toString('hex'),
+  );
   const parts: string[] = [];
   let size = 0;
   while (size < bytes) {
@@ -44,7 +46,8 @@ function makeWorkspace(dir: string): number {
   const large = Math.max(1, Math.round((MEGABYTES * 1024 * 1024 - smallTotal) / (1024 * 1024)));
   const block = textLike(1024 * 1024);
   mkdirSync(join(dir, 'large'), { recursive: true });
-  for (let i = 0; i < large; i++) writeFileSync(join(dir, 'large', `f${i}.bin`), Buffer.concat([randomBytes(16), block.subarray(16)]));
+  for (let i = 0; i < large; i++)
+    writeFileSync(join(dir, 'large', `f${i}.bin`), Buffer.concat([randomBytes(16), block.subarray(16)]));
   const small = textLike(SMALL_BYTES * 64);
   for (let d = 0; d < 100; d++) {
     mkdirSync(join(dir, 'src', `d${d}`), { recursive: true });
@@ -70,7 +73,12 @@ async function main(): Promise<void> {
     const bytes = makeWorkspace(work);
     const mb = bytes / (1024 * 1024);
     const store = new SnapshotStore(nc, `bench${process.pid}`);
-    const results = { snap: [] as number[], tar: [] as number[], restore: [] as number[], untar: [] as number[] };
+    const results = {
+      snap: [] as number[],
+      tar: [] as number[],
+      restore: [] as number[],
+      untar: [] as number[],
+    };
     let stored = 0;
     for (let round = 0; round < ROUNDS; round++) {
       execFileSync('sync');
@@ -103,16 +111,17 @@ async function main(): Promise<void> {
       await store.delete(id);
     }
     const base = statSync(join(root, 'base.tar.gz')).size;
-    const [snap, tar, restore, untar] = [results.snap, results.tar, results.restore, results.untar].map(median) as [
-      number,
-      number,
-      number,
-      number,
-    ];
+    const [snap, tar, restore, untar] = [results.snap, results.tar, results.restore, results.untar].map(
+      median,
+    ) as [number, number, number, number];
     const line = (name: string, ours: number, theirs: number, baseline: string) =>
       `| ${name} | ${ours.toFixed(1)} MB/s | ${theirs.toFixed(1)} MB/s (${baseline}) | ${(ours / theirs).toFixed(2)}x |`;
-    console.log(`workspace: ${mb.toFixed(0)} MB (${Math.round((bytes - SMALL_FILES * SMALL_BYTES) / 1048576)} × 1 MB + ${SMALL_FILES} × ${SMALL_BYTES} B), ${ROUNDS} rounds, medians`);
-    console.log(`stored: ${(stored / 1048576).toFixed(1)} MB snapshot vs ${(base / 1048576).toFixed(1)} MB tar.gz`);
+    console.log(
+      `workspace: ${mb.toFixed(0)} MB (${Math.round((bytes - SMALL_FILES * SMALL_BYTES) / 1048576)} × 1 MB + ${SMALL_FILES} × ${SMALL_BYTES} B), ${ROUNDS} rounds, medians`,
+    );
+    console.log(
+      `stored: ${(stored / 1048576).toFixed(1)} MB snapshot vs ${(base / 1048576).toFixed(1)} MB tar.gz`,
+    );
     console.log('| | Sandstream | baseline | ratio |\n|---|---|---|---|');
     console.log(line('snapshot (capture + gzip-1 + NATS object store)', snap, tar, 'tar | gzip -1 > file'));
     console.log(line('restore (verify + read + write tree)', restore, untar, 'gzip -dc | tar -x'));

@@ -93,6 +93,8 @@ export interface SnapshotKeys {
   readonly owners: string;
   /** ZSET `<tenant>/<snapshotId>` -> when the reaper deletes it (ms): retention, or an upload's grace. */
   readonly expiry: string;
+  /** HASH sandboxId -> SandboxRef JSON: sandboxes a capture or restore holds frozen (SnapshotFreezeGuard). */
+  readonly frozen: string;
 }
 
 export interface PoolKeys {
@@ -161,6 +163,7 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
       usage: (tenant) => `{${namespace}:snap:${tenant}}:usage`,
       owners: `${namespace}:snapshots:owners`,
       expiry: `${namespace}:snapshots:expiry`,
+      frozen: `${namespace}:snapshots:frozen`,
     },
   };
 }

@@ -153,6 +153,11 @@ export interface SandboxBackend {
    * back). The caller stops running commands first; the processes left are frozen meanwhile.
    */
   restoreFiles?(ref: SandboxRef, snapshot: AsyncIterable<Buffer>): Promise<FilesRestored>;
+  /**
+   * Lets a sandbox run again that a capture or restore froze and never thawed (its process was
+   * killed mid-way). Idempotent; a sandbox that is not frozen is left as it is.
+   */
+  thaw?(ref: SandboxRef): Promise<void>;
   close(): Promise<void>;
 }
 

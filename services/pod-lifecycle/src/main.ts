@@ -26,6 +26,7 @@ import { LivenessProber } from './liveness-prober.js';
 import { openPausedFiles } from './open-paused-files.js';
 import { destroyGraceMs, PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
+import { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
 import { createSnapshotProcessor } from './snapshot-processor.js';
 import { failExhaustedStart } from './start-failure.js';
 import { createStartProcessor } from './start-sandbox.js';
@@ -106,10 +107,15 @@ runService({
           maxReconnectAttempts: -1,
         })
       : undefined;
+    // One capture or restore per sandbox at a time, each under a freeze lease (snapshot-freeze-guard.ts).
+    const freeze = new SnapshotFreezeGuard({ redis, keys, backend, logger });
+    freeze.start();
+    onShutdown('freeze sweep', async () => freeze.stop());
     const snapshotObjects = nats ? new SnapshotStore(nats, keys.namespace) : undefined;
     // A pause keeps its files in the same store (no second capture, no second store).
     const files = openPausedFiles(
       backend,
+      freeze,
       snapshotObjects ? pausedFilesStoreOf(snapshotObjects) : undefined,
       logger,
     );
@@ -170,6 +176,7 @@ runService({
       { connection: destroyRedisConn, prefix, concurrency: env.POD_LIFECYCLE_DESTROY_CONCURRENCY },
     );
     const snapshot = createSnapshotProcessor({
+      freeze,
       store,
       backend,
       records: new SnapshotRecords(redis, keys),

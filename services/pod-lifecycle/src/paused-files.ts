@@ -1,5 +1,6 @@
 import type { PausedFilesStore, SandboxFilesKeeper } from '@sandstream/bus';
 import { dockerRuntimeFor, type SandboxBackend, type SandboxSpec } from '@sandstream/sandbox';
+import type { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
 
 /**
  * A pause's files: the backend's capture (its processes frozen while it is read) streamed into
@@ -9,6 +10,8 @@ import { dockerRuntimeFor, type SandboxBackend, type SandboxSpec } from '@sandst
 export class PausedFiles implements SandboxFilesKeeper {
   constructor(
     private readonly backend: SandboxBackend,
+    /** The snapshots' freeze lease: one capture or restore per sandbox, a dead holder's thawed. */
+    private readonly freeze: SnapshotFreezeGuard,
     private readonly store: PausedFilesStore,
   ) {}
 
@@ -20,17 +23,21 @@ export class PausedFiles implements SandboxFilesKeeper {
       throw new Error(
         `the ${this.backend.kind} backend cannot capture a sandbox's files, so it cannot pause one`,
       );
-    const capture = await this.backend.captureFiles(this.refOf(ref));
-    try {
-      const snapshotId = await this.store.put(capture.stream, owner);
-      await capture.done;
-      return snapshotId;
-    } catch (err) {
-      // A failed upload must not leave the sandbox frozen: the capture thaws when its stream ends.
-      capture.stream.destroy();
-      await capture.done.catch(() => undefined);
-      throw err;
-    }
+    const captureFiles = this.backend.captureFiles.bind(this.backend);
+    const sandboxRef = this.refOf(ref);
+    return this.freeze.hold(owner.sandboxId, sandboxRef, async () => {
+      const capture = await captureFiles(sandboxRef);
+      try {
+        const kept = await this.store.put(capture.stream, owner);
+        await capture.done;
+        return kept;
+      } catch (err) {
+        // A failed upload must not leave the sandbox frozen: the capture thaws when its stream ends.
+        capture.stream.destroy();
+        await capture.done.catch(() => undefined);
+        throw err;
+      }
+    });
   }
 
   async restore(ref: { jobId: string; backend: string; id: string }, kept: string): Promise<void> {
@@ -38,7 +45,11 @@ export class PausedFiles implements SandboxFilesKeeper {
       throw new Error(
         `the ${this.backend.kind} backend cannot restore a sandbox's files, so it cannot resume one`,
       );
-    await this.backend.restoreFiles(this.refOf(ref), await this.store.get(kept));
+    const restoreFiles = this.backend.restoreFiles.bind(this.backend);
+    const sandboxRef = this.refOf(ref);
+    const bytes = await this.store.get(kept);
+    // Held under the new life's id (the job's): the freeze sweep thaws it if this replica dies.
+    await this.freeze.hold(ref.jobId, sandboxRef, () => restoreFiles(sandboxRef, bytes));
   }
 
   /**

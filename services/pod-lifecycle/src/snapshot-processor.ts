@@ -14,6 +14,7 @@ import {
 import { type SandboxBackend, type SandboxRef, SnapshotCorruptError } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
 import { type Job, UnrecoverableError } from 'bullmq';
+import type { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
 
 export interface SnapshotProcessorDeps {
   store: JobStore;
@@ -23,6 +24,8 @@ export interface SnapshotProcessorDeps {
   objects: SnapshotStore | undefined;
   limits: SnapshotLimits;
   logger: Logger;
+  /** Holds each capture's and restore's freeze lease (snapshot-freeze-guard.ts). */
+  freeze: SnapshotFreezeGuard;
 }
 
 /**
@@ -111,9 +114,12 @@ async function capture(
   );
   try {
     const started = performance.now();
-    const taken = await deps.backend.captureFiles(ref);
-    const stored = await objects.put(snapshotId, taken.stream);
-    const { frozenMs, entries } = await taken.done;
+    const capture = deps.backend.captureFiles.bind(deps.backend);
+    const { stored, frozenMs, entries } = await deps.freeze.hold(request.sandboxId, ref, async () => {
+      const taken = await capture(ref);
+      const put = await objects.put(snapshotId, taken.stream);
+      return { stored: put, ...(await taken.done) };
+    });
     const record = await deps.records.commit(
       tenant,
       snapshotId,
@@ -160,7 +166,8 @@ async function restore(
     sizeBytes: snapshot.sizeBytes,
     sha256: snapshot.sha256,
   });
-  const done = await deps.backend.restoreFiles(ref, bytes);
+  const restoreFiles = deps.backend.restoreFiles.bind(deps.backend);
+  const done = await deps.freeze.hold(request.sandboxId, ref, () => restoreFiles(ref, bytes));
   deps.logger.info(
     { sandbox: request.sandboxId, snapshotId: request.snapshotId, ...done },
     'snapshot restored',

@@ -377,6 +377,13 @@ export class DockerBackend implements SandboxBackend {
     return restoreDocker(await this.layoutOf(ref), snapshot);
   }
 
+  async thaw(ref: SandboxRef): Promise<void> {
+    const container = this.docker.getContainer(ref.id);
+    await ignoreGone(async () => {
+      if ((await container.inspect()).State.Paused) await container.unpause();
+    });
+  }
+
   private async layoutOf(ref: SandboxRef) {
     const info = await this.docker.getContainer(ref.id).inspect();
     return containerLayout(this.docker, ref.id, info.Config.WorkingDir || '/work');

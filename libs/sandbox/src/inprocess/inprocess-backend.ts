@@ -36,6 +36,7 @@ import {
   killProcessTree,
   processStartTime,
   terminateProcessGroup,
+  thawProcessTree,
 } from './process-control.js';
 import {
   DEFAULT_INPROCESS_REGISTRY_KEY,
@@ -365,6 +366,12 @@ export class InProcessBackend implements SandboxBackend {
 
   async restoreFiles(ref: SandboxRef, snapshot: AsyncIterable<Buffer>): Promise<FilesRestored> {
     return restoreInProcess(await this.localRecord(ref, 'restore'), snapshot);
+  }
+
+  async thaw(ref: SandboxRef): Promise<void> {
+    const record = await this.registry.get(ref.jobId);
+    if (!record || record.hostname !== hostname()) return;
+    await thawProcessTree(record.pid, record.startTime);
   }
 
   private async localRecord(ref: SandboxRef, what: string): Promise<InProcessRecord> {

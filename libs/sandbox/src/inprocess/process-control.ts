@@ -138,3 +138,9 @@ export async function freezeProcessTree(pid: number, startTime: string | null): 
     for (const child of found) signalPid(child, 'SIGCONT');
   };
 }
+
+/** SIGCONT to every process below the agent: undoes a freeze whose thaw never ran. */
+export async function thawProcessTree(pid: number, startTime: string | null): Promise<void> {
+  if (!(await isProcessAlive(pid, startTime))) return;
+  for (const child of await descendants(pid)) signalPid(child, 'SIGCONT');
+}

@@ -25,7 +25,9 @@ export function fileContent(path: string, size: number): () => AsyncIterable<Buf
     const handle = await open(path, 'r');
     try {
       for (let left = size; left > 0; ) {
-        const { bytesRead, buffer } = await handle.read({ buffer: Buffer.allocUnsafe(Math.min(left, READ_CHUNK)) });
+        const { bytesRead, buffer } = await handle.read({
+          buffer: Buffer.allocUnsafe(Math.min(left, READ_CHUNK)),
+        });
         if (bytesRead === 0) return;
         left -= bytesRead;
         yield bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead);
@@ -70,5 +72,8 @@ export async function* capturePath(full: string, path: string, stats: Stats): As
   else if (stats.isSymbolicLink())
     yield { entry: { ...entryOf(path, stats), type: 'symlink', size: 0, target: await readlink(full) } };
   else if (stats.isFile())
-    yield { entry: { ...entryOf(path, stats), type: 'file', size: stats.size }, content: fileContent(full, stats.size) };
+    yield {
+      entry: { ...entryOf(path, stats), type: 'file', size: stats.size },
+      content: fileContent(full, stats.size),
+    };
 }
