@@ -49,6 +49,21 @@ export const JobField = {
   namespace: 'namespace',
   /** The sandbox's disk use and limit as pod-lifecycle's disk budget last measured them (JobDisk JSON). */
   disk: 'disk',
+  /** Live sandboxes: when it was paused (epoch ms); cleared when it resumes. */
+  pausedAt: 'pausedAt',
+  /**
+   * Live sandboxes: how many times it resumed. Each life of the sandbox queues its work under
+   * BullMQ ids of its own (bullJobId), since the ids of an earlier life stay taken for a while.
+   */
+  resumes: 'resumes',
+  /** Live sandboxes: where its files were kept when it paused (the files keeper's reference). */
+  pausedFiles: 'pausedFiles',
+  /**
+   * Live sandboxes: why this life of it cannot pause (its backend cannot capture its files, no
+   * snapshot store), written by pod-lifecycle when it starts it, so a pause is refused up front
+   * rather than fail the sandbox half-way.
+   */
+  unpausable: 'unpausable',
 } as const;
 
 /** A live sandbox's command, as pushed (its request and start time) is kept under `cmd:<id>`. */
@@ -114,6 +129,10 @@ export function parseJobRecord(hash: Record<string, string>): JobRecord | null {
     namespace: hash[JobField.namespace],
     commands,
     disk: parseDisk(hash[JobField.disk]),
+    pausedAt: optionalNumber(JobField.pausedAt),
+    resumes: Number(hash[JobField.resumes] ?? 0),
+    pausedFiles: hash[JobField.pausedFiles],
+    unpausable: hash[JobField.unpausable],
   };
 }
 

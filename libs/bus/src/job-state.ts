@@ -6,12 +6,18 @@ import { z } from 'zod';
  *
  * Any non-terminal state may also end in failed / cancelled / timed-out (a start failure, a
  * cancel before the sandbox exists, a deadline while queued). Terminal states never change.
+ *
+ * A live sandbox may also pause: running ─▶ paused ─▶ queued (resume: admitted and started again
+ * under the same id, from the files it kept). A paused sandbox holds no slot and no sandbox; it
+ * is not terminal (its id stays taken), and ends cancelled (closed while paused) or timed-out
+ * (its paused retention ran out: the reaper).
  */
 export const JobStateSchema = z.enum([
   'queued',
   'scheduled',
   'starting',
   'running',
+  'paused',
   'succeeded',
   'failed',
   'cancelled',
@@ -34,7 +40,8 @@ export const JOB_TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = 
   queued: ['scheduled', 'failed', 'cancelled', 'timed-out'],
   scheduled: ['starting', 'queued', 'failed', 'cancelled', 'timed-out'],
   starting: ['running', 'failed', 'cancelled', 'timed-out'],
-  running: ['succeeded', 'failed', 'cancelled', 'timed-out'],
+  running: ['succeeded', 'failed', 'cancelled', 'timed-out', 'paused'],
+  paused: ['queued', 'failed', 'cancelled', 'timed-out'],
   succeeded: [],
   failed: [],
   cancelled: [],
@@ -158,4 +165,12 @@ export interface JobRecord {
   namespace?: string | undefined;
   /** The sandbox's disk use and limit, where its backend's owner measures them (Docker, in-process). */
   disk: JobDisk | undefined;
+  /** Live sandboxes: when it paused, while it is paused. */
+  pausedAt?: number | undefined;
+  /** Live sandboxes: how many times it resumed (0 on its first life). */
+  resumes?: number;
+  /** Live sandboxes: the files keeper's reference to what it kept at its pause. */
+  pausedFiles?: string | undefined;
+  /** Live sandboxes: why this life of it cannot pause, if it cannot. */
+  unpausable?: string | undefined;
 }

@@ -44,6 +44,8 @@ export interface TransitionOptions {
   reason?: string;
   /** Record where the sandbox lives in the same atomic step. */
   sandbox?: JobSandbox;
+  /** A live sandbox that pauses: when (epoch ms), in the same atomic step. */
+  pausedAt?: number;
 }
 
 export interface ListOptions {
@@ -172,6 +174,7 @@ export class JobStore {
     const fields: string[] = [];
     if (options.sandbox)
       fields.push(JobField.sandbox, JSON.stringify(JobSandboxSchema.parse(options.sandbox)));
+    if (options.pausedAt !== undefined) fields.push(JobField.pausedAt, String(options.pausedAt));
     const reply = await TRANSITION.run<string[]>(
       this.redis,
       [this.keys.job(jobId), this.keys.sandbox(jobId).events],
@@ -192,12 +195,15 @@ export class JobStore {
     if (status === 'forbidden')
       throw new Error(`job ${jobId}: ${state} -> ${to} is not an allowed transition`);
     const previous = JobStateSchema.parse(state);
-    await this.afterTransition(jobId, previous, to, now, json as string);
+    await this.indexTransition(jobId, previous, to, now, json as string);
     return { status: 'ok', from: previous, event: JSON.parse(json as string) as JobEvent };
   }
 
-  /** The cross-slot half of a transition: indexes and the lifecycle stream (idempotent). */
-  private async afterTransition(
+  /**
+   * The cross-slot half of a transition: indexes and the lifecycle stream (idempotent). Public
+   * for the scripts elsewhere in libs/bus that move a state themselves (sandbox-pause.ts).
+   */
+  async indexTransition(
     jobId: string,
     from: JobState,
     to: JobState,
@@ -229,7 +235,8 @@ export class JobStore {
     if (status === 'repeat') return { status: 'already-requested', state: current };
     await this.publishLifecycle(json as string);
     if (status === 'cancelled') {
-      await this.afterTransition(jobId, current, 'cancelled', now, transitionJson as string);
+      // Queued, or a paused sandbox: `current` is the state it was cancelled from.
+      await this.indexTransition(jobId, current, 'cancelled', now, transitionJson as string);
       return { status: 'cancelled' };
     }
     return { status: 'requested', state: current };
@@ -264,6 +271,31 @@ export class JobStore {
     return (
       (await SET_IF_EXISTS.run<number>(this.redis, [this.keys.job(jobId)], [JobField.closing, reason])) === 1
     );
+  }
+
+  /** A pausing sandbox's kept files (SandboxFilesKeeper's reference); false when the job is gone. */
+  async setPausedFiles(jobId: string, kept: string): Promise<boolean> {
+    return (
+      (await SET_IF_EXISTS.run<number>(this.redis, [this.keys.job(jobId)], [JobField.pausedFiles, kept])) ===
+      1
+    );
+  }
+
+  /** Why this life of a live sandbox cannot pause (pod-lifecycle, at its start); false when the job is gone. */
+  async setUnpausable(jobId: string, why: string): Promise<boolean> {
+    return (
+      (await SET_IF_EXISTS.run<number>(this.redis, [this.keys.job(jobId)], [JobField.unpausable, why])) === 1
+    );
+  }
+
+  /** A paused sandbox's files are back in its new sandbox, or discarded: the reference goes. */
+  async clearPausedFiles(jobId: string): Promise<void> {
+    await this.redis.hdel(this.keys.job(jobId), JobField.pausedFiles);
+  }
+
+  /** A paused sandbox no longer runs anywhere: where it ran is forgotten (a resume starts clean). */
+  async clearSandbox(jobId: string): Promise<void> {
+    await this.redis.hdel(this.keys.job(jobId), JobField.sandbox, JobField.readyAt);
   }
 
   /** Records its sandbox's disk use as just measured (read by stats()); false when the job is gone. */

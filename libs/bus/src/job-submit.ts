@@ -3,6 +3,7 @@ import type { Queue } from 'bullmq';
 import type { JobStore } from './job-store.js';
 import type { StoredSpec } from './live-sandbox-spec.js';
 import { bullJobId, bullPriority, DefaultJobOptions, type JobsPayload } from './queues.js';
+import { queueLife } from './sandbox-pause.js';
 import { VolumeStore } from './volume-store.js';
 
 export interface SubmitResult {
@@ -40,6 +41,11 @@ export async function submitParsedJob(
     // before adding it); the BullMQ id makes a duplicate add a no-op.
     const record = await store.get(jobId);
     if (record?.state !== 'queued') return { jobId, created };
+    // A resumed sandbox waiting for its slot: its current life's entry (sandbox-pause.ts).
+    if ((record.resumes ?? 0) > 0) {
+      await queueLife(store, jobsQueue, jobId, record.resumes ?? 0);
+      return { jobId, created };
+    }
   }
   const payload: JobsPayload = { jobId, ...(spec.traceContext ? { traceContext: spec.traceContext } : {}) };
   await jobsQueue.add('job', payload, {

@@ -19,6 +19,9 @@ import { SnapshotIdSchema } from './snapshot-id.js';
  */
 export const SANDBOX_DEFAULT_IDLE_TIMEOUT_SECONDS = 600;
 export const SANDBOX_MAX_IDLE_TIMEOUT_SECONDS = 24 * 3600;
+/** How long a paused sandbox is kept by default before the reaper closes it (the operator may cap it lower). */
+export const SANDBOX_DEFAULT_PAUSED_RETENTION_SECONDS = 7 * 24 * 3600;
+export const SANDBOX_MAX_PAUSED_RETENTION_SECONDS = 90 * 24 * 3600;
 
 export const LiveSandboxSpecSchema = strictObject(
   {
@@ -50,11 +53,28 @@ export const LiveSandboxSpecSchema = strictObject(
         `idleTimeoutSeconds is at most ${SANDBOX_MAX_IDLE_TIMEOUT_SECONDS}`,
       )
       .default(SANDBOX_DEFAULT_IDLE_TIMEOUT_SECONDS),
+    /**
+     * What its idle limit does: `close` it (the default), or `pause` it (its files kept, its slot
+     * and sandbox freed; `resume` brings it back under the same id).
+     */
+    onIdle: z.enum(['close', 'pause']).default('close'),
+    /** A paused sandbox is closed (its kept files deleted) after this long; the operator may cap it. */
+    pausedRetentionSeconds: z
+      .number()
+      .int('pausedRetentionSeconds must be a whole number of seconds')
+      .positive('pausedRetentionSeconds must be positive')
+      .max(
+        SANDBOX_MAX_PAUSED_RETENTION_SECONDS,
+        `pausedRetentionSeconds is at most ${SANDBOX_MAX_PAUSED_RETENTION_SECONDS} (90 days)`,
+      )
+      .default(SANDBOX_DEFAULT_PAUSED_RETENTION_SECONDS),
   },
   {
     steps: 'a live sandbox takes its commands one by one (exec); submit a job to declare steps up front',
     workdir: 'did you mean "workingDirectory"?',
     cwd: "the sandbox's directory is \"workingDirectory\"; a command's own is exec's cwd",
+    onIdleTimeout: 'did you mean "onIdle"?',
+    pauseRetentionSeconds: 'did you mean "pausedRetentionSeconds"?',
   },
 )
   .refine(

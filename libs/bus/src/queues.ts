@@ -89,6 +89,11 @@ export type SandboxDestroyPayload = z.infer<typeof SandboxDestroyPayloadSchema>;
 export const CancelRequestPayloadSchema = z.object({
   jobId: JobIdSchema,
   reason: z.string().max(1024),
+  /**
+   * A live sandbox's pause rather than its close (sandbox-pause.ts): the dispatcher ends it
+   * `paused`, and its destroy keeps its files.
+   */
+  pause: z.boolean().optional(),
   traceContext,
 });
 export type CancelRequestPayload = z.infer<typeof CancelRequestPayloadSchema>;
@@ -96,10 +101,14 @@ export type CancelRequestPayload = z.infer<typeof CancelRequestPayloadSchema>;
 /**
  * BullMQ custom ids may not contain ":" nor look like integers, but job ids may; this maps a
  * job id to a BullMQ job id reversibly ("%" never occurs in a job id). Using it as the BullMQ
- * jobId makes every queue idempotent per job: adding the same job twice adds it once.
+ * jobId makes every queue idempotent per job: adding the same job twice adds it once. `resumes`:
+ * the life of a live sandbox that paused and resumed (JobField.resumes).
  */
-export function bullJobId(jobId: string): string {
-  return `j_${jobId.replaceAll(':', '%3A')}`;
+export function bullJobId(jobId: string, resumes = 0): string {
+  const base = `j_${jobId.replaceAll(':', '%3A')}`;
+  // A resumed sandbox's later lives: BullMQ keeps an earlier life's entries (completed, for an
+  // hour) under the plain id, and would swallow a new add under it.
+  return resumes > 0 ? `${base}%r${resumes}` : base;
 }
 
 /** Default BullMQ job options per queue: bounded history so Redis does not grow with every job. */

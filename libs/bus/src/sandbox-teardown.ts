@@ -40,6 +40,12 @@ export interface SandboxTeardown {
   keepVolumeHolds?: boolean;
   /** SCAN pacing of the key walk (the reaper's). */
   scan?: { count?: number; pauseMs?: number };
+  /**
+   * A pause: called with the backend's sandbox while it still exists, before anything of it
+   * goes, to keep its files (SandboxFilesKeeper); the teardown goes on only once they are kept,
+   * and a failure leaves everything in place for the retried teardown.
+   */
+  keepFiles?: ((ref: { jobId: string; backend: string; id: string }) => Promise<void>) | undefined;
 }
 
 /**
@@ -49,9 +55,11 @@ export interface SandboxTeardown {
  * calls it: pod-lifecycle's `destroySandbox` (the `sandbox-destroy` queue, the run teardown),
  * start failures, the warm pools, and the reaper for orphans. Idempotent: a repeat converges.
  * Job state and slot leases are not its business (the caller's: pod-lifecycle's destroy).
+ * A pause is the same teardown with `keepFiles`: its files are kept first, then all else goes.
  */
 export async function tearDownSandbox(deps: SandboxTeardownDeps, what: SandboxTeardown): Promise<void> {
   const { jobId, ref, member } = what;
+  if (ref && what.keepFiles) await what.keepFiles(ref);
   if (ref) {
     // A claimed member's agent reads the job's keys, not the member's the backend knows of:
     // ask it to leave there, so the backend's grace ends when it has.

@@ -1,5 +1,6 @@
 export type {
   LiveSandboxSpecInput,
+  SandboxPauseOptions,
   SandboxRecord,
   SandboxState,
   SubmitResult,
@@ -21,6 +22,7 @@ export * from './sandbox.js';
 export * from './sandbox-errors.js';
 export type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
 export * from './sandbox-options.js';
+export type { PauseResult } from './sandbox-pause-result.js';
 export * from './sandbox-processes.js';
 export * from './sandbox-terminals.js';
 export * from './sandboxes.js';

@@ -31,11 +31,13 @@ import { newTransferId, receiveTar, sendTar } from './file-transfer.js';
 import type { RedisSandboxContext } from './redis-sandbox-context.js';
 import { RedisTerminalChannel } from './redis-terminal-channel.js';
 import {
+  SandboxClosedError,
   SandboxCommandNotFoundError,
   SandboxConflictError,
   SandboxFileError,
   SandboxLimitError,
   SandboxNotFoundError,
+  SandboxPauseUnsupportedError,
   SandboxTimeoutError,
   SnapshotCorruptError,
   SnapshotNotFoundError,
@@ -47,7 +49,8 @@ import type {
   ListSandboxesOptions,
   TerminalOptions,
 } from './sandbox-options.js';
-import { waitReady } from './sandbox-wait.js';
+import type { PauseResult } from './sandbox-pause-result.js';
+import { waitPaused, waitReady } from './sandbox-wait.js';
 import { type RestoreResult, type SnapshotInfo, snapshotInfoOf } from './snapshots.js';
 import type { KillSignal, RunStep, SandboxTransport, TerminalChannel } from './transport.js';
 
@@ -209,6 +212,47 @@ export class RedisSandboxTransport implements SandboxTransport {
   async close(id: string): Promise<SandboxRecord> {
     await this.ctx.requestClose(id);
     return waitEnded(this.ctx.store, id);
+  }
+
+  async pause(id: string): Promise<PauseResult> {
+    const asked = await this.ctx.requestPause(id);
+    if (asked.status === 'missing') throw new SandboxNotFoundError(id);
+    if (asked.status === 'unsupported') throw new SandboxPauseUnsupportedError(id, asked.reason);
+    if (asked.status === 'refused') {
+      const sandbox = await this.get(id);
+      if (!sandbox) throw new SandboxNotFoundError(id);
+      throw new SandboxClosedError(
+        id,
+        sandbox.state,
+        sandbox.reason,
+        asked.closing ? 'a close was asked first' : 'only a ready sandbox can pause',
+      );
+    }
+    const sandbox = await waitPaused((sandboxId) => this.get(sandboxId), id);
+    return { sandbox, stoppedCommands: asked.status === 'requested' ? asked.stopping : [] };
+  }
+
+  async resume(id: string, options: CreateSandboxOptions): Promise<SandboxRecord> {
+    let resumed = await this.ctx.requestResume(id);
+    if (resumed.status === 'pausing') {
+      // Asked while its pause is still keeping its files: once they are kept, resume.
+      await waitPaused((sandboxId) => this.get(sandboxId), id);
+      resumed = await this.ctx.requestResume(id);
+    }
+    if (resumed.status === 'missing') throw new SandboxNotFoundError(id);
+    if (resumed.status === 'not-paused') {
+      const sandbox = await this.get(id);
+      if (!sandbox) throw new SandboxNotFoundError(id);
+      // Resumed already (by another client, say), or still pausing: wait for it as for a create.
+      // A sandbox that ended, or that is still pausing, is refused by waitReady with its state.
+      if (sandbox.state === 'closed' || sandbox.state === 'failed' || sandbox.state === 'closing')
+        throw new SandboxClosedError(id, sandbox.state, sandbox.reason, sandbox.message);
+    }
+    if (options.wait !== false)
+      await waitReady((sandboxId) => this.get(sandboxId), id, options.timeoutSeconds, options.signal);
+    const sandbox = await this.get(id);
+    if (!sandbox) throw new SandboxNotFoundError(id);
+    return sandbox;
   }
 
   async keepAlive(id: string): Promise<void> {

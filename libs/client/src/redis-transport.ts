@@ -5,6 +5,7 @@ import {
   createKeySpace,
   createRedis,
   DefaultJobOptions,
+  DispatchKeys,
   type JobRecord,
   JobStore,
   type JobsPayload,
@@ -12,6 +13,8 @@ import {
   QueueNames,
   queueConnection,
   type RedisClient,
+  requestPause,
+  resumeSandbox,
   SandboxCommands,
   SnapshotRecords,
   SnapshotRequests,
@@ -78,6 +81,8 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
       requestClose: async (id) => {
         await cancelJob(this.store, this.cancelQueue(), id, 'user');
       },
+      requestPause: (id) => requestPause(this.store, this.cancelQueue(), id),
+      requestResume: (id) => resumeSandbox(this.store, this.jobsQueue(), new DispatchKeys(this.keys), id),
       snapshotRecords: new SnapshotRecords(this.redis, this.keys),
       // Opened on first use: most clients never take a snapshot.
       get snapshotRequests() {

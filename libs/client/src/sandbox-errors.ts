@@ -22,7 +22,7 @@ export class SandboxCommandNotFoundError extends Error {
 
 /** The sandbox is closing, closed or failed: it takes no more commands. */
 export class SandboxClosedError extends Error {
-  override readonly name = 'SandboxClosedError';
+  override readonly name: string = 'SandboxClosedError';
   constructor(
     readonly sandboxId: string,
     readonly state: SandboxState,
@@ -33,9 +33,39 @@ export class SandboxClosedError extends Error {
   }
 }
 
+/**
+ * The sandbox is paused (or pausing): it keeps its id and files but runs nowhere. Resume it with
+ * `sandbox.resume()`, `client.sandboxes.resume(id)` or `connect(id, { resume: true })`.
+ */
+export class SandboxPausedError extends SandboxClosedError {
+  override readonly name = 'SandboxPausedError';
+  constructor(sandboxId: string, state: 'paused' | 'pausing') {
+    super(
+      sandboxId,
+      state,
+      undefined,
+      'resume it with sandbox.resume(), client.sandboxes.resume(id) or connect(id, { resume: true })',
+    );
+  }
+}
+
 /** The id asked for is taken by a job or by another tenant's sandbox. */
 export class SandboxConflictError extends Error {
-  override readonly name = 'SandboxConflictError';
+  override readonly name: string = 'SandboxConflictError';
+}
+
+/**
+ * The sandbox cannot pause where it runs (its backend cannot capture its files: gVisor on Docker,
+ * or no snapshot store); nothing was changed, it is still ready.
+ */
+export class SandboxPauseUnsupportedError extends SandboxConflictError {
+  override readonly name = 'SandboxPauseUnsupportedError';
+  constructor(
+    readonly sandboxId: string,
+    readonly why: string,
+  ) {
+    super(`sandbox ${sandboxId} cannot pause: ${why}`);
+  }
 }
 
 /** The sandbox did not become ready within the caller's timeout (it may still). */

@@ -19,6 +19,12 @@ export const CreateSandboxOptionsSchema = strictObject({
 });
 export type CreateSandboxOptions = z.input<typeof CreateSandboxOptionsSchema>;
 
+export const ConnectSandboxOptionsSchema = CreateSandboxOptionsSchema.extend({
+  /** A paused sandbox: resume it (else connect refuses it with SandboxPausedError). */
+  resume: z.boolean().optional(),
+}).strict();
+export type ConnectSandboxOptions = z.input<typeof ConnectSandboxOptionsSchema>;
+
 export const ExecOptionsSchema = strictObject(
   {
     /** Run the command string through `/bin/sh -c` (a string command implies it). */

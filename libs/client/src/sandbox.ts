@@ -1,6 +1,11 @@
 import { mkdir } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { type SandboxRecord, SnapshotIdSchema } from '@sandstream/bus';
+import {
+  type SandboxPauseOptions,
+  SandboxPauseOptionsSchema,
+  type SandboxRecord,
+  SnapshotIdSchema,
+} from '@sandstream/bus';
 import {
   type FileEntry,
   type GrepMatch,
@@ -25,6 +30,8 @@ import type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
 import {
   type AttachOptions,
   AttachOptionsSchema,
+  type CreateSandboxOptions,
+  CreateSandboxOptionsSchema,
   type ExecOptions,
   ExecOptionsSchema,
   type GrepOptions,
@@ -38,6 +45,7 @@ import {
   type WriteFileOptions,
   WriteFileOptionsSchema,
 } from './sandbox-options.js';
+import type { PauseResult } from './sandbox-pause-result.js';
 import { SandboxProcesses } from './sandbox-processes.js';
 import { SandboxTerminals } from './sandbox-terminals.js';
 import {
@@ -252,6 +260,27 @@ export class Sandbox implements AsyncDisposable {
   /** Counts as a client call: the sandbox's idle expiry starts again. */
   keepAlive(): Promise<void> {
     return this.transport.keepAlive(this.id);
+  }
+
+  /**
+   * Pauses the sandbox: everything written up to this call is kept (its files, as a snapshot
+   * captures them), with its id, spec, labels and env; its slot, its sandbox (container, pod or
+   * process) and everything running in it go. Commands still running are stopped and named in
+   * the answer. Running processes are not kept: `{ memory: true }` is refused with the reason
+   * (docs/live-sandboxes.md, "Pause"). Resolves once it is paused; `resume()` brings it back.
+   */
+  async pause(pauseOptions: SandboxPauseOptions = {}): Promise<PauseResult> {
+    parseOptions(SandboxPauseOptionsSchema, pauseOptions, 'pause options');
+    return this.transport.pause(this.id);
+  }
+
+  /**
+   * Resumes a paused sandbox under the same id, its files as they were at the pause, and waits
+   * until it takes commands (a fresh start: nothing that ran before is running).
+   */
+  resume(resumeOptions: CreateSandboxOptions = {}): Promise<SandboxRecord> {
+    const options = parseOptions(CreateSandboxOptionsSchema, resumeOptions, 'resume options');
+    return this.transport.resume(this.id, options);
   }
 
   /** Closes the sandbox (kills everything still running in it). Idempotent. */

@@ -9,6 +9,8 @@ import { parseOptions } from './client-options.js';
 import { Sandbox } from './sandbox.js';
 import { SandboxNotFoundError, SnapshotNotFoundError } from './sandbox-errors.js';
 import {
+  type ConnectSandboxOptions,
+  ConnectSandboxOptionsSchema,
   type CreateSandboxOptions,
   CreateSandboxOptionsSchema,
   type ListSandboxesOptions,
@@ -61,10 +63,28 @@ export class Sandboxes {
     return { ...inherited, ...rest } as LiveSandboxSpecInput;
   }
 
-  /** A handle on an open sandbox by id (waits while it is still being created). */
-  async connect(id: string, connectOptions: CreateSandboxOptions = {}): Promise<Sandbox> {
-    const options = parseOptions(CreateSandboxOptionsSchema, connectOptions, 'connect options');
+  /**
+   * A handle on an open sandbox by id (waits while it is still being created). A paused one is
+   * refused with SandboxPausedError, unless `resume: true` resumes it (and waits until ready).
+   */
+  async connect(id: string, connectOptions: ConnectSandboxOptions = {}): Promise<Sandbox> {
+    const { resume, ...options } = parseOptions(
+      ConnectSandboxOptionsSchema,
+      connectOptions,
+      'connect options',
+    );
+    if (resume) {
+      const sandbox = await this.get(id);
+      if (sandbox?.state === 'paused') await this.transport.resume(id, options);
+    }
     await this.transport.connect(id, options);
+    return new Sandbox(id, this.transport);
+  }
+
+  /** Resumes a paused sandbox by id (same id, its kept files); resolves once it is ready unless `wait` is false. */
+  async resume(id: string, resumeOptions: CreateSandboxOptions = {}): Promise<Sandbox> {
+    const options = parseOptions(CreateSandboxOptionsSchema, resumeOptions, 'resume options');
+    await this.transport.resume(id, options);
     return new Sandbox(id, this.transport);
   }
 

@@ -21,6 +21,7 @@ import type {
   ListSandboxesOptions,
   TerminalOptions,
 } from './sandbox-options.js';
+import type { PauseResult } from './sandbox-pause-result.js';
 import type { RestoreResult, SnapshotInfo } from './snapshots.js';
 
 /**
@@ -75,6 +76,13 @@ export interface SandboxTransport {
   list(options: ListSandboxesOptions): Promise<SandboxRecord[]>;
   /** Asks to close it and resolves with its record once it ended. */
   close(id: string): Promise<SandboxRecord>;
+  /**
+   * Asks it to pause and resolves once it is paused (its files kept, its slot and sandbox
+   * freed), naming the commands the pause stopped.
+   */
+  pause(id: string): Promise<PauseResult>;
+  /** Resumes a paused sandbox under its id; unless `wait` is false, resolves once it is ready. */
+  resume(id: string, options: CreateSandboxOptions): Promise<SandboxRecord>;
   keepAlive(id: string): Promise<void>;
   history(id: string): Promise<CommandHistoryEntry[]>;
   stats(id: string): Promise<SandboxStats>;

@@ -186,8 +186,20 @@ export const SandboxResponse = z
     lastActivityAt: z.number().optional(),
     commandsRunning: z.number(),
     sandbox: JobSandboxSchema.optional(),
+    /** While it is paused: when it paused. */
+    pausedAt: z.number().optional(),
+    /** How many times it resumed. */
+    resumes: z.number(),
   })
   .meta({ id: 'Sandbox' });
+
+export const PauseResponse = z
+  .object({
+    sandbox: SandboxResponse,
+    /** Commands still running (or waiting) when the pause was asked: the pause stopped them. */
+    stoppedCommands: z.array(z.string()),
+  })
+  .meta({ id: 'PauseResult' });
 
 export const StepResultResponse = StepResultSchema.meta({ id: 'StepResult' });
 

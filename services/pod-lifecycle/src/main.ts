@@ -6,6 +6,7 @@ import {
   JobStore,
   LeaseRenewal,
   natsUrlOptions,
+  pausedFilesStoreOf,
   QueueNames,
   SandboxLiveness,
   SnapshotRecords,
@@ -22,6 +23,7 @@ import { createDestroyProcessor } from './destroy-sandbox.js';
 import { createDiskBudgetStop } from './disk-budget-stop.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { LivenessProber } from './liveness-prober.js';
+import { openPausedFiles } from './open-paused-files.js';
 import { destroyGraceMs, PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
 import { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
@@ -97,6 +99,26 @@ runService({
       agentRedisUrl: env.AGENT_REDIS_URL ?? env.REDIS_URL,
       ...withAgentEnv(agentEnvFor(env)),
     });
+    // Snapshots: records in Redis, bytes in NATS JetStream's object store (docs/snapshots.md).
+    const nats = env.NATS_URL
+      ? await connectNats({
+          ...natsUrlOptions(env.NATS_URL),
+          name: 'pod-lifecycle-snapshots',
+          maxReconnectAttempts: -1,
+        })
+      : undefined;
+    // One capture or restore per sandbox at a time, each under a freeze lease (snapshot-freeze-guard.ts).
+    const freeze = new SnapshotFreezeGuard({ redis, keys, backend, logger });
+    freeze.start();
+    onShutdown('freeze sweep', async () => freeze.stop());
+    const snapshotObjects = nats ? new SnapshotStore(nats, keys.namespace) : undefined;
+    // A pause keeps its files in the same store (no second capture, no second store).
+    const files = openPausedFiles(
+      backend,
+      freeze,
+      snapshotObjects ? pausedFilesStoreOf(snapshotObjects) : undefined,
+      logger,
+    );
     const start = createStartProcessor({
       store,
       leases,
@@ -118,6 +140,7 @@ runService({
         metrics.activeSandboxes.add(1, { backend: kind });
       },
       ...(warm ? { warm: warm.start } : {}),
+      files,
     });
     const destroy = createDestroyProcessor({
       store,
@@ -129,6 +152,7 @@ runService({
       graceMs: destroyGraceMs(env),
       logger,
       onDestroyed: (kind) => metrics.activeSandboxes.add(-1, { backend: kind }),
+      files,
       ...(warm ? { pools: warm.store } : {}),
     });
     const createWorker = new Worker(
@@ -151,23 +175,12 @@ runService({
         ),
       { connection: destroyRedisConn, prefix, concurrency: env.POD_LIFECYCLE_DESTROY_CONCURRENCY },
     );
-    // Snapshots: records in Redis, bytes in NATS JetStream's object store (docs/snapshots.md).
-    const nats = env.NATS_URL
-      ? await connectNats({
-          ...natsUrlOptions(env.NATS_URL),
-          name: 'pod-lifecycle-snapshots',
-          maxReconnectAttempts: -1,
-        })
-      : undefined;
-    const freeze = new SnapshotFreezeGuard({ redis, keys, backend, logger });
-    freeze.start();
-    onShutdown('freeze sweep', async () => freeze.stop());
     const snapshot = createSnapshotProcessor({
       freeze,
       store,
       backend,
       records: new SnapshotRecords(redis, keys),
-      objects: nats ? new SnapshotStore(nats, keys.namespace) : undefined,
+      objects: snapshotObjects,
       limits: {
         maxCount: env.SNAPSHOT_MAX_COUNT_PER_TENANT,
         maxBytes: env.SNAPSHOT_MAX_BYTES_PER_TENANT,

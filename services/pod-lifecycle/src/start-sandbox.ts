@@ -6,10 +6,12 @@ import {
   type DispatchKeys,
   type DispatchPayload,
   enqueueDestroy,
+  isLiveSandboxSpec,
   type JobSandbox,
   type JobStore,
   type KeySpace,
   type LeaseRenewal,
+  parseStoredSpec,
   type RedisClient,
   type SandboxAcl,
   SandboxCreatePayloadSchema,
@@ -25,6 +27,7 @@ import {
   type SandboxBackend,
   SandboxLabels,
   type SandboxRef,
+  type SandboxSpec,
   SandboxSpecSchema,
   SandboxStartError,
 } from '@sandstream/sandbox';
@@ -32,6 +35,7 @@ import { injectTraceContext, type Logger, withSpan } from '@sandstream/telemetry
 import { formatIssues } from '@sandstream/wire';
 import type { Job, Queue } from 'bullmq';
 import { Cluster } from 'ioredis';
+import type { PausedFiles } from './paused-files.js';
 import type { WarmStart } from './warm-start.js';
 
 export interface StartDeps {
@@ -61,6 +65,8 @@ export interface StartDeps {
   onStarted?: (seconds: number, backend: string) => void;
   /** Claims from warm pools first; absent, every start is cold. */
   warm?: WarmStart;
+  /** Puts a resumed sandbox's kept files back (the snapshots' restore). */
+  files?: PausedFiles | undefined;
 }
 
 export type StartOutcome = 'dispatched' | 'failed' | 'cancelled' | 'skipped';
@@ -106,16 +112,17 @@ export function createStartProcessor(deps: StartDeps) {
         // The dispatcher's spans are children of this start span (telemetry off: unchanged).
         ...startSpanContext(),
       };
-      // Keyed by the job: a repeated add (redelivery) is a no-op.
+      // Keyed by the job (and its life, for a resumed sandbox): a repeated add (redelivery) is a no-op.
       await deps.dispatchQueue.add('dispatch', dispatch, {
         ...DefaultJobOptions,
-        jobId: bullJobId(jobId),
+        jobId: bullJobId(jobId, lifeOf(jobId)),
         attempts: 5,
         backoff: { type: 'exponential', delay: 1000 },
       });
     };
 
     const record = await deps.store.get(jobId);
+    const lifeOf = (_id: string) => record?.resumes ?? 0;
     if (record?.state === 'running' && record.sandbox) {
       // Redelivered after a crash between `running` and the dispatch add: finish that step,
       // else nobody would ever push the job's steps.
@@ -144,6 +151,15 @@ export function createStartProcessor(deps: StartDeps) {
       return 'failed';
     }
     await deps.store.transition(jobId, ['scheduled'], 'starting');
+    const unpausable = payload.live ? unpausableReason(deps, spec.data) : undefined;
+    if (unpausable !== undefined && idlePauses(record.spec)) {
+      // Its idle limit would pause it, and it cannot pause here: refused now, loudly, rather
+      // than lose its files when it goes idle.
+      const reason = `sandbox did not start: onIdle 'pause' cannot be honoured: this sandbox cannot pause: ${unpausable}`;
+      await deps.store.transition(jobId, ['starting'], 'failed', { reason });
+      await destroy(reason, 'failed');
+      return 'failed';
+    }
     if (record.sandbox || record.state === 'starting') {
       // An earlier attempt got this far (a redelivery after a crash mid-start, or a retry): its
       // sandbox may exist, and what its agent left in Redis (steps, control, a heartbeat) would
@@ -154,6 +170,7 @@ export function createStartProcessor(deps: StartDeps) {
 
     /** The sandbox's agent is up (cold or warm): running, and its steps go out. */
     const enterRunning = async (ref: SandboxRef): Promise<StartOutcome> => {
+      if (record.pausedFiles !== undefined) await restoreFiles(deps, jobId, ref, record.pausedFiles);
       if (await deps.store.isCancelRequested(jobId)) {
         await deps.store.transition(jobId, ['starting'], 'cancelled', { reason: 'cancelled while starting' });
         await destroy('cancelled while starting', 'cancelled');
@@ -190,6 +207,7 @@ export function createStartProcessor(deps: StartDeps) {
           member: warm.member.id,
           start: { kind: 'warm' },
         });
+        if (unpausable !== undefined) await deps.store.setUnpausable(jobId, unpausable);
         log.info({ sandbox: ref.id, member: warm.member.id }, 'sandbox claimed from a warm pool');
         // The steps go out while the member binds: they wait in the job's list for its agent.
         const [outcome, bound] = await Promise.all([enterRunning(ref), warm.bound]);
@@ -247,6 +265,7 @@ export function createStartProcessor(deps: StartDeps) {
         }),
       );
       await deps.store.setSandbox(jobId, { backend: ref.backend, id: ref.id, start });
+      if (unpausable !== undefined) await deps.store.setUnpausable(jobId, unpausable);
       const heartbeat = deps.keys.sandbox(jobId).heartbeat;
       const isAgentAlive = async () => (await deps.redis.exists(heartbeat)) === 1;
       await withSpan('sandbox.wait_ready', { attributes: sandboxAttributes }, () =>
@@ -282,6 +301,44 @@ export function createStartProcessor(deps: StartDeps) {
       announcement.close();
     }
   };
+}
+
+/**
+ * Why a live sandbox of this spec cannot pause where it runs, or undefined: written on its record
+ * once it exists, so a pause is refused up front instead of failing the sandbox half-way.
+ */
+function unpausableReason(deps: StartDeps, spec: SandboxSpec): string | undefined {
+  return deps.files ? deps.files.cannotPause(spec) : 'no snapshot store is configured to keep its files';
+}
+
+/** Whether a stored live sandbox spec asks its idle limit to pause it. */
+function idlePauses(stored: unknown): boolean {
+  try {
+    const spec = parseStoredSpec(stored);
+    return isLiveSandboxSpec(spec) && spec.onIdle === 'pause';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A resumed sandbox: the files it kept at its pause go into its new sandbox before it takes
+ * commands, then the kept copy goes (the new sandbox holds them now; its next pause keeps them
+ * anew). A failure throws: the start is retried, the kept files untouched.
+ */
+async function restoreFiles(deps: StartDeps, jobId: string, ref: SandboxRef, kept: string): Promise<void> {
+  if (!deps.files)
+    throw new Error('resume: this pod-lifecycle has no files keeper (snapshot store) to restore from');
+  await deps.files.restore(ref, kept);
+  await deps.store.clearPausedFiles(jobId);
+  await deps.files
+    .discard(kept)
+    .catch((err) =>
+      deps.logger.warn(
+        { jobId, err: describe(err) },
+        'resume: the kept files were restored but not discarded (the reaper retries)',
+      ),
+    );
 }
 
 async function cleanupPartial(deps: StartDeps, jobId: string): Promise<void> {

@@ -7,6 +7,8 @@ import {
   installationOf,
   JobStore,
   natsUrlOptions,
+  pausedFilesStoreOf,
+  pausedObjectKept,
   QueueNames,
   SnapshotRecords,
   SnapshotStore,
@@ -60,10 +62,22 @@ runService({
         logger.warn({ err: err.message }, 'installation id not read yet: Redis does not answer'),
       );
     const installationNames = () => [installationOf(env, identity.id), deriveInstallation(env)];
+    // Snapshots (their bytes in NATS JetStream): expired ones, dead uploads, orphaned bytes.
+    const snapshotNats = env.NATS_URL
+      ? await connectNats({
+          ...natsUrlOptions(env.NATS_URL),
+          name: 'reaper-snapshots',
+          maxReconnectAttempts: -1,
+        })
+      : undefined;
+    // Paused sandboxes' kept files live in the same store: discarded by the job pass.
+    const snapshotObjects = snapshotNats ? new SnapshotStore(snapshotNats, keys.namespace) : undefined;
+    const pausedFiles = snapshotObjects ? pausedFilesStoreOf(snapshotObjects) : undefined;
+    const jobStore = new JobStore({ redis, keys });
     const reaper = new Reaper({
       redis,
       keys,
-      store: new JobStore({ redis, keys }),
+      store: jobStore,
       leases: new ExpiredLeases({ redis, keys }),
       dispatchKeys,
       logger,
@@ -72,6 +86,10 @@ runService({
       pools: new WarmPoolStore(redis, keys),
       destroyQueue,
       retentionMs: env.REAPER_RETENTION_SECONDS * 1000,
+      paused: {
+        maxRetentionMs: env.SANDBOX_MAX_PAUSED_RETENTION_SECONDS * 1000,
+        ...(pausedFiles ? { files: { discard: (kept: string) => pausedFiles.delete(kept) } } : {}),
+      },
       // With the archive on here, every job's log must be archived before its keys go; without
       // it (the archive may run in relay-main.ts), jobs the archiver marked pending still wait.
       logArchive: {
@@ -109,18 +127,12 @@ runService({
       },
     });
 
-    // Snapshots (their bytes in NATS JetStream): expired ones, dead uploads, orphaned bytes.
-    const snapshotNats = env.NATS_URL
-      ? await connectNats({
-          ...natsUrlOptions(env.NATS_URL),
-          name: 'reaper-snapshots',
-          maxReconnectAttempts: -1,
-        })
-      : undefined;
     const snapshotReaper = snapshotNats
       ? new SnapshotReaper({
           records: new SnapshotRecords(redis, keys),
-          objects: new SnapshotStore(snapshotNats, keys.namespace),
+          objects: snapshotObjects ?? new SnapshotStore(snapshotNats, keys.namespace),
+          // A paused sandbox's files have no snapshot record: its job record names them.
+          isPausedObjectKept: (name: string) => pausedObjectKept(jobStore, name),
           uploadGraceMs: env.SNAPSHOT_UPLOAD_GRACE_SECONDS * 1000,
           logger,
         })

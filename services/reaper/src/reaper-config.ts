@@ -16,6 +16,11 @@ export const ReaperEnvSchema = serviceEnvSchema(8084).extend({
   /** The reaper fails running jobs whose agent is gone only when no step-dispatcher has been alive this long. */
   REAPER_DISPATCHER_ABSENT_SECONDS: intVar(5, 86_400, 120),
   REAPER_SCAN_COUNT: intVar(10, 10_000, 200),
+  /**
+   * The operator's cap on how long a paused sandbox is kept (its spec's pausedRetentionSeconds,
+   * default 7 days, applies below it): past it the reaper closes it and discards its files.
+   */
+  SANDBOX_MAX_PAUSED_RETENTION_SECONDS: intVar(60, 90 * 86_400, 30 * 86_400),
   REAPER_PAUSE_MS: intVar(0, 10_000, 10),
   /** Look for orphaned sandboxes through the backend (off when this reaper cannot reach it). */
   REAPER_SANDBOXES: z.enum(['on', 'off'], { error: 'REAPER_SANDBOXES must be on or off' }).default('on'),

@@ -5,15 +5,19 @@ import {
   enqueueDestroy,
   freeSandboxFootprint,
   type InstallationIdentity,
+  isLiveSandboxSpec,
   isTerminal,
   type JobRecord,
   type JobStore,
   jobFootprint,
   jobIdFromKey,
   type KeySpace,
+  PAUSED_EXPIRED_REASON,
+  parseStoredSpec,
   type RedisClient,
   redisMasters,
   type SandboxAcl,
+  type SandboxFilesKeeper,
   scanKeys,
   tearDownSandbox,
   tryLock,
@@ -48,6 +52,13 @@ export interface ReaperOptions {
   destroyQueue?: Queue;
   /** Finished jobs (record, events, results) are kept this long after they end. */
   retentionMs: number;
+  /**
+   * Paused sandboxes: closed once paused longer than their spec's `pausedRetentionSeconds`,
+   * capped by the operator's `maxPausedRetentionMs`; the files they kept are discarded through
+   * `files` (also those of a sandbox closed while paused). Without `files`, kept files are left
+   * and such records are not deleted (their reference would be lost with them).
+   */
+  paused?: { maxRetentionMs: number; files?: Pick<SandboxFilesKeeper, 'discard'> | undefined };
   /**
    * The JetStream log archive guard. A job whose log the archiver marked `pending` keeps its
    * keys until `holdMs` past retention; with `required` (the archive is on for this
@@ -99,6 +110,10 @@ export interface ReapReport {
   /** Volume holds of ended sandboxes given back; deleted volumes' backend objects removed. */
   volumeHoldsCleared: number;
   volumesRemoved: number;
+  /** Paused sandboxes closed past their paused retention. */
+  pausedExpired: number;
+  /** Kept files of paused sandboxes discarded (expired, or closed while paused). */
+  pausedFilesDiscarded: number;
   durationMs: number;
 }
 
@@ -114,6 +129,8 @@ const emptyReport = (): ReapReport => ({
   jobsHeldForArchive: 0,
   volumeHoldsCleared: 0,
   volumesRemoved: 0,
+  pausedExpired: 0,
+  pausedFilesDiscarded: 0,
   durationMs: 0,
 });
 
@@ -178,6 +195,15 @@ export class Reaper {
         const record = await store.get(jobId);
         // `job:{id}` carries no namespace: another namespace's job is never ours to delete or fail.
         if (!record || !(await this.owns(record))) continue;
+        if (record.state === 'paused' && (await this.closeIfPausedTooLong(record))) {
+          report.pausedExpired++;
+          continue;
+        }
+        if (record.pausedFiles !== undefined && isTerminal(record.state)) {
+          // Its files are kept nowhere else: discarded before its record may go (never after).
+          if (!(await this.discardPausedFiles(record))) continue;
+          report.pausedFilesDiscarded++;
+        }
         if (isTerminal(record.state)) {
           const cutoff = this.now() - this.options.retentionMs;
           if ((record.finishedAt ?? 0) > cutoff) continue;
@@ -217,6 +243,53 @@ export class Reaper {
     const { keys, redis } = this.options;
     if (record.namespace !== undefined) return record.namespace === keys.namespace;
     return (await redis.zscore(keys.jobsByTenant(record.tenant), record.id)) !== null;
+  }
+
+  /**
+   * A paused sandbox past its paused retention (its spec's, capped by the operator's) ends
+   * `timed-out` with reason `paused-expired` (it reads closed, paused-expired); its kept files are
+   * discarded by the next step of the same pass, then its record goes with the usual retention.
+   */
+  private async closeIfPausedTooLong(record: JobRecord): Promise<boolean> {
+    const paused = this.options.paused;
+    if (!paused) return false;
+    let retentionMs = paused.maxRetentionMs;
+    try {
+      const spec = parseStoredSpec(record.spec);
+      if (isLiveSandboxSpec(spec)) retentionMs = Math.min(retentionMs, spec.pausedRetentionSeconds * 1000);
+    } catch {
+      // An unreadable spec keeps the operator's cap.
+    }
+    const since = record.pausedAt ?? record.updatedAt;
+    if (this.now() - since <= retentionMs) return false;
+    const moved = await this.options.store.transition(record.id, ['paused'], 'timed-out', {
+      reason: PAUSED_EXPIRED_REASON,
+    });
+    if (moved.status !== 'ok') return false;
+    this.options.logger.info(
+      { jobId: record.id, pausedSeconds: Math.round((this.now() - since) / 1000) },
+      'reaper closed a sandbox paused past its retention',
+    );
+    const closed = await this.options.store.get(record.id);
+    if (closed?.pausedFiles !== undefined) await this.discardPausedFiles(closed);
+    return true;
+  }
+
+  /** Discards a closed sandbox's kept files; false when they could not be (kept for the next pass). */
+  private async discardPausedFiles(record: JobRecord): Promise<boolean> {
+    const files = this.options.paused?.files;
+    if (!files || record.pausedFiles === undefined) return false;
+    try {
+      await files.discard(record.pausedFiles);
+    } catch (err) {
+      this.options.logger.warn(
+        { jobId: record.id, err: (err as Error).message },
+        "reaper: could not discard a paused sandbox's kept files; next pass",
+      );
+      return false;
+    }
+    await this.options.store.clearPausedFiles(record.id);
+    return true;
   }
 
   private async failIfStuck(record: JobRecord): Promise<boolean> {

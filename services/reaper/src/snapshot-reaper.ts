@@ -1,4 +1,4 @@
-import type { SnapshotRecords, SnapshotStore } from '@sandstream/bus';
+import { PAUSED_OBJECT_PREFIX, type SnapshotRecords, type SnapshotStore } from '@sandstream/bus';
 import type { Logger } from '@sandstream/telemetry';
 
 export interface SnapshotReaperReport {
@@ -17,12 +17,19 @@ export interface SnapshotReaperReport {
 export class SnapshotReaper {
   /** Unreferenced chunk groups by when this process first saw them. */
   private readonly chunksSeen = new Map<string, number>();
+  /** Paused objects no record names, by when this process first saw them so. */
+  private readonly pausedOrphansSeen = new Map<string, number>();
 
   constructor(
     private readonly options: {
       records: SnapshotRecords;
       objects: SnapshotStore;
       uploadGraceMs: number;
+      /**
+       * A paused sandbox's files (`pause-…` objects) have no snapshot record: kept while their
+       * sandbox's record names them (pausedObjectKept), else orphans after the upload grace.
+       */
+      isPausedObjectKept?: (name: string) => Promise<boolean>;
       logger: Logger;
       now?: () => number;
     },
@@ -42,11 +49,25 @@ export class SnapshotReaper {
         report.expired++;
       }
     }
+    const pausedSeen = new Set<string>();
     for (const name of await objects.names()) {
       if (await records.read(name)) continue;
+      if (name.startsWith(PAUSED_OBJECT_PREFIX)) {
+        if (await this.options.isPausedObjectKept?.(name)) continue;
+        // A keep still uploading has no reference yet: an orphan only once past the grace.
+        pausedSeen.add(name);
+        const first = this.pausedOrphansSeen.get(name);
+        if (first === undefined || now - first < this.options.uploadGraceMs) {
+          if (first === undefined) this.pausedOrphansSeen.set(name, now);
+          continue;
+        }
+        this.pausedOrphansSeen.delete(name);
+      }
       await objects.delete(name);
       report.orphanObjects++;
     }
+    for (const name of this.pausedOrphansSeen.keys())
+      if (!pausedSeen.has(name)) this.pausedOrphansSeen.delete(name);
     const unreferenced = new Set(await objects.unreferencedChunks());
     for (const nuid of this.chunksSeen.keys()) if (!unreferenced.has(nuid)) this.chunksSeen.delete(nuid);
     for (const nuid of unreferenced) {

@@ -102,7 +102,8 @@ export class CapacityWaker {
         const reserved = await admission.reserve(jobId, record.tenant);
         if (reserved === 'global') return this.woke(woken);
         if (reserved === 'tenant') skipped++;
-        else if (reserved === 'reserved' && (await this.promote(jobId, record.tenant))) woken++;
+        else if (reserved === 'reserved' && (await this.promote(jobId, record.tenant, record.resumes ?? 0)))
+          woken++;
       }
     }
     return this.woke(woken);
@@ -119,8 +120,9 @@ export class CapacityWaker {
    * already, and its run finds the slot; one caught between its failed acquire and parking
    * promotes itself (schedule-job.ts looks for a reserved slot after parking).
    */
-  private async promote(jobId: string, tenant: string): Promise<boolean> {
-    const job = await this.options.jobsQueue.getJob(bullJobId(jobId));
+  private async promote(jobId: string, tenant: string, resumes: number): Promise<boolean> {
+    // A resumed sandbox waits under the BullMQ id of its current life.
+    const job = await this.options.jobsQueue.getJob(bullJobId(jobId, resumes));
     const state = job ? await job.getState() : 'missing';
     if (state === 'missing' || state === 'completed' || state === 'failed') {
       // Removed by an operator, say: nobody would ever use (or renew away) this slot.

@@ -171,7 +171,7 @@ function admitOnce(deps: ScheduleDeps) {
     };
     await deps.createQueue.add('create', createPayload, {
       ...DefaultJobOptions,
-      jobId: bullJobId(jobId),
+      jobId: bullJobId(jobId, record.resumes),
       priority: bullPriority(spec.priority),
       // Transient errors (Redis blip, backend API hiccup) retry; capacity errors retry longer.
       attempts: 6,

@@ -95,7 +95,9 @@ runService({
     const cancelWorker = new Worker<CancelRequestPayload>(
       QueueNames.dispatchCancel,
       validated(CancelRequestPayloadSchema, 'cancel request', (payload) =>
-        dispatcher.onCancelRequest(payload.jobId, payload.reason),
+        payload.pause === true
+          ? dispatcher.onPauseRequest(payload.jobId)
+          : dispatcher.onCancelRequest(payload.jobId, payload.reason),
       ),
       {
         connection: connect('worker', `step-dispatcher-cancel:${consumerName}`),

@@ -14,6 +14,7 @@ import {
   parseStoredSpec,
   pushCancel,
   type RedisClient,
+  SANDBOX_PAUSE_MARK,
   SandboxCloseReason,
   type SandboxDestroyPayload,
   type SlotRelease,
@@ -152,7 +153,7 @@ export class StepDispatcher {
     const reply = await openScript.run<ScriptReply>(
       redis,
       [dispatchKeys.dispatchState(jobId), this.options.keySpace.job(jobId)],
-      [now, idleMs],
+      [now, idleMs, spec.onIdle],
     );
     if (reply[0] === 'opened') {
       const shard = dispatchKeys.shardOf(jobId);
@@ -204,7 +205,7 @@ export class StepDispatcher {
       );
       if (reply[0] === 'later') return Number(reply[1]);
       if (reply[0] === 'finished' && Number(reply[3]) === 1)
-        this.options.logger.info({ jobId }, 'sandbox idle: closing');
+        this.options.logger.info({ jobId, outcome: reply[1] }, 'sandbox idle: closing or pausing');
       await this.afterReply(jobId, reply);
       return undefined;
     }
@@ -264,6 +265,21 @@ export class StepDispatcher {
       Date.now() + this.options.cancelConfirmMs,
       deadlineMember({ kind: 'cancel', jobId }),
     );
+  }
+
+  /**
+   * A pause request (the record is marked already, see libs/bus sandbox-pause.ts): the sandbox's
+   * life ends `paused` as a close would end it, its commands stopped, its slot given back, and
+   * its destroy (pod-lifecycle) keeps its files. A sandbox no longer open (closed meanwhile, or
+   * not dispatched: the pause script asks only of a ready one) is left to what ended it.
+   */
+  async onPauseRequest(jobId: string): Promise<void> {
+    const { dispatchKeys, redis } = this.options;
+    if ((await redis.hget(dispatchKeys.dispatchState(jobId), 'live')) !== '1') {
+      this.options.logger.warn({ jobId }, 'pause request for a sandbox not open for commands; ignored');
+      return;
+    }
+    await this.finish(jobId, 'paused', SANDBOX_PAUSE_MARK);
   }
 
   /**
@@ -379,7 +395,10 @@ export class StepDispatcher {
 
   private async finalize(jobId: string, outcome: JobState, reason: string): Promise<void> {
     const { dispatchKeys, redis, jobStore, logger } = this.options;
-    const moved = await jobStore.transition(jobId, ['running'], outcome, { reason });
+    const moved = await jobStore.transition(jobId, ['running'], outcome, {
+      reason,
+      ...(outcome === 'paused' ? { pausedAt: Date.now() } : {}),
+    });
     if (moved.status === 'ok') logger.info({ jobId, outcome, reason }, 'job finished');
     await this.releaseSlot(jobId);
     const shard = dispatchKeys.shardOf(jobId);
@@ -389,7 +408,10 @@ export class StepDispatcher {
       this.removeStepDeadlines(jobId, null),
     ]);
     if ((await redis.hget(dispatchKeys.dispatchState(jobId), 'live')) === '1')
-      await this.cancelCommands(jobId, reason);
+      await this.cancelCommands(
+        jobId,
+        outcome === 'paused' ? 'the sandbox is pausing' : `the sandbox is closing (${reason})`,
+      );
     await this.destroy(jobId, outcome, reason);
     await redis.pexpire(dispatchKeys.dispatchState(jobId), this.options.finishedStateTtlMs);
   }
@@ -399,14 +421,14 @@ export class StepDispatcher {
    * agent frees its slots, answers what still waits in `:in` as cancelled, and reaches the
    * shutdown the destroy pushes after them instead of starting each of them first.
    */
-  private async cancelCommands(jobId: string, reason: string): Promise<void> {
+  private async cancelCommands(jobId: string, why: string): Promise<void> {
     const record = await this.options.jobStore.get(jobId);
     const open = Object.keys(record?.commands ?? {}).filter((id) => !(id in (record?.stepResults ?? {})));
     await pushCancel(
       this.options.redis,
       this.options.keySpace,
       jobId,
-      ...open.map((stepId) => ({ stepId, reason: `the sandbox is closing (${reason})` })),
+      ...open.map((stepId) => ({ stepId, reason: why })),
     );
   }
 
@@ -439,7 +461,9 @@ export class StepDispatcher {
    */
   private async releaseSlot(jobId: string): Promise<void> {
     const record = await this.options.jobStore.get(jobId);
-    if (record && isTerminal(record.state)) await this.options.slots.release(jobId, record.tenant);
+    // A paused sandbox holds no slot either: that is what pausing is for.
+    if (record && (isTerminal(record.state) || record.state === 'paused'))
+      await this.options.slots.release(jobId, record.tenant);
   }
 
   private async destroy(jobId: string, outcome: JobState | undefined, reason: string): Promise<void> {

@@ -69,6 +69,8 @@ const COMMAND_FLAGS = {
   'sandbox ls': ['tenant', 'state', 'label', 'limit', 'json'],
   'sandbox inspect': ['json'],
   'sandbox rm': [],
+  'sandbox pause': [],
+  'sandbox resume': ['timeout'],
   exec: ['shell', 'cwd', 'env', 'timeout', 'interactive'],
   shell: ['session'],
   cp: [],

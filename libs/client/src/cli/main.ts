@@ -38,7 +38,9 @@ import {
   execInSandbox,
   inspectSandbox,
   listSandboxes,
+  pauseSandbox,
   removeSandbox,
+  resumeSandbox,
   shellInSandbox,
 } from './sandbox-commands.js';
 import {
@@ -71,6 +73,10 @@ Commands:
   sandbox ls [--state s] [--label K=V]… [--tenant t] [--json]
   sandbox inspect <id> [--json]  a sandbox's state, limits and activity
   sandbox rm <id>                close it (kills what still runs in it)
+  sandbox pause <id>             pause it: files, id, spec kept; its slot and sandbox freed;
+                                 prints "<id> paused" and any command it stopped
+  sandbox resume <id> [--timeout s]
+                                 resume a paused sandbox under the same id; prints its id once ready
   sandbox create --from-snapshot <snapshotId>
                                  a sandbox that starts with a snapshot's files; prints its id
   sandbox restore <id> <snapshotId>
@@ -185,6 +191,8 @@ async function main(argv: string[]): Promise<number> {
   } else if (
     command === 'sandbox inspect' ||
     command === 'sandbox rm' ||
+    command === 'sandbox pause' ||
+    command === 'sandbox resume' ||
     command === 'snapshot create' ||
     command === 'exec' ||
     command === 'shell'
@@ -298,6 +306,10 @@ async function main(argv: string[]): Promise<number> {
         return await inspectSandbox(client, needArg('sandbox id'), values);
       case 'sandbox rm':
         return await removeSandbox(client, needArg('sandbox id'));
+      case 'sandbox pause':
+        return await pauseSandbox(client, needArg('sandbox id'));
+      case 'sandbox resume':
+        return await resumeSandbox(client, needArg('sandbox id'), values);
       case 'sandbox restore':
         return await restoreSandbox(client, needArg('sandbox id'), args[1]);
       case 'sandbox fork':

@@ -108,9 +108,28 @@ export async function inspectSandbox(client: SandstreamClient, id: string, value
     `ready     ${time(record.readyAt)}`,
     `activity  ${time(record.lastActivityAt)}  (${record.commandsRunning} running)`,
     `limits    idle ${record.spec.idleTimeoutSeconds} s, lifetime ${record.spec.timeoutSeconds} s`,
+    ...(record.pausedAt
+      ? [`paused    ${time(record.pausedAt)}  (resume: sandstream sandbox resume ${record.id})`]
+      : []),
+    ...(record.resumes > 0 ? [`resumed   ${record.resumes} time(s)`] : []),
     ...(record.endedAt ? [`ended     ${time(record.endedAt)}`] : []),
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
+  return ExitCodes.succeeded;
+}
+
+export async function pauseSandbox(client: SandstreamClient, id: string): Promise<number> {
+  const { sandbox, stoppedCommands } = await client.sandboxes.handle(id).pause();
+  const stopped = stoppedCommands.length > 0 ? ` (stopped: ${stoppedCommands.join(' ')})` : '';
+  process.stdout.write(`${id} ${sandbox.state}${stopped}\n`);
+  return ExitCodes.succeeded;
+}
+
+export async function resumeSandbox(client: SandstreamClient, id: string, values: Values): Promise<number> {
+  const timeout = seconds('timeout', values.timeout);
+  await client.sandboxes.resume(id, timeout !== undefined ? { timeoutSeconds: timeout } : {});
+  // The id alone, as create prints it: ID=$(sandstream sandbox resume "$ID") works.
+  process.stdout.write(`${id}\n`);
   return ExitCodes.succeeded;
 }
 

@@ -17,6 +17,7 @@ import type {
   ListSandboxesOptions,
   TerminalOptions,
 } from '../sandbox-options.js';
+import type { PauseResult } from '../sandbox-pause-result.js';
 import { waitReady } from '../sandbox-wait.js';
 import type { OutputGap } from '../seq-gaps.js';
 import type { RestoreResult, SnapshotInfo } from '../snapshots.js';
@@ -146,6 +147,29 @@ export class HttpSandboxTransport implements SandboxTransport {
 
   close(id: string): Promise<SandboxRecord> {
     return this.api.json<SandboxRecord>(this.path(id), { method: 'DELETE', subject: { sandboxId: id } });
+  }
+
+  pause(id: string): Promise<PauseResult> {
+    return this.api.json<PauseResult>(this.path(id, '/pause'), {
+      method: 'POST',
+      body: {},
+      subject: { sandboxId: id },
+    });
+  }
+
+  resume(id: string, options: CreateSandboxOptions): Promise<SandboxRecord> {
+    return this.api.json<SandboxRecord>(this.path(id, '/resume'), {
+      method: 'POST',
+      query: {
+        wait: options.wait === false ? false : undefined,
+        timeoutSeconds: Math.min(
+          Math.ceil(options.timeoutSeconds ?? CREATE_WAIT_SECONDS),
+          CREATE_WAIT_SECONDS,
+        ),
+      },
+      signal: options.signal,
+      subject: { sandboxId: id },
+    });
   }
 
   async keepAlive(id: string): Promise<void> {

@@ -20,6 +20,7 @@ import {
   SandboxFileError,
   SandboxLimitError,
   SandboxNotFoundError,
+  SandboxPausedError,
   SandboxTimeoutError,
   SnapshotCorruptError,
   SnapshotNotFoundError,
@@ -113,19 +114,21 @@ export const ERROR_OF_KIND: Record<ProblemKind, ErrorOfKind> = {
   'volume-in-use': (problem) =>
     new VolumeInUseError(problem.volume ?? '', problem.holder ?? '', problem.detail),
   'sandbox-closed': (problem, subject) =>
-    problem.state !== undefined
-      ? new SandboxClosedError(
-          problem.sandboxId ?? subject.sandboxId ?? '',
-          problem.state,
-          problem.reason,
-          problem.closedDetail,
-        )
-      : new SandboxClosedError(
-          problem.sandboxId ?? subject.sandboxId ?? '',
-          'closed',
-          undefined,
-          problem.detail,
-        ),
+    problem.state === 'paused' || problem.state === 'pausing'
+      ? new SandboxPausedError(problem.sandboxId ?? subject.sandboxId ?? '', problem.state)
+      : problem.state !== undefined
+        ? new SandboxClosedError(
+            problem.sandboxId ?? subject.sandboxId ?? '',
+            problem.state,
+            problem.reason,
+            problem.closedDetail,
+          )
+        : new SandboxClosedError(
+            problem.sandboxId ?? subject.sandboxId ?? '',
+            'closed',
+            undefined,
+            problem.detail,
+          ),
   cancelled: (problem, subject) =>
     new CommandCancelledError(
       problem.result

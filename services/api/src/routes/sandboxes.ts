@@ -1,6 +1,7 @@
 import {
   JobField,
   LiveSandboxSpecSchema,
+  SandboxPauseOptionsSchema,
   type SandboxRecord,
   SnapshotIdSchema,
   userJobId,
@@ -25,6 +26,7 @@ import {
   HistoryEntryResponse,
   IdParams,
   ListSandboxesQuery,
+  PauseResponse,
   SandboxResponse,
   StatsResponse,
 } from '../schemas.js';
@@ -252,6 +254,46 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         },
       },
       async (request) => withUserId(await sandboxes.close(request.params.id)),
+    );
+
+    app.post(
+      '/:id/pause',
+      {
+        schema: {
+          tags,
+          summary:
+            'Pause a ready sandbox: its files, id, spec, labels and env are kept, its slot and sandbox freed; commands still running are stopped and named. Answers once it is paused',
+          params: IdParams,
+          body: SandboxPauseOptionsSchema.optional(),
+          response: { 200: PauseResponse, ...problems, ...problemResponses(504) },
+        },
+      },
+      async (request) => {
+        const paused = await owned(request.params.id).pause(request.body ?? {});
+        return { ...paused, sandbox: withUserId(paused.sandbox) };
+      },
+    );
+
+    app.post(
+      '/:id/resume',
+      {
+        schema: {
+          tags,
+          summary:
+            'Resume a paused sandbox under the same id, from the files it kept (waits until it is ready unless ?wait=false)',
+          params: IdParams,
+          querystring: CreateSandboxQuery,
+          response: { 200: SandboxResponse, 202: SandboxResponse, ...problems, ...problemResponses(504) },
+        },
+      },
+      async (request, reply) => {
+        const wait = request.query.wait !== false;
+        const sandbox = await owned(request.params.id).resume({
+          wait,
+          timeoutSeconds: request.query.timeoutSeconds ?? DEFAULT_READY_SECONDS,
+        });
+        return reply.code(wait ? 200 : 202).send(withUserId(sandbox));
+      },
     );
 
     app.post(

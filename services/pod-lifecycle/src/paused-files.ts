@@ -1,0 +1,78 @@
+import type { PausedFilesStore, SandboxFilesKeeper } from '@sandstream/bus';
+import { dockerRuntimeFor, type SandboxBackend, type SandboxSpec } from '@sandstream/sandbox';
+import type { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
+
+/**
+ * A pause's files: the backend's capture (its processes frozen while it is read) streamed into
+ * the snapshot store, and back through the backend's restore. No second capture and no second
+ * store: this only joins the two.
+ */
+export class PausedFiles implements SandboxFilesKeeper {
+  constructor(
+    private readonly backend: SandboxBackend,
+    /** The snapshots' freeze lease: one capture or restore per sandbox, a dead holder's thawed. */
+    private readonly freeze: SnapshotFreezeGuard,
+    private readonly store: PausedFilesStore,
+  ) {}
+
+  async keep(
+    ref: { jobId: string; backend: string; id: string },
+    owner: { sandboxId: string; tenant: string },
+  ): Promise<string> {
+    if (!this.backend.captureFiles)
+      throw new Error(
+        `the ${this.backend.kind} backend cannot capture a sandbox's files, so it cannot pause one`,
+      );
+    const captureFiles = this.backend.captureFiles.bind(this.backend);
+    const sandboxRef = this.refOf(ref);
+    return this.freeze.hold(owner.sandboxId, sandboxRef, async () => {
+      const capture = await captureFiles(sandboxRef);
+      try {
+        const kept = await this.store.put(capture.stream, owner);
+        await capture.done;
+        return kept;
+      } catch (err) {
+        // A failed upload must not leave the sandbox frozen: the capture thaws when its stream ends.
+        capture.stream.destroy();
+        await capture.done.catch(() => undefined);
+        throw err;
+      }
+    });
+  }
+
+  async restore(ref: { jobId: string; backend: string; id: string }, kept: string): Promise<void> {
+    if (!this.backend.restoreFiles)
+      throw new Error(
+        `the ${this.backend.kind} backend cannot restore a sandbox's files, so it cannot resume one`,
+      );
+    const restoreFiles = this.backend.restoreFiles.bind(this.backend);
+    const sandboxRef = this.refOf(ref);
+    const bytes = await this.store.get(kept);
+    // Held under the new life's id (the job's): the freeze sweep thaws it if this replica dies.
+    await this.freeze.hold(ref.jobId, sandboxRef, () => restoreFiles(sandboxRef, bytes));
+  }
+
+  /**
+   * Why a sandbox of this spec cannot pause here, or undefined when it can: said when it starts
+   * (the record's `unpausable`), so a pause is refused up front instead of failing the sandbox.
+   */
+  cannotPause(spec: SandboxSpec): string | undefined {
+    if (!this.backend.captureFiles || !this.backend.restoreFiles)
+      return `the ${this.backend.kind} backend cannot capture and restore a sandbox's files`;
+    if (
+      this.backend.kind === 'docker' &&
+      spec.runtimeClass !== undefined &&
+      dockerRuntimeFor(spec.runtimeClass) === 'runsc'
+    )
+      return "its files live in gVisor's (runsc) own overlay, out of the engine's layer, where no snapshot can capture them (docs/snapshots.md)";
+    return undefined;
+  }
+
+  discard(kept: string): Promise<void> {
+    return this.store.delete(kept);
+  }
+
+  private refOf(ref: { jobId: string; backend: string; id: string }) {
+    return { ...ref, backend: ref.backend as SandboxBackend['kind'] };
+  }
+}
