@@ -13,6 +13,7 @@ export * from './sandbox.js';
 export * from './sandbox-errors.js';
 export type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
 export * from './sandbox-options.js';
+export * from './sandbox-ports.js';
 export * from './sandbox-processes.js';
 export * from './sandbox-terminals.js';
 export * from './sandboxes.js';

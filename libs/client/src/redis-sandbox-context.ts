@@ -8,4 +8,8 @@ export interface RedisSandboxContext extends CommandRunnerContext {
   submit(spec: LiveSandboxSpec): Promise<{ jobId: string; created: boolean }>;
   /** Asks the services to close the sandbox (a cancel request with reason `user`). */
   requestClose(sandboxId: string): Promise<void>;
+  /** Set by forTenant: only this tenant's sandboxes (preview URLs check it; commands check it in Lua). */
+  tenant?: string;
+  /** Where preview URLs point (the API, the one proxy): client options previewUrl / previewDomain. */
+  preview: { apiBase: string | undefined; domain: string };
 }

@@ -23,6 +23,7 @@ import {
 } from './command-runner.js';
 import { newTransferId, receiveTar, sendTar } from './file-transfer.js';
 import type { RedisSandboxContext } from './redis-sandbox-context.js';
+import { redisPortUrl } from './redis-sandbox-ports.js';
 import { RedisTerminalChannel } from './redis-terminal-channel.js';
 import {
   SandboxCommandNotFoundError,
@@ -38,6 +39,7 @@ import type {
   ListSandboxesOptions,
   TerminalOptions,
 } from './sandbox-options.js';
+import type { PortUrlRequest } from './sandbox-ports.js';
 import { waitReady } from './sandbox-wait.js';
 import type { KillSignal, RunStep, SandboxTransport, TerminalChannel } from './transport.js';
 
@@ -53,7 +55,7 @@ export class RedisSandboxTransport implements SandboxTransport {
   constructor(private readonly ctx: RedisSandboxContext) {}
 
   forTenant(tenant: string): RedisSandboxTransport {
-    return new RedisSandboxTransport({ ...this.ctx, commands: this.ctx.commands.forTenant(tenant) });
+    return new RedisSandboxTransport({ ...this.ctx, tenant, commands: this.ctx.commands.forTenant(tenant) });
   }
 
   async create(spec: LiveSandboxSpec, _input: unknown, options: CreateSandboxOptions): Promise<string> {
@@ -123,6 +125,10 @@ export class RedisSandboxTransport implements SandboxTransport {
       if (parsed.success) entries.push({ ...parsed.data, result: record.stepResults[parsed.data.id] });
     }
     return entries.sort((a, b) => numberOf(a.id) - numberOf(b.id));
+  }
+
+  portUrl(id: string, port: number, options: PortUrlRequest): Promise<string> {
+    return redisPortUrl(this.ctx, id, port, options);
   }
 
   async stats(id: string): Promise<SandboxStats> {

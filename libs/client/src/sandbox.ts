@@ -33,6 +33,7 @@ import {
   type WriteFileOptions,
   WriteFileOptionsSchema,
 } from './sandbox-options.js';
+import { SandboxPorts } from './sandbox-ports.js';
 import { SandboxProcesses } from './sandbox-processes.js';
 import { SandboxTerminals } from './sandbox-terminals.js';
 import type { RunStep, SandboxTransport } from './transport.js';
@@ -68,6 +69,8 @@ export class Sandbox implements AsyncDisposable {
   readonly processes: SandboxProcesses;
   /** Interactive terminals (PTYs): open, attach (sandbox-terminals.ts). */
   readonly terminals: SandboxTerminals;
+  /** Preview URLs of the ports it serves on (sandbox-ports.ts). */
+  readonly ports: SandboxPorts;
 
   constructor(
     readonly id: string,
@@ -81,6 +84,7 @@ export class Sandbox implements AsyncDisposable {
       () => this.history(),
     );
     this.terminals = new SandboxTerminals(id, transport);
+    this.ports = new SandboxPorts(id, transport);
   }
 
   /**

@@ -21,6 +21,7 @@ import type {
   ListSandboxesOptions,
   TerminalOptions,
 } from './sandbox-options.js';
+import type { PortUrlRequest } from './sandbox-ports.js';
 
 /**
  * How the SDK reaches a deployment. The public classes (SandstreamClient, Sandboxes, Sandbox,
@@ -111,6 +112,9 @@ export interface SandboxTransport {
     maxBytes: number | undefined,
   ): Promise<{ bytes: number; files: number }>;
   download(id: string, remotePath: string, maxBytes: number | undefined): Readable;
+
+  /** A preview URL of one of its ports (sandbox-ports.ts); a private one carries its token. */
+  portUrl(id: string, port: number, options: PortUrlRequest): Promise<string>;
 
   openTerminal(id: string, options: TerminalOptions): Promise<TerminalChannel>;
   attachTerminal(id: string, commandId: string): Promise<TerminalChannel>;

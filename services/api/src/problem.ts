@@ -17,6 +17,8 @@ import {
   SandboxFileError,
   SandboxLimitError,
   SandboxNotFoundError,
+  SandboxNotReadyError,
+  SandboxPortUnreachableError,
   SandboxTimeoutError,
   SandstreamOptionsError,
 } from '@sandstream/client';
@@ -64,6 +66,7 @@ const TITLES: Record<number, string> = {
   429: 'Too Many Requests',
   431: 'Request Header Fields Too Large',
   500: 'Internal Server Error',
+  502: 'Bad Gateway',
   503: 'Service Unavailable',
   504: 'Gateway Timeout',
 };
@@ -164,6 +167,15 @@ export function problemOf(err: unknown): ProblemOf {
       ...(said !== undefined ? { closedDetail: said } : {}),
     };
   }
+  if (err instanceof SandboxNotReadyError)
+    return { status: 409, kind: 'sandbox-not-ready', detail: err.message };
+  if (err instanceof SandboxPortUnreachableError)
+    return {
+      status: 502,
+      kind: 'port-unreachable',
+      detail: err.message,
+      ...(err.port !== undefined ? { port: err.port } : {}),
+    };
   if (err instanceof SandboxLimitError) return { status: 429, kind: 'sandbox-limit', detail: err.message };
   if (err instanceof SandboxTimeoutError) return { status: 504, kind: 'timeout', detail: err.message };
   if (err instanceof CommandCancelledError) {

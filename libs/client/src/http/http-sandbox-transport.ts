@@ -17,6 +17,7 @@ import type {
   ListSandboxesOptions,
   TerminalOptions,
 } from '../sandbox-options.js';
+import type { PortUrlRequest } from '../sandbox-ports.js';
 import { waitReady } from '../sandbox-wait.js';
 import type { OutputGap } from '../seq-gaps.js';
 import type { KillSignal, RunStep, SandboxTransport, TerminalChannel } from '../transport.js';
@@ -50,6 +51,14 @@ export class HttpSandboxTransport implements SandboxTransport {
   closeTerminals(): void {
     for (const terminal of this.terminals) terminal.terminate();
     this.terminals.clear();
+  }
+
+  async portUrl(id: string, port: number, options: PortUrlRequest): Promise<string> {
+    const query = new URLSearchParams({ form: options.form, ...(options.public ? { public: 'true' } : {}) });
+    const answer = await this.api.json<{ url: string }>(this.path(id, `/ports/${port}/url?${query}`), {
+      subject: { sandboxId: id },
+    });
+    return answer.url;
   }
 
   private path(id: string, rest = ''): string {

@@ -20,6 +20,7 @@ import {
   SandboxNotFoundError,
   SandboxTimeoutError,
 } from '../sandbox-errors.js';
+import { SandboxNotReadyError, SandboxPortUnreachableError } from '../sandbox-ports.js';
 
 /**
  * An `application/problem+json` body as services/api writes it (ApiProblemSchema), read
@@ -101,6 +102,8 @@ export const ERROR_OF_KIND: Record<ProblemKind, ErrorOfKind> = {
   'method-not-allowed': apiError,
   'not-acceptable': apiError,
   conflict: (problem) => new SandboxConflictError(problem.detail),
+  'sandbox-not-ready': (problem) => new SandboxNotReadyError(problem.detail),
+  'port-unreachable': (problem) => new SandboxPortUnreachableError(problem.port, problem.detail),
   'sandbox-closed': (problem, subject) =>
     problem.state !== undefined
       ? new SandboxClosedError(
