@@ -7,6 +7,7 @@ import type Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { type ApiStack, startApiStack } from '../helpers/api-stack.js';
+import { runCli } from '../helpers/cli-run.js';
 import { cookieOf, countBytes, loopbackLookup, rawRequest, textOf } from '../helpers/preview-fetch.js';
 import { buildPreviewImage } from '../helpers/preview-image.js';
 
@@ -284,5 +285,25 @@ describe.skipIf(!carrier && process.env.CI !== 'true')('preview URLs on Docker (
       await overHttp.close();
       await overRedis.close();
     }
+  });
+
+  it('sandstream sandbox url prints the URL alone, over HTTP and over Redis', async () => {
+    const overHttp = await runCli(
+      ['sandbox', 'url', id, '8000', '--host', '--url', s.url, '--api-key', keyA],
+      {},
+    );
+    expect(overHttp.stderr).toBe('');
+    expect(overHttp.status).toBe(0);
+    expect(overHttp.stdout).toMatch(/^http:\/\/8000-[a-z0-9-]+\.localhost:\d+\/\?token=[\w.-]+\n$/);
+    expect((await rawRequest(overHttp.stdout.trim())).statusCode).toBe(200);
+    const overRedis = await runCli(
+      ['sandbox', 'url', id, '8000', '--redis-url', s.redisUrl, '--namespace', s.stack.namespace],
+      { SANDSTREAM_API_URL: s.url },
+    );
+    expect(overRedis.status, overRedis.stderr).toBe(0);
+    expect(overRedis.stdout).toMatch(new RegExp(`^${s.url}/v1/sandboxes/${id}/proxy/8000/\\?token=`));
+    expect((await rawRequest(overRedis.stdout.trim())).statusCode).toBe(200);
+    const bad = await runCli(['sandbox', 'url', id, '70000', '--url', s.url, '--api-key', keyA], {});
+    expect(bad.stderr).toContain('the port is 1..65535');
   });
 });

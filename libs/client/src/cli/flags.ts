@@ -29,6 +29,8 @@ const FLAGS = {
   interactive: { type: 'boolean', short: 'i' },
   session: { type: 'string' },
   admin: { type: 'boolean' },
+  public: { type: 'boolean' },
+  host: { type: 'boolean' },
 } as const;
 type Flag = keyof typeof FLAGS;
 
@@ -49,6 +51,7 @@ const COMMAND_FLAGS = {
   'sandbox ls': ['tenant', 'state', 'label', 'limit', 'json'],
   'sandbox inspect': ['json'],
   'sandbox rm': [],
+  'sandbox url': ['public', 'host'],
   exec: ['shell', 'cwd', 'env', 'timeout', 'interactive'],
   shell: ['session'],
   cp: [],
@@ -131,7 +134,7 @@ export function parseCommandLine(argv: string[]): ParsedCommandLine {
   const commandLine = terminator === -1 ? [] : argv.slice(argv.indexOf('--') + 1);
   const { values, positionals } = parseArgs({ args: ownArgs, options: FLAGS, allowPositionals: true });
   const args = positionals.slice(group ? 2 : 1);
-  const most = command === 'cp' ? 2 : 1;
+  const most = command === 'cp' || command === 'sandbox url' ? 2 : 1;
   if (args.length > most) throw new UsageError(`unexpected argument "${args[most]}"`);
   if (takesCommandLine && commandLine.length === 0) {
     throw new UsageError(`${command} needs a command after --, e.g. sandstream ${command} <id> -- ls -la`);

@@ -34,6 +34,7 @@ import {
   removeSandbox,
   shellInSandbox,
 } from './sandbox-commands.js';
+import { printPortUrl } from './sandbox-url-command.js';
 import { startCliTelemetry } from './telemetry.js';
 
 const USAGE = `Usage: sandstream <command> [options]
@@ -54,6 +55,10 @@ Commands:
   sandbox ls [--state s] [--label K=V]… [--tenant t] [--json]
   sandbox inspect <id> [--json]  a sandbox's state, limits and activity
   sandbox rm <id>                close it (kills what still runs in it)
+  sandbox url <id> <port> [--public] [--host]
+                                 a preview URL of a port the sandbox serves on, printed alone
+                                 (private: it carries its token; --host: {port}-{label}.{domain};
+                                 over Redis the API's address comes from SANDSTREAM_API_URL)
   exec [--shell] [--cwd <dir>] [--env K=V]… [--timeout <s>] <id> -- <command> [args…]
                                  run a command in a sandbox with live output; exits with the
                                  command's code (124 timed out, 130 cancelled, 125 Sandstream failed)
@@ -137,6 +142,7 @@ async function main(argv: string[]): Promise<number> {
   } else if (
     command === 'sandbox inspect' ||
     command === 'sandbox rm' ||
+    command === 'sandbox url' ||
     command === 'exec' ||
     command === 'shell'
   ) {
@@ -249,6 +255,8 @@ async function main(argv: string[]): Promise<number> {
         return await inspectSandbox(client, needArg('sandbox id'), values);
       case 'sandbox rm':
         return await removeSandbox(client, needArg('sandbox id'));
+      case 'sandbox url':
+        return await printPortUrl(client, needArg('sandbox id'), args[1], values);
       case 'exec':
         return await execInSandbox(client, needArg('sandbox id'), commandLine, values);
       case 'shell':
