@@ -1,25 +1,18 @@
-import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { SandstreamClient } from '@sandstream/client';
-import { dockerEngine, findCarrierImage } from '@sandstream/test-support';
-import type Docker from 'dockerode';
+import { findCarrierImage } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
-import { type ApiStack, startApiStack } from '../helpers/api-stack.js';
+import type { ApiStack } from '../helpers/api-stack.js';
 import { runCli } from '../helpers/cli-run.js';
 import { cookieOf, countBytes, loopbackLookup, rawRequest, textOf } from '../helpers/preview-fetch.js';
-import { buildPreviewImage } from '../helpers/preview-image.js';
+import { type PreviewStack, startPreviewStack } from '../helpers/preview-stack.js';
 
 // Preview URLs (issue 31 §1) on a real API and real Docker sandboxes on a bridge network: the
 // proxy reaches the container's own address there, with no published port.
 const carrier = findCarrierImage();
-const tag = randomBytes(3).toString('hex');
-const network = `sandstream-test-preview-${tag}`;
-const serverScript = readFileSync(fileURLToPath(new URL('../fixtures/preview-server.cjs', import.meta.url)));
 const MB = 1024 * 1024;
 
-let docker: Docker;
+let stack: PreviewStack;
 let s: ApiStack;
 let keyA = '';
 let keyB = '';
@@ -32,28 +25,7 @@ const urlOf = async (sandbox: string, port: number, query = '', key = keyA) => {
   return body.url;
 };
 
-/** Starts the fixture server on `port` in the sandbox and waits until it answers through the proxy. */
-const serve = async (sandbox: string, port: number) => {
-  const put = await s.request(`/v1/sandboxes/${sandbox}/fs?path=/tmp/server.cjs`, {
-    method: 'PUT',
-    key: keyA,
-    headers: { 'content-type': 'application/octet-stream' },
-    body: serverScript,
-  });
-  expect(put.status, await put.text()).toBeLessThan(300);
-  const started = await s.request(`/v1/sandboxes/${sandbox}/processes`, {
-    method: 'POST',
-    key: keyA,
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ command: 'node', args: ['/tmp/server.cjs', String(port)] }),
-  });
-  expect(started.status, await started.text()).toBe(201);
-  await vi.waitUntil(
-    async () =>
-      (await s.request(`/v1/sandboxes/${sandbox}/proxy/${port}/ping`, { key: keyA })).status === 200,
-    { timeout: 30_000, interval: 200 },
-  );
-};
+const serve = (sandbox: string, port: number) => stack.serve(sandbox, port);
 
 const createSandbox = async (wait = true) => {
   const created = await s.request(`/v1/sandboxes${wait ? '' : '?wait=false'}`, {
@@ -69,39 +41,16 @@ const createSandbox = async (wait = true) => {
 
 describe.skipIf(!carrier && process.env.CI !== 'true')('preview URLs on Docker (issue 31 §1)', () => {
   beforeAll(async () => {
-    ({ docker } = await dockerEngine('preview tests'));
-    await docker.createNetwork({
-      Name: network,
-      Driver: 'bridge',
-      Options: { 'com.docker.network.bridge.enable_icc': 'false' },
-      Labels: { 'app.kubernetes.io/managed-by': 'sandstream-test' },
-    });
-    const info = (await docker.getNetwork(network).inspect()) as { IPAM: { Config: { Gateway: string }[] } };
-    const gateway = info.IPAM.Config[0]?.Gateway as string;
-    const image = await buildPreviewImage(docker);
-    s = await startApiStack({
-      label: 'preview',
-      redisArgs: ['--bind', '127.0.0.1', gateway, '--protected-mode', 'no'],
-      env: {
-        SANDBOX_TYPE: 'docker',
-        SANDSTREAM_AGENT_CARRIER_IMAGE: carrier ?? 'sandstream/agent-carrier:dev',
-        SANDSTREAM_DOCKER_NETWORK: network,
-        SANDSTREAM_ALLOW_OPEN_REDIS: '1',
-      },
-      apiEnv: { API_DEFAULT_IMAGE: image, API_ANONYMOUS: 'off' },
-    });
-    keyA = (await s.key('tenant-a')).key;
+    stack = await startPreviewStack('preview');
+    s = stack.s;
+    keyA = stack.key;
     keyB = (await s.key('tenant-b')).key;
     id = await createSandbox();
     await serve(id, 8000);
   }, 240_000);
 
   afterAll(async () => {
-    await s?.stop();
-    await docker
-      ?.getNetwork(network)
-      .remove()
-      .catch(() => {});
+    await stack?.stop();
   }, 120_000);
 
   it('path form: the printed URL opens as it is, then its cookie carries the page on', async () => {

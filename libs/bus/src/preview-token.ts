@@ -54,11 +54,20 @@ function mac(secret: Buffer, body: string): string {
   return createHmac('sha256', secret).update(body).digest('base64url');
 }
 
+/** Secrets already read, per Redis client and key: the secret never changes once made. */
+const knownSecrets = new WeakMap<RedisClient, Map<string, Buffer>>();
+
 /** The installation's preview signing secret (made once, atomically, by whoever asks first). */
 export async function previewSecret(redis: RedisClient, keys: KeySpace): Promise<Buffer> {
   const key = keys.api('preview-secret');
+  const known = knownSecrets.get(redis)?.get(key);
+  if (known) return known;
   await redis.set(key, randomBytes(32).toString('base64url'), 'NX');
   const value = await redis.get(key);
   if (!value) throw new Error('the preview secret could not be read back from Redis');
-  return Buffer.from(value, 'base64url');
+  const secret = Buffer.from(value, 'base64url');
+  const perClient = knownSecrets.get(redis) ?? new Map<string, Buffer>();
+  perClient.set(key, secret);
+  knownSecrets.set(redis, perClient);
+  return secret;
 }

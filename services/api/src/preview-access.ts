@@ -1,5 +1,4 @@
 import {
-  isPublicPort,
   PREVIEW_TOKEN_SECONDS,
   previewSecret,
   previewTokenRefusal,
@@ -7,6 +6,7 @@ import {
 } from '@sandstream/bus';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiContext } from './api-context.js';
+import type { PreviewTargets } from './preview-targets.js';
 import { maySee } from './principal.js';
 import { HttpProblem, notFound } from './problem.js';
 
@@ -45,36 +45,56 @@ export function cookiesForSandbox(header: string | undefined): string | undefine
  */
 export async function authorizePreview(
   ctx: ApiContext,
+  targets: PreviewTargets,
   request: FastifyRequest,
   reply: FastifyReply,
   record: SandboxRecord,
   port: number,
   cookiePath: string,
 ): Promise<void> {
-  if (await isPublicPort(ctx.redis, ctx.keys, record.id, port)) return;
   const queryToken = new URL(request.url, 'http://api').searchParams.get('token') ?? undefined;
   const tokens = queryToken !== undefined ? [queryToken] : previewCookies(request.headers.cookie);
-  if (request.headers.authorization !== undefined || tokens.length === 0) {
-    const principal = await ctx.principals.resolve({
-      authorization: request.headers.authorization,
-      ticket: undefined,
-      remoteAddress: request.socket.remoteAddress,
-    });
-    if (!maySee(principal, record.tenant)) throw notFound(`sandbox ${record.id}`);
+  // Credentials first (no Redis read when a key is cached); a public port opens without any.
+  const refusal = await credentialRefusal(ctx, request, record, port, tokens);
+  if (refusal === undefined) {
+    if (queryToken !== undefined) {
+      reply.header(
+        'set-cookie',
+        `${PREVIEW_COOKIE}=${queryToken}; Path=${cookiePath}; Max-Age=${PREVIEW_TOKEN_SECONDS}; HttpOnly; SameSite=Lax`,
+      );
+    }
     return;
+  }
+  if (await targets.isPublic(record.id, port)) return;
+  throw refusal;
+}
+
+/** Why the request's key or token does not open the port (a problem to throw), or undefined. */
+async function credentialRefusal(
+  ctx: ApiContext,
+  request: FastifyRequest,
+  record: SandboxRecord,
+  port: number,
+  tokens: string[],
+): Promise<Error | undefined> {
+  try {
+    if (request.headers.authorization !== undefined || tokens.length === 0) {
+      const principal = await ctx.principals.resolve({
+        authorization: request.headers.authorization,
+        ticket: undefined,
+        remoteAddress: request.socket.remoteAddress,
+      });
+      return maySee(principal, record.tenant) ? undefined : notFound(`sandbox ${record.id}`);
+    }
+  } catch (err) {
+    return err as Error;
   }
   const secret = await previewSecret(ctx.redis, ctx.keys);
   const want = { sandboxId: record.id, port, nowSeconds: Math.floor(Date.now() / 1000) };
   let refusal: string | undefined = 'no preview token';
   for (const token of tokens) {
     refusal = previewTokenRefusal(secret, token, want);
-    if (refusal === undefined) break;
+    if (refusal === undefined) return undefined;
   }
-  if (refusal !== undefined) throw new HttpProblem(403, 'forbidden', refusal);
-  if (queryToken !== undefined) {
-    reply.header(
-      'set-cookie',
-      `${PREVIEW_COOKIE}=${queryToken}; Path=${cookiePath}; Max-Age=${PREVIEW_TOKEN_SECONDS}; HttpOnly; SameSite=Lax`,
-    );
-  }
+  return new HttpProblem(403, 'forbidden', refusal);
 }

@@ -8,6 +8,7 @@ import type { ApiContext } from '../api-context.js';
 import { authorizePreview, cookiesForSandbox } from '../preview-access.js';
 import type { PreviewConfig } from '../preview-config.js';
 import { PreviewConnections } from '../preview-connections.js';
+import { PreviewTargets } from '../preview-targets.js';
 import { notFound, sendProblem } from '../problem.js';
 
 declare module 'fastify' {
@@ -45,6 +46,7 @@ function queryForSandbox(query: string | undefined): string {
  */
 export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPluginAsync {
   return async (app) => {
+    const targets = new PreviewTargets(ctx);
     const connections = new PreviewConnections(async (id) => {
       const job = await ctx.client.get(id);
       return job ? sandboxRecordOf(job) : null;
@@ -92,10 +94,9 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
     const open = async (request: FastifyRequest, reply: FastifyReply) => {
       const target = await targetOf(request);
       if (target.port < 1 || target.port > 65535) throw notFound(`port ${target.port}`);
-      const job = await ctx.client.get(target.id);
-      const record = job ? sandboxRecordOf(job) : null;
+      const record = await targets.record(target.id);
       if (!record) throw notFound(`sandbox ${target.id}`);
-      await authorizePreview(ctx, request, reply, record, target.port, target.cookiePath);
+      await authorizePreview(ctx, targets, request, reply, record, target.port, target.cookiePath);
       requireReachable(record);
       const host = record.sandbox?.host;
       if (!host)
