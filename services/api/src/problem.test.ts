@@ -16,6 +16,8 @@ import {
   SandboxFileError,
   SandboxLimitError,
   SandboxNotFoundError,
+  SandboxNotReadyError,
+  SandboxPortUnreachableError,
   SandboxTimeoutError,
   SandstreamApiError,
   SandstreamOptionsError,
@@ -71,6 +73,17 @@ const CASES: { kind: ProblemKind; err: unknown; back: new (...args: never[]) => 
   { kind: 'method-not-allowed', err: fastifyError(405), back: SandstreamApiError },
   { kind: 'not-acceptable', err: fastifyError(406), back: SandstreamApiError },
   { kind: 'conflict', err: new SandboxConflictError('id x is taken'), back: SandboxConflictError },
+  {
+    kind: 'sandbox-not-ready',
+    err: new SandboxNotReadyError('sandbox s1 is not ready yet (creating)'),
+    back: SandboxNotReadyError,
+  },
+  {
+    kind: 'port-unreachable',
+    err: new SandboxPortUnreachableError(3000, 'nothing answers on port 3000 of sandbox s1'),
+    back: SandboxPortUnreachableError,
+    fields: { port: 3000 },
+  },
   {
     kind: 'sandbox-closed',
     err: new SandboxClosedError('s1', 'failed', 'start-failed', 'image: not found'),
