@@ -50,6 +50,7 @@ describe.skipIf(!carrier && process.env.CI !== 'true')('preview URLs on Docker (
   }, 240_000);
 
   afterAll(async () => {
+    if (id) await s.request(`/v1/sandboxes/${id}`, { method: 'DELETE', key: keyA }).catch(() => {});
     await stack?.stop();
   }, 120_000);
 

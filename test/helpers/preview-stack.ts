@@ -29,11 +29,22 @@ export async function startPreviewStack(label: string): Promise<PreviewStack> {
     Options: { 'com.docker.network.bridge.enable_icc': 'false' },
     Labels: { 'app.kubernetes.io/managed-by': 'sandstream-test' },
   });
-  const removeNetwork = () =>
-    docker
+  // Sandboxes a test left open outlive the services: removed with the network they joined.
+  const removeNetwork = async () => {
+    const left = await docker.listContainers({ all: true, filters: { network: [network] } });
+    await Promise.all(
+      left.map((c) =>
+        docker
+          .getContainer(c.Id)
+          .remove({ force: true })
+          .catch(() => {}),
+      ),
+    );
+    await docker
       .getNetwork(network)
       .remove()
       .catch(() => {});
+  };
   try {
     const info = (await docker.getNetwork(network).inspect()) as { IPAM: { Config: { Gateway: string }[] } };
     const gateway = info.IPAM.Config[0]?.Gateway as string;
