@@ -39,9 +39,13 @@ export async function startApiStack(
     label?: string;
     /** Node flags of the API process (--cpu-prof …). */
     apiNodeArgs?: string[];
+    /** Arguments of the stack's redis-server (`--bind` a Docker network's gateway too). */
+    redisArgs?: string[];
   } = {},
 ): Promise<ApiStack> {
-  const redisServer: RedisServer = await startRedisServer();
+  const redisServer: RedisServer = await startRedisServer(
+    options.redisArgs ? { args: options.redisArgs } : {},
+  );
   const redisUrl = redisServer.url;
   let stack: Stack | undefined;
   try {

@@ -44,6 +44,8 @@ export const ProblemKindSchema = z.enum([
   'volume-in-use',
   /** 409: the sandbox takes no more commands (`sandboxId`, `state`, `reason`). SandboxClosedError. */
   'sandbox-closed',
+  /** 409: the sandbox is not ready yet (queued, creating): its ports cannot be reached. SandboxNotReadyError. */
+  'sandbox-not-ready',
   /** 409: the command was cancelled (`result`). CommandCancelledError. */
   'cancelled',
   /** 413: the body is larger than the API reads. */
@@ -64,6 +66,8 @@ export const ProblemKindSchema = z.enum([
   'too-many-open-requests',
   /** 431: the request's headers are too large. */
   'headers-too-large',
+  /** 502: nothing answers on the sandbox's port (`port`) that a preview URL proxies to. SandboxPortUnreachableError. */
+  'port-unreachable',
   /** 500: anything unexpected (logged with the request id, nothing of it revealed). */
   'internal',
   /**
@@ -145,6 +149,7 @@ export const ApiProblemSchema = z.object({
   sandboxId: z.string().optional().describe('sandbox-closed, not-found of a command: the sandbox'),
   commandId: z.string().optional().describe('not-found of a command: the command'),
   snapshotId: z.string().optional().describe('not-found of a snapshot: the snapshot'),
+  port: z.number().int().optional().describe('port-unreachable: the sandbox port nothing answers on'),
   state: SandboxStateSchema.optional().describe('sandbox-closed: the state it is in'),
   reason: SandboxEndReasonSchema.optional().describe('sandbox-closed: why it ended'),
   closedDetail: z.string().optional().describe('sandbox-closed: what the sandbox said when it ended'),

@@ -66,6 +66,11 @@ export const JobSandboxSchema = z.object({
    */
   member: z.string().optional(),
   start: SandboxStartSchema.optional(),
+  /**
+   * Where the services reach the sandbox's ports (backend portAddress): a container's or pod's
+   * IP, or the loopback; services/api's preview proxy connects there.
+   */
+  host: z.string().max(253).optional(),
 });
 export type JobSandbox = z.infer<typeof JobSandboxSchema>;
 

@@ -48,6 +48,20 @@ export const SandstreamClientOptionsSchema = strictObject(
       .optional(),
     /** The API key sent as a bearer token (with url); none: the API's anonymous access, if on. */
     apiKey: z.string().min(1).max(512).optional(),
+    /**
+     * Over Redis: the HTTP API as a preview URL's user reaches it (sandbox.ports.url points there,
+     * the API being the one proxy); default SANDSTREAM_API_URL. Over HTTP the API answers it.
+     */
+    previewUrl: z
+      .string()
+      .regex(/^https?:\/\/[^/]/, 'previewUrl must start with http:// or https://')
+      .max(2048)
+      .optional(),
+    /** Over Redis: the host-form domain (`{port}-{label}.{domain}`); default SANDSTREAM_PREVIEW_DOMAIN, else localhost. */
+    previewDomain: z
+      .string()
+      .regex(/^[a-z0-9.-]{1,200}$/, 'previewDomain must be a DNS name (lowercase letters, digits, ., -)')
+      .optional(),
     /** The deployment's namespace (KeySpace); must match the services' SANDSTREAM_NAMESPACE. */
     namespace: z.string().min(1).optional(),
     /**

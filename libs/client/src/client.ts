@@ -79,6 +79,10 @@ export class SandstreamClient {
         redis: opts.redis,
         redisUrl: opts.redisUrl,
         namespace: opts.namespace,
+        preview: {
+          apiBase: opts.previewUrl ?? process.env.SANDSTREAM_API_URL,
+          domain: opts.previewDomain ?? process.env.SANDSTREAM_PREVIEW_DOMAIN ?? 'localhost',
+        },
         onWarning,
       });
       this.redisOnly = redis;

@@ -23,6 +23,7 @@ export * from './sandbox-errors.js';
 export type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
 export * from './sandbox-options.js';
 export type { PauseResult } from './sandbox-pause-result.js';
+export * from './sandbox-ports.js';
 export * from './sandbox-processes.js';
 export * from './sandbox-terminals.js';
 export * from './sandboxes.js';

@@ -22,6 +22,11 @@ export interface RedisSandboxContext extends CommandRunnerContext {
   /** Snapshot records (read, list, delete) and capture/restore requests to pod-lifecycle. */
   snapshotRecords: SnapshotRecords;
   snapshotRequests: SnapshotRequests;
-  /** Set by forTenant: snapshots and sandboxes of other tenants are answered as not found. */
+  /**
+   * Set by forTenant: snapshots and sandboxes of other tenants are answered as not found
+   * (preview URLs check it; commands check it in Lua).
+   */
   tenant?: string | undefined;
+  /** Where preview URLs point (the API, the one proxy): client options previewUrl / previewDomain. */
+  preview: { apiBase: string | undefined; domain: string };
 }

@@ -29,6 +29,7 @@ import {
 } from './command-runner.js';
 import { newTransferId, receiveTar, sendTar } from './file-transfer.js';
 import type { RedisSandboxContext } from './redis-sandbox-context.js';
+import { redisPortUrl } from './redis-sandbox-ports.js';
 import { RedisTerminalChannel } from './redis-terminal-channel.js';
 import {
   SandboxClosedError,
@@ -50,6 +51,7 @@ import type {
   TerminalOptions,
 } from './sandbox-options.js';
 import type { PauseResult } from './sandbox-pause-result.js';
+import type { PortUrlRequest } from './sandbox-ports.js';
 import { waitPaused, waitReady } from './sandbox-wait.js';
 import { type RestoreResult, type SnapshotInfo, snapshotInfoOf } from './snapshots.js';
 import type { KillSignal, RunStep, SandboxTransport, TerminalChannel } from './transport.js';
@@ -269,6 +271,10 @@ export class RedisSandboxTransport implements SandboxTransport {
       if (parsed.success) entries.push({ ...parsed.data, result: record.stepResults[parsed.data.id] });
     }
     return entries.sort((a, b) => numberOf(a.id) - numberOf(b.id));
+  }
+
+  portUrl(id: string, port: number, options: PortUrlRequest): Promise<string> {
+    return redisPortUrl(this.ctx, id, port, options);
   }
 
   async stats(id: string): Promise<SandboxStats> {

@@ -35,6 +35,8 @@ export interface RedisTransportOptions {
   redis?: RedisClient | undefined;
   redisUrl?: string | undefined;
   namespace?: string | undefined;
+  /** Where preview URLs point (client options previewUrl, previewDomain). */
+  preview?: { apiBase: string | undefined; domain: string };
   onWarning: (warning: SandstreamWarning) => void;
 }
 
@@ -77,6 +79,7 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
       store: this.store,
       commands: new SandboxCommands({ redis: this.redis, keys: this.keys }),
       readers: this.readers,
+      preview: options.preview ?? { apiBase: undefined, domain: 'localhost' },
       submit: (spec) => this.submit(spec),
       requestClose: async (id) => {
         await cancelJob(this.store, this.cancelQueue(), id, 'user');

@@ -46,6 +46,7 @@ import {
   WriteFileOptionsSchema,
 } from './sandbox-options.js';
 import type { PauseResult } from './sandbox-pause-result.js';
+import { SandboxPorts } from './sandbox-ports.js';
 import { SandboxProcesses } from './sandbox-processes.js';
 import { SandboxTerminals } from './sandbox-terminals.js';
 import {
@@ -89,6 +90,8 @@ export class Sandbox implements AsyncDisposable {
   readonly processes: SandboxProcesses;
   /** Interactive terminals (PTYs): open, attach (sandbox-terminals.ts). */
   readonly terminals: SandboxTerminals;
+  /** Preview URLs of the ports it serves on (sandbox-ports.ts). */
+  readonly ports: SandboxPorts;
 
   constructor(
     readonly id: string,
@@ -102,6 +105,7 @@ export class Sandbox implements AsyncDisposable {
       () => this.history(),
     );
     this.terminals = new SandboxTerminals(id, transport);
+    this.ports = new SandboxPorts(id, transport);
   }
 
   /**

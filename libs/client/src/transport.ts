@@ -22,6 +22,7 @@ import type {
   TerminalOptions,
 } from './sandbox-options.js';
 import type { PauseResult } from './sandbox-pause-result.js';
+import type { PortUrlRequest } from './sandbox-ports.js';
 import type { RestoreResult, SnapshotInfo } from './snapshots.js';
 
 /**
@@ -134,6 +135,8 @@ export interface SandboxTransport {
   getSnapshot(snapshotId: string): Promise<SnapshotInfo | null>;
   /** False when there was none (or it is another tenant's). */
   deleteSnapshot(snapshotId: string): Promise<boolean>;
+  /** A preview URL of one of its ports (sandbox-ports.ts); a private one carries its token. */
+  portUrl(id: string, port: number, options: PortUrlRequest): Promise<string>;
 
   openTerminal(id: string, options: TerminalOptions): Promise<TerminalChannel>;
   attachTerminal(id: string, commandId: string): Promise<TerminalChannel>;

@@ -141,6 +141,13 @@ export interface SandboxBackend {
    * this backend cannot tell (another host's in-process sandbox); the caller decides as before.
    */
   isRunning?(ref: SandboxRef): Promise<boolean | undefined>;
+  /**
+   * Where the services reach a port the sandbox listens on (preview URLs, services/api's
+   * proxy): Docker the container's address on its network, in-process the loopback, Kubernetes
+   * the pod IP. `undefined`: not reachable from here (gone, no address yet). pod-lifecycle
+   * records the host with the sandbox (JobSandbox.host) once it is ready.
+   */
+  portAddress?(ref: SandboxRef, port: number): Promise<{ host: string; port: number } | undefined>;
   /** Sandboxes this backend manages (by label), for the reaper. */
   list(): Promise<SandboxInfo[]>;
   /**

@@ -59,6 +59,19 @@ export const ApiEnvSchema = serviceEnvSchema(8086).extend({
    * streams included: past it 429, so that one key cannot hold a replica's sockets.
    */
   API_MAX_OPEN_REQUESTS_PER_KEY: intVar(1, 100_000, 256),
+  /** Host-form preview URLs live under `{port}-{label}.<this>` (*.localhost resolves to loopback). */
+  SANDSTREAM_PREVIEW_DOMAIN: z
+    .string()
+    .regex(
+      /^[a-z0-9.-]{1,200}$/,
+      'SANDSTREAM_PREVIEW_DOMAIN must be a DNS name (lowercase letters, digits, ., -)',
+    )
+    .default('localhost'),
+  /** The API as a preview URL's user reaches it (default: the request's own scheme and Host). */
+  API_PUBLIC_URL: z
+    .string()
+    .regex(/^https?:\/\/[^/]+$/, 'API_PUBLIC_URL must be http(s)://host[:port] with no path')
+    .optional(),
   /** The templates file the scheduler reads, for GET /v1/templates and /v1/pools. */
   SANDSTREAM_TEMPLATES_FILE: z.string().min(1).optional(),
 });

@@ -13,8 +13,10 @@ import {
 import { parse as parseYaml } from 'yaml';
 import type { ApiContext } from './api-context.js';
 import { access, authentication } from './plugins/authentication.js';
+import { previewProxy, rewritePreviewUrl } from './plugins/preview-proxy.js';
 import { problemReplies } from './plugins/problem-replies.js';
 import { rateLimiting } from './plugins/rate-limiting.js';
+import type { PreviewConfig } from './preview-config.js';
 import { HttpProblem, sendProblem } from './problem.js';
 import { traceRequests } from './request-spans.js';
 import { adminQueueRoutes } from './routes/admin-queues.js';
@@ -22,6 +24,7 @@ import { authRoutes } from './routes/auth.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { jobRoutes } from './routes/jobs.js';
 import { sandboxFileRoutes } from './routes/sandbox-files.js';
+import { sandboxPortRoutes } from './routes/sandbox-ports.js';
 import { sandboxProcessRoutes } from './routes/sandbox-processes.js';
 import { sandboxShellRoutes } from './routes/sandbox-shell.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
@@ -41,6 +44,8 @@ export interface ApiOptions {
   requestTimeoutMs?: number;
   /** Requests open at once per key (per address without one) on this replica. */
   maxOpenRequestsPerKey?: number;
+  /** Preview URLs of sandbox ports (default: domain localhost, URLs from the request's Host). */
+  preview?: PreviewConfig;
   /** Service version shown in the OpenAPI document. */
   version?: string;
   logger?: Logger;
@@ -54,6 +59,7 @@ export interface ApiOptions {
  */
 export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   const requestTimeout = options.requestTimeoutMs ?? 300_000;
+  const preview = options.preview ?? { domain: 'localhost', publicUrl: undefined };
   // Node refuses a headers bound longer than the request's.
   const headersTimeout = Math.min(options.headersTimeoutMs ?? 30_000, requestTimeout);
   const app = Fastify({
@@ -76,6 +82,8 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
     frameworkErrors: (err, request, reply) => sendProblem(request, reply, err),
     // Request ids of our own; a client's x-request-id is not trusted.
     genReqId: () => crypto.randomUUID(),
+    // A host-form preview (`{port}-{label}.{domain}`) is routed to the preview proxy whatever its path.
+    rewriteUrl: (req) => rewritePreviewUrl(preview, req.headers.host, req.url ?? '/'),
   }).withTypeProvider<ZodTypeProvider>();
   traceRequests(app, new TraceLinks({ redis: ctx.redis, keys: ctx.keys }));
   app.setValidatorCompiler(validatorCompiler);
@@ -149,6 +157,8 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   await app.register(sandboxFileRoutes(ctx), { prefix: '/v1/sandboxes' });
   await app.register(sandboxProcessRoutes(ctx), { prefix: '/v1/sandboxes' });
   await app.register(sandboxShellRoutes(ctx), { prefix: '/v1/sandboxes' });
+  await app.register(sandboxPortRoutes(ctx, preview), { prefix: '/v1/sandboxes' });
+  await app.register(previewProxy(ctx, preview));
   await app.register(jobRoutes(ctx), { prefix: '/v1/jobs' });
   await app.register(volumeRoutes(ctx), { prefix: '/v1/volumes' });
   await app.register(snapshotRoutes(ctx), { prefix: '/v1/snapshots' });

@@ -58,6 +58,7 @@ runService({
         headersTimeoutMs: env.API_HEADERS_TIMEOUT_MS,
         requestTimeoutMs: env.API_REQUEST_TIMEOUT_MS,
         maxOpenRequestsPerKey: env.API_MAX_OPEN_REQUESTS_PER_KEY,
+        preview: { domain: env.SANDSTREAM_PREVIEW_DOMAIN, publicUrl: env.API_PUBLIC_URL },
         logger,
       },
     );

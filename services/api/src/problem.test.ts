@@ -18,6 +18,8 @@ import {
   SandboxFileError,
   SandboxLimitError,
   SandboxNotFoundError,
+  SandboxNotReadyError,
+  SandboxPortUnreachableError,
   SandboxTimeoutError,
   SandstreamApiError,
   SandstreamOptionsError,
@@ -85,6 +87,17 @@ const CASES: { kind: ProblemKind; err: unknown; back: new (...args: never[]) => 
     err: new VolumeInUseError('data', 's9', 'volume data is mounted read-write by sandbox s9'),
     back: VolumeInUseError,
     fields: { volume: 'data', holder: 's9', message: 'volume data is mounted read-write by sandbox s9' },
+  },
+  {
+    kind: 'sandbox-not-ready',
+    err: new SandboxNotReadyError('sandbox s1 is not ready yet (creating)'),
+    back: SandboxNotReadyError,
+  },
+  {
+    kind: 'port-unreachable',
+    err: new SandboxPortUnreachableError(3000, 'nothing answers on port 3000 of sandbox s1'),
+    back: SandboxPortUnreachableError,
+    fields: { port: 3000 },
   },
   {
     kind: 'sandbox-closed',

@@ -21,6 +21,8 @@ import {
   SandboxFileError,
   SandboxLimitError,
   SandboxNotFoundError,
+  SandboxNotReadyError,
+  SandboxPortUnreachableError,
   SandboxTimeoutError,
   SandstreamOptionsError,
   SnapshotCorruptError,
@@ -70,6 +72,7 @@ const TITLES: Record<number, string> = {
   429: 'Too Many Requests',
   431: 'Request Header Fields Too Large',
   500: 'Internal Server Error',
+  502: 'Bad Gateway',
   503: 'Service Unavailable',
   504: 'Gateway Timeout',
 };
@@ -186,6 +189,15 @@ export function problemOf(err: unknown): ProblemOf {
       ...(said !== undefined ? { closedDetail: said } : {}),
     };
   }
+  if (err instanceof SandboxNotReadyError)
+    return { status: 409, kind: 'sandbox-not-ready', detail: err.message };
+  if (err instanceof SandboxPortUnreachableError)
+    return {
+      status: 502,
+      kind: 'port-unreachable',
+      detail: err.message,
+      ...(err.port !== undefined ? { port: err.port } : {}),
+    };
   if (err instanceof SandboxLimitError) return { status: 429, kind: 'sandbox-limit', detail: err.message };
   if (err instanceof SandboxTimeoutError) return { status: 504, kind: 'timeout', detail: err.message };
   if (err instanceof CommandCancelledError) {

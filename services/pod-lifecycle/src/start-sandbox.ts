@@ -209,6 +209,12 @@ export function createStartProcessor(deps: StartDeps) {
         });
         if (unpausable !== undefined) await deps.store.setUnpausable(jobId, unpausable);
         log.info({ sandbox: ref.id, member: warm.member.id }, 'sandbox claimed from a warm pool');
+        await recordReach(deps, jobId, ref, {
+          backend: ref.backend,
+          id: ref.id,
+          member: warm.member.id,
+          start: { kind: 'warm' },
+        });
         // The steps go out while the member binds: they wait in the job's list for its agent.
         const [outcome, bound] = await Promise.all([enterRunning(ref), warm.bound]);
         if (bound) {
@@ -279,6 +285,7 @@ export function createStartProcessor(deps: StartDeps) {
       const seconds = (Date.now() - started) / 1000;
       deps.onStarted?.(seconds, ref.backend);
       log.info({ sandbox: ref.id, backend: ref.backend, seconds }, 'sandbox ready');
+      await recordReach(deps, jobId, ref, { backend: ref.backend, id: ref.id, start });
 
       return await enterRunning(ref);
     } catch (err) {
@@ -373,4 +380,19 @@ function describe(err: unknown): string {
 function startSpanContext(): Pick<DispatchPayload, 'traceContext'> {
   const tc = injectTraceContext();
   return tc ? { traceContext: tc } : {};
+}
+
+/**
+ * Records where the services reach the sandbox's ports (the preview proxy of services/api reads
+ * it from the record): known once the sandbox runs. A backend that cannot say leaves it out,
+ * and the proxy answers that the port cannot be reached.
+ */
+async function recordReach(
+  deps: Pick<StartDeps, 'backend' | 'store'>,
+  jobId: string,
+  ref: SandboxRef,
+  sandbox: JobSandbox,
+): Promise<void> {
+  const address = await deps.backend.portAddress?.(ref, 0).catch(() => undefined);
+  if (address) await deps.store.setSandbox(jobId, { ...sandbox, host: address.host });
 }

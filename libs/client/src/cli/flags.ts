@@ -34,6 +34,8 @@ const FLAGS = {
   'from-snapshot': { type: 'string' },
   count: { type: 'string' },
   name: { type: 'string' },
+  public: { type: 'boolean' },
+  host: { type: 'boolean' },
 } as const;
 type Flag = keyof typeof FLAGS;
 
@@ -71,6 +73,7 @@ const COMMAND_FLAGS = {
   'sandbox rm': [],
   'sandbox pause': [],
   'sandbox resume': ['timeout'],
+  'sandbox url': ['public', 'host'],
   exec: ['shell', 'cwd', 'env', 'timeout', 'interactive'],
   shell: ['session'],
   cp: [],
@@ -156,7 +159,7 @@ export function parseCommandLine(argv: string[]): ParsedCommandLine {
   const commandLine = terminator === -1 ? [] : argv.slice(argv.indexOf('--') + 1);
   const { values, positionals } = parseArgs({ args: ownArgs, options: FLAGS, allowPositionals: true });
   const args = positionals.slice(group ? 2 : 1);
-  const most = command === 'cp' ? 2 : 1;
+  const most = command === 'cp' || command === 'sandbox url' ? 2 : 1;
   if (args.length > most) throw new UsageError(`unexpected argument "${args[most]}"`);
   if (takesCommandLine && commandLine.length === 0) {
     throw new UsageError(`${command} needs a command after --, e.g. sandstream ${command} <id> -- ls -la`);

@@ -43,6 +43,7 @@ import {
   resumeSandbox,
   shellInSandbox,
 } from './sandbox-commands.js';
+import { printPortUrl } from './sandbox-url-command.js';
 import {
   createSnapshot,
   forkCount,
@@ -86,6 +87,10 @@ Commands:
                                  snapshot a sandbox's files; prints the snapshot id alone
   snapshot ls [--json]           the tenant's snapshots
   snapshot rm <snapshotId>       delete a snapshot
+  sandbox url <id> <port> [--public] [--host]
+                                 a preview URL of a port the sandbox serves on, printed alone
+                                 (private: it carries its token; --host: {port}-{label}.{domain};
+                                 over Redis the API's address comes from SANDSTREAM_API_URL)
   exec [--shell] [--cwd <dir>] [--env K=V]… [--timeout <s>] <id> -- <command> [args…]
                                  run a command in a sandbox with live output; exits with the
                                  command's code (124 timed out, 130 cancelled, 125 Sandstream failed)
@@ -194,6 +199,7 @@ async function main(argv: string[]): Promise<number> {
     command === 'sandbox pause' ||
     command === 'sandbox resume' ||
     command === 'snapshot create' ||
+    command === 'sandbox url' ||
     command === 'exec' ||
     command === 'shell'
   ) {
@@ -320,6 +326,8 @@ async function main(argv: string[]): Promise<number> {
         return await listSnapshots(client, values);
       case 'snapshot rm':
         return await removeSnapshot(client, needArg('snapshot id'));
+      case 'sandbox url':
+        return await printPortUrl(client, needArg('sandbox id'), args[1], values);
       case 'exec':
         return await execInSandbox(client, needArg('sandbox id'), commandLine, values);
       case 'shell':

@@ -18,6 +18,7 @@ import type {
   TerminalOptions,
 } from '../sandbox-options.js';
 import type { PauseResult } from '../sandbox-pause-result.js';
+import type { PortUrlRequest } from '../sandbox-ports.js';
 import { waitReady } from '../sandbox-wait.js';
 import type { OutputGap } from '../seq-gaps.js';
 import type { RestoreResult, SnapshotInfo } from '../snapshots.js';
@@ -52,6 +53,14 @@ export class HttpSandboxTransport implements SandboxTransport {
   closeTerminals(): void {
     for (const terminal of this.terminals) terminal.terminate();
     this.terminals.clear();
+  }
+
+  async portUrl(id: string, port: number, options: PortUrlRequest): Promise<string> {
+    const query = new URLSearchParams({ form: options.form, ...(options.public ? { public: 'true' } : {}) });
+    const answer = await this.api.json<{ url: string }>(this.path(id, `/ports/${port}/url?${query}`), {
+      subject: { sandboxId: id },
+    });
+    return answer.url;
   }
 
   private path(id: string, rest = ''): string {

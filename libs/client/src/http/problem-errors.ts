@@ -25,6 +25,7 @@ import {
   SnapshotCorruptError,
   SnapshotNotFoundError,
 } from '../sandbox-errors.js';
+import { SandboxNotReadyError, SandboxPortUnreachableError } from '../sandbox-ports.js';
 
 /**
  * An `application/problem+json` body as services/api writes it (ApiProblemSchema), read
@@ -113,6 +114,8 @@ export const ERROR_OF_KIND: Record<ProblemKind, ErrorOfKind> = {
   'volume-not-found': (problem) => new VolumeNotFoundError(problem.volume ?? ''),
   'volume-in-use': (problem) =>
     new VolumeInUseError(problem.volume ?? '', problem.holder ?? '', problem.detail),
+  'sandbox-not-ready': (problem) => new SandboxNotReadyError(problem.detail),
+  'port-unreachable': (problem) => new SandboxPortUnreachableError(problem.port, problem.detail),
   'sandbox-closed': (problem, subject) =>
     problem.state === 'paused' || problem.state === 'pausing'
       ? new SandboxPausedError(problem.sandboxId ?? subject.sandboxId ?? '', problem.state)

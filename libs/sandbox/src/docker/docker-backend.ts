@@ -343,6 +343,24 @@ export class DockerBackend implements SandboxBackend {
     if (toolchain) this.meter.forget(toolchain.Id);
   }
 
+  /**
+   * The container's address on the network it joined (the sandbox bridge, or the deny-egress
+   * one): the host reaches it there directly (Linux bridge), without any published port.
+   */
+  async portAddress(ref: SandboxRef, port: number): Promise<{ host: string; port: number } | undefined> {
+    try {
+      const info = await this.docker.getContainer(ref.id).inspect();
+      // On the host's network (development only) its ports are the host's own.
+      if (info.HostConfig?.NetworkMode === 'host') return { host: '127.0.0.1', port };
+      const networks = info.NetworkSettings?.Networks ?? {};
+      const host = Object.values(networks).find((n) => n?.IPAddress)?.IPAddress;
+      return host ? { host, port } : undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
   /** The container runs (its agent is its main process: a dead agent ends the container). */
   async isRunning(ref: SandboxRef): Promise<boolean | undefined> {
     try {

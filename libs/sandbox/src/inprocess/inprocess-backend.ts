@@ -416,6 +416,13 @@ export class InProcessBackend implements SandboxBackend {
   async close(): Promise<void> {}
 
   /** The agent's process exists (a stopped or starved one too); undefined when it runs on another host. */
+  /** Its processes share this machine's network: a port they listen on is the loopback's. */
+  async portAddress(ref: SandboxRef, port: number): Promise<{ host: string; port: number } | undefined> {
+    const record = (await this.registry.get(ref.jobId)) ?? (await findMarker(this.root, ref.jobId));
+    if (!record || record.hostname !== hostname()) return undefined;
+    return { host: '127.0.0.1', port };
+  }
+
   async isRunning(ref: SandboxRef): Promise<boolean | undefined> {
     const record = (await this.registry.get(ref.jobId)) ?? (await findMarker(this.root, ref.jobId));
     if (!record) return false;

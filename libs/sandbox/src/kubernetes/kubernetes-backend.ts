@@ -479,6 +479,12 @@ export class KubernetesBackend implements SandboxBackend {
   }
 
   /** The pod runs and none of its containers has terminated (the agent is the toolchain's main process). */
+  /** The pod's IP: reachable from the API's pod where the cluster's network policy lets it. */
+  async portAddress(ref: SandboxRef, port: number): Promise<{ host: string; port: number } | undefined> {
+    const host = (await this.readPod(ref.id))?.status?.podIP;
+    return host ? { host, port } : undefined;
+  }
+
   async isRunning(ref: SandboxRef): Promise<boolean | undefined> {
     const pod = await this.readPod(ref.id);
     if (!pod || pod.metadata?.deletionTimestamp) return false;

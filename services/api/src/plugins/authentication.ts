@@ -24,6 +24,8 @@ const authenticationPlugin: FastifyPluginAsync<{ ctx: ApiContext }> = async (app
   app.decorateRequest('prefetched', undefined);
   app.addHook('onRequest', async (request) => {
     if (isPublic(request.url.split('?')[0] ?? '')) return;
+    // The preview proxy checks its own callers (keys, preview tokens, public ports).
+    if (request.routeOptions.config.ownAuthentication) return;
     const ticket =
       request.headers.upgrade?.toLowerCase() === 'websocket'
         ? (new URL(request.url, 'http://api').searchParams.get('ticket') ?? undefined)

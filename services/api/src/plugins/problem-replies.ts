@@ -3,7 +3,7 @@ import fp from 'fastify-plugin';
 import { HttpProblem, ProblemSchema, sendProblem } from '../problem.js';
 
 /** The statuses a route may answer with a problem, each the shared Problem schema. */
-type ProblemStatus = 400 | 401 | 403 | 404 | 409 | 413 | 415 | 422 | 426 | 429 | 503 | 504;
+type ProblemStatus = 400 | 401 | 403 | 404 | 409 | 413 | 415 | 422 | 426 | 429 | 502 | 503 | 504;
 
 /**
  * The problem answers a route declares for the OpenAPI document, all of the one Problem schema

@@ -1,0 +1,100 @@
+import {
+  PREVIEW_TOKEN_SECONDS,
+  previewSecret,
+  previewTokenRefusal,
+  type SandboxRecord,
+} from '@sandstream/bus';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ApiContext } from './api-context.js';
+import type { PreviewTargets } from './preview-targets.js';
+import { maySee } from './principal.js';
+import { HttpProblem, notFound } from './problem.js';
+
+/** The cookie a preview's `?token=` becomes, scoped to its host (host form) or path (path form). */
+export const PREVIEW_COOKIE = 'sandstream_preview';
+
+/** Every value of the preview cookie in a Cookie header (a browser may send more than one). */
+function previewCookies(header: string | undefined): string[] {
+  if (!header) return [];
+  return header
+    .split(';')
+    .map((part) => part.trim())
+    .filter((part) => part.startsWith(`${PREVIEW_COOKIE}=`))
+    .map((part) => part.slice(PREVIEW_COOKIE.length + 1));
+}
+
+/** The Cookie header without our own cookies: the sandbox's app never sees them. */
+export function cookiesForSandbox(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const kept = header
+    .split(';')
+    .map((part) => part.trim())
+    .filter(
+      (part) =>
+        part !== '' && !part.startsWith(`${PREVIEW_COOKIE}=`) && !part.startsWith('sandstream_session='),
+    );
+  return kept.length > 0 ? kept.join('; ') : undefined;
+}
+
+/**
+ * Lets a request through to a sandbox's port, or throws: a public port opens to anyone; else an
+ * API key (another tenant's is a 404, as everywhere), else a preview token bound to this sandbox
+ * and port (`?token=`, then the cookie set here; a WebSocket upgrade may carry either), else the
+ * API's anonymous access where it is on. `cookiePath`: the path form's prefix; the host form's
+ * cookie is host-only (no Domain attribute), so one preview's cookie never reaches another's host.
+ */
+export async function authorizePreview(
+  ctx: ApiContext,
+  targets: PreviewTargets,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  record: SandboxRecord,
+  port: number,
+  cookiePath: string,
+): Promise<void> {
+  const queryToken = new URL(request.url, 'http://api').searchParams.get('token') ?? undefined;
+  const tokens = queryToken !== undefined ? [queryToken] : previewCookies(request.headers.cookie);
+  // Credentials first (no Redis read when a key is cached); a public port opens without any.
+  const refusal = await credentialRefusal(ctx, request, record, port, tokens);
+  if (refusal === undefined) {
+    if (queryToken !== undefined) {
+      reply.header(
+        'set-cookie',
+        `${PREVIEW_COOKIE}=${queryToken}; Path=${cookiePath}; Max-Age=${PREVIEW_TOKEN_SECONDS}; HttpOnly; SameSite=Lax`,
+      );
+    }
+    return;
+  }
+  if (await targets.isPublic(record.id, port)) return;
+  throw refusal;
+}
+
+/** Why the request's key or token does not open the port (a problem to throw), or undefined. */
+async function credentialRefusal(
+  ctx: ApiContext,
+  request: FastifyRequest,
+  record: SandboxRecord,
+  port: number,
+  tokens: string[],
+): Promise<Error | undefined> {
+  try {
+    if (request.headers.authorization !== undefined || tokens.length === 0) {
+      const principal = await ctx.principals.resolve({
+        authorization: request.headers.authorization,
+        ticket: undefined,
+        remoteAddress: request.socket.remoteAddress,
+      });
+      return maySee(principal, record.tenant) ? undefined : notFound(`sandbox ${record.id}`);
+    }
+  } catch (err) {
+    return err as Error;
+  }
+  const secret = await previewSecret(ctx.redis, ctx.keys);
+  const want = { sandboxId: record.id, port, nowSeconds: Math.floor(Date.now() / 1000) };
+  let refusal: string | undefined = 'no preview token';
+  for (const token of tokens) {
+    refusal = previewTokenRefusal(secret, token, want);
+    if (refusal === undefined) return undefined;
+  }
+  return new HttpProblem(403, 'forbidden', refusal);
+}
