@@ -133,6 +133,8 @@ describe.each(backends)('volumes ($name backend, over Redis)', ({ name: backend,
     const files = client.volumes.files('files');
     expect(await files.write('notes/a.txt', 'alpha\n')).toBe(6);
     expect(await files.read('/notes/a.txt')).toBe('alpha\n');
+    // Once a file call answers, its helper holds the volume no more: a writer or a delete may come.
+    expect((await client.volumes.get('files'))?.holders).toEqual([]);
     const listed = await files.list('notes');
     expect(listed.entries.map((e) => e.path)).toEqual(['a.txt']);
     // What the files API wrote, a sandbox sees.

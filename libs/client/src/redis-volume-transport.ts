@@ -79,6 +79,10 @@ export class RedisVolumeTransport implements VolumeTransport {
       return await work(box);
     } finally {
       await box.close().catch(() => undefined);
+      // The file operation is over: its hold goes now, not when the helper's teardown ends (a
+      // close that outlasts its wait on a loaded node would leave the volume busy for a delete
+      // or a writer that comes right after this call).
+      await this.options.store.release(box.id).catch(() => undefined);
     }
   }
 }
