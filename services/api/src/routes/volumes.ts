@@ -1,4 +1,4 @@
-import { VolumeCreateSchema, VolumeNameSchema } from '@sandstream/bus';
+import { userJobId, VolumeCreateSchema, VolumeNameSchema } from '@sandstream/bus';
 import { Limits, strictObject } from '@sandstream/wire';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
