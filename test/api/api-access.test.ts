@@ -4,8 +4,7 @@ import { freePort, type RunningService, startService } from '@sandstream/test-su
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { type ApiStack, startApiStack } from '../helpers/api-stack.js';
-import { OpenApiDocument } from '../helpers/openapi-check.js';
-import { apiClient, sseEvents } from './api-client.js';
+import { type apiClient, servedApiClient, sseEvents } from './api-client.js';
 
 // Who may do what (tenants, admin, anonymous, revoked keys, rate limits shared by replicas),
 // resumable SSE, the WebSocket shell, and hostile input, against the real services.
@@ -18,10 +17,7 @@ const keys: Record<'acme' | 'globex' | 'admin', string> = { acme: '', globex: ''
 
 beforeAll(async () => {
   s = await startApiStack({ label: 'api-access' });
-  const doc = await OpenApiDocument.load(
-    (await (await fetch(`${s.url}/openapi.json`)).json()) as Record<string, unknown>,
-  );
-  call = apiClient(s, doc);
+  call = await servedApiClient(s);
   keys.acme = (await s.key('acme')).key;
   keys.globex = (await s.key('globex')).key;
   keys.admin = (await s.key('ops', true)).key;

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import type { ApiStack } from '../helpers/api-stack.js';
-import type { OpenApiDocument } from '../helpers/openapi-check.js';
+import { OpenApiDocument } from '../helpers/openapi-check.js';
 
 export interface Answer<T = unknown> {
   status: number;
@@ -74,4 +74,10 @@ export async function* sseEvents(
       if (data.length > 0) yield { id, event, data: JSON.parse(data.join('\n')) };
     }
   }
+}
+
+/** apiClient with the document the stack itself serves at /openapi.json. */
+export async function servedApiClient(stack: ApiStack) {
+  const served = await fetch(`${stack.url}/openapi.json`);
+  return apiClient(stack, await OpenApiDocument.load((await served.json()) as Record<string, unknown>));
 }

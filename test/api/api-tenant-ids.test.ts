@@ -1,8 +1,7 @@
 import { createKeySpace, scopedJobId } from '@sandstream/bus';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type ApiStack, startApiStack } from '../helpers/api-stack.js';
-import { OpenApiDocument } from '../helpers/openapi-check.js';
-import { apiClient, sseEvents } from './api-client.js';
+import { type apiClient, servedApiClient, sseEvents } from './api-client.js';
 
 // Ids are scoped per tenant (issue 28, item 6): two tenants use the same sandbox id and the same
 // job id through the real API and services, each works on its own, neither sees nor touches the
@@ -24,10 +23,7 @@ interface ExecResult {
 
 beforeAll(async () => {
   s = await startApiStack({ label: 'api-tenant-ids' });
-  const doc = await OpenApiDocument.load(
-    (await (await fetch(`${s.url}/openapi.json`)).json()) as Record<string, unknown>,
-  );
-  call = apiClient(s, doc);
+  call = await servedApiClient(s);
   keys.acme = (await s.key('acme')).key;
   keys.globex = (await s.key('globex')).key;
   keys.admin = (await s.key('ops', true)).key;

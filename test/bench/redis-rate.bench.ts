@@ -11,6 +11,7 @@
 import { SANDBOX_USER_PREFIX } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import {
+  closeDefaultRedisUser,
   type RunningService,
   startRedisServer,
   startService,
@@ -34,12 +35,7 @@ async function roundTrip(sandbox: Sandbox): Promise<number> {
 
 async function main(): Promise<void> {
   const own = await startRedisServer();
-  const password = Math.random().toString(36).slice(2);
-  const setup = new Redis(own.url);
-  await setup.call('ACL', 'SETUSER', 'admin', 'on', `>${password}`, '~*', '&*', '+@all');
-  await setup.call('ACL', 'SETUSER', 'default', 'off');
-  setup.disconnect();
-  const adminUrl = `redis://admin:${password}@127.0.0.1:${own.port}`;
+  const adminUrl = await closeDefaultRedisUser(own);
   const namespace = uniqueNamespace('rbench');
   const env = {
     REDIS_URL: adminUrl,

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SANDBOX_USER_PREFIX } from '@sandstream/bus';
-import { type RedisServer, startRedisServer } from '@sandstream/test-support';
+import { closeDefaultRedisUser, type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type Stack, startStack } from '../helpers/services-stack.js';
@@ -23,12 +23,7 @@ describe('a sandbox in Redis: one database, its own keys, nothing left after clo
 
   beforeAll(async () => {
     server = await startRedisServer();
-    const password = Math.random().toString(36).slice(2);
-    const setup = new Redis(server.url);
-    await setup.call('ACL', 'SETUSER', 'admin', 'on', `>${password}`, '~*', '&*', '+@all');
-    await setup.call('ACL', 'SETUSER', 'default', 'off');
-    setup.disconnect();
-    adminUrl = `redis://admin:${password}@127.0.0.1:${server.port}`;
+    adminUrl = await closeDefaultRedisUser(server);
     admin = new Redis(adminUrl);
     db1 = new Redis(`${adminUrl}/1`);
     stack = await startStack({

@@ -1,5 +1,5 @@
 import { SANDBOX_USER_PREFIX } from '@sandstream/bus';
-import { type RedisServer, startRedisServer } from '@sandstream/test-support';
+import { closeDefaultRedisUser, type RedisServer, startRedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Stack, startStack } from '../helpers/services-stack.js';
@@ -14,12 +14,7 @@ describe('a sandbox flooding Redis is stopped; a busy one is not (issue 28 §4)'
 
   beforeAll(async () => {
     server = await startRedisServer();
-    const password = Math.random().toString(36).slice(2);
-    const setup = new Redis(server.url);
-    await setup.call('ACL', 'SETUSER', 'admin', 'on', `>${password}`, '~*', '&*', '+@all');
-    await setup.call('ACL', 'SETUSER', 'default', 'off');
-    setup.disconnect();
-    const adminUrl = `redis://admin:${password}@127.0.0.1:${server.port}`;
+    const adminUrl = await closeDefaultRedisUser(server);
     admin = new Redis(adminUrl);
     stack = await startStack({
       label: 'rrate',

@@ -2,6 +2,7 @@ export * from './env-config.js';
 export * from './graceful-shutdown.js';
 export * from './health-server.js';
 export * from './periodic-task.js';
+export * from './periodic-worker.js';
 export * from './progress-watchdog.js';
 export * from './redis-shutdown.js';
 export * from './run-service.js';

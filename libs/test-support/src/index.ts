@@ -1,3 +1,4 @@
+export * from './admin-only-redis.js';
 export * from './agent-output.js';
 export * from './bare-node-floor.js';
 export * from './docker.js';

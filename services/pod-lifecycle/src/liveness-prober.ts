@@ -1,6 +1,6 @@
 import { type JobStore, type SandboxLiveness, sandboxRefOf } from '@sandstream/bus';
 import type { SandboxBackend } from '@sandstream/sandbox';
-import { PeriodicTask } from '@sandstream/service-kit';
+import { PeriodicWorker } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 
 export interface LivenessProberOptions {
@@ -18,26 +18,13 @@ export interface LivenessProberOptions {
  * pod still runs, and writes the verdict the dispatcher waits for. Asked again every round, so a
  * sandbox that dies while it is given more time is reported gone at once.
  */
-export class LivenessProber {
-  private readonly loop: PeriodicTask;
-
+export class LivenessProber extends PeriodicWorker {
   constructor(private readonly options: LivenessProberOptions) {
-    this.loop = new PeriodicTask(() => this.probe(), options.intervalMs ?? 1000, {
-      name: 'liveness prober',
-      logger: options.logger,
-      onProgress: options.onProgress,
-    });
+    super('liveness prober', options.intervalMs ?? 1000, options);
   }
 
-  start(): void {
-    this.loop.start();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
-  }
-
-  async probe(): Promise<void> {
+  /** One round: every suspect asked about once. */
+  async tick(): Promise<void> {
     const { liveness, store, backend, logger } = this.options;
     const isRunning = backend.isRunning?.bind(backend);
     if (!isRunning) return;

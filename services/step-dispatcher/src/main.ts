@@ -24,8 +24,9 @@ import { DispatcherEnvSchema } from './config.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
 import { HeartbeatMonitor } from './heartbeat-monitor.js';
 import { lockedOutReason } from './lost-sandbox-reason.js';
-import { OverBudgetStop } from './over-budget-stop.js';
-import { OverRateStop } from './over-rate-stop.js';
+import { overBudget } from './over-budget.js';
+import { OverLimitStop } from './over-limit-stop.js';
+import { overRate } from './over-rate.js';
 import { RedisBudgetMonitor } from './redis-budget-monitor.js';
 import { RedisRateMonitor } from './redis-rate-monitor.js';
 import { StepDispatcher } from './step-dispatcher.js';
@@ -156,7 +157,7 @@ runService({
       onProgress: watchdog.track('heartbeat-monitor', silence(config.HEARTBEAT_CHECK_MS)),
     });
     const budgetBytes = config.SANDBOX_REDIS_BUDGET_MB * 1024 * 1024;
-    const overBudget = new OverBudgetStop({ redis, keySpace, dispatcher, budgetBytes, logger });
+    const overLimit = new OverLimitStop({ redis, keySpace, dispatcher, logger });
     const budget =
       budgetBytes > 0
         ? new RedisBudgetMonitor({
@@ -167,12 +168,11 @@ runService({
             measureEveryMs: config.REDIS_BUDGET_MEASURE_MS,
             runningJobs: () => heartbeats.runningJobs(),
             lockKey: keySpace.lock('redis-budget'),
-            onOverBudget: (usage) => overBudget.stop(usage),
+            onOverBudget: (usage) => overLimit.stop(overBudget(usage, { budgetBytes, redis, keySpace })),
             onProgress: watchdog.track('redis-budget', silence(config.REDIS_BUDGET_CHECK_MS)),
           })
         : undefined;
     const limitPerSecond = config.SANDBOX_REDIS_RATE_LIMIT;
-    const overRate = new OverRateStop({ redis, keySpace, dispatcher, limitPerSecond, logger });
     const rate =
       limitPerSecond > 0
         ? new RedisRateMonitor({
@@ -183,7 +183,7 @@ runService({
             windowMs: config.REDIS_RATE_WINDOW_MS,
             runningJobs: () => heartbeats.runningJobs(),
             lockKey: keySpace.lock('redis-rate'),
-            onOverRate: (measured) => overRate.stop(measured),
+            onOverRate: (measured) => overLimit.stop(overRate(measured, limitPerSecond)),
             onProgress: watchdog.track('redis-rate', silence(config.REDIS_RATE_CHECK_MS)),
           })
         : undefined;

@@ -3,7 +3,8 @@ import { silentLogger } from '@sandstream/telemetry';
 import { usePrivateRedis } from '@sandstream/test-support/vitest';
 import { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
-import { OverBudgetStop } from './over-budget-stop.js';
+import { overBudget } from './over-budget.js';
+import { OverLimitStop } from './over-limit-stop.js';
 import { RedisBudgetMonitor } from './redis-budget-monitor.js';
 
 const MB = 1024 * 1024;
@@ -89,10 +90,9 @@ describe('per-sandbox Redis budget', () => {
     await agent.lpush(`${keys.prefix}junk`, Buffer.alloc(2 * MB));
 
     const failed: string[] = [];
-    const stop = new OverBudgetStop({
+    const stop = new OverLimitStop({
       redis: own.redis,
       keySpace,
-      budgetBytes: 200 * 1024,
       logger,
       dispatcher: {
         failRunning: async (id, reasonOf) => {
@@ -109,7 +109,7 @@ describe('per-sandbox Redis budget', () => {
         { key: keys.events, bytes: 100 * 1024 },
       ],
     };
-    await stop.stop(usage);
+    await stop.stop(overBudget(usage, { budgetBytes: 200 * 1024, redis: own.redis, keySpace }));
 
     // Its connection is gone and it cannot come back.
     await expect(agent.set(keys.heartbeat, 'x')).rejects.toThrow();
@@ -160,10 +160,9 @@ describe('per-sandbox Redis budget', () => {
       ).toEqual([`${keys.prefix}elsewhere`, `${keys.prefix}elsewhere-too`].sort());
 
       const failed: string[] = [];
-      const stop = new OverBudgetStop({
+      const stop = new OverLimitStop({
         redis: own.redis,
         keySpace,
-        budgetBytes: 4 * MB,
         logger,
         dispatcher: {
           failRunning: async (id, reasonOf) => {
@@ -171,7 +170,8 @@ describe('per-sandbox Redis budget', () => {
           },
         },
       });
-      await stop.stop(over[0] as SandboxRedisUsage);
+      const usage = over[0] as SandboxRedisUsage;
+      await stop.stop(overBudget(usage, { budgetBytes: 4 * MB, redis: own.redis, keySpace }));
       expect(isRedisBudgetReason(failed[0]?.slice(`${jobId}: `.length))).toBe(true);
       // Freed in database 1 as in its own; nothing else there, nor its events and heartbeat here.
       expect(await db1.exists(`${keys.prefix}elsewhere`, `${keys.prefix}elsewhere-too`)).toBe(0);

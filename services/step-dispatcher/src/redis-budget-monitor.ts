@@ -1,33 +1,17 @@
-import {
-  type RedisClient,
-  redisUsedMemory,
-  type SandboxRedisUsage,
-  sandboxRedisUsage,
-  tryLock,
-} from '@sandstream/bus';
-import { PeriodicTask } from '@sandstream/service-kit';
-import type { Logger } from '@sandstream/telemetry';
+import { redisUsedMemory, type SandboxRedisUsage, sandboxRedisUsage } from '@sandstream/bus';
+import { SandboxRedisMonitor, type SandboxRedisMonitorOptions } from './sandbox-redis-monitor.js';
 
-export interface RedisBudgetMonitorOptions {
-  redis: RedisClient;
-  logger: Logger;
+export interface RedisBudgetMonitorOptions extends SandboxRedisMonitorOptions {
   /** What one sandbox may keep in Redis, all its keys together. */
   budgetBytes: number;
-  /** How often Redis' used memory is read (one INFO per master). */
-  intervalMs: number;
   /**
    * Sandboxes are measured (a SCAN of sandbox keys) at least this often, and sooner whenever
    * Redis grew by half a budget since the last measure: a flood is caught within a tick or two,
    * while a quiet Redis costs one INFO per tick.
    */
   measureEveryMs: number;
-  /** Jobs whose sandboxes are ours to judge: this namespace's running jobs. */
-  runningJobs: () => Promise<string[]>;
-  /** Only one instance measures per round (a short SET NX lock), so replicas do not multiply the SCANs. */
-  lockKey: string;
   /** Called for a sandbox over its budget (once per sandbox, until it is no longer running). */
   onOverBudget: (usage: SandboxRedisUsage) => Promise<void>;
-  onProgress?: () => void;
 }
 
 /**
@@ -37,66 +21,46 @@ export interface RedisBudgetMonitorOptions {
  * sandboxes are measured when it grew or on a slower timer. One over its budget is handed to
  * onOverBudget, which cuts it off and frees what it wrote.
  */
-export class RedisBudgetMonitor {
-  private readonly loop: PeriodicTask;
+export class RedisBudgetMonitor extends SandboxRedisMonitor<number, SandboxRedisUsage> {
   private baseline: number | undefined;
   private measuredAt = 0;
-  private readonly stopping = new Set<string>();
   /** Sandboxes measured by the last round, for the log and tests. */
   lastMeasured = 0;
 
   constructor(private readonly options: RedisBudgetMonitorOptions) {
-    this.loop = new PeriodicTask(() => this.tick(), options.intervalMs, {
-      name: 'redis budget monitor',
-      logger: options.logger,
-      onProgress: options.onProgress,
-    });
+    super('redis budget monitor', options, 'budget', options.onOverBudget);
   }
 
-  start(): void {
-    this.loop.start();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
-  }
-
-  async tick(): Promise<void> {
-    const { redis, budgetBytes, measureEveryMs } = this.options;
-    const used = await redisUsedMemory(redis);
+  /** Redis' used memory; measured when it grew by half a budget, or measureEveryMs passed. */
+  protected async read(): Promise<number | undefined> {
+    const { budgetBytes, measureEveryMs } = this.options;
+    const used = await redisUsedMemory(this.options.redis);
     const grew = this.baseline !== undefined && used - this.baseline >= budgetBytes / 2;
-    if (!grew && Date.now() - this.measuredAt < measureEveryMs && this.baseline !== undefined) return;
-    if (!(await tryLock(redis, this.options.lockKey, Math.max(100, this.options.intervalMs)))) {
-      // Another instance measures this round; follow Redis from here so we do not re-trigger on the same growth.
-      this.baseline = used;
-      return;
+    if (!grew && Date.now() - this.measuredAt < measureEveryMs && this.baseline !== undefined) {
+      return undefined;
     }
-    await this.measure(used);
+    return used;
   }
 
-  private async measure(usedBefore: number): Promise<void> {
-    const { redis, budgetBytes } = this.options;
-    const running = new Set(await this.options.runningJobs());
-    for (const id of this.stopping) if (!running.has(id)) this.stopping.delete(id);
-    const usage = await sandboxRedisUsage(redis, running);
+  protected lockMs(): number {
+    return Math.max(100, this.options.intervalMs);
+  }
+
+  protected lockedOut(used: number): void {
+    // Another instance measures this round; follow Redis from here so we do not re-trigger on the same growth.
+    this.baseline = used;
+  }
+
+  protected async measure(running: Set<string>, usedBefore: number): Promise<SandboxRedisUsage[]> {
+    const usage = await sandboxRedisUsage(this.options.redis, running);
     this.lastMeasured = usage.size;
     this.measuredAt = Date.now();
     this.baseline = usedBefore;
-    for (const entry of usage.values()) {
-      if (entry.bytes <= budgetBytes || this.stopping.has(entry.jobId)) continue;
-      this.stopping.add(entry.jobId);
-      try {
-        await this.options.onOverBudget(entry);
-      } catch (err) {
-        // Tried again at the next measure.
-        this.stopping.delete(entry.jobId);
-        this.options.logger.error(
-          { err, jobId: entry.jobId },
-          'stopping a sandbox over its Redis budget failed',
-        );
-      }
-    }
+    return [...usage.values()].filter((entry) => entry.bytes > this.options.budgetBytes);
+  }
+
+  protected override async afterStops(): Promise<void> {
     // What was freed should not read as growth next tick, nor what was written before the stop.
-    this.baseline = await redisUsedMemory(redis);
+    this.baseline = await redisUsedMemory(this.options.redis);
   }
 }

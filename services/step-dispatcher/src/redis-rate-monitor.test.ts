@@ -11,7 +11,8 @@ import { silentLogger } from '@sandstream/telemetry';
 import { usePrivateRedis } from '@sandstream/test-support/vitest';
 import { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
-import { OverRateStop } from './over-rate-stop.js';
+import { OverLimitStop } from './over-limit-stop.js';
+import { overRate } from './over-rate.js';
 import { RedisRateMonitor } from './redis-rate-monitor.js';
 
 const logger = silentLogger('redis-rate-test');
@@ -131,10 +132,9 @@ describe('per-sandbox Redis rate', () => {
     const flooder = await asSandbox('cut-off');
     const writes = flood(flooder, 'cut-off');
     const failed: string[] = [];
-    const stop = new OverRateStop({
+    const stop = new OverLimitStop({
       redis: own.redis,
       keySpace,
-      limitPerSecond: 5_000,
       logger,
       dispatcher: {
         failRunning: async (id, reasonOf) => {
@@ -142,7 +142,8 @@ describe('per-sandbox Redis rate', () => {
         },
       },
     });
-    await stop.stop({ jobId: 'cut-off', perSecond: 123_456, source: 'keys', windowMs: 300 });
+    const rate = { jobId: 'cut-off', perSecond: 123_456, source: 'keys', windowMs: 300 } as const;
+    await stop.stop(overRate(rate, 5_000));
     // The flood ends by itself: its connection was killed, and it cannot log in again.
     await writes.done;
     const retry = new Redis(own.server.url, { lazyConnect: true, retryStrategy: () => null });

@@ -16,6 +16,7 @@ import {
   PathQuery,
   WriteFileQuery,
 } from '../schemas.js';
+import { sendText, writeFileBody } from './file-bodies.js';
 
 const problems = problemResponses(404, 409, 413);
 
@@ -43,11 +44,7 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        const content = await files(request.params.id).read(request.query.path);
-        return reply
-          .type('text/plain; charset=utf-8')
-          .serializer((s: string) => s)
-          .send(content);
+        return sendText(reply, await files(request.params.id).read(request.query.path));
       },
     );
 
@@ -64,22 +61,7 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           response: { 200: z.object({ path: z.string(), bytesWritten: z.number() }), ...problems },
         },
       },
-      async (request) => {
-        const body = request.body;
-        if (typeof body !== 'string' && !Buffer.isBuffer(body)) {
-          throw new HttpProblem(
-            415,
-            'unsupported-media-type',
-            'the body must be text/plain or application/octet-stream',
-          );
-        }
-        const bytesWritten = await files(request.params.id).write(
-          request.query.path,
-          typeof body === 'string' ? body : new Uint8Array(body),
-          request.query.mode !== undefined ? { mode: request.query.mode } : {},
-        );
-        return { path: request.query.path, bytesWritten };
-      },
+      async (request) => writeFileBody(files(request.params.id), request.query, request.body),
     );
 
     app.get(

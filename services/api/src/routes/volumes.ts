@@ -7,6 +7,7 @@ import type { ApiContext } from '../api-context.js';
 import { problemResponses } from '../plugins/problem-replies.js';
 import { HttpProblem } from '../problem.js';
 import { LsResponse, queryBool, queryInt, WriteFileQuery } from '../schemas.js';
+import { sendText, writeFileBody } from './file-bodies.js';
 
 const VolumeParams = strictObject({ name: VolumeNameSchema });
 const Holder = z.object({ sandboxId: z.string(), readOnly: z.boolean() });
@@ -141,11 +142,7 @@ export function volumeRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
             }),
           );
         }
-        const content = await files.read(path);
-        return reply
-          .type('text/plain; charset=utf-8')
-          .serializer((s: string) => s)
-          .send(content);
+        return sendText(reply, await files.read(path));
       },
     );
 
@@ -165,24 +162,8 @@ export function volumeRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           },
         },
       },
-      async (request) => {
-        const body = request.body;
-        if (typeof body !== 'string' && !Buffer.isBuffer(body)) {
-          throw new HttpProblem(
-            415,
-            'unsupported-media-type',
-            'the body must be text/plain or application/octet-stream',
-          );
-        }
-        const bytesWritten = await volumes(request)
-          .files(request.params.name)
-          .write(
-            request.query.path,
-            typeof body === 'string' ? body : new Uint8Array(body),
-            request.query.mode !== undefined ? { mode: request.query.mode } : {},
-          );
-        return { path: request.query.path, bytesWritten };
-      },
+      async (request) =>
+        writeFileBody(volumes(request).files(request.params.name), request.query, request.body),
     );
   };
 }
