@@ -1,3 +1,4 @@
+import { scopedJobId } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import { findCarrierImage } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -224,8 +225,12 @@ describe.skipIf(!carrier && process.env.CI !== 'true')('preview URLs on Docker (
       previewUrl: s.url,
     });
     try {
-      for (const client of [overHttp, overRedis]) {
-        const url = await client.sandboxes.handle(id).ports.url(8000, { form: 'host' });
+      // Over Redis there is no tenant to resolve ids in: a client there names the internal id.
+      for (const [client, named] of [
+        [overHttp, id],
+        [overRedis, scopedJobId('preview', id)],
+      ] as const) {
+        const url = await client.sandboxes.handle(named).ports.url(8000, { form: 'host' });
         const page = await rawRequest(url);
         expect(page.statusCode, url).toBe(200);
         expect(await textOf(page)).toContain('/app.js');
@@ -247,11 +252,22 @@ describe.skipIf(!carrier && process.env.CI !== 'true')('preview URLs on Docker (
     expect(overHttp.stdout).toMatch(/^http:\/\/8000-[a-z0-9-]+\.localhost:\d+\/\?token=[\w.-]+\n$/);
     expect((await rawRequest(overHttp.stdout.trim())).statusCode).toBe(200);
     const overRedis = await runCli(
-      ['sandbox', 'url', id, '8000', '--redis-url', s.redisUrl, '--namespace', s.stack.namespace],
+      [
+        'sandbox',
+        'url',
+        scopedJobId('preview', id),
+        '8000',
+        '--redis-url',
+        s.redisUrl,
+        '--namespace',
+        s.stack.namespace,
+      ],
       { SANDSTREAM_API_URL: s.url },
     );
     expect(overRedis.status, overRedis.stderr).toBe(0);
-    expect(overRedis.stdout).toMatch(new RegExp(`^${s.url}/v1/sandboxes/${id}/proxy/8000/\\?token=`));
+    expect(
+      overRedis.stdout.startsWith(`${s.url}/v1/sandboxes/${scopedJobId('preview', id)}/proxy/8000/?token=`),
+    ).toBe(true);
     expect((await rawRequest(overRedis.stdout.trim())).statusCode).toBe(200);
     const bad = await runCli(['sandbox', 'url', id, '70000', '--url', s.url, '--api-key', keyA], {});
     expect(bad.stderr).toContain('the port is 1..65535');

@@ -71,3 +71,18 @@ export async function previewSecret(redis: RedisClient, keys: KeySpace): Promise
   knownSecrets.set(redis, perClient);
   return secret;
 }
+
+/**
+ * The sandbox a token names, read without checking it: only to pick which record a path-form
+ * request means (a tenant's internal id, tenant-ids.ts); the token is checked in full after.
+ */
+export function previewTokenSandbox(token: string): string | undefined {
+  const [body] = token.split('.');
+  if (!body) return undefined;
+  try {
+    const claims = PreviewClaimsSchema.safeParse(JSON.parse(Buffer.from(body, 'base64url').toString('utf8')));
+    return claims.success ? claims.data.s : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,8 +1,12 @@
 import {
+  isScopedJobId,
   PREVIEW_TOKEN_SECONDS,
   previewSecret,
   previewTokenRefusal,
+  previewTokenSandbox,
   type SandboxRecord,
+  scopedJobId,
+  userJobId,
 } from '@sandstream/bus';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiContext } from './api-context.js';
@@ -14,7 +18,7 @@ import { HttpProblem, notFound } from './problem.js';
 export const PREVIEW_COOKIE = 'sandstream_preview';
 
 /** Every value of the preview cookie in a Cookie header (a browser may send more than one). */
-function previewCookies(header: string | undefined): string[] {
+export function previewCookies(header: string | undefined): string[] {
   if (!header) return [];
   return header
     .split(';')
@@ -97,4 +101,44 @@ async function credentialRefusal(
     if (refusal === undefined) return undefined;
   }
   return new HttpProblem(403, 'forbidden', refusal);
+}
+
+/**
+ * The internal id a path-form preview means (`/v1/sandboxes/{id}/proxy/…`, tenant-ids.ts): the
+ * id as its user knows it, in the tenant of the request's API key, or the sandbox its preview
+ * token names; an internal id (a public URL's) is taken as it is. Which one is checked after.
+ */
+export async function previewPathId(ctx: ApiContext, request: FastifyRequest, id: string): Promise<string> {
+  if (isScopedJobId(id)) return id;
+  if (request.headers.authorization !== undefined) {
+    const principal = await ctx.principals
+      .resolve({
+        authorization: request.headers.authorization,
+        ticket: undefined,
+        remoteAddress: request.socket.remoteAddress,
+      })
+      .catch(() => undefined);
+    return principal ? scopedJobId(principal.tenant, id) : id;
+  }
+  const queryToken = new URL(request.url, 'http://api').searchParams.get('token') ?? undefined;
+  const tokens = queryToken !== undefined ? [queryToken] : previewCookies(request.headers.cookie);
+  for (const token of tokens) {
+    const named = previewTokenSandbox(token);
+    if (named !== undefined && userJobId(named) === id) return named;
+  }
+  return id;
+}
+
+/**
+ * What a preview request for no sandbox we can find answers: without a credential a 401 (as for
+ * any sandbox: nothing tells whether it exists), with a token naming another sandbox a 403 (as a
+ * found sandbox would answer it), else the 404 of a missing or another tenant's sandbox.
+ */
+export function missingPreviewTarget(request: FastifyRequest, id: string): Error {
+  if (request.headers.authorization !== undefined) return notFound(`sandbox ${id}`);
+  const queryToken = new URL(request.url, 'http://api').searchParams.get('token') ?? undefined;
+  const tokens = queryToken !== undefined ? [queryToken] : previewCookies(request.headers.cookie);
+  if (tokens.length === 0)
+    return new HttpProblem(401, 'unauthorized', 'an API key or a preview token is required');
+  return new HttpProblem(403, 'forbidden', 'the preview token is for another sandbox or port, not this one');
 }

@@ -5,7 +5,12 @@ import { requireReachable, SandboxPortUnreachableError } from '@sandstream/clien
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import WebSocket, { type RawData } from 'ws';
 import type { ApiContext } from '../api-context.js';
-import { authorizePreview, cookiesForSandbox } from '../preview-access.js';
+import {
+  authorizePreview,
+  cookiesForSandbox,
+  missingPreviewTarget,
+  previewPathId,
+} from '../preview-access.js';
 import type { PreviewConfig } from '../preview-config.js';
 import { PreviewConnections } from '../preview-connections.js';
 import { PreviewTargets } from '../preview-targets.js';
@@ -94,8 +99,12 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
     const open = async (request: FastifyRequest, reply: FastifyReply) => {
       const target = await targetOf(request);
       if (target.port < 1 || target.port > 65535) throw notFound(`port ${target.port}`);
-      const record = await targets.record(target.id);
-      if (!record) throw notFound(`sandbox ${target.id}`);
+      // A host form's label names the internal id; a path form names the id as its user knows it.
+      const id = request.url.startsWith(HOST_FORM_PREFIX)
+        ? target.id
+        : await previewPathId(ctx, request, target.id);
+      const record = await targets.record(id);
+      if (!record) throw missingPreviewTarget(request, target.id);
       await authorizePreview(ctx, targets, request, reply, record, target.port, target.cookiePath);
       requireReachable(record);
       const host = record.sandbox?.host;
@@ -105,7 +114,7 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
           `port ${target.port} of sandbox ${target.id} cannot be reached: its backend recorded no address`,
         );
       const origin = `http://${host.includes(':') ? `[${host}]` : host}:${target.port}`;
-      return { ...target, origin };
+      return { ...target, id: record.id, origin };
     };
 
     const unreachable = (port: number, id: string, why: string) =>

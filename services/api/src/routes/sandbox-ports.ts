@@ -4,6 +4,7 @@ import {
   registerPreview,
   sandboxRecordOf,
   signPreviewToken,
+  userJobId,
 } from '@sandstream/bus';
 import { composePreviewUrl, PortNumberSchema, requireReachable } from '@sandstream/client';
 import { strictObject } from '@sandstream/wire';
@@ -72,7 +73,9 @@ export function sandboxPortRoutes(ctx: ApiContext, preview: PreviewConfig): Fast
         const url = composePreviewUrl({
           apiBase: apiBaseOf(request, preview),
           domain: preview.domain,
-          sandboxId: id,
+          // The id as its user knows it (the proxy resolves it by the key or the token); a public
+          // URL carries no credential to resolve by, so it names the internal id.
+          sandboxId: open ? id : userJobId(id),
           label,
           port,
           form: request.query.form ?? 'path',
