@@ -122,7 +122,9 @@ describe.each(TRANSPORTS)('sandstream sandbox / exec (over %s)', (transport) => 
     expect(typo.status).toBe(2);
     expect(typo.stderr).toMatch(/did you mean --idle-timeout/);
     expect(cli('sandbox', 'create').stderr).toMatch(/needs an image, --template <name> or --from-snapshot/);
-    expect(cli('sandbox').stderr).toMatch(/sandbox needs a subcommand: create, restore, fork, ls, inspect, rm, pause, resume, url/);
+    expect(cli('sandbox').stderr).toMatch(
+      /sandbox needs a subcommand: create, restore, fork, ls, inspect, rm, pause, resume, url/,
+    );
     expect(cli('sandbox', 'create', 'img', '--env', 'novalue').status).toBe(2);
   });
 });
