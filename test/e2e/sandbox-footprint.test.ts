@@ -57,7 +57,15 @@ describe('sandbox footprint', () => {
     // Redis' own record of every key any client (agent, services, SDK) touched under the sandbox's
     // prefix, the short-lived ones (a transfer's chunks, a step's result) included.
     const touched = new Set<string>();
-    const monitor = await (stack.redis as Redis).duplicate().monitor();
+    // ioredis' monitor() can fail its first reply on a busy server ("Command queue state error",
+    // a MONITOR line taken for the reply of its own set-up); a new connection then works.
+    let monitor: Redis | undefined;
+    for (let attempt = 1; !monitor; attempt++) {
+      monitor = await (stack.redis as Redis).monitor().catch((err: unknown) => {
+        if (attempt >= 3) throw err;
+        return undefined;
+      });
+    }
     monitor.on('monitor', (_time: string, args: string[]) => {
       const command = args[0]?.toLowerCase() ?? '';
       // Channels and ACL rules name the prefix too, but are not keys.
