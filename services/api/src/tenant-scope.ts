@@ -54,22 +54,20 @@ export function scopeSpecId(spec: Record<string, unknown>): void {
   if (typeof spec.id === 'string') spec.id = internalId(spec.tenant, spec.id, 'body.id');
 }
 
+/** `{ spec }` with the spec's id as its user knows it, when the value has a spec with an id. */
+function userSpecOf(value: object): { spec?: object } {
+  const spec = (value as { spec?: unknown }).spec;
+  return spec !== null && typeof spec === 'object' && typeof (spec as { id?: unknown }).id === 'string'
+    ? { spec: { ...spec, id: userJobId((spec as { id: string }).id) } }
+    : {};
+}
+
 /** A record as its user sees it: its id (and its spec's) the user's, never the internal one. */
 export function withUserId<T extends { id: string }>(record: T): T {
-  const spec = (record as { spec?: unknown }).spec;
-  const specId =
-    spec !== null && typeof spec === 'object' && typeof (spec as { id?: unknown }).id === 'string'
-      ? { spec: { ...spec, id: userJobId((spec as { id: string }).id) } }
-      : {};
-  return { ...record, id: userJobId(record.id), ...specId };
+  return { ...record, id: userJobId(record.id), ...userSpecOf(record) };
 }
 
 /** A snapshot as its user sees it: the sandbox it was taken of (and its spec's id) by the user's id. */
 export function snapshotWithUserIds<T extends { fromSandbox: string }>(snapshot: T): T {
-  const spec = (snapshot as { spec?: unknown }).spec;
-  const specId =
-    spec !== null && typeof spec === 'object' && typeof (spec as { id?: unknown }).id === 'string'
-      ? { spec: { ...spec, id: userJobId((spec as { id: string }).id) } }
-      : {};
-  return { ...snapshot, fromSandbox: userJobId(snapshot.fromSandbox), ...specId };
+  return { ...snapshot, fromSandbox: userJobId(snapshot.fromSandbox), ...userSpecOf(snapshot) };
 }
