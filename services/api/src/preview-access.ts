@@ -18,13 +18,22 @@ import { HttpProblem, notFound } from './problem.js';
 export const PREVIEW_COOKIE = 'sandstream_preview';
 
 /** Every value of the preview cookie in a Cookie header (a browser may send more than one). */
-export function previewCookies(header: string | undefined): string[] {
+function previewCookies(header: string | undefined): string[] {
   if (!header) return [];
   return header
     .split(';')
     .map((part) => part.trim())
     .filter((part) => part.startsWith(`${PREVIEW_COOKIE}=`))
     .map((part) => part.slice(PREVIEW_COOKIE.length + 1));
+}
+
+/** A request's preview tokens: its `?token=` if it has one, else the preview cookies it sent. */
+function previewTokensOf(request: FastifyRequest): { queryToken: string | undefined; tokens: string[] } {
+  const queryToken = new URL(request.url, 'http://api').searchParams.get('token') ?? undefined;
+  return {
+    queryToken,
+    tokens: queryToken !== undefined ? [queryToken] : previewCookies(request.headers.cookie),
+  };
 }
 
 /** The Cookie header without our own cookies: the sandbox's app never sees them. */
@@ -56,8 +65,7 @@ export async function authorizePreview(
   port: number,
   cookiePath: string,
 ): Promise<void> {
-  const queryToken = new URL(request.url, 'http://api').searchParams.get('token') ?? undefined;
-  const tokens = queryToken !== undefined ? [queryToken] : previewCookies(request.headers.cookie);
+  const { queryToken, tokens } = previewTokensOf(request);
   // Credentials first (no Redis read when a key is cached); a public port opens without any.
   const refusal = await credentialRefusal(ctx, request, record, port, tokens);
   if (refusal === undefined) {
@@ -120,8 +128,7 @@ export async function previewPathId(ctx: ApiContext, request: FastifyRequest, id
       .catch(() => undefined);
     return principal ? scopedJobId(principal.tenant, id) : id;
   }
-  const queryToken = new URL(request.url, 'http://api').searchParams.get('token') ?? undefined;
-  const tokens = queryToken !== undefined ? [queryToken] : previewCookies(request.headers.cookie);
+  const { tokens } = previewTokensOf(request);
   for (const token of tokens) {
     const named = previewTokenSandbox(token);
     if (named !== undefined && userJobId(named) === id) return named;
@@ -136,8 +143,7 @@ export async function previewPathId(ctx: ApiContext, request: FastifyRequest, id
  */
 export function missingPreviewTarget(request: FastifyRequest, id: string): Error {
   if (request.headers.authorization !== undefined) return notFound(`sandbox ${id}`);
-  const queryToken = new URL(request.url, 'http://api').searchParams.get('token') ?? undefined;
-  const tokens = queryToken !== undefined ? [queryToken] : previewCookies(request.headers.cookie);
+  const { tokens } = previewTokensOf(request);
   if (tokens.length === 0)
     return new HttpProblem(401, 'unauthorized', 'an API key or a preview token is required');
   return new HttpProblem(403, 'forbidden', 'the preview token is for another sandbox or port, not this one');
