@@ -27,6 +27,8 @@ export default defineConfig({
         new URL('./libs/telemetry/src/telemetry-config.ts', import.meta.url),
       ),
       '@sandstream/telemetry': src('libs/telemetry'),
+      // Before the package alias, as telemetry's subpaths above.
+      '@sandstream/client/mcp': fileURLToPath(new URL('./libs/client/src/mcp/index.ts', import.meta.url)),
       '@sandstream/client': src('libs/client'),
       '@sandstream/test-support/vitest': fileURLToPath(
         new URL('./libs/test-support/src/vitest.ts', import.meta.url),

@@ -12,14 +12,16 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 if npm ci --no-audit --no-fund >"$log" 2>&1; then
-  grep -v -E 'nodedir|install-scripts' "$log" | tail -n 3
+  # npm's summary only: EBADENGINE warnings are multi-line objects (a package asking for another
+  # node than it runs fine on), and cut by tail they left a bare "npm warn EBADENGINE }".
+  grep -v -E 'nodedir|install-scripts|EBADENGINE' "$log" | tail -n 3
   exit 0
 fi
 if grep -q 'Missing: .* from lock file' "$log" && ! grep -v 'from lock file' "$log" | grep -q 'Invalid:'; then
   echo "npm ci refused the lock only for optional platform packages this registry does not serve:"
   grep -o 'Missing: [^ ]*' "$log" | head -n 5 | sed 's/^/  /'
   echo "  … installing the locked versions with npm install instead"
-  npm install --no-audit --no-fund
+  npm install --no-audit --no-fund 2>&1 | { grep -v -E 'nodedir|install-scripts|EBADENGINE' || true; }
   # npm ci's promise kept: exactly the locked versions, or fail.
   git diff --exit-code --stat -- package-lock.json
   exit 0

@@ -41,7 +41,8 @@ const { values } = parseArgs({
 });
 if (values.help) {
   process.stdout.write(
-    'npm start -- [--scale <service>=<n>]... [--job <file> | --no-job] [--logs] [--namespace <ns>]\n',
+    'npm start -- [--scale <service>=<n>]... [--job <file> | --no-job] [--logs] [--namespace <ns>]\n' +
+      '(the -- matters: `npm start --no-job` is taken by npm as its own option)\n',
   );
   process.exit(0);
 }
@@ -61,6 +62,26 @@ for (const entry of values.scale) {
 const { env } = process;
 const namespace = values.namespace ?? env.SANDSTREAM_NAMESPACE ?? 'sandstream';
 
+// `npm start --no-job` / `npm start --job x.yaml` without the `--`: npm keeps the flag as its own
+// config and hands it over only as npm_config_job ('' for --no-job). Honoured, with the form
+// that reaches this script.
+const npmJob = env.npm_config_job;
+if (
+  npmJob !== undefined &&
+  npmJob !== 'true' &&
+  !process.argv.slice(2).some((a) => /^--(no-)?job\b/.test(a))
+) {
+  if (npmJob === '' || npmJob === 'false') values['no-job'] = true;
+  else values.job = npmJob;
+  console.log(
+    `npm took ${npmJob === '' || npmJob === 'false' ? '--no-job' : `--job ${npmJob}`} as its own option; ` +
+      'honoured, but write it after --: npm start -- --no-job',
+  );
+}
+
+/** Why the backend was chosen, when this script chose it (else detectBackend's own reason). */
+let backendWhy;
+
 // A fresh clone just works: dependencies, build, and — where a Docker engine can run — dockerd and
 // the local images. SANDSTREAM_SKIP_BOOTSTRAP=1 skips this (tests that already built everything).
 if (env.SANDSTREAM_SKIP_BOOTSTRAP !== '1') {
@@ -70,9 +91,19 @@ if (env.SANDSTREAM_SKIP_BOOTSTRAP !== '1') {
   });
   if (!docker && !env.SANDBOX_TYPE) {
     // Without an engine a leftover socket would still make detection pick Docker.
-    console.log('no Docker engine: using the in-process backend (set SANDBOX_TYPE to choose)');
     process.env.SANDBOX_TYPE = 'inprocess';
+    backendWhy =
+      'no Docker engine runs or can be started here; sandboxes run as local child processes without isolation';
   }
+}
+{
+  // The services detect the backend the same way (libs/sandbox detect-backend.ts); said here, on
+  // the terminal, and not only in pod-lifecycle's log. Built by bootstrap above, hence loaded now.
+  const { detectBackend } = await import('../libs/sandbox/dist/detect-backend.js');
+  const detection = detectBackend({ env: process.env });
+  console.log(
+    `sandbox backend: ${detection.kind} (${backendWhy ?? detection.reason}; SANDBOX_TYPE=docker|inprocess|kubernetes chooses)`,
+  );
 }
 
 // A port bound and released can come back from the next bind(0) before its child listens on
@@ -103,9 +134,8 @@ async function takeMetricsPort() {
   throw new Error(`no free metrics port at or above ${metricsBase}`);
 }
 
-const logDir = join(root, '.cache', 'start-logs');
-mkdirSync(logDir, { recursive: true });
 const children = [];
+let starting = true;
 let stopping = false;
 // No REDIS_URL: our own Redis, with AOF and no open `default` user, that the CLI finds by itself.
 let localRedis;
@@ -115,6 +145,8 @@ let localNats;
 let natsUrl = env.NATS_URL;
 // SANDSTREAM_CACHE_DIR: where the embedded Redis and NATS keep their data and local.json (tests).
 const cacheDir = env.SANDSTREAM_CACHE_DIR ?? join(root, '.cache');
+const logDir = join(cacheDir, 'start-logs');
+mkdirSync(logDir, { recursive: true });
 
 /** The environment of every process of this run (services, teardown, CLI): its Redis, NATS and namespace. */
 function runEnv(extra = {}) {
@@ -131,8 +163,12 @@ function runEnv(extra = {}) {
 // same options) and are sent to its gateway for Redis, so the embedded Redis must listen there as
 // well as on loopback. Made here, before Redis starts, since the gateway is only known once the
 // network exists. Undefined when Docker will not run sandboxes or cannot be asked.
+function dockerSandboxes() {
+  return env.SANDBOX_TYPE !== 'inprocess' && env.SANDBOX_TYPE !== 'kubernetes';
+}
+
 function sandboxBridgeGateway() {
-  if (env.SANDBOX_TYPE === 'inprocess' || env.SANDBOX_TYPE === 'kubernetes') return undefined;
+  if (!dockerSandboxes()) return undefined;
   if (env.SANDSTREAM_DOCKER_NETWORK) return undefined; // the operator's network, the operator's Redis binding
   const name = 'sandstream-sandboxes';
   const gateway = () =>
@@ -174,13 +210,13 @@ function sandboxBridgeGateway() {
 
 /**
  * The HTTP API's port: API_PORT (default 8080) for the first replica, a free one for each further
- * replica. Anonymous requests from loopback act as tenant `default` here (API_ANONYMOUS, off in
+ * replica, and for the first once it could not listen on API_PORT (`clashed`). Anonymous requests from loopback act as tenant `default` here (API_ANONYMOUS, off in
  * the deployed manifests), so seed 003's curl lines work as printed.
  */
-async function apiEnv(index) {
+async function apiEnv(index, clashed) {
   const first = Number(env.API_PORT ?? 8080);
-  let port = index === 0 ? first : await freePort();
-  if (index === 0 && (await bindable(first)) === null) {
+  let port = index === 0 && !clashed ? first : await freePort();
+  if (index === 0 && !clashed && (await bindable(first)) === null) {
     port = await freePort();
     console.log(`port ${first} is taken: the API listens on ${port} instead (API_PORT chooses)`);
   }
@@ -188,9 +224,9 @@ async function apiEnv(index) {
   return { API_PORT: String(port), API_ANONYMOUS: env.API_ANONYMOUS ?? 'loopback' };
 }
 
-async function startOne(name, index) {
+async function startOne(name, index, clashed = false) {
   const port = await freePort();
-  const extra = name === 'api' ? await apiEnv(index) : {};
+  const extra = name === 'api' ? await apiEnv(index, clashed) : {};
   const metricsPort = await takeMetricsPort();
   const label = scale[name] > 1 ? `${name}#${index + 1}` : name;
   const child = spawn(process.execPath, [join(root, 'services', name, 'dist', 'main.js')], {
@@ -203,16 +239,46 @@ async function startOne(name, index) {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const log = createWriteStream(join(logDir, `${label.replace('#', '-')}.log`));
+  const entry = { name, index, label, child, port, metricsPort, apiPort: extra.API_PORT, tail: '' };
   for (const stream of [child.stdout, child.stderr]) {
     stream.pipe(log, { end: false });
-    if (values.logs) stream.on('data', (chunk) => process.stderr.write(prefixLines(label, chunk)));
+    stream.on('data', (chunk) => {
+      entry.tail = (entry.tail + chunk.toString()).slice(-TAIL_CHARS);
+      if (values.logs) process.stderr.write(prefixLines(label, chunk));
+    });
   }
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  exited.then(({ code, signal }) => {
+  entry.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  entry.exited.then(({ code, signal }) => {
     log.end();
-    if (!stopping) console.error(`✗ ${label} exited (${signal ?? code}); see .cache/start-logs/`);
+    // Until every service is ready, an exit is told (and acted on) by readyOrRestarted.
+    if (!stopping && !starting)
+      console.error(`✗ ${label} exited (${signal ?? code}): ${exitReason(entry)}; see ${logDir}/`);
   });
-  children.push({ label, child, port, metricsPort, exited, apiPort: extra.API_PORT });
+  children.push(entry);
+  return entry;
+}
+
+// What of a child's output is kept in memory to say why it exited (its log file has it all).
+const TAIL_CHARS = 16_384;
+
+/**
+ * Why a child exited, in a line: its last error-level log line (pino's JSON: `msg` and `err`),
+ * else its last line of output. Printed on the terminal so a failed start says its cause there.
+ */
+function exitReason({ tail }) {
+  const lines = tail.split('\n').filter((l) => l.trim() !== '');
+  for (const line of lines.toReversed()) {
+    try {
+      const record = JSON.parse(line);
+      if (typeof record.level === 'number' && record.level >= 50)
+        return [record.msg, typeof record.err === 'string' ? record.err : record.err?.message]
+          .filter(Boolean)
+          .join(': ');
+    } catch {
+      // not a JSON log line
+    }
+  }
+  return lines.at(-1)?.slice(0, 300) ?? 'no output';
 }
 
 function prefixLines(label, chunk) {
@@ -224,11 +290,12 @@ function prefixLines(label, chunk) {
     .join('');
 }
 
-async function waitReady({ label, port, child }, timeoutMs = 90_000) {
+async function waitReady(entry, timeoutMs = 90_000) {
+  const { label, port, child } = entry;
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null)
-      throw new Error(`${label} exited with ${child.exitCode} (see .cache/start-logs/)`);
+      throw new Error(`${label} exited with ${child.exitCode}: ${exitReason(entry)} (see ${logDir}/)`);
     try {
       if ((await fetch(`http://127.0.0.1:${port}/readyz`)).ok) return;
     } catch {
@@ -236,7 +303,29 @@ async function waitReady({ label, port, child }, timeoutMs = 90_000) {
     }
     await new Promise((r) => setTimeout(r, 150));
   }
-  throw new Error(`${label} not ready after ${timeoutMs} ms (see .cache/start-logs/)`);
+  throw new Error(`${label} not ready after ${timeoutMs} ms (see ${logDir}/)`);
+}
+
+// A port found free is only free until somebody binds it: another program on this machine can
+// take it before the child listens. A child that exits at start for that reason is started again
+// on other ports, up to this many times; any other failure stops the run.
+const PORT_CLASH_RETRIES = 3;
+
+/** Waits until the child is ready, starting it again on other ports if one was taken meanwhile. */
+async function readyOrRestarted(entry) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await waitReady(entry);
+      return;
+    } catch (err) {
+      if (attempt >= PORT_CLASH_RETRIES || !/EADDRINUSE/.test(entry.tail)) throw err;
+      children.splice(children.indexOf(entry), 1);
+      console.log(
+        `${entry.label}: a port was taken before it listened (${exitReason(entry)}); starting it again`,
+      );
+      entry = await startOne(entry.name, entry.index, true);
+    }
+  }
 }
 
 // A service still running this long after SIGTERM is killed: the teardown below removes whatever
@@ -306,9 +395,9 @@ async function tearDownRun() {
     const counts = `${r.jobsEnded} jobs and live sandboxes ended (cancelled), ${r.poolMembers} warm pool members, ${r.unrecorded} others`;
     return exitCode === 0
       ? `destroyed: ${counts}`
-      : `${r.failed} not destroyed (see .cache/start-logs/teardown.log); ${counts}`;
+      : `${r.failed} not destroyed (see ${logDir}/teardown.log); ${counts}`;
   } catch {
-    return `teardown exited ${exitCode} (see .cache/start-logs/teardown.log)`;
+    return `teardown exited ${exitCode} (see ${logDir}/teardown.log)`;
   }
 }
 process.on('SIGINT', () => void stopAll(0));
@@ -353,11 +442,18 @@ try {
       `Redis: embedded, 127.0.0.1${gateway ? ` and ${gateway} (the Docker sandbox bridge)` : ''}:${localRedis.port} (data and AOF in .cache/redis, credentials in .cache/sandstream/local.json; REDIS_URL uses another), namespace ${namespace}`,
     );
   }
+  if (dockerSandboxes() && env.SANDSTREAM_DOCKER_EGRESS !== 'off' && env.SANDSTREAM_SKIP_BOOTSTRAP !== '1') {
+    // Each Docker sandbox's egress policy is a set of iptables rules pod-lifecycle installs
+    // (docs/sandbox-backends.md, "Reach"); without iptables every Docker sandbox start fails, saying so.
+    ensurePackages(['iptables'], { required: false, purpose: 'the egress rules of Docker sandboxes' });
+  }
   for (const name of SERVICES) for (let i = 0; i < scale[name]; i++) await startOne(name, i);
-  await Promise.all(children.map((c) => waitReady(c)));
+  await Promise.all(children.slice().map((c) => readyOrRestarted(c)));
+  starting = false;
   for (const c of children) {
     const metrics = c.metricsPort === undefined ? '' : `, metrics :${c.metricsPort}`;
-    const api = c.apiPort === undefined ? '' : `, HTTP API http://127.0.0.1:${c.apiPort} (docs /docs)`;
+    const api =
+      c.apiPort === undefined ? '' : `, HTTP API and web console http://127.0.0.1:${c.apiPort} (docs /docs)`;
     console.log(`✓ ${c.label} ready (pid ${c.child.pid}, health :${c.port}${metrics}${api})`);
   }
 } catch (err) {

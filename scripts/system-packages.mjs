@@ -30,7 +30,15 @@ export const PACKAGES = {
     command: 'tmux',
     why: 'tests drive `sandstream shell` on a real terminal (send-keys, capture-pane)',
   },
+  chromium: {
+    command: 'chromium',
+    why: "the web console's browser test drives it headless through playwright-core",
+  },
   'docker.io': { command: 'dockerd', why: 'the Docker sandbox backend' },
+  iptables: {
+    command: 'iptables',
+    why: "the egress rules of Docker sandboxes (each sandbox's network policy)",
+  },
   runsc: { command: 'runsc', why: 'gVisor, the Docker runtime behind `runtimeClass: gvisor`' },
   'kubernetes-client': {
     command: 'kubectl',
@@ -43,6 +51,14 @@ export const PACKAGES = {
   prometheus: {
     command: 'prometheus',
     why: 'a test scrapes every service of a running stack with a real Prometheus',
+  },
+  'docker-registry': {
+    command: 'docker-registry',
+    why: 'image-pull tests push to and pull from a registry the test starts (no outside registry is reachable)',
+  },
+  'apache2-utils': {
+    command: 'htpasswd',
+    why: "htpasswd writes the bcrypt password file of the pull tests' registry with basic auth",
   },
   debootstrap: { command: 'debootstrap', why: 'builds the local Debian image (no registry can be reached)' },
   'busybox-static': { dpkg: true, why: 'builds the libc-less busybox test image' },
@@ -75,7 +91,14 @@ let aptUpdated = false;
 function apt(args) {
   const result = spawnSync('apt-get', args, {
     stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    // needrestart (Ubuntu's apt hook) would ask which services to restart, or print Perl
+    // warnings without a terminal: suspended here, and automatic were it to run.
+    env: {
+      ...process.env,
+      DEBIAN_FRONTEND: 'noninteractive',
+      NEEDRESTART_SUSPEND: '1',
+      NEEDRESTART_MODE: 'a',
+    },
   });
   return result.status === 0;
 }

@@ -19,13 +19,25 @@ const dockerMode = env.SANDSTREAM_TEST_DOCKER ?? (ci ? 'required' : 'optional');
 // drive the CLI's terminal in tmux.
 const { docker } = bootstrap({
   docker: dockerMode,
-  // kubernetes-client: `kubectl kustomize` renders the deploy/k8s overlays.
-  packages: ['redis-server', 'redis-tools', 'nats-server', 'ripgrep', 'tmux', 'kubernetes-client'],
+  // kubernetes-client: `kubectl kustomize` renders the deploy/k8s overlays; chromium: the web
+  // console's browser test.
+  packages: [
+    'redis-server',
+    'redis-tools',
+    'nats-server',
+    'ripgrep',
+    'tmux',
+    'kubernetes-client',
+    'chromium',
+  ],
 });
 // The compose stack test (test/e2e/compose.test.ts) brings docker-compose.yml up on the engine and
 // scrapes it with a real Prometheus; outside CI a machine without them skips that test.
-if (docker)
+if (docker) {
   ensurePackages(['docker-compose', 'prometheus'], { required: ci, purpose: 'the compose stack test' });
+  // The image-pull tests start their own registry (with and without basic auth) and pull from it.
+  ensurePackages(['docker-registry', 'apache2-utils'], { required: ci, purpose: 'the image-pull tests' });
+}
 if (!docker && dockerMode !== 'skip') {
   console.warn('no Docker engine: the Docker suites skip themselves (under CI=true they fail)');
 }

@@ -8,8 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { containerLogs, dockerEngine } from '@sandstream/test-support';
-import { EVENT_FIELD, StepResultSchema, sandboxKeys } from '@sandstream/wire';
+import { containerLogs, dockerEngine, findCarrierImage } from '@sandstream/test-support';
+import { decodeEventEntry, StepResultSchema, sandboxKeys } from '@sandstream/wire';
 import type Docker from 'dockerode';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -17,7 +17,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 const run = promisify(execFile);
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 // The tag is shared by every checkout on the machine: one testing its own agent names its own.
-const CARRIER = process.env.SANDSTREAM_AGENT_CARRIER_IMAGE ?? 'sandstream/agent-carrier:dev';
+const CARRIER =
+  process.env.SANDSTREAM_AGENT_CARRIER_IMAGE ?? findCarrierImage() ?? 'sandstream/agent-carrier:dev';
 const REDIS_URL = process.env.SMOKE_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const LAUNCH = [
   '/shared/lib/ld-linux-x86-64.so.2',
@@ -176,10 +177,11 @@ describe.skipIf(gate.skip)('agent injected into unmodified images (Docker)', () 
         expect(byId.get('read')?.output).toMatchObject({ kind: 'readFile', content: `note ${jobId}\n` });
 
         const lines = new Map<string, string[]>();
+        // One entry may hold several events (a quick step's whole output): read them all.
         for (const [, fields] of await redis.xrange(keys.events, '-', '+')) {
-          const event = JSON.parse(fields[fields.indexOf(EVENT_FIELD) + 1] ?? '{}');
-          if (event.kind === 'stdout')
-            lines.set(event.stepId, [...(lines.get(event.stepId) ?? []), event.line]);
+          for (const event of decodeEventEntry(fields))
+            if (event.kind === 'stdout' && event.line !== undefined)
+              lines.set(event.stepId, [...(lines.get(event.stepId) ?? []), event.line]);
         }
         expect(lines.get('hello')).toEqual([`hello from ${image}`]);
         const maps = (lines.get('maps') ?? []).join('\n');

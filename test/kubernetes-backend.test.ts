@@ -39,6 +39,8 @@ for (const image of [images.debian, images.busybox]) {
       }),
     agent: { heartbeatIntervalMs: 200 },
     spec: { image },
+    // An image neither on the stand-in's engine nor reachable: the pod's pull fails at once.
+    missingImage: 'sandstream/does-not-exist:never',
     // Kubernetes secretEnv names Secrets in the namespace, not variables of the test process.
     secretsFromProcessEnv: false,
     leftovers: (jobId) => kubernetesLeftovers(standin!, docker, namespace, jobId),

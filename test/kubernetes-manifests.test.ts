@@ -124,12 +124,13 @@ describe('deploy/k8s manifests', () => {
     expect(grants).toEqual({
       pods: ['create', 'delete', 'get', 'list', 'watch'],
       'pods/log': ['get'],
+      'pods/exec': ['create', 'get'],
       'pods/status': ['get'],
       networkpolicies: ['create', 'delete', 'get', 'update'],
       persistentvolumeclaims: ['create', 'get'],
       secrets: ['create', 'delete', 'update'],
     });
-    expect(JSON.stringify(role)).not.toMatch(/pods\/exec|pods\/attach|"\*"/);
+    expect(JSON.stringify(role)).not.toMatch(/pods\/attach|pods\/portforward|"\*"/);
   });
 
   it('only pod-lifecycle and the reaper run with the API account; pod-lifecycle knows its own pod (downward API)', () => {

@@ -1,4 +1,5 @@
 import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
+import { findCarrierImage } from '@sandstream/test-support';
 import type Dockerode from 'dockerode';
 import { sandboxPodName } from '../libs/sandbox/src/kubernetes/index.js';
 import type { KubeApiStandin } from './kube-api-standin/index.js';
@@ -6,7 +7,7 @@ import type { KubeApiStandin } from './kube-api-standin/index.js';
 export const images = {
   debian: process.env.SANDSTREAM_TEST_IMAGE_DEBIAN ?? 'sandstream/debian:bookworm',
   busybox: process.env.SANDSTREAM_TEST_IMAGE_BUSYBOX ?? 'sandstream/busybox:static',
-  carrier: process.env.SANDSTREAM_CARRIER_IMAGE ?? 'sandstream/agent-carrier:dev',
+  carrier: findCarrierImage() ?? 'sandstream/agent-carrier:dev',
 };
 
 /** Everything of one job still present: API objects labelled with its job id, and its Docker containers and volumes. */

@@ -128,7 +128,7 @@ describe('docker-compose.yml', () => {
     // Each service's Prometheus endpoint is reachable on its own host port.
     expect(metricsPorts.size).toBe(SERVICES.length);
     // Published on loopback only: a port on all host interfaces is reachable from any sandbox
-    // bridge through its gateway. Sandboxes join a network holding only Redis and Jaeger.
+    // bridge through its gateway. Sandboxes join a network holding only Redis, Jaeger and the api.
     const all = services;
     for (const [name, svc] of Object.entries(all))
       for (const p of svc.ports ?? []) expect(p, name).toMatch(/^127\.0\.0\.1:/);
@@ -136,10 +136,13 @@ describe('docker-compose.yml', () => {
       // biome-ignore lint/suspicious/noTemplateCurlyInString: compose interpolation, kept literally
       '${SANDSTREAM_SANDBOX_NETWORK:-sandstream-compose-sandboxes}',
     );
+    // The api joins it for its preview proxy, which connects to a sandbox's address there.
     expect(Object.keys(all).filter((n) => all[n]?.networks?.includes('sandboxes'))).toEqual([
       'redis',
       'jaeger',
+      'api',
     ]);
+    expect(services.api?.networks).toEqual(['sandstream', 'sandboxes']);
     for (const name of ['pod-lifecycle', 'reaper']) {
       expect(services[name]?.volumes).toContain('/var/run/docker.sock:/var/run/docker.sock');
       expect(services[name]?.group_add?.[0]).toMatch(/^\$\{SANDSTREAM_DOCKER_GID:\?/);

@@ -1,4 +1,4 @@
-import { decodeEventFields } from '@sandstream/wire';
+import { decodeEventEntry } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 
 export interface FollowResult {
@@ -34,14 +34,14 @@ export async function follow(
     const entries = reply[0]?.[1] ?? [];
     for (const [entryId, fields] of entries) {
       id = entryId;
-      const event = decodeEventFields(fields);
-      if (!event) continue;
-      last = performance.now();
-      lastSeq = Math.max(lastSeq, event.seq);
-      if (event.kind === 'stdout' || event.kind === 'stderr') lines += 1;
-      if (event.kind === 'completed') {
-        droppedLines = event.droppedLines ?? 0;
-        return { lines, lastSeq, elapsedMs: last - startedAt, droppedLines };
+      for (const event of decodeEventEntry(fields)) {
+        last = performance.now();
+        lastSeq = Math.max(lastSeq, event.seq);
+        if (event.kind === 'stdout' || event.kind === 'stderr') lines += 1;
+        if (event.kind === 'completed') {
+          droppedLines = event.droppedLines ?? 0;
+          return { lines, lastSeq, elapsedMs: last - startedAt, droppedLines };
+        }
       }
     }
     if (until.expectLines !== undefined && lines >= until.expectLines) {

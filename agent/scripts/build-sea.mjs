@@ -25,14 +25,22 @@
  */
 import { execFileSync } from 'node:child_process';
 import { chmod, copyFile, mkdir, readFile, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { basename, dirname, join, relative, resolve, sep } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
 import postject from 'postject';
+// Shared with the CLI's snapshot build (libs/client/scripts/build-cli.mjs).
+import {
+  emptyOptionalModules,
+  englishOnlyZodLocales,
+  lazyBuiltins,
+  node20CommonJs,
+} from '../../scripts/node20-bundle.mjs';
 // tsc output (`build` runs tsc -b first): the one copy routine --inject uses.
 import { copyInSmallWrites } from '../dist/inject.js';
 import { buildSeaRelease, buildSpawner, SEA_RELEASE_NAME, SPAWNER_NAME } from './build-native.mjs';
+import { paddingToAlign, withoutCodeCache, withPaddedCodePath } from './sea-blob.mjs';
 
 // The sentinel Node's SEA support looks for; postject flips its trailing ":0" to ":1".
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
@@ -65,80 +73,6 @@ async function exists(path) {
   }
 }
 
-/**
- * `debug` (used by ioredis) tries `require('supports-color')` inside a try/catch. The package is
- * not installed, so esbuild leaves the require in place, and inside a SEA every non-builtin
- * require prints a warning on each start. Bundling an empty module keeps the same behaviour
- * (no colour support) without the noise.
- */
-const emptyOptionalModules = {
-  name: 'empty-optional-modules',
-  setup(b) {
-    b.onResolve({ filter: /^supports-color$/ }, (args) => ({ path: args.path, namespace: 'empty-module' }));
-    b.onLoad({ filter: /.*/, namespace: 'empty-module' }, () => ({
-      contents: 'module.exports = {};',
-      loader: 'js',
-    }));
-  },
-};
-
-/**
- * Builtins loaded on first use, as the sources mean them to be:
- *
- * - `import('node:…')`: esbuild keeps a dynamic import of a builtin as it is, and in a single
- *   executable (Node 20) that rejects with ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING: the step spans'
- *   exporter could never load node:http. Here it becomes a require made on first use.
- * - `node:tls`, imported statically by ioredis and the wire's raw connection, which only call
- *   tls.connect: loading it costs a plain-TCP agent CPU on every start, and a Node 20 startup
- *   snapshot cannot hold its bindings ("Unknown external reference"). Its stand-in forwards every
- *   property read to the real module.
- */
-const lazyBuiltins = {
-  name: 'lazy-builtins',
-  setup(b) {
-    b.onResolve({ filter: /^(node:)?[a-z_/]+$/ }, (args) => {
-      // The stand-ins' own requires of the real modules are left to Node.
-      if (args.namespace === 'lazy-builtin') return { path: args.path, external: true };
-      if (args.kind === 'dynamic-import' && args.path.startsWith('node:'))
-        return { path: args.path, namespace: 'lazy-builtin', pluginData: 'require' };
-      if (/^(node:)?tls$/.test(args.path))
-        return { path: 'node:tls', namespace: 'lazy-builtin', pluginData: 'proxy' };
-      return undefined;
-    });
-    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => {
-      const real = `require(${JSON.stringify(args.path)})`;
-      return {
-        contents:
-          args.pluginData === 'proxy'
-            ? `module.exports = new Proxy({}, { get: (_, key) => ${real}[key] });`
-            : `module.exports = ${real};`,
-        loader: 'js',
-      };
-    });
-  },
-};
-
-/**
- * zod's index re-exports every one of its ~40 message locales (~300 KB, close to a third of the
- * bundle), and only the English one is ever used (zod configures it itself; the agent never
- * switches). Every start paid for the rest: parsed source, and in the snapshot a larger heap.
- */
-const englishOnlyZodLocales = {
-  name: 'english-only-zod-locales',
-  setup(b) {
-    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
-      args.importer.includes(`${sep}node_modules${sep}zod${sep}`)
-        ? { path: join(args.resolveDir, '..', 'locales', 'index.js'), namespace: 'zod-locales' }
-        : undefined,
-    );
-    b.onLoad({ filter: /.*/, namespace: 'zod-locales' }, (args) => ({
-      contents: 'export { default as en } from "./en.js";',
-      resolveDir: dirname(args.path),
-      loader: 'js',
-    }));
-  },
-};
-
 async function bundle(entryPath, name) {
   if (!(await exists(entryPath))) {
     throw new Error(`entry ${relative(process.cwd(), entryPath)} does not exist`);
@@ -147,14 +81,7 @@ async function bundle(entryPath, name) {
   await build({
     entryPoints: [entryPath],
     outfile: bundlePath,
-    bundle: true,
-    platform: 'node',
-    target: 'node20',
-    format: 'cjs',
-    // Keeps names readable in stack traces from the field; whitespace is all that is worth removing.
-    minifyWhitespace: true,
-    legalComments: 'none',
-    logLevel: 'warning',
+    ...node20CommonJs,
     // ESM sources may read import.meta.url; in the CommonJS bundle it is this file's URL, in the
     // single executable the executable's (what Node gives as __filename there). Read when used,
     // not at load: a snapshot's load happened at build time, in another place.
@@ -162,7 +89,8 @@ async function bundle(entryPath, name) {
       js: 'var __sandstreamImportMeta = { get url() { let sea = false; try { sea = require("node:sea").isSea(); } catch {} return require("node:url").pathToFileURL(sea ? process.execPath : __filename).href; } };',
     },
     define: { 'import.meta.url': '__sandstreamImportMeta.url' },
-    plugins: [emptyOptionalModules, lazyBuiltins, englishOnlyZodLocales],
+    // tls: ioredis and the wire's raw connection import it statically and only call tls.connect.
+    plugins: [emptyOptionalModules, lazyBuiltins(['tls']), englishOnlyZodLocales],
   });
   return bundlePath;
 }
@@ -197,17 +125,42 @@ function hasTool(name) {
   }
 }
 
-async function makeExecutable(blobPath) {
+/**
+ * postject's ELF writer (LIEF, on console.warn) names the note section it adds for the blob in no
+ * string table and warns "Can't find string offset for section name '.note'" on every build. The
+ * section's name is never read (Node finds the blob through the note segment), so that one line is
+ * dropped; any other warning shows.
+ */
+async function withoutNoteNameWarnings(fn) {
+  const warn = console.warn;
+  console.warn = (...args) => {
+    if (!/^warning: Can't find string offset for section name '\.note[.\w]*'$/.test(String(args[0])))
+      warn(...args);
+  };
+  try {
+    return await fn();
+  } finally {
+    console.warn = warn;
+  }
+}
+
+async function makeExecutable(blob) {
   const temp = `${out}.partial`;
   await copyFile(process.execPath, temp);
   await chmod(temp, 0o755);
   // Debian's node carries full debug info; it is useless inside a sandbox and costs megabytes.
   // strip warns about Node's unusual note sections; the output is shown only if it fails.
+  // .gnu.build.attributes: the compiler's build notes (annobin), read by no one at run time;
+  // postject's ELF writer rebuilt each of its notes as a section it could not name, and said so
+  // eight times per build ("Can't find string offset for section name '.note.100'", issue 33).
   if (!values['no-strip'] && hasTool('strip'))
-    execFileSync('strip', ['--strip-debug', temp], { stdio: 'pipe' });
-  const blob = await readFile(blobPath);
+    execFileSync('strip', ['--strip-debug', '--remove-section=.gnu.build.attributes', temp], {
+      stdio: 'pipe',
+    });
   const t = Date.now();
-  await postject.inject(temp, 'NODE_SEA_BLOB', blob, { sentinelFuse: SEA_FUSE });
+  await withoutNoteNameWarnings(() =>
+    postject.inject(temp, 'NODE_SEA_BLOB', blob, { sentinelFuse: SEA_FUSE }),
+  );
   log(`postject ${((Date.now() - t) / 1000).toFixed(1)}s`);
   // postject writes the file in large writes; rewritten in small ones, it maps ~10 MB less in a
   // process that runs it while it is still in the page cache (agent/src/inject.ts).
@@ -217,6 +170,26 @@ async function makeExecutable(blobPath) {
   await rm(temp);
   await chmod(rewritten, 0o755);
   await rename(rewritten, out);
+}
+
+/**
+ * The snapshot executable, its blob rewritten for the agent's idle memory (sea-blob.mjs): without
+ * the builtins' code cache, and its V8 startup data 16 bytes past a page boundary of the file, as
+ * sandstream-sea-release.node needs to map the file over the copy Node makes of it. Where postject
+ * puts the blob is only known once it has, so a misaligned first try is padded and written again.
+ */
+async function makeSnapshotExecutable(prepared) {
+  let blob = withoutCodeCache(prepared);
+  for (let attempt = 0; attempt < 3; attempt++) {
+    await makeExecutable(blob);
+    const at = (await readFile(out)).indexOf(blob.subarray(0, 4096));
+    if (at < 0) throw new Error(`the blob is not in ${out}`);
+    const padding = paddingToAlign(blob, at);
+    if (padding === 0) return;
+    log(`V8 startup data ${padding} bytes short of its page offset: code path padded, written again`);
+    blob = withPaddedCodePath(blob, padding);
+  }
+  throw new Error('could not place the V8 startup data at its page offset in the executable');
 }
 
 /** Parses `ldd` output into [soname-or-basename, resolved path] pairs, loader included. */
@@ -268,7 +241,8 @@ async function main() {
     ? await timed('snapshot bundle', () => bundle(snapshotEntry, 'agent-snapshot.cjs'))
     : bundlePath;
   const blobPath = await timed('blob', () => makeBlob(seaMain, snapshotEntry !== null));
-  await timed('executable', () => makeExecutable(blobPath));
+  const blob = await readFile(blobPath);
+  await timed('executable', () => (snapshotEntry ? makeSnapshotExecutable(blob) : makeExecutable(blob)));
   const libs = await timed('libs', () => copyRuntime(out));
   // After copyRuntime, which empties the directory: the helper lives beside the libraries.
   await timed('native', () =>

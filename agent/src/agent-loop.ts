@@ -24,6 +24,7 @@ import { CancelReason } from './steps/cancel-reason.js';
 import type { StepContext, StepOutcome } from './steps/step-context.js';
 import { StreamBudget } from './stream-budget.js';
 import { withinMs } from './within-ms.js';
+import { DEFAULT_REDIS_RATE_LIMIT, WritePace } from './write-pace.js';
 
 /** The shortest time the agent waits for Redis at boot before giving up (exit 3). */
 const MIN_BOOT_WAIT_MS = 5000;
@@ -36,6 +37,9 @@ const DEFAULT_AUTH_RETRY_MS = 120_000;
 
 /** Pause between pops while Redis refuses our credentials (the connection reconnects meanwhile). */
 const AUTH_RETRY_PAUSE_MS = 500;
+
+/** What the loop's pop is raced against (see `interrupted`). */
+const INTERRUPTED = Symbol('interrupted');
 
 /** Cancels of not-started steps remembered at most (a live sandbox has at most 64 commands pending). */
 const MAX_REMEMBERED_CANCELS = 1024;
@@ -77,6 +81,11 @@ export interface AgentLoopOptions {
    */
   logArchiveHighWater?: number | undefined;
   /**
+   * The sandbox's Redis rate limit in commands per second (AGENT_REDIS_RATE_LIMIT, as the
+   * step-dispatcher enforces it): event writes keep to a share of it (write-pace.ts). 0: unpaced.
+   */
+  redisRateLimit?: number;
+  /**
    * Called once, right after the first heartbeat is in Redis: work the agent needs soon but a
    * sandbox's start does not wait for (the spawner helper's fork) starts here, out of the boot.
    */
@@ -111,6 +120,14 @@ export class AgentLoop {
   private readonly cancelledBeforeStart = new Set<string>();
   /** A parallel step whose result could not be delivered: as fatal as for a sequential one. */
   private fatal: Error | null = null;
+  /**
+   * Settles once stop() or a fatal error wants the loop out of its pop. Dropping the socket is
+   * not enough: a BRPOP in flight when the connection broke waits in ioredis's resend queue,
+   * which no error settles until a reconnect succeeds, and while Redis refuses our credentials
+   * none does.
+   */
+  private readonly interrupted: Promise<typeof INTERRUPTED>;
+  private interrupt: () => void = () => {};
   private readonly maxParallel: number;
   /** Set while run() waits for Redis at boot, so stop() can end that wait. */
   private onStop: (() => void) | null = null;
@@ -120,10 +137,15 @@ export class AgentLoop {
   private readonly auth: AuthFailureClock;
   /** Shared by every step: they all write to the one events stream. */
   private readonly budget: StreamBudget | undefined;
+  /** Shared by every step: the rate limit is the sandbox's. */
+  private readonly pace: WritePace;
 
   constructor(private readonly options: AgentLoopOptions) {
     const { connections, keys, log } = options;
     this.auth = new AuthFailureClock(options.authRetryMs ?? DEFAULT_AUTH_RETRY_MS);
+    this.interrupted = new Promise((resolve) => {
+      this.interrupt = () => resolve(INTERRUPTED);
+    });
     this.maxParallel = options.maxParallelSteps ?? DEFAULT_MAX_PARALLEL_STEPS;
     this.budget =
       options.logArchiveHighWater === undefined
@@ -134,11 +156,13 @@ export class AgentLoop {
             highWater: options.logArchiveHighWater,
             log,
           });
+    this.pace = new WritePace({ limitPerSecond: options.redisRateLimit ?? DEFAULT_REDIS_RATE_LIMIT });
     this.heartbeat = new Heartbeat({
       redis: connections.writer,
       key: keys.heartbeat,
       intervalMs: options.heartbeatIntervalMs,
       log,
+      onWritten: (err) => this.heartbeatWritten(err),
       currentStepId: () => this.running.keys().next().value ?? null,
     });
     this.control = new ControlWatcher({
@@ -227,7 +251,51 @@ export class AgentLoop {
     this.abortAll(new Error(`agent stopping: ${reason}`));
     // A BRPOP cannot be interrupted politely (QUIT would queue behind it): drop the socket.
     // While a sequential step runs the loop is not popping, and that step's end lets it leave.
-    if (!this.sequentialRunning) closeNow(this.options.connections.steps);
+    if (!this.sequentialRunning) this.leavePop();
+  }
+
+  /** Ends a pop in progress: the loop stops waiting for it, and its socket is dropped. */
+  private leavePop(): void {
+    this.interrupt();
+    closeNow(this.options.connections.steps);
+  }
+
+  /**
+   * The heartbeat writes on its own timer, so it sees refused credentials even while the pop waits
+   * for an answer that never comes (ioredis resends a pop that was in flight when its socket
+   * broke, and if each refused reconnect drops the socket before that resend's NOAUTH arrives,
+   * the pop is never settled): past the clock's limit that is fatal (exit 3) here too.
+   */
+  private heartbeatWritten(err: Error | null): void {
+    if (err === null) {
+      this.auth.succeeded();
+      return;
+    }
+    if (!isAuthError(err)) return;
+    this.auth.failed();
+    try {
+      this.auth.assertNotExpired();
+    } catch (expired) {
+      this.fatal ??= expired as Error;
+      this.leavePop();
+    }
+  }
+
+  /**
+   * The next step from `:in`, raced against stop() and fatal errors: ioredis can hold a pop whose
+   * socket broke without ever settling it (see heartbeatWritten).
+   */
+  private async pop(): Promise<[string, string] | null | typeof INTERRUPTED> {
+    const { connections, keys, idleTimeoutSeconds } = this.options;
+    const pop = connections.steps.brpop(keys.in, idleTimeoutSeconds);
+    const first = await Promise.race([pop, this.interrupted]);
+    if (first === INTERRUPTED) {
+      // Left behind on a dropped socket (leavePop), which never sends it again.
+      pop.catch(() => {});
+      return INTERRUPTED;
+    }
+    this.auth.succeeded();
+    return first;
   }
 
   private abortAll(reason: Error): void {
@@ -235,7 +303,7 @@ export class AgentLoop {
   }
 
   private async loop(): Promise<ExitCode> {
-    const { connections, keys, log, idleTimeoutSeconds, maxIdleWaits } = this.options;
+    const { keys, log, idleTimeoutSeconds, maxIdleWaits } = this.options;
     let idleWaits = 0;
     while (!this.stopping) {
       if (this.fatal) throw this.fatal;
@@ -244,8 +312,12 @@ export class AgentLoop {
       if (this.stopping) break;
       let popped: [string, string] | null;
       try {
-        popped = await connections.steps.brpop(keys.in, idleTimeoutSeconds);
-        this.auth.succeeded();
+        const first = await this.pop();
+        if (first === INTERRUPTED) {
+          if (this.fatal) throw this.fatal;
+          break;
+        }
+        popped = first;
       } catch (err) {
         if (this.fatal) throw this.fatal;
         if (this.stopping) break;
@@ -332,7 +404,7 @@ export class AgentLoop {
       // A background process stays out of the parallel limit (it may run for hours); a
       // sandbox holds at most maxParallel of each.
       const set =
-        (step.kind === 'run' && step.background) || step.kind === 'terminal'
+        (step.kind === 'run' && step.background) || step.kind === 'terminal' || step.kind === 'watch'
           ? this.background
           : this.parallel;
       if (set === this.background && set.size >= this.maxParallel) {
@@ -349,7 +421,7 @@ export class AgentLoop {
         .catch((err: Error) => {
           // The loop rethrows it (exit 3, as for a sequential step); a pop in progress is cut.
           this.fatal ??= err;
-          if (!this.sequentialRunning) closeNow(this.options.connections.steps);
+          if (!this.sequentialRunning) this.leavePop();
         })
         .finally(() => set.delete(done));
       set.add(done);
@@ -419,8 +491,11 @@ export class AgentLoop {
       log,
       auth: this.auth,
       budget: this.budget,
+      pace: this.pace,
     });
-    events.started();
+    // Held for commands only: a transfer's end over HTTP raced its request body in the api
+    // when `started` came with `completed` (test/e2e/live-sandbox.test.ts, "copies a tree").
+    events.started(step.kind === 'run');
     let outcome: StepOutcome;
     try {
       outcome = await this.options.execute(step, {
@@ -501,7 +576,8 @@ export class AgentLoop {
     this.budget?.close();
     const controlDone = this.control.stop();
     closeNow(connections.control);
-    await controlDone;
+    // Bounded: its pop may be one ioredis never settles once its socket broke (see pop()).
+    await withinMs(CLEANUP_WAIT_MS, controlDone);
     closeNow(connections.steps);
     if (connections.writer.status !== 'ready') {
       // Redis is unreachable right now: a clean exit must not wait for it (the heartbeat, if

@@ -26,6 +26,7 @@ import { releaseStartupBlob } from './process/release-startup-blob.js';
 import { SpawnerLauncher } from './process/spawner-launcher.js';
 import { closeNow, openConnections } from './redis-connections.js';
 import { createStepExecutor, type StepExecutor } from './steps/execute-step.js';
+import { StdinChannel } from './steps/stdin-stream.js';
 import { TerminalChannel } from './steps/terminal-channel.js';
 import { TransferChannel } from './steps/transfer-channel.js';
 import { stepTracerFromEnv } from './tracing/step-span.js';
@@ -191,6 +192,7 @@ async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher)
               RawListConnection.open(rawOptionsFromUrl(config.redisUrl)),
             ),
             terminals: new TerminalChannel(sandboxKeys(config.jobId, config.keyStyle), ownConnection),
+            stdin: new StdinChannel(sandboxKeys(config.jobId, config.keyStyle), ownConnection),
           }),
         ),
       ),
@@ -209,6 +211,7 @@ async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher)
     notifyStream: config.notifyStream,
     notifyStreamMaxLength: config.notifyStreamMaxLength,
     logArchiveHighWater: config.logArchive ? config.logArchiveHighWater : undefined,
+    redisRateLimit: config.redisRateLimit,
     onStarted: () => {
       void launcher.start();
       releaseStartupBlob(log);

@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { formatIssues, JobIdSchema, KeyStyleSchema, StreamLimits } from '@sandstream/wire';
-import { z } from 'zod';
+import * as z from 'zod';
+import { DEFAULT_REDIS_RATE_LIMIT } from './write-pace.js';
 
 /**
  * Agent configuration: command-line flags, each with an environment equivalent (flags win).
@@ -34,6 +35,7 @@ export const ENV_FOR_FLAG = {
   'confine-files': 'AGENT_CONFINE_FILES',
   'confine-allow': 'AGENT_CONFINE_ALLOW',
   'await-claim': 'AGENT_AWAIT_CLAIM',
+  'redis-rate-limit': 'AGENT_REDIS_RATE_LIMIT',
 } as const;
 type Flag = keyof typeof ENV_FOR_FLAG;
 
@@ -163,6 +165,12 @@ const RunConfigSchema = z.object({
    * the job it will serve, takes on that job's identity and only then runs steps (await-claim.ts).
    */
   awaitClaim: booleanFlag.default(false),
+  /**
+   * The sandbox's Redis rate limit, commands per second (pod-lifecycle passes the step-dispatcher's
+   * SANDBOX_REDIS_RATE_LIMIT): output is written at half of it, lines packed into fewer stream
+   * entries when a step prints faster (write-pace.ts). 0: unpaced. Absent: the services' default.
+   */
+  redisRateLimit: intFlag('redis-rate-limit', 0, 10_000_000).default(DEFAULT_REDIS_RATE_LIMIT),
 });
 export type RunConfig = z.output<typeof RunConfigSchema>;
 
@@ -192,6 +200,7 @@ const FLAG_KEYS: Record<Flag, keyof z.input<typeof RunConfigSchema> | 'inject'> 
   'confine-files': 'confineFiles',
   'confine-allow': 'confineAllow',
   'await-claim': 'awaitClaim',
+  'redis-rate-limit': 'redisRateLimit',
 };
 
 /**
@@ -231,6 +240,7 @@ export function parseConfig(
         'confine-files': { type: 'boolean' },
         'confine-allow': { type: 'string' },
         'await-claim': { type: 'boolean' },
+        'redis-rate-limit': { type: 'string' },
       },
     }));
   } catch (err) {

@@ -1,5 +1,5 @@
 import { RedisServer } from '@sandstream/test-support';
-import { decodeEventFields, type StepEvent } from '@sandstream/wire';
+import { decodeEventEntry, type StepEvent } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventPublisher } from './event-publisher.js';
@@ -22,7 +22,7 @@ afterAll(async () => {
 
 async function eventsOf(key: string): Promise<StepEvent[]> {
   const entries = await redis.xrange(key, '-', '+');
-  return entries.map(([, fields]) => decodeEventFields(fields)).filter((e): e is StepEvent => e !== null);
+  return entries.flatMap(([, fields]) => decodeEventEntry(fields));
 }
 
 function publisher(key: string, overrides: Partial<ConstructorParameters<typeof EventPublisher>[0]> = {}) {
@@ -185,6 +185,40 @@ describe('EventPublisher.finish', () => {
     const all = await eventsOf('ev:finish');
     expect(all.map((e) => e.seq)).toEqual(Array.from({ length: 252 }, (_, i) => i));
     expect(all.at(-1)).toMatchObject({ kind: 'completed', seq: 251, exitCode: 0, droppedLines: 0 });
+  });
+
+  it("writes a quick step as one entry (started, its last lines, completed) in the caller's pipeline", async () => {
+    const events = publisher('ev:quick');
+    events.started();
+    events.line('stdout', 'a');
+    // Ends within STARTED_HOLD_MS: nothing has been written on its own.
+    const { handedOver, written, appendCompleted } = events.finish(0);
+    await handedOver;
+    const pipeline = redis.pipeline();
+    appendCompleted(pipeline);
+    pipeline.lpush('ev:quick:after', 'result');
+    await Promise.all([written, pipeline.exec()]);
+    const entries = await redis.xrange('ev:quick', '-', '+');
+    expect(entries).toHaveLength(1);
+    expect(decodeEventEntry(entries[0]![1]).map((e) => [e.kind, e.seq])).toEqual([
+      ['started', 0],
+      ['stdout', 1],
+      ['completed', 2],
+    ]);
+    expect(await redis.lrange('ev:quick:after', 0, -1)).toEqual(['result']);
+  });
+
+  it('writes `started` on its own once a step runs past STARTED_HOLD_MS', async () => {
+    const events = publisher('ev:slow');
+    events.started();
+    await expect.poll(() => redis.xlen('ev:slow'), { timeout: 10_000 }).toBe(1);
+    expect((await eventsOf('ev:slow'))[0]).toMatchObject({ kind: 'started', seq: 0 });
+    const { handedOver, appendCompleted } = events.finish(0);
+    await handedOver;
+    const pipeline = redis.pipeline();
+    appendCompleted(pipeline);
+    await pipeline.exec();
+    expect((await eventsOf('ev:slow')).map((e) => e.kind)).toEqual(['started', 'completed']);
   });
 
   it('reports lines dropped before the end in the completed event it appends', async () => {

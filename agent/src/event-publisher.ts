@@ -12,6 +12,7 @@ import { type AuthFailureClock, isAuthError } from './auth-failure.js';
 import type { Logger } from './logger.js';
 import { fitsOneEvent, splitLine } from './split-line.js';
 import type { StreamBudget } from './stream-budget.js';
+import { eventsPerEntry, MAX_EVENTS_PER_ENTRY, type WritePace } from './write-pace.js';
 
 /**
  * How the lines of a busy step go out: pipelines of at most 250 XADDs, up to 4 of them waiting
@@ -24,6 +25,26 @@ import type { StreamBudget } from './stream-budget.js';
  */
 export const DEFAULT_MAX_WRITE_LINES = 250;
 export const DEFAULT_MAX_WRITES_IN_FLIGHT = 4;
+/**
+ * Paced (no archive), a full buffer holds the step while Redis answers; a write unanswered this
+ * long means Redis stalled, and the step goes on, dropping and counting lines as it always did.
+ */
+export const ANSWER_GRACE_MS = 1000;
+/**
+ * How long a step's `started` event waits before it is written on its own. A step that ends
+ * within it (most commands an AI agent runs: `true`, `ls`, `cat`) sends `started` with its
+ * `completed`, in one stream entry, in the pipeline that carries its result: one socket write
+ * and one XADD fewer for the agent, and one wake-up of each follower (an XREAD) instead of two
+ * (docs/benchmarks.md, "CPU per exec"). A longer step's followers learn that it started this
+ * much later; its output is batched for up to EventBatching.maxDelayMs anyway.
+ */
+export const STARTED_HOLD_MS = 10;
+/**
+ * A tail of at most this many events, queued when the step ends, rides with `completed` in one
+ * entry of the result's pipeline instead of a write of its own (unless the log archive's budget
+ * needs each write's length). With `completed` it fills one entry at most (MAX_EVENTS_PER_ENTRY).
+ */
+export const TAIL_IN_RESULT_PIPELINE = MAX_EVENTS_PER_ENTRY - 1;
 
 /** Adds the step's `completed` event to the pipeline that carries its result (and, when given, the result in it). */
 export type AppendCompleted = (pipeline: ChainableCommander, result?: StepResult) => void;
@@ -52,6 +73,11 @@ export interface EventPublisherOptions {
    * reachable, keeping the stream below the budget's high water mark; see StreamBudget.
    */
   budget?: StreamBudget;
+  /**
+   * The agent's share of the sandbox's Redis rate limit, shared by its steps: writes wait for it,
+   * and pack several lines into one stream entry when there are more lines than commands to spend.
+   */
+  pace?: WritePace;
 }
 
 /**
@@ -68,6 +94,12 @@ export interface EventPublisherOptions {
  * accepting() also says no while the stream is at its high water mark, and holding() tells the
  * executor to stop reading (and wait for onceAccepting) rather than drop. Only while the writer
  * connection is down does it buffer, drop and count as without the archive.
+ *
+ * With a WritePace (the sandbox's Redis rate limit) a write spends one command per entry from the
+ * agent's bucket: while it is empty writes wait (lines queue meanwhile), and a write with more
+ * lines than the bucket holds packs them, several to an entry, so a step printing faster than its
+ * share is batched into fewer commands instead of being stopped for its rate (nothing is dropped
+ * for it: a packed write carries more lines per round trip, not fewer).
  */
 export class EventPublisher {
   private seq = 0;
@@ -79,7 +111,15 @@ export class EventPublisher {
   private inFlightBytes = 0;
   /** Pipelined writes handed to ioredis and not yet answered. */
   private inFlight = 0;
+  /** When a write last settled (answered or failed): Redis is answering while this is recent. */
+  private lastSettledAt = Date.now();
+  /** Wakes held executors once Redis has not answered for ANSWER_GRACE_MS, so that they drop instead. */
+  private answerTimer: NodeJS.Timeout | null = null;
   private timer: NodeJS.Timeout | null = null;
+  /** Writes a held `started` once STARTED_HOLD_MS passed without the step ending. */
+  private startedTimer: NodeJS.Timeout | null = null;
+  /** Set while writes wait for the pace (WritePace) to allow the next command. */
+  private paceTimer: NodeJS.Timeout | null = null;
   private dropped = 0;
   private drainWaiters: (() => void)[] = [];
   /** Executors waiting for the buffer to have room (onceAccepting while isFull). */
@@ -118,9 +158,20 @@ export class EventPublisher {
     };
   }
 
-  started(): void {
+  /**
+   * Queues the `started` event; with `hold` it is written with the step's end, or after
+   * STARTED_HOLD_MS, else at once.
+   */
+  started(hold = true): void {
     this.enqueue(this.event('started', 0), true);
-    this.flushSoon(true);
+    if (!hold) {
+      this.flushSoon(true);
+      return;
+    }
+    this.startedTimer = setTimeout(() => {
+      this.startedTimer = null;
+      if (this.queue.length > 0) this.flushSoon(true);
+    }, STARTED_HOLD_MS);
   }
 
   /** Called by the executor once per output line. Never blocks, never throws. */
@@ -139,16 +190,27 @@ export class EventPublisher {
     return !budget?.connected || budget.hasRoom();
   }
 
-  /** When accepting() is false: true if the line must wait (archive on, Redis reachable), false if it is dropped. */
+  /**
+   * When accepting() is false: true if the line must wait, false if it is dropped. It waits with
+   * the archive on while Redis is reachable; and with a WritePace (the sandbox's Redis rate
+   * limit on) while Redis answers: a step faster than its share of the rate, or than Redis, is
+   * slowed down (its child blocks on its full pipe) and loses nothing. Lines are dropped and
+   * counted only while the writer connection is down, or Redis has not answered a write for
+   * ANSWER_GRACE_MS (a stalled Redis must not stall the step).
+   */
   holding(): boolean {
-    return this.options.budget?.connected === true;
+    if (this.options.budget?.connected === true) return true;
+    if (!this.options.pace?.paced || this.options.redis.status !== 'ready') return false;
+    return this.inFlight === 0 || Date.now() - this.lastSettledAt < ANSWER_GRACE_MS;
   }
 
   /** Calls `callback` once when accepting() may be true again (or holding() false). */
   onceAccepting(callback: () => void): void {
     if (this.accepting() || !this.holding()) queueMicrotask(callback);
-    else if (this.isFull()) this.roomWaiters.push(callback);
-    else if (this.options.budget) this.options.budget.onRoom(callback);
+    else if (this.isFull()) {
+      this.roomWaiters.push(callback);
+      if (!this.options.budget) this.armAnswerTimer();
+    } else if (this.options.budget) this.options.budget.onRoom(callback);
     else queueMicrotask(callback);
   }
 
@@ -213,12 +275,23 @@ export class EventPublisher {
     this.seq += 1;
     const completed = this.event('completed', this.seq, { exitCode, droppedLines: this.dropped });
     this.dispose();
+    // A short tail (a held `started`, a few last lines) goes in the result's pipeline, packed with
+    // `completed`: it still follows every earlier write on the one writer connection.
+    let tail: StepEvent[] = [];
+    if (!this.options.budget && this.queue.length <= TAIL_IN_RESULT_PIPELINE) {
+      tail = this.queue;
+      this.queue = [];
+      this.queuedBytes = 0;
+    }
     const handedOver = this.handOver();
     return {
       handedOver,
       written: handedOver.then(() => this.drained()),
       appendCompleted: (pipeline, result) => {
-        this.appendXadd(pipeline, result ? { ...completed, result } : completed);
+        this.options.pace?.spend(1);
+        const last = result ? { ...completed, result } : completed;
+        if (tail.length === 0) this.appendXadd(pipeline, last);
+        else this.appendPacked(pipeline, [...tail, last]);
       },
     };
   }
@@ -227,13 +300,27 @@ export class EventPublisher {
     pipeline.xadd(this.options.key, 'MAXLEN', '~', this.streamMaxLength, '*', ...encodeEvent(event));
   }
 
+  /**
+   * One entry holding several events (the `event` field repeated, in seq order), under the same
+   * cap in entries: a packed stream keeps up to MAX_EVENTS_PER_ENTRY times the lines (a follower
+   * gets that much more slack exactly while output is fastest; the sandbox's Redis memory for its
+   * stream stays within that multiple).
+   */
+  private appendPacked(pipeline: ChainableCommander, events: StepEvent[]): void {
+    const fields: string[] = [];
+    for (const event of events) fields.push(...encodeEvent(event));
+    pipeline.xadd(this.options.key, 'MAXLEN', '~', this.streamMaxLength, '*', ...fields);
+  }
+
   private async handOver(): Promise<void> {
+    // Forced: the end of a step does not wait for the pace (its writes run into the pace's debt,
+    // which the next writes wait out); packed, a long tail costs few commands anyway.
     while (this.queue.length > this.maxWriteLines) {
       while (this.inFlight < this.maxWritesInFlight && this.queue.length > this.maxWriteLines)
-        this.startFlush();
+        this.startFlush(true);
       if (this.queue.length > this.maxWriteLines) await this.nextSettle();
     }
-    if (this.queue.length > 0) this.startFlush();
+    if (this.queue.length > 0) this.startFlush(true);
   }
 
   /** Resolves after the next write settles. */
@@ -251,6 +338,12 @@ export class EventPublisher {
   dispose(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    if (this.startedTimer) clearTimeout(this.startedTimer);
+    this.startedTimer = null;
+    if (this.paceTimer) clearTimeout(this.paceTimer);
+    this.paceTimer = null;
+    if (this.answerTimer) clearTimeout(this.answerTimer);
+    this.answerTimer = null;
   }
 
   private isFull(): boolean {
@@ -314,16 +407,42 @@ export class EventPublisher {
     if (this.inFlight < this.maxWritesInFlight && this.queue.length > 0) this.startFlush();
   }
 
-  private startFlush(): void {
+  /**
+   * Hands the next batch to ioredis; false when it has to wait for the pace instead (unless
+   * forced), in which case a timer calls it again once a command may be sent.
+   */
+  private startFlush(force = false): boolean {
+    const pace = this.options.pace;
+    if (!force && pace?.paced) {
+      if (this.paceTimer) return false;
+      const waitMs = pace.waitMs();
+      if (waitMs > 0) {
+        this.paceTimer = setTimeout(() => {
+          this.paceTimer = null;
+          if (this.inFlight < this.maxWritesInFlight && this.queue.length > 0) this.startFlush();
+        }, waitMs);
+        return false;
+      }
+    }
+    const want = Math.min(this.queue.length, this.maxWriteLines);
+    let count = want;
+    let perEntry = 1;
+    if (pace?.paced) {
+      // At most MAX_EVENTS_PER_ENTRY to an entry: what it cannot carry waits for the next write
+      // (unless forced: the end of a step takes the commands it needs, in debt).
+      const commands = pace.take(want, force ? Math.ceil(want / MAX_EVENTS_PER_ENTRY) : 1);
+      count = Math.min(want, commands * MAX_EVENTS_PER_ENTRY);
+      perEntry = eventsPerEntry(count, commands);
+    }
     let batch: StepEvent[];
     let bytes: number;
-    if (this.queue.length <= this.maxWriteLines) {
+    if (count === this.queue.length) {
       batch = this.queue;
       bytes = this.queuedBytes;
       this.queue = [];
       this.queuedBytes = 0;
     } else {
-      batch = this.queue.splice(0, this.maxWriteLines);
+      batch = this.queue.splice(0, count);
       bytes = 0;
       for (const event of batch) bytes += sizeOf(event);
       this.queuedBytes -= bytes;
@@ -332,22 +451,29 @@ export class EventPublisher {
     this.inFlightLines += batch.length;
     this.inFlightBytes += bytes;
     // write() sends synchronously (ioredis writes a pipeline when exec() is called) and settles later.
-    void this.write(batch).finally(() => {
+    void this.write(batch, perEntry).finally(() => {
+      this.lastSettledAt = Date.now();
       this.inFlight -= 1;
       this.inFlightLines -= batch.length;
       this.inFlightBytes -= bytes;
       this.afterFlush();
     });
+    return true;
   }
 
-  private async write(batch: StepEvent[]): Promise<void> {
+  /** Writes `batch` as entries of `perEntry` events each (1: one entry an event, as unpaced). */
+  private async write(batch: StepEvent[], perEntry: number): Promise<void> {
     if (batch.length === 0) return;
     const { redis, key, log, auth, budget } = this.options;
     let length: number | undefined;
     let lost = 0;
     const send = async () => {
       const pipeline = redis.pipeline();
-      for (const event of batch) this.appendXadd(pipeline, event);
+      if (perEntry === 1) for (const event of batch) this.appendXadd(pipeline, event);
+      else
+        for (let i = 0; i < batch.length; i += perEntry)
+          this.appendPacked(pipeline, batch.slice(i, i + perEntry));
+      const entries = Math.ceil(batch.length / perEntry);
       // The stream's length right after this batch: what the budget measures room by.
       if (budget) pipeline.xlen(key);
       const replies = await pipeline.exec();
@@ -357,9 +483,14 @@ export class EventPublisher {
       if (failed && auth && isAuthError(failed[0])) throw failed[0];
       if (failed) log.warn('event write failed', { key, error: String(failed[0]) });
       if (!budget || !replies) return;
-      const last = replies[batch.length];
+      const last = replies[entries];
       if (last && !last[0] && typeof last[1] === 'number') length = last[1];
-      lost = replies.filter(([err], i) => err && i < batch.length && isLine(batch[i])).length;
+      // A failed entry loses every line it held.
+      lost = 0;
+      replies.forEach(([err], i) => {
+        if (!err || i >= entries) return;
+        lost += batch.slice(i * perEntry, (i + 1) * perEntry).filter(isLine).length;
+      });
     };
     try {
       await (auth ? auth.retry(send) : send());
@@ -377,11 +508,26 @@ export class EventPublisher {
   private afterFlush(): void {
     this.continueFlushing();
     // Last, so that an executor resumed here finds the next writes already under way.
-    if (this.roomWaiters.length > 0 && !this.isFull()) {
-      const waiting = this.roomWaiters;
-      this.roomWaiters = [];
-      for (const callback of waiting) callback();
-    }
+    if (!this.isFull()) this.wakeRoomWaiters();
+  }
+
+  /** Held for the pace: if Redis stops answering, the waiters are woken to drop instead. */
+  private armAnswerTimer(): void {
+    if (this.answerTimer) return;
+    const waitMs = Math.max(1, this.lastSettledAt + ANSWER_GRACE_MS - Date.now());
+    this.answerTimer = setTimeout(() => {
+      this.answerTimer = null;
+      if (this.roomWaiters.length === 0) return;
+      if (this.holding()) this.armAnswerTimer();
+      else this.wakeRoomWaiters();
+    }, waitMs);
+  }
+
+  private wakeRoomWaiters(): void {
+    if (this.roomWaiters.length === 0) return;
+    const waiting = this.roomWaiters;
+    this.roomWaiters = [];
+    for (const callback of waiting) callback();
   }
 
   private continueFlushing(): void {
@@ -401,7 +547,7 @@ export class EventPublisher {
       this.inFlight < this.maxWritesInFlight &&
       (this.queue.length >= this.batchLines || (this.drainWaiters.length > 0 && this.queue.length > 0))
     ) {
-      this.startFlush();
+      if (!this.startFlush()) break;
     }
     if (this.queue.length > 0) this.flushSoon(false);
   }

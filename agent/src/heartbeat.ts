@@ -8,6 +8,8 @@ export interface HeartbeatOptions {
   log: Logger;
   /** The step running right now, reported in the value so an operator can see what the agent is doing. */
   currentStepId: () => string | null;
+  /** Told how each periodic write went (null: written), e.g. to notice refused credentials. */
+  onWritten?: (err: Error | null) => void;
 }
 
 /**
@@ -49,7 +51,13 @@ export class Heartbeat {
     if (this.inFlight) return;
     this.inFlight = true;
     this.beatOnce()
-      .catch((err: Error) => this.options.log.warn('heartbeat write failed', { error: err.message }))
+      .then(
+        () => this.options.onWritten?.(null),
+        (err: Error) => {
+          this.options.log.warn('heartbeat write failed', { error: err.message });
+          this.options.onWritten?.(err);
+        },
+      )
       .finally(() => {
         this.inFlight = false;
       });

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { pollUntil, statusKb, testRedisUrl } from '@sandstream/test-support';
-import { EVENT_FIELD, sandboxKeys } from '@sandstream/wire';
+import { decodeEventEntry, sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -203,10 +203,11 @@ describe('single executable --inject', () => {
         { uid: 65534, gid: 65534, env: { PATH: '/usr/bin:/bin' }, timeout: 60_000 },
       );
       const lines = new Map<string, string[]>();
+      // One entry may hold several events (a quick step's whole output): read them all.
       for (const [, fields] of await redis.xrange(keys.events, '-', '+')) {
-        const event = JSON.parse(fields[fields.indexOf(EVENT_FIELD) + 1] ?? '{}');
-        if (event.kind === 'stdout')
-          lines.set(event.stepId, [...(lines.get(event.stepId) ?? []), event.line]);
+        for (const event of decodeEventEntry(fields))
+          if (event.kind === 'stdout' && event.line !== undefined)
+            lines.set(event.stepId, [...(lines.get(event.stepId) ?? []), event.line]);
       }
       // The step (cat) mapped the host's own libc, nothing of the injected runtime.
       const maps = (lines.get('maps') ?? []).join('\n');

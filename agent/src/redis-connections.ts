@@ -17,6 +17,9 @@ export interface AgentConnections {
   readonly writer: Redis;
 }
 
+/** A connection that breaks sooner than this after it came up did not really come up. */
+const FLAP_MS = 1000;
+
 /** Reconnect delay: 50 ms doubling to a 2 s cap, forever; the idle and shutdown logic decide when to give up. */
 export function reconnectDelayMs(attempt: number): number {
   return Math.min(50 * 2 ** Math.min(attempt - 1, 10), 2000);
@@ -40,7 +43,23 @@ export function connectionOptions(name: string, lazyConnect = false): RedisOptio
 
 export function openConnections(redisUrl: string, jobId: string, log: Logger): AgentConnections {
   const open = (role: string, lazy = false) => {
-    const client = new Redis(redisUrl, connectionOptions(`sandstream-agent:${jobId}:${role}`, lazy));
+    // Connections that broke within a second of coming up count as failed attempts too. Without
+    // this, a Redis that accepts the socket and then refuses our user (after a restart, before
+    // pod-lifecycle re-creates it) has each attempt "succeed", which resets ioredis's count, and
+    // every agent would reconnect every 50 ms for as long as the refusal lasts.
+    let flaps = 0;
+    let readyAt = 0;
+    const client = new Redis(redisUrl, {
+      ...connectionOptions(`sandstream-agent:${jobId}:${role}`, lazy),
+      retryStrategy: (attempt: number) => reconnectDelayMs(attempt + flaps),
+    });
+    client.on('ready', () => {
+      readyAt = Date.now();
+    });
+    client.on('close', () => {
+      flaps = readyAt !== 0 && Date.now() - readyAt < FLAP_MS ? flaps + 1 : 0;
+      readyAt = 0;
+    });
     let wasDown = false;
     client.on('error', (err: Error) => {
       // ioredis emits an error per failed attempt; the retry strategy handles it, so only log it.

@@ -33,9 +33,10 @@ export class ResultSink {
   constructor(private readonly options: ResultSinkOptions) {}
 
   /**
-   * `leading` appends one command that must reach Redis just before the result (the step's
-   * `completed` event) to the same pipeline: one write and one reply for both. Its failure is
-   * logged, like any event write; only the result's own failure is thrown.
+   * `leading` appends the commands that must reach Redis just before the result (the step's
+   * `completed` event, and events still queued with it) to the same pipeline: one write and one
+   * reply for all. Their failure is logged, like any event write; only the result's own failure
+   * is thrown.
    */
   async deliver(result: StepResult, leading?: (pipeline: ChainableCommander) => void): Promise<void> {
     const { auth } = this.options;
@@ -52,7 +53,7 @@ export class ResultSink {
     const { redis, keys, jobId, notifyStream, notifyStreamMaxLength } = this.options;
     const pipeline = redis.pipeline();
     if (leading) leading(pipeline);
-    const first = leading ? 1 : 0;
+    const first = pipeline.length;
     if (notifyStream && result.stepId) {
       pipeline.set(resultKey(keys, result.stepId), JSON.stringify(result), 'EX', RESULT_KEY_TTL_SECONDS);
     } else pipeline.lpush(keys.results, JSON.stringify(result));
@@ -62,7 +63,7 @@ export class ResultSink {
       pipeline.xadd(notifyStream, 'MAXLEN', '~', notifyStreamMaxLength, '*', ...fields);
     }
     const replies = (await pipeline.exec()) ?? [];
-    const [leadingError] = leading ? (replies[0] ?? [null]) : [null];
+    const leadingError = replies.slice(0, first).find(([err]) => err)?.[0];
     if (leadingError) this.options.log.warn('event write failed', { error: String(leadingError) });
     const [resultError] = replies[first] ?? [null];
     if (resultError && isAuthError(resultError)) throw resultError;

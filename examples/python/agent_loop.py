@@ -1,6 +1,9 @@
 """An agent's tool loop against Sandstream over HTTP, with nothing but the standard library.
 
-    python3 agent_loop.py [--url http://127.0.0.1:8080] [--image debian:bookworm-slim]
+    python3 agent_loop.py [--url http://127.0.0.1:8080] [--image sandstream/debian:bookworm]
+
+Without --image the API's default (its API_DEFAULT_IMAGE, the local sandstream/debian:bookworm
+after `npm start`) is used, so the loop runs as printed on a fresh quick start.
 
 The API key, if the API wants one, comes from $SANDSTREAM_API_KEY. Each "tool call" an agent
 would make is one step below: create a sandbox, write a file, run commands with their output
@@ -17,11 +20,14 @@ from sandstream import Sandstream, SandstreamError
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=os.environ.get("SANDSTREAM_URL", "http://127.0.0.1:8080"))
-    parser.add_argument("--image", default="debian:bookworm-slim")
+    parser.add_argument("--image", default=None, help="default: the API's default image")
     args = parser.parse_args()
 
     client = Sandstream(args.url, api_key=os.environ.get("SANDSTREAM_API_KEY"))
-    sandbox = client.create_sandbox(image=args.image, labels={"example": "python"})
+    spec = {"labels": {"example": "python"}}
+    if args.image:
+        spec["image"] = args.image
+    sandbox = client.create_sandbox(**spec)
     print(f"sandbox {sandbox.id} ready", flush=True)
     try:
         # Tool: write a file.

@@ -1,7 +1,7 @@
 """A small client for the Sandstream HTTP API, standard library only (urllib, json).
 
     client = Sandstream("http://127.0.0.1:8080", api_key=None)
-    sandbox = client.create_sandbox(image="debian:bookworm-slim")
+    sandbox = client.create_sandbox()  # the API's default image; or image="sandstream/debian:bookworm"
     result = sandbox.exec("echo hello", on_output=lambda stream, line: print(line))
     sandbox.write_file("notes.txt", "hi\\n")
     print(sandbox.read_file("notes.txt"))

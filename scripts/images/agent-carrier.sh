@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# sandstream/agent-carrier:dev — the agent's single executable and runtime libraries in an image
-# FROM scratch, whose default command injects them into /shared. Needs `npm run build` first.
+# sandstream/agent-carrier:<hash12> — the agent's single executable and runtime libraries in an
+# image FROM scratch, whose default command injects them into /shared. Needs `npm run build` first.
 #
-# Unlike the base images this one goes stale whenever the agent changes, so besides FORCE=1 it is
-# rebuilt when the binary or anything in its runtime/lib (the loader, libraries, the native
-# spawner) differs from what the image was built from (label sandstream.agent.sha256).
+# Tagged by content: <hash12> is the start of one digest over the binary and everything in its
+# runtime/lib (the loader, libraries, the native spawner), so two checkouts with different agents
+# on one engine each get their own carrier instead of rebuilding one shared tag under each other.
+# The tag is written to agent/dist/carrier-image (CARRIER_IMAGE_FILE), where the Docker backend and
+# the tests read it. IMAGE names another tag instead (then checked by its label
+# sandstream.agent.sha256, rebuilt when it differs); FORCE=1 rebuilds either.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-IMAGE="${IMAGE:-sandstream/agent-carrier:dev}"
 AGENT_BINARY="${AGENT_BINARY:-$REPO_ROOT/agent/dist/sandstream-agent}"
 AGENT_RUNTIME_LIB="${AGENT_RUNTIME_LIB:-$(dirname "$AGENT_BINARY")/runtime/lib}"
 DOCKERFILE="$REPO_ROOT/deploy/docker/agent-carrier.Dockerfile"
@@ -25,10 +27,15 @@ sha="$(
     (cd "$AGENT_RUNTIME_LIB" && sha256sum -- *)
   } | sha256sum | cut -d' ' -f1
 )"
+IMAGE="${IMAGE:-sandstream/agent-carrier:${sha:0:12}}"
+CARRIER_IMAGE_FILE="${CARRIER_IMAGE_FILE:-$(dirname "$AGENT_BINARY")/carrier-image}"
+# Where the backend and tests find this checkout's carrier, once it exists (built now or before).
+record() { echo "$IMAGE" >"$CARRIER_IMAGE_FILE"; }
 if [ "${FORCE:-0}" != "1" ] && image_exists "$IMAGE"; then
   built_from="$(docker image inspect --format '{{ index .Config.Labels "sandstream.agent.sha256" }}' "$IMAGE")"
   if [ "$built_from" = "$sha" ]; then
     log "$IMAGE is up to date with $(basename "$AGENT_BINARY") (FORCE=1 rebuilds it)"
+    record
     exit 0
   fi
   log "$IMAGE was built from other agent files; rebuilding"
@@ -50,3 +57,4 @@ if ! out="$(DOCKER_BUILDKIT=0 docker build -q -f "$DOCKERFILE" --label "sandstre
   exit 1
 fi
 log "built $IMAGE"
+record

@@ -19,6 +19,10 @@ for dir in libs/*/ services/*/; do
     exit 1
   fi
 done
+if [ ! -f console/dist/index.html ]; then
+  echo "services image: console/dist is missing; run 'npm run build' first" >&2
+  exit 1
+fi
 if [ ! -f agent/dist/sandstream-agent.cjs ]; then
   echo "services image: agent/dist/sandstream-agent.cjs is missing; run 'npm run build' first" >&2
   exit 1
@@ -30,11 +34,12 @@ app="$context/app"
 mkdir -p "$app"
 # Every workspace's manifest (npm ci wants them all), but built code only for libs and services:
 # the agent reaches Docker sandboxes through its carrier image; its bundle stays for the
-# in-process backend. Source maps, build info and tests are left out.
+# in-process backend. The web console is its static files (the api serves them; its packages are
+# bundled into them, so none is installed). Source maps, build info and tests are left out.
 tar -cf - package.json package-lock.json libs/*/package.json services/*/package.json \
-  agent/package.json test/package.json | tar -C "$app" -xf -
+  agent/package.json console/package.json test/package.json | tar -C "$app" -xf -
 tar -cf - --exclude='*.map' --exclude='*.tsbuildinfo' --exclude='*.test.*' --exclude='testing' \
-  --exclude='libs/test-support/dist' libs/*/dist services/*/dist agent/dist/sandstream-agent.cjs |
+  --exclude='libs/test-support/dist' libs/*/dist services/*/dist console/dist agent/dist/sandstream-agent.cjs |
   tar -C "$app" -xf -
 # The Lua scripts are read at run time from their source directories (lua-loader.ts).
 find libs services -path '*/node_modules' -prune -o -path '*/src/lua/*' -name '*.lua' -print |

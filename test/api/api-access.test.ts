@@ -57,6 +57,7 @@ describe('tenants', () => {
       ['GET', `/v1/sandboxes/${sid}/history`],
       ['GET', `/v1/sandboxes/${sid}/events`],
       ['POST', `/v1/sandboxes/${sid}/keepalive`],
+      ['POST', `/v1/sandboxes/${sid}/timeout`, { timeoutSeconds: 60 }],
       ['DELETE', `/v1/sandboxes/${sid}`],
       ['GET', `/v1/jobs/${job.jobId}`],
       ['GET', `/v1/jobs/${job.jobId}/events`],

@@ -432,7 +432,7 @@ describe('jobs', () => {
     // acme sees the pool open to all, filled to its min; not the one reserved for globex.
     await expect
       .poll(async () => (await call('GET', '/v1/pools', { key: acme })).body, { timeout: 60_000 })
-      .toEqual([{ template: 'warm', min: 1, max: 2, starting: 0, ready: 1 }]);
+      .toEqual([{ template: 'warm', min: 1, max: 2, starting: 0, ready: 1, hits: 0, misses: 0 }]);
     const admin = (await s.key('ops', true)).key;
     const all = await call<{ template: string; tenants?: string[] }[]>('GET', '/v1/pools', { key: admin });
     expect(all.body.map((p) => [p.template, p.tenants])).toEqual([

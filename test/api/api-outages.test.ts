@@ -1,4 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
+import diagnostics from 'node:diagnostics_channel';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { ProblemKinds, problemType } from '@sandstream/bus';
@@ -89,14 +90,14 @@ describe('the API while its Redis is down', () => {
   }, 90_000);
 
   it('a job follow over HTTP waits the 503s out and goes on once Redis is back', async () => {
-    // Redis is still down (the test above). The follow's requests are counted on their way out
-    // (the real fetch still makes them), so that Redis comes back only once it met a 503.
-    const realFetch = globalThis.fetch;
+    // Redis is still down (the test above). The follow's requests (node:http, as the SDK sends
+    // event streams) are counted on their way out, so that Redis comes back only once it met a 503.
     let asked = 0;
-    globalThis.fetch = (input, init) => {
-      if (String(input).includes('/v1/jobs/never-there/events')) asked++;
-      return realFetch(input, init);
+    const count = (message: unknown) => {
+      const { request } = message as { request: { path: string } };
+      if (request.path.includes('/v1/jobs/never-there/events')) asked++;
     };
+    diagnostics.subscribe('http.client.request.start', count);
     const client = new SandstreamClient({ url });
     try {
       const items: unknown[] = [];
@@ -110,7 +111,7 @@ describe('the API while its Redis is down', () => {
       await expect(followed).rejects.toBeInstanceOf(JobNotFoundError);
       expect(items).toEqual([]);
     } finally {
-      globalThis.fetch = realFetch;
+      diagnostics.unsubscribe('http.client.request.start', count);
       await client.close();
     }
   }, 90_000);

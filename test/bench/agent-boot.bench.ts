@@ -18,22 +18,13 @@
  *
  *   npx tsc -b && npx vite-node test/bench/agent-boot.bench.ts [runs]
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import {
-  childPids,
-  floorArgv,
-  percentile,
-  processRunTimeMs,
-  repoRoot,
-  rssKb,
-  startRedisServer,
-} from '@sandstream/test-support';
+import { floorArgv, percentile, repoRoot, rssKb } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
-import { Redis } from 'ioredis';
+import { HeartbeatWatch, stopChild } from '../helpers/heartbeat-boot.js';
 
 const RUNS = Number(process.argv[2] ?? 20);
 if (!Number.isInteger(RUNS) || RUNS < 1 || RUNS > 1000)
@@ -78,17 +69,8 @@ interface Sample {
 }
 
 async function main(): Promise<void> {
-  // K$: a keyspace notification for every string command, so each heartbeat SET is seen at once.
-  const server = await startRedisServer({ args: ['--notify-keyspace-events', 'K$'] });
-  const redis = new Redis(server.url);
-  const subscriber = new Redis(server.url);
-  const waiters = new Map<string, () => void>();
-  await subscriber.psubscribe('__keyspace@0__:sandbox:*:heartbeat');
-  subscriber.on('pmessage', (_pattern, channel: string, event: string) => {
-    if (event !== 'set') return;
-    const key = channel.slice('__keyspace@0__:'.length);
-    waiters.get(key)?.();
-  });
+  const watch = await HeartbeatWatch.start();
+  const { server, redis } = watch;
 
   const variants: Variant[] = [
     {
@@ -114,27 +96,11 @@ async function main(): Promise<void> {
     const jobId = `boot-${randomBytes(6).toString('hex')}`;
     const keys = sandboxKeys(jobId);
     const argv = variant.argv(server.url, server.port, keys.heartbeat, jobId);
-    const seen = new Promise<void>((resolve) => waiters.set(keys.heartbeat, resolve));
-    const started = performance.now();
-    const child: ChildProcess = spawn(argv[0] as string, argv.slice(1), { stdio: 'ignore', cwd: '/tmp' });
-    const exited = new Promise<never>((_, reject) =>
-      child.once('exit', (code) => reject(new Error(`${variant.name} exited (${code}) before its SET`))),
-    );
+    const { child, ms, cpuMs } = await watch.boot(argv, keys.heartbeat);
     try {
-      await Promise.race([seen, exited]);
-      const ms = performance.now() - started;
-      const pid = child.pid as number;
-      // The spawner helper the agent started is part of its boot's cost.
-      const cpuMs = [pid, ...childPids(pid)].reduce((sum, p) => sum + processRunTimeMs(p), 0);
-      return { ms, cpuMs, rssMb: rssKb(pid) / 1024 };
+      return { ms, cpuMs, rssMb: rssKb(child.pid as number) / 1024 };
     } finally {
-      waiters.delete(keys.heartbeat);
-      exited.catch(() => {});
-      if (child.exitCode === null && child.signalCode === null) {
-        const gone = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        await gone;
-      }
+      await stopChild(child);
       await redis.unlink(keys.heartbeat, keys.in, keys.events, keys.results);
     }
   }
@@ -147,9 +113,7 @@ async function main(): Promise<void> {
     for (const [k, v] of variants.entries()) samples[k]?.push(await once(v));
   }
   const loadAfter = loadavg()[0] as number;
-  await subscriber.quit();
-  await redis.quit();
-  await server.stop();
+  await watch.close();
 
   const median = (xs: number[]) =>
     percentile(

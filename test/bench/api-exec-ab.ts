@@ -8,12 +8,13 @@
  *
  *   API_AB='[{"name":"main","main":"/work/wt-main/services/api/dist/main.js"},
  *            {"name":"mine","main":"services/api/dist/main.js","env":{"X":"1"}}]' \
- *     npx vite-node test/bench/api-exec-ab.ts [iterations]
+ *     npx vite-node test/bench/api-exec-ab.ts [iterations] [json|sse]
  *
  * The stack's own API (this tree's build) is measured too, as `stack`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
+import { scopedJobId } from '@sandstream/bus';
 import { freePort, keepAliveClient, summarize } from '@sandstream/test-support';
 import { startApiStack } from '../helpers/api-stack.js';
 
@@ -25,6 +26,8 @@ interface ApiBuild {
 }
 
 const ITERATIONS = Number(process.argv[2] ?? 1000);
+/** `sse`: exec asks for the event stream (as the SDK does) instead of the JSON answer. */
+const AS_EVENTS = process.argv[3] === 'sse';
 const WARM_UP = 200;
 const builds = JSON.parse(process.env.API_AB ?? '[]') as ApiBuild[];
 const s = await startApiStack({ label: 'api-ab', apiEnv: { API_RATE_LIMIT_PER_MINUTE: '1000000' } });
@@ -59,9 +62,12 @@ try {
     apis.push({ name: build.name, url });
   }
   const id = await s.createSandbox(key);
-  const sandbox = s.stack.client.sandboxes.handle(id);
+  // The API answers the tenant's own id; over Redis the SDK names it by the internal one.
+  const sandbox = s.stack.client.sandboxes.handle(scopedJobId('bench', id));
   // One keep-alive connection per API, as api.bench.ts holds one.
-  const clients = apis.map(() => keepAliveClient(auth));
+  const clients = apis.map(() =>
+    keepAliveClient(AS_EVENTS ? { ...auth, accept: 'text/event-stream' } : auth),
+  );
   const send = (api: number, method: string, path: string, payload?: string) =>
     (clients[api] as ReturnType<typeof keepAliveClient>).send(`${apis[api]?.url}${path}`, method, payload);
   const body = JSON.stringify({ command: ['true'] });
@@ -76,7 +82,8 @@ try {
     for (let k = 0; k < apis.length; k++) {
       const api = (i + k) % apis.length; // no build always right after the SDK
       t = performance.now();
-      JSON.parse(await send(api, 'POST', `/v1/sandboxes/${id}/exec`, body));
+      const answer = await send(api, 'POST', `/v1/sandboxes/${id}/exec`, body);
+      if (!AS_EVENTS) JSON.parse(answer);
       const exec = performance.now() - t;
       t = performance.now();
       JSON.parse(await send(api, 'GET', '/v1/pools'));

@@ -5,14 +5,25 @@
  * 1. GET of a small page: p50 latency, proxy minus direct. Goal: ≤ +1 ms.
  * 2. A 50 MB chunked download: throughput, proxy over direct. Goal: ≥ 0.7×.
  *
- *   npm run build && npx vite-node test/bench/preview-proxy.bench.ts [rounds] [downloads]
+ * Also the API process's own CPU time (user + system, /proc) per proxied page GET: what the proxy
+ * itself costs, which a loaded machine's scheduling does not inflate the way it does latency.
+ *
+ *   npm run build && npx vite-node test/bench/preview-proxy.bench.ts [rounds] [downloads] [block]
+ *
+ * `block` (default 20): requests per side before switching; 1 alternates every request, so a
+ * burst of the machine's load falls on both sides alike. Also printed: the median of the paired
+ * differences (each proxied GET minus the direct GET just before it).
+ *
+ * PREVIEW_BENCH_CPU_PROF=<dir>: the API process writes a CPU profile there (node --cpu-prof).
  */
+import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { summarize } from '@sandstream/test-support';
 import { startPreviewStack } from '../helpers/preview-stack.js';
 
 const ROUNDS = Number(process.argv[2] ?? 400);
 const DOWNLOADS = Number(process.argv[3] ?? 6);
+const BLOCK = Number(process.argv[4] ?? 20);
 const MB = 1024 * 1024;
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
@@ -33,7 +44,18 @@ const get = (url: string, headers: Record<string, string>) =>
     req.end();
   });
 
-const stack = await startPreviewStack('preview-bench');
+/** A process's CPU time so far (user + system), in ms, from /proc (Linux). */
+const cpuMsOf = (pid: number): number => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  // utime and stime are fields 14 and 15 of stat, 12 and 13 after the command name; in ticks of 10 ms.
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+};
+
+const profileDir = process.env.PREVIEW_BENCH_CPU_PROF;
+const stack = await startPreviewStack(
+  'preview-bench',
+  profileDir ? { apiNodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] } : {},
+);
 const { s, key } = stack;
 try {
   const created = await s.request('/v1/sandboxes', {
@@ -64,14 +86,38 @@ try {
   }
   const directMs: number[] = [];
   const proxyMs: number[] = [];
-  for (let block = 0; block < ROUNDS / 20; block++) {
-    for (let i = 0; i < 20; i++) directMs.push(await timed(`${direct}/`, {}));
-    for (let i = 0; i < 20; i++) proxyMs.push(await timed(`${proxied}/`, auth));
+  const apiPid = s.api.child.pid as number;
+  let apiCpuMs = 0;
+  // The API's CPU while the direct blocks run (nothing of theirs passes it): its background work
+  // (timers, Redis health, metrics), over as many requests, subtracted from the proxied blocks'.
+  let idleCpuMs = 0;
+  let idleWallMs = 0;
+  let proxyWallMs = 0;
+  for (let block = 0; block < ROUNDS / BLOCK; block++) {
+    const idleBefore = cpuMsOf(apiPid);
+    const idleStart = performance.now();
+    for (let i = 0; i < BLOCK; i++) directMs.push(await timed(`${direct}/`, {}));
+    idleCpuMs += cpuMsOf(apiPid) - idleBefore;
+    idleWallMs += performance.now() - idleStart;
+    const proxyStart = performance.now();
+    const cpuBefore = cpuMsOf(apiPid);
+    for (let i = 0; i < BLOCK; i++) proxyMs.push(await timed(`${proxied}/`, auth));
+    apiCpuMs += cpuMsOf(apiPid) - cpuBefore;
+    proxyWallMs += performance.now() - proxyStart;
   }
+  // Background CPU at the direct blocks' rate, over the proxied blocks' time.
+  const backgroundMs = idleWallMs > 0 ? (idleCpuMs / idleWallMs) * proxyWallMs : 0;
   const d = summarize(directMs);
   const p = summarize(proxyMs);
   console.log(
     `page GET p50: direct ${d.p50.toFixed(2)} ms, proxy ${p.p50.toFixed(2)} ms, delta +${(p.p50 - d.p50).toFixed(2)} ms (p99 ${d.p99.toFixed(2)} / ${p.p99.toFixed(2)} ms, ${directMs.length} each)`,
+  );
+  const paired = summarize(proxyMs.map((ms, i) => ms - (directMs[i] as number))).p50;
+  console.log(
+    `paired difference p50 (proxied GET minus its direct counterpart, blocks of ${BLOCK}): +${paired.toFixed(2)} ms`,
+  );
+  console.log(
+    `API CPU per proxied page GET: ${((apiCpuMs - backgroundMs) / proxyMs.length).toFixed(3)} ms (user + system, ${proxyMs.length} requests; ${(apiCpuMs / proxyMs.length).toFixed(3)} ms before its background of ${(backgroundMs / proxyMs.length).toFixed(3)} ms is taken off)`,
   );
 
   const directRates: number[] = [];

@@ -11,11 +11,16 @@
  * baseline; medians. Peak RSS of this process is printed: the snapshot is never held whole.
  *
  *   npm run build && npx vite-node test/bench/snapshot.bench.ts [MB] [rounds]
+ *
+ * With SNAPSHOT_BENCH_PROFILE=<dir>, a CPU profile of this process is written there for each
+ * round's snapshot and restore alone (snapshot-N.cpuprofile, restore-N.cpuprofile), without the
+ * bench's own set-up and baselines.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { Session } from 'node:inspector/promises';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SnapshotStore } from '@sandstream/bus';
 import { captureTree, decodeSnapshot, encodeSnapshot, TreeRestore } from '@sandstream/sandbox';
@@ -59,6 +64,25 @@ function makeWorkspace(dir: string): number {
   return large * 1024 * 1024 + smallTotal;
 }
 
+const PROFILE_DIR = process.env.SNAPSHOT_BENCH_PROFILE;
+
+/** Runs `what` under the CPU profiler when SNAPSHOT_BENCH_PROFILE names a directory. */
+async function profiled<T>(name: string, what: () => Promise<T>): Promise<T> {
+  if (!PROFILE_DIR) return what();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  try {
+    return await what();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    mkdirSync(PROFILE_DIR, { recursive: true });
+    writeFileSync(join(PROFILE_DIR, `${name}.cpuprofile`), JSON.stringify(profile));
+    session.disconnect();
+  }
+}
+
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] as number;
@@ -78,6 +102,8 @@ async function main(): Promise<void> {
       tar: [] as number[],
       restore: [] as number[],
       untar: [] as number[],
+      snapRatio: [] as number[],
+      restoreRatio: [] as number[],
     };
     let stored = 0;
     for (let round = 0; round < ROUNDS; round++) {
@@ -88,7 +114,9 @@ async function main(): Promise<void> {
 
       const id = `snap-${randomBytes(10).toString('hex')}`;
       t = performance.now();
-      const put = await store.put(id, encodeSnapshot(captureTree(work, 'work')));
+      const put = await profiled(`snapshot-${round + 1}`, () =>
+        store.put(id, encodeSnapshot(captureTree(work, 'work'))),
+      );
       results.snap.push(mb / ((performance.now() - t) / 1000));
       stored = put.sizeBytes;
 
@@ -103,12 +131,25 @@ async function main(): Promise<void> {
       rmSync(restoreDir, { recursive: true, force: true });
       mkdirSync(restoreDir);
       t = performance.now();
-      const tree = new TreeRestore(restoreDir, 'work');
-      for await (const entry of decodeSnapshot(await store.open(id, put))) await tree.apply(entry);
-      await tree.finish();
+      await profiled(`restore-${round + 1}`, async () => {
+        const tree = new TreeRestore(restoreDir, 'work');
+        try {
+          for await (const entry of decodeSnapshot(await store.open(id, put))) await tree.apply(entry);
+          await tree.finish();
+        } finally {
+          tree.close();
+        }
+      });
       results.restore.push(mb / ((performance.now() - t) / 1000));
       execFileSync('diff', ['-r', '-q', work, restoreDir]);
       await store.delete(id);
+      // Per round as well: on a loaded machine a round's pair is measured closer together than the medians.
+      const last = (xs: number[]) => xs[xs.length - 1] as number;
+      results.snapRatio.push(last(results.snap) / last(results.tar));
+      results.restoreRatio.push(last(results.restore) / last(results.untar));
+      console.log(
+        `round ${round + 1}: snapshot ${last(results.snapRatio).toFixed(2)}x, restore ${last(results.restoreRatio).toFixed(2)}x (load ${loadavg()[0]?.toFixed(1)})`,
+      );
     }
     const base = statSync(join(root, 'base.tar.gz')).size;
     const [snap, tar, restore, untar] = [results.snap, results.tar, results.restore, results.untar].map(
@@ -125,6 +166,9 @@ async function main(): Promise<void> {
     console.log('| | Sandstream | baseline | ratio |\n|---|---|---|---|');
     console.log(line('snapshot (capture + gzip-1 + NATS object store)', snap, tar, 'tar | gzip -1 > file'));
     console.log(line('restore (verify + read + write tree)', restore, untar, 'gzip -dc | tar -x'));
+    console.log(
+      `median of the rounds' ratios (each pair measured back to back): snapshot ${median(results.snapRatio).toFixed(2)}x, restore ${median(results.restoreRatio).toFixed(2)}x`,
+    );
     console.log(`peak RSS of this process: ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`);
   } finally {
     await nc.close();

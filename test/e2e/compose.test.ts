@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { SandstreamClient } from '@sandstream/client';
-import { dockerEngine, findCarrierImage, repoRoot } from '@sandstream/test-support';
+import { dockerEngine, findCarrierImage, repoRoot, runCommand } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ComposeLeftovers, ComposeStack } from '../helpers/compose-stack.js';
 import { PrometheusServer } from '../helpers/prometheus-server.js';
@@ -36,9 +36,9 @@ async function timed<T>(what: string, work: () => T | Promise<T>): Promise<T> {
   }
 }
 
-function buildImages(): void {
+async function buildImages(): Promise<void> {
   for (const script of ['datastores.sh', 'services.sh']) {
-    const res = spawnSync('bash', [`${repoRoot}scripts/images/${script}`], { encoding: 'utf8' });
+    const res = await runCommand('bash', [`${repoRoot}scripts/images/${script}`]);
     if (res.status !== 0) throw new Error(`scripts/images/${script} failed: ${res.stderr}`);
   }
 }
@@ -63,7 +63,7 @@ describe.skipIf(!run)('docker-compose.yml brought up for real', () => {
     await client?.close().catch(() => undefined);
     // Only after a failure: the last test takes the stack down and checks that nothing is left.
     if (stack && !down) {
-      stack.down();
+      await stack.down();
       stack.purgeSandboxes();
     }
     const total = (performance.now() - started) / 1000;

@@ -1,3 +1,6 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createKeySpace, SnapshotRecords } from '@sandstream/bus';
 import { NatsServer, pollUntil } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,8 +12,11 @@ import { type Stack, startStack } from '../helpers/services-stack.js';
 describe('kill -9 of pod-lifecycle mid-snapshot', () => {
   let nats: NatsServer;
   let stack: Stack;
+  let cacheRoot: string;
   beforeAll(async () => {
     nats = await NatsServer.start({ jetstream: true });
+    // The killed replica's half-written spool (capture-cache.ts) stays in its own directory, removed here.
+    cacheRoot = await mkdtemp(join(tmpdir(), 'snap-chaos-cache-'));
     stack = await startStack({
       label: 'snap-chaos',
       env: {
@@ -18,12 +24,14 @@ describe('kill -9 of pod-lifecycle mid-snapshot', () => {
         LOG_ARCHIVE: 'off',
         SNAPSHOT_UPLOAD_GRACE_SECONDS: '10',
         REAPER_INTERVAL_SECONDS: '2',
+        SNAPSHOT_CACHE_DIR: cacheRoot,
       },
     });
   }, 120_000);
   afterAll(async () => {
     await stack?.stop();
     await nats?.stop();
+    if (cacheRoot) await rm(cacheRoot, { recursive: true, force: true });
   }, 120_000);
 
   it('leaves nothing listed, thaws the sandbox, and the reaper clears the upload', async () => {

@@ -1,12 +1,15 @@
-import { SnapshotStore } from '@sandstream/bus';
+import { randomUUID } from 'node:crypto';
+import { JobStore, parseLiveSandboxSpec, QueueNames, SnapshotStore, submitParsedJob } from '@sandstream/bus';
 import {
   type Sandbox,
+  SandboxClosedError,
   SandboxLimitError,
   SandboxNotFoundError,
   SnapshotCorruptError,
   SnapshotNotFoundError,
 } from '@sandstream/client';
 import { liveBackends, NatsServer, testRedisUrl } from '@sandstream/test-support';
+import { Queue } from 'bullmq';
 import { connect as connectNats } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli-run.js';
@@ -35,6 +38,10 @@ for (const backend of liveBackends()) {
           NATS_URL: nats.url,
           LOG_ARCHIVE: 'off',
           SNAPSHOT_MAX_COUNT_PER_TENANT: String(MAX_SNAPSHOTS),
+          // Every restore here reads the object store (a damaged stored object must be refused,
+          // not served whole from pod-lifecycle's local capture cache), and forks wait for their
+          // snapshot's upload as forks on another node do. The cache: fork-cache.test.ts.
+          SNAPSHOT_CACHE_MAX_BYTES: '0',
         },
       });
       for (const transport of TRANSPORTS)
@@ -99,6 +106,61 @@ for (const backend of liveBackends()) {
       expect(await sh(source, 'cat state.txt')).toBe('shared\n');
     }, 300_000);
 
+    it('a sandbox from a snapshot holds its files at its first running, with no client step; a missing one fails the start naming it', async () => {
+      const view = views.get('redis') as TransportView;
+      const source = await create(view, { tenant: 'snap-s' });
+      await sh(source, 'mkdir -p deep && echo at-start > deep/f.txt');
+      const taken = await source.snapshot();
+      // Submitted as any producer submits a spec (no SDK create, so nobody but the services acts on
+      // fromSnapshot): its first command, sent the moment it is running, sees the snapshot's files.
+      const store = new JobStore({ redis: stack.redis, keys: stack.client.keys });
+      const jobs = new Queue(QueueNames.jobs, {
+        connection: stack.redis,
+        prefix: stack.client.keys.bullPrefix,
+      });
+      const submitRaw = async (fromSnapshot: string) => {
+        const id = `raw-${randomUUID()}`;
+        await submitParsedJob(
+          store,
+          jobs,
+          parseLiveSandboxSpec({ id, tenant: 'snap-s', image: backend.image, fromSnapshot }),
+        );
+        return id;
+      };
+      try {
+        const id = await submitRaw(taken.snapshotId);
+        const copy = await view.client.sandboxes.connect(id);
+        open.push(copy);
+        expect(await sh(copy, 'cat deep/f.txt')).toBe('at-start\n');
+
+        // A snapshot that is not there: the start fails for good, its reason naming the snapshot.
+        const missing = `snap-${'0'.repeat(20)}`;
+        const refused = await submitRaw(missing);
+        await expect(view.client.sandboxes.connect(refused)).rejects.toThrow(SandboxClosedError);
+        const failed = await view.client.sandboxes.get(refused);
+        expect(failed?.state).toBe('failed');
+        expect(failed?.message).toContain(`snapshot ${missing} not found`);
+
+        // Over HTTP, a bare POST /v1/sandboxes naming only the snapshot: the API fills in its
+        // spec, the services its files; the first exec right after the answer sees them.
+        const http = views.get('http') as TransportView;
+        const httpSource = await create(http);
+        await sh(httpSource, 'echo over-http > h.txt');
+        const httpSnap = await httpSource.snapshot();
+        const answer = await fetch(`${http.url}/v1/sandboxes`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ fromSnapshot: httpSnap.snapshotId }),
+        });
+        expect(answer.status, await answer.clone().text()).toBe(201);
+        const viaApi = http.client.sandboxes.handle(((await answer.json()) as { id: string }).id);
+        open.push(viaApi);
+        expect(await sh(viaApi, 'cat h.txt')).toBe('over-http\n');
+      } finally {
+        await jobs.close();
+      }
+    }, 240_000);
+
     it('creates from a snapshot; the CLI prints ids alone; another tenant finds nothing', async () => {
       const view = views.get('redis') as TransportView;
       const source = await create(view, { tenant: 'snap-a' });
@@ -155,6 +217,10 @@ for (const backend of liveBackends()) {
       await sh(sandbox, 'echo after > r.bin');
       await expect(sandbox.restore(taken.snapshotId)).rejects.toThrow(SnapshotCorruptError);
       await expect(sandbox.restore(taken.snapshotId)).rejects.toThrow(/truncated in storage/);
+      // A sandbox created from it is refused the same way, by pod-lifecycle as it starts.
+      await expect(
+        view.client.sandboxes.create({ tenant: 'snap-q', fromSnapshot: taken.snapshotId }),
+      ).rejects.toThrow(new RegExp(`snapshot ${taken.snapshotId} is truncated in storage`));
       expect(await sh(sandbox, 'cat r.bin')).toBe('after\n');
 
       const held = (await view.client.snapshots.forTenant('snap-q').list()).length;

@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { logArchiveNames } from '@sandstream/bus';
@@ -36,13 +37,17 @@ describe('npm start (scripts/start.mjs)', () => {
       })
       .catch(() => undefined);
     expect(output()).toMatch(/✓ step-dispatcher#2 ready/);
+    // The backend it chose and why, on the terminal.
+    expect(output()).toContain('sandbox backend: inprocess (SANDBOX_TYPE=inprocess is set; ');
+    // The demo's job id once: "submitted <id>" (stdout is not a terminal here, so the id alone too).
+    expect(output()).toMatch(/^submitted \S+$/m);
     expect(output()).toMatch(/▶ step-4 {2}find the greeting — grep: hello in hello/);
     expect(output()).toContain('  │ hello from sandstream');
     expect(output()).toMatch(/job finished \(sandstream exit code 0\)/);
     // Both API replicas print their URL; the first on API_PORT, anonymous from loopback allowed.
-    const urls = [...output().matchAll(/✓ api#\d ready .*HTTP API (http:\/\/127\.0\.0\.1:\d+)/g)].map(
-      (m) => m[1],
-    );
+    const urls = [
+      ...output().matchAll(/✓ api#\d ready .*HTTP API and web console (http:\/\/127\.0\.0\.1:\d+)/g),
+    ].map((m) => m[1]);
     expect(urls).toHaveLength(2);
     expect(urls[0]).toBe(`http://127.0.0.1:${apiPort}`);
     for (const url of urls) {
@@ -66,6 +71,53 @@ describe('npm start (scripts/start.mjs)', () => {
     rmSync(cacheDir, { recursive: true, force: true });
   }, 240_000);
 
+  it('says on the terminal why a service could not start, and starts one whose port was taken meanwhile again on another', async () => {
+    const namespace = uniqueNamespace('start-clash');
+    const cacheDir = mkdtempSync(join(tmpdir(), 'sandstream-start-cache-'));
+    const apiPort = await freePort();
+    // Free on 127.0.0.1, where start.mjs looks, but taken for an API listening on every address:
+    // the API exits with EADDRINUSE after start.mjs chose its port, as when another program binds
+    // it in between.
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(apiPort, '127.0.0.2', resolve));
+    const { NATS_URL: _noNats, ...parentEnv } = process.env;
+    const { child, output, exited } = spawnStartScript(['--namespace', namespace, '--no-job'], {
+      ...parentEnv,
+      API_PORT: String(apiPort),
+      API_HOST: '0.0.0.0',
+      LOG_ARCHIVE: 'off',
+      SANDSTREAM_CACHE_DIR: cacheDir,
+      REDIS_URL: testRedisUrl(),
+      SANDBOX_TYPE: 'inprocess',
+      SANDSTREAM_SKIP_BOOTSTRAP: '1',
+    });
+    try {
+      await vi
+        .waitUntil(() => /✓ api ready|✗/.test(output()) || child.exitCode !== null, {
+          timeout: 180_000,
+          interval: 200,
+        })
+        .catch(() => undefined);
+      expect(output()).toMatch(
+        new RegExp(
+          `api: a port was taken before it listened \\(api failed to start: .*EADDRINUSE.*${apiPort}.*\\); starting it again`,
+        ),
+      );
+      const ready = /✓ api ready .*HTTP API and web console http:\/\/127\.0\.0\.1:(\d+)/.exec(output());
+      expect(ready?.[1]).toBeDefined();
+      expect(Number(ready?.[1])).not.toBe(apiPort);
+      expect(output()).not.toContain('✗');
+      expect((await fetch(`http://127.0.0.1:${ready?.[1]}/v1/jobs?limit=1`)).status).toBe(200);
+      // Its log is in the run's cache directory, not the checkout's.
+      expect(readFileSync(join(cacheDir, 'start-logs', 'api.log'), 'utf8')).toContain('EADDRINUSE');
+    } finally {
+      child.kill('SIGINT');
+      await exited;
+      squatter.close();
+      rmSync(cacheDir, { recursive: true, force: true });
+    }
+  }, 240_000);
+
   it('without REDIS_URL and NATS_URL runs its own Redis and NATS (log archive on) that the CLI finds with no flags, and gives each process its own metrics port', async () => {
     const home = mkdtempSync(join(tmpdir(), 'sandstream-start-'));
     const cacheDir = join(home, '.cache');
@@ -78,10 +130,12 @@ describe('npm start (scripts/start.mjs)', () => {
       LOG_ARCHIVE: _noArchiveSetting,
       ...env
     } = process.env;
+    // `npm start --no-job` as typed (no `--`): npm keeps the flag and passes npm_config_job=''.
     const { child, output, exited } = spawnStartScript(
-      ['--namespace', namespace, '--scale', 'dispatcher=2', '--no-job'],
+      ['--namespace', namespace, '--scale', 'dispatcher=2'],
       {
         ...env,
+        npm_config_job: '',
         SANDSTREAM_CACHE_DIR: cacheDir,
         SANDSTREAM_METRICS_PORT: String(metricsBase),
         API_PORT: String(await freePort()),
@@ -91,6 +145,8 @@ describe('npm start (scripts/start.mjs)', () => {
     );
     try {
       await expect.poll(output, { timeout: 120_000 }).toContain('press Ctrl-C');
+      expect(output()).toContain('npm took --no-job as its own option; honoured, but write it after --');
+      expect(output()).not.toContain('$ sandstream submit');
       const port = Number(/Redis: embedded, 127\.0\.0\.1:(\d+)/.exec(output())?.[1]);
       expect(port).toBeGreaterThan(0);
 

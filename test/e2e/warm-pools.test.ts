@@ -1,7 +1,13 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createKeySpace, type JobRecord, type PoolMember, WarmPoolStore } from '@sandstream/bus';
+import {
+  createKeySpace,
+  type JobRecord,
+  PoolClaimCounts,
+  type PoolMember,
+  WarmPoolStore,
+} from '@sandstream/bus';
 import { DEFAULT_INPROCESS_REGISTRY_KEY } from '@sandstream/sandbox';
 import { liveBackends, testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
@@ -80,6 +86,10 @@ describe.each(liveBackends())('warm pools ($name backend)', ({ image, env }) => 
         m.pool === pool && m.state === 'ready' && (specHash === undefined || m.specHash === specHash),
     );
 
+  // What GET /v1/pools reports as hits and misses (counted after the claim, so polled).
+  const claims = async (pool: string) =>
+    (await new PoolClaimCounts(stack.redis, createKeySpace(stack.namespace)).of([pool])).get(pool);
+
   async function finished(jobId: string): Promise<JobRecord> {
     const record = await stack.client.wait(jobId, { timeoutMs: 30_000 });
     expect(record.state, `${record.reason}\n${stack.logs().slice(-3000)}`).toBe('succeeded');
@@ -102,6 +112,7 @@ describe.each(liveBackends())('warm pools ($name backend)', ({ image, env }) => 
     const record = await finished(jobId);
     expect(record.sandbox?.start).toEqual({ kind: 'warm' });
     expect(before.has(record.sandbox?.member as string)).toBe(true);
+    await expect.poll(() => claims('warm'), { timeout: 10_000 }).toEqual({ hits: 1, misses: 0 });
     expect(await outputLines(stack.client, jobId)).toEqual(['step-1:hi hello late']);
     // The pool is refilled to its min, without the claimed member (it served once, and went).
     await expect.poll(async () => (await ready('warm')).length, { timeout: 30_000 }).toBe(2);
@@ -125,6 +136,20 @@ describe.each(liveBackends())('warm pools ($name backend)', ({ image, env }) => 
     const record = await finished(jobId);
     expect(record.sandbox?.start).toEqual({ kind: 'cold', reason: 'spec-differs: resources' });
     expect(record.sandbox?.member).toBeUndefined();
+    await expect.poll(() => claims('warm'), { timeout: 10_000 }).toEqual({ hits: 1, misses: 1 });
+  }, 60_000);
+
+  it('serves a request with labels warm: labels bind late, like env', async () => {
+    await expect.poll(async () => (await ready('warm')).length, { timeout: 30_000 }).toBeGreaterThan(0);
+    const { jobId } = await stack.client.submit({
+      id: id('labelled'),
+      template: 'warm',
+      labels: { team: 'search', 'example.com/run': 'r1' },
+      steps: [{ command: 'true' }],
+    });
+    const record = await finished(jobId);
+    expect(record.sandbox?.start).toEqual({ kind: 'warm' });
+    expect((record.spec as { labels?: unknown }).labels).toEqual({ team: 'search', 'example.com/run': 'r1' });
   }, 60_000);
 
   it('serves a reserved pool only to its tenants', async () => {

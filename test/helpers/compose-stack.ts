@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
-import { freePort, pollUntil, repoRoot } from '@sandstream/test-support';
+import { freePort, pollUntil, repoRoot, runOrThrow } from '@sandstream/test-support';
 
 /** The services of docker-compose.yml, each with the variable naming its metrics port on the host. */
 export const COMPOSE_SERVICES = {
@@ -95,12 +95,24 @@ export class ComposeStack {
     );
   }
 
+  /** compose() for the slow commands (up, down), without blocking the test's worker. */
+  private composeAsync(...args: string[]): Promise<string> {
+    return runOrThrow(
+      'docker-compose',
+      ['-p', this.project, '-f', `${repoRoot}docker-compose.yml`, ...args],
+      {
+        cwd: repoRoot,
+        env: this.env,
+      },
+    );
+  }
+
   /**
    * Starts Redis and NATS, then the services once Redis is healthy (their depends_on), and waits
    * until every container with a health check reports healthy (docker-compose 1 has no --wait).
    */
   async up(timeoutMs = 120_000): Promise<void> {
-    this.compose('up', '-d', '--no-build', ...this.services);
+    await this.composeAsync('up', '-d', '--no-build', ...this.services);
     const ids = lines(this.compose('ps', '-q'));
     await pollUntil(
       `${this.project}'s containers healthy`,
@@ -126,8 +138,8 @@ export class ComposeStack {
   }
 
   /** Stops and removes the containers, networks and volumes of the project; idempotent. */
-  down(): void {
-    this.compose('down', '--volumes', '--remove-orphans', '--timeout', '10');
+  async down(): Promise<void> {
+    await this.composeAsync('down', '--volumes', '--remove-orphans', '--timeout', '10');
   }
 
   /**

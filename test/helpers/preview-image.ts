@@ -1,7 +1,7 @@
-import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runCommand } from '@sandstream/test-support';
 import type Docker from 'dockerode';
 
 export const PREVIEW_TEST_IMAGE = 'sandstream/preview-test:node';
@@ -24,7 +24,7 @@ export async function buildPreviewImage(docker: Docker): Promise<string> {
       join(dir, 'Dockerfile'),
       'FROM sandstream/debian:bookworm\nCOPY node /usr/local/bin/node\n',
     );
-    const built = spawnSync('docker', ['build', '-q', '-t', PREVIEW_TEST_IMAGE, dir], { encoding: 'utf8' });
+    const built = await runCommand('docker', ['build', '-q', '-t', PREVIEW_TEST_IMAGE, dir]);
     if (built.status !== 0) throw new Error(`docker build ${PREVIEW_TEST_IMAGE}: ${built.stderr}`);
     return PREVIEW_TEST_IMAGE;
   } finally {

@@ -20,7 +20,10 @@ export interface PreviewStack {
  * its gateway too), with the preview test image as the default: what the preview proxy's tests
  * and benchmark run against.
  */
-export async function startPreviewStack(label: string): Promise<PreviewStack> {
+export async function startPreviewStack(
+  label: string,
+  options: { apiNodeArgs?: string[] } = {},
+): Promise<PreviewStack> {
   const { docker } = await dockerEngine(label);
   const network = `sandstream-test-${label}-${randomBytes(3).toString('hex')}`;
   await docker.createNetwork({
@@ -59,6 +62,7 @@ export async function startPreviewStack(label: string): Promise<PreviewStack> {
         SANDSTREAM_ALLOW_OPEN_REDIS: '1',
       },
       apiEnv: { API_DEFAULT_IMAGE: image, API_ANONYMOUS: 'off', API_RATE_LIMIT_PER_MINUTE: '1000000' },
+      ...(options.apiNodeArgs ? { apiNodeArgs: options.apiNodeArgs } : {}),
     });
     const { key } = await s.key('preview');
     const serve = async (sandbox: string, port: number) => {

@@ -44,6 +44,10 @@ export async function startStack(
     only?: readonly ServiceName[];
     /** The stack's Redis for the suite's own client (default: the shared Redis). */
     redis?: () => Redis | Cluster;
+    /** Extra node flags for every service process (e.g. `--cpu-prof`). */
+    nodeArgs?: string[];
+    /** Extra node flags for one service's processes (e.g. `--cpu-prof` for the reaper alone). */
+    nodeArgsOf?: Partial<Record<ServiceName, string[]>>;
   } = {},
 ): Promise<Stack> {
   const namespace = uniqueNamespace(options.label ?? 'e2e');
@@ -56,6 +60,10 @@ export async function startStack(
     REAPER_JOB_GLOB: `${namespace}-*`,
     ...options.env,
   };
+  const nodeArgs = (name: ServiceName) => [
+    ...(options.nodeArgs ?? []),
+    ...(options.nodeArgsOf?.[name] ?? []),
+  ];
   const services = new Map<ServiceName, RunningService[]>();
   const retired: RunningService[] = [];
   const startAll = async (scale: Partial<Record<ServiceName, number>>) => {
@@ -63,7 +71,9 @@ export async function startStack(
       await Promise.all(
         (options.only ?? SERVICE_NAMES).map(async (name) => {
           const list: RunningService[] = [];
-          for (let i = 0; i < (scale[name] ?? 1); i++) list.push(await startService(name, env));
+          for (let i = 0; i < (scale[name] ?? 1); i++) {
+            list.push(await startService(name, env, { nodeArgs: nodeArgs(name) }));
+          }
           services.set(name, list);
         }),
       );
@@ -89,7 +99,7 @@ export async function startStack(
         await victim.kill9();
         retired.push(victim);
       }
-      list.push(await startService(name, env));
+      list.push(await startService(name, env, { nodeArgs: nodeArgs(name) }));
     },
     stopServices: async () => {
       stoppedScale = Object.fromEntries([...services].map(([name, list]) => [name, list.length]));

@@ -8,7 +8,7 @@ import type {
 } from '@kubernetes/client-node';
 import { demuxDockerLog } from '@sandstream/sandbox';
 import type Docker from 'dockerode';
-import { badRequest } from './api-status.js';
+import { badRequest, notFound } from './api-status.js';
 import { containerOptions } from './container-options.js';
 import { cutLog } from './docker-logs.js';
 import { ContainerConfigError, resolveEnv } from './env-resolver.js';
@@ -423,6 +423,21 @@ export class DockerPodRunner {
       .getContainer(container.dockerId)
       .logs({ stdout: true, stderr: true, follow: false });
     return cutLog(demuxDockerLog(raw as unknown as Buffer), tailLines, limitBytes);
+  }
+
+  /** The Docker id of a pod's running container, for exec (a container name is needed when the pod has several). */
+  runningContainer(namespace: string, name: string, containerName: string | undefined): string {
+    const runtime = this.pods.get(DockerPodRunner.key(namespace, name));
+    if (!runtime || runtime.deleting) throw notFound('Pod', name);
+    const mains = runtime.containers.filter((c) => !c.isInit);
+    const chosen = containerName ?? (mains.length === 1 ? mains[0]!.spec.name : undefined);
+    if (!chosen) throw badRequest(`a container name must be specified for pod ${name}`);
+    const container = runtime.containers.find((c) => c.spec.name === chosen);
+    if (!container) throw badRequest(`container ${chosen} is not valid for pod ${name}`);
+    if (!container.dockerId || !container.state.running) {
+      throw badRequest(`unable to upgrade connection: container ${chosen} not found in pod ${name}`);
+    }
+    return container.dockerId;
   }
 
   /** Removes the volume behind a deleted claim (its data goes, as with a Delete reclaim policy). */

@@ -9,6 +9,7 @@ import { startGarbageCollector } from './garbage-collector.js';
 import { type KubeObject, kindNames, type ResourceKind } from './kube-object.js';
 import { schemaProblem } from './manifest-validation.js';
 import { ObjectStore } from './object-store.js';
+import { podExecUpgrade } from './pod-exec.js';
 import { matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.js';
 import { serveWatch } from './watch-stream.js';
 
@@ -83,7 +84,7 @@ const optionalInt = (value: string | null) => (value === null || value === '' ? 
 
 /**
  * A test double of the few Kubernetes API endpoints the sandbox backend calls — pods (create,
- * get, list, watch, delete, status, log), secrets, persistentvolumeclaims and networkpolicies —
+ * get, list, watch, delete, status, log, exec), secrets, persistentvolumeclaims and networkpolicies —
  * over plain HTTP without authentication. It is not a Kubernetes: one node, no controllers but the
  * owner-reference part of the garbage collector, no admission beyond schema validation and an
  * optional pod quota, NetworkPolicies stored but not enforced. Pods really run, on the local
@@ -289,6 +290,8 @@ export async function startKubeApiStandin(options: KubeApiStandinOptions): Promi
       else sendJson(res, status.code, status.toStatus());
     });
   });
+  // pods/exec is a WebSocket upgrade, not a request: served beside the routes above.
+  server.on('upgrade', podExecUpgrade({ docker: options.docker, runner }));
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 

@@ -1,6 +1,7 @@
 import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import { pollUntil } from '@sandstream/test-support';
 import { describe, expect, it } from 'vitest';
+import { MALLOC_CHUNK_HEADER, PAGE, parseSeaBlob } from '../../scripts/sea-blob.mjs';
 import {
   deleteKeys,
   popResult,
@@ -38,6 +39,52 @@ function blobSegment(executable: string): { offset: number; size: number } {
     if (size > best.size) best = { offset: Number(table.readBigUInt64LE(at + 8)), size };
   }
   return best;
+}
+
+/** The SEA blob (the NODE_SEA_BLOB note's desc) and its offset in the file. */
+function seaBlob(executable: string): { at: number; blob: Buffer } {
+  const segment = blobSegment(executable);
+  const bytes = Buffer.alloc(segment.size);
+  const fd = openSync(executable, 'r');
+  try {
+    readSync(fd, bytes, 0, bytes.length, segment.offset);
+  } finally {
+    closeSync(fd);
+  }
+  // Notes: u32 name size, u32 desc size, u32 type, the name and the desc (each 4-byte aligned).
+  const align4 = (n: number) => (n + 3) & ~3;
+  for (let at = 0; at + 12 <= bytes.length; ) {
+    const nameSize = bytes.readUInt32LE(at);
+    const descSize = bytes.readUInt32LE(at + 4);
+    const name = bytes.toString('latin1', at + 12, at + 12 + nameSize - 1);
+    const desc = at + 12 + align4(nameSize);
+    if (name === 'NODE_SEA_BLOB')
+      return { at: segment.offset + desc, blob: bytes.subarray(desc, desc + descSize) };
+    at = desc + align4(descSize);
+  }
+  throw new Error(`no NODE_SEA_BLOB note in ${executable}`);
+}
+
+/** The process's mappings of `file`: file offset, size and anonymous kB of each. */
+function mappingsOf(pid: number, file: string): { offset: number; sizeKb: number; anonKb: number }[] {
+  const found: { offset: number; sizeKb: number; anonKb: number }[] = [];
+  let current: { offset: number; sizeKb: number; anonKb: number } | undefined;
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ ([0-9a-f]+) \S+ \d+\s+(.*)$/.exec(line);
+    if (head) {
+      current =
+        head[2] === file
+          ? { offset: Number.parseInt(head[1] as string, 16), sizeKb: 0, anonKb: 0 }
+          : undefined;
+      if (current) found.push(current);
+      continue;
+    }
+    const size = current ? /^Size:\s+(\d+) kB/.exec(line) : null;
+    if (current && size) current.sizeKb = Number(size[1]);
+    const anon = current ? /^Anonymous:\s+(\d+) kB/.exec(line) : null;
+    if (current && anon) current.anonKb = Number(anon[1]);
+  }
+  return found;
 }
 
 /** Resident kB of the process's mapping of `file` that starts at file offset `offset`. */
@@ -92,6 +139,56 @@ describe('the startup blob release', () => {
       expect(result.exitCode).toBe(0);
       const lines = (await readEvents(redis, agent.keys, 'after')).filter((e) => e.kind === 'stdout');
       expect(lines.map((e) => e.line)).toEqual(['still here']);
+    } finally {
+      await stopAgent(agent);
+      await deleteKeys(redis, agent.keys);
+      await redis.quit();
+    }
+  }, 60_000);
+
+  /**
+   * Issue 32 §4: the blob holds no code cache for the builtins (Node would copy ~3 MB of it into
+   * malloc'd memory for the process's life), its V8 startup data sits 16 bytes past a page
+   * boundary of the file, and once booted the agent's copy of that data (Node's, 4.4 MB) is a
+   * private mapping of the executable, not anonymous memory.
+   */
+  it('maps the executable over Node’s copy of the V8 startup data, and the blob carries no code cache', async () => {
+    const command = seaCommand();
+    const executable = command[3] as string;
+    const { at, blob } = seaBlob(executable);
+    const layout = parseSeaBlob(blob);
+    // The code cache is the snapshot's last field: an empty vector is its count, 0, and no more.
+    expect(blob.length - layout.codeCacheAt).toBe(8);
+    expect(blob.readBigUInt64LE(layout.codeCacheAt)).toBe(0n);
+    const v8At = at + layout.v8Start;
+    expect(v8At % PAGE).toBe(MALLOC_CHUNK_HEADER);
+
+    const redis = testClient();
+    const agent = startAgent({ command, extraArgs: ['--verbose'] });
+    const pid = agent.child.pid as number;
+    try {
+      await pollUntil(
+        'the agent to load the release module',
+        () => agent.logs().some((l) => l.msg === 'startup blob released'),
+        { timeoutMs: 20_000, intervalMs: 50 },
+      );
+      // The copy's first whole page holds the data from its 4080th byte on, so its mappings of
+      // the file start past the data's own offset (the executable's segments all start before).
+      const v8Size = layout.v8End - layout.v8Start;
+      const overCopy = mappingsOf(pid, executable).filter((m) => m.offset > v8At && m.offset < v8At + v8Size);
+      const mappedKb = overCopy.reduce((sum, m) => sum + m.sizeKb, 0);
+      expect(mappedKb * 1024).toBeGreaterThan(v8Size - 2 * PAGE);
+      expect(overCopy.every((m) => m.anonKb === 0)).toBe(true);
+
+      await pushStep(redis, agent.keys, {
+        schemaVersion: 1,
+        stepId: 'after',
+        kind: 'run',
+        command: 'echo',
+        args: ['still here'],
+      });
+      const result = await popResult(redis, agent.keys);
+      expect(result.exitCode).toBe(0);
     } finally {
       await stopAgent(agent);
       await deleteKeys(redis, agent.keys);

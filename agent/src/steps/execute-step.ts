@@ -1,4 +1,5 @@
 import type { Step } from '@sandstream/wire';
+import { CodeContexts } from '../code/code-contexts.js';
 import type { ProcessLauncher } from '../process/launcher.js';
 import { grepStep } from './grep-step.js';
 import { listFilesStep } from './list-files-step.js';
@@ -9,11 +10,13 @@ import { runStep } from './run-step.js';
 import { inSandboxView } from './sandbox-view.js';
 import { ShellSessions } from './shell-sessions.js';
 import { statsStep } from './stats-step.js';
+import type { StdinChannel } from './stdin-stream.js';
 import type { StepContext, StepOutcome } from './step-context.js';
 import type { TerminalChannel } from './terminal-channel.js';
 import { terminalStep } from './terminal-step.js';
 import type { TransferChannel } from './transfer-channel.js';
 import { downloadStep, uploadStep } from './transfer-steps.js';
+import { watchStep } from './watch-step.js';
 import { writeFileStep } from './write-file-step.js';
 
 export type StepExecutor = (step: Step, ctx: StepContext) => Promise<StepOutcome>;
@@ -25,6 +28,8 @@ export interface StepExecutorOptions {
   transfers?: TransferChannel;
   /** Where terminals read input and write output (the agent's Redis); without it they are refused. */
   terminals?: TerminalChannel;
+  /** Where open stdins (run steps with stdinStream) read input (the agent's Redis); without it they are refused. */
+  stdin?: StdinChannel;
 }
 
 /**
@@ -35,11 +40,13 @@ export interface StepExecutorOptions {
 export function createStepExecutor(options: StepExecutorOptions = {}): StepExecutor {
   // Shell sessions live as long as the executor (the agent): one set of them per sandbox.
   const shells = new ShellSessions();
+  // Likewise the code interpreter's kernels.
+  const code = new CodeContexts();
   return async (step, ctx) => {
     try {
       const outside = await leavesConfinement(step, ctx);
       if (outside) return inSandboxView(outside, ctx);
-      return inSandboxView(await dispatch(step, ctx, options, shells), ctx);
+      return inSandboxView(await dispatch(step, ctx, options, shells, code), ctx);
     } catch (err) {
       const detail = err instanceof Error ? err.message : String(err);
       return inSandboxView(failed('internal', `${step.kind} step failed unexpectedly: ${detail}`), ctx);
@@ -62,10 +69,14 @@ function dispatch(
   ctx: StepContext,
   options: StepExecutorOptions,
   shells: ShellSessions,
+  code: CodeContexts,
 ): Promise<StepOutcome> {
   switch (step.kind) {
     case 'run':
-      return runStep(step, ctx, { launcher: options.launcher });
+      return runStep(step, ctx, {
+        launcher: options.launcher,
+        ...(options.stdin ? { stdin: options.stdin } : {}),
+      });
     case 'readFile':
       return readFileStep(step, ctx);
     case 'writeFile':
@@ -78,6 +89,8 @@ function dispatch(
       return statsStep(step, ctx);
     case 'shell':
       return shells.run(step, ctx);
+    case 'code':
+      return code.run(step, ctx);
     case 'upload':
     case 'download':
       if (!options.transfers) {
@@ -88,6 +101,8 @@ function dispatch(
       return step.kind === 'upload'
         ? uploadStep(step, ctx, options.transfers)
         : downloadStep(step, ctx, options.transfers);
+    case 'watch':
+      return watchStep(step, ctx);
     case 'terminal':
       if (!options.terminals || !options.launcher) {
         return Promise.resolve(

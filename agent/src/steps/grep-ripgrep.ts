@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { GrepMatch } from '@sandstream/wire';
-import { z } from 'zod';
+import * as z from 'zod';
 import { byteColumn, GREP_MAX_FILE_BYTES, matchText, stripLineEnding } from './grep-line.js';
 import type { GrepEngineResult, GrepQuery } from './grep-query.js';
 import { failed } from './outcome.js';

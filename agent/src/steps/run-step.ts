@@ -8,6 +8,7 @@ import { type LineGate, LineSplitter } from './line-splitter.js';
 import { failed } from './outcome.js';
 import { stepDirectory } from './resolve-path.js';
 import { StdinFile } from './stdin-file.js';
+import type { StdinChannel, StdinStream } from './stdin-stream.js';
 import type { OutputStream, StepContext, StepOutcome } from './step-context.js';
 import { killStepTree, newStepMarker, STEP_MARKER_VARIABLE, type StepTree } from './step-tree.js';
 
@@ -44,6 +45,8 @@ export const DEFAULT_RUN_TIMINGS: RunStepTimings = {
 export interface RunStepOptions extends Partial<RunStepTimings> {
   /** Default: Node's child_process (the agent passes the native spawner when it has one). */
   launcher?: ProcessLauncher;
+  /** Where an open stdin (`stdinStream`) reads from (the agent's Redis); without it such steps are refused. */
+  stdin?: StdinChannel;
 }
 
 const nodeLauncher = new NodeLauncher();
@@ -64,7 +67,7 @@ export async function runStep(
   ctx: StepContext,
   options: RunStepOptions = {},
 ): Promise<StepOutcome> {
-  const { launcher = nodeLauncher, ...timings } = options;
+  const { launcher = nodeLauncher, stdin: stdinChannel, ...timings } = options;
   const t = { ...DEFAULT_RUN_TIMINGS, ...timings };
   if (ctx.signal.aborted) return failed('cancelled', 'step was cancelled before it started');
 
@@ -78,9 +81,17 @@ export async function runStep(
   if (stdinBytes(step) > Limits.runStdinMaxBytes) {
     return failed('limit_exceeded', overLimit('stdin', stdinBytes(step), Limits.runStdinMaxBytes));
   }
+  if (step.stdinStream && step.stdin !== undefined) {
+    return failed('invalid_step', 'a run step has either stdin or stdinStream, not both');
+  }
+  if (step.stdinStream && !stdinChannel) {
+    return failed('invalid_step', "an open stdin (stdinStream) needs the agent's Redis connection");
+  }
   let input: StdinFile | undefined;
+  let stream: StdinStream | undefined;
   try {
     input = await StdinFile.create(step, ctx.baseDirectory);
+    if (step.stdinStream) stream = await stdinChannel?.create(step.stepId, ctx.baseDirectory);
   } catch (err) {
     return failed('io_error', `stdin could not be prepared: ${message(err)}`);
   }
@@ -89,9 +100,10 @@ export async function runStep(
   const marker = newStepMarker(step.stepId);
   const env = { ...childEnvironment(step.env), [STEP_MARKER_VARIABLE]: marker };
   try {
-    child = launcher.launch({ file, args, cwd, env, stdinPath: input?.path });
+    child = launcher.launch({ file, args, cwd, env, stdinPath: input?.path ?? stream?.path });
   } catch (err) {
     await input?.remove();
+    await stream?.stop();
     // Node throws at once for some spawn errors, ENOTDIR from a working directory that is a file among them.
     const cwdProblem = await checkDirectory(cwd);
     if (cwdProblem) return failed('not_found', `workingDirectory ${cwdProblem}`);
@@ -107,7 +119,15 @@ export async function runStep(
     child.once('spawn', remove);
     child.once('error', remove);
   }
-  return supervise(child, step, ctx, t, cwd, marker);
+  if (!stream) return supervise(child, step, ctx, t, cwd, marker);
+  const open = stream;
+  // Opened by the process as it started: from then on input flows; a failed start drops it.
+  child.once('spawn', () => open.start());
+  try {
+    return await supervise(child, step, ctx, t, cwd, marker);
+  } finally {
+    await open.stop();
+  }
 }
 
 /** The signal a cancel asked for (the agent aborts with a CancelReason), else SIGTERM. */

@@ -8,6 +8,7 @@ import {
   terminalKeys,
 } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
+import { listInput } from './list-input.js';
 
 /** Output waiting for Redis beyond this is dropped, oldest first (a terminal keeps its latest screen). */
 const MAX_PENDING_OUTPUT_BYTES = 4 * 1024 * 1024;
@@ -15,8 +16,6 @@ const MAX_PENDING_OUTPUT_BYTES = 4 * 1024 * 1024;
 const MAX_ENTRY_BYTES = 256 * 1024;
 /** A terminal's keys outlive it this long, so a client that reattaches late still reads the end. */
 const KEYS_TTL_SECONDS = 24 * 60 * 60;
-/** BRPOP's timeout: how often the input loop looks at whether the terminal is over. */
-const INPUT_POLL_SECONDS = 1;
 
 /**
  * The Redis side of the sandbox's terminals (wire terminal.ts): input popped from each
@@ -52,25 +51,9 @@ export class TerminalLink {
 
   /** Input messages as clients pushed them, until `signal` aborts; survives a Redis restart. */
   async *input(signal: AbortSignal): AsyncGenerator<TerminalInput> {
-    const stop = () => this.reader.disconnect();
-    signal.addEventListener('abort', stop, { once: true });
-    try {
-      while (!signal.aborted) {
-        let popped: [Buffer, Buffer] | null;
-        try {
-          popped = await this.reader.brpopBuffer(this.keys.input, INPUT_POLL_SECONDS);
-        } catch {
-          if (signal.aborted) return;
-          // Redis went away; ioredis reconnects, and the input waits in the list meanwhile.
-          await new Promise((resolve) => setTimeout(resolve, 200));
-          continue;
-        }
-        if (!popped) continue;
-        const message = decodeTerminalInput(popped[1]);
-        if (message) yield message;
-      }
-    } finally {
-      signal.removeEventListener('abort', stop);
+    for await (const value of listInput(this.reader, this.keys.input, signal)) {
+      const message = decodeTerminalInput(value);
+      if (message) yield message;
     }
   }
 

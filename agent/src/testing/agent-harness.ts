@@ -8,7 +8,7 @@ import { pollUntil, testRedisUrl } from '@sandstream/test-support';
 export { childPids, peakRssKb, rssKb } from '@sandstream/test-support';
 
 import {
-  decodeEventFields,
+  decodeEventEntry,
   type KeyStyle,
   resultKey,
   type SandboxKeys,
@@ -171,8 +171,8 @@ export async function readEvents(redis: Redis, keys: SandboxKeys, stepId?: strin
   const entries = await redis.xrange(keys.events, '-', '+');
   const events: StepEvent[] = [];
   for (const [, fields] of entries) {
-    const event = decodeEventFields(fields);
-    if (event && (stepId === undefined || event.stepId === stepId)) events.push(event);
+    for (const event of decodeEventEntry(fields))
+      if (stepId === undefined || event.stepId === stepId) events.push(event);
   }
   return events;
 }

@@ -1,4 +1,4 @@
-import { decodeEventFields, type StepEvent } from '@sandstream/wire';
+import { decodeEventEntry, type StepEvent } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 
 export interface ArchivingReaderOptions {
@@ -48,11 +48,12 @@ export async function archivingReader(
     for (const [, entries] of reply) {
       for (const [id, fields] of entries) {
         lastId = id;
-        const event = decodeEventFields(fields);
-        if (!event || event.stepId !== options.stepId) continue;
-        if (event.kind === 'stdout' || event.kind === 'stderr') lines += 1;
-        options.onEvent?.(event);
-        if (event.kind === 'completed') completed = event;
+        for (const event of decodeEventEntry(fields)) {
+          if (event.stepId !== options.stepId) continue;
+          if (event.kind === 'stdout' || event.kind === 'stderr') lines += 1;
+          options.onEvent?.(event);
+          if (event.kind === 'completed') completed = event;
+        }
       }
     }
     // Entries below MINID go; the last one read stays (XREAD continues after it anyway).

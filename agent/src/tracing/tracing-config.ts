@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 export interface TracingConfig {
   /** Traces endpoint URL, or undefined when tracing is off. */

@@ -31,6 +31,11 @@ function sha256(key: string): Buffer {
   return createHash('sha256').update(key, 'utf8').digest();
 }
 
+/** The pub/sub channel a revoked key's id is published on (ApiKeyStore.revoke). */
+export function apiKeyRevocations(keys: KeySpace): string {
+  return `${keys.apiKeys}:revoked`;
+}
+
 export class ApiKeyStore {
   constructor(private readonly ctx: { redis: RedisClient; keys: KeySpace }) {}
 
@@ -95,9 +100,14 @@ export class ApiKeyStore {
     return infos.sort((a, b) => a.createdAt - b.createdAt);
   }
 
-  /** Whether a key with this id existed (it is gone either way). */
+  /**
+   * Whether a key with this id existed (it is gone either way). Every API replica is told on
+   * apiKeyRevocations(keys): they keep verified keys a few seconds, and drop this one at once.
+   */
   async revoke(id: string): Promise<boolean> {
-    return (await this.ctx.redis.hdel(this.ctx.keys.apiKeys, id)) === 1;
+    const existed = (await this.ctx.redis.hdel(this.ctx.keys.apiKeys, id)) === 1;
+    await this.ctx.redis.publish(apiKeyRevocations(this.ctx.keys), id);
+    return existed;
   }
 
   private async read(id: string): Promise<ApiKeyRecord | null> {

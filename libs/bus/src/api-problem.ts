@@ -89,6 +89,8 @@ export const ProblemKindSchema = z.enum([
   'file-internal',
   /** A file operation that failed without an agent error code. */
   'file-error',
+  /** 422 (400 for a context of another language): the code interpreter could not run the cell. SandboxCodeError. */
+  'code-error',
 ]);
 export type ProblemKind = z.infer<typeof ProblemKindSchema>;
 

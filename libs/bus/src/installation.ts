@@ -81,6 +81,7 @@ export function installationOf(
  */
 export class InstallationIdentity {
   private held: string | undefined;
+  private lastKnownIds: ReadonlySet<string> | undefined;
 
   constructor(
     private readonly redis: RedisClient,
@@ -128,6 +129,15 @@ export class InstallationIdentity {
   async known(): Promise<ReadonlySet<string>> {
     const current = await this.refresh();
     const previous = await this.redis.smembers(this.keys.installationPreviousIds);
-    return new Set([current, ...previous]);
+    this.lastKnownIds = new Set([current, ...previous]);
+    return this.lastKnownIds;
+  }
+
+  /**
+   * What `known` last answered, without asking Redis (undefined before it first answered): for a
+   * filter that must decide synchronously, right after a `known` of the same pass.
+   */
+  get lastKnown(): ReadonlySet<string> | undefined {
+    return this.lastKnownIds;
   }
 }

@@ -15,7 +15,8 @@ export interface JobFootprint {
   readonly logArchive: string;
   /**
    * All of them, the record first and the log-archive marker second (the script reads both),
-   * then the dispatch state and the sandbox's named keys (sandboxFootprint).
+   * then the dispatch state, the sandbox's named keys and its preview hash (sandboxFootprint).
+   * The preview label's index entry lives in another slot: JobStore.delete frees it after.
    */
   readonly keys: readonly string[];
 }
@@ -23,9 +24,10 @@ export interface JobFootprint {
 export function jobFootprint(keys: KeySpace, dispatchKeys: DispatchKeys, jobId: string): JobFootprint {
   const record = keys.job(jobId);
   const logArchive = keys.jobLogArchive(jobId);
+  const footprint = sandboxFootprint(keys, jobId);
   return {
     record,
     logArchive,
-    keys: [record, logArchive, dispatchKeys.dispatchState(jobId), ...sandboxFootprint(keys, jobId).named],
+    keys: [record, logArchive, dispatchKeys.dispatchState(jobId), ...footprint.named, ...footprint.preview],
   };
 }

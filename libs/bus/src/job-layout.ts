@@ -6,6 +6,7 @@ import {
   type JobRecord,
   JobSandboxSchema,
   JobStateSchema,
+  READY_MARK_FIELD,
   TERMINAL_STATES,
 } from './job-state.js';
 
@@ -64,6 +65,13 @@ export const JobField = {
    * rather than fail the sandbox half-way.
    */
   unpausable: 'unpausable',
+  /**
+   * Live sandboxes: when this life of it ends (epoch ms): ready + its lifetime, written by the
+   * step-dispatcher when it opens it, moved by a client's setTimeout (sandbox-timeout.ts).
+   */
+  endsAt: 'endsAt',
+  /** Live sandboxes: the latest `endsAt` may be, ready + the operator's maximum lifetime. */
+  maxEndsAt: 'maxEndsAt',
 } as const;
 
 /** A live sandbox's command, as pushed (its request and start time) is kept under `cmd:<id>`. */
@@ -133,6 +141,8 @@ export function parseJobRecord(hash: Record<string, string>): JobRecord | null {
     resumes: Number(hash[JobField.resumes] ?? 0),
     pausedFiles: hash[JobField.pausedFiles],
     unpausable: hash[JobField.unpausable],
+    endsAt: optionalNumber(JobField.endsAt),
+    maxEndsAt: optionalNumber(JobField.maxEndsAt),
   };
 }
 
@@ -164,6 +174,7 @@ export function jobLayoutLua(): string {
     `commandPrefix = ${luaString(COMMAND_PREFIX)}`,
     `eventField = ${luaString(JOB_EVENT_FIELD)}`,
     `eventPrefix = ${luaString(JOB_EVENT_PREFIX)}`,
+    `readyMarkField = ${luaString(READY_MARK_FIELD)}`,
   );
   const allowed = Object.entries(JOB_TRANSITIONS).map(([from, to]) => `[${luaString(from)}] = ${luaSet(to)}`);
   return [

@@ -89,8 +89,24 @@ export function sandboxRefOf(
  * One entry on the job's own events stream (field `job`) and on `events:lifecycle`.
  * A follower of `sandbox:{jobId}:events` sees these beside the agent's `event` entries.
  */
+/**
+ * A long create phase advancing (pod-lifecycle, from its backend): an image being pulled onto the
+ * node. Summed over the image's layers; the last one of a phase has `done`.
+ */
+export const CreateProgressSchema = z.object({
+  phase: z.enum(['image-pull']),
+  image: z.string(),
+  layers: z.number().int().nonnegative(),
+  layersDone: z.number().int().nonnegative(),
+  downloadedBytes: z.number().int().nonnegative(),
+  totalBytes: z.number().int().nonnegative(),
+  done: z.boolean(),
+});
+export type CreateProgress = z.infer<typeof CreateProgressSchema>;
+
 export const JobEventSchema = z.object({
-  type: z.enum(['created', 'transition', 'cancel-requested']),
+  /** `progress`: from and to are both `starting`; `progress` says how far, `reason` in words. */
+  type: z.enum(['created', 'transition', 'cancel-requested', 'progress']),
   jobId: JobIdSchema,
   tenant: z.string(),
   from: JobStateSchema.nullable(),
@@ -98,11 +114,21 @@ export const JobEventSchema = z.object({
   /** Operator-facing reason ("image not found: …", "step step-2 exited 1"). */
   reason: z.string().optional(),
   at: z.number().int(),
+  progress: CreateProgressSchema.optional(),
 });
 export type JobEvent = z.infer<typeof JobEventSchema>;
 
 /** The stream field holding a JobEvent's JSON (the agent's entries use `event`). */
 export const JOB_EVENT_FIELD = 'job';
+
+/**
+ * The stream field of the entry the step-dispatcher appends to a live sandbox's events stream
+ * when it opens it for commands (its value: `readyAt`). Only a wake-up for whoever waits for the
+ * sandbox to be ready (the SDK's readiness wait), who then reads the record: the stream is the
+ * sandbox's to write as well, so the entry proves nothing by itself. Followers skip it (it is
+ * neither an agent `event` nor a `job` entry).
+ */
+export const READY_MARK_FIELD = 'ready';
 
 /** Whether a stream entry claims to be a JobEvent (whoever wrote it: see vouchedEntries in the SDK). */
 export function hasJobEventField(fields: readonly string[]): boolean {
@@ -178,4 +204,8 @@ export interface JobRecord {
   pausedFiles?: string | undefined;
   /** Live sandboxes: why this life of it cannot pause, if it cannot. */
   unpausable?: string | undefined;
+  /** Live sandboxes: when this life of it ends (its lifetime deadline, moved by setTimeout), epoch ms. */
+  endsAt?: number | undefined;
+  /** Live sandboxes: the latest endsAt may be (ready + the operator's maximum lifetime), epoch ms. */
+  maxEndsAt?: number | undefined;
 }

@@ -25,6 +25,40 @@ afterAll(async () => {
 });
 
 describe('job store', () => {
+  it("a progress event goes on a starting job's timeline with its vouched copy, and on no other state", async () => {
+    const s = spec('progress');
+    await store.create(s);
+    const id = s.id!;
+    const progress = {
+      phase: 'image-pull' as const,
+      image: 'localhost:5000/x:1',
+      layers: 2,
+      layersDone: 1,
+      downloadedBytes: 1000,
+      totalBytes: 5000,
+      done: false,
+    };
+    expect(await store.recordProgress(id, progress, 'pulling')).toBe(false);
+    await store.transition(id, ['queued'], 'scheduled');
+    await store.transition(id, ['scheduled'], 'starting');
+    expect(await store.recordProgress(id, progress, 'pulling image x')).toBe(true);
+    const entries = await redis.xrange(keys.sandbox(id).events, '-', '+');
+    const [entryId, fields] = entries.at(-1)!;
+    const event = decodeJobEventFields(fields);
+    expect(event).toMatchObject({
+      type: 'progress',
+      from: 'starting',
+      to: 'starting',
+      reason: 'pulling image x',
+      progress,
+    });
+    // The copy a follower trusts (vouchedEntries) is the same JSON.
+    expect(await redis.hget(keys.job(id), `ev:${entryId}`)).toBe(fields[1]);
+    await store.transition(id, ['starting'], 'running');
+    expect(await store.recordProgress(id, progress, 'late')).toBe(false);
+    await expect(store.recordProgress(id, { ...progress, layers: -1 }, 'bad')).rejects.toThrow(/layers/);
+  });
+
   it('creates once per id (idempotent submit)', async () => {
     const s = spec('dup');
     const first = await store.create(s);

@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { type StepResult, StepResultSchema, StreamLimits } from '@sandstream/wire';
+import { type NetworkPolicy, type StepResult, StepResultSchema, StreamLimits } from '@sandstream/wire';
 import { busLua } from './bus-lua.js';
 import { DispatchKeys } from './dispatch-keys.js';
 import { jobFootprint } from './job-footprint.js';
 import { JobField, parseJobRecord, parseStepResult, stepResultField } from './job-layout.js';
 import {
+  type CreateProgress,
+  CreateProgressSchema,
   JOB_EVENT_FIELD,
   type JobDisk,
   JobDiskSchema,
@@ -17,12 +19,15 @@ import {
 } from './job-state.js';
 import { createKeySpace, type KeySpace } from './key-space.js';
 import { isLiveSandboxSpec, parseStoredSpec, type StoredSpec } from './live-sandbox-spec.js';
+import { previewLabel } from './preview-label.js';
+import { releasePreviewLabel } from './preview-ports.js';
 import type { RedisClient } from './redis-connection.js';
 
 const CREATE = busLua.load('job-create');
 const TRANSITION = busLua.load('job-transition');
 const REQUEST_CANCEL = busLua.load('job-request-cancel');
 const SET_IF_EXISTS = busLua.load('job-set-if-exists');
+const PROGRESS = busLua.load('job-progress');
 
 export type TransitionResult =
   | { status: 'ok'; from: JobState; event: JobEvent }
@@ -53,6 +58,13 @@ export interface ListOptions {
   state?: JobState;
   /** Newest first; at most this many (default 100, max 1000). */
   limit?: number;
+}
+
+/** A deleted job whose index entries are to go (JobStore.dropIndexEntries). */
+export interface DroppedJob {
+  jobId: string;
+  /** Its tenant, when known: its tenant index entry and preview label go too. */
+  tenant?: string | undefined;
 }
 
 export interface JobStoreOptions {
@@ -130,6 +142,18 @@ export class JobStore {
   async getSpec(jobId: string): Promise<StoredSpec | null> {
     const raw = await this.redis.hget(this.keys.job(jobId), JobField.spec);
     return raw === null ? null : parseStoredSpec(JSON.parse(raw));
+  }
+
+  /**
+   * A live sandbox's network policy as changed while it runs (network-requests.ts): written into
+   * its spec, so a resume or restart resolves it again (and narrows it again under its template).
+   */
+  async setSandboxNetwork(jobId: string, network: NetworkPolicy): Promise<void> {
+    const key = this.keys.job(jobId);
+    const raw = await this.redis.hget(key, JobField.spec);
+    if (raw === null) return;
+    const spec = JSON.parse(raw) as Record<string, unknown>;
+    await this.redis.hset(key, JobField.spec, JSON.stringify({ ...spec, network }));
   }
 
   async list(options: ListOptions = {}): Promise<JobRecord[]> {
@@ -242,6 +266,21 @@ export class JobStore {
     return { status: 'requested', state: current };
   }
 
+  /**
+   * A `progress` event on a starting job's timeline (an image pull advancing), with `message`
+   * as its reason. Not on `events:lifecycle`: it is about this one create, for whoever follows
+   * it. False when the job is gone or no longer starting.
+   */
+  async recordProgress(jobId: string, progress: CreateProgress, message: string): Promise<boolean> {
+    const parsed = CreateProgressSchema.parse(progress);
+    const appended = await PROGRESS.run<number>(
+      this.redis,
+      [this.keys.job(jobId), this.keys.sandbox(jobId).events],
+      [JSON.stringify(parsed), message.slice(0, 4096), this.now(), StreamLimits.eventStreamMaxLength],
+    );
+    return appended === 1;
+  }
+
   async isCancelRequested(jobId: string): Promise<boolean> {
     return (await this.redis.hexists(this.keys.job(jobId), JobField.cancelRequested)) === 1;
   }
@@ -318,16 +357,39 @@ export class JobStore {
 
   /**
    * Removes the job's keys (jobFootprint: the record, its dispatch state and log-archive marker,
-   * its sandbox's named keys; the per-use ones are the reaper's orphan-key pass's, or
-   * freeSandboxFootprint's) and its index entries. The reaper runs it after its delete script,
-   * for the index entries in other slots.
+   * its sandbox's named keys and preview hash; the per-use ones are the reaper's orphan-key
+   * pass's, or freeSandboxFootprint's) and its index entries (the preview label's too).
    */
   async delete(jobId: string, tenant?: string): Promise<void> {
     await Promise.all([
       // One slot: the record and the sandbox keys share the job's hash tag.
       this.redis.unlink(...jobFootprint(this.keys, new DispatchKeys(this.keys), jobId).keys),
-      ...JobStateSchema.options.map((state) => this.redis.zrem(this.keys.jobsByState(state), jobId)),
-      ...(tenant ? [this.redis.zrem(this.keys.jobsByTenant(tenant), jobId)] : []),
+      this.dropIndexEntries([{ jobId, tenant }]),
+    ]);
+  }
+
+  /**
+   * Removes deleted jobs' entries from every state index and their tenants' indexes, and their
+   * preview labels' entries (if a destroy left one: a URL made in a race with it). The reaper
+   * runs it for a batch of jobs its delete script removed: each index is a key in a slot of its
+   * own, so no script can take its entry with the record, but one ZREM per index names every job
+   * of the batch (9 + tenants commands for the batch instead of 11 per job). Idempotent.
+   */
+  async dropIndexEntries(jobs: readonly DroppedJob[]): Promise<void> {
+    if (jobs.length === 0) return;
+    const ids = jobs.map((job) => job.jobId);
+    const byTenant = new Map<string, string[]>();
+    for (const { jobId, tenant } of jobs) {
+      if (tenant) byTenant.set(tenant, [...(byTenant.get(tenant) ?? []), jobId]);
+    }
+    await Promise.all([
+      ...JobStateSchema.options.map((state) => this.redis.zrem(this.keys.jobsByState(state), ...ids)),
+      ...[...byTenant].map(([tenant, tenantIds]) =>
+        this.redis.zrem(this.keys.jobsByTenant(tenant), ...tenantIds),
+      ),
+      ...jobs.flatMap(({ jobId, tenant }) =>
+        tenant ? [releasePreviewLabel(this.redis, this.keys, previewLabel(tenant, jobId), jobId)] : [],
+      ),
     ]);
   }
 

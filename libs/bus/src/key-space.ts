@@ -22,6 +22,8 @@ export interface KeySpace {
   readonly bullPrefix: string;
   /** Capped stream of every job transition, for observers. */
   readonly lifecycleStream: string;
+  /** HASH template name -> BuiltTemplate JSON: templates `sandstream template build` registered. */
+  readonly builtTemplates: string;
   /** ZSET jobId -> lease expiry (ms): holders of a global sandbox slot. */
   readonly leasesGlobal: string;
   /** ZSET jobId -> lease expiry (ms): holders of one of the tenant's slots. */
@@ -44,6 +46,15 @@ export interface KeySpace {
    * `sandbox:{jobId}:*`, so the sandbox's own Redis user can neither read nor delete it.
    */
   jobLogArchive(jobId: string): string;
+  /**
+   * HASH: the sandbox's preview entries (preview-ports.ts): `label` (its host-form label, so the
+   * label index entry can be freed with it) and `port:<n>` = `public` for each port made public.
+   * In the job's slot (the reaper's delete script takes it with the record) and outside
+   * `sandbox:{jobId}:*`, so the sandbox's own Redis user can neither read nor open its ports.
+   */
+  jobPreview(jobId: string): string;
+  /** STRING: the sandbox id a host-form preview label names (`{port}-{label}.{domain}`). */
+  previewLabel(label: string): string;
   /** The wire's per-job keys, always in the tagged (hash-tag) style. */
   sandbox(jobId: string): SandboxKeys;
   /** Prefix of all of a job's sandbox keys (ACL pattern, cleanup). */
@@ -105,7 +116,10 @@ export interface SnapshotKeys {
   record(tenant: string, snapshotId: string): string;
   /** ZSET snapshotId -> createdAt (ms): the tenant's complete snapshots. */
   index(tenant: string): string;
-  /** HASH `count`, `bytes`: what the tenant's snapshots hold against its quota (uploads count). */
+  /**
+   * HASH `count`, `bytes`: what the tenant's snapshots hold against its quota (uploads count);
+   * `pausedBytes` and `paused:<objectId>` -> size: its paused sandboxes' kept files (PausedFilesQuota).
+   */
   usage(tenant: string): string;
   /** HASH snapshotId -> tenant: who owns an id (lookups that do not know the tenant). */
   readonly owners: string;
@@ -113,6 +127,8 @@ export interface SnapshotKeys {
   readonly expiry: string;
   /** HASH sandboxId -> SandboxRef JSON: sandboxes a capture or restore holds frozen (SnapshotFreezeGuard). */
   readonly frozen: string;
+  /** HASH `maxCount`, `maxBytes`: the quota pod-lifecycle enforces, published for a pause's up-front check. */
+  readonly limits: string;
 }
 
 export interface PoolKeys {
@@ -126,6 +142,8 @@ export interface PoolKeys {
   ready(pool: string, specHash: string): string;
   /** HASH jobId -> memberId: who claimed what (a job claims at most once). */
   readonly claims: string;
+  /** HASH `<pool>:hit` / `<pool>:miss` -> count: warm claims since the namespace began (pool-claim-counts.ts). */
+  readonly claimCounts: string;
 }
 
 export const DEFAULT_NAMESPACE = 'sandstream';
@@ -143,6 +161,7 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
     namespace,
     bullPrefix: `{${namespace}}`,
     lifecycleStream: scoped('events:lifecycle'),
+    builtTemplates: `${namespace}:templates:built`,
     leasesGlobal: `${leaseTag}:global`,
     leasesTenant: (tenant) => `${leaseTag}:tenant:${tenant}`,
     capacityFreed: `${leaseTag}:freed`,
@@ -152,6 +171,8 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
     logArchiveActive: `${namespace}:logs:active`,
     job: (jobId) => `job:{${jobId}}`,
     jobLogArchive: (jobId) => `job:{${jobId}}:log-archive`,
+    jobPreview: (jobId) => `job:{${jobId}}:preview`,
+    previewLabel: (label) => `${namespace}:api:preview-label:${label}`,
     sandbox: (jobId) => sandboxKeys(jobId, 'tagged'),
     sandboxPrefix: (jobId) => sandboxKeyPrefix(jobId, 'tagged'),
     completionStream: (shard) => `{${namespace}:completions:${shard}}:stream`,
@@ -175,6 +196,7 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
       pool: (pool) => `${poolTag}:pool:${pool}`,
       ready: (pool, specHash) => `${poolTag}:ready:${pool}:${specHash}`,
       claims: `${poolTag}:claims`,
+      claimCounts: `${poolTag}:claim-counts`,
     },
     volumes: {
       tenant: (tenant) => `${volumeTag}:tenant:${tenant}`,
@@ -190,6 +212,7 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
       owners: `${namespace}:snapshots:owners`,
       expiry: `${namespace}:snapshots:expiry`,
       frozen: `${namespace}:snapshots:frozen`,
+      limits: `${namespace}:snapshots:limits`,
     },
   };
 }

@@ -1,4 +1,4 @@
-import { strictObject } from '@sandstream/wire';
+import { NetworkPolicySchema, strictObject } from '@sandstream/wire';
 import { z } from 'zod';
 import {
   boundedSpecSize,
@@ -35,10 +35,16 @@ export const LiveSandboxSpecSchema = strictObject(
       .max(4096, 'workingDirectory is at most 4096 characters')
       .optional(),
     /**
-     * `deny-egress`: no network but the path to Redis. A request can only tighten its template's
-     * network: `default` keeps the template's (open unless the operator denied egress).
+     * `{ egress: 'none' }` (or `deny-egress`): no network but the path to Redis; `{ egress: { allow:
+     * [...] } }`: only those ranges, ports and domains. A request can only narrow its template's
+     * network: `default` / `internet` keep the template's (services/scheduler template-resolver.ts).
      */
-    network: z.enum(['default', 'deny-egress']).optional(),
+    network: z
+      .union([z.enum(['default', 'deny-egress']), NetworkPolicySchema], {
+        error:
+          'network must be "default", "deny-egress" or { egress: "internet" | "none" | { allow: [CIDR | host:port | domain, …] } }',
+      })
+      .optional(),
     /**
      * Start with a snapshot's files (docs/snapshots.md). The snapshot's spec fills in what this
      * one leaves out (its image above all: a Docker snapshot holds changes to that image).

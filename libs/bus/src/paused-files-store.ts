@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { z } from 'zod';
 import type { JobStore } from './job-store.js';
+import type { PausedFilesQuota } from './paused-files-quota.js';
 import type { SnapshotStore } from './snapshot-store.js';
 
 /**
@@ -23,6 +24,8 @@ const KeptFilesSchema = z.object({
   objectId: z.string().min(1),
   sizeBytes: z.number().int().min(0),
   sha256: z.string().length(64),
+  /** Whose snapshot bytes it counts in (PausedFilesQuota); absent in files kept before it did. */
+  tenant: z.string().optional(),
 });
 
 /** Object names of paused sandboxes' files in the snapshot bucket (no snapshot record of their own). */
@@ -64,20 +67,25 @@ export async function pausedObjectKept(store: JobStore, name: string): Promise<b
  * restore changes a file. A pause's files are owned by the paused sandbox (its record keeps the
  * reference), not listed among the tenant's snapshots, so a `snapshot rm` cannot take them.
  */
-export function pausedFilesStoreOf(objects: SnapshotStore): PausedFilesStore {
+export function pausedFilesStoreOf(objects: SnapshotStore, quota: PausedFilesQuota): PausedFilesStore {
   const parse = (kept: string) => KeptFilesSchema.parse(JSON.parse(kept));
   return {
     put: async (stream: Readable, owner) => {
       const objectId = pausedObjectName(owner.sandboxId);
       const stored = await objects.put(objectId, stream);
-      return JSON.stringify({ objectId, ...stored });
+      // Counted once stored, before the record names it: an object the pause then loses is
+      // over-counted until the reaper's sweep, never under-counted.
+      await quota.hold(owner.tenant, objectId, stored.sizeBytes);
+      return JSON.stringify({ objectId, ...stored, tenant: owner.tenant });
     },
     get: async (kept) => {
-      const { objectId, ...expected } = parse(kept);
+      const { objectId, tenant: _tenant, ...expected } = parse(kept);
       return objects.open(objectId, expected);
     },
     delete: async (kept) => {
-      await objects.delete(parse(kept).objectId);
+      const { objectId, tenant } = parse(kept);
+      await objects.delete(objectId);
+      if (tenant !== undefined) await quota.release(tenant, objectId);
     },
   };
 }

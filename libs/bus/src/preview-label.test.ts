@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PREVIEW_LABEL_MAX, parsePreviewHost, previewLabel } from './preview-label.js';
+import { PREVIEW_LABEL_MAX, parsePreviewHost, previewDomainForE2b, previewLabel } from './preview-label.js';
 import { previewTokenRefusal, signPreviewToken } from './preview-token.js';
 import { scopedJobId } from './tenant-ids.js';
 
@@ -29,6 +29,16 @@ describe('previewLabel', () => {
     expect(parsePreviewHost(`3000-${label}.example.com`, 'localhost')).toBeUndefined();
     expect(parsePreviewHost('127.0.0.1:8080', 'localhost')).toBeUndefined();
     expect(parsePreviewHost(`70000-${label}.localhost`, 'localhost')).toBeUndefined();
+  });
+
+  it("reads E2B's host form, `{port}-{id}.{domain}` with the domain previewDomainForE2b names", () => {
+    const id = scopedJobId('acme', '0b6f5a1e-4f7d-4c55-9d1e-1f0c2b3a4d5e');
+    const domain = previewDomainForE2b('acme', id, 'localhost');
+    expect(domain).toMatch(/^[0-9a-f]{12}\.localhost$/);
+    const host = `3000-0b6f5a1e-4f7d-4c55-9d1e-1f0c2b3a4d5e.${domain}:8080`;
+    expect(parsePreviewHost(host, 'localhost')).toEqual({ port: 3000, label: previewLabel('acme', id) });
+    // An id its label does not spell as it is names no domain: no host could carry it.
+    expect(previewDomainForE2b('acme', scopedJobId('acme', 'My_App.1'), 'localhost')).toBeUndefined();
   });
 });
 

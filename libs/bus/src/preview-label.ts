@@ -33,8 +33,31 @@ export function parsePreviewHost(
   const name = host.toLowerCase().replace(/:\d{1,5}$/, '');
   const suffix = `.${domain.toLowerCase()}`;
   if (!name.endsWith(suffix)) return undefined;
-  const match = /^(\d{1,5})-([a-z0-9-]{1,50})$/.exec(name.slice(0, -suffix.length));
+  const head = name.slice(0, -suffix.length);
+  const match = /^(\d{1,5})-([a-z0-9-]{1,50})$/.exec(head) ?? e2bHostForm(head);
   if (!match) return undefined;
   const port = Number(match[1]);
   return port >= 1 && port <= 65535 ? { port, label: match[2] as string } : undefined;
+}
+
+/**
+ * E2B's SDK makes a port's host as `{port}-{sandboxId}.{domain}` from the domain the sandbox's
+ * create answer names (previewDomainForE2b): `{port}-{readable}.{digest}`, the same label with
+ * its last `-` a `.`. Answers [whole, port, label] as the regex above does.
+ */
+function e2bHostForm(head: string): [string, string, string] | undefined {
+  const match = /^(\d{1,5})-([a-z0-9-]{1,36})\.([0-9a-f]{12})$/.exec(head);
+  return match ? [head, match[1] as string, `${match[2]}-${match[3]}`] : undefined;
+}
+
+/**
+ * The `domain` an E2B create answer names so that the SDK's `getHost(port)` is this sandbox's
+ * host-form preview: its label's digest under the preview domain. Undefined when the id does not
+ * fold to itself (capitals, `.`, more than 36 characters), as no such host could name it.
+ */
+export function previewDomainForE2b(tenant: string, sandboxId: string, domain: string): string | undefined {
+  const label = previewLabel(tenant, sandboxId);
+  const digestAt = label.length - 12;
+  if (label.slice(0, digestAt - 1) !== userJobId(sandboxId)) return undefined;
+  return `${label.slice(digestAt)}.${domain}`;
 }

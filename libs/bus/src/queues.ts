@@ -23,8 +23,21 @@ export const QueueNames = {
   dispatchCancel: 'dispatch-cancel',
   /** SDK / API -> pod-lifecycle: capture or restore a sandbox's files (snapshot-requests.ts). */
   sandboxSnapshot: 'sandbox-snapshot',
+  /** SDK / API -> pod-lifecycle: change a running sandbox's egress policy (network-requests.ts). */
+  sandboxNetwork: 'sandbox-network',
 } as const;
 export type QueueName = (typeof QueueNames)[keyof typeof QueueNames];
+
+/**
+ * How long an idle BullMQ worker blocks on its queue's marker (`BZPOPMIN`) before it looks again
+ * (`drainDelay`, seconds). A job added wakes it at once through the marker, and close() drops the
+ * blocking connection rather than wait for the block, so the length costs neither latency nor
+ * shutdown time; each timeout costs a round trip and a `moveToActive` script. At BullMQ's default
+ * of 5 s, the seven workers of an idle stack made ~3 commands a second between them, most of an
+ * idle service's CPU (issue 32 §3, docs/benchmarks.md). The price: a blocking connection that dies
+ * without a reset (a silent network partition) is noticed after this plus a second.
+ */
+export const WORKER_DRAIN_DELAY_SECONDS = 30;
 
 const traceContext = TraceContextSchema.optional();
 
@@ -94,6 +107,11 @@ export const CancelRequestPayloadSchema = z.object({
    * `paused`, and its destroy keeps its files.
    */
   pause: z.boolean().optional(),
+  /**
+   * Not a cancel: a client moved the sandbox's end (sandbox-timeout.ts); the dispatcher moves
+   * its lifetime deadline to the record's `endsAt`.
+   */
+  lifetime: z.boolean().optional(),
   traceContext,
 });
 export type CancelRequestPayload = z.infer<typeof CancelRequestPayloadSchema>;

@@ -1,4 +1,5 @@
 import {
+  defaultCodeContext,
   formatIssue,
   Limits,
   overLimit,
@@ -36,12 +37,14 @@ export function commandId(n: number): string {
 export const CommandRecordSchema = z.object({
   id: z.string(),
   kind: z.enum(STEP_KINDS).exclude(['shutdown']),
-  /** shell: the session the command went to. */
+  /** shell: the session the command went to; code: the context the cell ran in. */
   session: z.string().optional(),
   /** run: the program, or the shell string with `shell`. */
   command: z.string().optional(),
   args: z.array(z.string()).optional(),
   shell: z.boolean().optional(),
+  /** run: its stdin stays open for clients' writes (wire command-input.ts). */
+  openStdin: z.boolean().optional(),
   /** A background process (processes.start) or a terminal: not counted as running for idleness. */
   background: z.boolean().optional(),
   /** terminal: its id (its input list and output stream). */
@@ -156,18 +159,23 @@ export class SandboxCommands {
             args: step.args,
             ...(step.shell ? { shell: true } : {}),
             ...(step.background ? { background: true } : {}),
+            ...(step.stdinStream ? { openStdin: true } : {}),
           }
         : step.kind === 'shell'
           ? { command: step.command, session: step.session }
-          : step.kind === 'terminal'
-            ? {
-                terminal: step.terminal,
-                background: true,
-                ...(step.command ? { command: step.command[0], args: step.command.slice(1) } : {}),
-              }
-            : 'path' in step
-              ? { path: step.path }
-              : {}),
+          : step.kind === 'code'
+            ? { session: step.context ?? defaultCodeContext(step.language) }
+            : step.kind === 'terminal'
+              ? {
+                  terminal: step.terminal,
+                  background: true,
+                  ...(step.command ? { command: step.command[0], args: step.command.slice(1) } : {}),
+                }
+              : step.kind === 'watch'
+                ? { path: step.path, background: true }
+                : 'path' in step
+                  ? { path: step.path }
+                  : {}),
     };
     const [stepHead, stepTail] = cutAroundId(stepJson, '"stepId":');
     const [recordHead, recordTail] = cutAroundId(JSON.stringify(record), '"id":');
@@ -182,7 +190,9 @@ export class SandboxCommands {
         recordTail,
         SANDBOX_HISTORY_LIMIT,
         SANDBOX_MAX_RUNNING_COMMANDS,
-        (step.kind === 'run' && step.background) || step.kind === 'terminal' ? '1' : '0',
+        (step.kind === 'run' && step.background) || step.kind === 'terminal' || step.kind === 'watch'
+          ? '1'
+          : '0',
         this.options.tenant ?? '',
         resultKey(sandboxKeys, ''),
       ],

@@ -3,8 +3,10 @@ import type { Queue } from 'bullmq';
 import { z } from 'zod';
 import { busLua } from './bus-lua.js';
 import type { DispatchKeys } from './dispatch-keys.js';
+import { JobField } from './job-layout.js';
 import { type JobState, JobStateSchema } from './job-state.js';
 import type { JobStore } from './job-store.js';
+import { PausedFilesQuota } from './paused-files-quota.js';
 import {
   bullJobId,
   bullPriority,
@@ -25,7 +27,9 @@ export type PauseRequestResult =
   /** A close was asked first, or it is not a live sandbox that is ready (queued, creating, ended). */
   | { status: 'refused'; state: JobState; closing: boolean }
   /** Its backend cannot keep its files (pod-lifecycle said why when it started it): nothing changed. */
-  | { status: 'unsupported'; reason: string };
+  | { status: 'unsupported'; reason: string }
+  /** Its tenant's snapshot bytes (kept files count) are at SNAPSHOT_MAX_BYTES_PER_TENANT: nothing changed. */
+  | { status: 'limit'; message: string };
 
 /**
  * Pauses a ready live sandbox (`sandbox.pause()`, `POST /v1/sandboxes/{id}/pause`). The record
@@ -41,6 +45,8 @@ export async function requestPause(
   jobId: string,
   tenant = '',
 ): Promise<PauseRequestResult> {
+  const refused = await quotaRefusal(store, jobId);
+  if (refused) return { status: 'limit', message: refused.message };
   const reply = await PAUSE.run<(string | number)[]>(
     store.redis,
     [store.keys.job(jobId)],
@@ -66,6 +72,22 @@ export async function requestPause(
     },
   );
   return { status: 'requested', stopping };
+}
+
+/**
+ * A first pause request of a running sandbox whose tenant is at its snapshot byte quota: refused
+ * before anything stops (its kept files would count in it). Not atomic with the pause script: a
+ * pause racing another may take the tenant past the limit, and is counted, never dropped.
+ */
+async function quotaRefusal(store: JobStore, jobId: string) {
+  const [tenant, state, closing] = await store.redis.hmget(
+    store.keys.job(jobId),
+    JobField.tenant,
+    JobField.state,
+    JobField.closing,
+  );
+  if (state !== 'running' || closing !== null) return undefined;
+  return new PausedFilesQuota(store.redis, store.keys).pauseRefusal(tenant ?? 'default');
 }
 
 export type ResumeResult =

@@ -83,6 +83,11 @@ export interface SandboxRecord {
   pausedAt: number | undefined;
   /** How many times it resumed. */
   resumes: number;
+  /**
+   * When it ends of its lifetime (epoch ms), once ready: ready + its `timeoutSeconds` (capped by
+   * the operator), or what setTimeout made it.
+   */
+  endsAt: number | undefined;
 }
 
 /** The record as a sandbox, or null when it is a job's (or its spec is unreadable). */
@@ -107,6 +112,7 @@ export function sandboxRecordOf(job: JobRecord): SandboxRecord | null {
     sandbox: job.sandbox,
     pausedAt: job.state === 'paused' ? job.pausedAt : undefined,
     resumes: job.resumes ?? 0,
+    endsAt: job.state === 'running' ? job.endsAt : undefined,
   };
 }
 

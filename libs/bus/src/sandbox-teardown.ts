@@ -38,6 +38,11 @@ export interface SandboxTeardown {
    * the same volumes (start-sandbox's retry). Every other teardown gives them back.
    */
   keepVolumeHolds?: boolean;
+  /**
+   * Keep its preview entries (public ports, host-form label): the job's next start attempt, and a
+   * pause (`keepFiles`), answer at the same URLs. Every other teardown frees them.
+   */
+  keepPreview?: boolean;
   /** SCAN pacing of the key walk (the reaper's). */
   scan?: { count?: number; pauseMs?: number };
   /**
@@ -78,7 +83,23 @@ export async function tearDownSandbox(deps: SandboxTeardownDeps, what: SandboxTe
     await freeSandboxFootprint(deps.redis, deps.keys, id, {
       // A member's own keys hold nothing of the job's.
       keepOutput: what.keepOutput && id === jobId,
+      keepPreview: what.keepPreview === true || what.keepFiles !== undefined,
       ...what.scan,
     });
   }
+}
+
+/** How long a teardown claim outlives its taking: past any teardown (grace, kill, key walk). */
+export const TEARDOWN_CLAIM_MS = 60_000;
+
+/**
+ * The key that says a sandbox's teardown is taken, named by the backend's id of it (a claimed warm
+ * pool member's own id). pod-lifecycle's destroy sets it before it tears down; the reaper takes
+ * it with NX before tearing down an orphan and leaves the sandbox alone when it is set: with a
+ * short sandbox grace the reaper otherwise sees each finished job's sandbox while pod-lifecycle is
+ * destroying it and does the whole teardown again (docs/benchmarks.md). It is never deleted, only
+ * expires: a reaper pass that listed the sandbox just before it went still finds it set.
+ */
+export function teardownClaimKey(keys: KeySpace, sandboxJobId: string): string {
+  return keys.lock(`sandbox-teardown:${sandboxJobId}`);
 }

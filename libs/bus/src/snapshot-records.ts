@@ -62,7 +62,7 @@ export class SnapshotLimitError extends Error {
     super(
       limit === 'count'
         ? `snapshot quota: the tenant holds ${current} snapshots, at most ${max} (SNAPSHOT_MAX_COUNT_PER_TENANT); delete some first`
-        : `snapshot quota: the tenant's snapshots would hold ${current} bytes, at most ${max} (SNAPSHOT_MAX_BYTES_PER_TENANT); delete some first`,
+        : `snapshot quota: the tenant's snapshots and paused sandboxes' kept files would hold ${current} bytes, at most ${max} (SNAPSHOT_MAX_BYTES_PER_TENANT); delete snapshots, or resume or close paused sandboxes, first`,
     );
   }
 }

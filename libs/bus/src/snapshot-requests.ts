@@ -1,8 +1,7 @@
 import { JobIdSchema } from '@sandstream/wire';
-import { type Job, Queue, QueueEvents } from 'bullmq';
-import { Cluster } from 'ioredis';
 import { z } from 'zod';
 import type { KeySpace } from './key-space.js';
+import { codedFailures, QueuedRequests } from './queued-requests.js';
 import { QueueNames } from './queues.js';
 import type { RedisClient } from './redis-connection.js';
 import { SnapshotIdSchema } from './snapshot-id.js';
@@ -54,28 +53,30 @@ export const SnapshotFailureCodes = [
 ] as const;
 export type SnapshotFailureCode = (typeof SnapshotFailureCodes)[number];
 
-export function snapshotFailure(code: SnapshotFailureCode, message: string): Error {
-  return new Error(`${code}: ${message}`);
-}
+const snapshotFailures = codedFailures(SnapshotFailureCodes);
+export const snapshotFailure = snapshotFailures.failure;
+export const parseSnapshotFailure = snapshotFailures.parse;
 
-export function parseSnapshotFailure(message: string): { code: SnapshotFailureCode; message: string } {
-  for (const code of SnapshotFailureCodes) {
-    if (message.startsWith(`${code}: `)) return { code, message: message.slice(code.length + 2) };
-  }
-  return { code: 'failed', message };
-}
+/**
+ * How pod-lifecycle's worker takes snapshot requests. A request whose replica dies mid-way is not
+ * run again (BullMQ would, once, after the lock lapses): the reaper is already clearing the dead
+ * upload under the same snapshot id the retry would write, and a capture finished after its
+ * caller gave up would be a snapshot nobody asked for, counted in the tenant's quota. The caller
+ * is told instead (see QueuedRequests) and may ask again.
+ */
+export const SNAPSHOT_WORKER_OPTIONS = {
+  // A capture of a large sandbox holds the job for a while: renewed, not stalled.
+  lockDuration: 60_000,
+  maxStalledCount: 0,
+} as const;
 
 /** The SDK's side: queue a request, wait for pod-lifecycle's answer. */
 export class SnapshotRequests {
-  private queue: Queue | undefined;
-  private events: QueueEvents | undefined;
-  private eventsRedis: RedisClient | undefined;
-  private opened: Promise<{ queue: Queue; events: QueueEvents }> | undefined;
+  private readonly requests: QueuedRequests;
 
-  constructor(
-    private readonly connection: RedisClient,
-    private readonly keys: KeySpace,
-  ) {}
+  constructor(connection: RedisClient, keys: KeySpace) {
+    this.requests = new QueuedRequests(connection, keys, QueueNames.sandboxSnapshot);
+  }
 
   capture(request: Extract<SnapshotRequest, { op: 'capture' }>, timeoutMs: number): Promise<SnapshotRecord> {
     return this.send(request, timeoutMs) as Promise<SnapshotRecord>;
@@ -88,36 +89,11 @@ export class SnapshotRequests {
     return RestoreOutcomeSchema.parse(await this.send(request, timeoutMs));
   }
 
-  private async send(request: SnapshotRequest, timeoutMs: number): Promise<unknown> {
-    this.opened ??= this.open();
-    const { queue, events } = await this.opened;
-    const job: Job = await queue.add(request.op, request);
-    return job.waitUntilFinished(events, timeoutMs);
+  private send(request: SnapshotRequest, timeoutMs: number): Promise<unknown> {
+    return this.requests.send(request.op, request, timeoutMs);
   }
 
-  private async open(): Promise<{ queue: Queue; events: QueueEvents }> {
-    this.queue = new Queue(QueueNames.sandboxSnapshot, {
-      connection: this.connection,
-      prefix: this.keys.bullPrefix,
-      defaultJobOptions: { removeOnComplete: { age: 600 }, removeOnFail: { age: 3600 }, attempts: 1 },
-    });
-    this.queue.on('error', () => {});
-    // QueueEvents blocks on a connection of its own, which BullMQ wants without a retry limit.
-    this.eventsRedis =
-      this.connection instanceof Cluster
-        ? this.connection.duplicate(undefined, { redisOptions: { maxRetriesPerRequest: null } })
-        : this.connection.duplicate({ maxRetriesPerRequest: null });
-    this.events = new QueueEvents(QueueNames.sandboxSnapshot, {
-      connection: this.eventsRedis,
-      prefix: this.keys.bullPrefix,
-    });
-    this.events.on('error', () => {});
-    await this.events.waitUntilReady();
-    return { queue: this.queue, events: this.events };
-  }
-
-  async close(): Promise<void> {
-    await Promise.all([this.queue?.close(), this.events?.close()]);
-    this.eventsRedis?.disconnect();
+  close(): Promise<void> {
+    return this.requests.close();
   }
 }

@@ -4,9 +4,10 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
-import { type NatsConnection, type ObjectStore, StorageType } from 'nats';
+import type { NatsConnection, ObjectStore, StorageType } from 'nats';
+import { putObjectChunks, readObjectChunks } from './object-chunks.js';
 
 /** A stored snapshot's bytes do not match its record: the message names how. */
 export class SnapshotIntegrityError extends Error {
@@ -24,17 +25,20 @@ export function snapshotBucketName(namespace: string): string {
   return `sandstream_snapshots_${namespace.replace(/[^A-Za-z0-9_-]/g, '_')}`;
 }
 
-/** Bytes between two flushes of the connection while uploading: what an upload holds in memory at most. */
-const FLUSH_EVERY_BYTES = 8 * 1024 * 1024;
-const CHUNK_BYTES = 256 * 1024;
-
 /**
  * Snapshot bytes in NATS JetStream's object store (one bucket per namespace, file storage,
  * replicated as the operator's NATS cluster replicates), off the node, so any node restores
- * them. Streamed both ways: an upload flushes the connection every 8 MB, so no more than that
- * waits in this process. The record (SnapshotRecords) holds the size and SHA-256 that `open`
+ * them. Streamed both ways (object-chunks.ts): an upload has at most 8 chunks of 1 MB waiting
+ * for the server's acknowledgement, so no more than that waits in this process. The record (SnapshotRecords) holds the size and SHA-256 that `open`
  * checks before it hands out a byte.
  */
+/** A chunk group no stored object names (SnapshotStore.unreferencedChunks). */
+export interface UnreferencedChunkGroup {
+  nuid: string;
+  /** Chunks it holds now: an upload under way adds to it. */
+  chunks: number;
+}
+
 export class SnapshotStore {
   private bucket: Promise<ObjectStore> | undefined;
 
@@ -48,7 +52,8 @@ export class SnapshotStore {
     this.bucket ??= this.nc
       .jetstream()
       .views.os(snapshotBucketName(this.namespace), {
-        storage: StorageType.File,
+        // StorageType.File's value: a type-only import keeps nats unloaded where this is never called.
+        storage: 'file' as StorageType.File,
         ...(this.options.replicas ? { replicas: this.options.replicas } : {}),
       })
       .catch((err: Error) => {
@@ -60,42 +65,22 @@ export class SnapshotStore {
 
   /** Stores the stream under the snapshot id; a failed upload leaves nothing under it. */
   async put(snapshotId: string, source: Readable): Promise<StoredSnapshot> {
-    const os = await this.store();
-    const hash = createHash('sha256');
-    let sizeBytes = 0;
-    let sinceFlush = 0;
-    const iterator = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-    const nc = this.nc;
-    const stream = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        if (sinceFlush >= FLUSH_EVERY_BYTES) {
-          // The object store publishes chunks without waiting: a flush waits until the server has them.
-          await nc.flush();
-          sinceFlush = 0;
-        }
-        const next = await iterator.next();
-        if (next.done) {
-          controller.close();
-          return;
-        }
-        const chunk = next.value;
-        hash.update(chunk);
-        sizeBytes += chunk.length;
-        sinceFlush += chunk.length;
-        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length));
-      },
-      async cancel() {
-        await iterator.return?.();
-      },
-    });
+    await this.store();
+    const bucket = snapshotBucketName(this.namespace);
     try {
-      await os.put({ name: snapshotId, options: { max_chunk_size: CHUNK_BYTES } }, stream);
+      const put = await putObjectChunks(this.nc.jetstream(), bucket, snapshotId, source, {
+        maxPayload: this.nc.info?.max_payload ?? 1024 * 1024,
+        purge: async (chunkSubject) => {
+          const jsm = await this.nc.jetstreamManager();
+          await jsm.streams.purge(`OBJ_${bucket}`, { filter: chunkSubject });
+        },
+      });
+      return { sizeBytes: put.size, sha256: put.sha256 };
     } catch (err) {
       await this.delete(snapshotId).catch(() => {});
       source.destroy();
       throw err;
     }
-    return { sizeBytes, sha256: hash.digest('hex') };
   }
 
   /**
@@ -133,9 +118,9 @@ export class SnapshotStore {
     const hash = createHash('sha256');
     let size = 0;
     for await (const chunk of await this.read(snapshotId)) {
-      hash.update(chunk as Buffer);
-      size += (chunk as Buffer).length;
-      await onChunk?.(chunk as Buffer);
+      hash.update(chunk);
+      size += chunk.length;
+      await onChunk?.(chunk);
     }
     if (size !== expected.sizeBytes) {
       throw new SnapshotIntegrityError(
@@ -150,22 +135,14 @@ export class SnapshotStore {
     }
   }
 
-  private async read(snapshotId: string): Promise<Readable> {
+  private async read(snapshotId: string): Promise<AsyncIterable<Buffer>> {
     const os = await this.store();
-    const result = await os.get(snapshotId);
-    if (!result)
+    const info = await os.info(snapshotId);
+    if (!info || info.deleted)
       throw new SnapshotIntegrityError(
         `snapshot ${snapshotId} has no stored bytes (deleted, or its upload never finished)`,
       );
-    const web = Readable.fromWeb(result.data as import('node:stream/web').ReadableStream<Uint8Array>);
-    // The object store's own digest check ends the read with an error on a mismatch.
-    result.error.then((err) => {
-      if (err)
-        web.destroy(
-          new SnapshotIntegrityError(`snapshot ${snapshotId} failed its object-store check: ${err.message}`),
-        );
-    });
-    return web.map((chunk: Uint8Array) => Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length));
+    return readObjectChunks(this.nc.jetstream(), info);
   }
 
   /** Idempotent. */
@@ -176,19 +153,20 @@ export class SnapshotStore {
   }
 
   /**
-   * Chunk groups (nuids) the bucket's stream holds that no stored object names: what an upload
-   * killed mid-way leaves (its object's metadata is written last). Includes uploads under way.
+   * Chunk groups (nuids) the bucket's stream holds that no stored object names, each with how
+   * many chunks it holds: what an upload killed mid-way leaves (its object's metadata is written
+   * last), and uploads under way, whose count grows between two looks.
    */
-  async unreferencedChunks(): Promise<string[]> {
+  async unreferencedChunks(): Promise<UnreferencedChunkGroup[]> {
     const os = await this.store();
     const referenced = new Set((await os.list()).map((i) => i.nuid));
     const bucket = snapshotBucketName(this.namespace);
     const jsm = await this.nc.jetstreamManager();
     const info = await jsm.streams.info(`OBJ_${bucket}`, { subjects_filter: `$O.${bucket}.C.>` });
     const prefix = `$O.${bucket}.C.`;
-    return Object.keys(info.state.subjects ?? {})
-      .map((subject) => subject.slice(prefix.length))
-      .filter((nuid) => !referenced.has(nuid));
+    return Object.entries(info.state.subjects ?? {})
+      .map(([subject, chunks]) => ({ nuid: subject.slice(prefix.length), chunks }))
+      .filter(({ nuid }) => !referenced.has(nuid));
   }
 
   /** Deletes one unreferenced chunk group (unreferencedChunks). */

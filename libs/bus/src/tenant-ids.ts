@@ -47,10 +47,23 @@ function base32(bytes: Buffer, chars: number): string {
   return out;
 }
 
+/**
+ * Tags already computed: every request on a sandbox scopes its id (a SHA-256 each time was a
+ * measurable part of a proxied preview request). Bounded: a process sees few tenants, and past
+ * the bound the memory starts again.
+ */
+const knownTags = new Map<string, string>();
+const KNOWN_TAGS_MAX = 10_000;
+
 /** The tenant's tag (16 base32 characters); '' for `default`, whose ids carry none. */
 export function tenantTag(tenant: string): string {
   if (tenant === PLAIN_ID_TENANT) return '';
-  return base32(createHash('sha256').update(tenant, 'utf8').digest(), TAG_CHARS);
+  const known = knownTags.get(tenant);
+  if (known !== undefined) return known;
+  const tag = base32(createHash('sha256').update(tenant, 'utf8').digest(), TAG_CHARS);
+  if (knownTags.size >= KNOWN_TAGS_MAX) knownTags.clear();
+  knownTags.set(tenant, tag);
+  return tag;
 }
 
 /** `t.<tag>.` for a tenant other than `default`; '' for `default`. */

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// The `sandstream` command. A committed file, not dist/cli/main.js itself: npm links a
-// workspace's bin when it installs, and on a fresh clone dist/ does not exist yet then.
+// The CLI as modules (bin/sandstream, the `sandstream` command, runs this when its start-up
+// snapshot is missing or stale; tests run it directly). A committed file, not dist/cli/main.js
+// itself: npm links a workspace's bin when it installs, and on a fresh clone dist/ does not
+// exist yet then.
 try {
   await import('../dist/cli/main.js');
 } catch (err) {

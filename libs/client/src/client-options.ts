@@ -1,6 +1,7 @@
 import { JobStateSchema, type RedisClient } from '@sandstream/bus';
 import { formatIssues, strictObject } from '@sandstream/wire';
 import { z } from 'zod';
+import { FOLLOW_CURSOR_PATTERN } from './follow-cursor.js';
 
 /**
  * The SDK's option objects as strict zod schemas: a misspelt or renamed key (`prefix` for
@@ -66,9 +67,20 @@ export const SandstreamClientOptionsSchema = strictObject(
     namespace: z.string().min(1).optional(),
     /**
      * Over Redis: the image of the helper sandbox `volumes.files(name)` runs in (any image; the
-     * agent does the file work). Default debian:bookworm-slim. Over HTTP the API's default image.
+     * agent does the file work). Default sandstream/debian:bookworm (a local image). Over HTTP the API's default image.
      */
     volumeHelperImage: z.string().min(1).max(1024).optional(),
+    /**
+     * Over Redis: how often (ms) a wait for readiness (create, connect, resume) reads the record
+     * when nothing woke it. The wait is woken by the sandbox's events stream; this is only the
+     * safety net for a lost wake-up (a Redis restart). Default 1000. Over HTTP the API's own.
+     */
+    readyRecheckMs: z
+      .number()
+      .int('readyRecheckMs must be a whole number of milliseconds')
+      .min(10, 'readyRecheckMs must be at least 10')
+      .max(3_600_000, 'readyRecheckMs must be at most 3600000 (an hour)')
+      .optional(),
     /**
      * Called with each warning (e.g. a submit to a namespace no scheduler serves). Default:
      * process.emitWarning, so a caller who never looks still sees it on stderr.
@@ -90,7 +102,7 @@ export const FollowOptionsSchema = strictObject({
   /** Resume after this cursor (a FollowItem's cursor); default: the start of the stream. */
   from: z
     .string()
-    .regex(/^\d+-\d+$/, 'from must be a stream entry id such as 1700000000000-0')
+    .regex(FOLLOW_CURSOR_PATTERN, 'from must be a follow cursor such as 1700000000000-0 or 1700000000000-0:2')
     .optional(),
   signal,
   /** Yield state changes only (what wait() needs). */

@@ -61,7 +61,9 @@ export class SandstreamClient {
     const onWarning =
       opts.onWarning ?? ((w) => process.emitWarning(w.message, { type: 'SandstreamWarning', code: w.code }));
     if (opts.url !== undefined) {
-      const mixed = (['redis', 'redisUrl', 'namespace'] as const).filter((k) => opts[k] !== undefined);
+      const mixed = (['redis', 'redisUrl', 'namespace', 'readyRecheckMs'] as const).filter(
+        (k) => opts[k] !== undefined,
+      );
       if (mixed.length > 0) {
         throw new SandstreamOptionsError(
           `SandstreamClient options: url (the HTTP API) does not go with ${mixed.join(', ')} (Redis): give one or the other`,
@@ -79,6 +81,7 @@ export class SandstreamClient {
         redis: opts.redis,
         redisUrl: opts.redisUrl,
         namespace: opts.namespace,
+        readyRecheckMs: opts.readyRecheckMs,
         preview: {
           apiBase: opts.previewUrl ?? process.env.SANDSTREAM_API_URL,
           domain: opts.previewDomain ?? process.env.SANDSTREAM_PREVIEW_DOMAIN ?? 'localhost',
@@ -103,7 +106,7 @@ export class SandstreamClient {
           ),
           sandboxes: this.sandboxes,
           tenant: 'default',
-          helperImage: opts.volumeHelperImage ?? 'debian:bookworm-slim',
+          helperImage: opts.volumeHelperImage ?? 'sandstream/debian:bookworm',
         }),
       );
     }

@@ -1,11 +1,20 @@
 import type { ExecItem, ExecResult } from './command-output.js';
 
 /**
- * A running command: await it for its ExecResult, or iterate it for its output as it comes
+ * A running command: a real Promise of its ExecResult (await it, `.then`, `.catch`, `.finally`,
+ * `Promise.all` — `instanceof Promise` holds), and async-iterable for its output as it comes
  * (then await it, or read `result`, for the end). Starts on the next tick, so an iterator taken
  * right away sees every line.
  */
-export class CommandExecution implements PromiseLike<ExecResult>, AsyncIterable<ExecItem> {
+export class CommandExecution extends Promise<ExecResult> implements AsyncIterable<ExecItem> {
+  /**
+   * What `.then` / `.catch` / `.finally` derive is a plain Promise: a CommandExecution is made
+   * only from a command, and Promise's machinery would call this constructor with an executor.
+   */
+  static override get [Symbol.species](): PromiseConstructor {
+    return Promise;
+  }
+
   private readonly items: ExecItem[] = [];
   private wake: (() => void) | undefined;
   private done = false;
@@ -13,22 +22,20 @@ export class CommandExecution implements PromiseLike<ExecResult>, AsyncIterable<
   readonly result: Promise<ExecResult>;
 
   constructor(run: (emit: (item: ExecItem) => void) => Promise<ExecResult>) {
+    let settle: { resolve: (r: ExecResult) => void; reject: (e: unknown) => void } | undefined;
+    super((resolve, reject) => {
+      settle = { resolve, reject };
+    });
     this.result = Promise.resolve()
       .then(() => run((item) => this.push(item)))
       .finally(() => {
         this.done = true;
         this.wake?.();
       });
+    this.result.then(settle?.resolve, settle?.reject);
     // Iterating without awaiting must not leave an unhandled rejection behind.
     this.result.catch(() => {});
-  }
-
-  // biome-ignore lint/suspicious/noThenProperty: a CommandExecution is awaited like the promise of its result
-  then<A = ExecResult, B = never>(
-    onFulfilled?: ((value: ExecResult) => A | PromiseLike<A>) | null,
-    onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
-  ): Promise<A | B> {
-    return this.result.then(onFulfilled, onRejected);
+    super.catch(() => {});
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<ExecItem> {

@@ -22,6 +22,11 @@ export interface ExecResult {
   /** Set when the agent could not run it (spawn failure, invalid command …). */
   errorMessage: string | null;
   errorCode: StepResult['errorCode'];
+  /**
+   * Set when following stopped before the command ended (`stopFollowing` aborted): it is still
+   * running, `exitCode` is null and stdout/stderr hold what was seen until then.
+   */
+  stillRunning?: true;
 }
 
 export interface CommandOutputLine {
@@ -80,6 +85,25 @@ export class CommandOutput {
   complete(completedSeq: number | undefined): void {
     const gap = completedSeq === undefined ? undefined : this.seqs.see(completedSeq);
     if (gap) this.gaps.push(gap);
+  }
+
+  /** What was seen of a command still running when its follower stopped following. */
+  seenSoFar(commandId: string, durationMs: number): ExecResult {
+    const joined = (lines: string[]) => (lines.length > 0 ? `${lines.join('\n')}\n` : '');
+    return {
+      commandId,
+      exitCode: null,
+      durationMs,
+      timedOut: false,
+      cancelled: false,
+      stdout: joined(this.text.stdout),
+      stderr: joined(this.text.stderr),
+      truncated: this.capped || this.gaps.length > 0,
+      gaps: this.gaps,
+      errorMessage: null,
+      errorCode: undefined,
+      stillRunning: true,
+    };
   }
 
   result(commandId: string, r: StepResult): ExecResult {

@@ -17,7 +17,7 @@ import {
 } from '@sandstream/bus';
 import {
   type ControlMessage,
-  decodeEventFields,
+  decodeEventEntry,
   resultKey,
   type StepResult,
   StepResultSchema,
@@ -49,7 +49,7 @@ export interface RunCommandOptions {
   onGap?: ((gap: OutputGap) => void) | undefined;
   /** Told the command's id once the sandbox took it (before any output). */
   onStart?: ((commandId: string) => void) | undefined;
-  /** Aborting stops following (the follow rejects with its reason); the command goes on. */
+  /** Aborting stops following (the transport rejects with its reason; Sandbox ends the follow quietly); the command goes on. */
   stopFollowing?: AbortSignal | undefined;
 }
 
@@ -71,10 +71,21 @@ export async function runCommand(
   command: CommandStep,
   options: RunCommandOptions = {},
 ): Promise<CommandRun> {
-  const pushed = await pushCommand(ctx, sandboxId, command);
-  if (pushed.status !== 'pushed') throw await refusal(ctx, sandboxId, pushed);
+  // The reader is taken before the push when one is free: a fresh one then dials (and passes
+  // its ready check) while the push's round trip runs, instead of after it. A CLI `exec` always
+  // dials one, and that set-up was on its path to the first output (issue 33). When every reader
+  // is busy the push does not wait for one: the command runs, and is followed once one is free.
+  const reader = ctx.readers.tryAcquire();
+  let pushed: Awaited<ReturnType<typeof pushCommand>>;
+  try {
+    pushed = await pushCommand(ctx, sandboxId, command);
+    if (pushed.status !== 'pushed') throw await refusal(ctx, sandboxId, pushed);
+  } catch (err) {
+    if (reader) ctx.readers.release(reader);
+    throw err;
+  }
   options.onStart?.(pushed.commandId);
-  return followCommand(ctx, sandboxId, pushed.commandId, pushed.lastEventId, options);
+  return followCommand(ctx, sandboxId, pushed.commandId, pushed.lastEventId, options, reader);
 }
 
 /** ctx.commands.push with its refusals as the SDK's errors: too large, or a field the agent would refuse. */
@@ -102,11 +113,13 @@ export async function followCommand(
   commandId: string,
   from: string,
   options: RunCommandOptions = {},
+  /** A reader already taken from ctx.readers (runCommand's); released here either way. */
+  taken?: RedisClient,
 ): Promise<CommandRun> {
   const sandboxKeys = ctx.keys.sandbox(sandboxId);
   let cursor = from;
   const output = new CommandOutput(options.maxOutputBytes);
-  const reader = await ctx.readers.acquire();
+  const reader = taken ?? (await ctx.readers.acquire());
   let broken = false;
   /**
    * The command's result, found while the stream showed nothing new. The agent writes a step's
@@ -133,8 +146,9 @@ export async function followCommand(
       let ended = false;
       for (const [id, fields] of entries) {
         cursor = id;
-        const event = decodeEventFields(fields);
-        if (event) {
+        // One event an entry, or several lines packed into one (decodeEventEntry).
+        const events = decodeEventEntry(fields);
+        for (const event of events) {
           if (event.stepId !== commandId) continue;
           const line = execItemOf(event.kind, event);
           if (line && line.stream !== 'gap') {
@@ -147,8 +161,8 @@ export async function followCommand(
             const result = event.result ?? (await resultOf(ctx, sandboxId, commandId));
             return { commandId, output, result };
           }
-          continue;
         }
+        if (events.length > 0) continue;
         const job = decodeJobEventFields(fields);
         if (job?.type === 'transition' && TERMINAL_STATES.includes(job.to)) ended = true;
       }

@@ -1,9 +1,9 @@
 import { JobSpecSchema, JobStore } from '@sandstream/bus';
 import { connectTestRedis, deleteNamespaceKeys, uniqueNamespace } from '@sandstream/test-support';
-import { encodeEvent, SCHEMA_VERSION, type StepEvent } from '@sandstream/wire';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SandstreamClient } from './client.js';
 import type { FollowItem } from './follow-entry.js';
+import { stepEventFields as event } from './testing/step-events.js';
 
 // A job's events stream written by hand, as the agent writes it (the wire's encoder, XADD with a
 // MAXLEN), but capped exact and tiny so that trimming is certain and its extent known.
@@ -23,18 +23,6 @@ async function createJob(name: string): Promise<string> {
     JobSpecSchema.parse({ id: `${namespace}-${name}`, image: 'none', steps: [{ command: 'true' }] }),
   );
   return jobId;
-}
-
-function event(stepId: string, kind: StepEvent['kind'], seq: number, extra: Partial<StepEvent> = {}) {
-  return encodeEvent({
-    schemaVersion: SCHEMA_VERSION,
-    stepId,
-    kind,
-    seq,
-    timestamp: new Date().toISOString(),
-    ...(kind === 'stdout' ? { line: `${stepId} line ${seq}` } : {}),
-    ...extra,
-  });
 }
 
 /** XADDs each event, the stream capped at exactly `cap` entries (no cap: unbounded). */

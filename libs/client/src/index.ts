@@ -9,9 +9,13 @@ export type {
   VolumeMount,
 } from '@sandstream/bus';
 export { SandboxSpecError, VolumeInUseError, VolumeNotFoundError } from '@sandstream/bus';
+export type { CodeError, CodeLanguage, CodeResult } from '@sandstream/wire';
 export * from './client.js';
+export * from './code-execution.js';
 export * from './command-output.js';
+export type { DirectoryWatch, WatchEvent, WatchOptions } from './directory-watch.js';
 export * from './events-stream-holding.js';
+export * from './follow-cursor.js';
 export * from './follow-entry.js';
 export { ApiUnreachableError } from './http/http-api.js';
 export { errorOfProblem, SandstreamApiError } from './http/problem-errors.js';
@@ -21,6 +25,7 @@ export * from './log-archive.js';
 export * from './sandbox.js';
 export * from './sandbox-errors.js';
 export type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
+export * from './sandbox-network.js';
 export * from './sandbox-options.js';
 export type { PauseResult } from './sandbox-pause-result.js';
 export * from './sandbox-ports.js';

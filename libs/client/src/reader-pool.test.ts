@@ -1,6 +1,6 @@
 import { connectTestRedis } from '@sandstream/test-support';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ReaderPool } from './reader-pool.js';
+import { blockingReader, ReaderPool } from './reader-pool.js';
 
 const redis = connectTestRedis();
 afterAll(() => redis.disconnect());
@@ -28,5 +28,32 @@ describe('ReaderPool', () => {
     pool.release(c);
     pool.release(a);
     pool.close();
+  });
+
+  it('tryAcquire never waits: undefined at the limit (a push goes ahead without a reader), a reader once one is released', async () => {
+    const pool = new ReaderPool(redis, 1);
+    const a = pool.tryAcquire();
+    expect(a).toBeDefined();
+    if (!a) return;
+    expect(pool.tryAcquire()).toBeUndefined();
+    // The refusal took nothing: the one reader, released, is handed out again.
+    await a.ping();
+    pool.release(a);
+    expect(pool.tryAcquire()).toBe(a);
+    pool.release(a);
+    pool.close();
+  });
+});
+
+describe('blockingReader', () => {
+  it('listens for its connection errors (Redis restarting must not print ioredis "Unhandled error event")', () => {
+    const base = connectTestRedis();
+    const reader = blockingReader(base);
+    try {
+      expect(reader.listenerCount('error')).toBeGreaterThan(0);
+    } finally {
+      reader.disconnect();
+      base.disconnect();
+    }
   });
 });

@@ -32,3 +32,27 @@ describe('README "Using it"', () => {
     expect(sdk).not.toContain('prefix');
   });
 });
+
+// What the README and examples/ name as a sandbox's image must be on the engine after a fresh
+// quick start: one of the images `npm run images` builds (scripts/images), none pulled.
+describe('images named by the README and examples/', () => {
+  const LOCAL_IMAGES = ['sandstream/debian:bookworm', 'sandstream/busybox:static'];
+  const examples = ['examples/hello.yaml', 'examples/python/agent_loop.py', 'examples/python/sandstream.py'];
+  const codeBlocks = [...readme.matchAll(/```[a-z]*\n([\s\S]*?)```/g)].map((m) => m[1] ?? '');
+  const sources: [string, string][] = [
+    ...codeBlocks.map((block, i): [string, string] => [`README code block ${i + 1}`, block]),
+    ...examples.map((file): [string, string] => [file, readFileSync(join(repoRoot, file), 'utf8')]),
+  ];
+  it.each(sources)('%s names only local images', (_where, text) => {
+    const named = [
+      ...text.matchAll(/\bimage\s*[:=]\s*['"]?([a-z0-9][\w./-]*:[\w.-]+)/g),
+      ...text.matchAll(/--image[ =]['"]?([a-z0-9][\w./-]*:[\w.-]+)/g),
+      ...text.matchAll(/sandbox create ([a-z0-9][\w./-]*:[\w.-]+)/g),
+    ].map((m) => m[1]);
+    for (const image of named) expect(LOCAL_IMAGES).toContain(image);
+  });
+  it('the Python example creates its sandbox from the API default unless given --image', () => {
+    const loop = readFileSync(join(repoRoot, 'examples/python/agent_loop.py'), 'utf8');
+    expect(loop).toMatch(/add_argument\("--image", default=None/);
+  });
+});

@@ -1,7 +1,8 @@
 import { isTerminal, JobField, type JobState, type KeySpace, type RedisClient, sleep } from '@sandstream/bus';
 import type { FollowOptions } from './client-options.js';
 import { followBackoffMs } from './follow-backoff.js';
-import { decodeFollowEntry, type FollowItem } from './follow-entry.js';
+import { resumePoint } from './follow-cursor.js';
+import { decodeFollowEntries, type FollowItem } from './follow-entry.js';
 import { isTransientRedisError, JobNotFoundError } from './job-not-found.js';
 import { blockingReader } from './reader-pool.js';
 import { TimelineGaps } from './timeline-gaps.js';
@@ -51,7 +52,10 @@ export async function* followJobPages(
   reader.on('error', () => {});
   const abort = () => reader.disconnect();
   options.signal?.addEventListener('abort', abort, { once: true });
-  let cursor = options.from ?? '0-0';
+  // A cursor inside a packed entry reads that entry again and skips what was seen of it.
+  const resume = resumePoint(options.from ?? '0-0');
+  let partial = resume.partial;
+  let cursor = resume.after;
   // Resuming from a cursor means the job was seen; otherwise the first entry proves it.
   let seen = options.from !== undefined;
   const gaps = new TimelineGaps({ from: options.from });
@@ -102,14 +106,17 @@ export async function* followJobPages(
           break;
         }
         cursor = id;
-        const decoded = decodeFollowEntry(id, fields);
-        if (!decoded) continue;
-        if (options.statesOnly && decoded.type !== 'state') continue;
-        for (const item of gaps.accept(decoded)) page.push(item);
-        if (decoded.type === 'state' && decoded.terminal) {
-          ended = true;
-          break;
+        let decodedItems = decodeFollowEntries(id, fields);
+        if (partial) {
+          if (partial.entry === id) decodedItems = decodedItems.slice(partial.skip);
+          partial = undefined;
         }
+        for (const decoded of decodedItems) {
+          if (options.statesOnly && decoded.type !== 'state') continue;
+          for (const item of gaps.accept(decoded)) page.push(item);
+          if (decoded.type === 'state' && decoded.terminal) ended = true;
+        }
+        if (ended) break;
       }
       if (page.length > 0) yield page;
       if (ended) return;

@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CommandRecordSchema,
   type CommandStep,
@@ -11,13 +12,16 @@ import {
   type LiveSandboxSpec,
   newSnapshotId,
   parseLiveSandboxSpec,
+  parseNetworkFailure,
   parseSnapshotFailure,
   type SandboxRecord,
   SnapshotRecordSchema,
+  type SnapshotRecords,
   sandboxRecordOf,
   scopedJobId,
 } from '@sandstream/bus';
-import type { StepResult } from '@sandstream/wire';
+import type { NetworkPolicy, StepResult } from '@sandstream/wire';
+import { executionOf } from './code-execution.js';
 import type { ExecResult } from './command-output.js';
 import {
   followCommand,
@@ -28,6 +32,7 @@ import {
   sendCancel,
 } from './command-runner.js';
 import { newTransferId, receiveTar, sendTar } from './file-transfer.js';
+import { sendCommandInput } from './redis-command-stdin.js';
 import type { RedisSandboxContext } from './redis-sandbox-context.js';
 import { redisPortUrl } from './redis-sandbox-ports.js';
 import { RedisTerminalChannel } from './redis-terminal-channel.js';
@@ -52,9 +57,18 @@ import type {
 } from './sandbox-options.js';
 import type { PauseResult } from './sandbox-pause-result.js';
 import type { PortUrlRequest } from './sandbox-ports.js';
-import { waitPaused, waitReady } from './sandbox-wait.js';
+import { waitReadyByEvent } from './sandbox-ready-watch.js';
+import { waitPaused } from './sandbox-wait.js';
 import { type RestoreResult, type SnapshotInfo, snapshotInfoOf } from './snapshots.js';
-import type { KillSignal, RunStep, SandboxTransport, TerminalChannel } from './transport.js';
+import type {
+  CodeCommand,
+  CreatedSandbox,
+  KillSignal,
+  RunStep,
+  SandboxEndsAt,
+  SandboxTransport,
+  TerminalChannel,
+} from './transport.js';
 
 /** How long close() waits for the services to end the sandbox before it gives up waiting. */
 const CLOSE_WAIT_MS = 120_000;
@@ -71,7 +85,11 @@ export class RedisSandboxTransport implements SandboxTransport {
     return new RedisSandboxTransport({ ...this.ctx, tenant, commands: this.ctx.commands.forTenant(tenant) });
   }
 
-  async create(spec: LiveSandboxSpec, _input: unknown, options: CreateSandboxOptions): Promise<string> {
+  async create(
+    spec: LiveSandboxSpec,
+    _input: unknown,
+    options: CreateSandboxOptions,
+  ): Promise<CreatedSandbox> {
     const { jobId, created } = await this.ctx.submit(spec);
     if (!created) {
       // The same request again (a retry after a timeout) gets the same sandbox; an id that names
@@ -83,18 +101,9 @@ export class RedisSandboxTransport implements SandboxTransport {
         );
       }
     }
-    // A sandbox from a snapshot is handed out only once it holds the snapshot's files.
-    if (options.wait !== false || spec.fromSnapshot)
-      await waitReady((id) => this.get(id), jobId, options.timeoutSeconds, options.signal);
-    if (spec.fromSnapshot && created) {
-      try {
-        await this.restore(jobId, spec.fromSnapshot, options.timeoutSeconds);
-      } catch (err) {
-        await this.ctx.requestClose(jobId).catch(() => {});
-        throw err;
-      }
-    }
-    return jobId;
+    // A sandbox from a snapshot gets its files from pod-lifecycle before it is running (no step here).
+    if (options.wait === false) return { id: jobId };
+    return { id: jobId, record: await this.waitReady(jobId, options) };
   }
 
   async snapshot(
@@ -148,21 +157,51 @@ export class RedisSandboxTransport implements SandboxTransport {
   async fork(id: string, count: number, timeoutSeconds?: number): Promise<string[]> {
     const source = await this.get(id);
     if (!source || (this.ctx.tenant && source.tenant !== this.ctx.tenant)) throw new SandboxNotFoundError(id);
-    const taken = await this.snapshot(id, { name: `fork of ${id}`, timeoutSeconds });
+    const snapshotId = newSnapshotId();
+    // The forks are created while their snapshot is captured: each start makes its sandbox and
+    // boots its agent meanwhile, then waits for the snapshot to be ready (start-from-snapshot.ts).
+    const captured = this.ctx.snapshotRequests.capture(
+      { op: 'capture', sandboxId: id, snapshotId, tenant: source.tenant, name: `fork of ${id}` },
+      (timeoutSeconds ?? SNAPSHOT_WAIT_SECONDS) * 1000,
+    );
+    captured.catch(() => {});
     try {
+      // Not before the capture has recorded it (uploading): a start that found no record would
+      // refuse it as missing.
+      await snapshotBegun(this.ctx.snapshotRecords, snapshotId, source.tenant, captured).catch((err) => {
+        throw snapshotErrorOf(err as Error, id);
+      });
       const { id: _id, fromSnapshot: _from, ...spec } = source.spec;
-      return await Promise.all(
+      const forks = await Promise.allSettled(
         Array.from({ length: count }, () => {
           // A fork of a tenant-scoped sandbox (made through the API) is scoped the same way, so
           // its tenant finds it by the id the API answers (tenant-ids.ts).
           const forkId = isScopedJobId(id) ? scopedJobId(source.tenant, randomUUID()) : randomUUID();
-          const forked = parseLiveSandboxSpec({ ...spec, id: forkId, fromSnapshot: taken.snapshotId });
-          return this.create(forked, forked, { ...(timeoutSeconds ? { timeoutSeconds } : {}) });
+          const forked = parseLiveSandboxSpec({ ...spec, id: forkId, fromSnapshot: snapshotId });
+          return this.create(forked, forked, { ...(timeoutSeconds ? { timeoutSeconds } : {}) }).then(
+            (created) => created.id,
+          );
         }),
       );
+      // A failed capture is the cause of every fork's failure (their snapshot never became
+      // ready); a fork that started from the capture's local spool before its upload failed goes.
+      await captured.catch(async (err) => {
+        await Promise.all(
+          forks.map((fork) =>
+            fork.status === 'fulfilled' ? this.close(fork.value).catch(() => {}) : undefined,
+          ),
+        );
+        throw snapshotErrorOf(err as Error, id);
+      });
+      const ids: string[] = [];
+      for (const fork of forks) {
+        if (fork.status === 'rejected') throw fork.reason;
+        ids.push(fork.value);
+      }
+      return ids;
     } finally {
       // Every fork holds its files now; the snapshot was only the way there.
-      await this.ctx.snapshotRecords.delete(taken.snapshotId, taken.tenant).catch(() => {});
+      await this.ctx.snapshotRecords.delete(snapshotId, source.tenant).catch(() => {});
     }
   }
 
@@ -181,8 +220,18 @@ export class RedisSandboxTransport implements SandboxTransport {
   }
 
   async connect(id: string, options: CreateSandboxOptions): Promise<void> {
-    await waitReady((sandboxId) => this.get(sandboxId), id, options.timeoutSeconds, options.signal);
+    await this.waitReady(id, options);
     await this.ctx.commands.touch(id);
+  }
+
+  private waitReady(id: string, options: CreateSandboxOptions): Promise<SandboxRecord> {
+    return waitReadyByEvent(
+      this.ctx.readiness,
+      (sandboxId) => this.get(sandboxId),
+      id,
+      options.timeoutSeconds,
+      options.signal,
+    );
   }
 
   async get(id: string): Promise<SandboxRecord | null> {
@@ -220,6 +269,7 @@ export class RedisSandboxTransport implements SandboxTransport {
     const asked = await this.ctx.requestPause(id);
     if (asked.status === 'missing') throw new SandboxNotFoundError(id);
     if (asked.status === 'unsupported') throw new SandboxPauseUnsupportedError(id, asked.reason);
+    if (asked.status === 'limit') throw new SandboxLimitError(asked.message);
     if (asked.status === 'refused') {
       const sandbox = await this.get(id);
       if (!sandbox) throw new SandboxNotFoundError(id);
@@ -250,8 +300,7 @@ export class RedisSandboxTransport implements SandboxTransport {
       if (sandbox.state === 'closed' || sandbox.state === 'failed' || sandbox.state === 'closing')
         throw new SandboxClosedError(id, sandbox.state, sandbox.reason, sandbox.message);
     }
-    if (options.wait !== false)
-      await waitReady((sandboxId) => this.get(sandboxId), id, options.timeoutSeconds, options.signal);
+    if (options.wait !== false) await this.waitReady(id, options);
     const sandbox = await this.get(id);
     if (!sandbox) throw new SandboxNotFoundError(id);
     return sandbox;
@@ -260,6 +309,19 @@ export class RedisSandboxTransport implements SandboxTransport {
   async keepAlive(id: string): Promise<void> {
     if (await this.ctx.commands.touch(id)) return;
     throw await refusal(this.ctx, id, { status: 'closing' });
+  }
+
+  async setTimeout(id: string, seconds: number): Promise<SandboxEndsAt> {
+    const asked = await this.ctx.requestTimeout(id, seconds, this.ctx.tenant ?? '');
+    if (asked.status === 'set') return { endsAt: asked.endsAt, capped: asked.capped };
+    const sandbox = await this.get(id);
+    if (asked.status === 'missing' || !sandbox) throw new SandboxNotFoundError(id);
+    throw new SandboxClosedError(
+      id,
+      sandbox.state,
+      sandbox.reason,
+      asked.closing ? 'it is closing' : 'only a ready sandbox has a lifetime to move',
+    );
   }
 
   async history(id: string): Promise<CommandHistoryEntry[]> {
@@ -275,6 +337,24 @@ export class RedisSandboxTransport implements SandboxTransport {
 
   portUrl(id: string, port: number, options: PortUrlRequest): Promise<string> {
     return redisPortUrl(this.ctx, id, port, options);
+  }
+
+  async updateNetwork(id: string, network: NetworkPolicy): Promise<NetworkPolicy> {
+    const record = await this.ctx.store.get(id);
+    if (record?.kind !== 'sandbox' || (this.ctx.tenant && record.tenant !== this.ctx.tenant))
+      throw new SandboxNotFoundError(id);
+    try {
+      return await this.ctx.networkRequests.update(
+        { sandboxId: id, tenant: record.tenant, network },
+        NETWORK_WAIT_MS,
+      );
+    } catch (err) {
+      const { code, message } = parseNetworkFailure((err as Error).message);
+      if (code === 'not-found') throw new SandboxNotFoundError(id);
+      if (code === 'conflict' || code === 'unsupported' || code === 'refused')
+        throw new SandboxConflictError(message);
+      throw err;
+    }
   }
 
   async stats(id: string): Promise<SandboxStats> {
@@ -297,6 +377,11 @@ export class RedisSandboxTransport implements SandboxTransport {
   async run(id: string, step: RunStep, options: RunCommandOptions): Promise<ExecResult> {
     const run = await runCommand(this.ctx, id, step, options);
     return run.output.result(run.commandId, run.result);
+  }
+
+  async runCode(id: string, step: CodeCommand, options: RunCommandOptions) {
+    const run = await runCommand(this.ctx, id, step, options);
+    return executionOf(run.output.result(run.commandId, run.result), run.result);
   }
 
   async attach(id: string, commandId: string, options: RunCommandOptions): Promise<ExecResult> {
@@ -401,6 +486,23 @@ export class RedisSandboxTransport implements SandboxTransport {
     return tar;
   }
 
+  async watch(
+    id: string,
+    step: Extract<CommandStep, { kind: 'watch' }>,
+    options: RunCommandOptions,
+  ): Promise<ExecResult> {
+    const run = await runCommand(this.ctx, id, step, options);
+    return run.output.result(run.commandId, run.result);
+  }
+
+  writeStdin(id: string, commandId: string, data: Buffer): Promise<void> {
+    return sendCommandInput(this.ctx, id, commandId, { kind: 'data', data });
+  }
+
+  closeStdin(id: string, commandId: string): Promise<void> {
+    return sendCommandInput(this.ctx, id, commandId, { kind: 'end' });
+  }
+
   async openTerminal(id: string, options: TerminalOptions): Promise<TerminalChannel> {
     const terminalId = randomBytes(12).toString('base64url');
     const pushed = await pushCommand(this.ctx, id, {
@@ -434,8 +536,34 @@ export class RedisSandboxTransport implements SandboxTransport {
   }
 }
 
+/** How long a policy change is waited for: pod-lifecycle rewrites one chain. */
+const NETWORK_WAIT_MS = 30_000;
 /** How long a capture or restore is waited for unless the caller says. */
 const SNAPSHOT_WAIT_SECONDS = 600;
+
+/**
+ * Resolves once the capture has recorded its snapshot (or finished); throws its failure when it
+ * failed first (a quota refusal, a source that is not running).
+ */
+async function snapshotBegun(
+  records: Pick<SnapshotRecords, 'read'>,
+  snapshotId: string,
+  tenant: string,
+  captured: Promise<unknown>,
+): Promise<void> {
+  const settled = captured.then(
+    () => 'done' as const,
+    () => 'failed' as const,
+  );
+  let pauseMs = 2;
+  for (;;) {
+    if ((await records.read(snapshotId, tenant)) !== null) return;
+    const outcome = await Promise.race([settled, sleep(pauseMs).then(() => 'waiting' as const)]);
+    if (outcome === 'failed') await captured;
+    if (outcome === 'done') return;
+    pauseMs = Math.min(pauseMs * 2, 50);
+  }
+}
 /** How long the killed commands of a restore get to record their results. */
 const STOP_WAIT_MS = 30_000;
 

@@ -10,6 +10,7 @@ import {
   JobStore,
   type JobsPayload,
   type KeySpace,
+  NetworkUpdateRequests,
   QueueNames,
   queueConnection,
   type RedisClient,
@@ -20,14 +21,16 @@ import {
   SnapshotRequests,
   type StoredSpec,
   type SubmitResult,
+  setSandboxTimeout,
   submitParsedJob,
 } from '@sandstream/bus';
-import { Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
 import type { FollowOptions, ListOptions, SandstreamWarning } from './client-options.js';
 import type { FollowItem } from './follow-entry.js';
 import { ReaderPool } from './reader-pool.js';
 import { followJobPages, followJobStream } from './redis-follow.js';
 import { RedisSandboxTransport } from './redis-sandbox-transport.js';
+import { READY_RECHECK_MS } from './sandbox-ready-watch.js';
 import { SchedulerPresence } from './scheduler-presence.js';
 import type { JobTransport, SandstreamTransport } from './transport.js';
 
@@ -38,6 +41,8 @@ export interface RedisTransportOptions {
   /** Where preview URLs point (client options previewUrl, previewDomain). */
   preview?: { apiBase: string | undefined; domain: string };
   onWarning: (warning: SandstreamWarning) => void;
+  /** How often a readiness wait reads the record without a wake-up (READY_RECHECK_MS by default). */
+  readyRecheckMs?: number | undefined;
 }
 
 /**
@@ -53,6 +58,8 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
   private readonly ownsRedis: boolean;
   private readonly store: JobStore;
   private readonly readers: ReaderPool;
+  /** Readiness waits' own blocking readers (sandbox-ready-watch.ts). */
+  private readonly readyReaders: ReaderPool;
   private readonly onWarning: (warning: SandstreamWarning) => void;
   private queue: Queue<JobsPayload> | undefined;
   private presence: SchedulerPresence | undefined;
@@ -60,6 +67,7 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
   /** The queues' own connection (opened with the first queue): see queueConnection(). */
   private queueRedis: RedisClient | undefined;
   private snapshotRequests: SnapshotRequests | undefined;
+  private networkRequests: NetworkUpdateRequests | undefined;
 
   constructor(options: RedisTransportOptions) {
     this.ownsRedis = options.redis === undefined;
@@ -72,6 +80,7 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
     this.store = new JobStore({ redis: this.redis, keys: this.keys });
     this.onWarning = options.onWarning;
     this.readers = new ReaderPool(this.redis);
+    this.readyReaders = new ReaderPool(this.redis);
     const self = this;
     this.sandboxes = new RedisSandboxTransport({
       redis: this.redis,
@@ -80,21 +89,39 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
       commands: new SandboxCommands({ redis: this.redis, keys: this.keys }),
       readers: this.readers,
       preview: options.preview ?? { apiBase: undefined, domain: 'localhost' },
+      readiness: {
+        redis: this.redis,
+        keys: this.keys,
+        readers: this.readyReaders,
+        recheckMs: options.readyRecheckMs ?? READY_RECHECK_MS,
+      },
       submit: (spec) => this.submit(spec),
       requestClose: async (id) => {
-        await cancelJob(this.store, this.cancelQueue(), id, 'user');
+        await cancelJob(this.store, await this.cancelQueue(), id, 'user');
       },
-      requestPause: (id) => requestPause(this.store, this.cancelQueue(), id),
-      requestResume: (id) => resumeSandbox(this.store, this.jobsQueue(), new DispatchKeys(this.keys), id),
+      requestPause: async (id) => requestPause(this.store, await this.cancelQueue(), id),
+      requestTimeout: async (id, seconds, tenant) =>
+        setSandboxTimeout(this.store, await this.cancelQueue(), id, seconds, tenant),
+      requestResume: async (id) =>
+        resumeSandbox(this.store, await this.jobsQueue(), new DispatchKeys(this.keys), id),
       snapshotRecords: new SnapshotRecords(this.redis, this.keys),
       // Opened on first use: most clients never take a snapshot.
       get snapshotRequests() {
         return self.snapshotRequestsOf();
       },
+      get networkRequests() {
+        return self.networkRequestsOf();
+      },
     });
   }
 
-  private jobsQueue(): Queue<JobsPayload> {
+  /**
+   * BullMQ is loaded on the first call that queues something: `exec`, `files`, `status` and the
+   * like never do, and loading it cost every CLI command start-up time (issue 33).
+   */
+  private async jobsQueue(): Promise<Queue<JobsPayload>> {
+    if (this.queue) return this.queue;
+    const { Queue } = await import('bullmq');
     if (!this.queue) {
       this.queue = new Queue<JobsPayload>(QueueNames.jobs, {
         connection: this.queueConnection(),
@@ -114,12 +141,19 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
     return this.queueRedis;
   }
 
+  private networkRequestsOf(): NetworkUpdateRequests {
+    this.networkRequests ??= new NetworkUpdateRequests(this.queueConnection(), this.keys);
+    return this.networkRequests;
+  }
+
   private snapshotRequestsOf(): SnapshotRequests {
     this.snapshotRequests ??= new SnapshotRequests(this.queueConnection(), this.keys);
     return this.snapshotRequests;
   }
 
-  private cancelQueue(): Queue<CancelRequestPayload> {
+  private async cancelQueue(): Promise<Queue<CancelRequestPayload>> {
+    if (this.cancels) return this.cancels;
+    const { Queue } = await import('bullmq');
     if (!this.cancels) {
       this.cancels = new Queue<CancelRequestPayload>(QueueNames.dispatchCancel, {
         connection: this.queueConnection(),
@@ -137,7 +171,7 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
    * would wait at `queued` with no sign of why.
    */
   async submit(spec: StoredSpec): Promise<SubmitResult> {
-    const result = await submitParsedJob(this.store, this.jobsQueue(), spec);
+    const result = await submitParsedJob(this.store, await this.jobsQueue(), spec);
     const warning = await this.presence?.check();
     if (warning) this.onWarning(warning);
     return result;
@@ -151,8 +185,8 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
     return this.store.list(options);
   }
 
-  cancel(jobId: string, reason: string): Promise<CancelResult> {
-    return cancelJob(this.store, this.cancelQueue(), jobId, reason);
+  async cancel(jobId: string, reason: string): Promise<CancelResult> {
+    return cancelJob(this.store, await this.cancelQueue(), jobId, reason);
   }
 
   follow(jobId: string, options: FollowOptions): AsyncGenerator<FollowItem, void, undefined> {
@@ -165,7 +199,13 @@ export class RedisTransport implements SandstreamTransport, JobTransport {
 
   async close(): Promise<void> {
     this.readers.close();
-    await Promise.all([this.queue?.close(), this.cancels?.close(), this.snapshotRequests?.close()]);
+    this.readyReaders.close();
+    await Promise.all([
+      this.queue?.close(),
+      this.cancels?.close(),
+      this.snapshotRequests?.close(),
+      this.networkRequests?.close(),
+    ]);
     this.queueRedis?.disconnect();
     if (this.ownsRedis) await this.redis.quit();
   }

@@ -15,8 +15,10 @@ export class SandboxCommandNotFoundError extends Error {
   constructor(
     readonly sandboxId: string,
     readonly commandId: string,
+    /** Why, when it is more than unknown (a process that already ended). */
+    detail?: string,
   ) {
-    super(`sandbox ${sandboxId} has no command ${commandId}`);
+    super(detail ?? `sandbox ${sandboxId} has no command ${commandId}`);
   }
 }
 
@@ -92,6 +94,21 @@ export class CommandCancelledError extends Error {
  */
 export class SandboxFileError extends Error {
   override readonly name = 'SandboxFileError';
+  constructor(
+    message: string,
+    readonly code: string | undefined,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The code interpreter could not run a cell at all (as opposed to a cell that raised, which is
+ * the Execution's `error`): no python3 or node in the image, too many contexts, a context of
+ * another language. The agent's error code and message.
+ */
+export class SandboxCodeError extends Error {
+  override readonly name = 'SandboxCodeError';
   constructor(
     message: string,
     readonly code: string | undefined,

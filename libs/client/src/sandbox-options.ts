@@ -46,6 +46,11 @@ export const ExecOptionsSchema = strictObject(
         message: 'stdin must be a string or a Uint8Array',
       })
       .optional(),
+    /**
+     * Keep stdin open while it runs: write to it with sandbox.writeStdin(commandId, …) from any
+     * client, end it with closeStdin (the command reads EOF). Not with `stdin`.
+     */
+    openStdin: z.boolean().optional(),
     /** Each of stdout and stderr kept in the result up to this many bytes (default 1 MiB). */
     maxOutputBytes: z
       .number()
@@ -118,8 +123,9 @@ export const AttachOptionsSchema = ExecOptionsSchema.pick({
   signal: true,
 }).extend({
   /**
-   * Aborting stops following (within a second; the call rejects with the signal's reason) and
-   * leaves the command running, where aborting `signal` kills it: a follower that goes away.
+   * Aborting stops following (within a second) and leaves the command running, where aborting
+   * `signal` kills it: a follower that goes away. The follow then ends quietly: its iteration
+   * stops and it resolves to what was seen, with `stillRunning: true` and `exitCode: null`.
    */
   stopFollowing: signal,
 });
@@ -168,6 +174,15 @@ export const TransferOptionsSchema = strictObject({
   maxBytes: z.number().int().positive().max(Limits.transferMaxBytes).optional(),
 });
 export type TransferOptions = z.input<typeof TransferOptionsSchema>;
+
+/** `files.read(path, options)`: what the content comes as. */
+export const ReadFileOptionsSchema = strictObject({
+  /** `text` (default): a UTF-8 string; `bytes`: a Uint8Array of any file; `stream`: a Node Readable of it. */
+  format: z.enum(['text', 'bytes', 'stream']).default('text'),
+  /** bytes and stream: the largest file (as a tar stream) accepted; default 1 GiB. */
+  maxBytes: TransferOptionsSchema.shape.maxBytes,
+});
+export type ReadFileOptions = z.input<typeof ReadFileOptionsSchema>;
 
 export const WriteFileOptionsSchema = strictObject({
   /** Permission bits of a new file, e.g. 0o755. */

@@ -42,7 +42,11 @@ export class Terminal implements AsyncIterable<Buffer> {
     return this.channel.kill();
   }
 
-  /** Its end: the program's exit code (128 + N for signal N), or how it was hung up. */
+  /**
+   * Its end as an ExecResult (E2B's handles resolve to a result object too): `exitCode` is the
+   * program's code (128 + N for signal N), `cancelled` when it was hung up. Its output is what
+   * output() yields, not `stdout`.
+   */
   async wait(): Promise<ExecResult> {
     return this.channel.wait();
   }

@@ -7,34 +7,25 @@ import {
 } from './sandbox-errors.js';
 
 /**
- * Polls a sandbox's record (through either transport) until it takes commands; throws when it
- * ended, is unknown, or `timeoutSeconds` passed first.
+ * Whether a sandbox's record says it takes commands (true), may still get there (false), or
+ * never will: unknown, paused or pausing, ended (thrown, with its state).
  */
-export async function waitReady(
-  get: (id: string) => Promise<SandboxRecord | null>,
-  id: string,
-  timeoutSeconds: number | undefined,
-  signal: AbortSignal | undefined,
-): Promise<void> {
-  const deadline =
-    timeoutSeconds === undefined ? Number.POSITIVE_INFINITY : Date.now() + timeoutSeconds * 1000;
-  for (let pause = 10; ; pause = Math.min(pause * 2, 250)) {
-    const sandbox = await get(id);
-    if (!sandbox) throw new SandboxNotFoundError(id);
-    if (sandbox.state === 'ready') return;
-    if (sandbox.state === 'paused' || sandbox.state === 'pausing')
-      throw new SandboxPausedError(id, sandbox.state);
-    if (sandbox.state === 'closing' || sandbox.state === 'closed' || sandbox.state === 'failed') {
-      throw new SandboxClosedError(id, sandbox.state, sandbox.reason, sandbox.message);
-    }
-    if (signal?.aborted) throw signal.reason ?? new Error('aborted');
-    if (Date.now() > deadline) {
-      throw new SandboxTimeoutError(
-        `sandbox ${id} not ready after ${timeoutSeconds} s (it is ${sandbox.state})`,
-      );
-    }
-    await new Promise((resolve) => setTimeout(resolve, pause));
+export function isReady(id: string, sandbox: SandboxRecord | null): boolean {
+  if (!sandbox) throw new SandboxNotFoundError(id);
+  if (sandbox.state === 'ready') return true;
+  if (sandbox.state === 'paused' || sandbox.state === 'pausing')
+    throw new SandboxPausedError(id, sandbox.state);
+  if (sandbox.state === 'closing' || sandbox.state === 'closed' || sandbox.state === 'failed') {
+    throw new SandboxClosedError(id, sandbox.state, sandbox.reason, sandbox.message);
   }
+  return false;
+}
+
+/** The error of a readiness wait that ran out. */
+export function notReadyError(id: string, timeoutSeconds: number | undefined, sandbox: SandboxRecord) {
+  return new SandboxTimeoutError(
+    `sandbox ${id} not ready after ${timeoutSeconds} s (it is ${sandbox.state})`,
+  );
 }
 
 /** How long pause() waits for the services to pause the sandbox before it gives up waiting. */

@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import {
   type SandboxPauseOptions,
   SandboxPauseOptionsSchema,
   type SandboxRecord,
+  SandboxSetTimeoutSchema,
   SnapshotIdSchema,
 } from '@sandstream/bus';
 import {
@@ -16,10 +18,20 @@ import {
   stdinBytes,
   unpackTar,
 } from '@sandstream/wire';
-import { parseOptions } from './client-options.js';
+import { parseOptions, SandstreamOptionsError } from './client-options.js';
+import {
+  type CodeContext,
+  type CreateCodeContextOptions,
+  CreateCodeContextOptionsSchema,
+  type Execution,
+  type RunCodeOptions,
+  RunCodeOptionsSchema,
+} from './code-execution.js';
 import { CommandExecution } from './command-execution.js';
-import type { ExecResult } from './command-output.js';
+import { CommandOutput, type ExecResult } from './command-output.js';
 import { type RunCommandOptions, runStepOf } from './command-runner.js';
+import { type DirectoryWatch, type WatchOptions, watchDirectory } from './directory-watch.js';
+import { type FileContent, writeStream } from './file-write-stream.js';
 import {
   CommandCancelledError,
   SandboxLimitError,
@@ -27,6 +39,7 @@ import {
   SnapshotNotFoundError,
 } from './sandbox-errors.js';
 import type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
+import { SandboxNetwork } from './sandbox-network.js';
 import {
   type AttachOptions,
   AttachOptionsSchema,
@@ -38,6 +51,8 @@ import {
   GrepOptionsSchema,
   type ListFilesOptions,
   ListFilesOptionsSchema,
+  type ReadFileOptions,
+  ReadFileOptionsSchema,
   type ShellRunOptions,
   ShellRunOptionsSchema,
   type TransferOptions,
@@ -49,6 +64,7 @@ import type { PauseResult } from './sandbox-pause-result.js';
 import { SandboxPorts } from './sandbox-ports.js';
 import { SandboxProcesses } from './sandbox-processes.js';
 import { SandboxTerminals } from './sandbox-terminals.js';
+import { fileOfTar } from './single-file-tar.js';
 import {
   type ForkOptions,
   ForkOptionsSchema,
@@ -57,11 +73,30 @@ import {
   type SnapshotOptions,
   SnapshotOptionsSchema,
 } from './snapshots.js';
-import type { RunStep, SandboxTransport } from './transport.js';
+import type { CodeCommand, RunStep, SandboxEndsAt, SandboxTransport } from './transport.js';
 
 export { CommandExecution } from './command-execution.js';
+
+/** An interrupted cell as the ExecResult CommandCancelledError carries. */
+function execResultOf(execution: Execution): ExecResult {
+  return {
+    commandId: execution.commandId,
+    exitCode: null,
+    durationMs: execution.durationMs,
+    timedOut: false,
+    cancelled: true,
+    stdout: execution.stdout,
+    stderr: execution.stderr,
+    truncated: false,
+    gaps: [],
+    errorMessage: execution.error?.value ?? 'cancelled',
+    errorCode: 'cancelled',
+  };
+}
+
 export type { ExecItem } from './command-output.js';
 export type { CommandHistoryEntry, SandboxStats } from './sandbox-history.js';
+export type { SandboxEndsAt } from './transport.js';
 
 /** A named long-lived shell of a sandbox (Sandbox.shell). */
 export class ShellSession {
@@ -92,6 +127,8 @@ export class Sandbox implements AsyncDisposable {
   readonly terminals: SandboxTerminals;
   /** Preview URLs of the ports it serves on (sandbox-ports.ts). */
   readonly ports: SandboxPorts;
+  /** Its egress policy, changed while it runs (sandbox-network.ts). */
+  readonly network: SandboxNetwork;
 
   constructor(
     readonly id: string,
@@ -106,6 +143,7 @@ export class Sandbox implements AsyncDisposable {
     );
     this.terminals = new SandboxTerminals(id, transport);
     this.ports = new SandboxPorts(id, transport);
+    this.network = new SandboxNetwork(id, transport);
   }
 
   /**
@@ -119,7 +157,11 @@ export class Sandbox implements AsyncDisposable {
       ...runStepOf(command, options, 'exec'),
       ...(options.timeoutSeconds !== undefined ? { timeoutSeconds: options.timeoutSeconds } : {}),
       ...stdinFields(options.stdin),
+      ...(options.openStdin ? { stdinStream: true } : {}),
     };
+    if (options.openStdin && options.stdin !== undefined) {
+      throw new SandstreamOptionsError('exec options: give stdin or openStdin, not both');
+    }
     if (stdinBytes(step) > Limits.runStdinMaxBytes) {
       throw new SandboxLimitError(overLimit('stdin', stdinBytes(step), Limits.runStdinMaxBytes));
     }
@@ -160,16 +202,21 @@ export class Sandbox implements AsyncDisposable {
       };
       if (signal?.aborted) cancel();
       signal?.addEventListener('abort', cancel, { once: true });
+      const stopFollowing = 'stopFollowing' in options ? options.stopFollowing : undefined;
+      // What was seen, for the quiet end of a follow stopped before the command ended.
+      const seen = stopFollowing ? new CommandOutput(options.maxOutputBytes) : undefined;
+      const startedAt = Date.now();
       try {
         const result = await start({
           maxOutputBytes: options.maxOutputBytes,
-          stopFollowing: 'stopFollowing' in options ? options.stopFollowing : undefined,
+          stopFollowing,
           onStart: (started) => {
             commandId = started;
             options.onStart?.(started);
             if (signal?.aborted) cancel();
           },
           onLine: (line) => {
+            seen?.add(line);
             (line.stream === 'stdout' ? options.onStdout : options.onStderr)?.(line.line);
             emit(line);
           },
@@ -180,6 +227,13 @@ export class Sandbox implements AsyncDisposable {
         });
         if (signal?.aborted && result.cancelled) throw new CommandCancelledError(result);
         return result;
+      } catch (err) {
+        // Stopping following is the caller's choice, not a failure: the follow ends quietly
+        // with what it saw (the command goes on; `stillRunning` says so).
+        if (seen && stopFollowing?.aborted && !signal?.aborted && commandId !== undefined) {
+          return seen.seenSoFar(commandId, Date.now() - startedAt);
+        }
+        throw err;
       } finally {
         signal?.removeEventListener('abort', cancel);
       }
@@ -202,6 +256,82 @@ export class Sandbox implements AsyncDisposable {
       };
       return this.execution(parsed, (runOptions) => this.transport.run(this.id, step, runOptions));
     });
+  }
+
+  /**
+   * Runs a cell of code in a context of the code interpreter (docs/code-interpreter.md): Python
+   * by default, or JavaScript or bash; the context keeps its state between cells. Answers the
+   * cell's results (the last expression's value as the main result, plots as PNG, tables as
+   * HTML), its output and its exception. A timeout or an abort interrupts the cell and keeps the
+   * context's state; an abort then throws CommandCancelledError.
+   */
+  async runCode(code: string, runOptions: RunCodeOptions = {}): Promise<Execution> {
+    const options = parseOptions(RunCodeOptionsSchema, runOptions, 'runCode options');
+    const context = typeof options.context === 'object' ? options.context : undefined;
+    if (context && options.language !== undefined && options.language !== context.language) {
+      throw new SandstreamOptionsError(
+        `runCode options: language ${options.language} does not match the context's (${context.language})`,
+      );
+    }
+    const step: CodeCommand = {
+      kind: 'code',
+      code,
+      language: context?.language ?? options.language ?? 'python',
+      ...(options.context !== undefined ? { context: context?.id ?? (options.context as string) } : {}),
+      workingDirectory: context?.cwd ?? null,
+      ...(options.timeoutSeconds !== undefined ? { timeoutSeconds: options.timeoutSeconds } : {}),
+    };
+    const { signal } = options;
+    let commandId: string | undefined;
+    const cancel = () => {
+      if (commandId === undefined) return;
+      this.transport.cancel(this.id, commandId, 'cancelled by the client').catch(() => {});
+    };
+    signal?.addEventListener('abort', cancel, { once: true });
+    try {
+      const execution = await this.transport.runCode(this.id, step, {
+        onStart: (started) => {
+          commandId = started;
+          options.onStart?.(started);
+          if (signal?.aborted) cancel();
+        },
+        onLine: (line) => (line.stream === 'stdout' ? options.onStdout : options.onStderr)?.(line.line),
+      });
+      for (const result of execution.results) options.onResult?.(result);
+      if (execution.cancelled && signal?.aborted) throw new CommandCancelledError(execResultOf(execution));
+      return execution;
+    } finally {
+      signal?.removeEventListener('abort', cancel);
+    }
+  }
+
+  /**
+   * A context of the code interpreter with its own state (and working directory): its kernel is
+   * started now, so a missing interpreter is told here. Pass it to runCode as `context`.
+   */
+  async createCodeContext(contextOptions: CreateCodeContextOptions = {}): Promise<CodeContext> {
+    const options = parseOptions(CreateCodeContextOptionsSchema, contextOptions, 'createCodeContext options');
+    const context: CodeContext = {
+      id: `ctx-${randomBytes(9).toString('base64url')}`,
+      language: options.language ?? 'python',
+      ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
+    };
+    await this.runCode('', { context });
+    return context;
+  }
+
+  /**
+   * Writes to the stdin of a running command started with `openStdin` (by any client), in the
+   * order written; a long write is cut into several messages.
+   */
+  writeStdin(commandId: string, data: string | Uint8Array): Promise<void> {
+    const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data);
+    return this.transport.writeStdin(this.id, commandId, bytes);
+  }
+
+  /** Closes the stdin of a running command started with `openStdin`: it reads EOF. */
+  closeStdin(commandId: string): Promise<void> {
+    return this.transport.closeStdin(this.id, commandId);
   }
 
   /**
@@ -267,6 +397,20 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /**
+   * It now ends `seconds` after this call (E2B's setTimeout: sooner or later than before), up to
+   * the operator's maximum lifetime counted from when it became ready (`capped` says it was cut).
+   * Only a ready sandbox has a lifetime to move; a resume starts it again from its spec.
+   */
+  async setTimeout(seconds: number): Promise<SandboxEndsAt> {
+    const { timeoutSeconds } = parseOptions(
+      SandboxSetTimeoutSchema,
+      { timeoutSeconds: seconds },
+      'setTimeout',
+    );
+    return this.transport.setTimeout(this.id, timeoutSeconds);
+  }
+
+  /**
    * Pauses the sandbox: everything written up to this call is kept (its files, as a snapshot
    * captures them), with its id, spec, labels and env; its slot, its sandbox (container, pod or
    * process) and everything running in it go. Commands still running are stopped and named in
@@ -304,15 +448,48 @@ export class SandboxFiles {
     private readonly transport: SandboxTransport,
   ) {}
 
-  /** A UTF-8 text file's content (binary or over the read limit: SandboxFileError). */
-  read(path: string): Promise<string> {
-    return this.transport.readFile(this.sandboxId, path);
+  /**
+   * Watches a directory (every one below it too with `recursive`): resolves once the watcher is
+   * in place, then tells each change to onEvent until stop(), its timeout, or the sandbox closes.
+   */
+  watch(path: string, options: WatchOptions): Promise<DirectoryWatch> {
+    return watchDirectory(this.sandboxId, this.transport, path, options);
   }
 
-  /** Writes atomically (temp file + rename); creates parent directories. Returns bytes written. */
-  write(path: string, content: string | Uint8Array, writeOptions: WriteFileOptions = {}): Promise<number> {
+  /**
+   * A file's content. `format: 'text'` (the default): UTF-8 text up to the read limit (binary or
+   * larger: SandboxFileError). `'bytes'`: any file, as its exact bytes. `'stream'`: any file as a
+   * Node Readable of its bytes, read as it comes (memory stays bounded on both sides). Bytes and
+   * streams travel as a transfer does (download(): a tar stream of the one file), up to
+   * `maxBytes` (default 1 GiB).
+   */
+  read(path: string, options?: ReadFileOptions & { format?: 'text' }): Promise<string>;
+  read(path: string, options: ReadFileOptions & { format: 'bytes' }): Promise<Uint8Array>;
+  read(path: string, options: ReadFileOptions & { format: 'stream' }): Promise<Readable>;
+  async read(path: string, readOptions: ReadFileOptions = {}): Promise<string | Uint8Array | Readable> {
+    const options = parseOptions(ReadFileOptionsSchema, readOptions, 'read options');
+    if (options.format === 'text') return this.transport.readFile(this.sandboxId, path);
+    const tar = this.transport.download(this.sandboxId, path, options.maxBytes);
+    const content = fileOfTar(tar, path);
+    if (options.format === 'stream') return content;
+    const chunks: Buffer[] = [];
+    for await (const chunk of content) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks);
+  }
+
+  /**
+   * Writes a file; creates parent directories. Returns bytes written. `content`: text (UTF-8),
+   * bytes (Uint8Array, Buffer), or a stream of bytes (a Node Readable or a web ReadableStream).
+   * Text and bytes up to the write limit (10 MiB) are written atomically (temp file + rename);
+   * a stream is first spooled to a local temporary file (memory stays bounded): up to the write
+   * limit it is written the same way, beyond it travels as upload() does (a tar stream of the one
+   * file, up to 1 GiB), written in place.
+   */
+  async write(path: string, content: FileContent, writeOptions: WriteFileOptions = {}): Promise<number> {
     const options = parseOptions(WriteFileOptionsSchema, writeOptions, 'write options');
-    return this.transport.writeFile(this.sandboxId, path, content, options.mode);
+    if (typeof content === 'string' || content instanceof Uint8Array)
+      return this.transport.writeFile(this.sandboxId, path, content, options.mode);
+    return writeStream(this.sandboxId, this.transport, path, content, options.mode);
   }
 
   list(

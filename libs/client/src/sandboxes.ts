@@ -16,7 +16,7 @@ import {
   type ListSandboxesOptions,
   ListSandboxesOptionsSchema,
 } from './sandbox-options.js';
-import type { SandboxTransport } from './transport.js';
+import type { CreatedSandbox, SandboxTransport } from './transport.js';
 
 /**
  * Live sandboxes (`client.sandboxes`): create one and drive it command by command, reconnect to
@@ -31,10 +31,33 @@ export class Sandboxes {
    * fails throws SandboxClosedError (state failed, reason start-failed, the backend's message).
    */
   async create(input: LiveSandboxSpecInput, createOptions: CreateSandboxOptions = {}): Promise<Sandbox> {
+    return new Sandbox((await this.created(input, createOptions)).id, this.transport);
+  }
+
+  /**
+   * Creates a sandbox as create() does and answers its record: the one the readiness wait read
+   * when it turned ready (no second read), or, with `wait: false`, the record as queued. For
+   * callers that answer with the record, such as the HTTP API.
+   */
+  async createRecord(
+    input: LiveSandboxSpecInput,
+    createOptions: CreateSandboxOptions = {},
+  ): Promise<SandboxRecord> {
+    const created = await this.created(input, createOptions);
+    if (created.record) return created.record;
+    const record = await this.transport.get(created.id);
+    if (!record) throw new SandboxNotFoundError(created.id);
+    return record;
+  }
+
+  private async created(
+    input: LiveSandboxSpecInput,
+    createOptions: CreateSandboxOptions,
+  ): Promise<CreatedSandbox> {
     const options = parseOptions(CreateSandboxOptionsSchema, createOptions, 'create options');
     const given = input.fromSnapshot !== undefined ? await this.fromSnapshot(input) : input;
     const spec = parseLiveSandboxSpec(given);
-    return new Sandbox(await this.transport.create(spec, given, options), this.transport);
+    return this.transport.create(spec, given, options);
   }
 
   /**
@@ -43,8 +66,10 @@ export class Sandboxes {
    */
   private async fromSnapshot(input: LiveSandboxSpecInput): Promise<LiveSandboxSpecInput> {
     const snapshotId = input.fromSnapshot as string;
+    // Looked up in the spec's tenant: another tenant's snapshot is not found (as pod-lifecycle finds it).
+    const transport = input.tenant !== undefined ? this.transport.forTenant(input.tenant) : this.transport;
     const snapshot = SnapshotIdSchema.safeParse(snapshotId).success
-      ? await this.transport.getSnapshot(snapshotId)
+      ? await transport.getSnapshot(snapshotId)
       : null;
     if (!snapshot) throw new SnapshotNotFoundError(snapshotId);
     const {

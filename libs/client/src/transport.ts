@@ -9,8 +9,9 @@ import type {
   SandboxRecord,
   SubmitResult,
 } from '@sandstream/bus';
-import type { ControlMessage, FileEntry, GrepMatch } from '@sandstream/wire';
+import type { ControlMessage, FileEntry, GrepMatch, NetworkPolicy } from '@sandstream/wire';
 import type { FollowOptions, ListOptions } from './client-options.js';
+import type { Execution } from './code-execution.js';
 import type { ExecResult } from './command-output.js';
 import type { RunCommandOptions } from './command-runner.js';
 import type { FollowItem } from './follow-entry.js';
@@ -38,6 +39,14 @@ export interface SandstreamTransport {
   close(): Promise<void>;
 }
 
+/** A sandbox's end as setTimeout left it. */
+export interface SandboxEndsAt {
+  /** When it ends (epoch ms). */
+  endsAt: number;
+  /** The operator's maximum lifetime cut what was asked. */
+  capped: boolean;
+}
+
 /** Jobs. */
 export interface JobTransport {
   /**
@@ -56,8 +65,17 @@ export interface JobTransport {
 /** A command's step as exec and shell send it. */
 export type RunStep = Extract<CommandStep, { kind?: 'run' }> | Extract<CommandStep, { kind: 'shell' }>;
 
+/** A code interpreter cell as runCode sends it. */
+export type CodeCommand = Extract<CommandStep, { kind: 'code' }>;
+
 /** A signal a command's tree is killed with. */
 export type KillSignal = NonNullable<ControlMessage['signal']>;
+
+/** What a create answers: the id, and the record when the transport has it without another read. */
+export interface CreatedSandbox {
+  id: string;
+  record?: SandboxRecord | undefined;
+}
 
 /** Live sandboxes, by id; every method throws the typed errors of sandbox-errors.ts. */
 export interface SandboxTransport {
@@ -68,9 +86,13 @@ export interface SandboxTransport {
   forTenant(tenant: string): SandboxTransport;
   /**
    * Queues the spec the caller validated (`spec`; `input` as given) and, unless `wait` is false,
-   * waits until it is ready; answers its id.
+   * waits until it is ready; answers its id, and its record when it read one on the way.
    */
-  create(spec: LiveSandboxSpec, input: LiveSandboxSpecInput, options: CreateSandboxOptions): Promise<string>;
+  create(
+    spec: LiveSandboxSpec,
+    input: LiveSandboxSpecInput,
+    options: CreateSandboxOptions,
+  ): Promise<CreatedSandbox>;
   /** Waits while it is being created, then counts as activity. */
   connect(id: string, options: CreateSandboxOptions): Promise<void>;
   get(id: string): Promise<SandboxRecord | null>;
@@ -85,11 +107,15 @@ export interface SandboxTransport {
   /** Resumes a paused sandbox under its id; unless `wait` is false, resolves once it is ready. */
   resume(id: string, options: CreateSandboxOptions): Promise<SandboxRecord>;
   keepAlive(id: string): Promise<void>;
+  /** It now ends `seconds` from now (capped at the operator's maximum lifetime). */
+  setTimeout(id: string, seconds: number): Promise<SandboxEndsAt>;
   history(id: string): Promise<CommandHistoryEntry[]>;
   stats(id: string): Promise<SandboxStats>;
 
   /** Runs a command and follows it to its result (telling onStart its id: Sandbox turns an abort into cancel()). */
   run(id: string, step: RunStep, options: RunCommandOptions): Promise<ExecResult>;
+  /** Runs a code interpreter cell and follows it to its answer (output lines to onLine). */
+  runCode(id: string, step: CodeCommand, options: RunCommandOptions): Promise<Execution>;
   /** Follows a command another client started, from the start of what is held. */
   attach(id: string, commandId: string, options: RunCommandOptions): Promise<ExecResult>;
   /** Asks the agent to kill a command's tree (a finished one is left as it is). */
@@ -137,6 +163,19 @@ export interface SandboxTransport {
   deleteSnapshot(snapshotId: string): Promise<boolean>;
   /** A preview URL of one of its ports (sandbox-ports.ts); a private one carries its token. */
   portUrl(id: string, port: number, options: PortUrlRequest): Promise<string>;
+  /** Replaces its egress policy while it runs (pod-lifecycle, network-processor.ts); the policy applied. */
+  updateNetwork(id: string, network: NetworkPolicy): Promise<NetworkPolicy>;
+
+  /** Runs a watch step (a directory's changes as stdout lines) and follows it until it ends. */
+  watch(
+    id: string,
+    step: Extract<CommandStep, { kind: 'watch' }>,
+    options: RunCommandOptions,
+  ): Promise<ExecResult>;
+
+  /** Input for a running command's open stdin (run steps with stdinStream; wire command-input.ts). */
+  writeStdin(id: string, commandId: string, data: Buffer): Promise<void>;
+  closeStdin(id: string, commandId: string): Promise<void>;
 
   openTerminal(id: string, options: TerminalOptions): Promise<TerminalChannel>;
   attachTerminal(id: string, commandId: string): Promise<TerminalChannel>;

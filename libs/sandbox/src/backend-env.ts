@@ -1,10 +1,24 @@
 import { z } from 'zod';
 import type { DockerBackendOptions } from './docker/docker-backend.js';
+import { DEFAULT_PULL_LIMITS } from './docker/image-pull.js';
 import type { InProcessBackendOptions } from './inprocess/inprocess-backend.js';
 import { allowOpenRedisVar } from './open-redis.js';
 
 const blank = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 const optionalString = z.preprocess(blank, z.string().optional());
+
+/** A whole number of seconds from 1 to `max`, the error naming the variable and the limit. */
+function pullSeconds(name: string, max: number) {
+  return z.preprocess(
+    blank,
+    z.coerce
+      .number({ error: `${name} must be a number of seconds` })
+      .int(`${name} must be a whole number of seconds`)
+      .min(1, `${name} must be at least 1 second`)
+      .max(max, `${name} must be at most ${max} seconds`)
+      .optional(),
+  );
+}
 
 /** Environment settings of the Docker and in-process backends (Kubernetes has its own, see kubernetes/). */
 export const LocalBackendEnvSchema = z.object({
@@ -29,7 +43,27 @@ export const LocalBackendEnvSchema = z.object({
       })
       .optional(),
   ),
+  /**
+   * `iptables` (default): each Docker sandbox's egress policy as host firewall rules (needs root);
+   * `off`: no rules, so only `internet` sandboxes (and `none` on the deny-egress network) start.
+   */
+  SANDSTREAM_DOCKER_EGRESS: z.preprocess(
+    blank,
+    z
+      .enum(['iptables', 'off'], {
+        error: (i) => `SANDSTREAM_DOCKER_EGRESS must be iptables or off (got ${JSON.stringify(i.input)})`,
+      })
+      .optional(),
+  ),
   SANDSTREAM_DOCKER_DENY_EGRESS_NETWORK: optionalString,
+  /**
+   * pod-lifecycle's Docker client configuration file (`auths`) with the credentials of the
+   * private registries images are pulled from; mounted as a secret, never sent through Redis.
+   */
+  SANDSTREAM_DOCKER_CONFIG_FILE: optionalString,
+  /** Seconds an image pull may take in all (default 600) and without progress (default 120). */
+  SANDSTREAM_DOCKER_PULL_TIMEOUT_SECONDS: pullSeconds('SANDSTREAM_DOCKER_PULL_TIMEOUT_SECONDS', 3600),
+  SANDSTREAM_DOCKER_PULL_STALL_SECONDS: pullSeconds('SANDSTREAM_DOCKER_PULL_STALL_SECONDS', 3600),
   SANDSTREAM_DOCKER_DENY_EGRESS_REDIS_URL: z.preprocess(
     blank,
     z
@@ -70,6 +104,14 @@ export function dockerOptionsFromEnv(
   if (e.SANDSTREAM_DOCKER_REDIS_URL) options.sandboxRedisUrl = e.SANDSTREAM_DOCKER_REDIS_URL;
   if (e.SANDSTREAM_ALLOW_OPEN_REDIS) options.allowOpenRedis = true;
   if (e.SANDSTREAM_DOCKER_AGENT_VOLUME) options.agentVolume = e.SANDSTREAM_DOCKER_AGENT_VOLUME;
+  if (e.SANDSTREAM_DOCKER_EGRESS) options.egress = e.SANDSTREAM_DOCKER_EGRESS;
+  if (e.SANDSTREAM_DOCKER_CONFIG_FILE) options.registryAuthFile = e.SANDSTREAM_DOCKER_CONFIG_FILE;
+  if (e.SANDSTREAM_DOCKER_PULL_TIMEOUT_SECONDS || e.SANDSTREAM_DOCKER_PULL_STALL_SECONDS) {
+    options.pullLimits = {
+      timeoutMs: (e.SANDSTREAM_DOCKER_PULL_TIMEOUT_SECONDS ?? DEFAULT_PULL_LIMITS.timeoutMs / 1000) * 1000,
+      stallMs: (e.SANDSTREAM_DOCKER_PULL_STALL_SECONDS ?? DEFAULT_PULL_LIMITS.stallMs / 1000) * 1000,
+    };
+  }
   const network = e.SANDSTREAM_DOCKER_DENY_EGRESS_NETWORK;
   const redisUrl = e.SANDSTREAM_DOCKER_DENY_EGRESS_REDIS_URL;
   if (network || redisUrl) {

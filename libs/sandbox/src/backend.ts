@@ -1,4 +1,4 @@
-import type { KeyStyle } from '@sandstream/wire';
+import type { Egress, KeyStyle, SpecNetwork } from '@sandstream/wire';
 import type { SandboxSpec } from './sandbox-spec.js';
 
 export type BackendKind = 'inprocess' | 'docker' | 'kubernetes';
@@ -25,11 +25,29 @@ export interface AgentConnection {
   awaitClaim?: boolean;
 }
 
+/**
+ * How far a create has come in a phase long enough to show: pulling an image that is not on the
+ * node. Reported as it goes, then once with `done`, so a caller can put it on the create's events.
+ */
+export interface CreateProgress {
+  phase: 'image-pull';
+  image: string;
+  /** Layers the engine named so far, and those it needs nothing more for. */
+  layers: number;
+  layersDone: number;
+  /** Bytes downloaded, of the layers whose size the engine told (0 where none told yet). */
+  downloadedBytes: number;
+  totalBytes: number;
+  done: boolean;
+}
+
 export interface CreateSandboxRequest {
   jobId: string;
   tenant: string;
   spec: SandboxSpec;
   agent: AgentConnection;
+  /** Called as a long create phase advances (an image pull); never with secrets. */
+  onProgress?: (progress: CreateProgress) => void;
 }
 
 /** Enough to find the sandbox again, from any process (state lives in Redis, not in memory). */
@@ -148,6 +166,17 @@ export interface SandboxBackend {
    * records the host with the sandbox (JobSandbox.host) once it is ready.
    */
   portAddress?(ref: SandboxRef, port: number): Promise<{ host: string; port: number } | undefined>;
+  /**
+   * Replaces a running sandbox's egress policy (spec.network), taking effect for its next
+   * connection. Docker only so far (its iptables chain, docs/sandbox-backends.md "Egress rules").
+   */
+  updateNetwork?(ref: SandboxRef, network: SpecNetwork): Promise<void>;
+  /**
+   * Why this backend cannot enforce `egress` at all (Kubernetes: domain entries), naming the field
+   * under `prefix`; undefined when it can. Asked before updateNetwork, so such a request is
+   * answered as unsupported rather than as a failure.
+   */
+  egressRefusal?(egress: Egress, prefix: string): string | undefined;
   /** Sandboxes this backend manages (by label), for the reaper. */
   list(): Promise<SandboxInfo[]>;
   /**
@@ -181,6 +210,12 @@ export interface SandboxBackend {
    * killed mid-way). Idempotent; a sandbox that is not frozen is left as it is.
    */
   thaw?(ref: SandboxRef): Promise<void>;
+  /**
+   * Starts what the backend serves its sandboxes for as long as the service runs (the Kubernetes
+   * backend's egress proxy, when configured); pod-lifecycle calls it once before it takes work.
+   * A failure is the service's start failure.
+   */
+  serve?(): Promise<void>;
   close(): Promise<void>;
 }
 

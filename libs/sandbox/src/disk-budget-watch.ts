@@ -27,6 +27,11 @@ export interface DiskBudgetWatchOptions {
    * one round's measure and halt) past its limit (docs/sandbox-backends.md, "Disk").
    */
   intervalMs: number;
+  /**
+   * Longest pause while no sandbox runs (rounds back off from `intervalMs` up to it; default
+   * `intervalMs`). wake() when a sandbox starts: it is measured from its first round.
+   */
+  idleMaxMs?: number;
   /** After the sandbox was halted: fail its job and destroy it (pod-lifecycle queues a destroy). */
   onOverBudget: (ref: SandboxRef, usage: SandboxDiskUsage, reason: string) => Promise<void>;
   /** Every measure, for metrics and tests. */
@@ -46,6 +51,11 @@ export class DiskBudgetWatch {
   private stopped = true;
   /** Halted and handed over; kept until the sandbox leaves the list, so it is stopped once. */
   private readonly stopping = new Set<string>();
+  /** Rounds in a row that found no sandbox running. */
+  private idleRounds = 0;
+  /** wake() was called: the next pause is the short one, whatever the round in flight finds. */
+  private woken = false;
+  private timerAt = 0;
 
   constructor(private readonly options: DiskBudgetWatchOptions) {}
 
@@ -61,13 +71,29 @@ export class DiskBudgetWatch {
     await this.running;
   }
 
+  /** A sandbox started: the next round within `intervalMs`, however long the watch rested. */
+  wake(): void {
+    this.woken = true;
+    if (this.stopped || this.running !== undefined) return;
+    if (this.timerAt - Date.now() > this.options.intervalMs) this.schedule();
+  }
+
   private schedule(): void {
     if (this.stopped) return;
+    clearTimeout(this.timer);
+    const { intervalMs, idleMaxMs = intervalMs } = this.options;
+    const idleRounds = this.woken ? 0 : this.idleRounds;
+    this.woken = false;
+    const pause = Math.min(intervalMs * 2 ** Math.min(idleRounds, 16), Math.max(idleMaxMs, intervalMs));
+    this.timerAt = Date.now() + pause;
     this.timer = setTimeout(() => {
       this.running = this.check()
         .catch((err: unknown) => this.options.onError?.(err, undefined))
-        .finally(() => this.schedule());
-    }, this.options.intervalMs);
+        .finally(() => {
+          this.running = undefined;
+          this.schedule();
+        });
+    }, pause);
     this.timer.unref();
   }
 
@@ -76,6 +102,7 @@ export class DiskBudgetWatch {
     const { backend } = this.options;
     if (!backend.diskUsage) return;
     const listed = (await backend.list()).filter((s) => s.state === 'running' || s.state === 'starting');
+    this.idleRounds = listed.length === 0 ? this.idleRounds + 1 : 0;
     const live = new Set(listed.map((s) => s.id));
     for (const id of this.stopping) if (!live.has(id)) this.stopping.delete(id);
     // One at a time: a round costs one walk at once, never a burst of them on a busy host.

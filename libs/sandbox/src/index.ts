@@ -15,6 +15,17 @@ export {
   DEFAULT_SANDBOX_NETWORK,
   type DenyEgressConfig,
 } from './docker/docker-network.js';
+export { EgressProxy, type EgressResolver } from './docker/egress-proxy.js';
+export {
+  DEFAULT_PULL_LIMITS,
+  type PullLimits,
+  PullProgressTally,
+  pullFailure,
+  pullImage,
+} from './docker/image-pull.js';
+export { IptablesEgressFirewall } from './docker/iptables-firewall.js';
+export { localCarrierImage } from './docker/local-carrier-image.js';
+export { type RegistryAuth, registryAuthFor, registryHostOf } from './docker/registry-credentials.js';
 export {
   DEFAULT_AGENT_ENTRY,
   InProcessBackend,

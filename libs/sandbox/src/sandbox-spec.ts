@@ -1,3 +1,4 @@
+import { SpecNetworkSchema } from '@sandstream/wire';
 import { z } from 'zod';
 
 /** Kubernetes-style quantities, e.g. "500m" cpu or "512Mi" memory. */
@@ -89,7 +90,11 @@ export const SandboxSpecSchema = z.object({
    * (runtime-class.ts); any other value is the backend's own name (a Docker runtime, a RuntimeClass).
    */
   runtimeClass: z.string().optional(),
-  network: z.enum(['default', 'none', 'deny-egress']).default('default'),
+  /**
+   * Where the sandbox may connect to: `{ egress: 'internet' | 'none' | { allow: [...] } }`, or the
+   * older strings `default` (internet) and `deny-egress` (none). See network-policy.ts.
+   */
+  network: SpecNetworkSchema.default('default'),
   nodeSelector: z.record(z.string(), z.string()).default({}),
   tolerations: z.array(TolerationSchema).default([]),
   imagePullSecrets: z.array(z.string()).default([]),

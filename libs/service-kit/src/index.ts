@@ -1,3 +1,4 @@
+export * from './adaptive-task.js';
 export * from './env-config.js';
 export * from './graceful-shutdown.js';
 export * from './health-server.js';

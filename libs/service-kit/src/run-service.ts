@@ -122,6 +122,8 @@ async function start<S extends z.ZodType<ServiceEnv>>(
   shutdown.signal.addEventListener('abort', () => connections.forEach(dropWhenOffline), { once: true });
   let health: HealthServer | undefined;
   shutdown.add('stop taking work', async () => health?.markDraining());
+  // While Redis is still open: the last collection reads gauges from it (see flushMetrics).
+  shutdown.add('metrics', () => telemetry.flushMetrics());
   const started = await definition.start({
     env,
     logger,

@@ -31,6 +31,13 @@ export const SharedEnv = {
    * each other's sandboxes.
    */
   SANDSTREAM_INSTALLATION: InstallationSchema.optional(),
+  /**
+   * What one sandbox may send Redis per second (0 turns the check off): commands where Redis
+   * counts them per connection (`tot-cmds`), else stream entries and list items added to its
+   * keys. The step-dispatcher enforces it; pod-lifecycle tells each agent (AGENT_REDIS_RATE_LIMIT),
+   * which writes its output at half of it (docs/step-dispatcher.md, "A Redis rate per sandbox").
+   */
+  SANDBOX_REDIS_RATE_LIMIT: intVar(0, 10_000_000, 30_000),
 } as const;
 
 /** What every service reads: Redis, the namespace and its health port. */

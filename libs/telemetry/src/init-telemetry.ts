@@ -22,6 +22,12 @@ export interface Telemetry {
   readonly config: TelemetryConfig;
   /** Flushes pending spans and metrics and stops the Prometheus server. Safe to call twice. */
   shutdown(): Promise<void>;
+  /**
+   * Collects and exports the metrics now, bounded like shutdown(). A service calls it first
+   * when it stops: gauges observed from Redis (queue depth) can be read only while Redis is
+   * still open, and shutdown() comes after the connections close.
+   */
+  flushMetrics(): Promise<void>;
 }
 
 let tracing = false;
@@ -128,6 +134,13 @@ export async function initTelemetry(options: InitTelemetryOptions): Promise<Tele
   let stopping: Promise<void> | undefined;
   return {
     config,
+    flushMetrics: () =>
+      withTimeout(
+        Promise.all(readers.map((reader) => reader.forceFlush().catch(() => undefined))).then(
+          () => undefined,
+        ),
+        shutdownTimeoutMs,
+      ),
     shutdown: () => {
       stopping ??= withTimeout(
         stop().catch(() => undefined),

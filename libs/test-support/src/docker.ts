@@ -1,5 +1,8 @@
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import Docker from 'dockerode';
+import { repoRoot } from './processes.js';
 
 export interface DockerEngine {
   docker: Docker;
@@ -42,10 +45,19 @@ export async function containerLogs(container: Docker.Container): Promise<string
 
 /**
  * The agent carrier image the Docker backend should use in tests: $SANDSTREAM_CARRIER_IMAGE, else
- * the locally built `sandstream/agent-carrier` (tag `dev` preferred), else undefined.
+ * this checkout's own (tagged by content, recorded in agent/dist/carrier-image by
+ * scripts/images/agent-carrier.sh) when the engine has it, else a locally built
+ * `sandstream/agent-carrier` (tag `dev` preferred), else undefined.
  */
 export function findCarrierImage(): string | undefined {
   if (process.env.SANDSTREAM_CARRIER_IMAGE) return process.env.SANDSTREAM_CARRIER_IMAGE;
+  try {
+    const own = readFileSync(join(repoRoot, 'agent/dist/carrier-image'), 'utf8').trim();
+    execFileSync('docker', ['image', 'inspect', own], { stdio: 'ignore' });
+    return own;
+  } catch {
+    // No record, or the engine lost that image: any local carrier below.
+  }
   try {
     const tags = execFileSync('docker', ['images', 'sandstream/agent-carrier', '--format', '{{.Tag}}'], {
       encoding: 'utf8',

@@ -74,3 +74,16 @@ export function statusKb(pid: number, field: string): number {
   if (!match) throw new Error(`no ${field} for pid ${pid}`);
   return Number(match[1]);
 }
+
+/**
+ * A kB field of /proc/<pid>/smaps_rollup (Anonymous, Private_Dirty, Rss, …): the process's
+ * mappings summed by the kernel. Anonymous counts what no file backs (heaps, stacks, copies),
+ * the memory a process really takes from its node.
+ */
+export function smapsRollupKb(pid: number, field: string): number {
+  const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(
+    readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'),
+  );
+  if (!match) throw new Error(`no ${field} in smaps_rollup of pid ${pid}`);
+  return Number(match[1]);
+}

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * When the agent is started with `--notify-stream <key>`, it XADDs one of these after each

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * Job ids become part of Redis keys and Redis ACL patterns, so they are restricted to

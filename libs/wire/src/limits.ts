@@ -56,6 +56,16 @@ export const Limits = {
   terminalInputMaxBytes: 64 * 1024,
   /** terminal: input messages waiting for the agent; a client pushing past this is refused. */
   terminalInputMaxPending: 1000,
+  /** code: one cell's source, in UTF-8 bytes. */
+  codeMaxBytes: 1024 * 1024,
+  /** code: a cell's results (plots, tables) together, as JSON; results past it are left out and counted. */
+  codeResultsMaxBytes: 8 * 1024 * 1024,
+  /** code: kernels (contexts) one sandbox keeps at most; each is a process for the sandbox's lifetime. */
+  codeMaxContexts: 16,
+  /** run with stdinStream: one input message (a longer write is cut into these). */
+  stdinMessageMaxBytes: 64 * 1024,
+  /** run with stdinStream: input messages waiting for the command; a client pushing past this is refused. */
+  stdinMaxPending: 1000,
 } as const;
 
 /** Redis stream caps. */

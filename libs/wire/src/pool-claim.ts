@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { JobIdSchema } from './keys.js';
 import { TraceContextSchema } from './trace-context.js';
 

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * The protocol's schema version. Messages carry an integer major version; a reader accepts

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { Limits } from './limits.js';
 
 /** Bytes as people read them in an error: 52,428,912. */

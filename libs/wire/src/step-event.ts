@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { SchemaVersionSchema } from './schema-version.js';
 import { StepResultSchema } from './step-result.js';
 
@@ -32,14 +32,42 @@ export const StepEventSchema = z.object({
 });
 export type StepEvent = z.infer<typeof StepEventSchema>;
 
-/** The stream field that holds the event's JSON: `XADD key MAXLEN ~ N * event '{…}'`. */
+/**
+ * The stream field that holds the event's JSON: `XADD key MAXLEN ~ N * event '{…}'`.
+ *
+ * An entry may hold several events, the field repeated in seq order
+ * (`XADD key MAXLEN ~ N * event '{…}' event '{…}'`): the agent packs lines so when its output is
+ * faster than its share of the sandbox's Redis rate limit (agent/src/write-pace.ts). Readers of
+ * output use decodeEventEntry, which returns all of them.
+ */
 export const EVENT_FIELD = 'event';
 
 export function encodeEvent(event: StepEvent): [typeof EVENT_FIELD, string] {
   return [EVENT_FIELD, JSON.stringify(event)];
 }
 
-/** Decodes one stream entry's flat field list; returns null for entries this reader does not understand. */
+/**
+ * Every event of one stream entry (in seq order), from its flat field list; empty for entries
+ * this reader does not understand. An event that does not parse is left out (with the others kept).
+ */
+export function decodeEventEntry(fields: readonly string[]): StepEvent[] {
+  const events: StepEvent[] = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    if (fields[i] !== EVENT_FIELD) continue;
+    try {
+      const parsed = StepEventSchema.safeParse(JSON.parse(fields[i + 1] as string));
+      if (parsed.success) events.push(parsed.data);
+    } catch {
+      // not JSON: not ours
+    }
+  }
+  return events;
+}
+
+/**
+ * The first event of one stream entry; null for entries this reader does not understand. Enough
+ * for entries that hold one event (started, completed); output may be packed: decodeEventEntry.
+ */
 export function decodeEventFields(fields: readonly string[]): StepEvent | null {
   for (let i = 0; i + 1 < fields.length; i += 2) {
     if (fields[i] !== EVENT_FIELD) continue;

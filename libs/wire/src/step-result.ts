@@ -1,4 +1,5 @@
-import { z } from 'zod';
+import * as z from 'zod';
+import { CodeOutputSchema } from './code.js';
 import { SCHEMA_VERSION, SchemaVersionSchema } from './schema-version.js';
 
 /** Machine-readable reason next to the human `errorMessage`. */
@@ -76,6 +77,7 @@ export const StepOutputSchema = z.discriminatedUnion('kind', [
     truncated: z.boolean(),
     engine: z.enum(['ripgrep', 'builtin']),
   }),
+  CodeOutputSchema,
 ]);
 export type StepOutput = z.infer<typeof StepOutputSchema>;
 

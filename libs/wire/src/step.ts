@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { z } from 'zod';
+import * as z from 'zod';
+import { CodeContextIdSchema, CodeLanguageSchema } from './code.js';
 import { TerminalIdSchema, TransferIdSchema } from './keys.js';
 import { Limits } from './limits.js';
 import { SCHEMA_VERSION, SchemaVersionSchema } from './schema-version.js';
@@ -86,6 +87,11 @@ export const RunStepSchema = z.object({
   stdin: z.string().optional(),
   /** How `stdin` is written: `utf8` (the default) or `base64` for binary input. */
   stdinEncoding: z.enum(['utf8', 'base64']).optional(),
+  /**
+   * Keep stdin open while it runs: what clients write to the command's input list (wire
+   * command-input.ts) reaches it as it comes, until one closes it (EOF). Not with `stdin`.
+   */
+  stdinStream: z.boolean().optional(),
   /**
    * A live sandbox's background process (a dev server): runs beside everything (with
    * `parallel`), outside the parallel-step limit, until it exits, is killed or the sandbox closes.
@@ -192,6 +198,29 @@ export const ShellStepSchema = z.object({
   workingDirectory,
 });
 
+/**
+ * One cell for the code interpreter (wire code.ts): runs in its context's kernel, started on
+ * first use in `workingDirectory` (or the workspace). Cells of one context run in the order sent;
+ * contexts run side by side. A timeout or cancel interrupts the cell and keeps the kernel.
+ */
+export const CodeStepSchema = z.object({
+  ...common,
+  kind: z.literal('code'),
+  parallel,
+  language: CodeLanguageSchema.optional().default('python'),
+  /** Absent: the language's default context (defaultCodeContext). */
+  context: CodeContextIdSchema.optional(),
+  /** The cell; empty only starts the context's kernel (createCodeContext). */
+  code: z
+    .string()
+    .refine(
+      (code) => Buffer.byteLength(code, 'utf8') <= Limits.codeMaxBytes,
+      `code is at most ${Limits.codeMaxBytes} bytes`,
+    ),
+  timeoutSeconds: commandTimeout,
+  workingDirectory,
+});
+
 const transferFields = {
   /** The transfer's list (wire transferKey): the client and the agent stream the tar through it. */
   transfer: TransferIdSchema,
@@ -278,6 +307,27 @@ export const TerminalStepSchema = z.object({
     .transform((t) => t ?? Limits.runMaxTimeoutSeconds),
 });
 
+/**
+ * Watches a directory for changes (inotify; every directory below it with `recursive`) until the
+ * step is cancelled, times out or the sandbox closes. Each change is one stdout line, a
+ * WatchEvent as JSON (wire watch-event.ts). Runs in the background (with `parallel`).
+ */
+export const WatchStepSchema = z.object({
+  ...common,
+  kind: z.literal('watch'),
+  parallel,
+  path: pathField('path'),
+  recursive: z.boolean().optional().default(false),
+  workingDirectory,
+  /** How long it may watch at most (default and limit: runMaxTimeoutSeconds). */
+  timeoutSeconds: z
+    .number()
+    .positive('timeoutSeconds must be positive')
+    .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
+    .nullish()
+    .transform((t) => t ?? Limits.runMaxTimeoutSeconds),
+});
+
 export const ShutdownStepSchema = z.object({
   ...common,
   kind: z.literal('shutdown'),
@@ -294,6 +344,8 @@ export const STEP_KINDS = [
   'upload',
   'download',
   'terminal',
+  'code',
+  'watch',
   'shutdown',
 ] as const;
 export type StepKind = (typeof STEP_KINDS)[number];
@@ -318,6 +370,8 @@ export const StepSchema = z.preprocess(
     UploadStepSchema,
     DownloadStepSchema,
     TerminalStepSchema,
+    CodeStepSchema,
+    WatchStepSchema,
     ShutdownStepSchema,
   ]),
 );
@@ -335,6 +389,8 @@ export type StepInput =
   | z.input<typeof UploadStepSchema>
   | z.input<typeof DownloadStepSchema>
   | z.input<typeof TerminalStepSchema>
+  | z.input<typeof CodeStepSchema>
+  | z.input<typeof WatchStepSchema>
   | z.input<typeof ShutdownStepSchema>;
 export type RunStep = z.output<typeof RunStepSchema>;
 export type ReadFileStep = z.output<typeof ReadFileStepSchema>;
@@ -346,6 +402,8 @@ export type ShellStep = z.output<typeof ShellStepSchema>;
 export type UploadStep = z.output<typeof UploadStepSchema>;
 export type DownloadStep = z.output<typeof DownloadStepSchema>;
 export type TerminalStep = z.output<typeof TerminalStepSchema>;
+export type CodeStep = z.output<typeof CodeStepSchema>;
+export type WatchStep = z.output<typeof WatchStepSchema>;
 export type ShutdownStep = z.output<typeof ShutdownStepSchema>;
 
 /** A shutdown step with a fresh id: what every path that asks an agent to leave pushes. */

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * W3C trace context (https://www.w3.org/TR/trace-context/) carried by a Step or a queue payload,

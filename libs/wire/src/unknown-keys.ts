@@ -1,5 +1,5 @@
-import { distance } from 'fastest-levenshtein';
-import { z } from 'zod';
+import * as z from 'zod';
+import { editDistance } from './edit-distance.js';
 
 /**
  * Unknown keys where people type input: job files, SDK specs, the templates file. A typo there
@@ -17,7 +17,7 @@ export function nearestKey(key: string, known: readonly string[]): string | unde
   const typed = key.toLowerCase();
   let best: { key: string; distance: number } | undefined;
   for (const candidate of known) {
-    const d = distance(typed, candidate.toLowerCase());
+    const d = editDistance(typed, candidate.toLowerCase());
     if (best === undefined || d < best.distance) best = { key: candidate, distance: d };
   }
   // A typo is a few edits away, and fewer edits than the key has letters ("ab" is not "id").

@@ -37,10 +37,17 @@ export const ApiEnvSchema = serviceEnvSchema(8086).extend({
         .optional(),
     )
     .optional(),
+  /** The web console's built files, served at / (default: the repo's console/dist). */
+  API_CONSOLE_DIR: z.string().min(1).max(4096).optional(),
   /** What a sandbox created with neither image nor template gets: a template by name … */
   API_DEFAULT_TEMPLATE: z.string().min(1).max(253).optional(),
   /** … else this image (the quick start's local Debian image). */
   API_DEFAULT_IMAGE: z.string().min(1).max(1024).default('sandstream/debian:bookworm'),
+  /**
+   * How often (ms) a create or resume waiting for readiness reads the record when nothing woke it
+   * (the SDK's readyRecheckMs): the safety net for a lost wake-up, not how the wait ends.
+   */
+  API_READY_RECHECK_MS: intVar(10, 3_600_000, 1000),
   /** The largest request body read into memory (JSON, YAML, a file written with PUT). */
   API_BODY_LIMIT_BYTES: intVar(1024, 64 * 1024 * 1024, 16 * 1024 * 1024),
   /** Requests per minute per key (per address without one), counted in Redis across replicas. */
@@ -59,6 +66,14 @@ export const ApiEnvSchema = serviceEnvSchema(8086).extend({
    * streams included: past it 429, so that one key cannot hold a replica's sockets.
    */
   API_MAX_OPEN_REQUESTS_PER_KEY: intVar(1, 100_000, 256),
+  /** An MCP session (/mcp) with no request open for this long ends and closes the sandboxes it created. */
+  API_MCP_SESSION_IDLE_SECONDS: intVar(1, 7 * 24 * 3600, 1800),
+  /**
+   * MCP sessions one replica holds at once (each an MCP server in its memory until it ends), and
+   * one key's share of them: past either, an initialize is answered 429 naming the limit.
+   */
+  API_MCP_MAX_SESSIONS: intVar(1, 100_000, 1000),
+  API_MCP_MAX_SESSIONS_PER_KEY: intVar(1, 100_000, 64),
   /** Host-form preview URLs live under `{port}-{label}.<this>` (*.localhost resolves to loopback). */
   SANDSTREAM_PREVIEW_DOMAIN: z
     .string()

@@ -11,7 +11,12 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import { parse as parseYaml } from 'yaml';
+import { answerBeforeBody } from './answer-before-body.js';
 import type { ApiContext } from './api-context.js';
+import { consoleFiles, DEFAULT_CONSOLE_DIR } from './console-files.js';
+import { e2bRoutes } from './e2b/e2b-routes.js';
+import { mcpRoutes } from './mcp/mcp-routes.js';
+import { McpSessions } from './mcp/mcp-sessions.js';
 import { access, authentication } from './plugins/authentication.js';
 import { previewProxy, rewritePreviewUrl } from './plugins/preview-proxy.js';
 import { problemReplies } from './plugins/problem-replies.js';
@@ -46,8 +51,15 @@ export interface ApiOptions {
   maxOpenRequestsPerKey?: number;
   /** Preview URLs of sandbox ports (default: domain localhost, URLs from the request's Host). */
   preview?: PreviewConfig;
+  /** An MCP session (/mcp) with no request open for this long ends, closing the sandboxes it created (default 30 min). */
+  mcpSessionIdleMs?: number;
+  /** MCP sessions this replica holds at most (default 1000), and one key (default 64). */
+  mcpMaxSessions?: number;
+  mcpMaxSessionsPerKey?: number;
   /** Service version shown in the OpenAPI document. */
   version?: string;
+  /** The web console's built files (default: the repo's console/dist). */
+  consoleDir?: string;
   logger?: Logger;
 }
 
@@ -57,6 +69,9 @@ export interface ApiOptions {
  * per key through Redis, validates its input with the libs' zod schemas and answers errors as
  * problem details.
  */
+/** Methods whose requests carry no body: an empty one with a JSON content type is accepted. */
+const BODILESS_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
+
 export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   const requestTimeout = options.requestTimeoutMs ?? 300_000;
   const preview = options.preview ?? { domain: 'localhost', publicUrl: undefined };
@@ -85,12 +100,25 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
     // A host-form preview (`{port}-{label}.{domain}`) is routed to the preview proxy whatever its path.
     rewriteUrl: (req) => rewritePreviewUrl(preview, req.headers.host, req.url ?? '/'),
   }).withTypeProvider<ZodTypeProvider>();
+  answerBeforeBody(app.server, options.bodyLimit);
   traceRequests(app, new TraceLinks({ redis: ctx.redis, keys: ctx.keys }));
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   await app.register(problemReplies);
 
-  // Bodies: JSON (built in), text and bytes for file writes, the YAML job file, tar streams.
+  // Bodies: JSON (Fastify's own parser), text and bytes for file writes, the YAML job file, tar
+  // streams. A method that carries no body (DELETE, OPTIONS) sent with a JSON content type and
+  // nothing after it — what many HTTP clients do — is taken as bodiless, not refused as
+  // empty JSON; a POST or PUT with an empty JSON body is still refused.
+  const jsonParser = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '' && BODILESS_METHODS.has(request.method)) {
+      done(null, undefined);
+      return;
+    }
+    jsonParser(request, body as string, done);
+  });
   app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer' }, (_req, body, done) =>
     done(null, body),
   );
@@ -165,5 +193,16 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   await app.register(catalogRoutes(ctx), { prefix: '/v1' });
   await app.register(seedAliasRoutes(ctx), { prefix: '/api/sandbox' });
   await app.register(adminQueueRoutes(ctx));
+  const mcpSessions = new McpSessions({
+    idleMs: options.mcpSessionIdleMs ?? 30 * 60_000,
+    maxSessions: options.mcpMaxSessions ?? 1000,
+    maxSessionsPerKey: options.mcpMaxSessionsPerKey ?? 64,
+    version: options.version,
+    logger: options.logger,
+  });
+  app.addHook('preClose', async () => mcpSessions.closeAll());
+  await app.register(mcpRoutes(ctx, preview, mcpSessions));
+  await app.register(e2bRoutes(ctx, preview));
+  await app.register(async (scope) => consoleFiles(scope, options.consoleDir ?? DEFAULT_CONSOLE_DIR));
   return app;
 }

@@ -1,5 +1,6 @@
 import type { CommandExecution, ExecOptions, ExecResult, Sandbox } from '@sandstream/client';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { whileClientStays } from './client-departure.js';
 import { HttpProblem } from './problem.js';
 import type { ExecBody } from './schemas.js';
 import { SseStream, wantsEventStream } from './sse.js';
@@ -69,16 +70,7 @@ export async function execForRequest(
       : {}),
   };
   if (!wantsEventStream(request)) {
-    const gone = new AbortController();
-    let finished = false;
-    reply.raw.once('close', () => {
-      if (!finished) gone.abort();
-    });
-    try {
-      return await startOf(sandbox, body, { ...options, signal: gone.signal });
-    } finally {
-      finished = true;
-    }
+    return whileClientStays(reply, (signal) => startOf(sandbox, body, { ...options, signal }));
   }
   const sse = new SseStream(request, reply);
   try {
@@ -101,6 +93,8 @@ export async function execForRequest(
  */
 export async function sendExecution(sse: SseStream, execution: CommandExecution): Promise<void> {
   for await (const item of execution) await sse.send(item.stream, item);
-  await sse.send('result', await execution);
+  const result = await execution;
+  // A follow its client stopped (went away) ends quietly: there is no one to tell the rest.
+  if (result.stillRunning !== true) await sse.send('result', result);
   sse.end();
 }

@@ -4,6 +4,7 @@ import { TemplateRegistry } from '@sandstream/sandbox';
 import { runService } from '@sandstream/service-kit';
 import { ApiEnvSchema } from './api-config.js';
 import { buildApi } from './app.js';
+import { followKeyRevocations } from './key-revocations.js';
 import { Principals } from './principal.js';
 import { WorkQueues } from './work-queues.js';
 
@@ -23,6 +24,7 @@ runService({
       redis,
       namespace: keys.namespace,
       onWarning: (w) => logger.warn(w.message),
+      readyRecheckMs: env.API_READY_RECHECK_MS,
       // A volume's files are read and written in a helper sandbox of the caller's tenant.
       volumeHelperImage: env.API_DEFAULT_IMAGE,
     });
@@ -37,18 +39,15 @@ runService({
       ? await TemplateRegistry.open({ path: env.SANDSTREAM_TEMPLATES_FILE })
       : undefined;
     const queues = new WorkQueues(redis, keys);
+    const principals = new Principals({ store: apiKeys, redis, keys, anonymous: env.API_ANONYMOUS });
+    const revocations = await followKeyRevocations(redis, keys, principals);
     const app = await buildApi(
       {
         client,
         redis,
         queues,
         keys,
-        principals: new Principals({
-          store: apiKeys,
-          redis,
-          keys,
-          anonymous: env.API_ANONYMOUS,
-        }),
+        principals,
         templates,
         defaults: { template: env.API_DEFAULT_TEMPLATE, image: env.API_DEFAULT_IMAGE },
       },
@@ -58,7 +57,11 @@ runService({
         headersTimeoutMs: env.API_HEADERS_TIMEOUT_MS,
         requestTimeoutMs: env.API_REQUEST_TIMEOUT_MS,
         maxOpenRequestsPerKey: env.API_MAX_OPEN_REQUESTS_PER_KEY,
+        mcpSessionIdleMs: env.API_MCP_SESSION_IDLE_SECONDS * 1000,
+        mcpMaxSessions: env.API_MCP_MAX_SESSIONS,
+        mcpMaxSessionsPerKey: env.API_MCP_MAX_SESSIONS_PER_KEY,
         preview: { domain: env.SANDSTREAM_PREVIEW_DOMAIN, publicUrl: env.API_PUBLIC_URL },
+        ...(env.API_CONSOLE_DIR ? { consoleDir: env.API_CONSOLE_DIR } : {}),
         logger,
       },
     );
@@ -70,6 +73,7 @@ runService({
     onShutdown('sdk client', () => client.close());
     onShutdown('work queues', () => queues.close());
     onShutdown('templates', async () => templates?.close());
+    onShutdown('key revocations', async () => revocations.close());
     return {
       checks: { http: async () => app.server.listening },
       info: { apiPort: port, url: `http://${env.API_HOST}:${port}`, anonymous: env.API_ANONYMOUS },

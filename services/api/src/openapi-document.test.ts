@@ -80,24 +80,39 @@ describe('the OpenAPI document', () => {
       'GET /v1/jobs/{id}/events',
       'GET /v1/sandboxes/{id}/events',
       'GET /v1/sandboxes/{id}/processes/{pid}/output',
+      'POST /api/sandbox/{id}/code',
       'POST /api/sandbox/{id}/exec',
+      'POST /v1/sandboxes/{id}/code',
       'POST /v1/sandboxes/{id}/exec',
     ]);
     const eventsOf = (name: string) =>
       (doc.components.schemas[name]?.oneOf ?? []).map((e) => e.properties.event.const).sort();
     expect(eventsOf('CommandEvent')).toEqual(['error', 'gap', 'result', 'started', 'stderr', 'stdout']);
+    expect(eventsOf('CodeEvent')).toEqual(['error', 'execution', 'result', 'started', 'stderr', 'stdout']);
     expect(eventsOf('TimelineEvent')).toEqual(
-      ['cancel-requested', 'end', 'error', 'gap', 'output', 'state', 'step-completed', 'step-started'].sort(),
+      [
+        'cancel-requested',
+        'end',
+        'error',
+        'gap',
+        'output',
+        'progress',
+        'state',
+        'step-completed',
+        'step-started',
+      ].sort(),
     );
     for (const { at, responses } of streams) {
       const ref = responses['200']?.content?.['text/event-stream']?.schema?.$ref;
       expect(ref, at).toBe(
-        `#/components/schemas/${at.startsWith('GET ') && at.endsWith('/events') ? 'Timeline' : 'Command'}Event`,
+        `#/components/schemas/${at.startsWith('GET ') && at.endsWith('/events') ? 'Timeline' : at.endsWith('/code') ? 'Code' : 'Command'}Event`,
       );
     }
     // The exec still documents its JSON answer beside the stream.
     const exec = doc.paths['/v1/sandboxes/{id}/exec']?.post?.responses?.['200'];
     expect(exec?.content?.['application/json']?.schema?.$ref).toBe('#/components/schemas/ExecResult');
+    const code = doc.paths['/v1/sandboxes/{id}/code']?.post?.responses?.['200'];
+    expect(code?.content?.['application/json']?.schema?.$ref).toBe('#/components/schemas/Execution');
   });
 
   it('the plugins apply to every route: no key is a 401 problem, an unknown route a 404 problem', async () => {

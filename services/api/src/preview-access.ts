@@ -11,8 +11,26 @@ import {
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiContext } from './api-context.js';
 import type { PreviewTargets } from './preview-targets.js';
-import { maySee } from './principal.js';
+import { maySee, type Principal } from './principal.js';
 import { HttpProblem, notFound } from './problem.js';
+
+/** Each request's principal, resolved once (the path-id resolution and the access check ask). */
+const principals = new WeakMap<FastifyRequest, Promise<Principal>>();
+
+/** The principal of the request's API key (or the anonymous one, where that is on). */
+function principalOf(ctx: ApiContext, request: FastifyRequest): Promise<Principal> {
+  let principal = principals.get(request);
+  if (!principal) {
+    principal = ctx.principals.resolve({
+      authorization: request.headers.authorization,
+      ticket: undefined,
+      remoteAddress: request.socket.remoteAddress,
+    });
+    principal.catch(() => undefined);
+    principals.set(request, principal);
+  }
+  return principal;
+}
 
 /** The cookie a preview's `?token=` becomes, scoped to its host (host form) or path (path form). */
 export const PREVIEW_COOKIE = 'sandstream_preview';
@@ -29,7 +47,10 @@ function previewCookies(header: string | undefined): string[] {
 
 /** A request's preview tokens: its `?token=` if it has one, else the preview cookies it sent. */
 function previewTokensOf(request: FastifyRequest): { queryToken: string | undefined; tokens: string[] } {
-  const queryToken = new URL(request.url, 'http://api').searchParams.get('token') ?? undefined;
+  // Most requests (a page's assets, a keyed client) carry none: no URL parse for them.
+  const queryToken = request.url.includes('token=')
+    ? (new URL(request.url, 'http://api').searchParams.get('token') ?? undefined)
+    : undefined;
   return {
     queryToken,
     tokens: queryToken !== undefined ? [queryToken] : previewCookies(request.headers.cookie),
@@ -91,11 +112,7 @@ async function credentialRefusal(
 ): Promise<Error | undefined> {
   try {
     if (request.headers.authorization !== undefined || tokens.length === 0) {
-      const principal = await ctx.principals.resolve({
-        authorization: request.headers.authorization,
-        ticket: undefined,
-        remoteAddress: request.socket.remoteAddress,
-      });
+      const principal = await principalOf(ctx, request);
       return maySee(principal, record.tenant) ? undefined : notFound(`sandbox ${record.id}`);
     }
   } catch (err) {
@@ -119,13 +136,7 @@ async function credentialRefusal(
 export async function previewPathId(ctx: ApiContext, request: FastifyRequest, id: string): Promise<string> {
   if (isScopedJobId(id)) return id;
   if (request.headers.authorization !== undefined) {
-    const principal = await ctx.principals
-      .resolve({
-        authorization: request.headers.authorization,
-        ticket: undefined,
-        remoteAddress: request.socket.remoteAddress,
-      })
-      .catch(() => undefined);
+    const principal = await principalOf(ctx, request).catch(() => undefined);
     return principal ? scopedJobId(principal.tenant, id) : id;
   }
   const { tokens } = previewTokensOf(request);

@@ -8,6 +8,8 @@ export const PrincipalSchema = z.object({
   keyId: z.string(),
   tenant: z.string(),
   admin: z.boolean(),
+  /** A sandbox's E2B access token: the one sandbox (internal id) it opens (e2b-sandbox-tokens.ts). */
+  sandbox: z.string().optional(),
 });
 export type Principal = z.infer<typeof PrincipalSchema>;
 
@@ -32,7 +34,10 @@ declare module 'fastify' {
   }
 }
 
-/** A verified key is trusted this long without asking Redis again (a revoked key stops within it). */
+/**
+ * A verified key is trusted this long without asking Redis again. A revocation is published and
+ * drops it at once (key-revocations.ts); this bounds what a missed message could leave open.
+ */
 const KEY_CACHE_MS = 5000;
 const KEY_CACHE_MAX = 10_000;
 /** A WebSocket ticket is good once, for this long. */
@@ -57,6 +62,8 @@ export class Principals {
       redis: RedisClient;
       keys: KeySpace;
       anonymous: 'loopback' | 'off';
+      /** How long a verified key is trusted without Redis; default KEY_CACHE_MS. */
+      keyCacheMs?: number;
     },
   ) {}
 
@@ -129,6 +136,16 @@ export class Principals {
       await this.options.redis.unlink(this.options.keys.api(`session:${session}`));
   }
 
+  /** Drops the cached verification of the key with this id (revoked: key-revocations.ts). */
+  forget(keyId: string): void {
+    for (const [key, entry] of this.cache) if (entry.info.id === keyId) this.cache.delete(key);
+  }
+
+  /** Drops every cached verification (a revocation may have been missed while disconnected). */
+  forgetAll(): void {
+    this.cache.clear();
+  }
+
   private async verify(key: string): Promise<ApiKeyInfo | null> {
     const now = Date.now();
     const hit = this.cache.get(key);
@@ -139,7 +156,7 @@ export class Principals {
       return null;
     }
     if (this.cache.size >= KEY_CACHE_MAX) this.cache.clear();
-    this.cache.set(key, { info, until: now + KEY_CACHE_MS });
+    this.cache.set(key, { info, until: now + (this.options.keyCacheMs ?? KEY_CACHE_MS) });
     return info;
   }
 }

@@ -13,6 +13,7 @@ import {
   InfrastructureUnavailableError,
   JobNotFoundError,
   SandboxClosedError,
+  SandboxCodeError,
   SandboxCommandNotFoundError,
   SandboxConflictError,
   SandboxFileError,
@@ -116,7 +117,7 @@ const CASES: { kind: ProblemKind; err: unknown; back: new (...args: never[]) => 
     back: CommandCancelledError,
     fields: { message: 'command cmd-1 was cancelled', result: cancelledResult },
   },
-  { kind: 'body-too-large', err: fastifyError(413), back: SandstreamApiError },
+  { kind: 'body-too-large', err: fastifyError(413), back: SandboxLimitError },
   { kind: 'uri-too-long', err: fastifyError(414), back: SandstreamApiError },
   { kind: 'unsupported-media-type', err: fastifyError(415), back: SandstreamApiError },
   { kind: 'upgrade-required', err: new HttpProblem(426, 'upgrade-required', 'no'), back: SandstreamApiError },
@@ -160,6 +161,12 @@ const CASES: { kind: ProblemKind; err: unknown; back: new (...args: never[]) => 
     fields: { code, message: `${code} happened` },
   })),
   { kind: 'file-error', err: new SandboxFileError('failed', undefined), back: SandboxFileError },
+  {
+    kind: 'code-error',
+    err: new SandboxCodeError('python3 was not found in the sandbox', 'spawn_failed'),
+    back: SandboxCodeError,
+    fields: { message: 'python3 was not found in the sandbox' },
+  },
 ];
 
 describe('problems both ways: API error → problem → SDK error', () => {

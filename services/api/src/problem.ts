@@ -16,6 +16,7 @@ import {
   infrastructureErrorOf,
   JobNotFoundError,
   SandboxClosedError,
+  SandboxCodeError,
   SandboxCommandNotFoundError,
   SandboxConflictError,
   SandboxFileError,
@@ -203,6 +204,9 @@ export function problemOf(err: unknown): ProblemOf {
   if (err instanceof CommandCancelledError) {
     return { status: 409, kind: ProblemKinds.cancelled, detail: err.message, result: err.result };
   }
+  if (err instanceof SandboxCodeError) {
+    return { status: err.code === 'invalid_step' ? 400 : 422, kind: 'code-error', detail: err.message };
+  }
   if (err instanceof SandboxFileError) {
     const status =
       err.code === 'not_found'
@@ -262,6 +266,16 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, err: u
     request.log.warn({ err }, 'request failed: infrastructure unavailable');
     reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
   } else if (problem.status >= 500) request.log.error({ err }, 'request failed');
+  if (problem.kind === 'body-too-large') {
+    // Name the limit, as the SDK's SandboxLimitError over Redis does (refused from the
+    // Content-Length alone, or once a streamed body went past it).
+    const limit = request.routeOptions.bodyLimit;
+    const length = Number(request.headers['content-length']);
+    problem = {
+      ...problem,
+      detail: `the request body${Number.isFinite(length) && length > 0 ? ` (${length} bytes)` : ''} is over the API's limit of ${limit} bytes (API_BODY_LIMIT_BYTES)`,
+    };
+  }
   return reply
     .code(problem.status)
     .type('application/problem+json')

@@ -7,7 +7,7 @@ import {
   SandboxStateSchema,
   TenantSchema,
 } from '@sandstream/bus';
-import { ExecOptionsSchema, GrepOptionsSchema } from '@sandstream/client';
+import { ExecOptionsSchema, FOLLOW_CURSOR_PATTERN, GrepOptionsSchema } from '@sandstream/client';
 import {
   FileEntrySchema,
   GrepMatchSchema,
@@ -39,6 +39,11 @@ export const queryBool = z.enum(['true', 'false']).transform((v) => v === 'true'
 export const CreateSandboxQuery = strictObject({
   /** `false`: answer 202 at once with the record (state queued); else wait until it is ready. */
   wait: queryBool.optional(),
+  /** How long to wait for it to be ready (default 120 s). */
+  timeoutSeconds: queryInt(1, 3600).optional(),
+});
+
+export const ConnectSandboxQuery = strictObject({
   /** How long to wait for it to be ready (default 120 s). */
   timeoutSeconds: queryInt(1, 3600).optional(),
 });
@@ -160,7 +165,7 @@ export const EventsQuery = strictObject({
   /** Resume after this entry (same as the Last-Event-ID header). */
   from: z
     .string()
-    .regex(/^\d+-\d+$/, 'from is a stream entry id such as 1712345678901-0')
+    .regex(FOLLOW_CURSOR_PATTERN, 'from is an event id such as 1712345678901-0 or 1712345678901-0:2')
     .optional(),
   /**
    * `false`: only what the stream holds now, then an `end` event (what `sandstream logs` without
@@ -190,6 +195,8 @@ export const SandboxResponse = z
     pausedAt: z.number().optional(),
     /** How many times it resumed. */
     resumes: z.number(),
+    /** When it ends of its lifetime (epoch ms), while ready: moved by POST …/timeout. */
+    endsAt: z.number().optional(),
   })
   .meta({ id: 'Sandbox' });
 

@@ -1,4 +1,6 @@
-import { JobStateSchema } from '@sandstream/bus';
+import { CreateProgressSchema, JobStateSchema } from '@sandstream/bus';
+import { ExecutionSchema } from '@sandstream/client';
+import { CodeResultSchema } from '@sandstream/wire';
 import { z } from 'zod';
 import { ProblemSchema } from './problem.js';
 import { ExecResultResponse } from './schemas.js';
@@ -38,6 +40,20 @@ export const CommandEventSchema = z
   ])
   .meta({ id: 'CommandEvent' });
 
+/** A code cell's events (POST …/code with Accept: text/event-stream). */
+export const CodeEventSchema = z
+  .discriminatedUnion('event', [
+    event('started', z.object({ commandId: z.string() })).describe("the cell's command id, first"),
+    event('stdout', z.object({ line: z.string() })),
+    event('stderr', z.object({ line: z.string() })),
+    event('result', CodeResultSchema).describe(
+      'a rich result (plot, table, the main result), once the cell ended',
+    ),
+    event('execution', ExecutionSchema).describe('the end: the whole execution'),
+    ErrorEvent,
+  ])
+  .meta({ id: 'CodeEvent' });
+
 const cursor = z.string().describe('the stream entry id (also the event id)');
 
 /** A job's or sandbox's timeline (FollowItem of the SDK), each event named by its item type. */
@@ -60,6 +76,11 @@ export const TimelineEventSchema = z
       z.object({ type: z.literal('cancel-requested'), cursor, reason: z.string().optional() }),
       true,
     ),
+    event(
+      'progress',
+      z.object({ type: z.literal('progress'), cursor, progress: CreateProgressSchema, message: z.string() }),
+      true,
+    ).describe('a long create phase advancing while the sandbox starts (its image being pulled)'),
     event('step-started', z.object({ type: z.literal('step-started'), cursor, stepId: z.string() }), true),
     event(
       'output',

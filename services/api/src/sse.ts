@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import type { Server } from 'node:http';
+import { FOLLOW_CURSOR_PATTERN } from '@sandstream/client';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { problemBody, problemOf } from './problem.js';
 
@@ -169,6 +170,6 @@ export function wantsEventStream(request: FastifyRequest): boolean {
 export function resumeCursor(request: FastifyRequest, from: string | undefined): string | undefined {
   const header = request.headers['last-event-id'];
   const value = Array.isArray(header) ? header[0] : header;
-  if (value !== undefined && /^\d+-\d+$/.test(value)) return value;
+  if (value !== undefined && FOLLOW_CURSOR_PATTERN.test(value)) return value;
   return from;
 }

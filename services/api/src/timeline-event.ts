@@ -7,7 +7,7 @@ type OutputItem = Extract<FollowItem, { type: 'output' }>;
  * One item of a job's timeline as an SSE event: its type as the event name, its cursor as the
  * id, the item as the data. Output lines (nearly every event of a log) are put together by hand,
  * byte for byte what JSON.stringify makes of the item, at under half its cost: only the line and
- * the step id can hold characters JSON escapes; the cursor (`<ms>-<n>`), the stream name and the
+ * the step id can hold characters JSON escapes; the cursor (`<ms>-<n>` or `<ms>-<n>:<i>`), the stream name and the
  * seq number cannot.
  */
 export function timelineEvent(item: FollowItem): string {

@@ -9,7 +9,9 @@ import {
   SandboxDestroyPayloadSchema,
   type SandboxFilesKeeper,
   sandboxRefOf,
+  TEARDOWN_CLAIM_MS,
   tearDownSandbox,
+  teardownClaimKey,
   type WarmPoolStore,
 } from '@sandstream/bus';
 import type { SandboxBackend } from '@sandstream/sandbox';
@@ -93,9 +95,21 @@ export async function destroySandbox(
   // is terminal) and the reaper to reclaim.
   if (record) await deps.leases.release(jobId, record.tenant);
   const sandbox = record?.sandbox;
+  const ref = sandbox ? sandboxRefOf(jobId, sandbox) : undefined;
+  if (ref) {
+    // Taken, not tried: this destroy is the sandbox's owner and always tears down (a reaper that
+    // was first does no harm, the teardown is idempotent); a reaper that comes later sees the
+    // claim and leaves the sandbox to us.
+    await deps.redis.set(
+      teardownClaimKey(deps.keys, ref.jobId),
+      'pod-lifecycle',
+      'PX',
+      deps.graceMs + TEARDOWN_CLAIM_MS,
+    );
+  }
   await tearDownSandbox(deps, {
     jobId,
-    ref: sandbox ? sandboxRefOf(jobId, sandbox) : undefined,
+    ref,
     member: sandbox?.member,
     graceMs: deps.graceMs,
     keepOutput: true,

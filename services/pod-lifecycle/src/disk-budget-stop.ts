@@ -12,6 +12,8 @@ export interface DiskBudgetStopOptions {
   /** This Redis's installation id (InstallationIdentity): a shared name alone is not enough. */
   installationId: () => string;
   intervalMs: number;
+  /** Longest pause while no sandbox runs (DiskBudgetWatch backs off up to it). */
+  idleMaxMs?: number;
   logger: Logger;
 }
 
@@ -41,6 +43,7 @@ export function createDiskBudgetStop(options: DiskBudgetStopOptions): DiskBudget
   return new DiskBudgetWatch({
     backend: ours,
     intervalMs: options.intervalMs,
+    ...(options.idleMaxMs !== undefined ? { idleMaxMs: options.idleMaxMs } : {}),
     // For stats(): a write per sandbox per round, on a field of its own record.
     onMeasured: (ref, usage) => {
       const disk = { usedBytes: usage.usedBytes, limitBytes: usage.limitBytes, measuredAt: Date.now() };

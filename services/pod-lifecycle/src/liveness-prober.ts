@@ -1,6 +1,6 @@
 import { type JobStore, type SandboxLiveness, sandboxRefOf } from '@sandstream/bus';
 import type { SandboxBackend } from '@sandstream/sandbox';
-import { PeriodicWorker } from '@sandstream/service-kit';
+import { PeriodicWorker, type RoundOutcome } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 
 export interface LivenessProberOptions {
@@ -9,6 +9,11 @@ export interface LivenessProberOptions {
   backend: SandboxBackend;
   logger: Logger;
   intervalMs?: number;
+  /**
+   * Longest pause while nobody is suspect (rounds back off from `intervalMs` up to it): the
+   * dispatcher waits HEARTBEAT_VERDICT_WAIT_MS (10 s) for a verdict, so this stays well under it.
+   */
+  idleMaxMs?: number;
   onProgress?: () => void;
 }
 
@@ -16,7 +21,8 @@ export interface LivenessProberOptions {
  * pod-lifecycle's half of the late-heartbeat check (SandboxLiveness in libs/bus): for every
  * sandbox the step-dispatcher marked suspect, asks the backend whether its process, container or
  * pod still runs, and writes the verdict the dispatcher waits for. Asked again every round, so a
- * sandbox that dies while it is given more time is reported gone at once.
+ * sandbox that dies while it is given more time is reported gone at once. While nobody is
+ * suspect the rounds back off (one read of the suspects every few seconds, not every second).
  */
 export class LivenessProber extends PeriodicWorker {
   constructor(private readonly options: LivenessProberOptions) {
@@ -24,11 +30,12 @@ export class LivenessProber extends PeriodicWorker {
   }
 
   /** One round: every suspect asked about once. */
-  async tick(): Promise<void> {
+  async tick(): Promise<RoundOutcome> {
     const { liveness, store, backend, logger } = this.options;
     const isRunning = backend.isRunning?.bind(backend);
-    if (!isRunning) return;
-    for (const jobId of await liveness.suspects()) {
+    if (!isRunning) return 'idle';
+    const suspects = await liveness.suspects();
+    for (const jobId of suspects) {
       const sandbox = (await store.get(jobId))?.sandbox;
       // Another backend's sandbox (a replica of another kind answers it), or none recorded.
       if (!sandbox || sandbox.backend !== backend.kind) continue;
@@ -45,5 +52,6 @@ export class LivenessProber extends PeriodicWorker {
       }
       await liveness.record(jobId, state);
     }
+    return suspects.length > 0 ? 'busy' : 'idle';
   }
 }

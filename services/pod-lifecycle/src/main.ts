@@ -1,3 +1,4 @@
+import { tmpdir } from 'node:os';
 import {
   AgentAnnouncements,
   DispatchKeys,
@@ -6,11 +7,14 @@ import {
   JobStore,
   LeaseRenewal,
   natsUrlOptions,
+  PausedFilesQuota,
   pausedFilesStoreOf,
   QueueNames,
   SandboxLiveness,
+  SNAPSHOT_WORKER_OPTIONS,
   SnapshotRecords,
   SnapshotStore,
+  WORKER_DRAIN_DELAY_SECONDS,
 } from '@sandstream/bus';
 import { createBackend, resourcePolicyOf } from '@sandstream/sandbox';
 import { openSandboxAcl, ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
@@ -19,10 +23,14 @@ import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { connect as connectNats } from 'nats';
 import { agentEnvFor, logArchiveOn } from './agent-env.js';
+import { CaptureCache } from './capture-cache.js';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { createDiskBudgetStop } from './disk-budget-stop.js';
+import { reapplyEgress } from './egress-reapply.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { LivenessProber } from './liveness-prober.js';
+import { openNetworkCeiling } from './network-ceiling.js';
+import { createNetworkProcessor } from './network-processor.js';
 import { openPausedFiles } from './open-paused-files.js';
 import { destroyGraceMs, PodLifecycleEnvSchema } from './pod-lifecycle-config.js';
 import { SandboxUserRestorer } from './sandbox-user-restorer.js';
@@ -65,8 +73,15 @@ runService({
     const { backend, detection } = await createBackend({
       redis: redis as Redis,
       resourcePolicy: resourcePolicyOf(env),
+      // Every list() here is about this installation's sandboxes: others' are never probed.
+      inProcessOptions: { installation },
     });
     logger.info({ backend: detection.kind, why: detection.reason }, 'sandbox backend selected');
+    // The Kubernetes egress proxy, when configured: serves every replica's sandboxes (its Service
+    // spreads them), so it listens before this replica takes any work. Closed by backend.close().
+    await backend.serve?.();
+    /** Set once the disk watch exists (below); a start woken before then has nothing to wake. */
+    let diskWatch: { wake(): void } | undefined;
     if (detection.kind === 'inprocess') {
       // Said at every start: a developer convenience must never pass for a boundary.
       logger.warn(
@@ -97,7 +112,7 @@ runService({
       installationId,
       metrics,
       agentRedisUrl: env.AGENT_REDIS_URL ?? env.REDIS_URL,
-      ...withAgentEnv(agentEnvFor(env)),
+      agentEnv: agentEnvFor(env),
     });
     // Snapshots: records in Redis, bytes in NATS JetStream's object store (docs/snapshots.md).
     const nats = env.NATS_URL
@@ -112,13 +127,45 @@ runService({
     freeze.start();
     onShutdown('freeze sweep', async () => freeze.stop());
     const snapshotObjects = nats ? new SnapshotStore(nats, keys.namespace) : undefined;
+    // Kept files count in the tenant's snapshot bytes; the quota is published for pause requests.
+    const pausedQuota = new PausedFilesQuota(redis, keys);
+    await pausedQuota.publishLimits({
+      maxCount: env.SNAPSHOT_MAX_COUNT_PER_TENANT,
+      maxBytes: env.SNAPSHOT_MAX_BYTES_PER_TENANT,
+    });
     // A pause keeps its files in the same store (no second capture, no second store).
     const files = openPausedFiles(
       backend,
       freeze,
-      snapshotObjects ? pausedFilesStoreOf(snapshotObjects) : undefined,
+      snapshotObjects ? pausedFilesStoreOf(snapshotObjects, pausedQuota) : undefined,
       logger,
     );
+    const snapshotRecords = new SnapshotRecords(redis, keys);
+    // This replica's captures, kept for forks placed here (capture-cache.ts); removed at shutdown.
+    const captureCache =
+      snapshotObjects && env.SNAPSHOT_CACHE_MAX_BYTES > 0
+        ? new CaptureCache({
+            root: env.SNAPSHOT_CACHE_DIR ?? tmpdir(),
+            maxBytes: env.SNAPSHOT_CACHE_MAX_BYTES,
+            maxAgeMs: env.SNAPSHOT_CACHE_MAX_AGE_SECONDS * 1000,
+          })
+        : undefined;
+    // A sandbox created from a snapshot (or forked) gets its files before it enters running.
+    const snapshots = snapshotObjects
+      ? {
+          source: {
+            records: snapshotRecords,
+            objects: snapshotObjects,
+            backend,
+            cache: captureCache,
+            onCacheRefused: (reason: string) => logger.warn({ reason }, 'cached capture not used'),
+            onOpened: (snapshotId: string, from: string) =>
+              logger.info({ snapshotId, from }, 'snapshot opened for a start'),
+          },
+          backend,
+          freeze,
+        }
+      : undefined;
     const start = createStartProcessor({
       store,
       leases,
@@ -129,7 +176,7 @@ runService({
       announcements,
       acl,
       agentRedisUrl: env.AGENT_REDIS_URL ?? env.REDIS_URL,
-      ...withAgentEnv(agentEnvFor(env)),
+      agentEnv: agentEnvFor(env),
       dispatchQueue,
       destroyQueue,
       logger,
@@ -138,9 +185,12 @@ runService({
       onStarted: (seconds, kind) => {
         metrics.sandboxStartSeconds.record(seconds, { backend: kind });
         metrics.activeSandboxes.add(1, { backend: kind });
+        // The disk watch rests while nothing runs: measured from its first round.
+        diskWatch?.wake();
       },
       ...(warm ? { warm: warm.start } : {}),
       files,
+      snapshots,
     });
     const destroy = createDestroyProcessor({
       store,
@@ -163,7 +213,12 @@ runService({
           { traceContext: job.data?.traceContext, attempt: job.attemptsMade + 1 },
           () => start(job),
         ),
-      { connection: createRedisConn, prefix, concurrency: env.POD_LIFECYCLE_CONCURRENCY },
+      {
+        connection: createRedisConn,
+        prefix,
+        concurrency: env.POD_LIFECYCLE_CONCURRENCY,
+        drainDelay: WORKER_DRAIN_DELAY_SECONDS,
+      },
     );
     const destroyWorker = new Worker(
       QueueNames.sandboxDestroy,
@@ -173,14 +228,20 @@ runService({
           { traceContext: job.data?.traceContext, attempt: job.attemptsMade + 1 },
           () => destroy(job),
         ),
-      { connection: destroyRedisConn, prefix, concurrency: env.POD_LIFECYCLE_DESTROY_CONCURRENCY },
+      {
+        connection: destroyRedisConn,
+        prefix,
+        concurrency: env.POD_LIFECYCLE_DESTROY_CONCURRENCY,
+        drainDelay: WORKER_DRAIN_DELAY_SECONDS,
+      },
     );
     const snapshot = createSnapshotProcessor({
       freeze,
       store,
       backend,
-      records: new SnapshotRecords(redis, keys),
+      records: snapshotRecords,
       objects: snapshotObjects,
+      cache: captureCache,
       limits: {
         maxCount: env.SNAPSHOT_MAX_COUNT_PER_TENANT,
         maxBytes: env.SNAPSHOT_MAX_BYTES_PER_TENANT,
@@ -193,13 +254,29 @@ runService({
       connection: connect('worker', 'pod-lifecycle-snapshot'),
       prefix,
       concurrency: env.SNAPSHOT_CONCURRENCY,
-      // A capture of a large sandbox holds the job for a while: renewed, not stalled.
-      lockDuration: 60_000,
+      drainDelay: WORKER_DRAIN_DELAY_SECONDS,
+      ...SNAPSHOT_WORKER_OPTIONS,
+    });
+    const networkCeiling = await openNetworkCeiling(env.SANDSTREAM_TEMPLATES_FILE, logger);
+    onShutdown('network ceilings', async () => networkCeiling.close());
+    const network = createNetworkProcessor({
+      store,
+      backend,
+      ceiling: (template) => networkCeiling.ceiling(template),
+      logger,
+    });
+    // A queue of its own: a policy change answers within a second, never behind a long capture.
+    const networkWorker = new Worker(QueueNames.sandboxNetwork, (job) => network(job), {
+      connection: connect('worker', 'pod-lifecycle-network'),
+      prefix,
+      concurrency: 4,
+      drainDelay: WORKER_DRAIN_DELAY_SECONDS,
     });
     for (const [name, worker] of [
       ['sandbox-create', createWorker],
       ['sandbox-destroy', destroyWorker],
       ['sandbox-snapshot', snapshotWorker],
+      ['sandbox-network', networkWorker],
     ] as const) {
       worker.on('failed', (job, err) =>
         logger.error({ queue: name, bullJobId: job?.id, err: err.message }, 'job failed'),
@@ -242,6 +319,18 @@ runService({
         })
       : undefined;
     restorer?.start();
+    // The egress proxy's ports and map were the previous process's: domain allow-lists of running
+    // sandboxes are set again (in the background; a failure is logged, never fatal).
+    void reapplyEgress({
+      backend,
+      store,
+      ceiling: (template) => networkCeiling.ceiling(template),
+      claimedBy: async () => {
+        const claims = await redis.hgetall(keys.pools.claims);
+        return new Map(Object.entries(claims).map(([jobId, memberId]) => [memberId, jobId]));
+      },
+      logger,
+    });
     const diskBudget = createDiskBudgetStop({
       backend,
       store,
@@ -249,8 +338,10 @@ runService({
       installation,
       installationId,
       intervalMs: env.SANDBOX_DISK_CHECK_MS,
+      idleMaxMs: env.SANDBOX_DISK_IDLE_MS,
       logger,
     });
+    diskWatch = diskBudget;
     diskBudget.start();
     // Answers the step-dispatcher's late-heartbeat suspects: does the sandbox still run?
     const prober = new LivenessProber({
@@ -259,7 +350,11 @@ runService({
       backend,
       logger,
       intervalMs: env.LIVENESS_PROBE_MS,
-      onProgress: watchdog.track('liveness-prober', Math.max(env.LIVENESS_PROBE_MS * 5, 20_000)),
+      idleMaxMs: env.LIVENESS_PROBE_IDLE_MS,
+      onProgress: watchdog.track(
+        'liveness-prober',
+        Math.max(Math.max(env.LIVENESS_PROBE_MS, env.LIVENESS_PROBE_IDLE_MS) * 5, 20_000),
+      ),
     });
     prober.start();
     for (const queue of [dispatchQueue, destroyQueue]) {
@@ -268,10 +363,16 @@ runService({
 
     // In-flight starts and destroys finish; what is left stays queued for another replica.
     onShutdown('workers', async () => {
-      await Promise.all([createWorker.close(), destroyWorker.close(), snapshotWorker.close()]);
+      await Promise.all([
+        createWorker.close(),
+        destroyWorker.close(),
+        snapshotWorker.close(),
+        networkWorker.close(),
+      ]);
     });
-    // After the workers: an in-flight capture still uploads.
+    // After the workers: an in-flight capture still uploads, from its spool.
     if (nats) onShutdown('nats', () => nats.drain());
+    if (captureCache) onShutdown('capture cache', () => captureCache.close());
     // After the workers: an in-flight start still listens for its agent.
     onShutdown('ready announcements', () => announcements.close());
     onShutdown('lease keeper', () => keeper.stop());
@@ -291,7 +392,3 @@ runService({
     };
   },
 });
-
-function withAgentEnv(agentEnv: Record<string, string> | undefined): { agentEnv?: Record<string, string> } {
-  return agentEnv ? { agentEnv } : {};
-}

@@ -29,6 +29,8 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
   /** `off` turns the log archive off although NATS_URL is set (the archiver reads the same). */
   LOG_ARCHIVE: z.enum(['on', 'off'], { error: 'LOG_ARCHIVE must be on or off' }).optional(),
   SANDBOX_ACL: SharedEnv.SANDBOX_ACL,
+  /** The step-dispatcher's limit, passed to every agent so that it paces its output below it (agent-env.ts). */
+  SANDBOX_REDIS_RATE_LIMIT: SharedEnv.SANDBOX_REDIS_RATE_LIMIT,
   LEASE_SECONDS: SharedEnv.LEASE_SECONDS,
   /** Sandboxes one replica starts concurrently (create + wait-ready are mostly waiting). */
   POD_LIFECYCLE_CONCURRENCY: intVar(1, 1000, 20),
@@ -39,12 +41,20 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
    * writing at R bytes/s stops at most R × this (plus one measure) past its limit.
    */
   SANDBOX_DISK_CHECK_MS: intVar(200, 60_000, 2000),
+  /**
+   * The disk check's longest pause while no sandbox runs (it backs off from SANDBOX_DISK_CHECK_MS;
+   * a sandbox this replica starts wakes it at once, one another replica starts is measured by that
+   * replica's check).
+   */
+  SANDBOX_DISK_IDLE_MS: intVar(200, 600_000, 10_000),
   /** Time the agent gets to exit after its shutdown step before it is killed. */
   DESTROY_GRACE_SECONDS: intVar(0, 600, 10),
   COMPLETION_SHARDS: SharedEnv.COMPLETION_SHARDS,
   SANDSTREAM_INSTALLATION: SharedEnv.SANDSTREAM_INSTALLATION,
   /** How often sandboxes the step-dispatcher suspects (late heartbeat) are checked with the backend. */
   LIVENESS_PROBE_MS: intVar(100, 60_000, 1000),
+  /** The longest pause of that check while nothing is suspect (it backs off from LIVENESS_PROBE_MS). */
+  LIVENESS_PROBE_IDLE_MS: intVar(100, 60_000, 4000),
   /** Safety-net period of the sandbox user restore (it also runs on every reconnect). */
   SANDBOX_ACL_RESTORE_SECONDS: intVar(1, 3600, 30),
   /**
@@ -88,6 +98,16 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
   SNAPSHOT_UPLOAD_GRACE_SECONDS: intVar(10, 24 * 3600, 900),
   /** Snapshot captures and restores one replica runs at once. */
   SNAPSHOT_CONCURRENCY: intVar(1, 100, 4),
+  /**
+   * Bytes of its own captures a replica keeps on local disk (capture-cache.ts) so a fork placed
+   * on it restores without reading the store back; 0 turns the cache off (captures then stream
+   * straight to the store, the sandbox frozen meanwhile).
+   */
+  SNAPSHOT_CACHE_MAX_BYTES: intVar(0, 2 ** 50, 1024 ** 3),
+  /** How long a kept capture is used; it is deleted after. */
+  SNAPSHOT_CACHE_MAX_AGE_SECONDS: intVar(1, 24 * 3600, 300),
+  /** Where the cache lives (each replica its own directory below it); default the system's temp directory. */
+  SNAPSHOT_CACHE_DIR: z.string().min(1, 'SNAPSHOT_CACHE_DIR must not be empty').optional(),
   /** CPU, memory and pids every sandbox gets unless its spec says otherwise, and the most it may ask. */
   ...ResourcePolicyEnvSchema.shape,
 });

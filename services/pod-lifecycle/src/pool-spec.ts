@@ -24,11 +24,15 @@ export function poolSpecHash(pool: Pick<DeclaredPool, 'spec' | 'tenants'>): stri
 }
 
 /**
- * Fields of a spec that are only read while the agent runs its steps, so a claim can bind them
- * to a member that is already up. Everything else is fixed when the container or pod is made.
- * `startDeadlineSeconds` is the start's own budget; `template` names the pool itself.
+ * Fields of a spec that are only read while the agent runs its steps, or only describe the
+ * sandbox, so a claim can bind them to a member that is already up. Everything else is fixed
+ * when the container or pod is made. `startDeadlineSeconds` is the start's own budget;
+ * `template` names the pool itself; `labels` are the sandbox's metadata (its record carries
+ * the request's, for listing and filtering; a claimed member's container or pod keeps the
+ * pool's). Annotations stay fixed: on Kubernetes some change what runs (sidecar injection,
+ * AppArmor profiles).
  */
-const LATE_BOUND = new Set(['env', 'startDeadlineSeconds', 'template']);
+const LATE_BOUND = new Set(['env', 'startDeadlineSeconds', 'template', 'labels']);
 
 export type PoolFit =
   | { fits: true; env: Record<string, string>; unsetEnv: string[] }

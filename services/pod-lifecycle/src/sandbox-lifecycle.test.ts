@@ -13,6 +13,7 @@ import {
   readSandboxUser,
   SandboxAcl,
   SlotAdmission,
+  teardownClaimKey,
 } from '@sandstream/bus';
 import {
   type CreateSandboxRequest,
@@ -180,6 +181,8 @@ describe('pod-lifecycle', () => {
     expect(await acl.listJobIds()).not.toContain(jobId);
     expect(await redis.exists(sk.in, sk.control, sk.heartbeat)).toBe(0);
     expect(await redis.exists(sk.events)).toBe(1); // output kept for retention
+    // A reaper with a short grace that listed it meanwhile leaves the teardown to this destroy.
+    expect(await redis.get(teardownClaimKey(keys, jobId))).toBe('pod-lifecycle');
     expect(await admission.inUse()).toBe(0);
   });
 

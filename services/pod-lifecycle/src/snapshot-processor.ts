@@ -9,11 +9,14 @@ import {
   type SnapshotRequest,
   SnapshotRequestSchema,
   type SnapshotStore,
+  type StoredSnapshot,
   snapshotFailure,
 } from '@sandstream/bus';
 import { type SandboxBackend, type SandboxRef, SnapshotCorruptError } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
 import { type Job, UnrecoverableError } from 'bullmq';
+import type { CaptureCache, SpooledCapture } from './capture-cache.js';
+import { openSnapshot } from './open-snapshot.js';
 import type { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
 
 export interface SnapshotProcessorDeps {
@@ -26,6 +29,8 @@ export interface SnapshotProcessorDeps {
   logger: Logger;
   /** Holds each capture's and restore's freeze lease (snapshot-freeze-guard.ts). */
   freeze: SnapshotFreezeGuard;
+  /** Keeps captures on this node for forks placed here (absent: captures stream to the store). */
+  cache?: CaptureCache | undefined;
 }
 
 /**
@@ -43,7 +48,7 @@ export function createSnapshotProcessor(deps: SnapshotProcessorDeps) {
       throw new UnrecoverableError(`failed: bad snapshot request: ${parsed.error.message}`);
     try {
       return parsed.data.op === 'capture'
-        ? await capture(deps, parsed.data)
+        ? await capture(deps, parsed.data, job)
         : await restore(deps, parsed.data);
     } catch (err) {
       throw new UnrecoverableError(failureMessage(err as Error));
@@ -57,6 +62,20 @@ function failureMessage(err: Error): string {
   if (err instanceof SnapshotCorruptError || err instanceof SnapshotIntegrityError)
     return snapshotFailure('corrupt', err.message).message;
   return snapshotFailure('failed', err.message).message;
+}
+
+/** A spooled capture into the store; what the store hashed must be what the spool hashed. */
+async function uploadSpooled(
+  objects: SnapshotStore,
+  snapshotId: string,
+  spooled: SpooledCapture,
+): Promise<StoredSnapshot> {
+  const stored = await objects.put(snapshotId, spooled.read());
+  if (stored.sizeBytes !== spooled.sizeBytes || stored.sha256 !== spooled.sha256)
+    throw new Error(
+      `snapshot ${snapshotId}: the store received ${stored.sizeBytes} bytes hashing to ${stored.sha256}, the capture was ${spooled.sizeBytes} bytes hashing to ${spooled.sha256}`,
+    );
+  return stored;
 }
 
 /** The live sandbox the request names, running here, or a not-found / conflict failure. */
@@ -94,6 +113,7 @@ function objectsOf(deps: SnapshotProcessorDeps): SnapshotStore {
 async function capture(
   deps: SnapshotProcessorDeps,
   request: Extract<SnapshotRequest, { op: 'capture' }>,
+  job: Pick<Job, 'timestamp' | 'processedOn'>,
 ): Promise<SnapshotRecord> {
   const objects = objectsOf(deps);
   const { ref, tenant, spec } = await liveSandbox(deps, request);
@@ -112,14 +132,37 @@ async function capture(
     },
     deps.limits,
   );
+  let spooled: SpooledCapture | undefined;
   try {
     const started = performance.now();
     const capture = deps.backend.captureFiles.bind(deps.backend);
-    const { stored, frozenMs, entries } = await deps.freeze.hold(request.sandboxId, ref, async () => {
+    const { cache } = deps;
+    let frozenAt = started;
+    const frozen = await deps.freeze.hold<{
+      frozenMs: number;
+      entries: number;
+      spooled?: SpooledCapture;
+      stored?: StoredSnapshot;
+    }>(request.sandboxId, ref, async () => {
+      frozenAt = performance.now();
       const taken = await capture(ref);
-      const put = await objects.put(snapshotId, taken.stream);
-      return { stored: put, ...(await taken.done) };
+      // With a local cache the sandbox is frozen only while its files are read into the spool,
+      // not while they travel to the store; without one they stream to the store as they are read.
+      if (cache) return { spooled: await cache.spool(snapshotId, taken.stream), ...(await taken.done) };
+      return { stored: await objects.put(snapshotId, taken.stream), ...(await taken.done) };
     });
+    const thawedAt = performance.now();
+    const { frozenMs, entries } = frozen;
+    spooled = frozen.spooled;
+    // Offered to forks placed here at once: they restore from it while it uploads.
+    await spooled
+      ?.keep()
+      .catch((err) =>
+        deps.logger.warn({ snapshotId, err: (err as Error).message }, 'capture not kept in the local cache'),
+      );
+    const stored = frozen.stored ?? (spooled && (await uploadSpooled(objects, snapshotId, spooled)));
+    if (!stored) throw new Error(`snapshot ${snapshotId}: the capture was neither stored nor spooled`);
+    const uploaded = performance.now();
     const record = await deps.records.commit(
       tenant,
       snapshotId,
@@ -134,11 +177,20 @@ async function capture(
         entries,
         frozenMs,
         ms: Math.round(performance.now() - started),
+        // Phases: up to the freeze (lease), frozen capture + gzip (+ upload without a cache),
+        // the upload from the local spool (with a cache), commit.
+        leaseMs: Math.round(frozenAt - started),
+        captureMs: Math.round(thawedAt - frozenAt),
+        uploadMs: Math.round(uploaded - thawedAt),
+        commitMs: Math.round(performance.now() - uploaded),
+        // From the request's enqueue to this worker's pick-up: the queue hop.
+        queuedMs: job.processedOn ? job.processedOn - job.timestamp : undefined,
       },
       'snapshot taken',
     );
     return record;
   } catch (err) {
+    await spooled?.discard().catch(() => {});
     await objects.delete(snapshotId).catch(() => {});
     await deps.records.delete(snapshotId, tenant).catch(() => {});
     throw err;
@@ -149,23 +201,10 @@ async function restore(
   deps: SnapshotProcessorDeps,
   request: Extract<SnapshotRequest, { op: 'restore' }>,
 ): Promise<RestoreOutcome> {
-  const objects = objectsOf(deps);
   const { ref, tenant } = await liveSandbox(deps, request);
   if (!deps.backend.restoreFiles)
     throw snapshotFailure('conflict', `the ${deps.backend.kind} backend restores no snapshots`);
-  const snapshot = await deps.records.get(request.snapshotId, tenant);
-  if (!snapshot) throw snapshotFailure('not-found', `snapshot ${request.snapshotId} not found`);
-  if (snapshot.backend === 'docker' && deps.backend.kind !== 'docker')
-    throw snapshotFailure(
-      'conflict',
-      `snapshot ${request.snapshotId} holds a Docker container layer: it restores on Docker only`,
-    );
-  if (!snapshot.sha256)
-    throw snapshotFailure('corrupt', `snapshot ${request.snapshotId} has no checksum recorded`);
-  const bytes = await objects.open(request.snapshotId, {
-    sizeBytes: snapshot.sizeBytes,
-    sha256: snapshot.sha256,
-  });
+  const bytes = await openSnapshot(deps, request.snapshotId, tenant);
   const restoreFiles = deps.backend.restoreFiles.bind(deps.backend);
   const done = await deps.freeze.hold(request.sandboxId, ref, () => restoreFiles(ref, bytes));
   deps.logger.info(

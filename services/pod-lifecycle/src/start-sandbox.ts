@@ -35,7 +35,14 @@ import { injectTraceContext, type Logger, withSpan } from '@sandstream/telemetry
 import { formatIssues } from '@sandstream/wire';
 import type { Job, Queue } from 'bullmq';
 import { Cluster } from 'ioredis';
+import { CreateProgressReporter } from './create-progress.js';
 import type { PausedFiles } from './paused-files.js';
+import {
+  SnapshotStartRefused,
+  type SnapshotStarts,
+  StartSnapshot,
+  startSnapshotOf,
+} from './start-from-snapshot.js';
 import type { WarmStart } from './warm-start.js';
 
 export interface StartDeps {
@@ -67,6 +74,8 @@ export interface StartDeps {
   warm?: WarmStart;
   /** Puts a resumed sandbox's kept files back (the snapshots' restore). */
   files?: PausedFiles | undefined;
+  /** Puts a snapshot's files into a sandbox created from it or forked (absent: such a start fails). */
+  snapshots?: SnapshotStarts | undefined;
 }
 
 export type StartOutcome = 'dispatched' | 'failed' | 'cancelled' | 'skipped';
@@ -79,7 +88,19 @@ export type StartOutcome = 'dispatched' | 'failed' | 'cancelled' | 'skipped';
  * which also frees the slot.
  */
 export function createStartProcessor(deps: StartDeps) {
+  const start = startProcessor(deps);
   return async (job: Job): Promise<StartOutcome> => {
+    const fetched: StartSnapshot[] = [];
+    try {
+      return await start(job, fetched);
+    } finally {
+      for (const snapshot of fetched) snapshot.discard();
+    }
+  };
+}
+
+function startProcessor(deps: StartDeps) {
+  return async (job: Job, fetched: StartSnapshot[]): Promise<StartOutcome> => {
     const parsed = SandboxCreatePayloadSchema.safeParse(job.data);
     if (!parsed.success) {
       deps.logger.error(
@@ -168,9 +189,29 @@ export function createStartProcessor(deps: StartDeps) {
       await tearDownPartial(deps, jobId, record.sandbox);
     }
 
+    // A first life from a snapshot: its bytes are fetched while the sandbox is made (StartSnapshot).
+    // A resumed one has its own kept files, newer than the snapshot.
+    const fromSnapshot =
+      record.pausedFiles === undefined && lifeOf(jobId) === 0 ? startSnapshotOf(record.spec) : undefined;
+    const snapshot =
+      fromSnapshot !== undefined ? new StartSnapshot(deps.snapshots, fromSnapshot, record.tenant) : undefined;
+    if (snapshot) fetched.push(snapshot);
     /** The sandbox's agent is up (cold or warm): running, and its steps go out. */
     const enterRunning = async (ref: SandboxRef): Promise<StartOutcome> => {
       if (record.pausedFiles !== undefined) await restoreFiles(deps, jobId, ref, record.pausedFiles);
+      else if (snapshot !== undefined) {
+        try {
+          const timings = await snapshot.restoreInto(jobId, ref);
+          log.info({ snapshotId: fromSnapshot, ...timings }, 'snapshot files restored into the new sandbox');
+        } catch (err) {
+          if (!(err instanceof SnapshotStartRefused)) throw err;
+          const reason = `sandbox did not start: ${err.message}`;
+          log.warn({ reason, snapshotId: fromSnapshot }, 'sandbox start failed');
+          await deps.store.transition(jobId, ['starting'], 'failed', { reason });
+          await destroy(reason, 'failed');
+          return 'failed';
+        }
+      }
       if (await deps.store.isCancelRequested(jobId)) {
         await deps.store.transition(jobId, ['starting'], 'cancelled', { reason: 'cancelled while starting' });
         await destroy('cancelled while starting', 'cancelled');
@@ -234,6 +275,11 @@ export function createStartProcessor(deps: StartDeps) {
     const started = Date.now();
     // Listening before the sandbox exists, so the agent cannot announce itself unheard.
     const announcement = deps.announcements.expect(jobId);
+    // An image pull's progress goes on the job's timeline, where a follower of the create sees it.
+    const progress = new CreateProgressReporter(
+      (p, message) => deps.store.recordProgress(jobId, p, message),
+      (err) => log.warn({ err: describe(err) }, 'create progress not recorded'),
+    );
     try {
       if (deps.acl) {
         credentials = await deps.acl.create(jobId, notifyStream);
@@ -268,8 +314,11 @@ export function createStartProcessor(deps: StartDeps) {
             ...(payload.live ? { live: true } : {}),
             ...(deps.agentEnv ? { agentEnv: deps.agentEnv } : {}),
           },
+          onProgress: progress.report,
         }),
       );
+      // Its last progress is on the timeline before the state moves on.
+      await progress.flush();
       await deps.store.setSandbox(jobId, { backend: ref.backend, id: ref.id, start });
       if (unpausable !== undefined) await deps.store.setUnpausable(jobId, unpausable);
       const heartbeat = deps.keys.sandbox(jobId).heartbeat;
@@ -305,6 +354,7 @@ export function createStartProcessor(deps: StartDeps) {
       await destroy(reason, 'failed');
       return 'failed';
     } finally {
+      progress.close();
       announcement.close();
     }
   };
@@ -356,7 +406,8 @@ async function cleanupPartial(deps: StartDeps, jobId: string): Promise<void> {
 /**
  * A sandbox of an earlier attempt goes the one way every sandbox goes (tearDownSandbox), at once:
  * nothing of it is worth waiting for, and the next attempt makes its user and keys afresh. The
- * job's output so far stays. Without a recorded sandbox only its Redis user and footprint go.
+ * job's output so far stays, and so do its preview entries (a resumed sandbox's start answers at
+ * its URLs). Without a recorded sandbox only its Redis user and footprint go.
  */
 async function tearDownPartial(
   deps: StartDeps,
@@ -370,6 +421,7 @@ async function tearDownPartial(
     graceMs: 0,
     keepOutput: true,
     keepVolumeHolds: true,
+    keepPreview: true,
   });
 }
 

@@ -1,6 +1,7 @@
 import {
   type AgentAnnouncements,
   type KeySpace,
+  PoolClaimCounts,
   type RedisClient,
   type SandboxAcl,
   WarmPoolStore,
@@ -83,6 +84,12 @@ export async function openWarmPools(deps: WarmPoolsDeps): Promise<WarmPools | nu
     intervalMs: env.POOL_KEEPER_INTERVAL_MS,
     heartbeatGraceMs: env.POOL_HEARTBEAT_GRACE_MS,
   });
+  const claimCounts = new PoolClaimCounts(deps.redis, deps.keys);
+  // Counted in Redis too, for GET /v1/pools; a failed count must not fail the claim.
+  const count = (pool: string, outcome: 'hit' | 'miss') =>
+    void claimCounts
+      .record(pool, outcome)
+      .catch((err) => logger.warn({ err, pool }, 'pool claim count not recorded'));
   const start = new WarmStart({
     source: registry,
     store,
@@ -95,9 +102,13 @@ export async function openWarmPools(deps: WarmPoolsDeps): Promise<WarmPools | nu
     bindTimeoutMs: env.POOL_CLAIM_TIMEOUT_SECONDS * 1000,
     onHit: (pool, seconds) => {
       metrics.poolHits.add(1, { pool });
+      count(pool, 'hit');
       metrics.poolClaimSeconds.record(seconds, { pool });
     },
-    onMiss: (pool, reason) => metrics.poolMisses.add(1, { pool, reason }),
+    onMiss: (pool, reason) => {
+      metrics.poolMisses.add(1, { pool, reason });
+      count(pool, 'miss');
+    },
   });
   metrics.observePoolMembers(async () => {
     const counts = new Map<string, number>();

@@ -7,8 +7,10 @@ import {
   installationOf,
   JobStore,
   natsUrlOptions,
+  PausedFilesQuota,
   pausedFilesStoreOf,
   pausedObjectKept,
+  pausedObjectOwner,
   QueueNames,
   SnapshotRecords,
   SnapshotStore,
@@ -29,26 +31,27 @@ import { connect as connectNats } from 'nats';
 import { startLifecycleRelay } from './lifecycle-relay-service.js';
 import { Reaper } from './reaper.js';
 import { ReaperEnvSchema } from './reaper-config.js';
+import { mayBeOurs } from './sandbox-ownership.js';
 import { SnapshotReaper } from './snapshot-reaper.js';
 
 runService({
   name: 'reaper',
   env: ReaperEnvSchema,
+  // A pass's commands (glances, delete scripts, index removals of up to 20 jobs at once) leave in
+  // one write per event-loop turn instead of a syscall each: the socket writes were the largest
+  // share of the reaper's CPU per job (docs/benchmarks.md).
+  redis: { overrides: { enableAutoPipelining: true } },
   async start({ env, logger, keys, redis, connect, signal, onShutdown }) {
     const metrics = createSandstreamMetrics();
-    let backend: SandboxBackend | undefined;
-    if (env.REAPER_SANDBOXES === 'on') {
-      const created = await createBackend({ redis: redis as Redis });
-      backend = created.backend;
-      logger.info(
-        { backend: created.detection.kind, why: created.detection.reason },
-        'sandbox backend selected',
-      );
-    }
     // Cleanup only: with SANDBOX_ACL=on and no ACL support pod-lifecycle refuses to start, so
     // there are no users to clean up either.
     const acl = await openSandboxAcl(env.SANDBOX_ACL === 'on' ? 'auto' : env.SANDBOX_ACL, redis, keys);
-    const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keys.bullPrefix });
+    // On a connection of its own: BullMQ defines its scripts as commands on its connection, and
+    // ioredis copies every defined command onto each auto-pipeline (see queueConnection).
+    const destroyQueue = new Queue(QueueNames.sandboxDestroy, {
+      connection: connect('producer', 'reaper-destroy-queue'),
+      prefix: keys.bullPrefix,
+    });
     destroyQueue.on('error', throttledErrorLog(logger, 'destroy queue'));
     const dispatchKeys = new DispatchKeys(keys, env.COMPLETION_SHARDS);
     // This Redis's installation id (installation.ts); each pass re-reads it (and writes it back
@@ -62,6 +65,22 @@ runService({
         logger.warn({ err: err.message }, 'installation id not read yet: Redis does not answer'),
       );
     const installationNames = () => [installationOf(env, identity.id), deriveInstallation(env)];
+    let backend: SandboxBackend | undefined;
+    if (env.REAPER_SANDBOXES === 'on') {
+      const created = await createBackend({
+        redis: redis as Redis,
+        // The sandbox pass judges only this installation's sandboxes: an in-process list() leaves
+        // the others' markers out before probing them (the ids as this pass's `known` read them).
+        inProcessOptions: {
+          installation: (labels) => mayBeOurs(labels, installationNames, identity.lastKnown),
+        },
+      });
+      backend = created.backend;
+      logger.info(
+        { backend: created.detection.kind, why: created.detection.reason },
+        'sandbox backend selected',
+      );
+    }
     // Snapshots (their bytes in NATS JetStream): expired ones, dead uploads, orphaned bytes.
     const snapshotNats = env.NATS_URL
       ? await connectNats({
@@ -72,7 +91,8 @@ runService({
       : undefined;
     // Paused sandboxes' kept files live in the same store: discarded by the job pass.
     const snapshotObjects = snapshotNats ? new SnapshotStore(snapshotNats, keys.namespace) : undefined;
-    const pausedFiles = snapshotObjects ? pausedFilesStoreOf(snapshotObjects) : undefined;
+    const pausedQuota = new PausedFilesQuota(redis, keys);
+    const pausedFiles = snapshotObjects ? pausedFilesStoreOf(snapshotObjects, pausedQuota) : undefined;
     const jobStore = new JobStore({ redis, keys });
     const reaper = new Reaper({
       redis,
@@ -86,6 +106,7 @@ runService({
       pools: new WarmPoolStore(redis, keys),
       destroyQueue,
       retentionMs: env.REAPER_RETENTION_SECONDS * 1000,
+      fullScanEvery: Math.max(1, Math.round(env.REAPER_FULL_SCAN_SECONDS / env.REAPER_INTERVAL_SECONDS)),
       paused: {
         maxRetentionMs: env.SANDBOX_MAX_PAUSED_RETENTION_SECONDS * 1000,
         ...(pausedFiles ? { files: { discard: (kept: string) => pausedFiles.delete(kept) } } : {}),
@@ -133,6 +154,12 @@ runService({
           objects: snapshotObjects ?? new SnapshotStore(snapshotNats, keys.namespace),
           // A paused sandbox's files have no snapshot record: its job record names them.
           isPausedObjectKept: (name: string) => pausedObjectKept(jobStore, name),
+          // Counted in its tenant's bytes when stored; given back when its owner's record still says whose.
+          onPausedOrphanDeleted: async (name: string) => {
+            const owner = pausedObjectOwner(name);
+            const tenant = owner === null ? undefined : (await jobStore.get(owner))?.tenant;
+            if (tenant !== undefined) await pausedQuota.release(tenant, name);
+          },
           uploadGraceMs: env.SNAPSHOT_UPLOAD_GRACE_SECONDS * 1000,
           logger,
         })

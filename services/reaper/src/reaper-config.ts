@@ -5,6 +5,11 @@ import { LogArchiveEnv } from './log-archive-config.js';
 
 export const ReaperEnvSchema = serviceEnvSchema(8084).extend({
   REAPER_INTERVAL_SECONDS: intVar(1, 86_400, 60),
+  /**
+   * How often a pass walks every job record and key (the safety net for records missing from the
+   * state indexes, and for keys without a record); the passes between read only what is due.
+   */
+  REAPER_FULL_SCAN_SECONDS: intVar(1, 7 * 86_400, 3600),
   /** How long a finished job's record, events and results stay readable. */
   REAPER_RETENTION_SECONDS: intVar(0, 365 * 86_400, 86_400),
   /** Keys without a job record must be idle this long before they are removed. */

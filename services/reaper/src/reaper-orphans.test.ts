@@ -9,6 +9,8 @@ import {
   JobStore,
   type PoolMember,
   parseJobSpec,
+  TEARDOWN_CLAIM_MS,
+  teardownClaimKey,
   WarmPoolStore,
 } from '@sandstream/bus';
 import { InProcessBackend, SandboxLabels, SandboxSpecSchema } from '@sandstream/sandbox';
@@ -184,6 +186,65 @@ describe('reaper: warm pool members', () => {
     } finally {
       for (const jobId of ['idle', 'claimed', 'left'])
         await backend.destroy({ jobId, backend: 'inprocess', id: '0' }, { graceMs: 0 });
+    }
+  });
+});
+
+// With a short sandbox grace the reaper sees a finished job's sandbox while pod-lifecycle's destroy
+// is tearing it down: the claim that destroy sets keeps the reaper from doing it all again.
+describe('reaper: a sandbox whose teardown is claimed', () => {
+  const root = sandboxRoot('sandstream-claimed-');
+
+  it('is left to the claimant; once the claim lapses, an orphan is destroyed', async () => {
+    const backend = new InProcessBackend({ redis: own.redis, root });
+    const keys = createKeySpace('claimed-teardown');
+    const store = new JobStore({ redis: own.redis, keys });
+    const identity = new InstallationIdentity(own.redis, keys);
+    const labels = {
+      [SandboxLabels.installation]: 'here',
+      [SandboxLabels.installationId]: await identity.refresh(),
+    };
+    await store.create(
+      parseJobSpec({ id: 'done-1', tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }),
+    );
+    await backend.create({
+      jobId: 'done-1',
+      tenant: 'acme',
+      spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
+      agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
+    });
+    await store.transition('done-1', ['queued'], 'cancelled', { reason: 'test' });
+    const claim = teardownClaimKey(keys, 'done-1');
+    await own.redis.set(claim, 'pod-lifecycle', 'PX', TEARDOWN_CLAIM_MS);
+    let offset = 1000;
+    const reaper = new Reaper({
+      redis: own.redis,
+      keys,
+      store,
+      leases: new ExpiredLeases({ redis: own.redis, keys }),
+      dispatchKeys: new DispatchKeys(keys, 1),
+      logger: silentLogger('reaper-claimed'),
+      backend,
+      installation: { names: () => ['here'], identity },
+      retentionMs: 600_000,
+      orphanGraceMs: 600_000,
+      sandboxGraceMs: 0,
+      startingTimeoutMs: 600_000,
+      heartbeatGraceMs: 600_000,
+      now: () => Date.now() + offset,
+    });
+    try {
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(0);
+      expect((await backend.list()).map((s) => s.jobId)).toEqual(['done-1']);
+      // The claimant died mid-teardown: its claim lapses and the reaper finishes the work.
+      await own.redis.del(claim);
+      offset += 1000;
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(1);
+      expect(await backend.list()).toEqual([]);
+      // The reaper's own claim stays until it expires: a later pass that listed it leaves it.
+      expect(await own.redis.get(claim)).toBe('reaper');
+    } finally {
+      await backend.destroy({ jobId: 'done-1', backend: 'inprocess', id: '0' }, { graceMs: 0 });
     }
   });
 });

@@ -4,6 +4,7 @@ import {
   DispatchKeys,
   ExpiredLeases,
   JobStore,
+  PausedFilesQuota,
   parseLiveSandboxSpec,
   pausedFilesStoreOf,
   pausedObjectKept,
@@ -30,7 +31,7 @@ const DAY = 24 * HOUR;
 
 const nats = await connectNats({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222' });
 const objects = new SnapshotStore(nats, ns);
-const kept = pausedFilesStoreOf(objects);
+const kept = pausedFilesStoreOf(objects, new PausedFilesQuota(redis, keys));
 
 afterAll(async () => {
   await nats

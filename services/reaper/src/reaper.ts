@@ -1,6 +1,7 @@
 import {
   type DispatcherPresence,
   type DispatchKeys,
+  type DroppedJob,
   type ExpiredLeases,
   enqueueDestroy,
   freeSandboxFootprint,
@@ -8,6 +9,7 @@ import {
   isLiveSandboxSpec,
   isTerminal,
   type JobRecord,
+  type JobState,
   type JobStore,
   jobFootprint,
   jobIdFromKey,
@@ -19,14 +21,24 @@ import {
   type SandboxAcl,
   type SandboxFilesKeeper,
   scanKeys,
+  TEARDOWN_CLAIM_MS,
+  TERMINAL_STATES,
   tearDownSandbox,
+  teardownClaimKey,
   tryLock,
   VolumeStore,
   type WarmPoolStore,
 } from '@sandstream/bus';
-import { type SandboxBackend, SandboxLabels } from '@sandstream/sandbox';
+import { type SandboxBackend, type SandboxInfo, SandboxLabels } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
 import type { Queue } from 'bullmq';
+import {
+  type GlanceLimits,
+  glanceJobs,
+  isDueFinished,
+  needsNoWork,
+  sandboxIsNoOrphan,
+} from './job-glance.js';
 import { DELETE_FINISHED_JOB, DELETE_ORPHAN_KEY } from './reap-scripts.js';
 import { reapVolumes } from './volume-reaping.js';
 
@@ -88,6 +100,11 @@ export interface ReaperOptions {
   installation?: { names: () => readonly string[]; identity: InstallationIdentity };
   /** Only jobs whose id matches this glob (tests; sharding the key space between reapers). */
   jobIdGlob?: string;
+  /**
+   * One pass in this many walks every job record and key (SCAN); the others read only what is
+   * due from the state indexes (see reapIndexedJobs). 1 (the default): every pass walks.
+   */
+  fullScanEvery?: number;
   scanCount?: number;
   pauseMs?: number;
   now?: () => number;
@@ -147,6 +164,15 @@ export class Reaper {
   private readonly missingSince = new Map<string, number>();
   /** Foreign sandboxes already logged (one line each, not one per pass). */
   private readonly foreignSeen = new Set<string>();
+  /** Passes run so far: pass 0, and every fullScanEvery-th after it, walk everything. */
+  private passes = 0;
+  /** `now` of the previous pass: terminal jobs indexed since then get one look (kept files). */
+  private lastPassAt: number | undefined;
+  /**
+   * Jobs deleted (or found gone) whose index entries are still to go: removed together by
+   * dropDeletedIndexEntries after each batch, a ZREM per index instead of eleven commands a job.
+   */
+  private dropped: DroppedJob[] = [];
 
   constructor(private readonly options: ReaperOptions) {
     this.now = options.now ?? Date.now;
@@ -156,8 +182,19 @@ export class Reaper {
     const started = Date.now();
     const report = emptyReport();
     report.leasesReclaimed = (await this.options.leases.reclaimExpired()).length;
-    await this.reapJobs(report, signal);
-    await this.reapOrphanKeys(report, signal);
+    const full = this.passes % Math.max(1, this.options.fullScanEvery ?? 1) === 0;
+    this.passes++;
+    const passAt = this.now();
+    if (full) {
+      // The safety net: records missing from the indexes (written before them, or whose
+      // cross-slot index write was lost) and keys left without a record.
+      await this.reapJobs(report, signal);
+      await this.reapOrphanKeys(report, signal);
+    } else {
+      await this.reapIndexedJobs(report, this.lastPassAt ?? passAt);
+    }
+    this.lastPassAt = passAt;
+    await this.dropDeletedIndexEntries();
     if (this.options.backend) await this.reapSandboxes(report);
     if (this.options.acl) await this.reapAclUsers(report);
     const volumes = await reapVolumes(
@@ -186,53 +223,152 @@ export class Reaper {
   }
 
   private async reapJobs(report: ReapReport, signal?: AbortSignal): Promise<void> {
-    const { store, redis } = this.options;
+    const { redis } = this.options;
     for await (const batch of this.scan(this.options.keys.job(this.glob()), signal)) {
-      for (const key of batch) {
-        const jobId = jobIdFromKey(key);
-        if (!jobId) continue;
-        report.jobsScanned++;
-        const record = await store.get(jobId);
-        // `job:{id}` carries no namespace: another namespace's job is never ours to delete or fail.
-        if (!record || !(await this.owns(record))) continue;
-        if (record.state === 'paused' && (await this.closeIfPausedTooLong(record))) {
-          report.pausedExpired++;
-          continue;
-        }
-        if (record.pausedFiles !== undefined && isTerminal(record.state)) {
-          // Its files are kept nowhere else: discarded before its record may go (never after).
-          if (!(await this.discardPausedFiles(record))) continue;
-          report.pausedFilesDiscarded++;
-        }
-        if (isTerminal(record.state)) {
-          const cutoff = this.now() - this.options.retentionMs;
-          if ((record.finishedAt ?? 0) > cutoff) continue;
-          const archive = this.options.logArchive;
-          const holdCutoff = cutoff - (archive?.holdMs ?? DEFAULT_ARCHIVE_HOLD_MS);
-          const deleted = await DELETE_FINISHED_JOB.run<[string, string] | 'held' | null>(
-            redis,
-            jobFootprint(this.options.keys, this.options.dispatchKeys, jobId).keys,
-            [cutoff, holdCutoff, archive?.required ? '1' : '0', this.options.keys.namespace],
-          );
-          if (deleted === 'held') report.jobsHeldForArchive++;
-          if (deleted === null || deleted === 'held') continue;
-          const [tenant, marker] = deleted;
-          if (marker === 'pending' || (archive?.required && marker !== 'done')) {
-            // Past the hold: Redis must not fill up behind an archive that is down for days, but
-            // the loss is logged, never silent.
-            this.options.logger.error(
-              { jobId, archive: marker || 'never seen' },
-              'deleted a finished job whose log was not archived (past the hold)',
-            );
-          }
-          // Index entries live in other slots; removing them after the keys is idempotent.
-          await store.delete(jobId, tenant || record.tenant);
-          report.jobsDeleted++;
-          continue;
-        }
-        if (await this.failIfStuck(record)) report.jobsFailed++;
+      const jobIds = batch.map(jobIdFromKey).filter((id): id is string => id !== null);
+      report.jobsScanned += jobIds.length;
+      // Most jobs need nothing this pass (finished within retention, running and beating): a
+      // glance at a few fields of the whole batch at once, and the full look only for the rest.
+      const glances = await glanceJobs(redis, this.options.keys, jobIds);
+      const limits = this.limits();
+      for (const [i, jobId] of jobIds.entries()) {
+        const glance = glances[i];
+        if (glance && needsNoWork(glance, limits)) continue;
+        await this.reapJob(jobId, report);
       }
+      await this.dropDeletedIndexEntries();
     }
+  }
+
+  /**
+   * Index entries of the jobs deleted since the last call. A crash before it leaves entries
+   * whose record is gone: the next indexed pass finds them (glance without a state) and drops
+   * them then.
+   */
+  private async dropDeletedIndexEntries(): Promise<void> {
+    const dropped = this.dropped;
+    this.dropped = [];
+    await this.options.store.dropIndexEntries(dropped);
+  }
+
+  /**
+   * A pass without the walk: only jobs the state indexes (`jobsByState`, ZSETs scored by the
+   * time a job entered the state, written by every transition) say may need something: finished
+   * jobs past retention, finished since the previous pass (kept files of a sandbox closed while
+   * paused), `starting` or `running` past the time they count as stuck, and paused sandboxes. A
+   * retained finished job is not read again until it is due: a walk read each one every pass
+   * (0.43 ms per job per pass, a day's retention ~0.6 s per job; docs/benchmarks.md).
+   */
+  private async reapIndexedJobs(report: ReapReport, since: number): Promise<void> {
+    const { redis, keys } = this.options;
+    const now = this.now();
+    const limits = this.limits();
+    const due = new Set<string>();
+    const read = async (state: JobState, min: number | string, max: number | string) => {
+      const index = keys.jobsByState(state);
+      for (let offset = 0; ; offset += INDEX_PAGE) {
+        const page = await redis.zrangebyscore(index, min, max, 'LIMIT', offset, INDEX_PAGE);
+        for (const id of page) if (matchesGlob(id, this.glob())) due.add(id);
+        if (page.length < INDEX_PAGE) return;
+      }
+    };
+    for (const state of TERMINAL_STATES) {
+      await read(state, '-inf', now - this.options.retentionMs);
+      await read(state, since, '+inf');
+    }
+    await read('starting', '-inf', now - this.options.startingTimeoutMs);
+    if (this.options.dispatchers) await read('running', '-inf', now - this.options.heartbeatGraceMs);
+    // Paused retention is each spec's own (capped): every paused sandbox gets its look.
+    if (this.options.paused) await read('paused', '-inf', '+inf');
+    const jobIds = [...due];
+    report.jobsScanned += jobIds.length;
+    const glances = await glanceJobs(redis, keys, jobIds);
+    const look = async (jobId: string, i: number) => {
+      const glance = glances[i];
+      if (glance?.state === null) {
+        // An index entry whose record is gone (its delete cut short): removed, or it would be
+        // read every pass.
+        this.dropped.push({ jobId });
+        return;
+      }
+      if (glance && needsNoWork(glance, limits)) return;
+      if (glance && isDueFinished(glance, limits)) {
+        // Nothing to decide on the parsed record: the delete script checks what matters.
+        await this.deleteFinished(jobId, undefined, report);
+        return;
+      }
+      await this.reapJob(jobId, report);
+    };
+    // A few jobs at once: their commands share socket writes and wake-ups instead of a round
+    // trip each after the other (every action re-checks atomically, so order does not matter).
+    for (let at = 0; at < jobIds.length; at += JOBS_AT_ONCE) {
+      await Promise.all(jobIds.slice(at, at + JOBS_AT_ONCE).map((id, k) => look(id, at + k)));
+      await this.dropDeletedIndexEntries();
+    }
+  }
+
+  private limits(): GlanceLimits {
+    return {
+      namespace: this.options.keys.namespace,
+      now: this.now(),
+      retentionMs: this.options.retentionMs,
+      startingTimeoutMs: this.options.startingTimeoutMs,
+      heartbeatGraceMs: this.options.heartbeatGraceMs,
+    };
+  }
+
+  /**
+   * Deletes a finished job past retention with its keys (the script re-checks state, end,
+   * namespace and the archive guard atomically); its index entries go with its batch's
+   * (dropDeletedIndexEntries).
+   */
+  private async deleteFinished(jobId: string, fallbackTenant: string | undefined, report: ReapReport) {
+    const { redis } = this.options;
+    const cutoff = this.now() - this.options.retentionMs;
+    const archive = this.options.logArchive;
+    const holdCutoff = cutoff - (archive?.holdMs ?? DEFAULT_ARCHIVE_HOLD_MS);
+    const deleted = await DELETE_FINISHED_JOB.run<[string, string] | 'held' | null>(
+      redis,
+      jobFootprint(this.options.keys, this.options.dispatchKeys, jobId).keys,
+      [cutoff, holdCutoff, archive?.required ? '1' : '0', this.options.keys.namespace],
+    );
+    if (deleted === 'held') report.jobsHeldForArchive++;
+    if (deleted === null || deleted === 'held') return;
+    const [tenant, marker] = deleted;
+    if (marker === 'pending' || (archive?.required && marker !== 'done')) {
+      // Past the hold: Redis must not fill up behind an archive that is down for days, but
+      // the loss is logged, never silent.
+      this.options.logger.error(
+        { jobId, archive: marker || 'never seen' },
+        'deleted a finished job whose log was not archived (past the hold)',
+      );
+    }
+    // Index entries live in other slots; removing them after the keys is idempotent.
+    this.dropped.push({ jobId, tenant: tenant || fallbackTenant });
+    report.jobsDeleted++;
+  }
+
+  /** The full look at one job that may need something: re-checks everything on its record. */
+  private async reapJob(jobId: string, report: ReapReport): Promise<void> {
+    const { store } = this.options;
+    const record = await store.get(jobId);
+    // `job:{id}` carries no namespace: another namespace's job is never ours to delete or fail.
+    if (!record || !(await this.owns(record))) return;
+    if (record.state === 'paused' && (await this.closeIfPausedTooLong(record))) {
+      report.pausedExpired++;
+      return;
+    }
+    if (record.pausedFiles !== undefined && isTerminal(record.state)) {
+      // Its files are kept nowhere else: discarded before its record may go (never after).
+      if (!(await this.discardPausedFiles(record))) return;
+      report.pausedFilesDiscarded++;
+    }
+    if (isTerminal(record.state)) {
+      if ((record.finishedAt ?? 0) > this.now() - this.options.retentionMs) return;
+      await this.deleteFinished(jobId, record.tenant, report);
+      return;
+    }
+    if (await this.failIfStuck(record)) report.jobsFailed++;
   }
 
   /**
@@ -332,9 +468,15 @@ export class Reaper {
     const patterns = [`${keys.sandboxPrefix(this.glob())}*`, dispatchKeys.dispatchState(this.glob())];
     for (const pattern of patterns) {
       for await (const batch of this.scan(pattern, signal)) {
-        for (const key of batch) {
-          const jobId = dispatchKeys.jobIdOfDispatchState(key) ?? jobIdFromKey(key);
-          if (!jobId) continue;
+        const owners = batch.map((key) => dispatchKeys.jobIdOfDispatchState(key) ?? jobIdFromKey(key));
+        // A key whose job record exists is never an orphan (the script's first check): one EXISTS
+        // per job of the batch, sent together, instead of a script call per key of every job.
+        const jobIds = [...new Set(owners.filter((id): id is string => !!id))];
+        const exists = await Promise.all(jobIds.map((id) => redis.exists(keys.job(id))));
+        const recorded = new Set(jobIds.filter((_, i) => exists[i] === 1));
+        for (const [i, key] of batch.entries()) {
+          const jobId = owners[i];
+          if (!jobId || recorded.has(jobId)) continue;
           const deleted = await DELETE_ORPHAN_KEY.run<number>(
             redis,
             [key, keys.job(jobId), keys.sandbox(jobId).heartbeat],
@@ -383,11 +525,18 @@ export class Reaper {
     return now - (record.finishedAt ?? record.updatedAt) > this.options.sandboxGraceMs;
   }
 
-  private async reapSandboxes(report: ReapReport): Promise<void> {
-    const backend = this.options.backend!;
+  /**
+   * The backend's sandboxes this reaper may judge: carrying one of this Redis's installation ids,
+   * or, made before those ids, one of this installation's names (then only with a record here).
+   */
+  private async ourSandboxes(
+    backend: SandboxBackend,
+    report: ReapReport,
+  ): Promise<{ sandbox: SandboxInfo; recordRequired: boolean }[]> {
     const { installation } = this.options;
-    if (installation === undefined) return;
+    if (installation === undefined) return [];
     const ids = await installation.identity.known();
+    const ours: { sandbox: SandboxInfo; recordRequired: boolean }[] = [];
     for (const sandbox of await backend.list()) {
       const id = sandbox.labels[SandboxLabels.installationId];
       const named = installation.names().includes(sandbox.labels[SandboxLabels.installation] ?? '');
@@ -412,10 +561,37 @@ export class Reaper {
         }
         continue;
       }
+      // Another shard's (jobIdGlob): isOrphan would say no; not even glanced at.
+      if (matchesGlob(sandbox.jobId, this.glob())) ours.push({ sandbox, recordRequired });
+    }
+    return ours;
+  }
+
+  private async reapSandboxes(report: ReapReport): Promise<void> {
+    const backend = this.options.backend!;
+    const candidates = await this.ourSandboxes(backend, report);
+    // Most of ours serve a running job (or one that ended within the grace): a glance at their
+    // records, sent together, settles those; the rest get the full look (isOrphan). A record read
+    // and parsed per sandbox per pass was most of the reaper's CPU per job (docs/benchmarks.md).
+    const jobIds = candidates.map(({ sandbox }) => sandbox.jobId);
+    const [glances, members] = await Promise.all([
+      glanceJobs(this.options.redis, this.options.keys, jobIds),
+      Promise.all(jobIds.map((jobId) => this.options.pools?.get(jobId))),
+    ]);
+    const now = this.now();
+    for (const [i, { sandbox, recordRequired }] of candidates.entries()) {
+      const glance = glances[i];
+      if (!members[i] && glance && sandboxIsNoOrphan(glance, now, this.options.sandboxGraceMs)) {
+        this.missingSince.delete(sandbox.jobId);
+        continue;
+      }
+      // Its teardown is taken (pod-lifecycle's destroy of a job that just ended, or another
+      // reaper): one EXISTS instead of the full look and a second teardown of the same sandbox.
+      const claim = teardownClaimKey(this.options.keys, sandbox.jobId);
+      if ((await this.options.redis.exists(claim)) === 1) continue;
       if (!(await this.isOrphan(sandbox.jobId, { recordRequired }))) continue;
-      // A short lock so two reapers do not both wait out the same grace period.
-      const lock = this.options.keys.lock(`reaper:sandbox:${sandbox.jobId}`);
-      if (!(await tryLock(this.options.redis, lock, 60_000))) continue;
+      // Taken only if still free: whoever is first tears down, the other leaves it.
+      if (!(await tryLock(this.options.redis, claim, TEARDOWN_CLAIM_MS, 'reaper'))) continue;
       try {
         // The same teardown as pod-lifecycle's destroy: sandbox, pool record, Redis user, keys.
         await tearDownSandbox(
@@ -496,6 +672,11 @@ interface OrphanCheck {
   /** A job id whose agent heart-beats is never orphaned, record or not. */
   heartbeatKeeps?: boolean;
 }
+
+/** Index entries read per ZRANGEBYSCORE page. */
+const INDEX_PAGE = 500;
+/** Due jobs an indexed pass handles concurrently. */
+const JOBS_AT_ONCE = 20;
 
 /** How long past retention a `pending` log archive keeps a finished job's keys, unless configured. */
 export const DEFAULT_ARCHIVE_HOLD_MS = 86_400_000;

@@ -11,12 +11,15 @@ export interface SnapshotReaperReport {
  * Snapshot cleanup, once per reaper pass: records past their retention (and uploads past their
  * grace: a capture whose pod-lifecycle died) with their stored bytes; stored objects no record
  * names (deleted with `snapshot rm`, or committed by nobody); chunk groups no object names (an
- * upload killed mid-way), once they have stayed so for the upload grace. Safe beside another
+ * upload killed mid-way), once they have stayed so, without growing, for the upload grace. Safe beside another
  * reaper: every step is idempotent.
  */
 export class SnapshotReaper {
-  /** Unreferenced chunk groups by when this process first saw them. */
-  private readonly chunksSeen = new Map<string, number>();
+  /**
+   * Unreferenced chunk groups by when this process last saw them grow (first saw them, for one
+   * that never grew) and how many chunks they held then.
+   */
+  private readonly chunksSeen = new Map<string, { since: number; chunks: number }>();
   /** Paused objects no record names, by when this process first saw them so. */
   private readonly pausedOrphansSeen = new Map<string, number>();
 
@@ -30,6 +33,8 @@ export class SnapshotReaper {
        * sandbox's record names them (pausedObjectKept), else orphans after the upload grace.
        */
       isPausedObjectKept?: (name: string) => Promise<boolean>;
+      /** Called after an orphaned `pause-…` object went: what it held of its tenant's quota goes back. */
+      onPausedOrphanDeleted?: (name: string) => Promise<void>;
       logger: Logger;
       now?: () => number;
     },
@@ -64,16 +69,20 @@ export class SnapshotReaper {
         this.pausedOrphansSeen.delete(name);
       }
       await objects.delete(name);
+      if (name.startsWith(PAUSED_OBJECT_PREFIX)) await this.options.onPausedOrphanDeleted?.(name);
       report.orphanObjects++;
     }
     for (const name of this.pausedOrphansSeen.keys())
       if (!pausedSeen.has(name)) this.pausedOrphansSeen.delete(name);
-    const unreferenced = new Set(await objects.unreferencedChunks());
-    for (const nuid of this.chunksSeen.keys()) if (!unreferenced.has(nuid)) this.chunksSeen.delete(nuid);
-    for (const nuid of unreferenced) {
-      const first = this.chunksSeen.get(nuid);
-      if (first === undefined) this.chunksSeen.set(nuid, now);
-      else if (now - first >= this.options.uploadGraceMs) {
+    // The grace runs from a group's last growth, not from its first sighting: an upload slower
+    // than the grace is still adding chunks and must not be cut (its object would read as corrupt).
+    const unreferenced = await objects.unreferencedChunks();
+    const present = new Set(unreferenced.map((g) => g.nuid));
+    for (const nuid of this.chunksSeen.keys()) if (!present.has(nuid)) this.chunksSeen.delete(nuid);
+    for (const { nuid, chunks } of unreferenced) {
+      const seen = this.chunksSeen.get(nuid);
+      if (seen === undefined || seen.chunks !== chunks) this.chunksSeen.set(nuid, { since: now, chunks });
+      else if (now - seen.since >= this.options.uploadGraceMs) {
         await objects.purgeChunks(nuid);
         this.chunksSeen.delete(nuid);
         report.orphanChunks++;

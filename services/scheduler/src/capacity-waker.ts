@@ -25,7 +25,7 @@ export interface CapacityWakerOptions {
    * this bounds one wake-up's work when many of those sit ahead of the first that fits.
    */
   maxScan?: number;
-  /** BLPOP timeout; bounds how long stop() waits. */
+  /** BLPOP timeout (default 5 s): an idle scheduler wakes this often. stop() does not wait for it. */
   blockSeconds?: number;
   /** Called after every completed BLPOP (a timeout included): the loop is alive (ProgressWatchdog). */
   onProgress?: () => void;
@@ -56,12 +56,22 @@ export class CapacityWaker {
 
   async stop(): Promise<void> {
     this.controller.abort();
+    // The BLPOP ends now instead of at its timeout. A signal Redis popped for us just before is
+    // then lost with the connection: one last wake-up (on the other connection) does its work.
+    this.options.blockingRedis.disconnect();
+    const interrupted = this.loop !== undefined;
     await this.loop;
+    // Not against a Redis that is gone: the stop must not wait for it.
+    if (interrupted && this.options.redis.status === 'ready') {
+      await this.wake().catch((err: Error) =>
+        this.options.logger.warn({ err: err.message }, 'capacity waker: last wake-up at stop failed'),
+      );
+    }
   }
 
   private async run(): Promise<void> {
     const { blockingRedis, keys, logger } = this.options;
-    const blockSeconds = this.options.blockSeconds ?? 1;
+    const blockSeconds = this.options.blockSeconds ?? 5;
     let failures = 0;
     while (!this.controller.signal.aborted) {
       try {

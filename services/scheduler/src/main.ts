@@ -1,4 +1,10 @@
-import { JobStore, QueueNames, SlotAdmission } from '@sandstream/bus';
+import {
+  BuiltTemplates,
+  JobStore,
+  QueueNames,
+  SlotAdmission,
+  WORKER_DRAIN_DELAY_SECONDS,
+} from '@sandstream/bus';
 import { TemplateRegistry } from '@sandstream/sandbox';
 import { ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
 import { createSandstreamMetrics, withJobSpan } from '@sandstream/telemetry';
@@ -69,7 +75,8 @@ runService({
       redis,
       keys,
       createQueue,
-      resolver: new TemplateResolver(templates),
+      // Built templates (sandstream template build) are read from Redis at each resolution.
+      resolver: new TemplateResolver(templates, new BuiltTemplates(redis, keys)),
       logger,
       recheckMs: env.SCHEDULER_RECHECK_SECONDS * 1000,
     });
@@ -85,7 +92,12 @@ runService({
           () => processor(job, token),
         );
       },
-      { connection: workerRedis, prefix, concurrency: env.SCHEDULER_CONCURRENCY },
+      {
+        connection: workerRedis,
+        prefix,
+        concurrency: env.SCHEDULER_CONCURRENCY,
+        drainDelay: WORKER_DRAIN_DELAY_SECONDS,
+      },
     );
     worker.on('failed', (job, err) => {
       logger.error(

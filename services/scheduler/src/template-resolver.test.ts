@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseJobSpec } from '@sandstream/bus';
+import { parseJobSpec, parseLiveSandboxSpec } from '@sandstream/bus';
 import { TemplateRegistry } from '@sandstream/sandbox';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TemplateResolutionError, TemplateResolver } from './template-resolver.js';
@@ -10,6 +10,55 @@ const dir = mkdtempSync(join(tmpdir(), 'sandstream-templates-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('template resolution', () => {
+  it("a built template: its image over the file's defaults and default template; the file wins a clash", async () => {
+    const path = join(dir, 'built.yaml');
+    writeFileSync(
+      path,
+      [
+        'defaultTemplate: base',
+        'defaults:',
+        '  startDeadlineSeconds: 77',
+        'templates:',
+        '  base:',
+        '    image: sandstream/debian:bookworm',
+        '    env: { FROM_DEFAULT: yes }',
+        '  shared:',
+        '    image: from-the-file:1',
+      ].join('\n'),
+    );
+    const registry = await TemplateRegistry.open({ path, watch: false });
+    const built = new Map(
+      ['mine', 'shared'].map((name) => [
+        name,
+        {
+          name,
+          image: `sandstream-template/${name}:0123456789ab`,
+          imageId: `sha256:${'0'.repeat(64)}`,
+          builtAt: 1,
+        },
+      ]),
+    );
+    const resolver = new TemplateResolver(registry, { get: async (name) => built.get(name) });
+    const mine = await resolver.resolve(parseJobSpec({ template: 'mine', steps: [{ command: 'true' }] }));
+    expect(mine.template).toBe('mine');
+    expect(mine.sandbox).toMatchObject({
+      image: 'sandstream-template/mine:0123456789ab',
+      env: { FROM_DEFAULT: 'yes' },
+      startDeadlineSeconds: 77,
+      template: 'mine',
+    });
+    const shared = await resolver.resolve(parseJobSpec({ template: 'shared', steps: [{ command: 'true' }] }));
+    expect(shared.sandbox.image).toBe('from-the-file:1');
+    // Without a file: the built image alone.
+    const bare = await new TemplateResolver(undefined, { get: async (name) => built.get(name) }).resolve(
+      parseJobSpec({ template: 'mine', steps: [{ command: 'true' }] }),
+    );
+    expect(bare).toEqual({
+      sandbox: { image: 'sandstream-template/mine:0123456789ab', template: 'mine' },
+      template: 'mine',
+    });
+  });
+
   it('layers the job over a named template from the registry file', async () => {
     const path = join(dir, 'templates.yaml');
     writeFileSync(
@@ -89,6 +138,38 @@ describe('template resolution', () => {
     expect(resolved.sandbox).toEqual({ image: 'debian', env: { X: '1' } });
     await expect(
       resolver.resolve(parseJobSpec({ template: 't', steps: [{ command: 'true' }] })),
-    ).rejects.toThrow(/no template registry/);
+    ).rejects.toThrow(/no built template .* and this scheduler has no templates file/);
+  });
+});
+
+describe('template resolution: network', () => {
+  it('lets a request narrow an internet template to none or an allow-list, never loosen a stricter one', async () => {
+    const path = join(dir, 'network.yaml');
+    writeFileSync(
+      path,
+      [
+        'templates:',
+        '  open:',
+        '    image: debian',
+        '  closed:',
+        '    image: debian',
+        '    network: { egress: none }',
+        '',
+      ].join('\n'),
+    );
+    const registry = await TemplateRegistry.open({ path, watch: false });
+    const resolver = new TemplateResolver(registry);
+    const sandbox = (template: string, network: unknown) =>
+      resolver.resolve(parseLiveSandboxSpec({ template, ...(network ? { network } : {}) }));
+    expect((await sandbox('open', undefined)).sandbox.network).toBe('default');
+    expect((await sandbox('open', { egress: { allow: ['10.1.0.0/16'] } })).sandbox.network).toEqual({
+      egress: { allow: ['10.1.0.0/16'] },
+    });
+    expect((await sandbox('open', 'deny-egress')).sandbox.network).toEqual({ egress: 'none' });
+    expect((await sandbox('closed', 'default')).sandbox.network).toEqual({ egress: 'none' });
+    expect((await sandbox('closed', { egress: 'internet' })).sandbox.network).toEqual({ egress: 'none' });
+    await expect(sandbox('closed', { egress: { allow: ['10.1.0.0/16'] } })).rejects.toThrow(
+      /template "closed" sets egress none; a request may only narrow it to "none"/,
+    );
   });
 });

@@ -1,4 +1,5 @@
-import type { StoredSpec } from '@sandstream/bus';
+import type { BuiltTemplate, StoredSpec } from '@sandstream/bus';
+import { describeEgress, type Egress, egressOf, SpecNetworkSchema } from '@sandstream/wire';
 
 /** The SandboxSpec input handed to pod-lifecycle (parsed there by libs/sandbox SandboxSpecSchema). */
 export interface ResolvedSandbox {
@@ -18,6 +19,13 @@ export interface TemplateSource {
   }): { image: string } & Record<string, unknown>;
   /** The secret names a request naming `template` (or none) for `tenant` may ask for. */
   allowedSecrets(template: string | undefined, tenant: string): Set<string>;
+  /** The names the source knows (a name it lacks may be a built template). */
+  names(): string[];
+}
+
+/** Templates `sandstream template build` registered (libs/bus BuiltTemplates fits). */
+export interface BuiltTemplateSource {
+  get(name: string): Promise<BuiltTemplate | undefined>;
 }
 
 /**
@@ -27,9 +35,26 @@ export interface TemplateSource {
  * work, and a template job fails with a message saying so.
  */
 export class TemplateResolver {
-  constructor(private readonly templates?: TemplateSource) {}
+  constructor(
+    private readonly templates?: TemplateSource,
+    private readonly built?: BuiltTemplateSource,
+  ) {}
 
   async resolve(spec: StoredSpec): Promise<ResolvedSandbox> {
+    // A name the operator's file does not have may be a built template: its image replaces the
+    // default template's (the file's defaults and default template still apply), as if the job
+    // had named that image. The file wins a clash: its templates are the operator's word.
+    if (spec.template !== undefined && this.built && !this.templates?.names().includes(spec.template)) {
+      const built = await this.built.get(spec.template);
+      if (built) {
+        const asImage = await this.resolve({
+          ...spec,
+          template: undefined,
+          image: spec.image ?? built.image,
+        });
+        return { sandbox: { ...asImage.sandbox, template: built.name }, template: built.name };
+      }
+    }
     const overrides: Record<string, unknown> = {};
     if (spec.image !== undefined) overrides.image = spec.image;
     if (Object.keys(spec.env).length > 0) overrides.env = spec.env;
@@ -38,8 +63,9 @@ export class TemplateResolver {
     // A live sandbox may set its workspace and network; a job takes its template's.
     if ('workingDirectory' in spec && spec.workingDirectory !== undefined)
       overrides.workingDirectory = spec.workingDirectory;
-    // A request may only tighten the network: `default` never loosens a deny-egress template.
-    if ('network' in spec && spec.network === 'deny-egress') overrides.network = 'deny-egress';
+    // A request may only narrow the network: `default` never loosens a deny-egress template.
+    const requested = 'network' in spec && spec.network !== undefined ? egressOf(spec.network) : undefined;
+    if (requested === 'none') overrides.network = { egress: 'none' };
     const secrets = Object.entries(spec.secretEnv ?? {});
     if (secrets.length > 0) {
       // Only names the operator granted: a request could otherwise name any secret of the backend.
@@ -71,17 +97,38 @@ export class TemplateResolver {
     if (this.templates) {
       try {
         const sandbox = this.templates.resolve({ ...template, spec: overrides });
-        return { sandbox, ...template };
+        return { sandbox: narrowNetwork(sandbox, requested, spec.template), ...template };
       } catch (err) {
         throw new TemplateResolutionError(err instanceof Error ? err.message : String(err));
       }
     }
     if (spec.template !== undefined) {
       throw new TemplateResolutionError(
-        `template "${spec.template}" cannot be resolved: this scheduler has no template registry (set SANDSTREAM_TEMPLATES_FILE); submit an image instead`,
+        `template "${spec.template}" cannot be resolved: it is no built template (sandstream template build) and this scheduler has no templates file (SANDSTREAM_TEMPLATES_FILE); submit an image instead`,
       );
     }
     if (spec.image === undefined) throw new TemplateResolutionError('the job names no image');
-    return { sandbox: { ...overrides, image: spec.image } };
+    return { sandbox: narrowNetwork({ ...overrides, image: spec.image }, requested, spec.template) };
   }
+}
+
+/**
+ * A request's allow-list replaces an `internet` network (the default) and nothing stricter: a
+ * template that says `none` or lists its own allow-list is the operator's ceiling.
+ */
+function narrowNetwork<T extends Record<string, unknown>>(
+  sandbox: T,
+  requested: Egress | undefined,
+  template: string | undefined,
+): T {
+  if (requested === undefined || typeof requested === 'string') return sandbox;
+  const own = egressOf(SpecNetworkSchema.catch('default').parse(sandbox.network ?? 'default'));
+  if (own !== 'internet') {
+    const where = template === undefined ? 'the sandbox' : `template "${template}"`;
+    const what = own === undefined ? 'no network' : `egress ${describeEgress(own)}`;
+    throw new TemplateResolutionError(
+      `network: ${where} sets ${what}; a request may only narrow it to "none"`,
+    );
+  }
+  return { ...sandbox, network: { egress: requested } };
 }

@@ -14,7 +14,10 @@ export interface CompletionConsumerOptions {
   consumerName: string;
   handle: NoticeHandler;
   logger: Logger;
-  /** How long one XREADGROUP blocks; also the worst-case delay of a clean stop. */
+  /**
+   * How long one XREADGROUP blocks (default 5 s): an idle instance wakes this often. A stop does
+   * not wait for it (the readers are disconnected).
+   */
   blockMs?: number;
   batchSize?: number;
   /** A pending notice idle this long belongs to a dead (or stuck) consumer and is claimed. */
@@ -59,10 +62,12 @@ export class CompletionConsumer {
   readonly latency = new LatencyWindow();
 
   constructor(private readonly options: CompletionConsumerOptions) {
-    this.blockMs = options.blockMs ?? 1000;
+    this.blockMs = options.blockMs ?? 5000;
     this.batchSize = options.batchSize ?? 200;
     this.claimIdleMs = options.claimIdleMs ?? 10_000;
-    this.claimIntervalMs = options.claimIntervalMs ?? 2_000;
+    // A notice is claimable only after claimIdleMs: looking more often than half of that finds
+    // nothing new (it used to be every 2 s: 2 XAUTOCLAIMs a second on an idle instance).
+    this.claimIntervalMs = options.claimIntervalMs ?? Math.max(2_000, this.claimIdleMs / 2);
   }
 
   async start(): Promise<void> {
@@ -184,42 +189,52 @@ export class CompletionConsumer {
 
   /** Takes over notices another consumer read but never acknowledged (it crashed mid-handling). */
   private async claimAll(): Promise<void> {
+    // Every shard at once: the auto-pipeline sends their first XAUTOCLAIMs in one write.
+    const passes = await Promise.allSettled(
+      this.options.keys.allShards().map((shard) => this.claimShard(shard)),
+    );
+    const failed = passes.find((pass) => pass.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  private async claimShard(shard: number): Promise<void> {
     const { redis, keys, consumerName, logger } = this.options;
-    for (const shard of keys.allShards()) {
-      if (this.stopping) return;
-      const stream = keys.completionStream(shard);
-      let cursor = '0-0';
-      try {
-        for (let round = 0; round < 10; round++) {
-          const reply = (await redis.xautoclaim(
-            stream,
-            COMPLETION_GROUP,
-            consumerName,
-            this.claimIdleMs,
-            cursor,
-            'COUNT',
-            this.batchSize,
-          )) as [string, [string, string[]][], string[]?];
-          const [next, entries] = reply;
-          const live = entries.filter((e): e is [string, string[]] => Array.isArray(e?.[1]));
-          if (live.length > 0) {
-            logger.info({ stream, count: live.length }, 'claimed pending completion notices');
-            await this.handleEntries(stream, live);
-          }
-          if (next === '0-0') break;
-          cursor = next;
+    if (this.stopping) return;
+    const stream = keys.completionStream(shard);
+    let cursor = '0-0';
+    try {
+      for (let round = 0; round < 10; round++) {
+        const reply = (await redis.xautoclaim(
+          stream,
+          COMPLETION_GROUP,
+          consumerName,
+          this.claimIdleMs,
+          cursor,
+          'COUNT',
+          this.batchSize,
+        )) as [string, [string, string[]][], string[]?];
+        const [next, entries] = reply;
+        const live = entries.filter((e): e is [string, string[]] => Array.isArray(e?.[1]));
+        if (live.length > 0) {
+          logger.info({ stream, count: live.length }, 'claimed pending completion notices');
+          await this.handleEntries(stream, live);
         }
-      } catch (err) {
-        await this.repairIfGroupMissing(err);
-        // Rejecting lets the periodic task back off and report the loop as failing.
-        throw err;
+        if (next === '0-0') break;
+        cursor = next;
       }
+    } catch (err) {
+      await this.repairIfGroupMissing(err);
+      // Rejecting lets the periodic task back off and report the loop as failing.
+      throw err;
     }
   }
 
   async stop(): Promise<void> {
     this.stopping = true;
     this.stopped.abort();
+    // A read blocked in Redis ends now rather than after its block time; a batch it was being
+    // answered is left pending, and claimed by another instance as a crashed one's would be.
+    for (const reader of this.readers) reader.disconnect();
     await this.claimTask?.stop();
     await Promise.allSettled(this.loops);
     await Promise.allSettled([...this.inFlight]);

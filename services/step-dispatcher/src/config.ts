@@ -9,7 +9,15 @@ export const DispatcherEnvSchema = serviceEnvSchema(8083).extend({
   COMPLETION_SHARDS: SharedEnv.COMPLETION_SHARDS,
   DISPATCH_CONCURRENCY: intVar(1, 1000, 64),
   STEP_GRACE_MS: ms(0, 3_600_000, 10_000),
+  /** Pause between deadline sweeps while a sweep finds a full batch due (a backlog). */
   DEADLINE_SWEEP_MS: ms(10, 60_000, 250),
+  /**
+   * The longest an idle loop rests: the deadline sweep (it sleeps until the earliest deadline,
+   * and deadlines this instance sets wake it), and the Redis budget and rate monitors and the
+   * heartbeat check, which read nothing while no job runs. A job another instance started (or a
+   * deadline it set and did not live to sweep) is seen here within this long.
+   */
+  IDLE_RECHECK_MS: ms(100, 60_000, 5_000),
   // Heartbeat TTL (~6 s) + this interval stays under the 15 s in which a lost sandbox must be noticed,
   // while checking 10,000 running jobs costs 2,500 EXISTS/s instead of 5,000.
   HEARTBEAT_CHECK_MS: ms(100, 60_000, 4_000),
@@ -37,12 +45,7 @@ export const DispatcherEnvSchema = serviceEnvSchema(8083).extend({
   REDIS_BUDGET_CHECK_MS: ms(50, 60_000, 250),
   /** Sandboxes are measured (a SCAN of their keys) at least this often even while Redis does not grow. */
   REDIS_BUDGET_MEASURE_MS: ms(500, 3_600_000, 10_000),
-  /**
-   * What one sandbox may send Redis per second (0 turns the check off): commands where Redis
-   * counts them per connection (`tot-cmds`), else stream entries and list items added to its
-   * keys. A busy sandbox printing as fast as its agent writes stays well below (docs/benchmarks.md).
-   */
-  SANDBOX_REDIS_RATE_LIMIT: intVar(0, 10_000_000, 30_000),
+  SANDBOX_REDIS_RATE_LIMIT: SharedEnv.SANDBOX_REDIS_RATE_LIMIT,
   /** How often Redis' command total is read (one INFO per master). */
   REDIS_RATE_CHECK_MS: ms(50, 60_000, 500),
   /** The time a sandbox's rate is averaged over: longer forgives bursts of output, shorter stops a flood sooner. */

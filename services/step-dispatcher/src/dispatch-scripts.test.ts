@@ -279,9 +279,15 @@ describe('claim-due-deadlines', () => {
     const key = dispatchKeys.deadlines(0);
     await redis.zadd(key, 100, 'due-a', 200, 'due-b', 10_000, 'later');
     try {
-      expect(await claimDueScript.run(redis, [key], [500, 30_000, 10])).toEqual(['due-a', 'due-b']);
-      expect(await claimDueScript.run(redis, [key], [500, 30_000, 10])).toEqual([]);
+      // With the earliest score left, which the sweeper sleeps until.
+      expect(await claimDueScript.run(redis, [key], [500, 30_000, 10])).toEqual([
+        ['due-a', 'due-b'],
+        '10000',
+      ]);
+      expect(await claimDueScript.run(redis, [key], [500, 30_000, 10])).toEqual([[], '10000']);
       expect(Number(await redis.zscore(key, 'due-a'))).toBe(30_000);
+      await redis.zrem(key, 'due-a', 'due-b', 'later');
+      expect(await claimDueScript.run(redis, [key], [500, 30_000, 10])).toEqual([[], null]);
     } finally {
       await redis.unlink(key);
     }

@@ -55,6 +55,11 @@ export interface HeartbeatMonitorOptions {
   presence?: { presence: DispatcherPresence; instance: string };
   /** Called after every completed round (the loop is alive; see ProgressWatchdog). */
   onProgress?: () => void;
+  /**
+   * Whether any job runs (RunningProbe): while none does and the last check left nothing behind
+   * (no candidate, no suspect), a round only stamps the presence.
+   */
+  anyRunning?: () => Promise<boolean>;
 }
 
 /**
@@ -70,6 +75,8 @@ export class HeartbeatMonitor {
     this.connectedAt = Date.now();
   };
   lastCheckedCount = 0;
+  /** The last full check found no running job and no suspect: nothing to clean up while idle. */
+  private lastCheckEmpty = false;
 
   constructor(private readonly options: HeartbeatMonitorOptions) {
     this.loop = new PeriodicTask(() => this.check(), this.intervalMs, {
@@ -107,6 +114,7 @@ export class HeartbeatMonitor {
     const { redis, keys } = this.options;
     const presence = this.options.presence;
     if (presence) await presence.presence.stamp(presence.instance);
+    if (this.lastCheckEmpty && this.options.anyRunning && !(await this.options.anyRunning())) return;
     const reconnectGraceMs = this.options.reconnectGraceMs ?? 15_000;
     if (Date.now() - this.connectedAt < reconnectGraceMs) return;
     if (!(await tryLock(redis, keys.lock('heartbeat-check'), Math.max(100, this.intervalMs - 100)))) return;
@@ -115,6 +123,7 @@ export class HeartbeatMonitor {
     const jobIds = await this.candidates(Date.now() - graceMs);
     const liveness = this.options.liveness;
     const suspects = new Set(liveness ? await liveness.store.suspects() : []);
+    this.lastCheckEmpty = jobIds.length === 0 && suspects.size === 0;
     const cleared: string[] = [];
     let checked = 0;
     for (let i = 0; i < jobIds.length; i += chunkSize) {

@@ -1,79 +1,49 @@
 import { randomBytes } from 'node:crypto';
 import {
   createKeySpace,
-  DispatchKeys,
   JobStore,
-  parseLiveSandboxSpec,
   SANDBOX_HISTORY_LIMIT,
   SANDBOX_MAX_RUNNING_COMMANDS,
   SandboxCommands,
 } from '@sandstream/bus';
 import { testRedisUrl } from '@sandstream/test-support';
-import { resultKey } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { advanceScript, idleScript, openScript } from './dispatch-scripts.js';
+import { liveSandboxFixture } from './testing/live-sandbox-fixture.js';
 
 // The live-sandbox scripts' replies, straight against Redis: dispatch-open, the live branch of
 // dispatch-advance, dispatch-idle, and bus sandbox-exec (SandboxCommands), which they work with.
 const redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: null });
 const ns = `t-lscripts-${randomBytes(4).toString('hex')}`;
 const keySpace = createKeySpace(ns);
-const dispatchKeys = new DispatchKeys(keySpace, 2);
 const store = new JobStore({ redis, keys: keySpace });
 const commands = new SandboxCommands({ redis, keys: keySpace });
-const ids: string[] = [];
+const { dispatchKeys, runningSandbox, cleanup } = liveSandboxFixture({ redis, ns, keySpace, store });
 
 afterAll(async () => {
-  for (const id of ids) {
-    await store.delete(id);
-    await redis.unlink(dispatchKeys.dispatchState(id));
-  }
+  await cleanup();
   redis.disconnect();
 });
 
-type Reply = (string | number)[];
-let seq = 0;
-
 /** A live sandbox's record in `running` (as pod-lifecycle leaves it), not yet opened. */
 async function sandbox(idleSeconds = 60) {
-  const id = `${ns}-s${++seq}`;
-  ids.push(id);
-  await store.create(parseLiveSandboxSpec({ id, image: 'x', idleTimeoutSeconds: idleSeconds }));
-  for (const [from, to] of [
-    ['queued', 'scheduled'],
-    ['scheduled', 'starting'],
-    ['starting', 'running'],
-  ] as const) {
-    await store.transition(id, [from], to);
-  }
-  const state = dispatchKeys.dispatchState(id);
-  const k = keySpace.sandbox(id);
-  return {
-    id,
-    open: (now = Date.now()) =>
-      openScript.run<Reply>(redis, [state, keySpace.job(id)], [now, idleSeconds * 1000]),
-    idle: (now: number) => idleScript.run<Reply>(redis, [state, keySpace.job(id)], [now]),
-    advance: (stepId: string) =>
-      advanceScript.run<Reply>(redis, [state, k.in, resultKey(k, stepId), keySpace.job(id)], [stepId, '']),
-    exec: () => commands.push(id, { command: 'true' }),
-    /** The agent's answer to a command: its result on its own key. */
-    result: (stepId: string) =>
-      redis.set(
-        resultKey(k, stepId),
-        JSON.stringify({
-          schemaVersion: 1,
-          stepId,
-          exitCode: 0,
-          timedOut: false,
-          durationSeconds: 0,
-          errorMessage: null,
-        }),
-      ),
-  };
+  const s = await runningSandbox({ idleSeconds });
+  return { ...s, exec: () => commands.push(s.id, { command: 'true' }) };
 }
 
 describe('live sandbox scripts', () => {
+  it('open writes the end and its cap with readyAt, so a client woken by ready can move the end at once', async () => {
+    const s = await sandbox();
+    const now = Date.now();
+    expect(await s.open(now, { endsAt: now + 4_000, maxEndsAt: now + 60_000 })).toEqual(['opened']);
+    const fields = await redis.hmget(keySpace.job(s.id), 'readyAt', 'endsAt', 'maxEndsAt');
+    expect(fields).toEqual([String(now), String(now + 4_000), String(now + 60_000)]);
+    // A client moved the end (setTimeout); a redelivered open leaves it where the client put it.
+    await redis.hset(keySpace.job(s.id), 'endsAt', now + 10_000);
+    expect(await s.open(now + 5, { endsAt: now + 4_005, maxEndsAt: now + 60_005 })).toEqual(['opened']);
+    expect(await redis.hget(keySpace.job(s.id), 'endsAt')).toBe(String(now + 10_000));
+  });
+
   it('exec is refused until the dispatcher opened the sandbox, then pushes a parallel step once', async () => {
     const s = await sandbox();
     expect(await s.exec()).toMatchObject({ status: 'not-ready', state: 'running' });

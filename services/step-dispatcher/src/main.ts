@@ -13,6 +13,7 @@ import {
   type SandboxDestroyPayload,
   SandboxLiveness,
   SlotRelease,
+  WORKER_DRAIN_DELAY_SECONDS,
 } from '@sandstream/bus';
 import { ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
 import { createSandstreamMetrics, withJobSpan } from '@sandstream/telemetry';
@@ -29,6 +30,7 @@ import { OverLimitStop } from './over-limit-stop.js';
 import { overRate } from './over-rate.js';
 import { RedisBudgetMonitor } from './redis-budget-monitor.js';
 import { RedisRateMonitor } from './redis-rate-monitor.js';
+import { RunningProbe } from './running-probe.js';
 import { StepDispatcher } from './step-dispatcher.js';
 
 /** Time an agent has to confirm a cancel before the job ends `cancelled` anyway. */
@@ -55,11 +57,35 @@ runService({
     // Worker-style connection for BullMQ's blocking reads.
     const workerRedis = connect('worker', `step-dispatcher-worker:${consumerName}`);
     const jobStore = new JobStore({ redis, keys: keySpace });
+    // Its own connection: BullMQ defines its ~40 scripts as commands on the connection it is
+    // given, and ioredis copies every one onto each Pipeline it builds, which auto-pipelining
+    // does once per tick: on the dispatch connection that copying was ~16 % of the dispatcher's
+    // CPU per live-sandbox command (docs/benchmarks.md, "CPU per exec").
     const destroyQueue = new Queue<SandboxDestroyPayload>(QueueNames.sandboxDestroy, {
-      connection: redis,
+      connection: connect('producer', `step-dispatcher-destroy:${consumerName}`),
       prefix: keySpace.bullPrefix,
       defaultJobOptions: DefaultJobOptions,
     });
+    // /readyz fails a loop that stopped making progress (each beats after every completed round).
+    const watchdog = new ProgressWatchdog();
+    const silence = (intervalMs: number) => Math.max(intervalMs * 5, 20_000);
+    // Loops that only look at running jobs rest while none runs (issue 32: idle CPU).
+    const probe = new RunningProbe({
+      redis,
+      keys: dispatchKeys,
+      runningIndexKey: keySpace.jobsByState('running'),
+      idleRecheckMs: config.IDLE_RECHECK_MS,
+    });
+    const deadlines = new DeadlineSweeper({
+      redis,
+      keys: dispatchKeys,
+      logger,
+      handle: (deadline) => dispatcher.onDeadline(deadline),
+      intervalMs: config.DEADLINE_SWEEP_MS,
+      idleMaxMs: config.IDLE_RECHECK_MS,
+      onProgress: watchdog.track('deadline-sweep', silence(config.IDLE_RECHECK_MS)),
+    });
+    let monitors: { wake(): void }[] = [];
     const dispatcher = new StepDispatcher({
       redis,
       keySpace,
@@ -73,6 +99,11 @@ runService({
       finishedStateTtlMs: config.FINISHED_STATE_TTL_MS,
       cancelConfirmMs: CANCEL_CONFIRM_MS,
       maxSandboxLifetimeSeconds: config.SANDBOX_MAX_LIFETIME_SECONDS,
+      onDeadlineSet: (at) => deadlines.wake(at),
+      onRunning: () => {
+        probe.noteRunning();
+        for (const monitor of monitors) monitor.wake();
+      },
     });
 
     const worker = new Worker<DispatchPayload>(
@@ -89,21 +120,29 @@ runService({
           () => dispatcher.start(payload),
         ),
       ),
-      { connection: workerRedis, prefix: keySpace.bullPrefix, concurrency: config.DISPATCH_CONCURRENCY },
+      {
+        connection: workerRedis,
+        prefix: keySpace.bullPrefix,
+        concurrency: config.DISPATCH_CONCURRENCY,
+        drainDelay: WORKER_DRAIN_DELAY_SECONDS,
+      },
     );
     worker.on('failed', (job, err) => logger.error({ err, jobId: job?.data.jobId }, 'dispatch failed'));
     // Cancel requests of SDK and API callers (libs/bus cancel-request.ts); cheap, so few at once.
     const cancelWorker = new Worker<CancelRequestPayload>(
       QueueNames.dispatchCancel,
       validated(CancelRequestPayloadSchema, 'cancel request', (payload) =>
-        payload.pause === true
-          ? dispatcher.onPauseRequest(payload.jobId)
-          : dispatcher.onCancelRequest(payload.jobId, payload.reason),
+        payload.lifetime === true
+          ? dispatcher.onLifetimeRequest(payload.jobId)
+          : payload.pause === true
+            ? dispatcher.onPauseRequest(payload.jobId)
+            : dispatcher.onCancelRequest(payload.jobId, payload.reason),
       ),
       {
         connection: connect('worker', `step-dispatcher-cancel:${consumerName}`),
         prefix: keySpace.bullPrefix,
         concurrency: 8,
+        drainDelay: WORKER_DRAIN_DELAY_SECONDS,
       },
     );
     cancelWorker.on('failed', (job, err) =>
@@ -114,10 +153,6 @@ runService({
     cancelWorker.on('error', throttledErrorLog(logger, 'dispatch-cancel worker'));
     destroyQueue.on('error', throttledErrorLog(logger, 'destroy queue'));
 
-    // /readyz fails a loop that stopped making progress (each beats after every completed round).
-    const watchdog = new ProgressWatchdog();
-    const silence = (intervalMs: number) => Math.max(intervalMs * 5, 20_000);
-
     const completions = new CompletionConsumer({
       redis,
       keys: dispatchKeys,
@@ -125,16 +160,8 @@ runService({
       handle: (notice) => dispatcher.onCompletion(notice),
       logger,
       claimIdleMs: config.CLAIM_IDLE_MS,
-      onReadProgress: watchdog.track('completion-read', silence(1000)),
-      onClaimProgress: watchdog.track('completion-claim', silence(2000)),
-    });
-    const deadlines = new DeadlineSweeper({
-      redis,
-      keys: dispatchKeys,
-      logger,
-      handle: (deadline) => dispatcher.onDeadline(deadline),
-      intervalMs: config.DEADLINE_SWEEP_MS,
-      onProgress: watchdog.track('deadline-sweep', silence(config.DEADLINE_SWEEP_MS)),
+      onReadProgress: watchdog.track('completion-read', silence(5000)),
+      onClaimProgress: watchdog.track('completion-claim', silence(Math.max(2000, config.CLAIM_IDLE_MS / 2))),
     });
     const heartbeats = new HeartbeatMonitor({
       redis,
@@ -154,6 +181,7 @@ runService({
       runningIndexKey: keySpace.jobsByState('running'),
       // Stamped every round: the reaper fails running jobs only when no dispatcher is alive.
       presence: { presence: new DispatcherPresence(redis, dispatchKeys), instance: consumerName },
+      anyRunning: () => probe.anyRunning(),
       onProgress: watchdog.track('heartbeat-monitor', silence(config.HEARTBEAT_CHECK_MS)),
     });
     const budgetBytes = config.SANDBOX_REDIS_BUDGET_MB * 1024 * 1024;
@@ -165,11 +193,16 @@ runService({
             logger,
             budgetBytes,
             intervalMs: config.REDIS_BUDGET_CHECK_MS,
+            anyRunning: () => probe.anyRunning(),
+            idleMaxMs: config.IDLE_RECHECK_MS,
             measureEveryMs: config.REDIS_BUDGET_MEASURE_MS,
             runningJobs: () => heartbeats.runningJobs(),
             lockKey: keySpace.lock('redis-budget'),
             onOverBudget: (usage) => overLimit.stop(overBudget(usage, { budgetBytes, redis, keySpace })),
-            onProgress: watchdog.track('redis-budget', silence(config.REDIS_BUDGET_CHECK_MS)),
+            onProgress: watchdog.track(
+              'redis-budget',
+              silence(Math.max(config.REDIS_BUDGET_CHECK_MS, config.IDLE_RECHECK_MS)),
+            ),
           })
         : undefined;
     const limitPerSecond = config.SANDBOX_REDIS_RATE_LIMIT;
@@ -180,13 +213,19 @@ runService({
             logger,
             limitPerSecond,
             intervalMs: config.REDIS_RATE_CHECK_MS,
+            anyRunning: () => probe.anyRunning(),
+            idleMaxMs: config.IDLE_RECHECK_MS,
             windowMs: config.REDIS_RATE_WINDOW_MS,
             runningJobs: () => heartbeats.runningJobs(),
             lockKey: keySpace.lock('redis-rate'),
             onOverRate: (measured) => overLimit.stop(overRate(measured, limitPerSecond)),
-            onProgress: watchdog.track('redis-rate', silence(config.REDIS_RATE_CHECK_MS)),
+            onProgress: watchdog.track(
+              'redis-rate',
+              silence(Math.max(config.REDIS_RATE_CHECK_MS, config.IDLE_RECHECK_MS)),
+            ),
           })
         : undefined;
+    monitors = [budget, rate].filter((m) => m !== undefined);
     await completions.start();
     deadlines.start();
     heartbeats.start();

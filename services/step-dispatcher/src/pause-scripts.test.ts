@@ -3,10 +3,8 @@ import {
   bullJobId,
   type CancelRequestPayload,
   createKeySpace,
-  DispatchKeys,
   JobStore,
   type JobsPayload,
-  parseLiveSandboxSpec,
   QueueNames,
   requestPause,
   resumeSandbox,
@@ -18,7 +16,7 @@ import { resultKey } from '@sandstream/wire';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { advanceScript, idleScript, openScript } from './dispatch-scripts.js';
+import { liveSandboxFixture } from './testing/live-sandbox-fixture.js';
 
 // Pause and resume at the level of their scripts, straight against Redis: the idle pause
 // (dispatch-idle with onIdle 'pause'), the pause request (bus sandbox-pause) and resume (bus
@@ -26,9 +24,9 @@ import { advanceScript, idleScript, openScript } from './dispatch-scripts.js';
 const redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: null });
 const ns = `t-pause-${randomBytes(4).toString('hex')}`;
 const keySpace = createKeySpace(ns);
-const dispatchKeys = new DispatchKeys(keySpace, 2);
 const store = new JobStore({ redis, keys: keySpace });
 const commands = new SandboxCommands({ redis, keys: keySpace });
+const { dispatchKeys, runningSandbox, cleanup } = liveSandboxFixture({ redis, ns, keySpace, store });
 const queueOptions = { connection: redis, prefix: keySpace.bullPrefix };
 const cancels = new Queue<CancelRequestPayload>(QueueNames.dispatchCancel, queueOptions);
 const jobs = new Queue<JobsPayload>(QueueNames.jobs, queueOptions);
@@ -37,56 +35,22 @@ afterAll(async () => {
   await cancels.close();
   await jobs.close();
   await deleteNamespaceKeys(redis, ns);
-  for (let i = 1; i <= seq; i++) await store.delete(`${ns}-s${i}`);
+  await cleanup();
   redis.disconnect();
 });
 
-type Reply = (string | number)[];
-let seq = 0;
-
 /** A live sandbox opened for commands, as the dispatcher leaves it. */
 async function openSandbox(onIdle: 'close' | 'pause' = 'close', idleSeconds = 60) {
-  const id = `${ns}-s${++seq}`;
-  await store.create(parseLiveSandboxSpec({ id, image: 'x', idleTimeoutSeconds: idleSeconds, onIdle }));
-  for (const [from, to] of [
-    ['queued', 'scheduled'],
-    ['scheduled', 'starting'],
-    ['starting', 'running'],
-  ] as const) {
-    await store.transition(id, [from], to);
-  }
-  const state = dispatchKeys.dispatchState(id);
+  const s = await runningSandbox({ onIdle, idleSeconds });
   const opened = Date.now();
-  expect(
-    await openScript.run<Reply>(redis, [state, keySpace.job(id)], [opened, idleSeconds * 1000, onIdle]),
-  ).toEqual(['opened']);
-  const k = keySpace.sandbox(id);
+  expect(await s.open(opened)).toEqual(['opened']);
   return {
-    id,
+    ...s,
     opened,
-    idle: (now: number) => idleScript.run<Reply>(redis, [state, keySpace.job(id)], [now]),
-    exec: () => commands.push(id, { command: 'true' }),
+    exec: () => commands.push(s.id, { command: 'true' }),
     /** The agent's end of a command, not yet recorded by a dispatcher. */
-    agentResult: (stepId: string) => redis.set(resultKey(k, stepId), '{}'),
-    finishCommand: async (stepId: string) => {
-      await redis.set(
-        resultKey(k, stepId),
-        JSON.stringify({
-          schemaVersion: 1,
-          stepId,
-          exitCode: 0,
-          timedOut: false,
-          durationSeconds: 0,
-          errorMessage: null,
-        }),
-      );
-      return advanceScript.run<Reply>(
-        redis,
-        [state, k.in, resultKey(k, stepId), keySpace.job(id)],
-        [stepId, ''],
-      );
-    },
-    sandboxState: async () => sandboxRecordOf((await store.get(id)) ?? (null as never))?.state,
+    agentResult: (stepId: string) => redis.set(resultKey(keySpace.sandbox(s.id), stepId), '{}'),
+    sandboxState: async () => sandboxRecordOf((await store.get(s.id)) ?? (null as never))?.state,
   };
 }
 

@@ -4,8 +4,8 @@ import { usePrivateRedis } from '@sandstream/test-support/vitest';
 import { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
 import { overBudget } from './over-budget.js';
-import { OverLimitStop } from './over-limit-stop.js';
 import { RedisBudgetMonitor } from './redis-budget-monitor.js';
+import { recordingOverLimitStop } from './testing/recording-stop.js';
 
 const MB = 1024 * 1024;
 const logger = silentLogger('redis-budget-test');
@@ -89,17 +89,7 @@ describe('per-sandbox Redis budget', () => {
     await agent.lpush(keys.results, Buffer.alloc(2 * MB));
     await agent.lpush(`${keys.prefix}junk`, Buffer.alloc(2 * MB));
 
-    const failed: string[] = [];
-    const stop = new OverLimitStop({
-      redis: own.redis,
-      keySpace,
-      logger,
-      dispatcher: {
-        failRunning: async (id, reasonOf) => {
-          failed.push(`${id}: ${await reasonOf()}`);
-        },
-      },
-    });
+    const { stop, failed } = recordingOverLimitStop({ redis: own.redis, keySpace, logger });
     const usage: SandboxRedisUsage = {
       jobId,
       bytes: 4 * MB,
@@ -159,17 +149,7 @@ describe('per-sandbox Redis budget', () => {
           .sort(),
       ).toEqual([`${keys.prefix}elsewhere`, `${keys.prefix}elsewhere-too`].sort());
 
-      const failed: string[] = [];
-      const stop = new OverLimitStop({
-        redis: own.redis,
-        keySpace,
-        logger,
-        dispatcher: {
-          failRunning: async (id, reasonOf) => {
-            failed.push(`${id}: ${await reasonOf()}`);
-          },
-        },
-      });
+      const { stop, failed } = recordingOverLimitStop({ redis: own.redis, keySpace, logger });
       const usage = over[0] as SandboxRedisUsage;
       await stop.stop(overBudget(usage, { budgetBytes: 4 * MB, redis: own.redis, keySpace }));
       expect(isRedisBudgetReason(failed[0]?.slice(`${jobId}: `.length))).toBe(true);

@@ -11,9 +11,9 @@ import { silentLogger } from '@sandstream/telemetry';
 import { usePrivateRedis } from '@sandstream/test-support/vitest';
 import { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
-import { OverLimitStop } from './over-limit-stop.js';
 import { overRate } from './over-rate.js';
 import { RedisRateMonitor } from './redis-rate-monitor.js';
+import { recordingOverLimitStop } from './testing/recording-stop.js';
 
 const logger = silentLogger('redis-rate-test');
 
@@ -131,17 +131,7 @@ describe('per-sandbox Redis rate', () => {
   it('cuts a sandbox over its rate off Redis and fails it with the rate in the reason', async () => {
     const flooder = await asSandbox('cut-off');
     const writes = flood(flooder, 'cut-off');
-    const failed: string[] = [];
-    const stop = new OverLimitStop({
-      redis: own.redis,
-      keySpace,
-      logger,
-      dispatcher: {
-        failRunning: async (id, reasonOf) => {
-          failed.push(`${id}: ${await reasonOf()}`);
-        },
-      },
-    });
+    const { stop, failed } = recordingOverLimitStop({ redis: own.redis, keySpace, logger });
     const rate = { jobId: 'cut-off', perSecond: 123_456, source: 'keys', windowMs: 300 } as const;
     await stop.stop(overRate(rate, 5_000));
     // The flood ends by itself: its connection was killed, and it cannot log in again.

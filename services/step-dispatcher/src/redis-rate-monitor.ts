@@ -62,6 +62,12 @@ export class RedisRateMonitor extends SandboxRedisMonitor<true, SandboxRedisRate
     return true;
   }
 
+  protected override rested(): void {
+    // A total read before the rest would average the idle time into the next rate.
+    this.lastTotal = undefined;
+    this.readings = [];
+  }
+
   protected lockMs(): number {
     // Lapses a little before the next tick, so the instance that read last can read again (and compare).
     return Math.max(40, this.options.intervalMs * 0.8);

@@ -1,5 +1,5 @@
 import { type RedisClient, tryLock } from '@sandstream/bus';
-import { PeriodicWorker } from '@sandstream/service-kit';
+import { PeriodicWorker, type RoundOutcome } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 
 /** What every per-sandbox Redis monitor is given (the budget's and the rate's). */
@@ -13,6 +13,13 @@ export interface SandboxRedisMonitorOptions {
   /** One instance measures per round (a short SET NX lock), so replicas do not multiply the readings. */
   lockKey: string;
   onProgress?: () => void;
+  /**
+   * Whether any job runs (RunningProbe): only running jobs' sandboxes are ever measured, so while
+   * none runs the round reads nothing and the loop rests, up to `idleMaxMs` between rounds
+   * (wake() when this process starts a job). Absent: every round reads.
+   */
+  anyRunning?: () => Promise<boolean>;
+  idleMaxMs?: number;
 }
 
 /**
@@ -44,13 +51,20 @@ export abstract class SandboxRedisMonitor<Reading, Over extends { jobId: string 
   protected abstract measure(running: Set<string>, reading: Reading): Promise<Over[]>;
   /** After the stops of a measure. */
   protected async afterStops(): Promise<void> {}
+  /** Rounds rest while nothing runs: what was read before is stale when they resume. */
+  protected rested(): void {}
 
-  async tick(): Promise<void> {
+  async tick(): Promise<RoundOutcome> {
+    if (this.base.anyRunning && !(await this.base.anyRunning())) {
+      this.stopping.clear();
+      this.rested();
+      return 'idle';
+    }
     const reading = await this.read();
-    if (reading === undefined) return;
+    if (reading === undefined) return 'busy';
     if (!(await tryLock(this.base.redis, this.base.lockKey, this.lockMs()))) {
       this.lockedOut(reading);
-      return;
+      return 'busy';
     }
     const running = new Set(await this.base.runningJobs());
     for (const id of this.stopping) if (!running.has(id)) this.stopping.delete(id);
@@ -69,5 +83,6 @@ export abstract class SandboxRedisMonitor<Reading, Over extends { jobId: string 
       }
     }
     await this.afterStops();
+    return 'busy';
   }
 }

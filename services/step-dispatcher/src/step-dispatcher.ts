@@ -6,6 +6,7 @@ import {
   enqueueDestroy,
   isLiveSandboxSpec,
   isTerminal,
+  JobField,
   type JobState,
   type JobStore,
   type KeySpace,
@@ -27,7 +28,7 @@ import {
   type SandstreamMetrics,
   withExtractedContext,
 } from '@sandstream/telemetry';
-import { type CompletionNotice, encodeCancel, errorResult, resultKey } from '@sandstream/wire';
+import { type CompletionNotice, encodeCancel, errorResult, resultKey, StreamLimits } from '@sandstream/wire';
 import type { Queue } from 'bullmq';
 import {
   advanceScript,
@@ -59,6 +60,13 @@ export interface StepDispatcherOptions {
   cancelConfirmMs: number;
   /** The operator's cap on a live sandbox's lifetime (its own timeoutSeconds applies below it). */
   maxSandboxLifetimeSeconds?: number;
+  /**
+   * A deadline was set or moved to `at` (epoch ms): the sweeper sleeps until the earliest one it
+   * knows of, so a new one must wake it (DeadlineSweeper.wake).
+   */
+  onDeadlineSet?: (at: number) => void;
+  /** A job or live sandbox started running here: loops that rest while nothing runs resume. */
+  onRunning?: () => void;
 }
 
 type ScriptReply = [string, ...(string | number)[]];
@@ -130,15 +138,13 @@ export class StepDispatcher {
     const shard = dispatchKeys.shardOf(jobId);
     const { redis } = this.options;
     // NX: a redelivered dispatch must not push the job's own deadline further out.
+    const jobDeadline = record.updatedAt + spec.timeoutSeconds * 1000;
     await Promise.all([
       redis.zadd(dispatchKeys.running(shard), 'NX', now, jobId),
-      redis.zadd(
-        dispatchKeys.deadlines(shard),
-        'NX',
-        record.updatedAt + spec.timeoutSeconds * 1000,
-        deadlineMember({ kind: 'job', jobId }),
-      ),
+      redis.zadd(dispatchKeys.deadlines(shard), 'NX', jobDeadline, deadlineMember({ kind: 'job', jobId })),
     ]);
+    this.options.onRunning?.();
+    this.options.onDeadlineSet?.(jobDeadline);
     await this.afterReply(jobId, reply);
   }
 
@@ -150,26 +156,30 @@ export class StepDispatcher {
     const { dispatchKeys, redis } = this.options;
     const now = Date.now();
     const idleMs = spec.idleTimeoutSeconds * 1000;
+    const lifetime = Math.min(
+      spec.timeoutSeconds,
+      this.options.maxSandboxLifetimeSeconds ?? spec.timeoutSeconds,
+    );
+    const maxLifetime = this.options.maxSandboxLifetimeSeconds ?? spec.timeoutSeconds;
+    const endsAt = readySince + lifetime * 1000;
+    // The script writes the end and its cap with readyAt (see dispatch-open-3.lua for why).
     const reply = await openScript.run<ScriptReply>(
       redis,
-      [dispatchKeys.dispatchState(jobId), this.options.keySpace.job(jobId)],
-      [now, idleMs, spec.onIdle],
+      [
+        dispatchKeys.dispatchState(jobId),
+        this.options.keySpace.job(jobId),
+        this.options.keySpace.sandbox(jobId).events,
+      ],
+      [now, idleMs, spec.onIdle, StreamLimits.eventStreamMaxLength, endsAt, readySince + maxLifetime * 1000],
     );
     if (reply[0] === 'opened') {
       const shard = dispatchKeys.shardOf(jobId);
-      const lifetime = Math.min(
-        spec.timeoutSeconds,
-        this.options.maxSandboxLifetimeSeconds ?? spec.timeoutSeconds,
-      );
       // NX: a redelivered dispatch must not push either deadline further out.
+      // A client may have moved the end already: its deadline fires at the old end, finds the
+      // record's later end and moves itself there (onDeadline).
       await Promise.all([
         redis.zadd(dispatchKeys.running(shard), 'NX', now, jobId),
-        redis.zadd(
-          dispatchKeys.deadlines(shard),
-          'NX',
-          readySince + lifetime * 1000,
-          deadlineMember({ kind: 'job', jobId }),
-        ),
+        redis.zadd(dispatchKeys.deadlines(shard), 'NX', endsAt, deadlineMember({ kind: 'job', jobId })),
         redis.zadd(
           dispatchKeys.deadlines(shard),
           'NX',
@@ -177,6 +187,8 @@ export class StepDispatcher {
           deadlineMember({ kind: 'idle', jobId }),
         ),
       ]);
+      this.options.onRunning?.();
+      this.options.onDeadlineSet?.(Math.min(endsAt, now + idleMs));
       this.options.logger.info(
         { jobId, idleSeconds: spec.idleTimeoutSeconds, lifetimeSeconds: lifetime },
         'sandbox open for commands',
@@ -228,6 +240,11 @@ export class StepDispatcher {
       const spec = await this.options.jobStore.getSpec(jobId);
       // A live sandbox's lifetime is its timeout: it ends closed (reason `lifetime`).
       const live = spec !== null && isLiveSandboxSpec(spec);
+      if (live) {
+        // A client moved its end later (setTimeout) and this deadline was not moved yet: keep it.
+        const endsAt = await this.endsAt(jobId);
+        if (endsAt !== undefined && endsAt > Date.now()) return endsAt;
+      }
       const reason = live
         ? SandboxCloseReason.lifetime
         : `job exceeded its timeout of ${spec?.timeoutSeconds ?? '?'} s`;
@@ -238,6 +255,31 @@ export class StepDispatcher {
     }
     await this.finish(jobId, 'cancelled', 'cancelled (the agent did not confirm the cancel in time)');
     return undefined;
+  }
+
+  /**
+   * A client moved a live sandbox's end (libs/bus sandbox-timeout.ts wrote it on the record):
+   * its lifetime deadline goes there, sooner or later. XX: a sandbox that ended (its deadline
+   * gone) is not given one back.
+   */
+  async onLifetimeRequest(jobId: string): Promise<void> {
+    const endsAt = await this.endsAt(jobId);
+    if (endsAt === undefined) return;
+    const { dispatchKeys, redis } = this.options;
+    await redis.zadd(
+      dispatchKeys.deadlines(dispatchKeys.shardOf(jobId)),
+      'XX',
+      endsAt,
+      deadlineMember({ kind: 'job', jobId }),
+    );
+    this.options.onDeadlineSet?.(endsAt);
+    this.options.logger.info({ jobId, endsAt: new Date(endsAt).toISOString() }, 'sandbox end moved');
+  }
+
+  private async endsAt(jobId: string): Promise<number | undefined> {
+    const raw = await this.options.redis.hget(this.options.keySpace.job(jobId), JobField.endsAt);
+    const endsAt = raw === null ? Number.NaN : Number(raw);
+    return Number.isFinite(endsAt) ? endsAt : undefined;
   }
 
   /**
@@ -260,11 +302,13 @@ export class StepDispatcher {
       ),
     );
     if (reply[0] !== 'signalled') return;
+    const confirmBy = Date.now() + this.options.cancelConfirmMs;
     await redis.zadd(
       dispatchKeys.deadlines(dispatchKeys.shardOf(jobId)),
-      Date.now() + this.options.cancelConfirmMs,
+      confirmBy,
       deadlineMember({ kind: 'cancel', jobId }),
     );
+    this.options.onDeadlineSet?.(confirmBy);
   }
 
   /**
@@ -376,6 +420,7 @@ export class StepDispatcher {
         redis.zadd(dispatchKeys.deadlines(shard), 'NX', at, current),
         ...previous.map((member) => redis.zrem(dispatchKeys.deadlines(shard), member)),
       ]);
+      this.options.onDeadlineSet?.(at);
       return;
     }
     if (what === 'finished') {

@@ -33,23 +33,11 @@ if ARGV[7] ~= '1' and running >= tonumber(ARGV[6]) then
   -- command with no recorded result whose agent has not SET its result key either (it does when
   -- the command ends). Result keys share KEYS[2]'s prefix, so the job's slot (ARGV[9]: that prefix).
   local unrecorded, pending = 0, 0
-  local fields = redis.call('HKEYS', KEYS[1])
-  local recorded = {}
-  for _, f in ipairs(fields) do
-    if string.sub(f, 1, #JOB.stepResultPrefix) == JOB.stepResultPrefix then
-      recorded[string.sub(f, #JOB.stepResultPrefix + 1)] = true
-    end
-  end
-  for _, f in ipairs(fields) do
-    if string.sub(f, 1, #JOB.commandPrefix) == JOB.commandPrefix then
-      local cid = string.sub(f, #JOB.commandPrefix + 1)
-      if not recorded[cid] then
-        local ok, c = pcall(cjson.decode, redis.call('HGET', KEYS[1], f))
-        if not (ok and type(c) == 'table' and c.background == true) then
-          unrecorded = unrecorded + 1
-          if redis.call('EXISTS', ARGV[9] .. cid) == 0 then pending = pending + 1 end
-        end
-      end
+  for _, c in ipairs(job_unrecorded_commands(KEYS[1])) do
+    local ok, cmd = pcall(cjson.decode, redis.call('HGET', KEYS[1], c.field))
+    if not (ok and type(cmd) == 'table' and cmd.background == true) then
+      unrecorded = unrecorded + 1
+      if redis.call('EXISTS', ARGV[9] .. c.id) == 0 then pending = pending + 1 end
     end
   end
   -- More counted than unrecorded is a leak for sure: corrected. Ended-but-unrecorded commands stay

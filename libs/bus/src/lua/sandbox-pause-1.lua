@@ -19,20 +19,10 @@ if closing and closing ~= ARGV[2] then return {'closing', state} end
 if state ~= 'running' or not redis.call('HGET', KEYS[1], JOB.readyAt) then return {'not-ready', state} end
 local why = redis.call('HGET', KEYS[1], JOB.unpausable)
 if why then return {'unpausable', why} end
-local fields = redis.call('HKEYS', KEYS[1])
-local recorded = {}
-for _, f in ipairs(fields) do
-  if string.sub(f, 1, #JOB.stepResultPrefix) == JOB.stepResultPrefix then
-    recorded[string.sub(f, #JOB.stepResultPrefix + 1)] = true
-  end
-end
 local resumes = tonumber(redis.call('HGET', KEYS[1], JOB.resumes) or '0')
 local reply = {closing and 'repeat' or 'requested', resumes}
-for _, f in ipairs(fields) do
-  if string.sub(f, 1, #JOB.commandPrefix) == JOB.commandPrefix then
-    local cid = string.sub(f, #JOB.commandPrefix + 1)
-    if not recorded[cid] and redis.call('EXISTS', ARGV[3] .. cid) == 0 then table.insert(reply, cid) end
-  end
+for _, c in ipairs(job_unrecorded_commands(KEYS[1])) do
+  if redis.call('EXISTS', ARGV[3] .. c.id) == 0 then table.insert(reply, c.id) end
 end
 if not closing then
   redis.call('HSET', KEYS[1], JOB.closing, ARGV[2])

@@ -16,7 +16,8 @@ if redis.call('HEXISTS', KEYS[1], JOB.cancelRequested) == 1 then return {'closin
 -- Its sandbox is still being torn down and its files kept (pod-lifecycle clears `sandbox` once
 -- they are): a resume now would start without them, and the teardown would then end the new life.
 if redis.call('HEXISTS', KEYS[1], JOB.sandbox) == 1 then return {'pausing'} end
-redis.call('HDEL', KEYS[1], JOB.closing, JOB.readyAt, JOB.sandbox, JOB.disk, JOB.pausedAt, JOB.unpausable)
+redis.call('HDEL', KEYS[1], JOB.closing, JOB.readyAt, JOB.sandbox, JOB.disk, JOB.pausedAt, JOB.unpausable,
+  JOB.endsAt, JOB.maxEndsAt)
 redis.call('HSET', KEYS[1], JOB.commandsRunning, 0)
 local resumes = redis.call('HINCRBY', KEYS[1], JOB.resumes, 1)
 redis.call('DEL', KEYS[3])

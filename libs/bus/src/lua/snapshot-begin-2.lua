@@ -3,7 +3,9 @@
 -- ARGV: 1 max count, 2 max bytes, then field/value pairs of the record.
 -- Returns {'ok'} or {'limit', name, limit, current}.
 local count = tonumber(redis.call('HGET', KEYS[2], 'count') or '0')
+-- Paused sandboxes' kept files count too: they are snapshots in the same store.
 local bytes = tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0')
+  + tonumber(redis.call('HGET', KEYS[2], 'pausedBytes') or '0')
 if count >= tonumber(ARGV[1]) then
   return {'limit', 'count', ARGV[1], tostring(count)}
 end

@@ -5,7 +5,9 @@
 if redis.call('HGET', KEYS[1], 'state') ~= 'uploading' then
   return {'gone'}
 end
+-- Paused sandboxes' kept files count too: they are snapshots in the same store.
 local bytes = tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0')
+  + tonumber(redis.call('HGET', KEYS[2], 'pausedBytes') or '0')
 local size = tonumber(ARGV[2])
 if bytes + size > tonumber(ARGV[1]) then
   redis.call('DEL', KEYS[1])

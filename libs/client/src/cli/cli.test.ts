@@ -67,6 +67,21 @@ describe('sandstream CLI', () => {
     expect(again.stderr).toMatch(/already submitted/);
   });
 
+  it('on a terminal prints the submitted job id once (stdout and stderr both show there)', () => {
+    const file = join(dir, 'tty.yaml');
+    writeFileSync(file, `id: ${namespace}-tty\nimage: debian\nsteps:\n  - command: "true"\n`);
+    // script(1) runs it on a pseudo-terminal, as npm start's demo runs on the user's.
+    const main = join(repoRoot, 'libs/client/dist/cli/main.js');
+    const run = spawnSync('script', ['-qec', `${process.execPath} ${main} submit ${file}`, '/dev/null'], {
+      env: { ...process.env, REDIS_URL: testRedisUrl(), SANDSTREAM_NAMESPACE: namespace },
+      encoding: 'utf8',
+      timeout: 90_000,
+    });
+    expect(run.status, run.stdout).toBe(0);
+    expect(run.stdout.split(`${namespace}-tty`)).toHaveLength(2);
+    expect(run.stdout).toMatch(new RegExp(`^submitted ${namespace}-tty\r?$`, 'm'));
+  });
+
   it('cancels a queued job by its state change', () => {
     const file = join(dir, 'c.yaml');
     writeFileSync(file, `id: ${namespace}-c\nimage: debian\nsteps:\n  - command: "true"\n`);

@@ -19,6 +19,7 @@ const FLAGS = {
   state: { type: 'string' },
   limit: { type: 'string' },
   template: { type: 'string' },
+  image: { type: 'string' },
   id: { type: 'string' },
   env: { type: 'string', multiple: true },
   label: { type: 'string', multiple: true },
@@ -36,6 +37,13 @@ const FLAGS = {
   name: { type: 'string' },
   public: { type: 'boolean' },
   host: { type: 'boolean' },
+  allow: { type: 'string', multiple: true },
+  none: { type: 'boolean' },
+  internet: { type: 'boolean' },
+  kill: { type: 'string' },
+  language: { type: 'string' },
+  context: { type: 'string' },
+  file: { type: 'string' },
 } as const;
 type Flag = keyof typeof FLAGS;
 
@@ -51,7 +59,7 @@ const COMMAND_FLAGS = {
   logs: ['follow'],
   status: ['json'],
   cancel: [],
-  ls: ['tenant', 'state', 'limit'],
+  ls: ['tenant', 'state', 'limit', 'json'],
   'sandbox create': [
     'template',
     'id',
@@ -74,8 +82,15 @@ const COMMAND_FLAGS = {
   'sandbox pause': [],
   'sandbox resume': ['timeout'],
   'sandbox url': ['public', 'host'],
+  'sandbox set-timeout': [],
+  'sandbox network': ['allow', 'none', 'internet'],
+  'sandbox stats': ['json'],
+  'sandbox history': ['json'],
+  'sandbox keepalive': [],
+  ps: ['kill', 'json'],
   exec: ['shell', 'cwd', 'env', 'timeout', 'interactive'],
   shell: ['session'],
+  'run-code': ['language', 'context', 'timeout'],
   cp: [],
   'apikey create': ['tenant', 'admin'],
   'apikey ls': ['json'],
@@ -83,15 +98,19 @@ const COMMAND_FLAGS = {
   'volume create': ['size', 'tenant'],
   'volume ls': ['tenant', 'json'],
   'volume rm': ['tenant'],
+  mcp: ['image', 'template'],
+  'template build': ['file'],
+  'template ls': ['json'],
+  'template rm': [],
 } as const satisfies Record<string, readonly Flag[]>;
 
 export type Command = keyof typeof COMMAND_FLAGS;
 
 /** Commands with subcommands: `sandbox create`, `sandbox ls` … (the first word alone is not one). */
-const GROUPS = ['sandbox', 'apikey', 'volume', 'snapshot'] as const;
+const GROUPS = ['sandbox', 'apikey', 'volume', 'snapshot', 'template'] as const;
 
 /** Commands that take a command line of their own after `--`. */
-const TAKES_COMMAND_LINE: readonly Command[] = ['exec'];
+const TAKES_COMMAND_LINE: readonly Command[] = ['exec', 'run-code'];
 
 export interface ParsedCommandLine {
   command: Command | undefined;
@@ -112,7 +131,11 @@ function isCommand(name: string | undefined): name is Command {
  * one (`--namespce` → did you mean --namespace?), flags of another command are refused by name,
  * and so are extra arguments: a mistyped flag must not be ignored while the command goes on.
  */
-export function parseCommandLine(argv: string[]): ParsedCommandLine {
+export function parseCommandLine(given: string[]): ParsedCommandLine {
+  // `template build -f <Dockerfile>` as docker build spells it, while every other command's -f
+  // is --follow: the one command's -f is its --file before parsing.
+  const building = given[0] === 'template' && given[1] === 'build';
+  const argv = building ? given.map((a) => (a === '-f' ? '--file' : a)) : given;
   // First pass, lenient, only to find the command and to name any unknown flag ourselves
   // (parseArgs' own message suggests nothing and talks about positionals).
   const { tokens } = parseArgs({
@@ -159,7 +182,13 @@ export function parseCommandLine(argv: string[]): ParsedCommandLine {
   const commandLine = terminator === -1 ? [] : argv.slice(argv.indexOf('--') + 1);
   const { values, positionals } = parseArgs({ args: ownArgs, options: FLAGS, allowPositionals: true });
   const args = positionals.slice(group ? 2 : 1);
-  const most = command === 'cp' || command === 'sandbox url' ? 2 : 1;
+  const most =
+    command === 'cp' ||
+    command === 'sandbox url' ||
+    command === 'sandbox set-timeout' ||
+    command === 'template build'
+      ? 2
+      : 1;
   if (args.length > most) throw new UsageError(`unexpected argument "${args[most]}"`);
   if (takesCommandLine && commandLine.length === 0) {
     throw new UsageError(`${command} needs a command after --, e.g. sandstream ${command} <id> -- ls -la`);

@@ -3,9 +3,9 @@ import { type JobSpec, JobSpecSchema } from '@sandstream/bus';
 import { describeIssue, formatBytes, formatPath, Limits, overLimit } from '@sandstream/wire';
 import { type Document, isMap, isNode, isScalar, Lexer, LineCounter, Parser, parseDocument } from 'yaml';
 
-export class SpecFileError extends Error {
-  override readonly name = 'SpecFileError';
-}
+import { SpecFileError } from './spec-file-error.js';
+
+export { SpecFileError };
 
 /**
  * How deep a job file may nest. A job spec needs about 6 levels; the YAML library composes

@@ -11,7 +11,6 @@ import {
   testRedisUrl,
   uniqueNamespace,
 } from '@sandstream/test-support';
-import { encodeEvent, SCHEMA_VERSION, type StepEvent } from '@sandstream/wire';
 import {
   connect,
   DiscardPolicy,
@@ -23,6 +22,7 @@ import {
   StorageType,
 } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stepEventFields as event } from '../testing/step-events.js';
 
 // `sandstream logs` as a user runs it (the built CLI: npx tsc -b libs/client), on a job whose
 // Redis stream is gone or trimmed and whose log a private JetStream holds in the archiver's
@@ -74,18 +74,6 @@ function cli(env: Record<string, string>, ...args: string[]) {
     cwd,
     encoding: 'utf8',
     timeout: 60_000,
-  });
-}
-
-function event(stepId: string, kind: StepEvent['kind'], seq: number, extra: Partial<StepEvent> = {}) {
-  return encodeEvent({
-    schemaVersion: SCHEMA_VERSION,
-    stepId,
-    kind,
-    seq,
-    timestamp: new Date().toISOString(),
-    ...(kind === 'stdout' ? { line: `${stepId} line ${seq}` } : {}),
-    ...extra,
   });
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { fileURLToPath } from 'node:url';
+import { startupSnapshot } from 'node:v8';
 import {
   ApiKeyStore,
   isTerminal,
@@ -19,6 +20,8 @@ import { infrastructureErrorOf } from '../infrastructure-errors.js';
 import { JobNotFoundError } from '../job-not-found.js';
 import {
   SandboxClosedError,
+  SandboxCommandNotFoundError,
+  SandboxFileError,
   SandboxLimitError,
   SandboxNotFoundError,
   SnapshotNotFoundError,
@@ -26,13 +29,18 @@ import {
 import { apiKeyCommand } from './api-key-commands.js';
 import { type CliRedis, connectCliRedis } from './connect-redis.js';
 import { NatsUrlSchema, redactUrl, resolveApiConnection, resolveConnection } from './connection-config.js';
+import { CopyPathNotFoundError, CopyRefusedError, copyFiles } from './copy-command.js';
 import { ExitCodes, exitCodeFor } from './exit-codes.js';
 import { type ParsedCommandLine, parseCommandLine, UsageError } from './flags.js';
-import { loadSpecFile, SpecFileError } from './load-spec-file.js';
-import { printLogs } from './print-logs.js';
 import { describeOutput, TimelineRenderer } from './render.js';
+import { runCodeInSandbox } from './run-code-command.js';
 import {
-  copyFiles,
+  historyCommand,
+  keepAliveCommand,
+  processesCommand,
+  statsCommand,
+} from './sandbox-activity-commands.js';
+import {
   createSandbox,
   createSpec,
   execInSandbox,
@@ -43,6 +51,8 @@ import {
   resumeSandbox,
   shellInSandbox,
 } from './sandbox-commands.js';
+import { networkPolicyOf, updateSandboxNetwork } from './sandbox-network-command.js';
+import { setSandboxTimeout } from './sandbox-timeout-command.js';
 import { printPortUrl } from './sandbox-url-command.js';
 import {
   createSnapshot,
@@ -52,7 +62,9 @@ import {
   removeSnapshot,
   restoreSandbox,
 } from './snapshot-commands.js';
+import { SpecFileError } from './spec-file-error.js';
 import { startCliTelemetry } from './telemetry.js';
+import { templateBuild, templateBuildInputs, templateList, templateRemove } from './template-commands.js';
 import { volumeCommand } from './volume-commands.js';
 
 const USAGE = `Usage: sandstream <command> [options]
@@ -65,7 +77,8 @@ Commands:
                                  -f, read from the log archive once Redis lost some
   status <jobId> [--json]        show a job's state and step results
   cancel <jobId>                 cancel a job (a running step is killed)
-  ls [--tenant t] [--state s]    list jobs and sandboxes (newest first)
+  ls [--tenant t] [--state s] [--json]
+                                 list jobs and sandboxes (newest first)
 
   sandbox create <image> | --template <t> [--id <id>] [--env K=V]… [--label K=V]…
           [--idle-timeout <s>] [--timeout <s>] [--tenant <t>] [--volume <name>:<path>[:ro]]…
@@ -87,6 +100,17 @@ Commands:
                                  snapshot a sandbox's files; prints the snapshot id alone
   snapshot ls [--json]           the tenant's snapshots
   snapshot rm <snapshotId>       delete a snapshot
+  sandbox set-timeout <id> <seconds>
+                                 it now ends <seconds> from now (sooner or later than before),
+                                 capped at the operator's maximum lifetime; prints when
+  sandbox network <id> --allow <cidr|host:port|domain>… | --none | --internet
+                                 change a running sandbox's egress policy; prints the policy applied
+                                 (--allow repeats or takes a comma-separated list)
+  sandbox stats <id> [--json]    CPU, memory, disk and workspace use; commands run and running
+  sandbox history <id> [--json]  the commands in its (bounded) history and how each ended
+  sandbox keepalive <id>         its idle expiry starts again, as after a command
+  ps <id> [--json]               its background processes still running
+  ps <id> --kill <processId>     kill one (its whole process tree); not running: exit 4
   sandbox url <id> <port> [--public] [--host]
                                  a preview URL of a port the sandbox serves on, printed alone
                                  (private: it carries its token; --host: {port}-{label}.{domain};
@@ -94,19 +118,40 @@ Commands:
   exec [--shell] [--cwd <dir>] [--env K=V]… [--timeout <s>] <id> -- <command> [args…]
                                  run a command in a sandbox with live output; exits with the
                                  command's code (124 timed out, 130 cancelled, 125 Sandstream failed)
+  run-code [--language python|javascript|bash] [--context <c>] [--timeout <s>] <id> -- <code>
+                                 run a cell in the sandbox's code interpreter (state kept per
+                                 context); prints its output and the main result; exits 1 when
+                                 it raised (traceback on stderr), 124 timed out (state kept)
   cp <src> <id>:<path> | cp <id>:<path> <dst>
-                                 copy a file or directory into or out of a sandbox (tar streams)
+                                 copy a file or directory into or out of a sandbox, by docker
+                                 cp's rules: a file onto a missing path is written as that path;
+                                 a directory arrives under its own name in an existing
+                                 directory, as the new directory otherwise; <src>/. copies its
+                                 contents (a missing path exits 4)
   volume create <name> [--size <bytes|Gi…>] [--tenant <t>]
                                  create a volume that outlives sandboxes; prints its name
   volume ls [--tenant <t>] [--json]
                                  the tenant's volumes, their size limits and who mounts them
   volume rm <name> [--tenant <t>]
                                  delete a volume (refused while a sandbox mounts it)
+  template build <name> [-f <Dockerfile>] <dir>
+                                 build an image with the Docker engine (docker CLI, DOCKER_HOST)
+                                 and register it as template <name> for every scheduler; prints
+                                 its image. Kubernetes takes images from CI (docs/templates.md)
+  template ls [--json]           the built templates: name, image, when
+  template rm <name>             unregister built template <name> (its image stays on the
+                                 engine for sandboxes that run it); exits 4 if there is none
   apikey create --tenant <t> [--admin]
                                  a key for the HTTP API (services/api), printed alone on
                                  stdout (only its hash is kept); --admin sees every tenant
   apikey ls [--json]             the API keys: id, tenant, admin, created (never the keys)
   apikey revoke <id>             the key stops working at once
+  mcp [--image <img> | --template <t>]
+                                 an MCP server on stdin/stdout (for AI agents: Claude, IDEs):
+                                 tools to create sandboxes and run commands and file calls in
+                                 them, on this connection (--url/--api-key, or Redis); closes
+                                 the sandboxes it created when its client goes away; --image /
+                                 --template: what create_sandbox runs when the call names none
   shell <id> [--session <name>]  on a terminal: an interactive terminal (PTY) in the sandbox,
                                  exits with its shell's code; piped, or with --session: a
                                  long-lived shell, one command line at a time from stdin, its
@@ -138,10 +183,11 @@ const FOLLOW_OUTAGE_LIMIT_MS = 20_000;
 class NotFoundError extends Error {}
 
 /**
- * The CLI's own directory (libs/client/dist/cli): walking up from it reaches the repo root, where
- * `npm start` writes local.json, from whatever directory the CLI is run.
+ * The CLI's own directory (libs/client/dist/cli, or the bundle's): walking up from it reaches the
+ * repo root, where `npm start` writes local.json, from whatever directory the CLI is run. Read
+ * when used: in the start-up snapshot, load time was the build.
  */
-const CLI_DIR = fileURLToPath(new URL('.', import.meta.url));
+const cliDir = () => fileURLToPath(new URL('.', import.meta.url));
 
 /** The command being run: `exec` reports Sandstream's own failures as 125, not 3. */
 let currentCommand: string | undefined;
@@ -173,11 +219,18 @@ async function main(argv: string[]): Promise<number> {
     command === 'sandbox ls' ||
     command === 'apikey ls' ||
     command === 'volume ls' ||
-    command === 'snapshot ls'
+    command === 'snapshot ls' ||
+    command === 'mcp'
   ) {
     if (arg) throw new UsageError(`${command} takes no arguments (got "${arg}")`);
   } else if (command === 'sandbox create') {
     createSpec(arg, values);
+  } else if (command === 'template build') {
+    templateBuildInputs(args, values);
+  } else if (command === 'template ls') {
+    if (arg) throw new UsageError(`template ls takes no arguments (got "${arg}")`);
+  } else if (command === 'template rm') {
+    needArg('template name');
   } else if (command === 'apikey create') {
     if (arg) throw new UsageError(`apikey create takes no arguments (got "${arg}"); the tenant is --tenant`);
     if (!values.tenant) throw new UsageError('apikey create needs --tenant <t>');
@@ -193,6 +246,9 @@ async function main(argv: string[]): Promise<number> {
   } else if (command === 'sandbox fork') {
     needArg('sandbox id');
     forkCount(values.count);
+  } else if (command === 'sandbox network') {
+    needArg('sandbox id');
+    networkPolicyOf(values);
   } else if (
     command === 'sandbox inspect' ||
     command === 'sandbox rm' ||
@@ -200,13 +256,23 @@ async function main(argv: string[]): Promise<number> {
     command === 'sandbox resume' ||
     command === 'snapshot create' ||
     command === 'sandbox url' ||
+    command === 'sandbox set-timeout' ||
+    command === 'sandbox stats' ||
+    command === 'sandbox history' ||
+    command === 'sandbox keepalive' ||
+    command === 'ps' ||
     command === 'exec' ||
     command === 'shell'
   ) {
     needArg('sandbox id');
   } else needArg(command === 'submit' ? 'job file' : 'job id');
   const listOptions = command === 'ls' ? parseListFlags(values) : undefined;
-  const specFile = command === 'submit' ? await loadSpecFile(needArg('job file')) : null;
+  // The YAML parser (load-spec-file) and NATS (print-logs) load only for the commands that use
+  // them: every other command's start-up skips them (issue 33, CLI start-up).
+  const specFile =
+    command === 'submit'
+      ? await (await import('./load-spec-file.js')).loadSpecFile(needArg('job file'))
+      : null;
 
   const api = resolveApiConnection({
     flags: {
@@ -219,6 +285,8 @@ async function main(argv: string[]): Promise<number> {
   });
   if (api && command.startsWith('apikey '))
     throw new UsageError(`${command} manages keys in Redis directly: give --redis-url, not --url`);
+  if (api && command.startsWith('template '))
+    throw new UsageError(`${command} registers templates in Redis directly: give --redis-url, not --url`);
   // Only submit starts a trace. Off unless the services' switch (SANDSTREAM_TELEMETRY / an OTLP
   // endpoint) is set; the SDK is loaded only then, so the CLI pays nothing by default.
   const telemetry = command === 'submit' ? await startCliTelemetry() : undefined;
@@ -239,7 +307,7 @@ async function main(argv: string[]): Promise<number> {
     const resolved = resolveConnection({
       flags: { redisUrl: values['redis-url'], namespace: values.namespace, natsUrl: values['nats-url'] },
       env: process.env,
-      searchFrom: [process.cwd(), CLI_DIR],
+      searchFrom: [process.cwd(), cliDir()],
     });
     if (resolved.warning) process.stderr.write(`sandstream: warning: ${resolved.warning}\n`);
     if (resolved.natsUrl !== undefined && !NatsUrlSchema.safeParse(resolved.natsUrl).success)
@@ -256,7 +324,9 @@ async function main(argv: string[]): Promise<number> {
       case 'submit': {
         const { jobId, created } = await client.submit(specFile);
         process.stderr.write(`${created ? 'submitted' : 'already submitted'} ${jobId}\n`);
-        process.stdout.write(`${jobId}\n`);
+        // The id alone on stdout is for JOB=$(sandstream submit …); on a terminal, where both
+        // streams show, the line above already said it (npm start's demo printed it twice).
+        if (!(process.stdout.isTTY && process.stderr.isTTY)) process.stdout.write(`${jobId}\n`);
         if (!values.follow) return ExitCodes.succeeded;
         return await followJob(client, jobId);
       }
@@ -268,6 +338,7 @@ async function main(argv: string[]): Promise<number> {
           await followJob(client, jobId, { untilNow: true });
           return ExitCodes.succeeded;
         }
+        const { printLogs } = await import('./print-logs.js');
         await printLogs(
           client,
           jobId,
@@ -295,6 +366,19 @@ async function main(argv: string[]): Promise<number> {
       case 'ls': {
         // Jobs and live sandboxes side by side; a sandbox shows its own state (ready, closed …).
         const records = await client.list(listOptions);
+        if (values.json) {
+          // As the table: a sandbox is its own record (ready, closed …, as `sandbox ls --json`
+          // prints it) with its kind, not the job record under it (state `running`).
+          const listed = records.map((r) => {
+            const sandbox = sandboxRecordOf(r);
+            return sandbox ? { kind: r.kind, ...sandbox } : r;
+          });
+          process.stdout.write(`${JSON.stringify(listed, null, 2)}\n`);
+          return ExitCodes.succeeded;
+        }
+        process.stdout.write(
+          `${'ID'.padEnd(40)} ${'KIND'.padEnd(8)} ${'TENANT'.padEnd(12)} ${'STATE'.padEnd(20)} CREATED\n`,
+        );
         for (const r of records) {
           const sandbox = sandboxRecordOf(r);
           const state = sandbox ? `${sandbox.state}${sandbox.reason ? ` (${sandbox.reason})` : ''}` : r.state;
@@ -328,16 +412,45 @@ async function main(argv: string[]): Promise<number> {
         return await removeSnapshot(client, needArg('snapshot id'));
       case 'sandbox url':
         return await printPortUrl(client, needArg('sandbox id'), args[1], values);
+      case 'sandbox set-timeout':
+        return await setSandboxTimeout(client, needArg('sandbox id'), args[1]);
+      case 'sandbox network':
+        return await updateSandboxNetwork(client, needArg('sandbox id'), values);
+      case 'sandbox stats':
+        return await statsCommand(client, needArg('sandbox id'), values);
+      case 'sandbox history':
+        return await historyCommand(client, needArg('sandbox id'), values);
+      case 'sandbox keepalive':
+        return await keepAliveCommand(client, needArg('sandbox id'));
+      case 'ps':
+        return await processesCommand(client, needArg('sandbox id'), values);
       case 'exec':
-        return await execInSandbox(client, needArg('sandbox id'), commandLine, values);
+        return await execInSandbox(client, needArg('sandbox id'), commandLine, values, {
+          pushFirst: cli !== undefined,
+        });
       case 'shell':
         return await shellInSandbox(client, needArg('sandbox id'), values);
+      case 'run-code':
+        return await runCodeInSandbox(client, needArg('sandbox id'), commandLine, values);
       case 'cp':
         return await copyFiles(client, args[0] as string, args[1] as string);
       case 'volume create':
       case 'volume ls':
       case 'volume rm':
         return await volumeCommand(client, command, arg, values);
+      case 'mcp': {
+        // The MCP SDK and the tools load only for this command (a bundle of their own in the
+        // CLI's build): every other command's start-up stays as it was.
+        const { serveStdio } = await import('../mcp/index.js');
+        await serveStdio(client, { defaults: { image: values.image, template: values.template } });
+        return ExitCodes.succeeded;
+      }
+      case 'template build':
+        return await templateBuild(client.redis, client.keys, templateBuildInputs(args, values));
+      case 'template ls':
+        return await templateList(client.redis, client.keys, values);
+      case 'template rm':
+        return await templateRemove(client.redis, client.keys, arg as string);
       case 'apikey create':
       case 'apikey ls':
       case 'apikey revoke':
@@ -467,58 +580,73 @@ function exitWhenFlushed(): void {
   process.stderr.write('', flushed);
 }
 
-main(process.argv.slice(2))
-  .then(
-    (code) => {
-      process.exitCode = code;
-    },
-    (err: unknown) => {
-      // Redis (directly, or behind the API's 503) did not answer: the SDK's typed error, or
-      // ioredis's own from the CLI's direct calls (apikey).
-      const unavailable = infrastructureErrorOf(err);
-      if (err instanceof SpecFileError || err instanceof UsageError) {
-        process.stderr.write(`sandstream: ${err.message}\n`);
-        process.exitCode = ExitCodes.usage;
-      } else if (err instanceof SandboxClosedError) {
-        // A sandbox that failed to start, or closed under a command.
-        process.stderr.write(`sandstream: ${err.message}\n`);
-        process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.failed;
-      } else if (err instanceof SandboxSpecError || err instanceof SandstreamOptionsError) {
-        process.stderr.write(`sandstream: ${err.message}\n`);
-        process.exitCode = ExitCodes.usage;
-      } else if (
-        err instanceof NotFoundError ||
-        err instanceof JobNotFoundError ||
-        err instanceof SandboxNotFoundError ||
-        err instanceof VolumeNotFoundError ||
-        err instanceof SnapshotNotFoundError
-      ) {
-        // Never there, or gone while followed (JobNotFoundError: Redis lost its data).
-        process.stderr.write(`sandstream: ${err.message}\n`);
-        process.exitCode = ExitCodes.notFound;
-      } else if (err instanceof VolumeInUseError || err instanceof SandboxLimitError) {
-        // Refused as asked: another sandbox writes to the volume, or a quota is spent.
-        process.stderr.write(`sandstream: ${err.message}\n`);
-        process.exitCode = ExitCodes.failed;
-      } else if (unavailable) {
-        // Redis went away mid-command: ioredis' own message names its option, not the cause.
-        const cause = connection?.lastError()?.message ?? unavailable.message;
-        process.stderr.write(
-          connection
-            ? `sandstream: lost Redis at ${redactUrl(connection.url)}: ${cause}\n`
-            : `sandstream: ${unavailable.message}\n`,
-        );
-        process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.infrastructure;
-      } else if (err instanceof Error && err.name === 'JobSpecError') {
-        process.stderr.write(`sandstream: ${err.message}\n`);
-        process.exitCode = ExitCodes.usage;
-      } else if (err instanceof Error && /ERR_PARSE_ARGS/.test((err as { code?: string }).code ?? '')) {
-        process.stderr.write(`sandstream: ${err.message}\n${USAGE}\n`);
-        process.exitCode = ExitCodes.usage;
-      } else {
-        process.stderr.write(`sandstream: ${(err as Error).message ?? String(err)}\n`);
-        process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.infrastructure;
-      }
-    },
-  )
-  .then(exitWhenFlushed);
+/** Runs the CLI on `argv` (the words after `sandstream`) and ends the process with its exit code. */
+export function runCli(argv: string[]): void {
+  main(argv)
+    .then(
+      (code) => {
+        process.exitCode = code;
+      },
+      (err: unknown) => {
+        // Redis (directly, or behind the API's 503) did not answer: the SDK's typed error, or
+        // ioredis's own from the CLI's direct calls (apikey).
+        const unavailable = infrastructureErrorOf(err);
+        if (err instanceof SpecFileError || err instanceof UsageError) {
+          process.stderr.write(`sandstream: ${err.message}\n`);
+          process.exitCode = ExitCodes.usage;
+        } else if (err instanceof SandboxClosedError) {
+          // A sandbox that failed to start, or closed under a command.
+          process.stderr.write(`sandstream: ${err.message}\n`);
+          process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.failed;
+        } else if (err instanceof SandboxSpecError || err instanceof SandstreamOptionsError) {
+          process.stderr.write(`sandstream: ${err.message}\n`);
+          process.exitCode = ExitCodes.usage;
+        } else if (
+          err instanceof NotFoundError ||
+          err instanceof JobNotFoundError ||
+          err instanceof SandboxNotFoundError ||
+          err instanceof VolumeNotFoundError ||
+          err instanceof SnapshotNotFoundError ||
+          err instanceof CopyPathNotFoundError ||
+          err instanceof SandboxCommandNotFoundError ||
+          (err instanceof SandboxFileError && err.code === 'not_found')
+        ) {
+          // Never there, or gone while followed (JobNotFoundError: Redis lost its data).
+          process.stderr.write(`sandstream: ${err.message}\n`);
+          process.exitCode = ExitCodes.notFound;
+        } else if (
+          err instanceof VolumeInUseError ||
+          err instanceof SandboxLimitError ||
+          err instanceof CopyRefusedError ||
+          err instanceof SandboxFileError
+        ) {
+          // Refused as asked: another sandbox writes to the volume, or a quota is spent.
+          process.stderr.write(`sandstream: ${err.message}\n`);
+          process.exitCode = ExitCodes.failed;
+        } else if (unavailable) {
+          // Redis went away mid-command: ioredis' own message names its option, not the cause.
+          const cause = connection?.lastError()?.message ?? unavailable.message;
+          process.stderr.write(
+            connection
+              ? `sandstream: lost Redis at ${redactUrl(connection.url)}: ${cause}\n`
+              : `sandstream: ${unavailable.message}\n`,
+          );
+          process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.infrastructure;
+        } else if (err instanceof Error && err.name === 'JobSpecError') {
+          process.stderr.write(`sandstream: ${err.message}\n`);
+          process.exitCode = ExitCodes.usage;
+        } else if (err instanceof Error && /ERR_PARSE_ARGS/.test((err as { code?: string }).code ?? '')) {
+          process.stderr.write(`sandstream: ${err.message}\n${USAGE}\n`);
+          process.exitCode = ExitCodes.usage;
+        } else {
+          process.stderr.write(`sandstream: ${(err as Error).message ?? String(err)}\n`);
+          process.exitCode = currentCommand === 'exec' ? ExitCodes.execFailed : ExitCodes.infrastructure;
+        }
+      },
+    )
+    .then(exitWhenFlushed);
+}
+
+// `node dist/cli/main.js …` and the bin run it; the start-up snapshot's builder only loads it
+// (snapshot-main.ts runs it in each process).
+if (!startupSnapshot.isBuildingSnapshot()) runCli(process.argv.slice(2));

@@ -3,7 +3,7 @@ import { type JobRecord, JobSpecSchema, natsUrlOptions } from '@sandstream/bus';
 import { connect, type NatsConnection } from 'nats';
 import type { SandstreamClient } from '../client.js';
 import { eventsStreamHolding } from '../events-stream-holding.js';
-import { decodeFollowEntry, type FollowItem } from '../follow-entry.js';
+import { decodeFollowEntries, type FollowItem } from '../follow-entry.js';
 import { JobNotFoundError } from '../job-not-found.js';
 import { readArchive, type StreamEntry } from '../log-archive.js';
 import { TimelineGaps } from '../timeline-gaps.js';
@@ -82,17 +82,16 @@ class LogPrinter {
   }
 
   print([id, fields]: StreamEntry): void {
-    const decoded = decodeFollowEntry(id, fields);
-    if (!decoded) return;
-    for (const item of this.gaps.accept(decoded)) {
-      // The state changes are summed up by the final state line, as `logs` always did.
-      if (item.type === 'state') this.lastState = item;
-      else this.renderer.render(item);
-      if (item.type === 'step-completed') {
-        for (const line of describeOutput(this.record?.stepResults[item.stepId]))
-          this.output.sinks.out.write(`${line}\n`);
+    for (const decoded of decodeFollowEntries(id, fields))
+      for (const item of this.gaps.accept(decoded)) {
+        // The state changes are summed up by the final state line, as `logs` always did.
+        if (item.type === 'state') this.lastState = item;
+        else this.renderer.render(item);
+        if (item.type === 'step-completed') {
+          for (const line of describeOutput(this.record?.stepResults[item.stepId]))
+            this.output.sinks.out.write(`${line}\n`);
+        }
       }
-    }
   }
 
   note(line: string): void {

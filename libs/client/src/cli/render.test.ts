@@ -11,6 +11,43 @@ function target(tty: boolean) {
 }
 
 describe('TimelineRenderer', () => {
+  it('prints an image pull as lines when piped, and in the spinner on a TTY until it is done', async () => {
+    const progress = (done: boolean) => ({
+      type: 'progress' as const,
+      cursor: '3-0',
+      message: done ? 'pulled image r:5000/x:1 (2 layers, 3.0 MB)' : 'pulling image r:5000/x:1: 1/2 layers',
+      progress: {
+        phase: 'image-pull' as const,
+        image: 'r:5000/x:1',
+        layers: 2,
+        layersDone: done ? 2 : 1,
+        downloadedBytes: 1,
+        totalBytes: 3_000_000,
+        done,
+      },
+    });
+    const piped = target(false);
+    const plain = new TimelineRenderer(piped, null);
+    plain.render(progress(false));
+    plain.render(progress(true));
+    expect(piped.readErr()).toBe(
+      '● pulling image r:5000/x:1: 1/2 layers\n● pulled image r:5000/x:1 (2 layers, 3.0 MB)\n',
+    );
+    const tty = target(true);
+    const live = new TimelineRenderer(tty, null);
+    live.render(progress(false));
+    let err = '';
+    await expect
+      .poll(() => {
+        err += tty.readErr();
+        return err;
+      })
+      .toMatch(/\r[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] pulling image r:5000\/x:1: 1\/2 layers/);
+    live.render(progress(true));
+    err += tty.readErr();
+    expect(err).toMatch(/● pulled image r:5000\/x:1 \(2 layers, 3.0 MB\)\n$/);
+  });
+
   it('shows a spinner while the sandbox starts on a TTY, and erases it', async () => {
     const t = target(true);
     const renderer = new TimelineRenderer(t, null);

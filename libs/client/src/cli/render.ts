@@ -78,6 +78,11 @@ export class TimelineRenderer {
       case 'cancel-requested':
         this.target.err.write(`● cancel requested${item.reason ? `: ${item.reason}` : ''}\n`);
         break;
+      case 'progress':
+        // On a TTY the spinner carries it (one line that moves); piped, one line per report.
+        if (this.tty && !item.progress.done) this.startSpinner(item.message);
+        else this.target.err.write(`● ${item.message}\n`);
+        break;
       case 'step-started':
         this.target.out.write(`▶ ${item.stepId}  ${describeStep(this.spec, item.stepId)}\n`);
         break;

@@ -2,8 +2,9 @@ import { createInterface } from 'node:readline';
 import type { LiveSandboxSpecInput, SandboxRecord } from '@sandstream/bus';
 import { Limits, overLimit } from '@sandstream/wire';
 import type { SandstreamClient } from '../client.js';
+import type { ExecResult } from '../command-output.js';
 import type { Sandbox } from '../sandbox.js';
-import { CommandCancelledError, SandboxNotFoundError } from '../sandbox-errors.js';
+import { CommandCancelledError, SandboxClosedError, SandboxNotFoundError } from '../sandbox-errors.js';
 import { ExitCodes, exitCodeForCommand } from './exit-codes.js';
 import { type ParsedCommandLine, UsageError } from './flags.js';
 import { describeGap } from './render.js';
@@ -81,7 +82,10 @@ export async function listSandboxes(client: SandstreamClient, values: Values): P
     limit,
   });
   if (values.json) process.stdout.write(`${JSON.stringify(records, null, 2)}\n`);
-  else for (const r of records) process.stdout.write(`${formatSandboxRow(r)}\n`);
+  else {
+    process.stdout.write(`${'ID'.padEnd(40)} ${'TENANT'.padEnd(12)} ${'STATE'.padEnd(20)} IMAGE\n`);
+    for (const r of records) process.stdout.write(`${formatSandboxRow(r)}\n`);
+  }
   return ExitCodes.succeeded;
 }
 
@@ -149,16 +153,23 @@ export async function execInSandbox(
   id: string,
   commandLine: string[],
   values: Values,
+  how: {
+    /**
+     * Push the command at once (over Redis: the push script itself refuses a sandbox that is not
+     * ready, in the same round trip), and wait for readiness as `connect` does only when refused.
+     * A ready sandbox, the usual case, costs one round trip and no record read before its command.
+     */
+    pushFirst?: boolean;
+  } = {},
 ): Promise<number> {
   const timeout = seconds('timeout', values.timeout);
   // -i: what this process reads on stdin goes to the command's stdin (read whole, bounded).
   const stdin = values.interactive ? await readStdin(Limits.runStdinMaxBytes) : undefined;
-  const sandbox = await client.sandboxes.connect(id);
   const controller = new AbortController();
   const onInterrupt = () => controller.abort();
   process.once('SIGINT', onInterrupt);
-  try {
-    const result = await sandbox.exec(values.shell ? commandLine.join(' ') : commandLine, {
+  const run = (sandbox: Sandbox) =>
+    sandbox.exec(values.shell ? commandLine.join(' ') : commandLine, {
       shell: values.shell === true,
       ...(values.cwd ? { cwd: values.cwd } : {}),
       env: keyValues('env', values.env),
@@ -169,6 +180,18 @@ export async function execInSandbox(
       onStderr: (line) => process.stderr.write(`${line}\n`),
       onGap: (gap) => process.stderr.write(`sandstream: ${describeGap(gap)}\n`),
     });
+  try {
+    let result: ExecResult;
+    if (how.pushFirst) {
+      try {
+        result = await run(client.sandboxes.handle(id));
+      } catch (err) {
+        // Not ready (queued, creating), paused, closing: what `connect` does with it, as before
+        // (wait for ready, or its own error), then the command.
+        if (!(err instanceof SandboxClosedError)) throw err;
+        result = await run(await client.sandboxes.connect(id));
+      }
+    } else result = await run(await client.sandboxes.connect(id));
     if (result.exitCode === null && !result.timedOut && !result.cancelled) {
       process.stderr.write(`sandstream: ${result.errorMessage ?? 'the command did not run'}\n`);
     }
@@ -264,30 +287,4 @@ async function interactiveTerminal(sandbox: Sandbox): Promise<number> {
   if (lost) process.stderr.write(`sandstream: input was lost: ${lost.message}\n`);
   if (end.errorMessage && !end.cancelled) process.stderr.write(`sandstream: ${end.errorMessage}\n`);
   return exitCodeForCommand(end);
-}
-
-/**
- * `cp <src> <id>:<path>` copies a local file or directory into the sandbox directory `path`;
- * `cp <id>:<path> <dst>` copies the sandbox's file or directory into the local directory `dst`
- * (as `docker cp` does: a directory arrives under its own name). Trees travel as tar streams.
- */
-export async function copyFiles(client: SandstreamClient, from: string, to: string): Promise<number> {
-  const remote = (spec: string) => /^([A-Za-z0-9][A-Za-z0-9._:-]*):(\/.*|[^/].*)$/.exec(spec);
-  const source = remote(from);
-  const target = remote(to);
-  if (source && target)
-    throw new UsageError('cp copies between this machine and a sandbox, not between sandboxes');
-  if (!source && !target) throw new UsageError('cp needs a sandbox side: <id>:<path>');
-  if (target) {
-    const [, id, path] = target as RegExpExecArray;
-    const sandbox = await client.sandboxes.connect(id as string);
-    const sent = await sandbox.files.upload(from, path as string);
-    process.stderr.write(`copied ${sent.files} files (${sent.bytes} bytes of tar) to ${id}:${path}\n`);
-  } else {
-    const [, id, path] = source as RegExpExecArray;
-    const sandbox = await client.sandboxes.connect(id as string);
-    await sandbox.files.downloadTo(path as string, to);
-    process.stderr.write(`copied ${id}:${path} to ${to}\n`);
-  }
-  return ExitCodes.succeeded;
 }

@@ -1,10 +1,12 @@
 import { InfrastructureUnavailableError } from '../infrastructure-errors.js';
+import { CutStreamError, EventRequests, RequestFailedError } from './http-event-request.js';
 import {
   errorOfProblem,
   ProblemBodySchema,
   type ProblemSubject,
   SandstreamApiError,
 } from './problem-errors.js';
+import { sendSized } from './sized-upload.js';
 import { parseEventStream, type ServerSentEvent } from './sse-parser.js';
 
 export type Query = Record<string, string | number | boolean | readonly string[] | undefined>;
@@ -22,6 +24,11 @@ export interface ApiRequest {
   subject?: ProblemSubject;
   /** Statuses answered as they are rather than thrown (404 for a get that may find nothing). */
   allow?: readonly number[];
+  /**
+   * Text or bytes sent only once the API invited them (`Expect: 100-continue`, sized-upload.ts):
+   * a body it refuses from the headers (over its limit) is never sent.
+   */
+  expectContinue?: boolean;
 }
 
 /** The API could not be reached at all (refused, reset, DNS): the CLI exits 3 with this. */
@@ -35,12 +42,20 @@ export class ApiUnreachableError extends Error {
  */
 export class HttpApi {
   readonly base: string;
+  /** Event streams go over node:http, on keep-alive connections of their own (http-event-request.ts). */
+  private readonly eventRequests: EventRequests;
 
   constructor(
     url: string,
     private readonly apiKey: string | undefined,
   ) {
     this.base = url.replace(/\/+$/, '');
+    this.eventRequests = new EventRequests(this.base.startsWith('https:'));
+  }
+
+  /** Closes the kept-alive connections of event streams. */
+  close(): void {
+    this.eventRequests.close();
   }
 
   headers(extra: Record<string, string> = {}): Record<string, string> {
@@ -75,14 +90,23 @@ export class HttpApi {
     Object.assign(headers, options.headers);
     let response: Response;
     try {
-      response = await fetch(this.url(path, options.query), {
-        method: options.method ?? 'GET',
-        headers: this.headers(headers),
-        ...(body !== undefined ? { body } : {}),
-        // A streamed body (a tar upload) needs half-duplex in Node's fetch.
-        ...(body !== undefined && isAsyncIterable(body) ? { duplex: 'half' } : {}),
-        ...(options.signal ? { signal: options.signal } : {}),
-      } as RequestInit);
+      const b = options.body;
+      response =
+        options.expectContinue && (typeof b === 'string' || b instanceof Uint8Array)
+          ? await sendSized(
+              new URL(this.url(path, options.query)),
+              options.method ?? 'PUT',
+              this.headers(headers),
+              typeof b === 'string' ? Buffer.from(b) : b,
+            )
+          : await fetch(this.url(path, options.query), {
+              method: options.method ?? 'GET',
+              headers: this.headers(headers),
+              ...(body !== undefined ? { body } : {}),
+              // A streamed body (a tar upload) needs half-duplex in Node's fetch.
+              ...(body !== undefined && isAsyncIterable(body) ? { duplex: 'half' } : {}),
+              ...(options.signal ? { signal: options.signal } : {}),
+            } as RequestInit);
     } catch (err) {
       if (options.signal?.aborted) throw err;
       const cause = (err as { cause?: { message?: string } }).cause?.message ?? (err as Error).message;
@@ -127,9 +151,35 @@ export class HttpApi {
 
   /** The events of a `text/event-stream` answer. */
   async *events(path: string, options: ApiRequest = {}): AsyncGenerator<ServerSentEvent, void, undefined> {
-    const response = await this.request(path, { ...options, accept: 'text/event-stream' });
-    if (!response.body) return;
-    yield* parseEventStream(response.body);
+    const b = options.body;
+    if (b instanceof Uint8Array || isAsyncIterable(b))
+      throw new TypeError('events(): a request body is JSON or text (no stream of bytes)');
+    const headers: Record<string, string> = { accept: 'text/event-stream', ...options.headers };
+    if (b !== undefined)
+      headers['content-type'] =
+        typeof b === 'string' ? (options.contentType ?? 'text/plain') : 'application/json';
+    let response: Awaited<ReturnType<EventRequests['send']>>;
+    try {
+      response = await this.eventRequests.send(this.url(path, options.query), {
+        method: options.method ?? 'GET',
+        headers: this.headers(headers),
+        body: b === undefined ? undefined : typeof b === 'string' ? b : JSON.stringify(b),
+        signal: options.signal,
+      });
+    } catch (err) {
+      if (err instanceof RequestFailedError)
+        throw new ApiUnreachableError(`cannot reach the API at ${this.base}: ${err.message}`);
+      throw err;
+    }
+    const status = response.statusCode ?? 0;
+    if (status < 200 || status > 299) {
+      const text = await this.eventRequests.text(response).catch(() => '');
+      throw await this.refusal(
+        new Response(text, { status, statusText: response.statusMessage ?? '' }),
+        options.subject ?? {},
+      );
+    }
+    yield* parseEventStream(this.eventRequests.body(response, options.signal));
   }
 }
 
@@ -139,6 +189,7 @@ function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
 
 /** A response body that broke off mid-stream (undici's "terminated", a reset socket). */
 export function isCutStream(err: unknown): boolean {
+  if (err instanceof CutStreamError) return true;
   return err instanceof TypeError && /terminated|fetch failed/i.test(err.message);
 }
 

@@ -6,10 +6,11 @@ import {
   type SandboxRecord,
   sleep,
 } from '@sandstream/bus';
-import type { FileEntry, GrepMatch } from '@sandstream/wire';
+import type { FileEntry, GrepMatch, NetworkPolicy } from '@sandstream/wire';
 import type { CommandOutputLine, ExecResult } from '../command-output.js';
 import type { RunCommandOptions } from '../command-runner.js';
 import { followBackoffMs } from '../follow-backoff.js';
+import { SandboxCommandNotFoundError, SandboxConflictError } from '../sandbox-errors.js';
 import type { CommandHistoryEntry, SandboxStats } from '../sandbox-history.js';
 import type {
   CreateSandboxOptions,
@@ -19,16 +20,28 @@ import type {
 } from '../sandbox-options.js';
 import type { PauseResult } from '../sandbox-pause-result.js';
 import type { PortUrlRequest } from '../sandbox-ports.js';
-import { waitReady } from '../sandbox-wait.js';
 import type { OutputGap } from '../seq-gaps.js';
 import type { RestoreResult, SnapshotInfo } from '../snapshots.js';
-import type { KillSignal, RunStep, SandboxTransport, TerminalChannel } from '../transport.js';
+import type {
+  CodeCommand,
+  KillSignal,
+  RunStep,
+  SandboxEndsAt,
+  SandboxTransport,
+  TerminalChannel,
+} from '../transport.js';
 import { type HttpApi, isPassingOutage } from './http-api.js';
+import { followCodeEvents } from './http-code-events.js';
 import { followCommandEvents } from './http-command-events.js';
 import { HttpTerminalChannel } from './http-terminal-channel.js';
 
 /** How long POST /v1/sandboxes may wait for readiness when the caller set no bound (the API's own cap). */
 const CREATE_WAIT_SECONDS = 3600;
+/** The API's wait bound for a caller's own (none: the API's cap). */
+function waitSecondsOf(options: CreateSandboxOptions): number {
+  return Math.max(1, Math.min(Math.ceil(options.timeoutSeconds ?? CREATE_WAIT_SECONDS), CREATE_WAIT_SECONDS));
+}
+
 /**
  * How long a command whose stream was cut is tried again without reaching the API before the
  * run gives up with the last error: a replica's restart, a rolling update, a Redis restart.
@@ -63,6 +76,14 @@ export class HttpSandboxTransport implements SandboxTransport {
     return answer.url;
   }
 
+  updateNetwork(id: string, network: NetworkPolicy): Promise<NetworkPolicy> {
+    return this.api.json<NetworkPolicy>(this.path(id, '/network'), {
+      method: 'PUT',
+      body: network,
+      subject: { sandboxId: id },
+    });
+  }
+
   private path(id: string, rest = ''): string {
     return `/v1/sandboxes/${encodeURIComponent(id)}${rest}`;
   }
@@ -74,15 +95,12 @@ export class HttpSandboxTransport implements SandboxTransport {
       body: input,
       query: {
         wait: options.wait === false ? false : undefined,
-        timeoutSeconds: Math.min(
-          Math.ceil(options.timeoutSeconds ?? CREATE_WAIT_SECONDS),
-          CREATE_WAIT_SECONDS,
-        ),
+        timeoutSeconds: waitSecondsOf(options),
       },
       signal: options.signal,
       subject: { spec: 'sandbox', ...(input.id !== undefined ? { sandboxId: input.id } : {}) },
     });
-    return record.id;
+    return { id: record.id, record };
   }
 
   snapshot(
@@ -134,8 +152,14 @@ export class HttpSandboxTransport implements SandboxTransport {
   }
 
   async connect(id: string, options: CreateSandboxOptions): Promise<void> {
-    await waitReady((sandboxId) => this.get(sandboxId), id, options.timeoutSeconds, options.signal);
-    await this.keepAlive(id);
+    // The API waits by event (the sandbox's ready entry) and keeps it from idling in one request.
+    const response = await this.api.request(this.path(id, '/connect'), {
+      method: 'POST',
+      query: { timeoutSeconds: waitSecondsOf(options) },
+      signal: options.signal,
+      subject: { sandboxId: id },
+    });
+    await response.body?.cancel();
   }
 
   async get(id: string): Promise<SandboxRecord | null> {
@@ -171,10 +195,7 @@ export class HttpSandboxTransport implements SandboxTransport {
       method: 'POST',
       query: {
         wait: options.wait === false ? false : undefined,
-        timeoutSeconds: Math.min(
-          Math.ceil(options.timeoutSeconds ?? CREATE_WAIT_SECONDS),
-          CREATE_WAIT_SECONDS,
-        ),
+        timeoutSeconds: waitSecondsOf(options),
       },
       signal: options.signal,
       subject: { sandboxId: id },
@@ -183,6 +204,14 @@ export class HttpSandboxTransport implements SandboxTransport {
 
   async keepAlive(id: string): Promise<void> {
     await this.api.request(this.path(id, '/keepalive'), { method: 'POST', subject: { sandboxId: id } });
+  }
+
+  setTimeout(id: string, seconds: number): Promise<SandboxEndsAt> {
+    return this.api.json(this.path(id, '/timeout'), {
+      method: 'POST',
+      body: { timeoutSeconds: seconds },
+      subject: { sandboxId: id },
+    });
   }
 
   history(id: string): Promise<CommandHistoryEntry[]> {
@@ -219,6 +248,23 @@ export class HttpSandboxTransport implements SandboxTransport {
       if (commandId === undefined || !isPassingOutage(err)) throw err;
       return await this.followAgain(id, commandId, once, err);
     }
+  }
+
+  /** Runs a code cell over POST …/code as an event stream (http-code-events.ts). */
+  runCode(id: string, step: CodeCommand, options: RunCommandOptions) {
+    const subject = { sandboxId: id };
+    const events = this.api.events(this.path(id, '/code'), {
+      method: 'POST',
+      body: {
+        code: step.code,
+        ...(step.language !== undefined ? { language: step.language } : {}),
+        ...(step.context !== undefined ? { context: step.context } : {}),
+        ...(step.workingDirectory ? { cwd: step.workingDirectory } : {}),
+        ...(step.timeoutSeconds ? { timeoutSeconds: step.timeoutSeconds } : {}),
+      },
+      subject,
+    });
+    return followCodeEvents(events, options, subject);
   }
 
   /** Follows a command whose stream was cut (`cut`) to its result, through whichever replica answers. */
@@ -276,11 +322,21 @@ export class HttpSandboxTransport implements SandboxTransport {
 
   async cancel(id: string, commandId: string, _reason: string, signal?: KillSignal): Promise<void> {
     // Any command is cancelled by killing its tree; the processes route takes the signal.
-    await this.api.request(this.path(id, `/processes/${encodeURIComponent(commandId)}`), {
+    const subject = { sandboxId: id };
+    const response = await this.api.request(this.path(id, `/processes/${encodeURIComponent(commandId)}`), {
       method: 'DELETE',
       query: { signal },
-      subject: { sandboxId: id },
+      subject,
+      allow: [404],
     });
+    if (response.status !== 404) {
+      await response.body?.cancel();
+      return;
+    }
+    // The route answers 404 for a command that already ended (or never was): the SDK's cancel
+    // leaves a finished command as it is, as over Redis. A missing sandbox still throws.
+    const refusal = await this.api.refusal(response, subject);
+    if (!(refusal instanceof SandboxCommandNotFoundError)) throw refusal;
   }
 
   async startProcess(id: string, step: Extract<CommandStep, { kind?: 'run' }>): Promise<string> {
@@ -318,6 +374,7 @@ export class HttpSandboxTransport implements SandboxTransport {
       body: content,
       contentType: typeof content === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream',
       subject: { sandboxId: id },
+      expectContinue: true,
     });
     return written.bytesWritten;
   }
@@ -372,6 +429,18 @@ export class HttpSandboxTransport implements SandboxTransport {
       }
     })();
     return out;
+  }
+
+  async watch(): Promise<ExecResult> {
+    throw new SandboxConflictError('watching a directory is not served over the HTTP API yet');
+  }
+
+  async writeStdin(_id: string, _commandId: string, _data: Buffer): Promise<void> {
+    throw new SandboxConflictError('an open stdin is not served over the HTTP API yet');
+  }
+
+  async closeStdin(_id: string, _commandId: string): Promise<void> {
+    throw new SandboxConflictError('an open stdin is not served over the HTTP API yet');
   }
 
   async openTerminal(id: string, options: TerminalOptions): Promise<TerminalChannel> {

@@ -1,5 +1,5 @@
 import { encodeTerminalInput, type TerminalInput } from '@sandstream/wire';
-import { WebSocket } from 'ws';
+import type { WebSocket } from 'ws';
 import type { ExecResult } from '../command-output.js';
 import type { RunCommandOptions } from '../command-runner.js';
 import { SandboxLimitError } from '../sandbox-errors.js';
@@ -48,13 +48,16 @@ export class HttpTerminalChannel implements TerminalChannel {
   }
 
   /** Opens the socket and resolves once the API says the terminal started. */
-  static open(
+  static async open(
     api: HttpApi,
     sandboxId: string,
     query: Query,
     follow: (commandId: string, options: RunCommandOptions) => Promise<ExecResult>,
   ): Promise<HttpTerminalChannel> {
     const url = api.url(`/v1/sandboxes/${encodeURIComponent(sandboxId)}/shell`, query).replace(/^http/, 'ws');
+    // Loaded on first use: only terminals need it, and the CLI's start-up snapshot cannot hold
+    // ws (it reads node:http's bindings at load).
+    const { WebSocket } = await import('ws');
     const socket = new WebSocket(url, { headers: api.headers() });
     return new Promise((resolve, reject) => {
       const early: Buffer[] = [];
@@ -157,7 +160,7 @@ export class HttpTerminalChannel implements TerminalChannel {
 
   private send(data: Buffer | string, binary: boolean): Promise<void> {
     return new Promise((resolve, reject) => {
-      if (this.socket.readyState !== WebSocket.OPEN) {
+      if (this.socket.readyState !== this.socket.OPEN) {
         reject(new Error(`the shell of sandbox ${this.sandboxId} is closed`));
         return;
       }

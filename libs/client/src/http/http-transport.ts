@@ -131,5 +131,6 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
 
   async close(): Promise<void> {
     this.sandboxes.closeTerminals();
+    this.api.close();
   }
 }

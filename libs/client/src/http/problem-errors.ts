@@ -15,6 +15,7 @@ import { JobNotFoundError } from '../job-not-found.js';
 import {
   CommandCancelledError,
   SandboxClosedError,
+  SandboxCodeError,
   SandboxCommandNotFoundError,
   SandboxConflictError,
   SandboxFileError,
@@ -151,7 +152,8 @@ export const ERROR_OF_KIND: Record<ProblemKind, ErrorOfKind> = {
             errorCode: 'cancelled',
           },
     ),
-  'body-too-large': apiError,
+  // A body the API refused before reading it whole: a limit, as over Redis (the detail names it).
+  'body-too-large': (problem) => new SandboxLimitError(problem.detail),
   'uri-too-long': apiError,
   'unsupported-media-type': apiError,
   'upgrade-required': apiError,
@@ -173,6 +175,7 @@ export const ERROR_OF_KIND: Record<ProblemKind, ErrorOfKind> = {
   'file-sandbox-lost': fileError,
   'file-internal': fileError,
   'file-error': fileError,
+  'code-error': (problem) => new SandboxCodeError(problem.detail, undefined),
 };
 
 /** The SDK error a problem stands for, by its kind alone (a kind not ours: SandstreamApiError). */

@@ -20,6 +20,8 @@ export interface ToolchainContainerInput {
   sharedVolume: string;
   work: WorkMount;
   networkMode: string;
+  /** The container's MAC on that network, which its egress rules match (egress-rules.ts). */
+  macAddress?: string;
   /** The engine's runtime for spec.runtimeClass (see runtime-class.ts); the engine default when unset. */
   runtime?: string;
   /** The agent's flags (agentArgs); replaced by spec.command when that is set. */
@@ -89,5 +91,6 @@ export function toolchainContainerOptions(input: ToolchainContainerInput): Docke
     User: spec.user ?? '',
     Labels: input.labels,
     HostConfig: hostConfig,
+    ...(input.macAddress ? { MacAddress: input.macAddress } : {}),
   };
 }

@@ -161,12 +161,32 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
     await expect(
       backend.create(request(`cfg-none-${tag}`, { image: testImages.busybox, network: 'none' })),
     ).rejects.toThrow(/network "none" leaves the agent no way to reach Redis/);
+    // On the host network nothing can confine a sandbox: only `internet` starts there.
     await expect(
       backend.create(request(`cfg-deny-${tag}`, { image: testImages.busybox, network: 'deny-egress' })),
-    ).rejects.toThrow(/needs the Docker backend option denyEgress/);
+    ).rejects.toThrow(/share the host's network and no rule can confine them/);
+    // Without egress rules `none` needs the internal network, and an allow-list cannot start at all.
+    const unruled = new DockerBackend({
+      docker,
+      redis,
+      carrierImage: testImages.carrier,
+      ...devNetwork,
+      egress: 'off',
+    });
+    await expect(
+      unruled.create(request(`cfg-deny-${tag}`, { image: testImages.busybox, network: 'deny-egress' })),
+    ).rejects.toThrow(/or, with them off, the backend option denyEgress/);
+    await expect(
+      unruled.create(
+        request(`cfg-allow-${tag}`, {
+          image: testImages.busybox,
+          network: { egress: { allow: ['10.0.0.0/8'] } },
+        }),
+      ),
+    ).rejects.toThrow(/needs the Docker egress rules \(SANDSTREAM_DOCKER_EGRESS=iptables/);
   });
 
-  describe('deny-egress', () => {
+  describe('deny-egress without egress rules (egress: off)', () => {
     const network = `sandstream-test-deny-${tag}`;
     let server: RedisServer | undefined;
     let gatewayRedis: Redis | undefined;
@@ -198,6 +218,8 @@ describe.skipIf(skip)('DockerBackend: what the container is made of', () => {
         carrierImage: testImages.carrier,
         denyEgress: { network, redisUrl: gatewayUrl },
         allowOpenRedis: true,
+        // The internal network is the way `none` is kept when the host firewall is not ours.
+        egress: 'off',
       });
     });
     afterAll(async () => {

@@ -1,5 +1,14 @@
+import { randomBytes } from 'node:crypto';
 import { pollUntil } from '@sandstream/poll';
-import { formatIssues, JobIdSchema, KeyStyleSchema } from '@sandstream/wire';
+import {
+  type Egress,
+  egressOf,
+  formatIssues,
+  JobIdSchema,
+  KeyStyleSchema,
+  type SpecNetwork,
+  SpecNetworkSchema,
+} from '@sandstream/wire';
 import type Dockerode from 'dockerode';
 import type { Redis } from 'ioredis';
 import { agentArgs, agentEnvironment } from '../agent-command.js';
@@ -35,6 +44,7 @@ import {
   VolumeLimitsLabel,
   volumeLimitsLabel,
 } from './docker-disk.js';
+import { egressTarget, installEgress, sweepEgress } from './docker-egress.js';
 import { ignoreGone, isConflict, isNotFound } from './docker-errors.js';
 import { containerLogTail } from './docker-logs.js';
 import {
@@ -45,11 +55,22 @@ import {
   persistentVolumeName,
   VolumeNameLabel,
 } from './docker-names.js';
-import { chooseNetwork, DEFAULT_SANDBOX_NETWORK, type DenyEgressConfig } from './docker-network.js';
+import {
+  bridgeInfo,
+  chooseNetwork,
+  DEFAULT_SANDBOX_NETWORK,
+  type DenyEgressConfig,
+} from './docker-network.js';
 import { captureDocker, containerLayout, restoreDocker } from './docker-snapshot.js';
+import { EgressProxy } from './egress-proxy.js';
+import { randomSandboxMac } from './egress-rules.js';
+import { type PullLimits, pullImage } from './image-pull.js';
+import { IptablesEgressFirewall } from './iptables-firewall.js';
+import { localCarrierImage } from './local-carrier-image.js';
+import { type RegistryAuth, registryAuthFor } from './registry-credentials.js';
 import { giveWorkDirectoryTo, giveWorkVolumeTo } from './work-ownership.js';
 
-export const DEFAULT_CARRIER_IMAGE = 'sandstream/agent-carrier:dev';
+export { DEFAULT_CARRIER_IMAGE } from './local-carrier-image.js';
 
 export interface DockerBackendOptions {
   /** A dockerode client; `new Dockerode()` honours DOCKER_HOST. */
@@ -67,6 +88,16 @@ export interface DockerBackendOptions {
   /** Redis as reached from the default network; unset, a loopback URL is rewritten to its gateway. */
   sandboxRedisUrl?: string;
   denyEgress?: DenyEgressConfig;
+  /**
+   * `iptables` (default): every sandbox on a bridge gets its egress rules in the host firewall
+   * before it starts (egress-rules.ts), which needs root on the engine's host; `off`: none, so only
+   * `internet` (unconfined but for the bridge) and, with denyEgress, `none` can start.
+   */
+  egress?: 'iptables' | 'off';
+  /** The firewall to use (tests); default an IptablesEgressFirewall on this host. */
+  firewall?: IptablesEgressFirewall;
+  /** The egress proxy of domain allow-lists (tests pass one with their own resolver); default one in this process. */
+  egressProxy?: EgressProxy;
   /** Create sandboxes even when their Redis lets anyone in as `default` (SANDSTREAM_ALLOW_OPEN_REDIS). */
   allowOpenRedis?: boolean;
   secretSource?: Record<string, string | undefined>;
@@ -74,6 +105,14 @@ export interface DockerBackendOptions {
   defaultGraceMs?: number;
   /** Operator defaults and maxima for CPU, memory and pids; default DEFAULT_RESOURCE_POLICY. */
   resourcePolicy?: ResourcePolicy;
+  /**
+   * A Docker client configuration file (`auths`, as `docker login` writes it) with the
+   * credentials of private registries images are pulled from (SANDSTREAM_DOCKER_CONFIG_FILE,
+   * mounted as a secret). Read at each pull, so a rotated secret needs no restart.
+   */
+  registryAuthFile?: string;
+  /** Time limits of an image pull (SANDSTREAM_DOCKER_PULL_*_SECONDS); default DEFAULT_PULL_LIMITS. */
+  pullLimits?: PullLimits;
   /**
    * spec.runtimeClass → the engine's runtime name, over the defaults (`gvisor` → `runsc`), for an
    * engine that registered a runtime under another name (say runsc with the KVM platform).
@@ -97,12 +136,18 @@ export class DockerBackend implements SandboxBackend {
   private readonly openRedis: OpenRedisGuard;
   private readonly meter: DockerDiskMeter;
   private storageQuota: Promise<boolean> | undefined;
+  private readonly firewall: IptablesEgressFirewall | undefined;
+  private readonly proxy: EgressProxy;
+  /** Each sandbox's address the proxy knows it by, to forget it on destroy. */
+  private readonly proxySources = new Map<string, string>();
 
   constructor(private readonly options: DockerBackendOptions) {
     this.docker = options.docker;
     this.openRedis = new OpenRedisGuard({ allowOpenRedis: options.allowOpenRedis, backend: 'docker' });
-    this.carrierImage = options.carrierImage ?? DEFAULT_CARRIER_IMAGE;
+    this.carrierImage = options.carrierImage ?? localCarrierImage();
     this.meter = new DockerDiskMeter(this.docker);
+    this.firewall = options.egress === 'off' ? undefined : (options.firewall ?? new IptablesEgressFirewall());
+    this.proxy = options.egressProxy ?? new EgressProxy();
     this.cached = new CachedAgentVolumes(this.docker, {
       [SandboxLabels.managedBy]: SandboxLabels.managedByValue,
       [DockerRoleLabel]: 'agent-cache',
@@ -130,7 +175,7 @@ export class DockerBackend implements SandboxBackend {
       : undefined;
     const [existing, , , carrierId, network] = await Promise.all([
       this.jobContainers(request.jobId),
-      this.requireImage(spec.image),
+      this.ensureImage(spec.image, request.onProgress),
       spec.runtimeClass && runtime ? this.requireRuntime(spec.runtimeClass, runtime) : undefined,
       carrierImageId(this.docker, this.carrierImage),
       chooseNetwork(this.docker, spec, {
@@ -138,12 +183,33 @@ export class DockerBackend implements SandboxBackend {
         denyEgress: this.options.denyEgress,
         requestRedisUrl: request.agent.redisUrl,
         sandboxRedisUrl: this.options.sandboxRedisUrl,
+        enforced: this.firewall !== undefined,
       }),
     ]).catch((err: unknown) => {
       if (err instanceof SandboxStartError) throw err;
       throw new SandboxStartError('backend_error', `Docker engine: ${(err as Error).message}`);
     });
     const agentRedisUrl = network.redisUrl ?? request.agent.redisUrl;
+    // Rules are keyed by a MAC chosen here, so they are in place before the container's first packet.
+    const egress = egressOf(spec.network) ?? 'none';
+    if (this.firewall && !network.bridge && network.networkMode !== 'host') {
+      // Never an unconfined sandbox where rules were asked for: a network the rules cannot name.
+      throw new SandboxStartError(
+        'backend_error',
+        `Docker network "${network.networkMode}" is no bridge with an IPv4 subnet, so egress rules cannot be installed for it; use a bridge network (or SANDSTREAM_DOCKER_EGRESS=off for development)`,
+      );
+    }
+    const guarded =
+      this.firewall && network.bridge
+        ? await egressTarget({
+            jobId: request.jobId,
+            mac: randomSandboxMac(randomBytes(5)),
+            bridge: network.bridge,
+            redisUrl: agentRedisUrl,
+            egress,
+            proxy: this.proxy,
+          })
+        : undefined;
     // The very URL the agent will get: that server, reached without credentials, must say NOAUTH.
     await this.openRedis.check(agentRedisUrl);
 
@@ -242,6 +308,7 @@ export class DockerBackend implements SandboxBackend {
           sharedVolume,
           work,
           networkMode: network.networkMode,
+          ...(guarded ? { macAddress: guarded.mac } : {}),
           runtime,
           storageQuota,
           agentArgs: agentArgs(launch),
@@ -257,7 +324,11 @@ export class DockerBackend implements SandboxBackend {
           labels: labelsFor('work'),
         });
       } else if (spec.user) await giveWorkDirectoryTo(container, spec.workingDirectory, spec.user);
+      // After the container exists (a sweep keeps rules whose container it sees), before it runs.
+      if (guarded && this.firewall) await installEgress(this.firewall, guarded, true);
       await container.start();
+      // Until the proxy knows its address, the sandbox's redirected 80/443 are closed (never open).
+      if (guarded?.proxy) await this.tellProxy(request.jobId, container.id, egress);
       return { jobId: request.jobId, backend: 'docker', id: container.id };
     } catch (err) {
       // Half-made sandboxes are removed here so a failed create never needs a destroy. Not after
@@ -361,6 +432,74 @@ export class DockerBackend implements SandboxBackend {
     }
   }
 
+  /**
+   * Replaces a running sandbox's egress policy: its chain is rewritten in one transaction, so new
+   * connections follow the new policy as soon as this returns (connections already open stay).
+   */
+  async updateNetwork(ref: SandboxRef, network: SpecNetwork): Promise<void> {
+    const egress = egressOf(SpecNetworkSchema.parse(network));
+    if (egress === undefined)
+      throw new SandboxStartError(
+        'backend_error',
+        'network "none" (no network at all) cannot be set on a running sandbox',
+      );
+    if (!this.firewall) {
+      throw new SandboxStartError(
+        'backend_error',
+        'this Docker backend runs without egress rules (SANDSTREAM_DOCKER_EGRESS=off): a policy cannot be changed',
+      );
+    }
+    const info = await this.docker.getContainer(ref.id).inspect();
+    const [name, endpoint] = Object.entries(info.NetworkSettings?.Networks ?? {})[0] ?? [];
+    const bridge = name
+      ? bridgeInfo((await this.docker.getNetwork(name).inspect()) as Parameters<typeof bridgeInfo>[0])
+      : undefined;
+    if (!endpoint?.MacAddress || !bridge) {
+      throw new SandboxStartError(
+        'backend_error',
+        `sandbox ${ref.jobId} is on no bridge network: no egress rules to change`,
+      );
+    }
+    const redisUrl = info.Config.Env.find((e) => e.startsWith('REDIS_URL='))?.slice('REDIS_URL='.length);
+    if (!redisUrl)
+      throw new SandboxStartError('backend_error', `sandbox ${ref.jobId} has no REDIS_URL to keep open`);
+    const target = await egressTarget({
+      jobId: ref.jobId,
+      mac: endpoint.MacAddress,
+      bridge,
+      redisUrl,
+      egress,
+      proxy: this.proxy,
+    });
+    // Its jumps must already be there: a sandbox that ran without rules is not quietly given some.
+    const missingJumps = await this.firewall.missingJumps(target);
+    if (missingJumps) throw new SandboxStartError('backend_error', `sandbox ${ref.jobId}: ${missingJumps}`);
+    // Widened: the proxy knows the names before the redirect sends traffic; narrowed: after.
+    if (target.proxy) await this.tellProxy(ref.jobId, ref.id, egress);
+    await installEgress(this.firewall, target, false);
+    if (!target.proxy) this.forgetProxySource(ref.jobId);
+  }
+
+  /** Tells the egress proxy the sandbox's address and allowed names. */
+  private async tellProxy(jobId: string, containerId: string, egress: Egress): Promise<void> {
+    const info = await this.docker.getContainer(containerId).inspect();
+    const address = Object.values(info.NetworkSettings?.Networks ?? {}).find((n) => n?.IPAddress)?.IPAddress;
+    if (!address)
+      throw new SandboxStartError(
+        'backend_error',
+        `sandbox ${jobId} has no IPv4 address for the egress proxy`,
+      );
+    this.forgetProxySource(jobId);
+    this.proxySources.set(jobId, address);
+    this.proxy.set(address, egress);
+  }
+
+  private forgetProxySource(jobId: string): void {
+    const address = this.proxySources.get(jobId);
+    if (address !== undefined) this.proxy.forget(address);
+    this.proxySources.delete(jobId);
+  }
+
   /** The container runs (its agent is its main process: a dead agent ends the container). */
   async isRunning(ref: SandboxRef): Promise<boolean | undefined> {
     try {
@@ -372,10 +511,20 @@ export class DockerBackend implements SandboxBackend {
   }
 
   async list(): Promise<SandboxInfo[]> {
-    const containers = await this.docker.listContainers({
-      all: true,
-      filters: { label: [managedFilter, `${DockerRoleLabel}=toolchain`] },
-    });
+    const listContainers = () =>
+      this.docker.listContainers({
+        all: true,
+        filters: { label: [managedFilter, `${DockerRoleLabel}=toolchain`] },
+      });
+    let containers: Dockerode.ContainerInfo[] | undefined;
+    if (this.firewall) {
+      // The reaper lists every round: rules left by a sandbox whose container is gone go here.
+      await sweepEgress(this.firewall, async () => {
+        containers = await listContainers();
+        return new Set(containers.map((c) => c.Labels[SandboxLabels.jobId] ?? ''));
+      }).catch(() => 0);
+    }
+    containers ??= await listContainers();
     return containers.map((c) => ({
       jobId: c.Labels[SandboxLabels.jobId] ?? '',
       backend: 'docker',
@@ -428,18 +577,28 @@ export class DockerBackend implements SandboxBackend {
   /** The dockerode client is injected and owned by the caller. */
   async close(): Promise<void> {}
 
-  private async requireImage(image: string): Promise<void> {
+  /**
+   * The image on the engine, pulled when it is not (with its registry's credentials from
+   * pod-lifecycle's own credentials file, never from Redis). A name the registry does not have is
+   * `image_not_found`; refused or missing credentials and an unreachable registry `image_pull`.
+   */
+  private async ensureImage(image: string, onProgress: CreateSandboxRequest['onProgress']): Promise<void> {
     try {
       await this.docker.getImage(image).inspect();
+      return;
     } catch (err) {
-      if (isNotFound(err)) {
-        throw new SandboxStartError(
-          'image_not_found',
-          `image "${image}" is not on the Docker engine this backend uses; Sandstream does not pull images: build, load or pull it on that engine first (or fix the template's image)`,
-        );
-      }
-      throw err;
+      if (!isNotFound(err)) throw err;
     }
+    let auth: RegistryAuth | undefined;
+    try {
+      auth = await registryAuthFor(image, this.options.registryAuthFile);
+    } catch (err) {
+      throw new SandboxStartError(
+        'image_pull',
+        `image "${image}" is not on the engine and ${(err as Error).message}`,
+      );
+    }
+    await pullImage(this.docker, image, { auth, onProgress, limits: this.options.pullLimits });
   }
 
   private async requireRuntime(runtimeClass: string, runtime: string): Promise<void> {
@@ -477,5 +636,8 @@ export class DockerBackend implements SandboxBackend {
         .filter((v) => v.Labels?.[DockerRoleLabel] === 'shared' || v.Labels?.[DockerRoleLabel] === 'work')
         .map((v) => ignoreGone(() => this.docker.getVolume(v.Name).remove())),
     );
+    // After the container, so a sandbox never runs without its rules.
+    await this.firewall?.remove(jobId);
+    this.forgetProxySource(jobId);
   }
 }

@@ -4,11 +4,12 @@ import { chmod, lchown, lstat, readdir, rm, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import type Dockerode from 'dockerode';
 import type { FilesCapture, FilesRestored } from '../backend.js';
+import { EntryWriter } from '../snapshot/entry-writer.js';
 import { frozenCapture } from '../snapshot/frozen-capture.js';
 import { decodeSnapshot } from '../snapshot/snapshot-codec.js';
 import { type CapturedEntry, SnapshotCorruptError, type SnapshotEntry } from '../snapshot/snapshot-entry.js';
 import { capturePath, captureTree, entryOf } from '../snapshot/tree-capture.js';
-import { applyEntry, finishDirectories, TreeRestore } from '../snapshot/tree-restore.js';
+import { TreeRestore } from '../snapshot/tree-restore.js';
 
 /**
  * A Docker sandbox's files, as the engine lays them out on this host (overlay2): the container's
@@ -167,14 +168,14 @@ export async function restoreDocker(
 ): Promise<FilesRestored> {
   const started = performance.now();
   const thaw = await freezeContainer(layout);
+  const work = new TreeRestore(layout.work, 'work');
+  const layer = new EntryWriter();
   try {
     // Listed whole before anything changes (reverting a directory changes what a walk would see).
     const changed: string[] = [];
     for await (const { entry } of layerChanges(layout, '')) changed.push(entry.path.slice('root/'.length));
     for (const relative of changed) await revertToImage(layout, relative);
     const removed = changed.length;
-    const work = new TreeRestore(layout.work, 'work');
-    const dirs: Array<{ full: string; entry: SnapshotEntry }> = [];
     let entries = 0;
     let bytes = 0;
     for await (const restored of decodeSnapshot(snapshot)) {
@@ -190,12 +191,12 @@ export async function restoreDocker(
           continue;
         if (holdsMount(layout, relative) && restored.entry.type !== 'dir') continue;
         entries++;
-        bytes += await applyEntry(join(layout.merged, relative), restored, dirs);
+        bytes += await layer.write(join(layout.merged, relative), restored);
       } else {
         throw new SnapshotCorruptError(`snapshot entry ${path} is neither under work/ nor root/`);
       }
     }
-    await finishDirectories(dirs);
+    await layer.finish();
     const counts = await work.finish();
     return {
       entries: entries + counts.entries,
@@ -204,6 +205,8 @@ export async function restoreDocker(
       frozenMs: Math.round(performance.now() - started),
     };
   } finally {
+    work.close();
+    layer.close();
     await thaw();
   }
 }

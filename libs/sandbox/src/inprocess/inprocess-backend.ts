@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 import { constants, hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pollUntil } from '@sandstream/poll';
-import { formatIssues, JobIdSchema } from '@sandstream/wire';
+import { describeEgress, egressOf, formatIssues, JobIdSchema } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { agentArgs, agentEnvironment } from '../agent-command.js';
 import { waitForAgent } from '../agent-readiness.js';
@@ -31,7 +31,7 @@ import { DEFAULT_RESOURCE_POLICY, type ResourcePolicy } from '../resource-policy
 import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
 import { captureInProcess, restoreInProcess } from './inprocess-snapshot.js';
-import { findMarker, readMarkers, writeMarker } from './local-markers.js';
+import { findMarker, MarkerCache, writeMarker } from './local-markers.js';
 import {
   isProcessAlive,
   killProcessTree,
@@ -107,19 +107,33 @@ export interface InProcessBackendOptions {
   unconfinedFileSteps?: boolean;
   /** Only its disk default applies here (the other resources are not enforced on a child process). */
   resourcePolicy?: ResourcePolicy;
+  /**
+   * list() reports only sandboxes labelled with this installation (SandboxLabels.installation).
+   * The marker folder is host-wide and shared by every installation and namespace on the machine:
+   * without it each list() probes every one of their agents for liveness, and pod-lifecycle's
+   * disk watch measures their disks. A name (pod-lifecycle's), or a test of a sandbox's labels
+   * (the reaper's: its names and every installation id of its Redis, which may change while it
+   * runs). Unset: all.
+   */
+  installation?: string | ((labels: Readonly<Record<string, string>>) => boolean);
+  /** How an agent's liveness is read; default kill(0) and its /proc start time (process-control.ts). */
+  liveness?: (pid: number, startTime: string | null) => Promise<boolean>;
 }
 
 const DEFAULT_PASS_ENV = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
 
 /**
  * Sandboxes as local child processes: no isolation at all, for tests and single-user developer
- * machines. Ignores image, resources, network, runtimeClass, user and the Kubernetes fields.
+ * machines. Ignores image, resources, runtimeClass, user and the Kubernetes fields; refuses any
+ * network but its default, which it cannot confine.
  */
 export class InProcessBackend implements SandboxBackend {
   readonly kind = 'inprocess' as const;
   private readonly registry: InProcessRegistry;
   private readonly agentEntry: string;
   private readonly root: string;
+  /** This host's markers, each read once (list() runs every few seconds in pod-lifecycle). */
+  private readonly markers: MarkerCache;
   private readonly persistentRoot: string;
   private readonly volumesRoot: string;
   /** Exit codes of children this process spawned; another process only learns that they are gone. */
@@ -133,6 +147,7 @@ export class InProcessBackend implements SandboxBackend {
     );
     this.agentEntry = options.agentEntry ?? DEFAULT_AGENT_ENTRY;
     this.root = options.root ?? join(tmpdir(), 'sandstream-inprocess');
+    this.markers = new MarkerCache(this.root);
     this.persistentRoot = options.persistentRoot ?? join(this.root, 'persistent');
     this.volumesRoot = options.volumesRoot ?? join(this.root, 'volumes');
   }
@@ -148,6 +163,14 @@ export class InProcessBackend implements SandboxBackend {
     if (!specResult.success)
       throw new SandboxStartError('backend_error', formatIssues(specResult.error, 'spec'));
     const spec = specResult.data;
+    const egress = egressOf(spec.network);
+    if (egress !== 'internet') {
+      // A child process shares this machine's network: nothing here could hold it to less.
+      throw new SandboxStartError(
+        'backend_error',
+        `spec.network ${typeof spec.network === 'string' ? `"${spec.network}"` : `egress ${describeEgress(spec.network.egress)}`}: the in-process backend runs steps as processes on this machine's network and cannot restrict it; it takes only its default ("default" / egress "internet", which here is not confined at all). Use the Docker or Kubernetes backend for egress control`,
+      );
+    }
     const earlier = await this.registry.get(request.jobId);
     if (earlier) {
       // An earlier attempt of this very create (its caller crashed, or Redis was down after the
@@ -332,10 +355,17 @@ export class InProcessBackend implements SandboxBackend {
     // The registry (every host's sandboxes) plus this host's local markers, which still list
     // the sandboxes whose registry entries Redis lost.
     const byJob = new Map<string, InProcessRecord>();
-    for (const record of await readMarkers(this.root)) byJob.set(record.jobId, record);
+    for (const record of await this.markers.read()) byJob.set(record.jobId, record);
     for (const record of await this.registry.all()) byJob.set(record.jobId, record);
-    const records = [...byJob.values()];
     const here = hostname();
+    const { installation } = this.options;
+    // Ruled out before any liveness probe: a /proc read per foreign agent is what an idle
+    // pod-lifecycle would otherwise pay on every round (issue 32).
+    const records = [...byJob.values()].filter((record) => {
+      if (installation === undefined) return true;
+      if (typeof installation === 'string') return record.labels[SandboxLabels.installation] === installation;
+      return installation(record.labels);
+    });
     return Promise.all(
       records.map(async (record): Promise<SandboxInfo> => {
         let state: SandboxInfo['state'] = 'unknown';
@@ -432,6 +462,6 @@ export class InProcessBackend implements SandboxBackend {
 
   private async isAlive(record: InProcessRecord): Promise<boolean> {
     if (this.exits.has(record.pid)) return false;
-    return isProcessAlive(record.pid, record.startTime);
+    return (this.options.liveness ?? isProcessAlive)(record.pid, record.startTime);
   }
 }

@@ -28,16 +28,20 @@ export async function restoreInProcess(
   const thaw = await freezeProcessTree(record.pid, record.startTime);
   try {
     const tree = new TreeRestore(record.workspace, WORK);
-    for await (const restored of decodeSnapshot(snapshot)) {
-      if (!restored.entry.path.startsWith(`${WORK}/`)) {
-        throw new SnapshotCorruptError(
-          `snapshot entry ${restored.entry.path} is outside the work tree: it was taken on a backend that captures more (Docker's container layer); an in-process sandbox restores only work/`,
-        );
+    try {
+      for await (const restored of decodeSnapshot(snapshot)) {
+        if (!restored.entry.path.startsWith(`${WORK}/`)) {
+          throw new SnapshotCorruptError(
+            `snapshot entry ${restored.entry.path} is outside the work tree: it was taken on a backend that captures more (Docker's container layer); an in-process sandbox restores only work/`,
+          );
+        }
+        await tree.apply(restored);
       }
-      await tree.apply(restored);
+      const counts = await tree.finish();
+      return { ...counts, frozenMs: Math.round(performance.now() - started) };
+    } finally {
+      tree.close();
     }
-    const counts = await tree.finish();
-    return { ...counts, frozenMs: Math.round(performance.now() - started) };
   } finally {
     thaw();
   }

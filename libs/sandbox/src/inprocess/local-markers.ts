@@ -20,6 +20,37 @@ export async function readMarkers(root: string): Promise<InProcessRecord[]> {
   return readMarkersMatching(root, () => true);
 }
 
+/**
+ * Every marker under `<root>/jobs/*` like readMarkers, but each directory's marker is read and
+ * parsed once: a marker is written once, when its sandbox is created, into a directory whose name
+ * (`<jobId>-<random>`) is never used again. A list() then costs one readdir instead of an open,
+ * read, JSON and schema parse per sandbox on the host (what an idle pod-lifecycle spent most of
+ * its CPU on: docs/benchmarks.md, issue 32). A directory whose marker could not be read yet (its
+ * create still writing it) is read again next time.
+ */
+export class MarkerCache {
+  private readonly byDir = new Map<string, InProcessRecord>();
+
+  constructor(private readonly root: string) {}
+
+  async read(): Promise<InProcessRecord[]> {
+    const jobsDir = join(this.root, 'jobs');
+    let names: string[];
+    try {
+      names = await readdir(jobsDir);
+    } catch {
+      this.byDir.clear();
+      return [];
+    }
+    const present = new Set(names);
+    for (const name of this.byDir.keys()) if (!present.has(name)) this.byDir.delete(name);
+    const fresh = names.filter((name) => !this.byDir.has(name));
+    const read = await Promise.all(fresh.map((name) => readMarkerIn(jobsDir, name)));
+    for (const [i, record] of read.entries()) if (record) this.byDir.set(fresh[i] as string, record);
+    return [...this.byDir.values()];
+  }
+}
+
 /** The marker of one job (its state directory is named `<jobId>-<random>`). */
 export async function findMarker(root: string, jobId: string): Promise<InProcessRecord | undefined> {
   const found = await readMarkersMatching(root, (name) => name.startsWith(`${jobId}-`));
@@ -37,17 +68,18 @@ async function readMarkersMatching(
   } catch {
     return [];
   }
-  const records = await Promise.all(
-    names.filter(match).map(async (name) => {
-      try {
-        const parsed = InProcessRecordSchema.safeParse(
-          JSON.parse(await readFile(join(jobsDir, name, MARKER_FILE), 'utf8')),
-        );
-        return parsed.success ? parsed.data : undefined;
-      } catch {
-        return undefined;
-      }
-    }),
-  );
+  const records = await Promise.all(names.filter(match).map((name) => readMarkerIn(jobsDir, name)));
   return records.filter((r): r is InProcessRecord => r !== undefined);
+}
+
+/** One directory's marker; undefined when it is missing, unreadable or not a marker. */
+async function readMarkerIn(jobsDir: string, name: string): Promise<InProcessRecord | undefined> {
+  try {
+    const parsed = InProcessRecordSchema.safeParse(
+      JSON.parse(await readFile(join(jobsDir, name, MARKER_FILE), 'utf8')),
+    );
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -1,5 +1,6 @@
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { descendants } from './process-tree.js';
 
 /**
  * The kernel's start time of a process (clock ticks since boot, /proc/<pid>/stat field 22).
@@ -66,28 +67,6 @@ export async function terminateProcessGroup(
     await sleep(25);
   }
   signalGroup(pgid, 'SIGKILL');
-}
-
-/** Every live descendant of `pid` (by parent pid in /proc), parents before children. */
-async function descendants(pid: number): Promise<number[]> {
-  const children = new Map<number, number[]>();
-  for (const name of await readdir('/proc').catch(() => [] as string[])) {
-    if (!/^\d+$/.test(name)) continue;
-    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
-    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    if (!Number.isFinite(ppid)) continue;
-    const list = children.get(ppid) ?? [];
-    list.push(Number(name));
-    children.set(ppid, list);
-  }
-  const found: number[] = [];
-  const queue = [pid];
-  while (queue.length > 0) {
-    const next = children.get(queue.shift() as number) ?? [];
-    found.push(...next);
-    queue.push(...next);
-  }
-  return found;
 }
 
 function signalPid(pid: number, signal: NodeJS.Signals): void {

@@ -3,6 +3,13 @@ import type { Redis } from 'ioredis';
 import { KubernetesBackend } from './kubernetes-backend.js';
 import { type KubernetesSettingsInput, KubernetesSettingsSchema } from './kubernetes-settings.js';
 
+export { EgressForwardProxy, type EgressForwardProxyOptions } from './egress-forward-proxy.js';
+export {
+  networkPolicyAccessLookup,
+  type ProxyAccess,
+  type ProxyAccessLookup,
+  proxyAccessOf,
+} from './egress-proxy-access.js';
 export { egressPolicyName, redisUrlSecretName, sandboxPodName, toLabelValue } from './kube-names.js';
 export { KubernetesBackend } from './kubernetes-backend.js';
 export { kubernetesSettingsFromEnv } from './kubernetes-env.js';

@@ -1,16 +1,29 @@
+import { isIP } from 'node:net';
 import type {
   CoreV1Api,
   KubeConfig,
   NetworkingV1Api,
   V1NetworkPolicyPeer,
+  V1OwnerReference,
   V1Pod,
 } from '@kubernetes/client-node';
-import { formatIssues, JobIdSchema, KeyStyleSchema } from '@sandstream/wire';
+import {
+  allowEntries,
+  type Egress,
+  egressOf,
+  formatIssues,
+  JobIdSchema,
+  KeyStyleSchema,
+  type SpecNetwork,
+  SpecNetworkSchema,
+} from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { requestAgentShutdown } from '../agent-shutdown.js';
 import {
   type CreateSandboxRequest,
   type DestroyOptions,
+  type FilesCapture,
+  type FilesRestored,
   type SandboxBackend,
   type SandboxInfo,
   SandboxLabels,
@@ -21,6 +34,14 @@ import {
 import { OpenRedisGuard } from '../open-redis.js';
 import { withResourcePolicy } from '../resource-policy.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
+import { EgressForwardProxy } from './egress-forward-proxy.js';
+import {
+  networkPolicyAccessLookup,
+  newProxyToken,
+  PROXY_TOKEN_ANNOTATION,
+  proxyEnv,
+  proxyTokenHash,
+} from './egress-proxy-access.js';
 import {
   apiMessageOf,
   ignoreNotFound,
@@ -31,9 +52,18 @@ import {
 } from './kube-api-errors.js';
 import { egressPolicyName, redisUrlSecretName, sandboxPodName } from './kube-names.js';
 import type { KubernetesSettings } from './kubernetes-settings.js';
-import { buildEgressPolicy } from './network-policy-builder.js';
+import { capturePod, type PodTarget, restorePod } from './kubernetes-snapshot.js';
+import {
+  buildEgressPolicy,
+  kubernetesEgressRefusal,
+  type PolicyProxy,
+  redisUrlOfPolicy,
+  sandboxPodOwner,
+} from './network-policy-builder.js';
+import { ownerReferencesFor } from './owner-reference.js';
 import { assessPod, type PodAssessment } from './pod-assessment.js';
 import { buildSandboxPod, TOOLCHAIN_CONTAINER } from './pod-builder.js';
+import { freezePod, thawPod } from './pod-freeze.js';
 import { type PodTemplate, parsePodTemplate } from './pod-template.js';
 import { PodInformer } from './pod-watch.js';
 import {
@@ -74,6 +104,7 @@ export class KubernetesBackend implements SandboxBackend {
   /** Every wait of this backend follows its pod through this one informer (one watch in all). */
   private readonly pods: PodInformer;
   private readonly openRedis: OpenRedisGuard;
+  private proxy: EgressForwardProxy | undefined;
 
   constructor(private readonly deps: KubernetesBackendDeps) {
     this.openRedis = new OpenRedisGuard({
@@ -141,11 +172,21 @@ export class KubernetesBackend implements SandboxBackend {
     const created: Array<() => Promise<void>> = [];
     try {
       const redisUrlSecret = await this.prepareRedisUrl(request, podName, created);
-      if (spec.network !== 'default') {
-        // Created before the pod: the pod must never run a moment without its policy.
-        await this.createEgressPolicy(request, spec.network, podName);
-        created.push(() => this.deletePolicy(podName));
-      }
+      const egress = kubernetesEgress(spec.network, 'spec.network', this.proxyState());
+      // Only a sandbox that names domains at create gets the proxy in its environment: the others
+      // keep their tools' direct connections (and a later update to domains is refused, saying why).
+      const token = hasDomains(egress) && settings.egressProxy ? newProxyToken() : undefined;
+      const tokenSha256 = token ? proxyTokenHash(token) : undefined;
+      // Created before the pod: the pod must never run a moment without its policy. Owned by the
+      // service's pod until the sandbox's exists, then by the sandbox's (below).
+      await this.applyEgressPolicy(
+        { jobId: request.jobId, tenant: request.tenant, redisUrl: request.agent.redisUrl, podName },
+        egress,
+        ownerReferencesFor(settings.owner, this.namespace),
+        'create',
+        tokenSha256,
+      );
+      created.push(() => this.deletePolicy(podName));
 
       const pod = buildSandboxPod({
         jobId: request.jobId,
@@ -162,15 +203,33 @@ export class KubernetesBackend implements SandboxBackend {
         ...(settings.owner ? { owner: settings.owner } : {}),
         ...(settings.serviceAccountName ? { serviceAccountName: settings.serviceAccountName } : {}),
         ...(redisUrlSecret ? { redisUrlSecret } : {}),
+        ...(token && settings.egressProxy
+          ? { proxyEnv: proxyEnv(settings.egressProxy.url, podName, token) }
+          : {}),
       });
+      let made: V1Pod;
       try {
-        await this.deps.core.createNamespacedPod({ namespace: this.namespace, body: pod });
+        made = await this.deps.core.createNamespacedPod({ namespace: this.namespace, body: pod });
       } catch (err) {
         if (isAlreadyExists(err) && (await this.isPodOfJob(podName, request.jobId))) {
           // A create of the same job running at the same moment made it: the pod is ours already.
           return { jobId: request.jobId, backend: 'kubernetes', id: podName };
         }
         throw err;
+      }
+      // Now owned by the sandbox's pod: the garbage collector deletes it with the pod, whoever
+      // deletes the pod (destroy, the reaper, an operator, an eviction). Best effort: a failure
+      // here must not reach the catch below, which would delete the policy of a pod that runs;
+      // left owned by the service's pod, it still applies and destroy still deletes it.
+      const uid = made.metadata?.uid;
+      if (uid) {
+        await this.applyEgressPolicy(
+          { jobId: request.jobId, tenant: request.tenant, redisUrl: request.agent.redisUrl, podName },
+          egress,
+          sandboxPodOwner({ name: podName, uid }),
+          'replace',
+          tokenSha256,
+        ).catch(() => undefined);
       }
       return { jobId: request.jobId, backend: 'kubernetes', id: podName };
     } catch (err) {
@@ -214,35 +273,166 @@ export class KubernetesBackend implements SandboxBackend {
     }
   }
 
-  private async createEgressPolicy(
-    request: CreateSandboxRequest,
-    network: 'deny-egress' | 'none',
-    podName: string,
+  /**
+   * Creates the sandbox's NetworkPolicy (`create`: replacing a leftover of an earlier attempt), or
+   * replaces it whole (`replace`: re-owned to the pod, a live update; created when missing).
+   */
+  private async applyEgressPolicy(
+    sandbox: { jobId: string; tenant: string; redisUrl: string; podName: string },
+    egress: Egress,
+    ownerReferences: V1OwnerReference[] | undefined,
+    mode: 'create' | 'replace',
+    /** The hash of the sandbox's egress proxy token, when its pod was given one. */
+    tokenSha256?: string,
   ): Promise<void> {
     const { settings } = this.deps;
+    const proxy = tokenSha256 ? this.policyProxy(tokenSha256) : undefined;
     const policy = buildEgressPolicy({
-      podName,
+      ...sandbox,
       namespace: this.namespace,
-      jobId: request.jobId,
-      tenant: request.tenant,
-      redisUrl: request.agent.redisUrl,
-      network,
+      egress,
+      ...(proxy ? { proxy } : {}),
+      ingressPeers: (settings.previewIngressPeers as V1NetworkPolicyPeer[] | undefined) ?? [
+        {
+          podSelector: {
+            matchLabels: { 'app.kubernetes.io/name': 'api', 'app.kubernetes.io/part-of': 'sandstream' },
+          },
+        },
+      ],
       ...(settings.redisEgressPeers
         ? { redisPeers: settings.redisEgressPeers as V1NetworkPolicyPeer[] }
         : {}),
       ...(settings.dnsEgressPeers ? { dnsPeers: settings.dnsEgressPeers as V1NetworkPolicyPeer[] } : {}),
-      ...(settings.owner ? { owner: settings.owner } : {}),
+      ...(ownerReferences ? { ownerReferences } : {}),
     });
-    const name = egressPolicyName(podName);
-    await this.createOrReplace(
-      () => this.deps.networking.createNamespacedNetworkPolicy({ namespace: this.namespace, body: policy }),
-      () =>
-        this.deps.networking.replaceNamespacedNetworkPolicy({
-          name,
-          namespace: this.namespace,
-          body: policy,
-        }),
-      'NetworkPolicy',
+    const name = egressPolicyName(sandbox.podName);
+    const create = () =>
+      this.deps.networking.createNamespacedNetworkPolicy({ namespace: this.namespace, body: policy });
+    const replace = () =>
+      this.deps.networking.replaceNamespacedNetworkPolicy({ name, namespace: this.namespace, body: policy });
+    if (mode === 'create') return this.createOrReplace(create, replace, 'NetworkPolicy');
+    try {
+      await replace();
+    } catch (err) {
+      // A sandbox from before every sandbox had a policy (internet had none): give it one.
+      if (!isNotFound(err)) throw this.toStartError(err, `replacing NetworkPolicy ${name}`);
+      await create();
+    }
+  }
+
+  /**
+   * Serves the egress proxy on settings.egressProxy.listenPort, every address (the sandboxes reach
+   * it through a Service), when that is set; nothing otherwise.
+   */
+  async serve(): Promise<void> {
+    const listenPort = this.deps.settings.egressProxy?.listenPort;
+    if (listenPort === undefined || this.proxy) return;
+    this.proxy = new EgressForwardProxy({
+      access: networkPolicyAccessLookup(this.deps.networking, this.namespace),
+      port: listenPort,
+    });
+    try {
+      await this.proxy.listen();
+    } catch (err) {
+      this.proxy = undefined;
+      throw new Error(`egress proxy could not listen on port ${listenPort}: ${(err as Error).message}`);
+    }
+  }
+
+  /** Checked before an update is queued; updateNetwork also knows whether the pod has the proxy. */
+  egressRefusal(egress: Egress, prefix: string): string | undefined {
+    return kubernetesEgressRefusal(egress, prefix, this.proxyState());
+  }
+
+  private proxyState(): 'ready' | 'missing' {
+    return this.deps.settings.egressProxy ? 'ready' : 'missing';
+  }
+
+  /** The proxy as a policy names it (settings.egressProxy, validated to be http://host[:port]). */
+  private policyProxy(tokenSha256: string): PolicyProxy {
+    const configured = this.deps.settings.egressProxy;
+    if (!configured)
+      throw new SandboxStartError(
+        'backend_error',
+        'this sandbox uses the egress proxy, and the backend option egressProxy is not set',
+      );
+    const url = new URL(configured.url);
+    return {
+      peers: (configured.peers as V1NetworkPolicyPeer[] | undefined) ?? [
+        {
+          podSelector: {
+            matchLabels: {
+              'app.kubernetes.io/name': 'egress-proxy',
+              'app.kubernetes.io/part-of': 'sandstream',
+            },
+          },
+        },
+      ],
+      port: Number(url.port || 80),
+      needsDns: isIP(url.hostname.replace(/^\[|\]$/g, '')) === 0,
+      tokenSha256,
+    };
+  }
+
+  /**
+   * Replaces a running sandbox's NetworkPolicy (the `sandbox-network` queue, pod-lifecycle). The
+   * API server has it when this returns; the CNI applies it to new connections shortly after
+   * (asynchronously, as every policy change on Kubernetes), connections already open may stay.
+   */
+  async updateNetwork(ref: SandboxRef, network: SpecNetwork): Promise<void> {
+    const parsed = SpecNetworkSchema.parse(network);
+    kubernetesEgress(parsed, 'network', this.proxyState());
+    const pod = await this.readPod(ref.id);
+    const uid = pod?.metadata?.uid;
+    if (!pod || !uid || pod.metadata?.deletionTimestamp)
+      throw new SandboxStartError('backend_error', `sandbox ${ref.jobId}: its pod ${ref.id} is gone`);
+    const { redisUrl, tokenSha256 } = await this.currentPolicy(pod);
+    // Kept whatever the new policy: the pod's environment still names the proxy, and a later
+    // update may list domains again.
+    const egress = kubernetesEgress(
+      parsed,
+      'network',
+      tokenSha256 ? 'ready' : this.deps.settings.egressProxy ? 'not-in-pod' : 'missing',
+    );
+    await this.applyEgressPolicy(
+      {
+        jobId: pod.metadata?.annotations?.[SandboxAnnotations.jobId] ?? ref.jobId,
+        tenant: pod.metadata?.annotations?.[SandboxAnnotations.tenant] ?? '',
+        redisUrl,
+        podName: ref.id,
+      },
+      egress,
+      sandboxPodOwner({ name: ref.id, uid }),
+      'replace',
+      tokenSha256,
+    );
+  }
+
+  /**
+   * What a replaced policy keeps of the current one: the Redis it keeps open (the endpoint its
+   * policy was made for, else, for a sandbox made before every sandbox had a policy, its pod's
+   * plain REDIS_URL) and the hash of the pod's egress proxy token, when it has one.
+   */
+  private async currentPolicy(pod: V1Pod): Promise<{ redisUrl: string; tokenSha256?: string }> {
+    const name = pod.metadata?.name ?? '';
+    let tokenSha256: string | undefined;
+    try {
+      const policy = await this.deps.networking.readNamespacedNetworkPolicy({
+        name: egressPolicyName(name),
+        namespace: this.namespace,
+      });
+      tokenSha256 = policy.metadata?.annotations?.[PROXY_TOKEN_ANNOTATION];
+      const url = redisUrlOfPolicy(policy);
+      if (url) return { redisUrl: url, ...(tokenSha256 ? { tokenSha256 } : {}) };
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    const env = pod.spec?.containers.find((c) => c.name === TOOLCHAIN_CONTAINER)?.env ?? [];
+    const plain = env.find((e) => e.name === 'REDIS_URL')?.value;
+    if (plain) return { redisUrl: plain, ...(tokenSha256 ? { tokenSha256 } : {}) };
+    throw new SandboxStartError(
+      'backend_error',
+      `sandbox pod ${name}: its Redis endpoint is on neither its NetworkPolicy nor its pod, so a policy keeping Redis open cannot be built`,
     );
   }
 
@@ -480,6 +670,53 @@ export class KubernetesBackend implements SandboxBackend {
 
   /** The pod runs and none of its containers has terminated (the agent is the toolchain's main process). */
   /** The pod's IP: reachable from the API's pod where the cluster's network policy lets it. */
+  /**
+   * The work volume, read by `tar` run in the pod through `pods/exec` (kubernetes-snapshot.ts);
+   * the sandbox's processes below the agent are stopped meanwhile (pod-freeze.ts).
+   */
+  async captureFiles(ref: SandboxRef): Promise<FilesCapture> {
+    const target = await this.podTarget(ref);
+    return capturePod(target, () => freezePod(target));
+  }
+
+  /** The work volume made exactly the snapshot's `work/` part, streamed into the pod's `tar`. */
+  async restoreFiles(ref: SandboxRef, snapshot: AsyncIterable<Buffer>): Promise<FilesRestored> {
+    const target = await this.podTarget(ref);
+    return restorePod(target, snapshot, () => freezePod(target));
+  }
+
+  async thaw(ref: SandboxRef): Promise<void> {
+    let target: PodTarget;
+    try {
+      target = await this.podTarget(ref);
+    } catch {
+      // Gone, or no longer running: nothing is left stopped.
+      return;
+    }
+    await thawPod(target);
+  }
+
+  /** Where a pod's work volume is, for an exec into its toolchain container. */
+  private async podTarget(ref: SandboxRef): Promise<PodTarget> {
+    const pod = await this.deps.core.readNamespacedPod({ name: ref.id, namespace: this.namespace });
+    const container = pod.spec?.containers.find((c) => c.name === TOOLCHAIN_CONTAINER);
+    const workdir = container?.volumeMounts?.find((m) => m.name === 'work')?.mountPath;
+    if (!workdir)
+      throw new Error(
+        `sandbox ${ref.id}: its pod has no work volume in its ${TOOLCHAIN_CONTAINER} container`,
+      );
+    if (pod.status?.phase !== 'Running') {
+      throw new Error(`sandbox ${ref.id}: its pod is ${pod.status?.phase ?? 'not started'}, not Running`);
+    }
+    return {
+      kubeConfig: this.deps.kubeConfig,
+      namespace: this.namespace,
+      pod: ref.id,
+      container: TOOLCHAIN_CONTAINER,
+      workdir,
+    };
+  }
+
   async portAddress(ref: SandboxRef, port: number): Promise<{ host: string; port: number } | undefined> {
     const host = (await this.readPod(ref.id))?.status?.podIP;
     return host ? { host, port } : undefined;
@@ -550,6 +787,8 @@ export class KubernetesBackend implements SandboxBackend {
     this.closed = true;
     for (const cancel of [...this.waits]) cancel();
     await this.pods.stop();
+    await this.proxy?.close();
+    this.proxy = undefined;
   }
 }
 
@@ -581,4 +820,24 @@ function toSandboxInfo(pod: V1Pod): SandboxInfo {
             ? 'starting'
             : 'unknown',
   };
+}
+
+/**
+ * The policy spec.network stands for on this backend, or a start failure naming the field when it
+ * cannot be enforced here (domain entries without the proxy: network-policy-builder.ts). The
+ * string `none` (no network at all) is the Redis-only policy: a pod always has a network interface.
+ */
+function kubernetesEgress(
+  network: SpecNetwork,
+  field: string,
+  proxy: 'ready' | 'missing' | 'not-in-pod',
+): Egress {
+  const egress = egressOf(network) ?? 'none';
+  const refused = kubernetesEgressRefusal(egress, field, proxy);
+  if (refused) throw new SandboxStartError('backend_error', refused);
+  return egress;
+}
+
+function hasDomains(egress: Egress): boolean {
+  return allowEntries(egress).some((e) => e.kind === 'domain');
 }

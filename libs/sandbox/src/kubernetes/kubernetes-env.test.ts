@@ -30,6 +30,39 @@ describe('Kubernetes settings from the environment', () => {
     ).toThrow(/SANDSTREAM_K8S_REDIS_URL_SOURCE/);
   });
 
+  it('reads the egress proxy: the URL sandboxes get, and the port this replica serves it on', () => {
+    expect(
+      kubernetesSettingsFromEnv({
+        SANDSTREAM_AGENT_CARRIER_IMAGE: 'c',
+        SANDSTREAM_K8S_EGRESS_PROXY_URL: 'http://sandstream-egress-proxy:3128',
+        SANDSTREAM_K8S_EGRESS_PROXY_LISTEN_PORT: '3128',
+      }).egressProxy,
+    ).toEqual({ url: 'http://sandstream-egress-proxy:3128', listenPort: 3128 });
+    expect(() =>
+      kubernetesSettingsFromEnv({
+        SANDSTREAM_AGENT_CARRIER_IMAGE: 'c',
+        SANDSTREAM_K8S_EGRESS_PROXY_LISTEN_PORT: '3128',
+      }),
+    ).toThrow(/SANDSTREAM_K8S_EGRESS_PROXY_LISTEN_PORT needs SANDSTREAM_K8S_EGRESS_PROXY_URL/);
+    expect(() =>
+      createKubernetesBackend({ agentCarrierImage: 'c', egressProxy: { url: 'http://u:p@proxy:3128' } }),
+    ).toThrow(
+      /egressProxy\.url: egressProxy\.url must be http:\/\/host\[:port\], without a path or userinfo/,
+    );
+    expect(() =>
+      createKubernetesBackend({
+        agentCarrierImage: 'c',
+        egressProxy: { url: 'http://proxy', listenPort: 70_000 },
+      }),
+    ).toThrow(/egressProxy\.listenPort: egressProxy\.listenPort must be 1-65535/);
+    expect(() =>
+      createKubernetesBackend({
+        agentCarrierImage: 'c',
+        egressProxy: { url: 'http://proxy', extra: 1 } as never,
+      }),
+    ).toThrow(/egressProxy/);
+  });
+
   it('createKubernetesBackend refuses bad options naming the field and the limit', () => {
     expect(() => createKubernetesBackend({ agentCarrierImage: 'c', namespace: 'Not_A_Namespace' })).toThrow(
       /namespace: must be a DNS-1123 label/,

@@ -50,6 +50,18 @@ export function kubernetesSettingsFromEnv(
     settings.redisUrlSource = parseRedisUrlSource(env.SANDSTREAM_K8S_REDIS_URL_SOURCE);
   }
   if (env.SANDSTREAM_ALLOW_OPEN_REDIS) settings.allowOpenRedis = true;
+  if (env.SANDSTREAM_K8S_EGRESS_PROXY_URL) {
+    settings.egressProxy = {
+      url: env.SANDSTREAM_K8S_EGRESS_PROXY_URL,
+      ...(env.SANDSTREAM_K8S_EGRESS_PROXY_LISTEN_PORT
+        ? { listenPort: Number(env.SANDSTREAM_K8S_EGRESS_PROXY_LISTEN_PORT) }
+        : {}),
+    };
+  } else if (env.SANDSTREAM_K8S_EGRESS_PROXY_LISTEN_PORT) {
+    throw new Error(
+      'SANDSTREAM_K8S_EGRESS_PROXY_LISTEN_PORT needs SANDSTREAM_K8S_EGRESS_PROXY_URL: the URL sandboxes are given for the proxy',
+    );
+  }
   if (env.SANDSTREAM_K8S_POD_TEMPLATE_FILE) {
     settings.podTemplate = loadPodTemplateFile(env.SANDSTREAM_K8S_POD_TEMPLATE_FILE);
   }

@@ -53,13 +53,43 @@ export const KubernetesSettingsSchema = z.object({
     .regex(/^\d+(\.\d+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$/, 'defaultWorkspaceSize must be a quantity such as "1Gi"')
     .default('1Gi'),
   /**
-   * Deny-egress policies allow Redis through these peers. Default: an ipBlock when the Redis URL
+   * Who may connect to a sandbox (its preview URLs, through the api): default the api's pods of
+   * deploy/k8s (app.kubernetes.io/name=api, part-of=sandstream) in the sandboxes' namespace.
+   */
+  previewIngressPeers: z.array(PeerSchema).optional(),
+  /**
+   * Every sandbox's policy allows Redis through these peers. Default: an ipBlock when the Redis URL
    * host is an IP, else pods labelled app.kubernetes.io/name=redis in any namespace (a
    * NetworkPolicy cannot name a DNS host).
    */
   redisEgressPeers: z.array(PeerSchema).optional(),
   /** Where cluster DNS runs; default kube-dns / CoreDNS pods in kube-system. */
   dnsEgressPeers: z.array(PeerSchema).optional(),
+  /**
+   * The egress forward proxy that enforces domain allow-lists (egress-forward-proxy.ts). Without
+   * it, a domain entry is refused, naming the field. `url` is what sandboxes are given as
+   * HTTPS_PROXY / HTTP_PROXY (a Service's name, usually); `peers` are the pods serving it, the only
+   * thing a domain-listing sandbox's policy lets it reach by name (default: pod-lifecycle's pods,
+   * app.kubernetes.io/name=pod-lifecycle, part-of=sandstream, in the sandboxes' namespace);
+   * `listenPort` makes this backend serve it (serve()), as deploy/k8s's pod-lifecycle does.
+   */
+  egressProxy: z
+    .strictObject({
+      url: z
+        .string()
+        .regex(
+          /^http:\/\/[^/@]+(:\d+)?\/?$/,
+          'egressProxy.url must be http://host[:port], without a path or userinfo',
+        ),
+      peers: z.array(PeerSchema).optional(),
+      listenPort: z
+        .number()
+        .int()
+        .min(1, 'egressProxy.listenPort must be 1-65535')
+        .max(65535, 'egressProxy.listenPort must be 1-65535')
+        .optional(),
+    })
+    .optional(),
   /** SIGTERM-to-SIGKILL time the kubelet gives the agent when the pod is deleted. */
   terminationGraceSeconds: z.number().int().min(0).max(3600).default(10),
   /** The toolchain writes wherever its tools expect (~/.cache, /tmp): read-write by default. */
@@ -85,6 +115,13 @@ export const KubernetesEnvSchema = z.object({
   /** 'auto' | 'plain' | 'per-sandbox' | '<secret-name>/<key>' */
   SANDSTREAM_K8S_REDIS_URL_SOURCE: z.string().optional(),
   SANDSTREAM_K8S_POD_TEMPLATE_FILE: z.string().optional(),
+  /** The egress forward proxy's URL (settings.egressProxy.url): enables domain allow-lists. */
+  SANDSTREAM_K8S_EGRESS_PROXY_URL: z.string().optional(),
+  /** This replica serves the egress proxy on this port (settings.egressProxy.listenPort). */
+  SANDSTREAM_K8S_EGRESS_PROXY_LISTEN_PORT: z
+    .string()
+    .regex(/^\d{1,5}$/, 'SANDSTREAM_K8S_EGRESS_PROXY_LISTEN_PORT must be a port number')
+    .optional(),
   SANDSTREAM_ALLOW_OPEN_REDIS: allowOpenRedisVar,
   POD_NAME: z.string().optional(),
   POD_UID: z.string().optional(),

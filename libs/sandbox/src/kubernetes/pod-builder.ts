@@ -35,6 +35,8 @@ export interface SandboxPodInput {
   toolchainReadOnlyRootFilesystem: boolean;
   /** Applied in order: operator-wide first, then the job template's own. */
   templates: readonly PodTemplate[];
+  /** HTTPS_PROXY and the like, for a sandbox whose domains go through the egress proxy. */
+  proxyEnv?: readonly V1EnvVar[];
 }
 
 /** The restricted container context every container the backend generates gets. */
@@ -55,6 +57,9 @@ function toolchainEnv(input: SandboxPodInput): V1EnvVar[] {
   for (const [name, ref] of Object.entries(input.spec.secretEnv)) {
     byName.set(name, { name, valueFrom: { secretKeyRef: { name: ref.secretName, key: ref.key } } });
   }
+  // After the spec's own: a spec cannot point its clients past the proxy (its policy would drop
+  // the connections anyway, but the sandbox's tools would then fail for a reason it cannot see).
+  for (const env of input.proxyEnv ?? []) byName.set(env.name, env);
   for (const env of agentEnvVars(input.jobId, input.agent, input.spec.workingDirectory)) {
     byName.set(env.name, env);
   }

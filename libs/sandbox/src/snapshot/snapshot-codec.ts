@@ -1,8 +1,9 @@
-import { createHash, type Hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { constants, createGunzip, createGzip } from 'node:zlib';
 import { formatIssues } from '@sandstream/wire';
+import { blockLevel } from './block-level.js';
+import { ByteReader } from './byte-reader.js';
+import { gzipSizedMember, type InflateStats, inflateMembers, newInflateStats } from './gzip-members.js';
 import {
   type CapturedEntry,
   type RestoredEntry,
@@ -14,33 +15,60 @@ import {
 /**
  * The snapshot stream: a magic line, then frames `<u32 BE header length><JSON header><content>`,
  * the last one a trailer with the entry count and the SHA-256 of everything before it; the
- * whole gzip-compressed. Our own framing rather than tar: tar has no whiteout, and a trailer
+ * whole gzip-compressed (as a series of gzip members, see encodeSnapshot). Our own framing rather than tar: tar has no whiteout, and a trailer
  * with a checksum lets a restore refuse a truncated or altered snapshot by name.
  */
 const MAGIC = Buffer.from('SANDSTREAM-SNAPSHOT 1\n');
 const MAX_HEADER_BYTES = 64 * 1024;
 /** gzip level 1: the bench (docs/benchmarks.md) compares against `tar | gzip -1` at this level. */
 export const SNAPSHOT_GZIP_LEVEL = 1;
+/** Bytes of frames compressed as one gzip member. */
+const BLOCK_BYTES = 1 << 20;
+/** Members compressed at once: one per thread of libuv's pool (4), as the restore inflates them. */
+const PARALLEL_BLOCKS = 4;
 
-/** Compressed snapshot bytes from captured entries, read lazily: nothing is held whole. */
+/**
+ * Compressed snapshot bytes from captured entries, read lazily: nothing is held whole. The frames
+ * are cut into 1 MB blocks, each compressed as its own gzip member, four at once (one gzip
+ * stream kept a single core busy and was most of a snapshot's time). Concatenated members are
+ * one gzip stream to every reader (RFC 1952 §2.2): `decodeSnapshot` reads both layouts.
+ */
 export function encodeSnapshot(entries: AsyncIterable<CapturedEntry>): Readable {
-  const gzip = createGzip({ level: SNAPSHOT_GZIP_LEVEL, memLevel: 9, chunkSize: 256 * 1024 });
-  const frames = Readable.from(batched(frameEntries(entries)), { objectMode: false, highWaterMark: 1 << 20 });
-  pipeline(frames, gzip).catch(() => {
-    // pipeline destroys gzip with the error: its reader sees it.
+  return Readable.from(compressBlocks(batched(frameEntries(entries))), {
+    objectMode: false,
+    highWaterMark: 1 << 20,
   });
-  return gzip;
 }
 
-/** Small frames (headers, small files) joined into 256 KB pieces: one compressor call each, not one per header. */
+/**
+ * Each block compressed as a gzip member that records its length (gzip-members.ts), up to
+ * PARALLEL_BLOCKS at once, handed out in order; a block that looks incompressible is stored
+ * (block-level.ts).
+ */
+async function* compressBlocks(blocks: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  const queue: Promise<Buffer[]>[] = [];
+  try {
+    for await (const block of blocks) {
+      const member = gzipSizedMember(block, blockLevel(block, SNAPSHOT_GZIP_LEVEL));
+      // Awaited in its turn, or settled in the cleanup: never an unhandled rejection.
+      member.catch(() => {});
+      queue.push(member);
+      if (queue.length >= PARALLEL_BLOCKS) yield* await (queue.shift() as Promise<Buffer[]>);
+    }
+    while (queue.length > 0) yield* await (queue.shift() as Promise<Buffer[]>);
+  } finally {
+    await Promise.allSettled(queue);
+  }
+}
+
+/** Frames (headers, small files, 1 MB pieces of large ones) joined into blocks of at least 1 MB. */
 async function* batched(frames: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
-  const BATCH = 256 * 1024;
   let pending: Buffer[] = [];
   let size = 0;
   for await (const frame of frames) {
     pending.push(frame);
     size += frame.length;
-    if (size >= BATCH) {
+    if (size >= BLOCK_BYTES) {
       yield pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending, size);
       pending = [];
       size = 0;
@@ -88,21 +116,19 @@ async function* frameEntries(entries: AsyncIterable<CapturedEntry>): AsyncGenera
  * the next one is asked for. Throws SnapshotCorruptError naming what is wrong: damaged
  * compression, a truncated stream (with where it ends), a bad header, a checksum mismatch.
  */
-export async function* decodeSnapshot(compressed: AsyncIterable<Buffer>): AsyncGenerator<RestoredEntry> {
-  const gunzip = createGunzip({ finishFlush: constants.Z_SYNC_FLUSH });
-  let inputError: Error | undefined;
-  const feeding = pipeline(Readable.from(compressed), gunzip).catch((err: Error) => {
-    inputError = err;
-  });
-  const reader = new ByteReader(gunzip[Symbol.asyncIterator]() as AsyncIterator<Buffer>);
+export async function* decodeSnapshot(
+  compressed: AsyncIterable<Buffer> | Iterable<Buffer>,
+  stats: InflateStats = newInflateStats(),
+): AsyncGenerator<RestoredEntry> {
+  const inflated = inflateMembers(compressed, stats);
+  const reader = new ByteReader(inflated);
   const hash = createHash('sha256');
   const wrap = async <T>(what: () => Promise<T>): Promise<T> => {
     try {
       return await what();
     } catch (err) {
       if (err instanceof SnapshotCorruptError) throw err;
-      const message = (inputError ?? (err as Error)).message;
-      throw new SnapshotCorruptError(`snapshot compressed data is damaged: ${message}`);
+      throw new SnapshotCorruptError(`snapshot compressed data is damaged: ${(err as Error).message}`);
     }
   };
   const magic = await wrap(() => reader.read(MAGIC.length, hash));
@@ -139,9 +165,9 @@ export async function* decodeSnapshot(compressed: AsyncIterable<Buffer>): AsyncG
         throw new SnapshotCorruptError(
           `snapshot checksum mismatch: its content hashes to SHA-256 ${digest}, its end marker says ${trailer.data.sha256}`,
         );
-      await feeding;
-      if (inputError)
-        throw new SnapshotCorruptError(`snapshot compressed data is damaged: ${inputError.message}`);
+      // Whatever follows the end marker is read too: a damaged tail is still refused.
+      if (!(await wrap(() => reader.atEnd())))
+        throw new SnapshotCorruptError('snapshot has bytes after its end marker: damaged');
       return;
     }
     hash.update(length);
@@ -167,48 +193,5 @@ export async function* decodeSnapshot(compressed: AsyncIterable<Buffer>): AsyncG
     for await (const _ of content) {
     }
     count++;
-  }
-}
-
-/** Exact-length reads over a stream of buffers, hashing what it hands out when asked. */
-class ByteReader {
-  private buffered: Buffer[] = [];
-  private length = 0;
-  private done = false;
-
-  constructor(private readonly source: AsyncIterator<Buffer>) {}
-
-  /** Exactly n bytes, or undefined when the stream ends first. */
-  async read(n: number, hash?: Hash): Promise<Buffer | undefined> {
-    while (this.length < n && !this.done) await this.pull();
-    if (this.length < n) return undefined;
-    return this.take(n, hash);
-  }
-
-  /** Between 1 and n bytes, or undefined at the end. */
-  async readUpTo(n: number, hash?: Hash): Promise<Buffer | undefined> {
-    if (this.length === 0 && !this.done) await this.pull();
-    while (this.length === 0 && !this.done) await this.pull();
-    if (this.length === 0) return undefined;
-    return this.take(Math.min(n, this.length), hash);
-  }
-
-  private async pull(): Promise<void> {
-    const next = await this.source.next();
-    if (next.done) this.done = true;
-    else if (next.value.length > 0) {
-      this.buffered.push(next.value);
-      this.length += next.value.length;
-    }
-  }
-
-  private take(n: number, hash?: Hash): Buffer {
-    const all = this.buffered.length === 1 ? (this.buffered[0] as Buffer) : Buffer.concat(this.buffered);
-    const out = all.subarray(0, n);
-    const rest = all.subarray(n);
-    this.buffered = rest.length > 0 ? [rest] : [];
-    this.length = rest.length;
-    hash?.update(out);
-    return out;
   }
 }

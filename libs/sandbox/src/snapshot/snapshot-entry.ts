@@ -37,6 +37,8 @@ export type SnapshotTrailer = z.infer<typeof SnapshotTrailerSchema>;
 export interface CapturedEntry {
   entry: SnapshotEntry;
   content?: () => AsyncIterable<Buffer>;
+  /** A small file's content read whole, so it can be read ahead of its turn (prefetchContent). */
+  readWhole?: () => Promise<Buffer>;
 }
 
 /** An entry as a restore reads it: a file's content must be consumed before the next entry. */

@@ -203,7 +203,7 @@ describe('TemplateRegistry', () => {
   it('accepts the example file shipped in deploy/', async () => {
     const example = fileURLToPath(new URL('../../../../deploy/templates.example.yaml', import.meta.url));
     const registry = await TemplateRegistry.open({ path: example, watch: false });
-    expect(registry.names()).toEqual(['debian', 'busybox', 'node20-locked-down']);
+    expect(registry.names()).toEqual(['debian', 'python', 'busybox', 'node20-locked-down']);
     const locked = registry.resolve({ template: 'node20-locked-down' });
     expect(locked).toMatchObject({ user: '1000:1000', network: 'deny-egress', runtimeClass: 'gvisor' });
     expect(locked.resources.limits).toEqual({ cpu: '1', memory: '1Gi', ephemeralStorage: '10Gi' });

@@ -35,8 +35,12 @@ export interface BackendSuiteOptions {
   crashExitCode?: number;
   /** Spec changes that make the sandbox run but never heart-beat. */
   hangSpec?: Partial<SandboxSpecInput>;
-  /** An image that does not exist, or false for a backend that has no images. */
-  missingImage?: string | false;
+  /**
+   * An image that does not exist where the backend looks (a name a registry the test started
+   * does not have: a missing image is pulled first, and the engine's default registry cannot be
+   * reached from every machine), or false to skip the case.
+   */
+  missingImage: string | false;
   /** Names of backend resources (directories, containers, volumes, pods) still present for a job. */
   leftovers?: (jobId: string) => Promise<string[]>;
   /** Deletes a persistent workspace after the test; without it the persistence test is skipped. */
@@ -385,7 +389,7 @@ export function registerBackendSuite(options: BackendSuiteOptions): void {
     it.skipIf(options.missingImage === false)(
       'a missing image fails fast with image_not_found and an operator-facing message',
       async () => {
-        const image = options.missingImage || `sandstream/does-not-exist-${suffix()}:never`;
+        const image = options.missingImage as string;
         const jobId = newJobId('noimage');
         const started = Date.now();
         const { error, ref } = await expectStartFailure(jobId, { image });

@@ -1,5 +1,5 @@
 import {
-  decodeEventFields,
+  decodeEventEntry,
   type SandboxKeys,
   type StepEvent,
   type StepInput,
@@ -41,9 +41,7 @@ export class StepChannel {
 
   async events(stepId: string): Promise<StepEvent[]> {
     const entries = await this.redis.xrange(this.keys.events, '-', '+');
-    return entries
-      .map(([, fields]) => decodeEventFields(fields))
-      .filter((e): e is StepEvent => e !== null && e.stepId === stepId);
+    return entries.flatMap(([, fields]) => decodeEventEntry(fields)).filter((e) => e.stepId === stepId);
   }
 
   async stdout(stepId: string): Promise<string[]> {

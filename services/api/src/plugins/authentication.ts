@@ -2,13 +2,16 @@ import type { FastifyPluginAsync } from 'fastify';
 import fp from 'fastify-plugin';
 import { checkAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
+import { isConsolePath } from '../console-files.js';
+import { e2bAuthorization } from '../e2b/e2b-credentials.js';
+import { E2bSandboxTokens, isSandboxToken } from '../e2b/e2b-sandbox-tokens.js';
 import { sessionCookie } from '../principal.js';
 import { namesRecord, scopeRouteId } from '../tenant-scope.js';
 import { addToGate } from './request-gate.js';
 
-/** Paths anyone may read: the API's description. */
+/** Paths anyone may read: the API's description, and the web console's static files. */
 export function isPublic(url: string): boolean {
-  return url === '/openapi.json' || url === '/docs' || url.startsWith('/docs/');
+  return url === '/openapi.json' || url === '/docs' || url.startsWith('/docs/') || isConsolePath(url);
 }
 
 /**
@@ -19,6 +22,7 @@ export function isPublic(url: string): boolean {
  * them (preHandler). Registered with fastify-plugin: its hooks apply to every route of the app.
  */
 const authenticationPlugin: FastifyPluginAsync<{ ctx: ApiContext }> = async (app, { ctx }) => {
+  const sandboxTokens = new E2bSandboxTokens(ctx);
   app.decorateRequest('principal', undefined);
   app.decorateRequest('gate', undefined);
   app.decorateRequest('prefetched', undefined);
@@ -26,12 +30,17 @@ const authenticationPlugin: FastifyPluginAsync<{ ctx: ApiContext }> = async (app
     if (isPublic(request.url.split('?')[0] ?? '')) return;
     // The preview proxy checks its own callers (keys, preview tokens, public ports).
     if (request.routeOptions.config.ownAuthentication) return;
+    // A sandbox's own token opens only its in-sandbox calls (e2b-sandbox-tokens.ts).
+    if (isSandboxToken(request.headers['x-access-token'])) {
+      request.principal = await sandboxTokens.principalOf(request.headers, request.url.split('?')[0] ?? '');
+      return;
+    }
     const ticket =
       request.headers.upgrade?.toLowerCase() === 'websocket'
         ? (new URL(request.url, 'http://api').searchParams.get('ticket') ?? undefined)
         : undefined;
     request.principal = await ctx.principals.resolve({
-      authorization: request.headers.authorization,
+      authorization: e2bAuthorization(request.headers),
       ticket,
       session: sessionCookie(request.headers.cookie),
       remoteAddress: request.socket.remoteAddress,

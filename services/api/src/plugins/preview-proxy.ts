@@ -13,6 +13,7 @@ import {
 } from '../preview-access.js';
 import type { PreviewConfig } from '../preview-config.js';
 import { PreviewConnections } from '../preview-connections.js';
+import { withPathFormCsp } from '../preview-path-csp.js';
 import { PreviewTargets } from '../preview-targets.js';
 import { notFound, sendProblem } from '../problem.js';
 
@@ -68,7 +69,7 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
     /** Which sandbox and port a request is for, and the path to ask there. */
     const targetOf = async (
       request: FastifyRequest,
-    ): Promise<{ id: string; port: number; path: string; cookiePath: string }> => {
+    ): Promise<{ id: string; port: number; path: string; cookiePath: string; pathForm: boolean }> => {
       if (request.url.startsWith(HOST_FORM_PREFIX)) {
         const host = parsePreviewHost(request.headers.host, preview.domain);
         const id = host ? await sandboxOfLabel(ctx.redis, ctx.keys, host.label) : null;
@@ -81,6 +82,7 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
           port: host.port,
           path: `${path}${queryForSandbox(at === -1 ? undefined : original.slice(at))}`,
           cookiePath: '/',
+          pathForm: false,
         };
       }
       const match = PATH_FORM.exec(request.url);
@@ -92,6 +94,7 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
         port,
         path: `${match[3] ?? '/'}${queryForSandbox(match[4])}`,
         cookiePath: `/v1/sandboxes/${rawId}/proxy/${port}/`,
+        pathForm: true,
       };
     };
 
@@ -132,6 +135,8 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
       reply.raw.once('close', release);
       return reply.from(`${target.origin}${target.path}`, {
         rewriteRequestHeaders: (_req, headers) => forwardHeaders(headers),
+        // The path form is the API's own origin: its pages run sandboxed (preview-path-csp.ts).
+        ...(target.pathForm ? { rewriteHeaders: withPathFormCsp } : {}),
         // Never replayed: a request reaches the sandbox's app at most once.
         retryDelay: () => null,
         onError: (_failed, { error }) => {

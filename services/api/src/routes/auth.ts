@@ -3,7 +3,13 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
-import { SESSION_COOKIE, SESSION_SECONDS, sessionCookie, TICKET_SECONDS } from '../principal.js';
+import {
+  PrincipalSchema,
+  SESSION_COOKIE,
+  SESSION_SECONDS,
+  sessionCookie,
+  TICKET_SECONDS,
+} from '../principal.js';
 import { HttpProblem } from '../problem.js';
 
 /**
@@ -22,6 +28,23 @@ export function authRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
       }
       return principal;
     };
+
+    // Who the key is: what the web console shows beside its pages, and whether it lists every
+    // tenant (an admin key) or its own.
+    app.get(
+      '/me',
+      {
+        schema: {
+          tags,
+          summary: 'Who this request acts as: its tenant, whether it is an admin key, and the key id',
+          response: { 200: PrincipalSchema },
+        },
+      },
+      async (request) => {
+        const { keyId, tenant, admin } = principalOf(request);
+        return { keyId, tenant, admin };
+      },
+    );
 
     app.post(
       '/ws-ticket',

@@ -1,4 +1,4 @@
-import { type PoolMember, WarmPoolStore } from '@sandstream/bus';
+import { PoolClaimCounts, type PoolMember, WarmPoolStore } from '@sandstream/bus';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { principalOf } from '../access.js';
@@ -14,6 +14,9 @@ const PoolFigures = z.object({
   /** Members booting, and members booted and waiting for a claim (claimed ones have left). */
   starting: z.number(),
   ready: z.number(),
+  /** Warm claims since the namespace began: a ready member taken (hit), or a cold start (miss). */
+  hits: z.number(),
+  misses: z.number(),
 });
 
 /** What exists: templates, warm pools, and the work queues' figures. */
@@ -22,6 +25,7 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
     const tags = ['catalog'];
     const queues = ctx.queues.queues;
     const pools = new WarmPoolStore(ctx.redis, ctx.keys);
+    const claimCounts = new PoolClaimCounts(ctx.redis, ctx.keys);
     const byTenant = new TenantQueueFigures(ctx.redis, queues);
 
     app.get(
@@ -59,7 +63,7 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         schema: {
           tags,
           summary:
-            'Warm pools per template (docs/warm-pools.md): declared min and max, members starting and ready; a pool reserved for other tenants is not listed',
+            'Warm pools per template (docs/warm-pools.md): declared min and max, members starting and ready, warm claims hit and missed; a pool reserved for other tenants is not listed',
           response: { 200: z.array(PoolFigures) },
         },
       },
@@ -69,7 +73,10 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           (p) => p.tenants === null || principal?.admin || p.tenants.includes(principal?.tenant ?? ''),
         );
         if (declared.length === 0) return [];
-        const members = await pools.all();
+        const [members, claims] = await Promise.all([
+          pools.all(),
+          claimCounts.of(declared.map((p) => p.name)),
+        ]);
         const count = (pool: string, state: PoolMember['state']) =>
           members.filter((m) => m.pool === pool && m.state === state).length;
         return declared.map((p) => ({
@@ -79,6 +86,8 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           ...(p.tenants ? { tenants: p.tenants } : {}),
           starting: count(p.name, 'starting'),
           ready: count(p.name, 'ready'),
+          hits: claims.get(p.name)?.hits ?? 0,
+          misses: claims.get(p.name)?.misses ?? 0,
         }));
       },
     );

@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -120,9 +120,20 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
           throw new HttpProblem(415, 'unsupported-media-type', 'the body must be application/x-tar');
         }
         const sandboxFiles = files(request.params.id);
-        return sandboxFiles.upload(tar, request.query.path, {
-          ...(request.query.maxBytes !== undefined ? { maxBytes: request.query.maxBytes } : {}),
-        });
+        // Through a pipe of its own: an upload refused midway (over its maxBytes) destroys what it
+        // reads, and had that been the request, the socket went with it and the client, still
+        // sending, saw a reset instead of the answer (seen in CI). The rest is read and dropped.
+        const body = new PassThrough();
+        tar.pipe(body);
+        try {
+          return await sandboxFiles.upload(body, request.query.path, {
+            ...(request.query.maxBytes !== undefined ? { maxBytes: request.query.maxBytes } : {}),
+          });
+        } catch (err) {
+          tar.unpipe(body);
+          tar.resume();
+          throw err;
+        }
       },
     );
 

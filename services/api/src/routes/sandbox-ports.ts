@@ -37,6 +37,46 @@ export function apiBaseOf(request: FastifyRequest, preview: PreviewConfig): stri
   return preview.publicUrl ?? `${request.protocol}://${request.headers.host ?? request.hostname}`;
 }
 
+/**
+ * A preview URL of port `port` of sandbox `id` (an internal id the caller may see), for the route
+ * below and the MCP tool get_preview_url: the sandbox must be ready; a private URL carries a
+ * token good for PREVIEW_TOKEN_SECONDS.
+ */
+export async function previewUrlOf(
+  ctx: ApiContext,
+  preview: PreviewConfig,
+  apiBase: string,
+  asked: { id: string; port: number; open: boolean; form: 'path' | 'host' },
+): Promise<{ url: string; expiresAt?: number }> {
+  const { id, port, open } = asked;
+  const job = await ctx.client.get(id);
+  const record = job ? sandboxRecordOf(job) : null;
+  if (!record) throw notFound(`sandbox ${id}`);
+  requireReachable(record);
+  const label = await registerPreview(ctx.redis, ctx.keys, {
+    tenant: record.tenant,
+    sandboxId: id,
+    port,
+    public: open,
+  });
+  const expiresAt = Math.floor(Date.now() / 1000) + PREVIEW_TOKEN_SECONDS;
+  const token = open
+    ? undefined
+    : signPreviewToken(await previewSecret(ctx.redis, ctx.keys), { s: id, p: port, e: expiresAt });
+  const url = composePreviewUrl({
+    apiBase,
+    domain: preview.domain,
+    // The id as its user knows it (the proxy resolves it by the key or the token); a public
+    // URL carries no credential to resolve by, so it names the internal id.
+    sandboxId: open ? id : userJobId(id),
+    label,
+    port,
+    form: asked.form,
+    token,
+  });
+  return { url, ...(open ? {} : { expiresAt: expiresAt * 1000 }) };
+}
+
 /** GET /v1/sandboxes/{id}/ports/{port}/url: a preview URL of one of a sandbox's ports. */
 export function sandboxPortRoutes(ctx: ApiContext, preview: PreviewConfig): FastifyPluginAsyncZod {
   return async (app) => {
@@ -53,36 +93,13 @@ export function sandboxPortRoutes(ctx: ApiContext, preview: PreviewConfig): Fast
           response: { 200: PortUrlResponse, ...problemResponses(404, 409) },
         },
       },
-      async (request) => {
-        const { id, port } = request.params;
-        const job = await ctx.client.get(id);
-        const record = job ? sandboxRecordOf(job) : null;
-        if (!record) throw notFound(`sandbox ${id}`);
-        requireReachable(record);
-        const open = request.query.public === true;
-        const label = await registerPreview(ctx.redis, ctx.keys, {
-          tenant: record.tenant,
-          sandboxId: id,
-          port,
-          public: open,
-        });
-        const expiresAt = Math.floor(Date.now() / 1000) + PREVIEW_TOKEN_SECONDS;
-        const token = open
-          ? undefined
-          : signPreviewToken(await previewSecret(ctx.redis, ctx.keys), { s: id, p: port, e: expiresAt });
-        const url = composePreviewUrl({
-          apiBase: apiBaseOf(request, preview),
-          domain: preview.domain,
-          // The id as its user knows it (the proxy resolves it by the key or the token); a public
-          // URL carries no credential to resolve by, so it names the internal id.
-          sandboxId: open ? id : userJobId(id),
-          label,
-          port,
+      async (request) =>
+        previewUrlOf(ctx, preview, apiBaseOf(request, preview), {
+          id: request.params.id,
+          port: request.params.port,
+          open: request.query.public === true,
           form: request.query.form ?? 'path',
-          token,
-        });
-        return { url, ...(open ? {} : { expiresAt: expiresAt * 1000 }) };
-      },
+        }),
     );
   };
 }

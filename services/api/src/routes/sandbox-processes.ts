@@ -1,3 +1,4 @@
+import { SandboxCommandNotFoundError } from '@sandstream/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireAccess } from '../access.js';
@@ -57,14 +58,31 @@ export function sandboxProcessRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
       {
         schema: {
           tags,
-          summary: "Kill a process's whole tree (?signal=, default SIGTERM, SIGKILL after a grace)",
+          summary:
+            "Kill a running process's whole tree (?signal=, default SIGTERM, SIGKILL after a grace); 404 for an unknown or finished one",
           params: PidParams,
           querystring: KillProcessQuery,
-          response: { 202: z.object({ id: z.string(), status: z.literal('kill-requested') }), ...problems },
+          response: {
+            202: z.object({ id: z.string(), status: z.literal('kill-requested') }),
+            ...problems,
+          },
         },
       },
       async (request, reply) => {
-        await (await processes(request, request.params.id)).kill(request.params.pid, request.query.signal);
+        const { id, pid } = request.params;
+        const list = await processes(request, id);
+        // Only a running process can be killed: an unknown or finished one is 404, not a kill
+        // request that would do nothing. (A kill racing the process's own end still answers 202.)
+        const entry = (await ctx.client.sandboxes.handle(id).history()).find((c) => c.id === pid);
+        if (entry === undefined) throw new SandboxCommandNotFoundError(id, pid);
+        if (entry.result !== undefined) {
+          throw new SandboxCommandNotFoundError(
+            id,
+            pid,
+            `process ${pid} of sandbox ${id} has already ended (exit code ${entry.result.exitCode})`,
+          );
+        }
+        await list.kill(pid, request.query.signal);
         return reply.code(202).send({ id: request.params.pid, status: 'kill-requested' as const });
       },
     );

@@ -3,21 +3,25 @@ import {
   LiveSandboxSpecSchema,
   SandboxPauseOptionsSchema,
   type SandboxRecord,
+  SandboxSetTimeoutSchema,
   SnapshotIdSchema,
   userJobId,
 } from '@sandstream/bus';
+import { ExecutionSchema } from '@sandstream/client';
 import { injectTraceContext } from '@sandstream/telemetry';
-import { strictObject } from '@sandstream/wire';
+import { NetworkPolicySchema, strictObject } from '@sandstream/wire';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { checkAccess, principalOf, requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
+import { CodeBody, runCodeForRequest } from '../code-cell.js';
 import { execForRequest } from '../exec-command.js';
 import { streamTimeline } from '../job-events.js';
 import { listScope, sendPage } from '../list-page.js';
 import { problemResponses } from '../plugins/problem-replies.js';
 import { HttpProblem, notFound } from '../problem.js';
 import {
+  ConnectSandboxQuery,
   CreateSandboxQuery,
   EventsQuery,
   ExecBody,
@@ -32,7 +36,12 @@ import {
 } from '../schemas.js';
 import { applySpecDefaults } from '../spec-defaults.js';
 import { wantsEventStream } from '../sse.js';
-import { CommandEventSchema, eventStreamResponse, TimelineEventSchema } from '../sse-schemas.js';
+import {
+  CodeEventSchema,
+  CommandEventSchema,
+  eventStreamResponse,
+  TimelineEventSchema,
+} from '../sse-schemas.js';
 import { snapshotWithUserIds, withUserId } from '../tenant-scope.js';
 import { SnapshotResponse, snapshotsOf } from './snapshots.js';
 
@@ -117,14 +126,15 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         const wait = request.query.wait !== false;
         // The request's span (request-spans.ts) becomes the sandbox's trace, as submit() does for jobs.
         const traceContext = request.body.traceContext ?? injectTraceContext();
-        const sandbox = await sandboxes.create(
+        // The record the readiness wait read as it turned ready: no second read before answering.
+        const created = await sandboxes.createRecord(
           { ...request.body, ...(traceContext ? { traceContext } : {}) },
           {
             wait,
             timeoutSeconds: request.query.timeoutSeconds ?? DEFAULT_READY_SECONDS,
           },
         );
-        return reply.code(wait ? 201 : 202).send(await record(sandbox.id));
+        return reply.code(wait ? 201 : 202).send(withUserId(created));
       },
     );
 
@@ -164,6 +174,21 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         const all = await snapshotsOf(ctx, principalOf(request)).list();
         return all.filter((s) => s.fromSandbox === request.params.id).map(snapshotWithUserIds);
       },
+    );
+
+    app.put(
+      '/:id/network',
+      {
+        schema: {
+          tags,
+          summary:
+            "Replace a running sandbox's egress policy (new connections follow it on return; only as wide as its template allows)",
+          params: IdParams,
+          body: NetworkPolicySchema,
+          response: { 200: NetworkPolicySchema, ...problems },
+        },
+      },
+      async (request) => owned(request.params.id).network.update(request.body),
     );
 
     app.post(
@@ -297,6 +322,37 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
     );
 
     app.post(
+      '/:id/connect',
+      {
+        schema: {
+          tags,
+          summary:
+            'Wait until a sandbox takes commands (woken by its ready event, not by polling), then keep it from idling',
+          params: IdParams,
+          querystring: ConnectSandboxQuery,
+          response: { 204: z.null(), ...problems, ...problemResponses(504) },
+        },
+      },
+      async (request, reply) => {
+        // A caller that goes away ends the wait (and frees its blocking reader) at once.
+        const gone = new AbortController();
+        let finished = false;
+        reply.raw.once('close', () => {
+          if (!finished) gone.abort(new Error('the caller went away'));
+        });
+        try {
+          await sandboxes.connect(request.params.id, {
+            timeoutSeconds: request.query.timeoutSeconds ?? DEFAULT_READY_SECONDS,
+            signal: gone.signal,
+          });
+        } finally {
+          finished = true;
+        }
+        return reply.code(204).send(null);
+      },
+    );
+
+    app.post(
       '/:id/keepalive',
       {
         schema: {
@@ -310,6 +366,24 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         await owned(request.params.id).keepAlive();
         return reply.code(204).send(null);
       },
+    );
+
+    app.post(
+      '/:id/timeout',
+      {
+        schema: {
+          tags,
+          summary:
+            "Set when it ends: timeoutSeconds after this request (sooner or later than before), capped at the operator's maximum lifetime",
+          params: IdParams,
+          body: SandboxSetTimeoutSchema,
+          response: {
+            200: z.object({ endsAt: z.number(), capped: z.boolean() }).meta({ id: 'SandboxEndsAt' }),
+            ...problems,
+          },
+        },
+      },
+      async (request) => owned(request.params.id).setTimeout(request.body.timeoutSeconds),
     );
 
     app.post(
@@ -344,6 +418,40 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
           principal.admin ? {} : { tenant: principal.tenant },
         );
         return execForRequest(sandbox, request.body, request, reply);
+      },
+    );
+
+    app.post(
+      '/:id/code',
+      {
+        config: { checkedByCommand: true },
+        schema: {
+          tags,
+          summary:
+            'Run a cell in a code interpreter context (Python, JavaScript, bash): JSON Execution, or text/event-stream of its output, results, then the execution',
+          params: IdParams,
+          body: CodeBody,
+          response: {
+            200: {
+              description: 'the execution; with Accept: text/event-stream, its events as they come',
+              content: {
+                'application/json': { schema: ExecutionSchema },
+                'text/event-stream': { schema: CodeEventSchema },
+              },
+            },
+            ...problems,
+            ...problemResponses(400, 422),
+          },
+        },
+      },
+      async (request, reply) => {
+        const principal = principalOf(request);
+        if (wantsEventStream(request)) await checkAccess(ctx, principal, request.params.id, 'sandbox');
+        const sandbox = sandboxes.handle(
+          request.params.id,
+          principal.admin ? {} : { tenant: principal.tenant },
+        );
+        return runCodeForRequest(sandbox, request.body, request, reply);
       },
     );
 

@@ -37,3 +37,24 @@ local function job_record_step(jobKey, stepId, raw)
   redis.call('HSET', jobKey, JOB.stepResultPrefix .. stepId, raw)
   redis.call('HINCRBY', jobKey, JOB.version, 1)
 end
+
+-- A live sandbox's commands in its history with no recorded result: each as {id, field}, field
+-- being the record's field that holds the command's JSON. Such a command is still running, or
+-- ended with its result not yet recorded by a dispatcher (its agent SET the result key then).
+local function job_unrecorded_commands(jobKey)
+  local fields = redis.call('HKEYS', jobKey)
+  local recorded = {}
+  for _, f in ipairs(fields) do
+    if string.sub(f, 1, #JOB.stepResultPrefix) == JOB.stepResultPrefix then
+      recorded[string.sub(f, #JOB.stepResultPrefix + 1)] = true
+    end
+  end
+  local open = {}
+  for _, f in ipairs(fields) do
+    if string.sub(f, 1, #JOB.commandPrefix) == JOB.commandPrefix then
+      local cid = string.sub(f, #JOB.commandPrefix + 1)
+      if not recorded[cid] then table.insert(open, {id = cid, field = f}) end
+    end
+  end
+  return open
+end

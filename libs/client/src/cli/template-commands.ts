@@ -1,0 +1,119 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { BuiltTemplates, type KeySpace, type RedisClient, TemplateNameSchema } from '@sandstream/bus';
+import { ExitCodes } from './exit-codes.js';
+import { type ParsedCommandLine, UsageError } from './flags.js';
+
+// `sandstream template build <name> -f <Dockerfile> <dir>` and `template ls`: templates built
+// with the Docker engine and registered in Redis, where every scheduler resolves them
+// (libs/bus built-templates.ts says why there). On Kubernetes, images come from CI instead:
+// docs/templates.md.
+
+type Values = ParsedCommandLine['values'];
+
+/** The repository every built template's image is tagged in; the tag is the image id's start. */
+export const TEMPLATE_IMAGE_REPOSITORY = 'sandstream-template';
+
+/** Checks the command line before anything connects: the name, the Dockerfile and the directory. */
+export function templateBuildInputs(
+  args: readonly string[],
+  values: Values,
+): { name: string; dockerfile: string; context: string } {
+  const [name, context] = args;
+  if (!name)
+    throw new UsageError('template build needs a template name: template build <name> -f <Dockerfile> <dir>');
+  const parsed = TemplateNameSchema.safeParse(name);
+  if (!parsed.success) throw new UsageError(`template name "${name}": ${parsed.error.issues[0]?.message}`);
+  if (!context)
+    throw new UsageError(
+      'template build needs a build directory: template build <name> -f <Dockerfile> <dir>',
+    );
+  const dir = resolve(context);
+  if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory())
+    throw new UsageError(`template build: ${context} is not a directory`);
+  const dockerfile = resolve(values.file ?? join(dir, 'Dockerfile'));
+  if (!statSync(dockerfile, { throwIfNoEntry: false })?.isFile())
+    throw new UsageError(
+      `template build: Dockerfile ${values.file ?? join(context, 'Dockerfile')} is not a file`,
+    );
+  return { name, dockerfile, context: dir };
+}
+
+/** Runs the docker CLI with its output on our stderr (the build's progress); resolves its exit code. */
+function docker(args: string[]): Promise<number> {
+  return new Promise((done, fail) => {
+    // Its stdout too goes to our stderr: our stdout is the image alone, for IMAGE=$(sandstream …).
+    const child = spawn('docker', args, { stdio: ['ignore', 2, 2] });
+    child.once('error', (err: NodeJS.ErrnoException) =>
+      fail(
+        err.code === 'ENOENT'
+          ? new Error(
+              'template build needs the docker CLI (Debian: docker.io) on PATH and an engine it reaches',
+            )
+          : err,
+      ),
+    );
+    child.once('close', (code) => done(code ?? 1));
+  });
+}
+
+/**
+ * Builds the image with the engine the docker CLI reaches (DOCKER_HOST honoured: the one the
+ * Docker backend uses), tags it `sandstream-template/<name>:<id12>` (a rebuild gets its own tag,
+ * so sandboxes of the previous build keep running theirs), and registers it. Prints the image.
+ */
+export async function templateBuild(
+  redis: RedisClient,
+  keys: KeySpace,
+  inputs: { name: string; dockerfile: string; context: string },
+): Promise<number> {
+  const work = mkdtempSync(join(tmpdir(), 'sandstream-template-'));
+  try {
+    const idFile = join(work, 'image-id');
+    const built = await docker(['build', '--file', inputs.dockerfile, '--iidfile', idFile, inputs.context]);
+    if (built !== 0) {
+      process.stderr.write(`sandstream: template build: docker build exited ${built}; nothing registered\n`);
+      return ExitCodes.failed;
+    }
+    const imageId = readFileSync(idFile, 'utf8').trim();
+    const image = `${TEMPLATE_IMAGE_REPOSITORY}/${inputs.name}:${imageId.replace(/^sha256:/, '').slice(0, 12)}`;
+    if ((await docker(['tag', imageId, image])) !== 0) {
+      process.stderr.write(`sandstream: template build: docker tag ${image} failed; nothing registered\n`);
+      return ExitCodes.failed;
+    }
+    await new BuiltTemplates(redis, keys).register({
+      name: inputs.name,
+      image,
+      imageId,
+      builtAt: Date.now(),
+    });
+    process.stderr.write(`registered template ${inputs.name} (${image})\n`);
+    process.stdout.write(`${image}\n`);
+    return ExitCodes.succeeded;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+export async function templateList(redis: RedisClient, keys: KeySpace, values: Values): Promise<number> {
+  const all = await new BuiltTemplates(redis, keys).list();
+  if (values.json) process.stdout.write(`${JSON.stringify(all, null, 2)}\n`);
+  else
+    for (const t of all)
+      process.stdout.write(
+        `${t.name.padEnd(30)} ${t.image.padEnd(50)} ${new Date(t.builtAt).toISOString()}\n`,
+      );
+  return ExitCodes.succeeded;
+}
+
+/** Unregisters a built template; the image stays on the engine (sandboxes may still run it). */
+export async function templateRemove(redis: RedisClient, keys: KeySpace, name: string): Promise<number> {
+  if (!(await new BuiltTemplates(redis, keys).remove(name))) {
+    process.stderr.write(`sandstream: template rm: no built template named "${name}"\n`);
+    return ExitCodes.notFound;
+  }
+  process.stderr.write(`removed template ${name}\n`);
+  return ExitCodes.succeeded;
+}

@@ -1,0 +1,112 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it, vi } from 'vitest';
+import { AdaptiveTask, type RoundOutcome } from './adaptive-task.js';
+
+/** A task whose rounds answer `outcome()`, recording when each round started. */
+function recorded(outcome: () => RoundOutcome, options: { intervalMs: number; idleMaxMs: number }) {
+  const starts: number[] = [];
+  const task = new AdaptiveTask(async () => {
+    starts.push(Date.now());
+    return outcome();
+  }, options);
+  return { task, starts };
+}
+
+describe('AdaptiveTask', () => {
+  it('backs off while its rounds find nothing: each pause at least doubles', async () => {
+    const { task, starts } = recorded(() => 'idle', { intervalMs: 10, idleMaxMs: 60_000 });
+    task.start();
+    await vi.waitUntil(() => starts.length >= 6, { timeout: 20_000, interval: 5 });
+    await task.stop();
+    // Pauses of 10, 20, 40, 80, 160 ms after the first round: lower bounds only (a busy machine
+    // only lengthens them). A fixed-rate loop would fail from the third gap on.
+    const gaps = starts.slice(1).map((t, i) => t - (starts[i] ?? 0));
+    for (const [i, gap] of gaps.entries()) expect(gap).toBeGreaterThanOrEqual(10 * 2 ** i - 2);
+  });
+
+  it('wake() brings a round forward from a long pause, also when it comes during a round', async () => {
+    let slow = false;
+    const starts: number[] = [];
+    const task = new AdaptiveTask(
+      async () => {
+        starts.push(Date.now());
+        if (slow) await sleep(100);
+        return { nextAt: Date.now() + 600_000 };
+      },
+      { intervalMs: 10, idleMaxMs: 600_000 },
+    );
+    task.start();
+    await vi.waitUntil(() => starts.length === 1, { timeout: 10_000, interval: 5 });
+    // The next round is ten minutes away: only the wake-up brings it.
+    task.wake();
+    await vi.waitUntil(() => starts.length === 2, { timeout: 10_000, interval: 5 });
+    slow = true;
+    task.wake();
+    await vi.waitUntil(() => starts.length === 3, { timeout: 10_000, interval: 5 });
+    // Woken while that round runs: one more round right after it, not ten minutes later.
+    task.wake();
+    await vi.waitUntil(() => starts.length === 4, { timeout: 10_000, interval: 5 });
+    await task.stop();
+    task.wake();
+    await sleep(50);
+    expect(starts).toHaveLength(4);
+  });
+
+  it('runs when the work it reported is due, and never two rounds at once', async () => {
+    let active = 0;
+    let maxActive = 0;
+    const starts: number[] = [];
+    let dueAt = 0;
+    const task = new AdaptiveTask(
+      async () => {
+        starts.push(Date.now());
+        active++;
+        maxActive = Math.max(maxActive, active);
+        await sleep(20);
+        active--;
+        dueAt = Date.now() + 150;
+        return { nextAt: dueAt };
+      },
+      { intervalMs: 1, idleMaxMs: 600_000 },
+    );
+    task.start();
+    for (let i = 0; i < 5; i++) task.wake();
+    await vi.waitUntil(() => starts.length >= 3, { timeout: 10_000, interval: 5 });
+    await task.stop();
+    expect(maxActive).toBe(1);
+    // Not before it was due.
+    expect(starts[2]).toBeGreaterThanOrEqual((starts[1] ?? 0) + 150);
+  });
+
+  it('a round that rejects raises no unhandled rejection, is logged once per streak, backs off', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    let attempts = 0;
+    let progress = 0;
+    const warned: unknown[] = [];
+    const recovered: unknown[] = [];
+    const task = new AdaptiveTask(
+      async () => {
+        attempts++;
+        if (attempts <= 4) throw new Error('Connection is closed.');
+        return 'idle';
+      },
+      {
+        intervalMs: 5,
+        idleMaxMs: 600_000,
+        maxBackoffMs: 40,
+        name: 'test',
+        logger: { warn: (fields) => warned.push(fields), info: (fields) => recovered.push(fields) },
+        onProgress: () => progress++,
+      },
+    );
+    task.start();
+    await vi.waitUntil(() => progress > 0, { timeout: 20_000, interval: 5 });
+    await task.stop();
+    process.off('unhandledRejection', onUnhandled);
+    expect(unhandled).toEqual([]);
+    expect(warned).toHaveLength(1);
+    expect(recovered).toHaveLength(1);
+  });
+});

@@ -1,0 +1,123 @@
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SnapshotStore } from '@sandstream/bus';
+import type { Sandbox } from '@sandstream/client';
+import { liveBackends, NatsServer } from '@sandstream/test-support';
+import { connect as connectNats, type NatsConnection } from 'nats';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Stack, startStack } from '../helpers/services-stack.js';
+
+// Issue 30 §7, fork → first exec: pod-lifecycle keeps its captures on local disk
+// (capture-cache.ts) and a sandbox created from one on the same replica restores from there; a
+// fork's sandboxes are created while the capture runs. The cache is bounded, checked by hash
+// (a damaged entry falls back to the store) and removed at shutdown.
+
+const CACHE_MAX_BYTES = 5 * 1024 * 1024;
+
+for (const backend of liveBackends()) {
+  describe(`fork through the capture cache on ${backend.name}`, () => {
+    let nats: NatsServer;
+    let nc: NatsConnection;
+    let stack: Stack;
+    let cacheRoot: string;
+    const open: Sandbox[] = [];
+
+    beforeAll(async () => {
+      nats = await NatsServer.start({ jetstream: true });
+      nc = await connectNats({ servers: nats.url });
+      cacheRoot = await mkdtemp(join(tmpdir(), 'fork-cache-e2e-'));
+      stack = await startStack({
+        label: `forkc-${backend.name}`,
+        only: ['scheduler', 'pod-lifecycle', 'step-dispatcher'],
+        env: {
+          ...backend.env,
+          NATS_URL: nats.url,
+          LOG_ARCHIVE: 'off',
+          SNAPSHOT_CACHE_DIR: cacheRoot,
+          SNAPSHOT_CACHE_MAX_BYTES: String(CACHE_MAX_BYTES),
+        },
+      });
+    }, 180_000);
+
+    afterAll(async () => {
+      await Promise.all(open.map((s) => s.close().catch(() => {})));
+      await stack?.stop();
+      await nc?.close();
+      await nats?.stop();
+      await rm(cacheRoot, { recursive: true, force: true });
+    }, 180_000);
+
+    const create = async (extra: Record<string, unknown> = {}) => {
+      const sandbox = await stack.client.sandboxes.create({ image: backend.image, ...extra });
+      open.push(sandbox);
+      return sandbox;
+    };
+    const sh = async (sandbox: Sandbox, command: string) => (await sandbox.exec(command)).stdout;
+    /** The captures the replica holds: files in its own directory below the cache root. */
+    const cached = async () => {
+      const dirs = (await readdir(cacheRoot)).filter((n) => n.startsWith('sandstream-captures-'));
+      expect(dirs).toHaveLength(1);
+      const dir = join(cacheRoot, dirs[0] as string);
+      return { dir, files: await readdir(dir) };
+    };
+    const store = () => new SnapshotStore(nc, stack.namespace);
+
+    it('forks hold the source files at their first command, restored from the local capture', async () => {
+      const source = await create();
+      await sh(source, 'mkdir -p d && echo forked > d/f.txt && head -c 300000 /dev/urandom > d/r.bin');
+      const sum = await sh(source, 'sha256sum d/r.bin');
+      const forks = await source.fork({ count: 3 });
+      open.push(...forks);
+      for (const fork of forks) {
+        expect(await sh(fork, 'cat d/f.txt')).toBe('forked\n');
+        expect(await sh(fork, 'sha256sum d/r.bin')).toBe(sum);
+      }
+      // The fork's capture is held here, and every fork read it here (as it was written, or whole).
+      expect((await cached()).files.some((f) => f.startsWith('snap-'))).toBe(true);
+      const opened =
+        stack.logs().match(/"from":"(spool|cache|store)"[^\n]*"msg":"snapshot opened for a start"/g) ?? [];
+      // At least one open per fork (a start the engine failed under load is retried, and opens again).
+      expect(opened.length).toBeGreaterThanOrEqual(3);
+      expect(opened.filter((line) => line.includes('"from":"store"'))).toEqual([]);
+    }, 240_000);
+
+    it('a snapshot held in the cache restores without the store; a damaged entry falls back to the store', async () => {
+      const source = await create();
+      await sh(source, 'echo from-cache > c.txt');
+      const taken = await source.snapshot();
+      // Its stored bytes gone (the record stays): only the local capture can start a sandbox.
+      await store().delete(taken.snapshotId);
+      const copy = await create({ fromSnapshot: taken.snapshotId });
+      expect(await sh(copy, 'cat c.txt')).toBe('from-cache\n');
+
+      await sh(source, 'echo from-store > c.txt');
+      const second = await source.snapshot();
+      const { dir, files } = await cached();
+      const entry = files.find((f) => f.startsWith(`${second.snapshotId}.`));
+      expect(entry).toBeDefined();
+      await writeFile(join(dir, entry as string), 'not the capture');
+      const fallback = await create({ fromSnapshot: second.snapshotId });
+      expect(await sh(fallback, 'cat c.txt')).toBe('from-store\n');
+      expect(stack.logs()).toContain(`the cached capture of ${second.snapshotId} holds`);
+      // The damaged file is gone from the cache.
+      expect((await cached()).files.some((f) => f.startsWith(`${second.snapshotId}.`))).toBe(false);
+    }, 240_000);
+
+    it('holds at most its byte bound and is removed at shutdown', async () => {
+      const source = await create();
+      // Three captures of ~2 MB (random, so gzip does not shrink them) against a 5 MB bound.
+      for (let i = 0; i < 3; i++) {
+        await sh(source, `head -c 2000000 /dev/urandom > big.bin`);
+        await source.snapshot();
+      }
+      const { files } = await cached();
+      expect(files.length).toBeGreaterThan(0);
+      expect(files.length).toBeLessThanOrEqual(2);
+      await Promise.all(open.splice(0).map((s) => s.close().catch(() => {})));
+      await stack.stopServices();
+      expect((await readdir(cacheRoot)).filter((n) => n.startsWith('sandstream-captures-'))).toEqual([]);
+      await stack.startServices();
+    }, 240_000);
+  });
+}
