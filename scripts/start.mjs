@@ -238,7 +238,10 @@ async function startOne(name, index, clashed = false) {
     }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const log = createWriteStream(join(logDir, `${label.replace('#', '-')}.log`));
+  // A restart after a port clash appends: the log keeps why the first attempt ended.
+  const log = createWriteStream(join(logDir, `${label.replace('#', '-')}.log`), {
+    flags: clashed ? 'a' : 'w',
+  });
   const entry = { name, index, label, child, port, metricsPort, apiPort: extra.API_PORT, tail: '' };
   for (const stream of [child.stdout, child.stderr]) {
     stream.pipe(log, { end: false });
@@ -262,7 +265,7 @@ async function startOne(name, index, clashed = false) {
 const TAIL_CHARS = 16_384;
 
 /**
- * Why a child exited, in a line: its last error-level log line (pino's JSON: `msg` and `err`),
+ * Why a child exited, in a line: its last error-level log line (pino's JSON lines: `msg` and `err`),
  * else its last line of output. Printed on the terminal so a failed start says its cause there.
  */
 function exitReason({ tail }) {
@@ -270,7 +273,11 @@ function exitReason({ tail }) {
   for (const line of lines.toReversed()) {
     try {
       const record = JSON.parse(line);
-      if (typeof record.level === 'number' && record.level >= 50)
+      // pino's level as a label (the services' format) or as its number.
+      if (
+        ['error', 'fatal'].includes(record.level) ||
+        (typeof record.level === 'number' && record.level >= 50)
+      )
         return [record.msg, typeof record.err === 'string' ? record.err : record.err?.message]
           .filter(Boolean)
           .join(': ');
