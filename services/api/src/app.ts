@@ -2,7 +2,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import websocket from '@fastify/websocket';
 import type { Logger } from '@sandstream/telemetry';
-import Fastify, { type FastifyBaseLogger } from 'fastify';
+import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import {
   jsonSchemaTransform,
   jsonSchemaTransformObject,
@@ -91,7 +91,8 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
     },
     // A path segment (an id) is at most a job id's 128 characters; longer is refused, not parsed.
     routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
-    disableRequestLogging: true,
+    // Requests are not logged one by one (the metrics count them); fastify 5.9's form of it.
+    logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
     // Errors found before routing (a bad URL, an over-long path segment) are problems too.
     frameworkErrors: (err, request, reply) => sendProblem(request, reply, err),
