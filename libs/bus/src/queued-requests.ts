@@ -4,6 +4,8 @@ import type { KeySpace } from './key-space.js';
 import type { RedisClient } from './redis-connection.js';
 
 const STALLED_REASON = 'job stalled more than allowable limit';
+// How BullMQ's waitUntilFinished says its ttl passed with no finish event.
+const TIMEOUT_PREFIX = 'Job wait ';
 
 /**
  * A caller's side of work done where a sandbox's backend is (pod-lifecycle): it queues one
@@ -38,8 +40,29 @@ export class QueuedRequests {
             '(crashed or restarted); nothing was kept, so send the request again',
         );
       }
+      if ((err as Error).message.startsWith(TIMEOUT_PREFIX))
+        return this.afterTimeout(queue, job, name, timeoutMs);
       throw err;
     }
+  }
+
+  /**
+   * No finish event came in time. The job's own state decides: its answer if it did finish (an
+   * event can be missed across a reconnect of the events connection), else the request is taken
+   * back while it still waits, so it is not applied later behind the caller's back.
+   */
+  private async afterTimeout(queue: Queue, job: Job, name: string, timeoutMs: number): Promise<unknown> {
+    const { Job } = await import('bullmq');
+    const now = await Job.fromId(queue, job.id ?? '');
+    const state = now ? await now.getState() : 'unknown';
+    if (now && state === 'completed') return now.returnvalue;
+    if (now && state === 'failed') throw new Error(now.failedReason);
+    if (state === 'waiting' || state === 'delayed' || state === 'prioritized')
+      await now?.remove().catch(() => {});
+    throw new Error(
+      `failed: no pod-lifecycle replica answered this ${name} request within ${Math.round(timeoutMs / 1000)} s ` +
+        `(it was ${state === 'active' ? 'still being worked on' : `${state}, and is withdrawn`}); is pod-lifecycle running?`,
+    );
   }
 
   private async open(): Promise<{ queue: Queue; events: QueueEvents }> {
