@@ -53,13 +53,17 @@ const stepEnv = z.record(
   withoutNul(z.string(), 'an environment value'),
 );
 
-/** A run or shell command's timeout; the default when absent. */
-const commandTimeout = z
+const timeoutSeconds = z
   .number()
   .positive('timeoutSeconds must be positive')
   .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
-  .nullish()
-  .transform((t) => t ?? Limits.runDefaultTimeoutSeconds);
+  .nullish();
+
+/** A run or shell command's timeout; the default when absent. */
+const commandTimeout = timeoutSeconds.transform((t) => t ?? Limits.runDefaultTimeoutSeconds);
+
+/** How long a terminal or a watch stays open at most; the limit itself when absent. */
+const openTimeout = timeoutSeconds.transform((t) => t ?? Limits.runMaxTimeoutSeconds);
 
 export const RunStepSchema = z.object({
   ...common,
@@ -299,12 +303,7 @@ export const TerminalStepSchema = z.object({
   env: stepEnv.nullish(),
   workingDirectory,
   /** How long it may stay open at most (default and limit: runMaxTimeoutSeconds). */
-  timeoutSeconds: z
-    .number()
-    .positive('timeoutSeconds must be positive')
-    .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
-    .nullish()
-    .transform((t) => t ?? Limits.runMaxTimeoutSeconds),
+  timeoutSeconds: openTimeout,
 });
 
 /**
@@ -320,12 +319,7 @@ export const WatchStepSchema = z.object({
   recursive: z.boolean().optional().default(false),
   workingDirectory,
   /** How long it may watch at most (default and limit: runMaxTimeoutSeconds). */
-  timeoutSeconds: z
-    .number()
-    .positive('timeoutSeconds must be positive')
-    .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
-    .nullish()
-    .transform((t) => t ?? Limits.runMaxTimeoutSeconds),
+  timeoutSeconds: openTimeout,
 });
 
 export const ShutdownStepSchema = z.object({
