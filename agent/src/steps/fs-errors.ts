@@ -1,3 +1,4 @@
+import { stat } from 'node:fs/promises';
 import { failed } from './outcome.js';
 import type { StepOutcome } from './step-context.js';
 
@@ -35,5 +36,17 @@ export function fsFailure(err: unknown, what: string, target: string): StepOutco
       return failed('invalid_step', `${what} is not a valid path: ${(err as Error).message}`);
     default:
       return null;
+  }
+}
+
+/** Null when `dir` is a directory; else the failure of a step that asked for one at `path`. */
+export async function notADirectory(dir: string): Promise<StepOutcome | null> {
+  try {
+    const info = await stat(dir);
+    return info.isDirectory() ? null : failed('invalid_step', `path ${dir} is not a directory`);
+  } catch (err) {
+    const known = fsFailure(err, 'path', dir);
+    if (known) return known;
+    throw err;
   }
 }

@@ -1,8 +1,8 @@
 import type { Stats } from 'node:fs';
-import { lstat, readdir, stat } from 'node:fs/promises';
+import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { FileEntry, ListFilesStep } from '@sandstream/wire';
-import { fsFailure } from './fs-errors.js';
+import { fsFailure, notADirectory } from './fs-errors.js';
 import { failed, succeeded } from './outcome.js';
 import { resolveStepPath } from './resolve-path.js';
 import type { StepContext, StepOutcome } from './step-context.js';
@@ -25,14 +25,8 @@ interface PendingDirectory {
  */
 export async function listFilesStep(step: ListFilesStep, ctx: StepContext): Promise<StepOutcome> {
   const root = resolveStepPath(ctx, step.workingDirectory, step.path);
-  try {
-    const info = await stat(root);
-    if (!info.isDirectory()) return failed('invalid_step', `path ${root} is not a directory`);
-  } catch (err) {
-    const known = fsFailure(err, 'path', root);
-    if (known) return known;
-    throw err;
-  }
+  const notDirectory = await notADirectory(root);
+  if (notDirectory) return notDirectory;
 
   const entries: FileEntry[] = [];
   let truncated = false;

@@ -1,6 +1,5 @@
-import { stat } from 'node:fs/promises';
 import type { WatchEvent, WatchStep } from '@sandstream/wire';
-import { fsFailure } from './fs-errors.js';
+import { fsFailure, notADirectory } from './fs-errors.js';
 import { failed } from './outcome.js';
 import { resolveStepPath } from './resolve-path.js';
 import type { StepContext, StepOutcome } from './step-context.js';
@@ -13,14 +12,8 @@ import { TreeWatcher } from './tree-watcher.js';
  */
 export async function watchStep(step: WatchStep, ctx: StepContext): Promise<StepOutcome> {
   const root = resolveStepPath(ctx, step.workingDirectory, step.path);
-  try {
-    const info = await stat(root);
-    if (!info.isDirectory()) return failed('invalid_step', `path ${root} is not a directory`);
-  } catch (err) {
-    const known = fsFailure(err, 'path', root);
-    if (known) return known;
-    throw err;
-  }
+  const notDirectory = await notADirectory(root);
+  if (notDirectory) return notDirectory;
   if (ctx.signal.aborted) return failed('cancelled', 'cancelled before it started');
   // A failure while the watches are set up (the directory limit) ends the step before it starts.
   let early: string | undefined;
