@@ -19,12 +19,7 @@ export class StdinFile {
   static async create(step: RunStep, workspace: string): Promise<StdinFile | undefined> {
     if (step.stdin === undefined) return undefined;
     const content = Buffer.from(step.stdin, step.stdinEncoding === 'base64' ? 'base64' : 'utf8');
-    let dir: string;
-    try {
-      dir = await mkdtemp(join(tmpdir(), 'sandstream-stdin-'));
-    } catch {
-      dir = await mkdtemp(join(workspace, '.sandstream-stdin-'));
-    }
+    const dir = await privateStdinDir(workspace);
     const path = join(dir, 'stdin');
     await writeFile(path, content, { mode: 0o600 });
     return new StdinFile(path, dir);
@@ -33,5 +28,17 @@ export class StdinFile {
   /** Idempotent; never throws (a leftover file is not worth failing the step for). */
   async remove(): Promise<void> {
     await rm(this.dir, { recursive: true, force: true }).catch(() => {});
+  }
+}
+
+/**
+ * A fresh private directory for a command's stdin (a file or a FIFO): in the temp directory, or
+ * hidden in the workspace when the image has no writable one.
+ */
+export async function privateStdinDir(workspace: string): Promise<string> {
+  try {
+    return await mkdtemp(join(tmpdir(), 'sandstream-stdin-'));
+  } catch {
+    return await mkdtemp(join(workspace, '.sandstream-stdin-'));
   }
 }

@@ -1,14 +1,14 @@
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, constants, openSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { Socket } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { commandInputKey, decodeCommandInput, type SandboxKeys } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
 import { listInput } from './list-input.js';
+import { privateStdinDir } from './stdin-file.js';
 
 const run = promisify(execFile);
 
@@ -49,12 +49,7 @@ export class StdinStream {
   ) {}
 
   static async create(key: string, workspace: string, connect: () => Redis): Promise<StdinStream> {
-    let dir: string;
-    try {
-      dir = await mkdtemp(join(tmpdir(), 'sandstream-stdin-'));
-    } catch {
-      dir = await mkdtemp(join(workspace, '.sandstream-stdin-'));
-    }
+    const dir = await privateStdinDir(workspace);
     const path = join(dir, 'stdin');
     try {
       // Node has no mkfifo of its own; every image with a shell has one (coreutils, busybox).
