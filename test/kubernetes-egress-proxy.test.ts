@@ -102,6 +102,9 @@ describe.skipIf(skip || !canMakeOutsideHost())(
      * Node HTTP server (the proxy's absolute-form side) takes for an aborted request; curl, wget
      * and the package managers do not half-close.
      */
+    // The shell's own expansions of $cred (user before the colon, token after), not templates.
+    const SHELL_USER = `"$\{cred%%:*}"`;
+    const SHELL_TOKEN = `"$\{cred#*:}"`;
     const viaProxy = (
       ref: SandboxRef,
       request: string,
@@ -110,7 +113,7 @@ describe.skipIf(skip || !canMakeOutsideHost())(
       inPod(
         ref,
         `cred=$(echo "$HTTPS_PROXY" | sed -E 's#^http://([^@]*)@.*#\\1#'); ` +
-          `user=${options.user ?? '"${cred%%:*}"'}; token=${options.token ?? '"${cred#*:}"'}; ` +
+          `user=${options.user ?? SHELL_USER}; token=${options.token ?? SHELL_TOKEN}; ` +
           `auth=$(printf '%s:%s' "$user" "$token" | base64 | tr -d '\\n'); ` +
           `{ printf '${request.replaceAll('\n', '\\r\\n')}Proxy-Authorization: Basic %s\\r\\n\\r\\n' "$auth"; ` +
           `printf '${(options.after ?? '').replaceAll('\n', '\\r\\n')}'; ${options.keepOpen ? 'sleep 2; ' : ''}} | nc -w 5 127.0.0.1 ${proxyPort}`,
