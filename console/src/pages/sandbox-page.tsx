@@ -24,7 +24,14 @@ export function SandboxPage({ id }: { id: string }) {
   const [notice, setNotice] = useState<string | undefined>(undefined);
   const [busy, setBusy] = useState(false);
   const record = sandbox.data;
-  const ready = record?.state === 'ready';
+  // Set as a pause or close goes out: the panels that ask the running sandbox (stats, files,
+  // processes, terminal) stop before it is gone rather than poll it into a 409 meanwhile.
+  const [leaving, setLeaving] = useState(false);
+  const ready = record?.state === 'ready' && !leaving;
+  // Once it has left `ready` the record says so itself; a resume (from anywhere) shows them again.
+  useEffect(() => {
+    if (record && record.state !== 'ready') setLeaving(false);
+  }, [record?.state]);
 
   // Its state changes arrive over SSE; the record is read again on each.
   useEffect(() => {
@@ -55,6 +62,7 @@ export function SandboxPage({ id }: { id: string }) {
     }
   };
   const close = act('Close', async () => {
+    setLeaving(true);
     await request(sandboxPath(id), { method: 'DELETE' });
     return 'Closed';
   });
@@ -76,7 +84,13 @@ export function SandboxPage({ id }: { id: string }) {
     return `Forked: ${forks?.sandboxIds.join(', ') ?? '?'}`;
   });
   const pause = act('Pause', async () => {
-    await sendJson('POST', sandboxPath(id, '/pause'), {});
+    setLeaving(true);
+    try {
+      await sendJson('POST', sandboxPath(id, '/pause'), {});
+    } catch (err) {
+      setLeaving(false);
+      throw err;
+    }
     return 'Paused';
   });
   const resume = act('Resume', async () => {
