@@ -256,8 +256,11 @@ describe.skipIf(!run)('web console', () => {
     // A row that is /tmp and nothing else: the workspace itself may lie under /tmp.
     await waitForRow((r) => r === '/tmp', 'pwd printed /tmp');
     // Ctrl-C ends what runs in the foreground and the same shell goes on (still in /tmp): the
-    // echo runs only once the sleep is gone.
-    await type('sleep 300');
+    // echo runs only once the sleep is gone. Pressed once the command has printed, so it is in
+    // the terminal's foreground group by then (a Ctrl-C while the shell still starts it is the
+    // shell's, and the sleep would go on).
+    await type(`sh -c 'echo sleep''ing; exec sleep 300'`);
+    await waitForRow((r) => r === 'sleeping', 'the command started');
     await page.keyboard.press('Control+C');
     await type('echo after-$(pwd)');
     await waitForRow((r) => r === 'after-/tmp', 'the shell went on after Ctrl-C');
