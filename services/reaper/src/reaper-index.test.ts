@@ -9,6 +9,7 @@ import {
   parseJobSpec,
   previewLabel,
   registerPreview,
+  SandboxAcl,
   sandboxOfLabel,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
@@ -30,10 +31,11 @@ async function commandCalls(): Promise<Record<string, number>> {
   return calls;
 }
 
-function reaperOf(keys: KeySpace, store: JobStore): Reaper {
+function reaperOf(keys: KeySpace, store: JobStore, acl?: SandboxAcl): Reaper {
   const redis = priv.redis;
   return new Reaper({
     redis,
+    ...(acl ? { acl } : {}),
     keys,
     store,
     leases: new ExpiredLeases({ redis, keys }),
@@ -163,5 +165,37 @@ describe('reaper passes between full scans', () => {
     // Per index, not per job: 9 state indexes and 2 tenants for the batch (12 jobs each sent 11
     // before), plus the gone entry's own drop after its look.
     expect(calls.zrem ?? 0).toBeLessThanOrEqual(2 * 9 + 2);
+  });
+  it("glance at running jobs' Redis users, sent together, and read the whole record of none of them", async () => {
+    const redis = priv.redis;
+    const keys = createKeySpace('t-reapacl');
+    const store = new JobStore({ redis, keys });
+    const acl = new SandboxAcl(redis, keys, 'sandstream-test-reapacl-');
+    const running: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const id = `t-reapacl-run${i}`;
+      await store.create(parseJobSpec({ id, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }));
+      let from: JobState = 'queued';
+      for (const to of ['scheduled', 'starting', 'running'] as const) {
+        await store.transition(id, [from], to);
+        from = to;
+      }
+      await acl.create(id, keys.completionStream(0));
+      running.push(id);
+    }
+    // A user whose record is gone (its destroy was lost): still taken, after the full look.
+    const lost = 't-reapacl-lost';
+    await acl.create(lost, keys.completionStream(0));
+    try {
+      await redis.config('RESETSTAT');
+      const report = await reaperOf(keys, store, acl).runOnce();
+      const calls = await commandCalls();
+      expect(report.aclUsersDeleted).toBe(1);
+      expect((await acl.listJobIds()).sort()).toEqual([...running].sort());
+      // Only the lost job's record is read whole (empty); one per running user per pass before.
+      expect(calls.hgetall ?? 0).toBeLessThanOrEqual(1);
+    } finally {
+      for (const id of [...running, lost]) await acl.delete(id);
+    }
   });
 });

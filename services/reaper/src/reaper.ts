@@ -573,18 +573,9 @@ export class Reaper {
     // Most of ours serve a running job (or one that ended within the grace): a glance at their
     // records, sent together, settles those; the rest get the full look (isOrphan). A record read
     // and parsed per sandbox per pass was most of the reaper's CPU per job (docs/benchmarks.md).
-    const jobIds = candidates.map(({ sandbox }) => sandbox.jobId);
-    const [glances, members] = await Promise.all([
-      glanceJobs(this.options.redis, this.options.keys, jobIds),
-      Promise.all(jobIds.map((jobId) => this.options.pools?.get(jobId))),
-    ]);
-    const now = this.now();
+    const settled = await this.settledByGlance(candidates.map(({ sandbox }) => sandbox.jobId));
     for (const [i, { sandbox, recordRequired }] of candidates.entries()) {
-      const glance = glances[i];
-      if (!members[i] && glance && sandboxIsNoOrphan(glance, now, this.options.sandboxGraceMs)) {
-        this.missingSince.delete(sandbox.jobId);
-        continue;
-      }
+      if (settled[i]) continue;
       // Its teardown is taken (pod-lifecycle's destroy of a job that just ended, or another
       // reaper): one EXISTS instead of the full look and a second teardown of the same sandbox.
       const claim = teardownClaimKey(this.options.keys, sandbox.jobId);
@@ -638,9 +629,33 @@ export class Reaper {
     return stream.startsWith(keys.completionStream(0).replace(/\d+\}:stream$/, ''));
   }
 
+  /**
+   * Per job id, true when a glance at its record settles that its sandbox (or Redis user) is no
+   * orphan: not a pool member, and its job not ended, or ended within the grace. The glances and
+   * pool lookups leave together; only the rest get isOrphan's full record read and parse.
+   */
+  private async settledByGlance(jobIds: string[]): Promise<boolean[]> {
+    const [glances, members] = await Promise.all([
+      glanceJobs(this.options.redis, this.options.keys, jobIds),
+      Promise.all(jobIds.map((jobId) => this.options.pools?.get(jobId))),
+    ]);
+    const now = this.now();
+    return jobIds.map((jobId, i) => {
+      const glance = glances[i];
+      if (members[i] || !glance || !sandboxIsNoOrphan(glance, now, this.options.sandboxGraceMs)) return false;
+      this.missingSince.delete(jobId);
+      return true;
+    });
+  }
+
   private async reapAclUsers(report: ReapReport): Promise<void> {
     const acl = this.options.acl!;
-    for (const jobId of await acl.listJobIds()) {
+    // Every running job has a user: a record read and parsed per user per pass (isOrphan) was
+    // the largest part of the reaper's CPU per job (docs/benchmarks.md, issue 32 part 5).
+    const jobIds = (await acl.listJobIds()).filter((jobId) => matchesGlob(jobId, this.glob()));
+    const settled = await this.settledByGlance(jobIds);
+    for (const [i, jobId] of jobIds.entries()) {
+      if (settled[i]) continue;
       // Users are named by job id alone, whatever the namespace: one whose agent heart-beats
       // serves someone (another namespace's warm pool member, whose record this reaper cannot see).
       if (!(await this.isOrphan(jobId, { heartbeatKeeps: true }))) continue;
