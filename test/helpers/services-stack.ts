@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { QueueNames } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import { DEFAULT_INPROCESS_REGISTRY_KEY, SandboxLabels } from '@sandstream/sandbox';
@@ -6,6 +7,7 @@ import {
   deleteNamespaceKeys,
   pollUntil,
   type RunningService,
+  repoRoot,
   SERVICE_NAMES,
   type ServiceName,
   startService,
@@ -141,6 +143,27 @@ export async function startStack(
       ).catch(() => {}); // a teardown that cannot finish must not hang the suite: stop anyway
       await destroyQueue.close();
       await Promise.all([...services.values()].flat().map((s) => s.stop(15_000)));
+      // What a test left open (a fork, a tenant's sandbox, a running job's) goes as `npm start`'s
+      // run goes: pod-lifecycle's one-shot teardown destroys every sandbox of this installation,
+      // so no agent outlives the suite. Warm pool members included: their Redis goes too.
+      const teardown = spawnSync(
+        process.execPath,
+        [join(repoRoot, 'services/pod-lifecycle/dist/teardown-main.js')],
+        {
+          env: {
+            ...process.env,
+            REDIS_URL: testRedisUrl(),
+            ...env,
+            SANDSTREAM_TEARDOWN_REASON: 'test stack stopped',
+          },
+          encoding: 'utf8',
+          timeout: 60_000,
+        },
+      );
+      if (teardown.status !== 0)
+        console.error(
+          `test stack ${namespace}: teardown exited ${teardown.status}\n${teardown.stdout}${teardown.stderr}`,
+        );
       await client.close();
       await deleteNamespaceKeys(redis, namespace);
       redis.disconnect();
