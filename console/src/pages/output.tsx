@@ -1,5 +1,8 @@
 import type { TimelineItem } from '../types';
 
+/** Lines in a gap: `from`..`to` both missing (0 when only a step's started event went). */
+const gapLines = (gap: { from: number; to: number }) => Math.max(0, gap.to - gap.from + 1);
+
 /** Lines shown at most; older ones are summarised (the full log stays in the API). */
 const MAX_LINES = 5000;
 
@@ -37,7 +40,7 @@ export function Output({ items }: { items: readonly TimelineItem[] }) {
           if (item.type === 'gap')
             return (
               <span class="gap" key={item.cursor}>
-                … {(item.to - item.from).toLocaleString()} lines not shown …{'\n'}
+                … {gapLines(item).toLocaleString()} lines not shown …{'\n'}
               </span>
             );
           if (item.type === 'output')
