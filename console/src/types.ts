@@ -1,19 +1,15 @@
 // The API's answers as the console reads them: the fields it shows of the OpenAPI document's
 // Job, Sandbox, StepResult and TimelineEvent (/openapi.json; services/api/src/schemas.ts and
-// sse-schemas.ts are their zod sources). The console is a browser bundle and carries no zod.
+// sse-schemas.ts are their zod sources). The console is a browser bundle and carries no zod:
+// what the libs own comes in by `import type` only, erased at build, so no node code (ioredis)
+// reaches the bundle.
+import type { JobState, SandboxState } from '@sandstream/bus';
+import type { FollowItem } from '@sandstream/client';
 
-export type JobState =
-  | 'queued'
-  | 'scheduled'
-  | 'starting'
-  | 'running'
-  | 'paused'
-  | 'succeeded'
-  | 'failed'
-  | 'cancelled'
-  | 'timed-out';
+export type { JobState, SandboxState };
 
-export const JOB_STATES: readonly JobState[] = [
+// Runtime values stay here (importing them would bundle the bus); the check at the end keeps the list whole.
+export const JOB_STATES = [
   'queued',
   'scheduled',
   'starting',
@@ -23,7 +19,7 @@ export const JOB_STATES: readonly JobState[] = [
   'failed',
   'cancelled',
   'timed-out',
-];
+] as const satisfies readonly JobState[];
 
 export const TERMINAL_STATES: readonly JobState[] = ['succeeded', 'failed', 'cancelled', 'timed-out'];
 
@@ -63,16 +59,6 @@ export interface Job {
   sandbox?: JobSandbox;
   stepResults: Record<string, StepResult>;
 }
-
-export type SandboxState =
-  | 'queued'
-  | 'creating'
-  | 'ready'
-  | 'pausing'
-  | 'paused'
-  | 'closing'
-  | 'closed'
-  | 'failed';
 
 export interface Sandbox {
   id: string;
@@ -151,21 +137,8 @@ export interface Templates {
   default: { template?: string; image?: string };
 }
 
-/** One event of a job's or sandbox's timeline stream (GET …/events). */
-export type TimelineItem =
-  | { type: 'state'; cursor: string; from: JobState | null; to: JobState; reason?: string; terminal: boolean }
-  | { type: 'cancel-requested'; cursor: string; reason?: string }
-  | { type: 'step-started'; cursor: string; stepId: string }
-  | { type: 'output'; cursor: string; stepId: string; stream: 'stdout' | 'stderr'; line: string; seq: number }
-  | { type: 'gap'; cursor: string; stepId: string; from: number; to: number; startTrimmed?: boolean }
-  | {
-      type: 'step-completed';
-      cursor: string;
-      stepId: string;
-      exitCode: number | null;
-      droppedLines: number;
-      seq: number;
-    };
+/** One event of a job's or sandbox's timeline stream (GET …/events): the client's FollowItem. */
+export type TimelineItem = FollowItem;
 
 /** A ready snapshot as GET /v1/sandboxes/:id/snapshots lists it (newest first). */
 export interface SnapshotSummary {
@@ -181,3 +154,8 @@ export interface RestoreResult {
   entries: number;
   bytes: number;
 }
+
+// Fails to type-check when the bus gains a job state the console's list lacks.
+type MissingJobState = Exclude<JobState, (typeof JOB_STATES)[number]>;
+const allJobStatesListed: [MissingJobState] extends [never] ? true : false = true;
+void allJobStatesListed;

@@ -16,8 +16,12 @@ export function Output({ items }: { items: readonly TimelineItem[] }) {
   for (const i of items) if (i.type === 'output') outputs++;
   let hidden = Math.max(0, outputs - MAX_LINES);
   const skipped = hidden;
+  // An image pull reports progress many times; only the newest says where it stands.
+  let lastProgress: TimelineItem | undefined;
+  for (const i of items) if (i.type === 'progress') lastProgress = i;
   const shown = items.filter((i) => {
     if (i.type === 'output') return hidden-- <= 0;
+    if (i.type === 'progress') return i === lastProgress;
     return i.type === 'gap' || i.type === 'step-started';
   });
   return (
@@ -41,6 +45,13 @@ export function Output({ items }: { items: readonly TimelineItem[] }) {
             return (
               <span class="gap" key={item.cursor}>
                 … {gapLines(item).toLocaleString()} lines not shown …{'\n'}
+              </span>
+            );
+          if (item.type === 'progress')
+            return (
+              <span class="gap" key={item.cursor}>
+                … {item.message || `pulling ${item.progress.image}`} ({item.progress.layersDone}/
+                {item.progress.layers} layers{item.progress.done ? ', done' : ''}) …{'\n'}
               </span>
             );
           if (item.type === 'output')
