@@ -1,5 +1,6 @@
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { QueueNames } from '@sandstream/bus';
 import { SandstreamClient } from '@sandstream/client';
 import { DEFAULT_INPROCESS_REGISTRY_KEY, SandboxLabels } from '@sandstream/sandbox';
@@ -16,6 +17,8 @@ import {
 } from '@sandstream/test-support';
 import { Queue } from 'bullmq';
 import { type Cluster, Redis } from 'ioredis';
+
+const execFileAsync = promisify(execFile);
 
 export interface Stack {
   namespace: string;
@@ -146,7 +149,8 @@ export async function startStack(
       // What a test left open (a fork, a tenant's sandbox, a running job's) goes as `npm start`'s
       // run goes: pod-lifecycle's one-shot teardown destroys every sandbox of this installation,
       // so no agent outlives the suite. Warm pool members included: their Redis goes too.
-      const teardown = spawnSync(
+      // Not spawnSync: the test process's other suites keep running while it works.
+      await execFileAsync(
         process.execPath,
         [join(repoRoot, 'services/pod-lifecycle/dist/teardown-main.js')],
         {
@@ -156,14 +160,11 @@ export async function startStack(
             ...env,
             SANDSTREAM_TEARDOWN_REASON: 'test stack stopped',
           },
-          encoding: 'utf8',
           timeout: 60_000,
         },
+      ).catch((err: { code?: unknown; stdout?: string; stderr?: string }) =>
+        console.error(`test stack ${namespace}: teardown exited ${err.code}\n${err.stdout}${err.stderr}`),
       );
-      if (teardown.status !== 0)
-        console.error(
-          `test stack ${namespace}: teardown exited ${teardown.status}\n${teardown.stdout}${teardown.stderr}`,
-        );
       await client.close();
       await deleteNamespaceKeys(redis, namespace);
       redis.disconnect();

@@ -52,8 +52,7 @@ export class QueuedRequests {
    * back while it still waits, so it is not applied later behind the caller's back.
    */
   private async afterTimeout(queue: Queue, job: Job, name: string, timeoutMs: number): Promise<unknown> {
-    const { Job } = await import('bullmq');
-    const now = await Job.fromId(queue, job.id ?? '');
+    const now = await queue.getJob(job.id ?? '');
     const state = now ? await now.getState() : 'unknown';
     if (now && state === 'completed') return now.returnvalue;
     if (now && state === 'failed') throw new Error(now.failedReason);
