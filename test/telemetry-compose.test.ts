@@ -24,12 +24,19 @@ interface ComposeService {
   environment?: Record<string, string>;
   volumes?: string[];
   ports?: string[];
-  networks?: string[];
+  networks?: string[] | Record<string, { ipv4_address?: string } | null>;
+  network_mode?: string;
+  cap_add?: string[];
+  user?: string;
   depends_on?: Record<string, { condition: string }>;
 }
 interface ComposeFile {
   services: Record<string, ComposeService>;
 }
+
+/** The networks a service joins, in either of compose's two forms. */
+const networksOf = (svc: ComposeService | undefined): string[] =>
+  Array.isArray(svc?.networks) ? svc.networks : Object.keys(svc?.networks ?? {});
 
 const loadCompose = (): ComposeFile => parse(readFileSync(composePath, 'utf8'), { merge: true });
 
@@ -109,14 +116,21 @@ describe('docker-compose.yml', () => {
       // The api's workspace is on its way (issue 21 §1); its entry follows the others'.
       if (name !== 'api') expect(existsSync(`${root}services/${name}/package.json`), name).toBe(true);
       expect(svc.command, name).toEqual(['node', `services/${name}/dist/main.js`]);
+      // pod-lifecycle runs on the host's network (it owns the egress rules): the published
+      // loopback ports there, the services' names elsewhere.
+      const onHost = name === 'pod-lifecycle';
       expect(svc.environment, name).toMatchObject({
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's own ${VAR:?message} interpolation, kept literally in the file
-        REDIS_URL: 'redis://admin:${SANDSTREAM_REDIS_PASSWORD:?set SANDSTREAM_REDIS_PASSWORD}@redis:6379',
-        NATS_URL: 'nats://nats:4222',
+        REDIS_URL: onHost
+          ? // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's own ${VAR:?message} interpolation, kept literally in the file
+            'redis://admin:${SANDSTREAM_REDIS_PASSWORD:?set SANDSTREAM_REDIS_PASSWORD}@127.0.0.1:${SANDSTREAM_REDIS_PORT:-6379}'
+          : // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's own ${VAR:?message} interpolation, kept literally in the file
+            'redis://admin:${SANDSTREAM_REDIS_PASSWORD:?set SANDSTREAM_REDIS_PASSWORD}@redis:6379',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: compose interpolation, kept literally
+        NATS_URL: onHost ? 'nats://127.0.0.1:${SANDSTREAM_NATS_PORT:-4222}' : 'nats://nats:4222',
         SANDBOX_TYPE: 'docker',
         // biome-ignore lint/suspicious/noTemplateCurlyInString: compose interpolation, kept literally
         SANDSTREAM_TELEMETRY: '${SANDSTREAM_TELEMETRY:-off}',
-        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318',
+        OTEL_EXPORTER_OTLP_ENDPOINT: onHost ? 'http://127.0.0.1:4318' : 'http://jaeger:4318',
         OTEL_SERVICE_NAME: name,
       });
       expect(svc.depends_on?.redis?.condition).toBe('service_healthy');
@@ -124,9 +138,34 @@ describe('docker-compose.yml', () => {
       expect(svc.image, name).toBe('${SANDSTREAM_SERVICES_IMAGE:-sandstream/services:dev}');
       expect(svc.healthcheck?.test.join(' '), name).toContain('/readyz');
       for (const p of svc.ports ?? []) if (p.endsWith(':9464')) metricsPorts.add(p);
+      if (onHost) metricsPorts.add(`127.0.0.1:${svc.environment?.SANDSTREAM_METRICS_PORT}`);
     }
-    // Each service's Prometheus endpoint is reachable on its own host port.
+    // Each service's Prometheus endpoint is reachable on its own host port, on loopback.
     expect(metricsPorts.size).toBe(SERVICES.length);
+    const podLifecycle = services['pod-lifecycle']!;
+    expect(podLifecycle).toMatchObject({ network_mode: 'host', cap_add: ['NET_ADMIN'], user: '0:0' });
+    expect(podLifecycle.environment).toMatchObject({
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: compose interpolation, kept literally
+      SANDSTREAM_DOCKER_EGRESS: '${SANDSTREAM_DOCKER_EGRESS:-iptables}',
+      SANDSTREAM_METRICS_HOST: '127.0.0.1',
+      HEALTH_HOST: '127.0.0.1',
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: compose interpolation, kept literally
+      SANDSTREAM_DOCKER_REDIS_URL: 'redis://${SANDSTREAM_SANDBOX_REDIS_ADDRESS:-172.30.99.2}:6379',
+    });
+    // Agents' spans go to Jaeger at its fixed address there, which their rules keep open.
+    expect(podLifecycle.environment?.AGENT_OTEL_EXPORTER_OTLP_ENDPOINT).toBe(
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: compose interpolation, kept literally
+      'http://${SANDSTREAM_SANDBOX_JAEGER_ADDRESS:-172.30.99.3}:4318',
+    );
+    expect(services.jaeger?.networks).toMatchObject({
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: compose interpolation, kept literally
+      sandboxes: { ipv4_address: '${SANDSTREAM_SANDBOX_JAEGER_ADDRESS:-172.30.99.3}' },
+    });
+    // Redis at that address on the sandboxes' network.
+    expect(services.redis?.networks).toMatchObject({
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: compose interpolation, kept literally
+      sandboxes: { ipv4_address: '${SANDSTREAM_SANDBOX_REDIS_ADDRESS:-172.30.99.2}' },
+    });
     // Published on loopback only: a port on all host interfaces is reachable from any sandbox
     // bridge through its gateway. Sandboxes join a network holding only Redis, Jaeger and the api.
     const all = services;
@@ -137,7 +176,7 @@ describe('docker-compose.yml', () => {
       '${SANDSTREAM_SANDBOX_NETWORK:-sandstream-compose-sandboxes}',
     );
     // The api joins it for its preview proxy, which connects to a sandbox's address there.
-    expect(Object.keys(all).filter((n) => all[n]?.networks?.includes('sandboxes'))).toEqual([
+    expect(Object.keys(all).filter((n) => networksOf(all[n]).includes('sandboxes'))).toEqual([
       'redis',
       'jaeger',
       'api',

@@ -10,9 +10,15 @@
 # Build it with that script (`npm run images:stack`), not by hand.
 ARG BASE_IMAGE=sandstream/debian:bookworm
 FROM ${BASE_IMAGE}
+# iptables for pod-lifecycle's egress rules (docker-compose.yml runs it as root with NET_ADMIN on
+# the host's network; the other services never call it). First, so code changes reuse the layer.
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables >/dev/null \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
 COPY node /usr/local/bin/node
 # Non-root: the services only talk to Redis, NATS, the collector and (pod-lifecycle, reaper)
-# the Docker socket, whose group the operator grants with `group_add` (docker-compose.yml).
+# the Docker socket, whose group the operator grants with `group_add` (docker-compose.yml);
+# compose runs pod-lifecycle alone as root, for the firewall.
 RUN useradd --uid 1000 --user-group --no-create-home --home-dir /app --shell /usr/sbin/nologin sandstream
 ENV NODE_ENV=production
 WORKDIR /app

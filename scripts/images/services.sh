@@ -45,6 +45,8 @@ tar -cf - --exclude='*.map' --exclude='*.tsbuildinfo' --exclude='*.test.*' --exc
 find libs services -path '*/node_modules' -prune -o -path '*/src/lua/*' -name '*.lua' -print |
   tar -cf - -T - | tar -C "$app" -xf -
 cp "$NODE_BINARY" "$context/node"
+# In the digest too: an edited Dockerfile rebuilds the image.
+cp "$REPO_ROOT/deploy/docker/service.Dockerfile" "$context/Dockerfile"
 
 # One digest over everything staged but node_modules, which the lock file already pins.
 sha="$( (cd "$context" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1)"
@@ -63,9 +65,10 @@ log "npm ci --omit=dev (staged workspaces)"
 # From npm's cache when it holds the packages (it does after the repository's own npm ci).
 (cd "$app" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error >/dev/null)
 log "docker build $IMAGE"
-if ! out="$(DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+# The host's network for apt (iptables; a cached layer after the first build).
+if ! out="$(DOCKER_BUILDKIT=0 docker build -q --network host --build-arg "BASE_IMAGE=$BASE_IMAGE" \
   --label "sandstream.services.sha256=$sha" \
-  -f "$REPO_ROOT/deploy/docker/service.Dockerfile" -t "$IMAGE" "$context" 2>&1)"; then
+  -f "$context/Dockerfile" -t "$IMAGE" "$context" 2>&1)"; then
   echo "$out" >&2
   exit 1
 fi

@@ -1,8 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { SandstreamClient } from '@sandstream/client';
+import { once } from 'node:events';
+import { type AddressInfo, createServer, type Server } from 'node:net';
+import { type Sandbox, SandstreamClient } from '@sandstream/client';
 import { dockerEngine, findCarrierImage, repoRoot, runCommand } from '@sandstream/test-support';
+import type { Egress } from '@sandstream/wire';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ComposeLeftovers, ComposeStack } from '../helpers/compose-stack.js';
+import { OutsideWorld } from '../helpers/outside-world.js';
 import { PrometheusServer } from '../helpers/prometheus-server.js';
 
 /*
@@ -116,6 +120,102 @@ describe.skipIf(!run)('docker-compose.yml brought up for real', () => {
       expect((await sandbox.exec('getent hosts redis')).exitCode).toBe(0);
       expect((await sandbox.exec('getent hosts nats scheduler pod-lifecycle')).exitCode).toBe(2);
       await sandbox.close();
+    });
+    await expect.poll(() => stack.leftovers().sandboxes, { timeout: 60_000 }).toEqual([]);
+  }, 240_000);
+
+  it('confines sandboxes by their egress policy with no variable set: rules installed by its pod-lifecycle', async () => {
+    await timed('egress (three sandboxes, probes)', async () => {
+      const world = await OutsideWorld.start();
+      const open: Sandbox[] = [];
+      let hostListener: Server | undefined;
+      try {
+        const create = async (name: string, egress?: Egress) => {
+          const sandbox = await client!.sandboxes.create({
+            id: `${stack.project}-${name}`,
+            image: IMAGE,
+            ...(egress ? { network: { egress } } : {}),
+          });
+          open.push(sandbox);
+          return sandbox;
+        };
+        const internet = await create('internet');
+        const none = await create('none', 'none');
+        const allow = await create('allow', { allow: [`${world.publicAddr}:8080`] });
+        const addressOf = (container: string) =>
+          spawnSync(
+            'docker',
+            [
+              'inspect',
+              '-f',
+              `{{(index .NetworkSettings.Networks "${stack.sandboxNetwork}").IPAddress}}`,
+              container,
+            ],
+            { encoding: 'utf8' },
+          ).stdout.trim();
+        const api = stack.containerOf('api');
+        // Something to refuse: a listener in two of them (perl-base is in the image), which the
+        // api's container (the preview proxy's side) does reach, and one on every host address.
+        const listenerAt = new Map<Sandbox, string>();
+        for (const sandbox of [internet, none]) {
+          const address = addressOf((await sandbox.info()).sandbox?.id ?? '');
+          expect(address).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+          listenerAt.set(sandbox, address);
+          await sandbox.processes.start([
+            'perl',
+            '-MIO::Socket::INET',
+            '-e',
+            '$s = IO::Socket::INET->new(LocalPort => 7070, Listen => 5, ReuseAddr => 1) or die; while ($c = $s->accept) { close $c }',
+          ]);
+          const fromApi = `require('node:net').connect(7070, '${address}').on('connect', () => process.exit(0)).on('error', () => process.exit(1))`;
+          await expect
+            .poll(() => spawnSync('docker', ['exec', api, 'node', '-e', fromApi]).status, { timeout: 20_000 })
+            .toBe(0);
+        }
+        hostListener = createServer((socket) => socket.destroy()).listen(0, '0.0.0.0');
+        await once(hostListener, 'listening');
+        const hostPort = (hostListener.address() as AddressInfo).port;
+        const targets = {
+          redis: `${stack.redisAddress}:6379`,
+          gateway: `${stack.subnetPrefix}.1:${hostPort}`,
+          api: `${addressOf(api)}:8080`,
+          metadata: '169.254.169.254:80',
+          allowed: `${world.publicAddr}:8080`,
+          other: `${world.publicAddr}:9090`,
+        };
+        // bash's /dev/tcp: open on connect, closed on a refusal (the rules reject at once) or timeout.
+        const probe = async (sandbox: Sandbox) => {
+          // Another sandbox's listener: the one in `internet`, or from there the one in `none`.
+          const neighbour = `${listenerAt.get(sandbox === internet ? none : internet)}:7070`;
+          const script = Object.entries({ ...targets, neighbour })
+            .map(([name, at]) => {
+              const [host, port] = at.split(':');
+              return `if timeout 3 bash -c '</dev/tcp/${host}/${port}' 2>/dev/null; then echo ${name}=open; else echo ${name}=closed; fi`;
+            })
+            .join('\n');
+          const res = await sandbox.exec(['bash', '-c', script]);
+          return Object.fromEntries(
+            res.stdout
+              .trim()
+              .split('\n')
+              .map((l) => l.split('=')),
+          );
+        };
+        const closed = { gateway: 'closed', api: 'closed', neighbour: 'closed', metadata: 'closed' };
+        expect(await probe(internet)).toEqual({ redis: 'open', ...closed, allowed: 'open', other: 'open' });
+        expect(await probe(none)).toEqual({ redis: 'open', ...closed, allowed: 'closed', other: 'closed' });
+        expect(await probe(allow)).toEqual({ redis: 'open', ...closed, allowed: 'open', other: 'closed' });
+        expect((await allow.exec(['curl', '-sS', '-m', '5', `http://${targets.allowed}/`])).stdout).toBe(
+          'hello from 8080\n',
+        );
+        // Changed on the running sandbox: the other port now, the first one no more.
+        await allow.network.update({ egress: { allow: [`${world.publicAddr}:9090`] } });
+        expect(await probe(allow)).toMatchObject({ allowed: 'closed', other: 'open' });
+      } finally {
+        await Promise.all(open.map((s) => s.close().catch(() => undefined)));
+        world.close();
+        hostListener?.close();
+      }
     });
     await expect.poll(() => stack.leftovers().sandboxes, { timeout: 60_000 }).toEqual([]);
   }, 240_000);

@@ -1,4 +1,4 @@
-import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,6 +25,7 @@ import {
 import { sandboxKeys } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OutsideWorld } from '../helpers/outside-world.js';
 import { viewThrough } from '../helpers/sdk-transports.js';
 import { startStack } from '../helpers/services-stack.js';
 
@@ -46,13 +47,9 @@ const runtimes = noDocker
       .then((info: { Runtimes?: Record<string, unknown> }) => Object.keys(info.Runtimes ?? {}))
       .catch(() => [] as string[]);
 const tag = randomBytes(3).toString('hex');
-const octet = 16 + (Number.parseInt(tag.slice(0, 2), 16) % 200);
 const network = `sandstream-test-egress-${tag}`;
 const bridge = `sse-${tag}`;
-const netns = `sse-${tag}`;
-const veth = `ssv-${tag}`;
-const privateAddr = `10.213.${octet}.2`;
-const publicAddr = `198.18.${octet}.2`;
+const { privateAddr, publicAddr } = OutsideWorld.addresses(tag);
 
 const sh = (cmd: string, args: string[]) => execFileSync(cmd, args, { encoding: 'utf8' });
 
@@ -67,7 +64,7 @@ describe.skipIf(noDocker || !canFirewall || (!carrier && process.env.CI !== 'tru
     let admin: Redis;
     let gateway = '';
     let hostIp = '';
-    let server: ReturnType<typeof spawn> | undefined;
+    let world: OutsideWorld | undefined;
     const refs: Array<{ backend: DockerBackend; ref: SandboxRef }> = [];
 
     beforeAll(async () => {
@@ -88,43 +85,13 @@ describe.skipIf(noDocker || !canFirewall || (!carrier && process.env.CI !== 'tru
       admin = new Redis(redis.url);
       admin.on('error', () => {});
       hostIp = sh('ip', ['-4', '-o', 'route', 'get', '1.1.1.1']).match(/src (\S+)/)?.[1] ?? '';
-      // The outside world: a namespace behind a veth pair, its two addresses routed from the host.
-      sh('ip', ['netns', 'add', netns]);
-      sh('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns]);
-      sh('ip', ['addr', 'add', `10.213.${octet}.1/24`, 'dev', veth]);
-      sh('ip', ['link', 'set', veth, 'up']);
-      sh('ip', ['-n', netns, 'addr', 'add', `${privateAddr}/24`, 'dev', 'eth0']);
-      sh('ip', ['-n', netns, 'addr', 'add', `${publicAddr}/32`, 'dev', 'eth0']);
-      sh('ip', ['-n', netns, 'link', 'set', 'eth0', 'up']);
-      sh('ip', ['-n', netns, 'link', 'set', 'lo', 'up']);
-      sh('ip', ['route', 'add', `${publicAddr}/32`, 'via', privateAddr]);
-      const script = `
-        const http = require('node:http');
-        const chunk = Buffer.alloc(1 << 20, 120);
-        const handler = (req, res) => {
-          if (req.url === '/big') {
-            res.writeHead(200, { 'content-length': 100 * chunk.length });
-            let sent = 0;
-            const more = () => { while (sent < 100) { sent++; if (!res.write(chunk)) return res.once('drain', more); } res.end(); };
-            return more();
-          }
-          res.end('hello from ' + req.socket.localPort + '\\n');
-        };
-        http.createServer(handler).listen(8080);
-        http.createServer(handler).listen(9090, () => console.log('ready'));`;
-      server = spawn('ip', ['netns', 'exec', netns, process.execPath, '-e', script], {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      });
-      await new Promise<void>((resolve) => server?.stdout?.once('data', () => resolve()));
+      world = await OutsideWorld.start(tag);
     }, 60_000);
 
     afterAll(async () => {
       for (const { backend, ref } of refs)
         await destroyTestSandbox(admin, backend, ref, 1000).catch(() => {});
-      server?.kill();
-      spawnSync('ip', ['route', 'del', `${publicAddr}/32`]);
-      spawnSync('ip', ['link', 'del', veth]);
-      spawnSync('ip', ['netns', 'del', netns]);
+      world?.close();
       admin?.disconnect();
       await redis?.stop();
       await docker
@@ -144,13 +111,18 @@ describe.skipIf(noDocker || !canFirewall || (!carrier && process.env.CI !== 'tru
         egress,
       });
 
-    const start = async (b: DockerBackend, name: string, spec: Record<string, unknown>) => {
+    const start = async (
+      b: DockerBackend,
+      name: string,
+      spec: Record<string, unknown>,
+      agentEnv?: Record<string, string>,
+    ) => {
       const jobId = `egress-${name}-${tag}`;
       const ref = await b.create({
         jobId,
         tenant: 'egress',
         spec: SandboxSpecSchema.parse({ image, ...spec }),
-        agent: { redisUrl: redis.url, keyStyle: 'tagged' as const, heartbeatIntervalMs: 200 },
+        agent: { redisUrl: redis.url, keyStyle: 'tagged' as const, heartbeatIntervalMs: 200, agentEnv },
       });
       refs.push({ backend: b, ref });
       // Ready means its agent reached Redis: the one path every policy keeps.
@@ -277,6 +249,35 @@ describe.skipIf(noDocker || !canFirewall || (!carrier && process.env.CI !== 'tru
       await b.updateNetwork(ref, { egress: 'none' });
       expect(await probe(ref, [[publicAddr, 8080]])).toEqual({ [`${publicAddr}:8080`]: 'closed' });
     }, 60_000);
+
+    it("keeps the agent's collector open under every policy, its one port only", async () => {
+      const b = backend();
+      // The collector pod-lifecycle hands the agent (OTEL_EXPORTER_OTLP_ENDPOINT), here the
+      // outside server's 9090: open like Redis, its other port still refused.
+      const ref = await start(
+        b,
+        'collector',
+        { network: { egress: 'none' } },
+        {
+          OTEL_EXPORTER_OTLP_ENDPOINT: `http://${privateAddr}:9090`,
+        },
+      );
+      const want = { [`${privateAddr}:9090`]: 'open', [`${privateAddr}:8080`]: 'closed' };
+      expect(
+        await probe(ref, [
+          [privateAddr, 9090],
+          [privateAddr, 8080],
+        ]),
+      ).toEqual(want);
+      // Still so after a policy change on the running sandbox (the endpoint read from its env).
+      await b.updateNetwork(ref, { egress: { allow: ['192.0.2.0/24'] } });
+      expect(
+        await probe(ref, [
+          [privateAddr, 9090],
+          [privateAddr, 8080],
+        ]),
+      ).toEqual(want);
+    });
 
     it("the SDK (both transports), HTTP and CLI change a running sandbox's policy through pod-lifecycle", async () => {
       const stack = await startStack({
@@ -425,9 +426,7 @@ describe.skipIf(noDocker || !canFirewall || (!carrier && process.env.CI !== 'tru
         require('node:http').createServer(reply('http')).listen(80, '${publicAddr}');
         const tls = { key: fs.readFileSync('${join(dir, 'key.pem')}'), cert: fs.readFileSync('${join(dir, 'cert.pem')}'), ciphers: 'ALL:@SECLEVEL=0' };
         require('node:https').createServer(tls, reply('tls')).listen(443, '${publicAddr}', () => console.log('ready'));`;
-      const named = spawn('ip', ['netns', 'exec', netns, process.execPath, '-e', script], {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      });
+      const named = world!.inNamespace(script);
       const resolve = async (name: string) => (name.endsWith('.test') ? [publicAddr] : []);
       const proxy = new EgressProxy({ resolve });
       const proxy2 = new EgressProxy({ resolve });

@@ -33,6 +33,27 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.e
 const lines = (text: string) => text.split('\n').filter(Boolean);
 
 /**
+ * A 172.30.x.0/24 that neither a Docker network nor a host route uses: the compose file's default
+ * (172.30.99.0/24) would collide with a stack already up, or a parallel test's.
+ */
+function freeSubnetPrefix(): string {
+  const used = new Set<string>();
+  const ids = lines(run('docker', ['network', 'ls', '-q']));
+  if (ids.length > 0)
+    for (const subnet of lines(
+      run('docker', ['network', 'inspect', '-f', '{{range .IPAM.Config}}{{.Subnet}} {{end}}', ...ids]),
+    ).flatMap((l) => l.split(' ')))
+      used.add(subnet.split('.').slice(0, 3).join('.'));
+  for (const route of lines(run('ip', ['-4', 'route', 'show'])))
+    used.add(route.split('.').slice(0, 3).join('.'));
+  for (let tries = 0; tries < 200; tries++) {
+    const prefix = `172.30.${1 + (randomBytes(1)[0]! % 254)}`;
+    if (!used.has(prefix)) return prefix;
+  }
+  throw new Error('no free 172.30.x.0/24 for the compose stack sandbox network');
+}
+
+/**
  * docker-compose.yml brought up under a project name of its own, with its own host ports,
  * installation id and sandbox network, so it runs beside anything else on the engine (the shared
  * test Redis on 6379 included) and down() can tell exactly what was its own.
@@ -46,7 +67,15 @@ export class ComposeStack {
   private env: NodeJS.ProcessEnv = {};
   private ports: Record<string, number> = {};
 
+  /** The sandbox network's first three octets: a /24 no network on the engine uses yet. */
+  readonly subnetPrefix = freeSubnetPrefix();
+
   private constructor(readonly services: ComposeService[]) {}
+
+  /** Redis's fixed address on the sandbox network (what every sandbox's rules allow). */
+  get redisAddress(): string {
+    return `${this.subnetPrefix}.2`;
+  }
 
   static async create(options: { carrierImage: string }): Promise<ComposeStack> {
     const stack = new ComposeStack(Object.keys(COMPOSE_SERVICES) as ComposeService[]);
@@ -55,6 +84,8 @@ export class ComposeStack {
       'SANDSTREAM_NATS_PORT',
       'SANDSTREAM_NATS_MONITOR_PORT',
       'SANDSTREAM_API_PORT',
+      // pod-lifecycle runs on the host's network: its health port is a host port too.
+      'SANDSTREAM_POD_LIFECYCLE_HEALTH_PORT',
       ...Object.values(COMPOSE_SERVICES),
     ];
     for (const name of portVars) stack.ports[name] = await freePort();
@@ -66,6 +97,9 @@ export class ComposeStack {
       SANDSTREAM_DOCKER_GID: String(statSync('/var/run/docker.sock').gid),
       SANDSTREAM_INSTALLATION: stack.project,
       SANDSTREAM_SANDBOX_NETWORK: stack.sandboxNetwork,
+      SANDSTREAM_SANDBOX_SUBNET: `${stack.subnetPrefix}.0/24`,
+      SANDSTREAM_SANDBOX_REDIS_ADDRESS: stack.redisAddress,
+      SANDSTREAM_SANDBOX_JAEGER_ADDRESS: `${stack.subnetPrefix}.3`,
       SANDSTREAM_AGENT_CARRIER_IMAGE: options.carrierImage,
       // A volume per sandbox, removed with it: the shared cached agent volume would outlive the stack.
       SANDSTREAM_DOCKER_AGENT_VOLUME: 'per-job',
@@ -150,6 +184,11 @@ export class ComposeStack {
     const { sandboxes, sandboxVolumes } = this.leftovers();
     if (sandboxes.length > 0) run('docker', ['rm', '-f', '-v', ...sandboxes]);
     if (sandboxVolumes.length > 0) run('docker', ['volume', 'rm', '-f', ...sandboxVolumes]);
+  }
+
+  /** The container id of one of the stack's services. */
+  containerOf(service: string): string {
+    return this.compose('ps', '-q', service).trim();
   }
 
   leftovers(): ComposeLeftovers {

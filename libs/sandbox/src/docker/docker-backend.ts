@@ -206,6 +206,7 @@ export class DockerBackend implements SandboxBackend {
             mac: randomSandboxMac(randomBytes(5)),
             bridge: network.bridge,
             redisUrl: agentRedisUrl,
+            collectorUrl: request.agent.agentEnv?.OTEL_EXPORTER_OTLP_ENDPOINT,
             egress,
             proxy: this.proxy,
           })
@@ -460,7 +461,9 @@ export class DockerBackend implements SandboxBackend {
         `sandbox ${ref.jobId} is on no bridge network: no egress rules to change`,
       );
     }
-    const redisUrl = info.Config.Env.find((e) => e.startsWith('REDIS_URL='))?.slice('REDIS_URL='.length);
+    const envOf = (name: string) =>
+      info.Config.Env.find((e) => e.startsWith(`${name}=`))?.slice(name.length + 1);
+    const redisUrl = envOf('REDIS_URL');
     if (!redisUrl)
       throw new SandboxStartError('backend_error', `sandbox ${ref.jobId} has no REDIS_URL to keep open`);
     const target = await egressTarget({
@@ -468,6 +471,7 @@ export class DockerBackend implements SandboxBackend {
       mac: endpoint.MacAddress,
       bridge,
       redisUrl,
+      collectorUrl: envOf('OTEL_EXPORTER_OTLP_ENDPOINT'),
       egress,
       proxy: this.proxy,
     });

@@ -20,11 +20,14 @@ export async function hostNameservers(path = '/etc/resolv.conf'): Promise<string
     .filter((ns) => isIP(ns) === 4 && !ns.startsWith('127.'));
 }
 
-/** The IPv4 address and port of the sandbox's Redis, as its URL names them. */
-async function redisAddress(redisUrl: string): Promise<{ address: string; port: number }> {
-  const url = new URL(redisUrl);
+/** The IPv4 address and port a URL names (the sandbox's Redis, the agent's collector). */
+async function endpointAddress(
+  endpointUrl: string,
+  defaultPort: number,
+): Promise<{ address: string; port: number }> {
+  const url = new URL(endpointUrl);
   const host = url.hostname.replace(/^\[|\]$/g, '');
-  const port = Number(url.port || 6379);
+  const port = Number(url.port || defaultPort);
   if (isIP(host) === 4) return { address: host, port };
   const { address } = await lookup(host, { family: 4 });
   return { address, port };
@@ -36,6 +39,8 @@ export async function egressTarget(input: {
   mac: string;
   bridge: BridgeInfo;
   redisUrl: string;
+  /** The agent's OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT in its environment), if it has one. */
+  collectorUrl?: string;
   egress: Egress;
   /** The egress proxy, started when the allow-list names domains (egress-proxy.ts). */
   proxy?: EgressProxy;
@@ -66,19 +71,27 @@ export async function egressTarget(input: {
   }
   let redis: { address: string; port: number };
   try {
-    redis = await redisAddress(input.redisUrl);
+    redis = await endpointAddress(input.redisUrl, 6379);
   } catch (err) {
     throw new SandboxStartError(
       'backend_error',
       `egress rules: cannot resolve the sandbox's Redis host (${(err as Error).message})`,
     );
   }
+  // A collector pod-lifecycle cannot resolve gets no rule: the agent's spans are then refused
+  // like any other connection, and the sandbox runs (its spans are not worth a failed start).
+  const collector = input.collectorUrl
+    ? await endpointAddress(input.collectorUrl, input.collectorUrl.startsWith('https:') ? 443 : 80).catch(
+        () => undefined,
+      )
+    : undefined;
   return {
     jobId: input.jobId,
     mac: input.mac,
     bridge: bridge.iface,
     subnet: bridge.subnet,
     redis,
+    ...(collector ? { collector } : {}),
     nameservers: egress === 'internet' ? await hostNameservers() : [],
     egress,
     ...(proxy ? { proxy } : {}),

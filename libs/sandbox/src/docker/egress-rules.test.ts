@@ -36,6 +36,13 @@ describe('egress rules', () => {
     }
   });
 
+  it("opens the agent's collector, its address and port only, beside Redis", () => {
+    const rules = egressChainRules({ ...target('none'), collector: { address: '10.9.8.7', port: 4318 } });
+    expect(rules[2]).toBe('-d 10.9.8.7/32 -p tcp --dport 4318 -j RETURN');
+    expect(rules[3]).toMatch(/--dst-type LOCAL -p tcp -j REJECT/);
+    expect(rules.filter((r) => r.includes('10.9.8.7'))).toHaveLength(1);
+  });
+
   it('internet rejects private and link-local ranges but lets the name servers answer; none and allow end in a reject', () => {
     const internet = egressChainRules(target('internet'));
     expect(internet).toContain('-d 10.255.255.53/32 -p udp --dport 53 -j RETURN');

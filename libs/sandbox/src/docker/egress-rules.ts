@@ -20,6 +20,11 @@ export interface EgressTarget {
   subnet: string;
   /** The sandbox's one way to Redis, always open. */
   redis?: { address: string; port: number };
+  /**
+   * The collector the agent sends its step spans to (its OTEL_EXPORTER_OTLP_ENDPOINT), always
+   * open like Redis: pod-lifecycle chose it, the step did not (docs/telemetry.md).
+   */
+  collector?: { address: string; port: number };
   /** Name servers the engine forwards the sandbox's lookups to (the host's resolv.conf). */
   nameservers: string[];
   egress: Egress;
@@ -65,7 +70,8 @@ function reject(match: string): string[] {
 /** The chain's rules (without `-A <chain>`), in order. */
 export function egressChainRules(target: EgressTarget): string[] {
   const rules: string[] = ['-m conntrack --ctstate ESTABLISHED,RELATED -j RETURN'];
-  if (target.redis) rules.push(`-d ${target.redis.address}/32 -p tcp --dport ${target.redis.port} -j RETURN`);
+  for (const open of [target.redis, target.collector])
+    if (open) rules.push(`-d ${open.address}/32 -p tcp --dport ${open.port} -j RETURN`);
   if (target.proxy) {
     // Only what the nat chain redirected (80 and 443) reaches the proxy; the host's other ports,
     // and the proxy's own ports named directly, stay refused below.
