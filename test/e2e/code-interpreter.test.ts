@@ -12,6 +12,7 @@ import { type Stack, startStack } from '../helpers/services-stack.js';
 // plots and DataFrames are covered on Docker with the python template image.
 
 const redisUrl = testRedisUrl();
+const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const PYTHON_IMAGE = process.env.SANDSTREAM_TEST_IMAGE_PYTHON ?? 'sandstream/python:bookworm';
 
 function imagePresent(image: string): boolean {
@@ -70,7 +71,8 @@ describe.each(cases)(
     let view: TransportView;
     let sandbox: Sandbox;
     beforeAll(async () => {
-      stack = await startStack({ label: `code${transport}`, env });
+      // NATS: a pause keeps the sandbox's files in the snapshot store (one test pauses).
+      stack = await startStack({ label: `code${transport}`, env: { NATS_URL: natsUrl, ...env } });
       view = await viewThrough(stack, transport, redisUrl);
       sandbox = await view.client.sandboxes.create({ image, env: sandboxEnv });
     }, 180_000);
@@ -170,6 +172,27 @@ describe.each(cases)(
       expect(died).toMatchObject({ stateLost: true, error: { name: 'KernelDied' } });
       expect((await sandbox.runCode("'y' in globals()", { context: ctx })).results[0]?.text).toBe('False');
     });
+
+    it('says the state was lost when a pause replaced the agent, for the first cell of each old context only', async () => {
+      const paused = await view.client.sandboxes.create({ image, env: sandboxEnv });
+      try {
+        const ctx = await paused.createCodeContext();
+        await paused.runCode('z = 41', { context: ctx });
+        await paused.runCode('w = 1');
+        await paused.pause();
+        await paused.resume();
+        // The kernels ended with the old agent: the new one starts fresh kernels, and says so.
+        const after = await paused.runCode("'z' in globals()", { context: ctx });
+        expect(after).toMatchObject({ stateLost: true, results: [{ text: 'False' }] });
+        expect(await paused.runCode("'w' in globals()")).toMatchObject({ stateLost: true });
+        expect((await paused.runCode('z = 1', { context: ctx })).stateLost).toBe(false);
+        // A context first used after the resume had no state to lose.
+        const fresh = await paused.createCodeContext();
+        expect((await paused.runCode('1', { context: fresh })).stateLost).toBe(false);
+      } finally {
+        await paused.close().catch(() => {});
+      }
+    }, 120_000);
 
     it('runs a cell from the CLI: output and the main result, exit 1 with the traceback on an exception', async () => {
       const ok = await runCli(['run-code', sandbox.id, '--', "print('from cli')\n6 * 7"], view.clientEnv);

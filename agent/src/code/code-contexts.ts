@@ -121,7 +121,11 @@ class CodeContext {
       stateLost = true;
       this.kernel = undefined;
     }
+    // Said in the output: the services tell a kernel this agent started for a context an earlier
+    // agent had (after a pause, or anything that replaced the agent) from a first use.
+    let kernelStarted = false;
     if (!this.kernel) {
+      kernelStarted = true;
       const kernel = newKernel(this.language, this.cwd);
       const refused = await kernel.start();
       if (refused) {
@@ -132,7 +136,7 @@ class CodeContext {
     }
     const kernel = this.kernel;
     const cell = new CellOutput(ctx);
-    if (step.code.trim() === '') return cell.outcome(this.output(cell, null, stateLost));
+    if (step.code.trim() === '') return cell.outcome(this.output(cell, null, stateLost, kernelStarted));
 
     let stopped: 'timeout' | 'cancel' | undefined;
     let killed = false;
@@ -168,7 +172,7 @@ class CodeContext {
         traceback: '',
       };
     } else error = end.error;
-    const output = this.output(cell, error, stateLost);
+    const output = this.output(cell, error, stateLost, kernelStarted);
     if (!stopped) return cell.outcome(output);
     const kept = killed ? 'its kernel was killed (state lost)' : 'the context keeps its state';
     return stopped === 'timeout'
@@ -186,7 +190,12 @@ class CodeContext {
         };
   }
 
-  private output(cell: CellOutput, error: CodeError | null, stateLost: boolean): CodeOutput {
+  private output(
+    cell: CellOutput,
+    error: CodeError | null,
+    stateLost: boolean,
+    kernelStarted: boolean,
+  ): CodeOutput {
     return {
       kind: 'code',
       language: this.language,
@@ -194,6 +203,7 @@ class CodeContext {
       results: cell.results,
       error,
       stateLost,
+      ...(kernelStarted ? { kernelStarted } : {}),
       ...(cell.droppedResults > 0 ? { droppedResults: cell.droppedResults } : {}),
     };
   }

@@ -28,6 +28,13 @@ export function jobFootprint(keys: KeySpace, dispatchKeys: DispatchKeys, jobId: 
   return {
     record,
     logArchive,
-    keys: [record, logArchive, dispatchKeys.dispatchState(jobId), ...footprint.named, ...footprint.preview],
+    keys: [
+      record,
+      logArchive,
+      dispatchKeys.dispatchState(jobId),
+      keys.jobCodeContexts(jobId),
+      ...footprint.named,
+      ...footprint.preview,
+    ],
   };
 }

@@ -53,6 +53,12 @@ export interface KeySpace {
    * `sandbox:{jobId}:*`, so the sandbox's own Redis user can neither read nor open its ports.
    */
   jobPreview(jobId: string): string;
+  /**
+   * HASH: the code interpreter's contexts the sandbox has had (name -> 1), kept through pauses
+   * (outside the sandbox's prefix, which a pause frees) so that a kernel a new agent starts for
+   * one of them says `stateLost`. Freed with the job.
+   */
+  jobCodeContexts(jobId: string): string;
   /** STRING: the sandbox id a host-form preview label names (`{port}-{label}.{domain}`). */
   previewLabel(label: string): string;
   /** The wire's per-job keys, always in the tagged (hash-tag) style. */
@@ -172,6 +178,7 @@ export function createKeySpace(namespace: string = DEFAULT_NAMESPACE): KeySpace 
     job: (jobId) => `job:{${jobId}}`,
     jobLogArchive: (jobId) => `job:{${jobId}}:log-archive`,
     jobPreview: (jobId) => `job:{${jobId}}:preview`,
+    jobCodeContexts: (jobId) => `job:{${jobId}}:code-contexts`,
     previewLabel: (label) => `${namespace}:api:preview-label:${label}`,
     sandbox: (jobId) => sandboxKeys(jobId, 'tagged'),
     sandboxPrefix: (jobId) => sandboxKeyPrefix(jobId, 'tagged'),

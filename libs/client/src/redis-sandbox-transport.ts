@@ -21,6 +21,7 @@ import {
   scopedJobId,
 } from '@sandstream/bus';
 import type { NetworkPolicy, StepResult } from '@sandstream/wire';
+import { kernelReplacedState } from './code-context-record.js';
 import { executionOf } from './code-execution.js';
 import type { ExecResult } from './command-output.js';
 import {
@@ -381,7 +382,9 @@ export class RedisSandboxTransport implements SandboxTransport {
 
   async runCode(id: string, step: CodeCommand, options: RunCommandOptions) {
     const run = await runCommand(this.ctx, id, step, options);
-    return executionOf(run.output.result(run.commandId, run.result), run.result);
+    const execution = executionOf(run.output.result(run.commandId, run.result), run.result);
+    if (await kernelReplacedState(this.ctx.redis, this.ctx.keys, id, run.result)) execution.stateLost = true;
+    return execution;
   }
 
   async attach(id: string, commandId: string, options: RunCommandOptions): Promise<ExecResult> {

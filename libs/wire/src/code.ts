@@ -57,6 +57,12 @@ export const CodeOutputSchema = z.object({
    * did not stop the cell) and this cell ran in a fresh one, or this cell's kernel died.
    */
   stateLost: z.boolean(),
+  /**
+   * This cell's agent started the context's kernel for it (first use, or a fresh kernel after a
+   * death, or the first cell an agent that replaced another ran there). Absent: false. The SDK
+   * turns a start for a context the sandbox had before into `stateLost` (code-context-record.ts).
+   */
+  kernelStarted: z.boolean().optional(),
   /** Results left out because the cell's results passed Limits.codeResultsMaxBytes. */
   droppedResults: z.number().int().nonnegative().optional(),
 });
