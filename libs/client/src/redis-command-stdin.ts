@@ -20,7 +20,9 @@ export async function sendCommandInput(
   input: CommandInput,
 ): Promise<void> {
   const record = await ctx.store.get(sandboxId);
-  if (record?.kind !== 'sandbox') throw new SandboxNotFoundError(sandboxId);
+  // Another tenant's sandbox is a missing one, as for every call (the API's routes check first).
+  if (record?.kind !== 'sandbox' || (ctx.tenant !== undefined && record.tenant !== ctx.tenant))
+    throw new SandboxNotFoundError(sandboxId);
   const command = record.commands[commandId] as { openStdin?: unknown } | undefined;
   if (command === undefined) throw new SandboxCommandNotFoundError(sandboxId, commandId);
   if (commandId in record.stepResults)

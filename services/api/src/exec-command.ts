@@ -26,7 +26,7 @@ function startOf(sandbox: Sandbox, body: ExecBody, options: ExecOptions): Comman
     );
   }
   const { timeoutSeconds, maxOutputBytes, signal, onStdout, onStderr, onStart } = options;
-  const unsupported = (['cwd', 'env', 'stdin', 'stdinEncoding', 'shell'] as const).filter(
+  const unsupported = (['cwd', 'env', 'stdin', 'stdinEncoding', 'shell', 'openStdin'] as const).filter(
     (k) => body[k] !== undefined,
   );
   if (unsupported.length > 0) {
@@ -61,6 +61,7 @@ export async function execForRequest(
     ...(body.cwd !== undefined ? { cwd: body.cwd } : {}),
     ...(body.env !== undefined ? { env: body.env } : {}),
     ...(body.timeoutSeconds !== undefined ? { timeoutSeconds: body.timeoutSeconds } : {}),
+    ...(body.openStdin !== undefined ? { openStdin: body.openStdin } : {}),
     ...(body.maxOutputBytes !== undefined ? { maxOutputBytes: body.maxOutputBytes } : {}),
     ...(body.stdin !== undefined
       ? {

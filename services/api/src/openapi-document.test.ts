@@ -84,6 +84,7 @@ describe('the OpenAPI document', () => {
       'POST /api/sandbox/{id}/exec',
       'POST /v1/sandboxes/{id}/code',
       'POST /v1/sandboxes/{id}/exec',
+      'POST /v1/sandboxes/{id}/watch',
     ]);
     const eventsOf = (name: string) =>
       (doc.components.schemas[name]?.oneOf ?? []).map((e) => e.properties.event.const).sort();

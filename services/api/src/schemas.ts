@@ -93,6 +93,11 @@ export const ExecBody = strictObject(
       .optional(),
     stdinEncoding: z.enum(['utf8', 'base64']).optional(),
     /**
+     * Keep the command's stdin open: POST …/processes/{commandId}/stdin writes to it, DELETE
+     * there closes it (EOF). Not with `stdin`.
+     */
+    openStdin: z.boolean().optional(),
+    /**
      * Run the command line in this long-lived shell of the sandbox (started on first use; its cd
      * and exports kept between commands), as the SDK's `sandbox.shell(name).run(command)`.
      */
@@ -116,6 +121,18 @@ export const KillProcessQuery = strictObject({
 });
 
 export const PathQuery = strictObject({ path: z.string().min(1).max(4096) });
+
+/** POST /v1/sandboxes/{id}/watch: a directory to watch (the SDK's files.watch). */
+export const WatchBody = strictObject({
+  path: PathQuery.shape.path,
+  recursive: z.boolean().optional(),
+  timeoutSeconds: z
+    .number()
+    .positive('timeoutSeconds must be positive')
+    .max(Limits.runMaxTimeoutSeconds, `timeoutSeconds is at most ${Limits.runMaxTimeoutSeconds}`)
+    .optional(),
+});
+export type WatchBody = z.output<typeof WatchBody>;
 export const WriteFileQuery = strictObject({
   path: PathQuery.shape.path,
   /** Permission bits of a new file in octal, as chmod takes them: `755`, `0644`. */

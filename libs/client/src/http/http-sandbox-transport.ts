@@ -431,16 +431,38 @@ export class HttpSandboxTransport implements SandboxTransport {
     return out;
   }
 
-  async watch(): Promise<ExecResult> {
-    throw new SandboxConflictError('watching a directory is not served over the HTTP API yet');
+  /** A watch over POST …/watch, followed as a command's events (services/api watch-directory.ts). */
+  async watch(
+    id: string,
+    step: Extract<CommandStep, { kind: 'watch' }>,
+    options: RunCommandOptions,
+  ): Promise<ExecResult> {
+    const subject = { sandboxId: id };
+    const events = this.api.events(this.path(id, '/watch'), {
+      method: 'POST',
+      body: {
+        path: step.path,
+        ...(step.recursive !== undefined ? { recursive: step.recursive } : {}),
+        ...(step.timeoutSeconds !== undefined ? { timeoutSeconds: step.timeoutSeconds } : {}),
+      },
+      subject,
+    });
+    return followCommandEvents(events, options, subject);
   }
 
-  async writeStdin(_id: string, _commandId: string, _data: Buffer): Promise<void> {
-    throw new SandboxConflictError('an open stdin is not served over the HTTP API yet');
+  async writeStdin(id: string, commandId: string, data: Buffer): Promise<void> {
+    await this.api.request(this.path(id, `/processes/${encodeURIComponent(commandId)}/stdin`), {
+      method: 'POST',
+      body: data,
+      subject: { sandboxId: id, commandId },
+    });
   }
 
-  async closeStdin(_id: string, _commandId: string): Promise<void> {
-    throw new SandboxConflictError('an open stdin is not served over the HTTP API yet');
+  async closeStdin(id: string, commandId: string): Promise<void> {
+    await this.api.request(this.path(id, `/processes/${encodeURIComponent(commandId)}/stdin`), {
+      method: 'DELETE',
+      subject: { sandboxId: id, commandId },
+    });
   }
 
   async openTerminal(id: string, options: TerminalOptions): Promise<TerminalChannel> {
@@ -490,6 +512,7 @@ function execBodyOf(step: RunStep, maxOutputBytes: number | undefined): Record<s
     ...(step.env ? { env: step.env } : {}),
     ...(step.stdin !== undefined ? { stdin: step.stdin } : {}),
     ...(step.stdinEncoding !== undefined ? { stdinEncoding: step.stdinEncoding } : {}),
+    ...(step.stdinStream ? { openStdin: true } : {}),
     ...common,
   };
 }

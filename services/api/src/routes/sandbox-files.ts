@@ -14,8 +14,11 @@ import {
   LsQuery,
   LsResponse,
   PathQuery,
+  WatchBody,
   WriteFileQuery,
 } from '../schemas.js';
+import { CommandEventSchema, eventStreamResponse } from '../sse-schemas.js';
+import { watchForRequest } from '../watch-directory.js';
 import { sendText, writeFileBody } from './file-bodies.js';
 
 const problems = problemResponses(404, 409, 413);
@@ -62,6 +65,28 @@ export function sandboxFileRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => writeFileBody(files(request.params.id), request.query, request.body),
+    );
+
+    app.post(
+      '/:id/watch',
+      {
+        schema: {
+          tags,
+          summary:
+            "Watch a directory: an event stream of the watch's command (`started`, one `stdout` line of JSON per change, its `result` at the end); closing the stream stops it",
+          params: IdParams,
+          body: WatchBody,
+          response: {
+            200: eventStreamResponse(
+              'the watch, as a command: its id, each change, its end',
+              CommandEventSchema,
+            ),
+            ...problems,
+            ...problemResponses(422),
+          },
+        },
+      },
+      async (request, reply) => watchForRequest(files(request.params.id), request.body, request, reply),
     );
 
     app.get(

@@ -1,10 +1,12 @@
 import { SandboxCommandNotFoundError } from '@sandstream/client';
+import { Limits } from '@sandstream/wire';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireAccess } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { commandOf, sendExecution } from '../exec-command.js';
 import { problemResponses } from '../plugins/problem-replies.js';
+import { HttpProblem } from '../problem.js';
 import { HistoryEntryResponse, IdParams, KillProcessQuery, PidParams, StartProcessBody } from '../schemas.js';
 import { followerStream } from '../sse.js';
 import { CommandEventSchema, eventStreamResponse } from '../sse-schemas.js';
@@ -84,6 +86,52 @@ export function sandboxProcessRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         }
         await list.kill(pid, request.query.signal);
         return reply.code(202).send({ id: request.params.pid, status: 'kill-requested' as const });
+      },
+    );
+
+    // A command's open stdin (exec with openStdin): what the SDK's writeStdin / closeStdin do
+    // over Redis. The body is the bytes as they are; one request at most the size of a command's
+    // whole stdin, and the agent's input list bounds how much may wait unread.
+    app.post(
+      '/:id/processes/:pid/stdin',
+      {
+        bodyLimit: Limits.runStdinMaxBytes,
+        schema: {
+          tags,
+          summary: `Write to a command's open stdin (started with openStdin): the body's bytes (application/octet-stream or text/plain, at most ${Limits.runStdinMaxBytes} bytes)`,
+          params: PidParams,
+          consumes: ['application/octet-stream', 'text/plain'],
+          response: { 204: z.null().describe('written'), ...problems, ...problemResponses(400, 413, 429) },
+        },
+      },
+      async (request, reply) => {
+        const body: unknown = request.body;
+        if (typeof body !== 'string' && !Buffer.isBuffer(body)) {
+          throw new HttpProblem(
+            400,
+            'invalid-request',
+            'the body must be text/plain or application/octet-stream',
+            [{ field: 'body', rule: 'the bytes to write, as text/plain or application/octet-stream' }],
+          );
+        }
+        await ctx.client.sandboxes.handle(request.params.id).writeStdin(request.params.pid, body);
+        return reply.code(204).send(null);
+      },
+    );
+
+    app.delete(
+      '/:id/processes/:pid/stdin',
+      {
+        schema: {
+          tags,
+          summary: "Close a command's open stdin: it reads end of file",
+          params: PidParams,
+          response: { 204: z.null().describe('closed'), ...problems },
+        },
+      },
+      async (request, reply) => {
+        await ctx.client.sandboxes.handle(request.params.id).closeStdin(request.params.pid);
+        return reply.code(204).send(null);
       },
     );
 
