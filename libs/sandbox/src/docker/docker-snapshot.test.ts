@@ -56,6 +56,19 @@ async function start(
   return container;
 }
 
+/** The containers this file started, and their work volumes (named, so `v: true` leaves them). */
+async function removeAll(): Promise<void> {
+  for (const c of containers.splice(0)) {
+    const { Name } = await c.inspect().catch(() => ({ Name: '' }));
+    await c.remove({ force: true, v: true }).catch(() => {});
+    if (Name)
+      await docker
+        .getVolume(`${Name.replace(/^\//, '')}-work`)
+        .remove()
+        .catch(() => {});
+  }
+}
+
 async function bytesOf(stream: NodeJS.ReadableStream): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of stream) chunks.push(chunk as Buffer);
@@ -67,20 +80,7 @@ describe.skipIf(skip)('Docker sandbox snapshots (container layer + work volume)'
   beforeAll(async () => {
     a = await start('a');
   }, 60_000);
-  afterAll(async () => {
-    for (const c of containers) {
-      await c.remove({ force: true, v: true }).catch(() => {});
-      await docker
-        .getVolume(`${c.id}`)
-        .remove()
-        .catch(() => {});
-    }
-    for (const suffix of ['a', 'b', 'ga', 'gb'])
-      await docker
-        .getVolume(`${name}-${suffix}-work`)
-        .remove()
-        .catch(() => {});
-  });
+  afterAll(removeAll);
 
   it('restores in place: root-level dirs, image files deleted and changed, owners, symlinks, the work tree', async () => {
     await sh(
@@ -149,9 +149,7 @@ describe.skipIf(gvisorSkip)(
         entrypoint: ['sh', '-c', 'sleep infinity & echo $! > /tmp/child; wait'],
       });
     }, 60_000);
-    afterAll(async () => {
-      for (const c of containers) await c.remove({ force: true, v: true }).catch(() => {});
-    });
+    afterAll(removeAll);
 
     const childState = async () => (await sh(ga, 'grep State /proc/$(cat /tmp/child)/status')).trim();
     const capture = async (container: Dockerode.Container, whileFrozen?: () => Promise<void>) => {
@@ -202,7 +200,7 @@ describe.skipIf(gvisorSkip)(
       expect(await childState()).toMatch(/State:\s+S/);
     }, 120_000);
 
-    it('a fresh gVisor container gets the same work tree (a fork); a runc snapshot with its layer is refused', async () => {
+    it('a fresh gVisor container gets the same work tree (a fork); a runc snapshot with its layer is refused, a gVisor one restores on runc', async () => {
       await sh(ga, 'mkdir -p /work/project && echo forked > /work/project/f.txt');
       const snapshot = await capture(ga);
       const gb = await start('gb', { runtime: 'runsc' });
@@ -212,7 +210,7 @@ describe.skipIf(gvisorSkip)(
       expect(await sh(ga, 'cat /work/project/f.txt')).toBe('forked\n');
 
       // A runc container's snapshot holds its layer (root/), which this route cannot write.
-      const runc = await start('b');
+      const runc = await start('gr');
       await sh(runc, 'echo layer > /layer.txt');
       const route = await dockerFilesRoute(docker, runc.id, gvisor);
       expect(route.kind).toBe('host');
@@ -223,6 +221,12 @@ describe.skipIf(gvisorSkip)(
         /root\/.*a gVisor \(runsc\) Docker sandbox restores only work\//,
       );
       expect(await sh(gb, 'cat /work/project/f.txt')).toBe('diverged\n');
+
+      // The other way a gVisor snapshot restores: on runc, its layer back to the image.
+      await restore(runc, snapshot);
+      expect(await sh(runc, 'cat /work/project/f.txt; test -e /layer.txt || echo layer-reverted')).toBe(
+        'forked\nlayer-reverted\n',
+      );
     }, 120_000);
   },
 );
