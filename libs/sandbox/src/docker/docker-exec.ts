@@ -54,6 +54,10 @@ export function dockerExec(docker: Dockerode, containerId: string): SandboxExec 
     const socket = (await exec.start({ hijack: true, stdin: stdin !== undefined })) as Duplex;
     const frames = new ExecFrames({ highWaterMark: 1024 * 1024 });
     socket.pipe(frames);
+    // Its reader dropped the output: the connection goes too, and with it the command's stdout.
+    frames.once('close', () => {
+      if (!socket.readableEnded) socket.destroy();
+    });
     const done = new Promise<void>((resolve, reject) => {
       let settled = false;
       const fail = (err: Error) => {
@@ -64,8 +68,13 @@ export function dockerExec(docker: Dockerode, containerId: string): SandboxExec 
         reject(err);
       };
       socket.once('error', (err) => fail(new Error(`${what}: ${err.message}`)));
+      let ended = false;
+      socket.once('close', () => {
+        if (!ended) fail(new Error(`${what}: the exec connection closed before the command ended`));
+      });
       // The engine ends the stream once the command exited and its output was sent.
       socket.once('end', () => {
+        ended = true;
         void exitCodeOf(exec).then((code) => {
           if (settled) return;
           if (code === 0) {

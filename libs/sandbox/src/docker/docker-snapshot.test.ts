@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { dockerEngine } from '@sandstream/test-support';
 import type Dockerode from 'dockerode';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SnapshotCorruptError } from '../snapshot/snapshot-entry.js';
 import { testImages } from '../testing/docker-test-env.js';
 import { captureDockerFiles, dockerFilesRoute, restoreDockerFiles } from './docker-files.js';
@@ -198,6 +198,18 @@ describe.skipIf(gvisorSkip)(
         './.hidden\n./project\n',
       );
       expect(await childState()).toMatch(/State:\s+S/);
+    }, 120_000);
+
+    it('a capture whose reader gives up thaws the sandbox and leaves no tar running in it', async () => {
+      await sh(ga, 'mkdir -p /work/big && head -c 20000000 /dev/urandom > /work/big/blob.bin');
+      const route = await dockerFilesRoute(docker, ga.id, gvisor);
+      const captured = await captureDockerFiles(docker, route);
+      for await (const _ of captured.stream) break; // one chunk, then the stream is destroyed
+      await expect(captured.done).rejects.toThrow();
+      expect(await childState()).toMatch(/State:\s+S/);
+      const tars = () => sh(ga, 'cat /proc/[0-9]*/comm 2>/dev/null | grep -c "^tar$" || true');
+      await vi.waitUntil(async () => (await tars()).trim() === '0', { timeout: 10_000, interval: 200 });
+      await sh(ga, 'rm -r /work/big');
     }, 120_000);
 
     it('a fresh gVisor container gets the same work tree (a fork); a runc snapshot with its layer is refused, a gVisor one restores on runc', async () => {

@@ -73,17 +73,25 @@ async function* tarEntries(exec: SandboxExec, workdir: string): AsyncGenerator<C
   const archive = extract();
   run.stdout.on('error', (err) => archive.destroy(err));
   run.stdout.pipe(archive);
-  for await (const file of archive) {
-    const entry = snapshotEntryOf(file.header);
-    if (!entry) {
-      file.resume();
-      continue;
+  let whole = false;
+  try {
+    for await (const file of archive) {
+      const entry = snapshotEntryOf(file.header);
+      if (!entry) {
+        file.resume();
+        continue;
+      }
+      if (entry.type === 'file') yield { entry, content: () => file as AsyncIterable<Buffer> };
+      else {
+        file.resume();
+        yield { entry };
+      }
     }
-    if (entry.type === 'file') yield { entry, content: () => file as AsyncIterable<Buffer> };
-    else {
-      file.resume();
-      yield { entry };
-    }
+    whole = true;
+  } finally {
+    // A reader that gave up (a failed upload): the exec's output is dropped, which ends its
+    // connection, so tar does not stay blocked on a full pipe in the sandbox.
+    if (!whole) run.stdout.destroy();
   }
   await run.done;
 }
