@@ -2,9 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { dockerEngine } from '@sandstream/test-support';
 import type Dockerode from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { freezeByExec } from '../snapshot/signal-tree.js';
 import { SnapshotCorruptError } from '../snapshot/snapshot-entry.js';
 import { testImages } from '../testing/docker-test-env.js';
-import { captureDockerFiles, dockerFilesRoute, restoreDockerFiles } from './docker-files.js';
+import { dockerExec } from './docker-exec.js';
+import { captureDockerFiles, dockerFilesRoute, restoreDockerFiles, thawDockerFiles } from './docker-files.js';
 import { captureDocker, containerLayout, restoreDocker } from './docker-snapshot.js';
 
 // The capture and restore of a Docker sandbox's files, on a plain container of the test image
@@ -211,6 +213,13 @@ describe.skipIf(gvisorSkip)(
       await vi.waitUntil(async () => (await tars()).trim() === '0', { timeout: 10_000, interval: 200 });
       await sh(ga, 'rm -r /work/big');
     }, 120_000);
+
+    it("thaw (the freeze guard's sweep for a capture that died) lets a frozen gVisor sandbox run", async () => {
+      await freezeByExec(dockerExec(docker, ga.id));
+      expect(await childState()).toMatch(/State:\s+T/);
+      await thawDockerFiles(docker, ga.id, gvisor);
+      expect(await childState()).toMatch(/State:\s+S/);
+    }, 60_000);
 
     it('a fresh gVisor container gets the same work tree (a fork); a runc snapshot with its layer is refused, a gVisor one restores on runc', async () => {
       await sh(ga, 'mkdir -p /work/project && echo forked > /work/project/f.txt');
