@@ -9,12 +9,17 @@
  *    first exec plus an upload of the same tree (the same bytes put back the ordinary way).
  *    Goal: resume p50 ≤ that baseline.
  *
+ * Docker under gVisor (runsc, a template with `runtimeClass: gvisor`) too where the engine has it:
+ * its files go through the container (tar by docker exec), the others' through the host.
+ * PAUSE_BENCH_BACKENDS (comma-separated names: in-process, docker, docker+gvisor) picks some.
+ *
  *   npm run build && npx vite-node test/bench/pause-resume.bench.ts [rounds] [workspaceMb]
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { liveBackends, summarize } from '@sandstream/test-support';
+import Dockerode from 'dockerode';
 import { startStack } from '../helpers/services-stack.js';
 
 const ROUNDS = Number(process.argv[2] ?? 8);
@@ -29,7 +34,27 @@ function tree(): string {
   return root;
 }
 
-for (const backend of liveBackends()) {
+const runsc = await new Dockerode()
+  .info()
+  .then((info: { Runtimes?: Record<string, unknown> }) => Boolean(info.Runtimes?.runsc))
+  .catch(() => false);
+const backends: { name: string; image: string; template?: string; env: Record<string, string> }[] = [
+  ...liveBackends(),
+];
+const docker = liveBackends().find((b) => b.name === 'docker');
+if (docker && runsc) {
+  const templates = join(mkdtempSync(join(tmpdir(), 'sandstream-pause-bench-gvisor-')), 'templates.yaml');
+  writeFileSync(templates, `templates:\n  gvisor:\n    image: ${docker.image}\n    runtimeClass: gvisor\n`);
+  backends.push({
+    name: 'docker+gvisor',
+    image: docker.image,
+    template: 'gvisor',
+    env: { ...docker.env, SANDSTREAM_TEMPLATES_FILE: templates },
+  });
+}
+const only = process.env.PAUSE_BENCH_BACKENDS?.split(',');
+
+for (const backend of backends.filter((b) => !only || only.includes(b.name))) {
   const stack = await startStack({
     label: 'pbench',
     env: { NATS_URL: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', ...backend.env },
@@ -46,7 +71,7 @@ for (const backend of liveBackends()) {
       let t = performance.now();
       const cold = await stack.client.sandboxes.create({
         id: `${stack.namespace}-cold-${round}`,
-        image: backend.image,
+        ...(backend.template ? { template: backend.template } : { image: backend.image }),
       });
       await cold.exec(['true']);
       await cold.files.upload(join(local, 'data'), '.');

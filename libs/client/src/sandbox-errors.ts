@@ -57,8 +57,8 @@ export class SandboxConflictError extends Error {
 }
 
 /**
- * The sandbox cannot pause where it runs (its backend cannot capture its files: gVisor on Docker,
- * or no snapshot store); nothing was changed, it is still ready.
+ * The sandbox cannot pause where it runs (its backend cannot capture its files, or there is no
+ * snapshot store); nothing was changed, it is still ready.
  */
 export class SandboxPauseUnsupportedError extends SandboxConflictError {
   override readonly name = 'SandboxPauseUnsupportedError';

@@ -1,5 +1,5 @@
 import type { PausedFilesStore, SandboxFilesKeeper } from '@sandstream/bus';
-import { dockerRuntimeFor, type SandboxBackend, type SandboxSpec } from '@sandstream/sandbox';
+import type { SandboxBackend, SandboxSpec } from '@sandstream/sandbox';
 import type { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
 
 /**
@@ -56,15 +56,12 @@ export class PausedFiles implements SandboxFilesKeeper {
    * Why a sandbox of this spec cannot pause here, or undefined when it can: said when it starts
    * (the record's `unpausable`), so a pause is refused up front instead of failing the sandbox.
    */
-  cannotPause(spec: SandboxSpec): string | undefined {
+  cannotPause(_spec: SandboxSpec): string | undefined {
+    // Any spec on a backend that captures can pause: a gVisor (runsc) Docker sandbox's work volume
+    // is captured through the container (docs/snapshots.md). The spec stays for a refusal that
+    // depends on it.
     if (!this.backend.captureFiles || !this.backend.restoreFiles)
       return `the ${this.backend.kind} backend cannot capture and restore a sandbox's files`;
-    if (
-      this.backend.kind === 'docker' &&
-      spec.runtimeClass !== undefined &&
-      dockerRuntimeFor(spec.runtimeClass) === 'runsc'
-    )
-      return "its files live in gVisor's (runsc) own overlay, out of the engine's layer, where no snapshot can capture them (docs/snapshots.md)";
     return undefined;
   }
 

@@ -46,6 +46,7 @@ import {
 } from './docker-disk.js';
 import { egressTarget, installEgress, sweepEgress } from './docker-egress.js';
 import { ignoreGone, isConflict, isNotFound } from './docker-errors.js';
+import { captureDockerFiles, dockerFilesRoute, restoreDockerFiles, thawDockerFiles } from './docker-files.js';
 import { containerLogTail } from './docker-logs.js';
 import {
   type DockerRole,
@@ -61,7 +62,6 @@ import {
   DEFAULT_SANDBOX_NETWORK,
   type DenyEgressConfig,
 } from './docker-network.js';
-import { captureDocker, containerLayout, restoreDocker } from './docker-snapshot.js';
 import { EgressProxy } from './egress-proxy.js';
 import { randomSandboxMac } from './egress-rules.js';
 import { type PullLimits, pullImage } from './image-pull.js';
@@ -557,25 +557,29 @@ export class DockerBackend implements SandboxBackend {
     await ignoreGone(() => this.docker.getContainer(ref.id).kill());
   }
 
-  /** Its container layer and work volume, the container paused meanwhile (docker-snapshot.ts). */
+  /**
+   * Its container layer and work volume, the container paused meanwhile (docker-snapshot.ts); under
+   * gVisor its work volume, through the container (docker-files.ts).
+   */
   async captureFiles(ref: SandboxRef): Promise<FilesCapture> {
-    return captureDocker(await this.layoutOf(ref));
+    return captureDockerFiles(
+      this.docker,
+      await dockerFilesRoute(this.docker, ref.id, this.gvisorRuntimes()),
+    );
   }
 
   async restoreFiles(ref: SandboxRef, snapshot: AsyncIterable<Buffer>): Promise<FilesRestored> {
-    return restoreDocker(await this.layoutOf(ref), snapshot);
+    const route = await dockerFilesRoute(this.docker, ref.id, this.gvisorRuntimes());
+    return restoreDockerFiles(this.docker, route, snapshot);
   }
 
   async thaw(ref: SandboxRef): Promise<void> {
-    const container = this.docker.getContainer(ref.id);
-    await ignoreGone(async () => {
-      if ((await container.inspect()).State.Paused) await container.unpause();
-    });
+    await thawDockerFiles(this.docker, ref.id, this.gvisorRuntimes());
   }
 
-  private async layoutOf(ref: SandboxRef) {
-    const info = await this.docker.getContainer(ref.id).inspect();
-    return containerLayout(this.docker, ref.id, info.Config.WorkingDir || '/work');
+  /** The engine's names for gVisor: `runsc`, and what this backend's runtime map calls it. */
+  private gvisorRuntimes(): Set<string> {
+    return new Set(['runsc', dockerRuntimeFor('gvisor', this.options.runtimes)]);
   }
 
   /** The dockerode client is injected and owned by the caller. */

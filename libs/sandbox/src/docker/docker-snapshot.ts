@@ -48,7 +48,7 @@ export async function containerLayout(
   const runtime = info.HostConfig?.Runtime;
   if (runtime === 'runsc') {
     throw new Error(
-      'snapshots of gVisor (runsc) sandboxes are not supported: the sandbox caches its file system, so files written from the host into it during a restore are not seen inside (docs/snapshots.md)',
+      "a gVisor (runsc) sandbox's files cannot be captured or restored through the host's layer: its Sentry caches its file system, so host writes are not seen inside; they go through the container instead (docker-files.ts, docs/snapshots.md)",
     );
   }
   const mounts = (info.Mounts ?? []) as Array<{ Destination: string; Source: string }>;

@@ -1,46 +1,15 @@
-import type { PodTarget } from './kubernetes-snapshot.js';
-import { execInPod } from './pod-exec.js';
+import { freezeByExec, thawByExec } from '../snapshot/signal-tree.js';
+import { type PodTarget, podExec } from './kubernetes-snapshot.js';
 
 /**
- * Sends a signal to every process below the agent (PID 1 of the toolchain container): its
- * commands and whatever they started, orphans reparented to it included. Kubernetes has no pause
- * of a pod, so the freeze is SIGSTOP through `pods/exec`, as in-process. Passes repeat until no new
- * process turns up (one being stopped may have just forked); exec sessions (PPid 0), among them
- * this script, are not the sandbox's and are left alone. Only shell builtins: any image's `sh` does.
+ * Kubernetes has no pause of a pod: the sandbox's processes below the agent get SIGSTOP through
+ * `pods/exec` (snapshot/signal-tree.ts), as in-process.
  */
-const SIGNAL_TREE_SCRIPT = `sig=$1
-done_=" 1 "
-while :; do
-  new=""
-  for d in /proc/[0-9]*; do
-    p=\${d#/proc/}
-    case "$done_" in *" $p "*) continue ;; esac
-    pp=""
-    while read -r k v; do
-      if [ "$k" = "PPid:" ]; then pp=$v; break; fi
-    done 2>/dev/null < "$d/status"
-    case "$done_" in *" $pp "*) kill -"$sig" "$p" 2>/dev/null && new="$new$p " ;; esac
-  done
-  [ -z "$new" ] && break
-  done_="$done_$new"
-done`;
-
-async function signalTree(target: PodTarget, signal: 'STOP' | 'CONT'): Promise<void> {
-  const run = await execInPod({
-    ...target,
-    command: ['sh', '-c', SIGNAL_TREE_SCRIPT, 'sandstream-freeze', signal],
-  });
-  run.stdout.resume();
-  await run.done;
-}
-
-/** Stops the sandbox's processes; the returned function lets them run again. */
-export async function freezePod(target: PodTarget): Promise<() => Promise<void>> {
-  await signalTree(target, 'STOP');
-  return () => thawPod(target);
+export function freezePod(target: PodTarget): Promise<() => Promise<void>> {
+  return freezeByExec(podExec(target));
 }
 
 /** SIGCONT to every process below the agent: idempotent, and harmless to a sandbox not frozen. */
 export function thawPod(target: PodTarget): Promise<void> {
-  return signalTree(target, 'CONT');
+  return thawByExec(podExec(target));
 }
