@@ -3,7 +3,7 @@
 // sse-schemas.ts are their zod sources). The console is a browser bundle and carries no zod:
 // what the libs own comes in by `import type` only, erased at build, so no node code (ioredis)
 // reaches the bundle.
-import type { JobState, SandboxState } from '@sandstream/bus';
+import type { JobState, SandboxState, TemplateInfo } from '@sandstream/bus';
 import type { FollowItem } from '@sandstream/client';
 
 export type { JobState, SandboxState };
@@ -133,7 +133,8 @@ export interface QueueFigures {
 }
 
 export interface Templates {
-  templates: { name: string; image?: string }[];
+  /** The file's and the built ones: a name both have is listed twice, the built one shadowed. */
+  templates: TemplateInfo[];
   default: { template?: string; image?: string };
 }
 

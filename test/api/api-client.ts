@@ -13,7 +13,7 @@ export interface Answer<T = unknown> {
  * status must be declared for the operation and a JSON body must match its schema. A problem
  * answer must be application/problem+json.
  */
-export function apiClient(stack: ApiStack, doc: OpenApiDocument) {
+export function apiClient(stack: Pick<ApiStack, 'request'>, doc: OpenApiDocument) {
   return async function call<T = unknown>(
     method: string,
     path: string,

@@ -1,12 +1,16 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { BuiltTemplates, createKeySpace } from '@sandstream/bus';
 import { testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli-run.js';
 
-// `template ls` and `template rm` work on the registry of built templates in Redis alone (no
-// services, no engine): a namespace of this test's own, its hash deleted afterwards.
+// `template ls` and `template rm` over Redis work on the registry of built templates alone (no
+// services, no engine): a namespace of this test's own, its hash deleted afterwards. Over the
+// API: test/api/api-templates.test.ts.
 const namespace = `tmplreg-${randomBytes(4).toString('hex')}`;
 const keys = createKeySpace(namespace);
 const redis = new Redis(testRedisUrl());
@@ -43,21 +47,32 @@ describe('sandstream template ls / rm', () => {
 
     const listed = await cli(['template', 'ls', '--json']);
     expect(listed.status, listed.stderr).toBe(0);
-    expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ name: 'kept', image })]);
+    expect(JSON.parse(listed.stdout)).toEqual([
+      expect.objectContaining({ name: 'kept', source: 'built', image }),
+    ]);
+    const table = await cli(['template', 'ls']);
+    expect(table.status, table.stderr).toBe(0);
+    const [header, ...rows] = table.stdout.trimEnd().split('\n');
+    expect(header).toMatch(/^NAME\s+SOURCE\s+IMAGE\s+CREATED$/);
+    expect(rows.map((r) => r.split(/\s+/).slice(0, 3))).toEqual([['kept', 'built', image]]);
 
     const again = await cli(['template', 'rm', 'gone']);
     expect(again.status).toBe(4);
     expect(again.stderr).toMatch(/no built template named "gone"/);
   }, 60_000);
 
-  it('refuses a missing name, and --url (the registry lives in Redis)', async () => {
+  it('refuses a missing name, and a build over --url (it registers in Redis itself)', async () => {
     const bare = await cli(['template', 'rm']);
     expect(bare.status).toBe(2);
     expect(bare.stderr).toMatch(/template name/);
-    const overApi = await cli(['template', 'rm', 'kept', '--url', 'http://127.0.0.1:9']);
+    // A directory with a Dockerfile: the inputs are checked first, then the transport.
+    const context = mkdtempSync(join(tmpdir(), 'tmplreg-'));
+    writeFileSync(join(context, 'Dockerfile'), 'FROM scratch\n');
+    const overApi = await cli(['template', 'build', 'kept', context, '--url', 'http://127.0.0.1:9']);
+    rmSync(context, { recursive: true, force: true });
     expect(overApi.status).toBe(2);
     expect(overApi.stderr).toMatch(
-      /template rm registers templates in Redis directly: give --redis-url, not --url/,
+      /template build registers templates in Redis directly: give --redis-url, not --url/,
     );
   }, 60_000);
 });

@@ -64,9 +64,10 @@ export function CatalogPage({ me }: { me: Me }) {
       <Problem error={templates.error} />
       <ul>
         {(templates.data?.templates ?? []).map((t) => (
-          <li key={t.name}>
+          <li key={`${t.source}:${t.name}`}>
             <strong>{t.name}</strong>
             {t.image ? ` — ${t.image}` : ''}
+            {` (${t.source === 'file' ? 'templates file' : `built ${t.createdAt ?? ''}`.trim()}${t.shadowed ? ', shadowed by the file' : ''})`}
           </li>
         ))}
       </ul>

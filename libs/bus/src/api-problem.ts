@@ -42,6 +42,10 @@ export const ProblemKindSchema = z.enum([
   'volume-not-found',
   /** 409: a read-write mount or a delete of a volume a sandbox holds (`volume`, `holder`). VolumeInUseError. */
   'volume-in-use',
+  /** 404: no built template has this name (`template`). TemplateNotFoundError. */
+  'template-not-found',
+  /** 409: a delete of the operator's template (`template`), which only its file changes. FileTemplateError. */
+  'template-in-file',
   /** 409: the sandbox takes no more commands (`sandboxId`, `state`, `reason`). SandboxClosedError. */
   'sandbox-closed',
   /** 409: the sandbox is not ready yet (queued, creating): its ports cannot be reached. SandboxNotReadyError. */
@@ -158,5 +162,6 @@ export const ApiProblemSchema = z.object({
   result: ProblemExecResultSchema.optional().describe('cancelled: the command result so far'),
   volume: z.string().optional().describe('volume-not-found, volume-in-use: the volume'),
   holder: z.string().optional().describe('volume-in-use: the sandbox that holds the volume'),
+  template: z.string().optional().describe('template-not-found, template-in-file: the template'),
 });
 export type ApiProblem = z.infer<typeof ApiProblemSchema>;

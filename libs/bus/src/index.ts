@@ -52,6 +52,7 @@ export * from './slot-leases.js';
 export * from './snapshot-records.js';
 export * from './snapshot-requests.js';
 export * from './snapshot-store.js';
+export * from './template-info.js';
 export * from './tenant-ids.js';
 export * from './volume-spec.js';
 export * from './volume-store.js';

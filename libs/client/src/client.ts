@@ -1,5 +1,6 @@
 import type { CancelResult } from '@sandstream/bus';
 import {
+  BuiltTemplates,
   isTerminal,
   type JobRecord,
   JobStore,
@@ -29,6 +30,7 @@ import { RedisVolumeTransport } from './redis-volume-transport.js';
 import { Sandboxes } from './sandboxes.js';
 import { Snapshots } from './snapshots.js';
 import { withSubmitSpan } from './submit-span.js';
+import { RedisTemplateTransport, Templates } from './templates.js';
 import type { SandstreamTransport } from './transport.js';
 import { Volumes } from './volumes.js';
 
@@ -55,6 +57,11 @@ export class SandstreamClient {
   readonly volumes: Volumes;
   /** Snapshots of the caller's tenant: list, get, delete (snapshots.ts). */
   readonly snapshots: Snapshots;
+  /**
+   * Templates: list (over HTTP the operator's file and the built ones, over Redis the built ones)
+   * and delete a built one (templates.ts).
+   */
+  readonly templates: Templates;
 
   constructor(options: SandstreamClientOptions = {}) {
     const opts = parseOptions(SandstreamClientOptionsSchema, options, 'SandstreamClient options');
@@ -74,6 +81,7 @@ export class SandstreamClient {
       this.redisOnly = undefined;
       this.sandboxes = new Sandboxes(this.transport.sandboxes);
       this.volumes = new Volumes(http.volumes);
+      this.templates = new Templates(http.templates);
     } else {
       if (opts.apiKey !== undefined)
         throw new SandstreamOptionsError('SandstreamClient options: apiKey needs url (the HTTP API)');
@@ -108,6 +116,9 @@ export class SandstreamClient {
           tenant: 'default',
           helperImage: opts.volumeHelperImage ?? 'sandstream/debian:bookworm',
         }),
+      );
+      this.templates = new Templates(
+        guardInfrastructureErrors(new RedisTemplateTransport(new BuiltTemplates(redis.redis, redis.keys))),
       );
     }
     this.snapshots = new Snapshots(this.transport.sandboxes);

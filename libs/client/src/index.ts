@@ -8,7 +8,14 @@ export type {
   VolumeInfo,
   VolumeMount,
 } from '@sandstream/bus';
-export { SandboxSpecError, VolumeInUseError, VolumeNotFoundError } from '@sandstream/bus';
+export {
+  FileTemplateError,
+  SandboxSpecError,
+  type TemplateInfo,
+  TemplateNotFoundError,
+  VolumeInUseError,
+  VolumeNotFoundError,
+} from '@sandstream/bus';
 export type { CodeError, CodeLanguage, CodeResult } from '@sandstream/wire';
 export * from './client.js';
 export * from './code-execution.js';
@@ -34,6 +41,7 @@ export * from './sandbox-terminals.js';
 export * from './sandboxes.js';
 export { gapLines } from './seq-gaps.js';
 export * from './snapshots.js';
+export { Templates, type TemplateTransport } from './templates.js';
 export * from './timeline-gaps.js';
 export type { JobTransport, SandboxTransport, SandstreamTransport, TerminalChannel } from './transport.js';
 export * from './volumes.js';

@@ -1,9 +1,11 @@
 import {
+  FileTemplateError,
   JobSpecError,
   type ProblemKind,
   ProblemKindSchema,
   problemKind,
   SandboxSpecError,
+  TemplateNotFoundError,
   VolumeInUseError,
   VolumeNotFoundError,
 } from '@sandstream/bus';
@@ -88,6 +90,18 @@ const CASES: { kind: ProblemKind; err: unknown; back: new (...args: never[]) => 
     err: new VolumeInUseError('data', 's9', 'volume data is mounted read-write by sandbox s9'),
     back: VolumeInUseError,
     fields: { volume: 'data', holder: 's9', message: 'volume data is mounted read-write by sandbox s9' },
+  },
+  {
+    kind: 'template-not-found',
+    err: new TemplateNotFoundError('gone'),
+    back: TemplateNotFoundError,
+    fields: { template: 'gone', message: 'no built template named "gone"' },
+  },
+  {
+    kind: 'template-in-file',
+    err: new FileTemplateError('warm'),
+    back: FileTemplateError,
+    fields: { template: 'warm', message: expect.stringContaining('SANDSTREAM_TEMPLATES_FILE') },
   },
   {
     kind: 'sandbox-not-ready',

@@ -1,11 +1,13 @@
 import {
   ApiProblemSchema,
+  FileTemplateError,
   fileProblemKind,
   JobSpecError,
   type ProblemKind,
   ProblemKinds,
   problemType,
   SandboxSpecError,
+  TemplateNotFoundError,
   userJobId,
   VolumeInUseError,
   VolumeNotFoundError,
@@ -178,6 +180,10 @@ export function problemOf(err: unknown): ProblemOf {
       holder: err.holder,
     };
   }
+  if (err instanceof TemplateNotFoundError)
+    return { status: 404, kind: 'template-not-found', detail: err.message, template: err.template };
+  if (err instanceof FileTemplateError)
+    return { status: 409, kind: 'template-in-file', detail: err.message, template: err.template };
   if (err instanceof SandboxClosedError) {
     const said = closedDetail(err);
     return {

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { startupSnapshot } from 'node:v8';
 import {
   ApiKeyStore,
+  FileTemplateError,
   isTerminal,
   type JobRecord,
   type JobSpec,
@@ -10,6 +11,7 @@ import {
   JobStateSchema,
   SandboxSpecError,
   sandboxRecordOf,
+  TemplateNotFoundError,
   VolumeInUseError,
   VolumeNotFoundError,
 } from '@sandstream/bus';
@@ -138,9 +140,13 @@ Commands:
                                  build an image with the Docker engine (docker CLI, DOCKER_HOST)
                                  and register it as template <name> for every scheduler; prints
                                  its image. Kubernetes takes images from CI (docs/templates.md)
-  template ls [--json]           the built templates: name, image, when
+                                 (Redis only: no build over --url)
+  template ls [--json]           the templates: name, source, image, when built. Over --url
+                                 the API's (the templates file's and the built ones); over
+                                 Redis the built ones
   template rm <name>             unregister built template <name> (its image stays on the
-                                 engine for sandboxes that run it); exits 4 if there is none
+                                 engine for sandboxes that run it); exits 4 if there is none,
+                                 1 for a templates-file one; over --url an admin key's only
   apikey create --tenant <t> [--admin]
                                  a key for the HTTP API (services/api), printed alone on
                                  stdout (only its hash is kept); --admin sees every tenant
@@ -285,7 +291,9 @@ async function main(argv: string[]): Promise<number> {
   });
   if (api && command.startsWith('apikey '))
     throw new UsageError(`${command} manages keys in Redis directly: give --redis-url, not --url`);
-  if (api && command.startsWith('template '))
+  // A build tags an image on the engine the CLI reaches and registers it in Redis itself: there is
+  // no build over the API. Listing and removing go through the SDK, on either transport.
+  if (api && command === 'template build')
     throw new UsageError(`${command} registers templates in Redis directly: give --redis-url, not --url`);
   // Only submit starts a trace. Off unless the services' switch (SANDSTREAM_TELEMETRY / an OTLP
   // endpoint) is set; the SDK is loaded only then, so the CLI pays nothing by default.
@@ -448,9 +456,9 @@ async function main(argv: string[]): Promise<number> {
       case 'template build':
         return await templateBuild(client.redis, client.keys, templateBuildInputs(args, values));
       case 'template ls':
-        return await templateList(client.redis, client.keys, values);
+        return await templateList(client, values);
       case 'template rm':
-        return await templateRemove(client.redis, client.keys, arg as string);
+        return await templateRemove(client, needArg('template name'));
       case 'apikey create':
       case 'apikey ls':
       case 'apikey revoke':
@@ -606,6 +614,7 @@ export function runCli(argv: string[]): void {
           err instanceof JobNotFoundError ||
           err instanceof SandboxNotFoundError ||
           err instanceof VolumeNotFoundError ||
+          err instanceof TemplateNotFoundError ||
           err instanceof SnapshotNotFoundError ||
           err instanceof CopyPathNotFoundError ||
           err instanceof SandboxCommandNotFoundError ||
@@ -616,11 +625,13 @@ export function runCli(argv: string[]): void {
           process.exitCode = ExitCodes.notFound;
         } else if (
           err instanceof VolumeInUseError ||
+          err instanceof FileTemplateError ||
           err instanceof SandboxLimitError ||
           err instanceof CopyRefusedError ||
           err instanceof SandboxFileError
         ) {
-          // Refused as asked: another sandbox writes to the volume, or a quota is spent.
+          // Refused as asked: another sandbox writes to the volume, a quota is spent, or the
+          // template is the operator's file's.
           process.stderr.write(`sandstream: ${err.message}\n`);
           process.exitCode = ExitCodes.failed;
         } else if (unavailable) {

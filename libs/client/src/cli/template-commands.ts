@@ -3,13 +3,15 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { BuiltTemplates, type KeySpace, type RedisClient, TemplateNameSchema } from '@sandstream/bus';
+import type { SandstreamClient } from '../client.js';
 import { ExitCodes } from './exit-codes.js';
 import { type ParsedCommandLine, UsageError } from './flags.js';
 
-// `sandstream template build <name> -f <Dockerfile> <dir>` and `template ls`: templates built
-// with the Docker engine and registered in Redis, where every scheduler resolves them
-// (libs/bus built-templates.ts says why there). On Kubernetes, images come from CI instead:
-// docs/templates.md.
+// `sandstream template build <name> -f <Dockerfile> <dir>`, `template ls` and `template rm`:
+// templates built with the Docker engine and registered in Redis, where every scheduler resolves
+// them (libs/bus built-templates.ts says why there). Building writes Redis directly; listing and
+// removing go through the SDK (client.templates), so over Redis or the API. On Kubernetes, images
+// come from CI instead: docs/templates.md.
 
 type Values = ParsedCommandLine['values'];
 
@@ -97,23 +99,32 @@ export async function templateBuild(
   }
 }
 
-export async function templateList(redis: RedisClient, keys: KeySpace, values: Values): Promise<number> {
-  const all = await new BuiltTemplates(redis, keys).list();
-  if (values.json) process.stdout.write(`${JSON.stringify(all, null, 2)}\n`);
-  else
-    for (const t of all)
-      process.stdout.write(
-        `${t.name.padEnd(30)} ${t.image.padEnd(50)} ${new Date(t.builtAt).toISOString()}\n`,
-      );
+/**
+ * `template ls`: over HTTP the API's list (the operator's file and the built ones), over Redis the
+ * built ones (the file is the services' own, not in Redis). A header row, then one per template.
+ */
+export async function templateList(client: SandstreamClient, values: Values): Promise<number> {
+  const all = await client.templates.list();
+  if (values.json) {
+    process.stdout.write(`${JSON.stringify(all, null, 2)}\n`);
+    return ExitCodes.succeeded;
+  }
+  const row = (name: string, source: string, image: string, created: string) =>
+    `${name.padEnd(30)} ${source.padEnd(15)} ${image.padEnd(50)} ${created}\n`;
+  process.stdout.write(row('NAME', 'SOURCE', 'IMAGE', 'CREATED'));
+  for (const t of all)
+    process.stdout.write(
+      row(t.name, t.shadowed ? `${t.source} (shadowed)` : t.source, t.image ?? '-', t.createdAt ?? '-'),
+    );
   return ExitCodes.succeeded;
 }
 
-/** Unregisters a built template; the image stays on the engine (sandboxes may still run it). */
-export async function templateRemove(redis: RedisClient, keys: KeySpace, name: string): Promise<number> {
-  if (!(await new BuiltTemplates(redis, keys).remove(name))) {
-    process.stderr.write(`sandstream: template rm: no built template named "${name}"\n`);
-    return ExitCodes.notFound;
-  }
+/**
+ * `template rm`: unregisters a built template; the image stays on the engine (sandboxes may still
+ * run it). Not found: TemplateNotFoundError (exit 4); the file's: FileTemplateError (exit 1).
+ */
+export async function templateRemove(client: SandstreamClient, name: string): Promise<number> {
+  await client.templates.delete(name);
   process.stderr.write(`removed template ${name}\n`);
   return ExitCodes.succeeded;
 }

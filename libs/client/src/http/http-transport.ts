@@ -6,6 +6,7 @@ import type { FollowItem } from '../follow-entry.js';
 import type { JobTransport, SandstreamTransport } from '../transport.js';
 import { HttpApi, isPassingOutage } from './http-api.js';
 import { HttpSandboxTransport } from './http-sandbox-transport.js';
+import { HttpTemplateTransport } from './http-template-transport.js';
 import { HttpVolumeTransport } from './http-volume-transport.js';
 import { errorOfProblem, ProblemBodySchema } from './problem-errors.js';
 
@@ -23,12 +24,14 @@ export class HttpTransport implements SandstreamTransport, JobTransport {
   readonly jobs: JobTransport = this;
   readonly sandboxes: HttpSandboxTransport;
   readonly volumes: HttpVolumeTransport;
+  readonly templates: HttpTemplateTransport;
   private readonly api: HttpApi;
 
   constructor(options: HttpTransportOptions) {
     this.api = new HttpApi(options.url, options.apiKey);
     this.sandboxes = new HttpSandboxTransport(this.api);
     this.volumes = new HttpVolumeTransport(this.api);
+    this.templates = new HttpTemplateTransport(this.api);
   }
 
   submit(spec: JobSpec, tenantGiven: boolean): Promise<SubmitResult> {

@@ -1,10 +1,12 @@
 import {
   ApiProblemSchema,
+  FileTemplateError,
   fileErrorCode,
   JobSpecError,
   type ProblemKind,
   problemKind,
   SandboxSpecError,
+  TemplateNotFoundError,
   VolumeInUseError,
   VolumeNotFoundError,
 } from '@sandstream/bus';
@@ -115,6 +117,8 @@ export const ERROR_OF_KIND: Record<ProblemKind, ErrorOfKind> = {
   'volume-not-found': (problem) => new VolumeNotFoundError(problem.volume ?? ''),
   'volume-in-use': (problem) =>
     new VolumeInUseError(problem.volume ?? '', problem.holder ?? '', problem.detail),
+  'template-not-found': (problem) => new TemplateNotFoundError(problem.template ?? ''),
+  'template-in-file': (problem) => new FileTemplateError(problem.template ?? ''),
   'sandbox-not-ready': (problem) => new SandboxNotReadyError(problem.detail),
   'port-unreachable': (problem) => new SandboxPortUnreachableError(problem.port, problem.detail),
   'sandbox-closed': (problem, subject) =>

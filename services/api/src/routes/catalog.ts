@@ -1,8 +1,19 @@
-import { PoolClaimCounts, type PoolMember, WarmPoolStore } from '@sandstream/bus';
+import {
+  FileTemplateError,
+  PoolClaimCounts,
+  type PoolMember,
+  TemplateInfoSchema,
+  TemplateNotFoundError,
+  TemplateRefSchema,
+  WarmPoolStore,
+} from '@sandstream/bus';
+import { strictObject } from '@sandstream/wire';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
+import { problemResponses } from '../plugins/problem-replies.js';
+import { HttpProblem } from '../problem.js';
 import { allFigures, QueueFigures, TenantQueueFigures } from '../tenant-queue-figures.js';
 
 const PoolFigures = z.object({
@@ -34,26 +45,63 @@ export function catalogRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         schema: {
           tags,
           summary:
-            "The operator's sandbox templates (SANDSTREAM_TEMPLATES_FILE) and the default a spec without one gets",
+            "Every template: the operator's (source file, SANDSTREAM_TEMPLATES_FILE) and those `sandstream template build` registered (source built, with their creation time; shadowed when the file has the name too, as the file wins), and the default a spec without one gets",
           response: {
             200: z.object({
-              templates: z.array(z.object({ name: z.string(), image: z.string().optional() })),
+              templates: z.array(TemplateInfoSchema),
               default: z.object({ template: z.string().optional(), image: z.string().optional() }),
             }),
           },
         },
       },
       async () => {
-        const names = ctx.templates?.names() ?? [];
+        const fromFile = ctx.templates?.names() ?? [];
+        const built = await ctx.client.templates.list();
         return {
-          templates: names.map((name) => {
-            const spec = ctx.templates?.resolve({ template: name }) as { image?: string } | undefined;
-            return { name, ...(spec?.image ? { image: spec.image } : {}) };
-          }),
+          templates: [
+            ...fromFile.map((name) => {
+              const spec = ctx.templates?.resolve({ template: name }) as { image?: string } | undefined;
+              return { name, source: 'file' as const, ...(spec?.image ? { image: spec.image } : {}) };
+            }),
+            ...built.map((t) => (fromFile.includes(t.name) ? { ...t, shadowed: true } : t)),
+          ],
           default: ctx.defaults.template
             ? { template: ctx.defaults.template }
             : { image: ctx.defaults.image },
         };
+      },
+    );
+
+    app.delete(
+      '/templates/:name',
+      {
+        schema: {
+          tags,
+          summary:
+            "Unregister a built template (admin keys only: a built template serves every tenant). Its image stays on the engine. 404 template-not-found when no built template has the name; 409 template-in-file for one of the operator's templates (SANDSTREAM_TEMPLATES_FILE), which only that file changes. A built template the file shadows is removed",
+          params: strictObject({ name: TemplateRefSchema }),
+          // Nothing to ask beyond the name: a flag such as ?force=1 is refused, not ignored.
+          querystring: strictObject({}),
+          response: { 204: z.null().describe('removed'), ...problemResponses(403, 404, 409) },
+        },
+      },
+      async (request, reply) => {
+        if (!principalOf(request).admin)
+          throw new HttpProblem(
+            403,
+            'forbidden',
+            'removing a template is for admin keys: a built template serves every tenant',
+          );
+        const { name } = request.params;
+        try {
+          await ctx.client.templates.delete(name);
+        } catch (err) {
+          // The file's own template: say so rather than "not found" (it is there, just not ours).
+          if (err instanceof TemplateNotFoundError && ctx.templates?.names().includes(name))
+            throw new FileTemplateError(name);
+          throw err;
+        }
+        return reply.code(204).send(null);
       },
     );
 
