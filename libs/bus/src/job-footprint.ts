@@ -15,7 +15,8 @@ export interface JobFootprint {
   readonly logArchive: string;
   /**
    * All of them, the record first and the log-archive marker second (the script reads both),
-   * then the dispatch state, the sandbox's named keys and its preview hash (sandboxFootprint).
+   * then the dispatch state, the code-contexts hash, the sandbox's named keys and its preview
+   * hash (sandboxFootprint).
    * The preview label's index entry lives in another slot: JobStore.delete frees it after.
    */
   readonly keys: readonly string[];

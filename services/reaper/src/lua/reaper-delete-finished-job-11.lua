@@ -7,7 +7,8 @@
 -- never deletes lines the archiver has not read yet; past it they go (an archive down for days
 -- must not fill Redis), and the caller reports the loss.
 -- KEYS: the job's footprint (libs/bus job-footprint.ts, all in the job's slot): job hash,
--- log-archive marker, then the rest (dispatch state, the sandbox's named keys, its preview hash).
+-- log-archive marker, then the rest (dispatch state, the code-contexts hash, the sandbox's named
+-- keys, its preview hash).
 -- ARGV: cutoff (ms), hold cutoff (ms), '1' when every job must be archived first, the reaper's
 -- namespace (a record of another namespace is never deleted; one without the field, written
 -- before it existed, was checked by the caller against the namespace's index).
