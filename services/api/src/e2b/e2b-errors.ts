@@ -73,14 +73,23 @@ export function connectErrors(err: FastifyError, request: FastifyRequest, reply:
   const error = connectErrorOf(err);
   if (error.code === 'internal') request.log.error({ err }, 'e2b in-sandbox call');
   // A server stream's error is its end message, its status 200: Connect clients read no other.
-  if (String(request.headers['content-type'] ?? '').startsWith('application/connect+json')) {
+  const contentType = String(request.headers['content-type'] ?? '');
+  if (contentType.startsWith('application/connect+')) {
     const end = endStreamToJson(
       new Headers(),
       new ConnectError(error.message, codeFromString(error.code)),
       {},
     );
     const body = encodeEnvelope(endStreamFlag, new TextEncoder().encode(JSON.stringify(end)));
-    return reply.code(200).type('application/connect+json').send(Buffer.from(body));
+    // The answer's codec is the request's (a client refuses another); its end message is JSON in both.
+    return reply
+      .code(200)
+      .type(
+        contentType.startsWith('application/connect+proto')
+          ? 'application/connect+proto'
+          : 'application/connect+json',
+      )
+      .send(Buffer.from(body));
   }
   return reply.code(CONNECT_STATUS[error.code] ?? 500).send(error);
 }
