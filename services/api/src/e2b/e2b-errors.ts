@@ -1,13 +1,16 @@
+import { ConnectError } from '@connectrpc/connect';
+import { encodeEnvelope } from '@connectrpc/connect/protocol';
+import { codeFromString, endStreamFlag, endStreamToJson } from '@connectrpc/connect/protocol-connect';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { HttpProblem, problemOf } from '../problem.js';
-import { END_STREAM, envelope } from './connect-envelope.js';
 
 /**
  * Errors as the e2b SDK reads them. Its control-plane client reads `{ code, message }` with the
  * HTTP status as code (a 404 becomes its NotFoundError); its Connect clients read a Connect
  * error: `{ code: "not_found", message }`, with the HTTP status Connect gives that code (unary),
- * or in the stream's end message (server streams, e2b-connect-stream.ts).
+ * or in the stream's end message (server streams). Inside a call, e2b-connect.ts's interceptor
+ * hands ours to connect-fastify's plugin; this handler answers those that come before it.
  */
 
 const CONNECT_CODES: Record<number, string> = {
@@ -39,13 +42,13 @@ const CONNECT_STATUS: Record<string, number> = {
   internal: 500,
 };
 
-export interface ConnectError {
+export interface ConnectErrorJson {
   code: string;
   message: string;
 }
 
 /** A Connect error for any error (problemOf decides its status and says what it may). */
-export function connectErrorOf(err: unknown): ConnectError {
+export function connectErrorOf(err: unknown): ConnectErrorJson {
   const problem = problemOf(err);
   return { code: CONNECT_CODES[problem.status] ?? 'internal', message: problem.detail };
 }
@@ -62,13 +65,32 @@ export function controlPlaneErrors(err: FastifyError, request: FastifyRequest, r
   return reply.code(problem.status).send({ code: problem.status, message: problem.detail });
 }
 
-/** Error handler of the in-sandbox routes (Connect unary calls and /files): a Connect error. */
+/**
+ * Error handler of the in-sandbox routes for what fails before a Connect call reaches the plugin
+ * (our authentication hook's 401, a rate limit) and of /files: a Connect error.
+ */
 export function connectErrors(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   const error = connectErrorOf(err);
   if (error.code === 'internal') request.log.error({ err }, 'e2b in-sandbox call');
   // A server stream's error is its end message, its status 200: Connect clients read no other.
-  if (String(request.headers['content-type'] ?? '').startsWith('application/connect+json'))
-    return reply.code(200).type('application/connect+json').send(envelope(END_STREAM, { error }));
+  const contentType = String(request.headers['content-type'] ?? '');
+  if (contentType.startsWith('application/connect+')) {
+    const end = endStreamToJson(
+      new Headers(),
+      new ConnectError(error.message, codeFromString(error.code)),
+      {},
+    );
+    const body = encodeEnvelope(endStreamFlag, new TextEncoder().encode(JSON.stringify(end)));
+    // The answer's codec is the request's (a client refuses another); its end message is JSON in both.
+    return reply
+      .code(200)
+      .type(
+        contentType.startsWith('application/connect+proto')
+          ? 'application/connect+proto'
+          : 'application/connect+json',
+      )
+      .send(Buffer.from(body));
+  }
   return reply.code(CONNECT_STATUS[error.code] ?? 500).send(error);
 }
 

@@ -1,8 +1,13 @@
 import { posix } from 'node:path';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { Sandbox } from '@sandstream/client';
 import type { FileEntry } from '@sandstream/wire';
+import { type EntryInfoSchema, FileType } from '../gen/filesystem/filesystem_pb.js';
 import { HttpProblem } from '../problem.js';
-import type { EntryInfo, FileType } from './e2b-filesystem-schemas.js';
+
+/** E2B's EntryInfo as we answer it (int64 size a bigint, the mtime a Timestamp). */
+export type EntryInfo = MessageInitShape<typeof EntryInfoSchema>;
 
 /**
  * The file calls our agent has no step for (stat, mkdir, remove, move), run as small commands in
@@ -25,9 +30,9 @@ async function run(sandbox: Sandbox, argv: string[], what: string): Promise<stri
 }
 
 function fileTypeOf(statType: string): FileType {
-  if (statType.includes('directory')) return 'FILE_TYPE_DIRECTORY';
-  if (statType.includes('symbolic link')) return 'FILE_TYPE_SYMLINK';
-  return 'FILE_TYPE_FILE';
+  if (statType.includes('directory')) return FileType.DIRECTORY;
+  if (statType.includes('symbolic link')) return FileType.SYMLINK;
+  return FileType.FILE;
 }
 
 export async function statEntry(sandbox: Sandbox, path: string): Promise<EntryInfo> {
@@ -39,12 +44,12 @@ export async function statEntry(sandbox: Sandbox, path: string): Promise<EntryIn
     name: posix.basename(path),
     type: fileTypeOf(type),
     path,
-    size,
+    size: BigInt(/^\d+$/.test(size) ? size : 0),
     mode: Number.parseInt(mode, 8),
     permissions,
     owner,
     group,
-    modifiedTime: new Date(Number(mtime) * 1000).toISOString(),
+    modifiedTime: timestampFromMs(Number(mtime) * 1000),
   };
 }
 
@@ -69,17 +74,17 @@ export async function move(sandbox: Sandbox, source: string, destination: string
 /** One of our list entries (relative to `dir`) as E2B's EntryInfo. */
 export function listedEntry(dir: string, entry: FileEntry): EntryInfo {
   const path = posix.join(dir, entry.path);
-  const type: FileType =
+  const type =
     entry.type === 'directory'
-      ? 'FILE_TYPE_DIRECTORY'
+      ? FileType.DIRECTORY
       : entry.type === 'symlink'
-        ? 'FILE_TYPE_SYMLINK'
-        : 'FILE_TYPE_FILE';
+        ? FileType.SYMLINK
+        : FileType.FILE;
   return {
     name: posix.basename(path),
     type,
     path,
-    size: String(entry.sizeBytes),
+    size: BigInt(entry.sizeBytes),
     mode: 0,
     permissions: '',
     owner: '',

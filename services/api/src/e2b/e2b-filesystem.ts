@@ -1,16 +1,13 @@
+import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import type { ApiContext } from '../api-context.js';
+import type { Filesystem } from '../gen/filesystem/filesystem_pb.js';
 import { HttpProblem } from '../problem.js';
-import { requestMessage } from './e2b-connect-stream.js';
-import { connectErrors, parseMessage, unsupported } from './e2b-errors.js';
+import { requestOf } from './e2b-connect.js';
+import { parseMessage, unsupported } from './e2b-errors.js';
 import { listedEntry, makeDir, move, remove, statEntry } from './e2b-file-ops.js';
-import {
-  ListDirRequestSchema,
-  MoveRequestSchema,
-  PathRequestSchema,
-  WatchDirRequestSchema,
-} from './e2b-filesystem-schemas.js';
+import { MoveRequestSchema, PathRequestSchema } from './e2b-filesystem-schemas.js';
 import { headerSandbox } from './e2b-sandbox.js';
 import { watchDir } from './e2b-watch-dir.js';
 
@@ -45,14 +42,64 @@ async function uploadedFiles(
 }
 
 /**
- * E2B's `filesystem.Filesystem` service (Connect, JSON) and envd's HTTP `/files` and `/health`,
- * on our sandbox files: read and write go through the SDK's files (as the HTTP API's do), list
- * is our list step, stat / mkdir / remove / move small commands (e2b-file-ops.ts), WatchDir our
- * watch step (e2b-watch-dir.ts). The polled watchers answer unimplemented, naming the call.
+ * E2B's `filesystem.Filesystem` service (generated from proto/filesystem/filesystem.proto,
+ * served by connect-fastify's plugin) on our sandbox files: list is our list step, stat / mkdir /
+ * remove / move small commands (e2b-file-ops.ts), WatchDir our watch step (e2b-watch-dir.ts).
+ * The polled watchers answer unimplemented, naming the call.
  */
-export function e2bFilesystemRoutes(ctx: ApiContext): FastifyPluginAsync {
+export function filesystemService(ctx: ApiContext): ServiceImpl<typeof Filesystem> {
+  const sandboxOf = (context: HandlerContext) => headerSandbox(ctx, requestOf(context));
+  const polled = (call: string) => async () => {
+    throw unsupported(`filesystem.Filesystem/${call} (polled watchers; WatchDir is served)`);
+  };
+  return {
+    async stat(request, context) {
+      const { path } = parseMessage(PathRequestSchema, request, 'filesystem.Filesystem/Stat');
+      return { entry: await statEntry(await sandboxOf(context), path) };
+    },
+
+    async listDir(request, context) {
+      const { path } = parseMessage(PathRequestSchema, request, 'filesystem.Filesystem/ListDir');
+      const sandbox = await sandboxOf(context);
+      // proto3 cannot tell a depth left out from 0: either is the directory's own entries.
+      const listed = await sandbox.files.list(path, { maxDepth: Math.max(1, request.depth) });
+      return { entries: listed.entries.map((e) => listedEntry(path, e)) };
+    },
+
+    async makeDir(request, context) {
+      const { path } = parseMessage(PathRequestSchema, request, 'filesystem.Filesystem/MakeDir');
+      return { entry: await makeDir(await sandboxOf(context), path) };
+    },
+
+    async remove(request, context) {
+      const { path } = parseMessage(PathRequestSchema, request, 'filesystem.Filesystem/Remove');
+      await remove(await sandboxOf(context), path);
+      return {};
+    },
+
+    async move(request, context) {
+      const { source, destination } = parseMessage(MoveRequestSchema, request, 'filesystem.Filesystem/Move');
+      return { entry: await move(await sandboxOf(context), source, destination) };
+    },
+
+    async *watchDir(request, context) {
+      parseMessage(PathRequestSchema, request, 'filesystem.Filesystem/WatchDir');
+      yield* await watchDir(context, await sandboxOf(context), request);
+    },
+
+    // The polling form of a watch (other SDKs'); the JS SDK's watchDir is the stream above.
+    createWatcher: polled('CreateWatcher'),
+    getWatcherEvents: polled('GetWatcherEvents'),
+    removeWatcher: polled('RemoveWatcher'),
+  };
+}
+
+/**
+ * envd's HTTP `/files` and `/health` (plain routes, not Connect): read and write go through the
+ * SDK's files, as the HTTP API's do.
+ */
+export function e2bFileRoutes(ctx: ApiContext): FastifyPluginAsync {
   return async (app) => {
-    app.setErrorHandler(connectErrors);
     app.addContentTypeParser('multipart/form-data', { parseAs: 'buffer' }, (_req, body, done) =>
       done(null, body),
     );
@@ -79,58 +126,5 @@ export function e2bFilesystemRoutes(ctx: ApiContext): FastifyPluginAsync {
       for (const file of files) await sandbox.files.write(file.path, file.bytes);
       return files.map((f) => ({ name: f.path.split('/').pop() ?? f.path, type: 'file', path: f.path }));
     });
-
-    app.post('/filesystem.Filesystem/Stat', async (request) => {
-      const { path } = parseMessage(PathRequestSchema, request.body, 'filesystem.Filesystem/Stat');
-      return { entry: await statEntry(await headerSandbox(ctx, request), path) };
-    });
-
-    app.post('/filesystem.Filesystem/ListDir', async (request) => {
-      const { path, depth } = parseMessage(
-        ListDirRequestSchema,
-        request.body,
-        'filesystem.Filesystem/ListDir',
-      );
-      const sandbox = await headerSandbox(ctx, request);
-      const listed = await sandbox.files.list(path, { maxDepth: depth });
-      return { entries: listed.entries.map((e) => listedEntry(path, e)) };
-    });
-
-    app.post('/filesystem.Filesystem/MakeDir', async (request) => {
-      const { path } = parseMessage(PathRequestSchema, request.body, 'filesystem.Filesystem/MakeDir');
-      return { entry: await makeDir(await headerSandbox(ctx, request), path) };
-    });
-
-    app.post('/filesystem.Filesystem/Remove', async (request) => {
-      const { path } = parseMessage(PathRequestSchema, request.body, 'filesystem.Filesystem/Remove');
-      await remove(await headerSandbox(ctx, request), path);
-      return {};
-    });
-
-    app.post('/filesystem.Filesystem/Move', async (request) => {
-      const { source, destination } = parseMessage(
-        MoveRequestSchema,
-        request.body,
-        'filesystem.Filesystem/Move',
-      );
-      return { entry: await move(await headerSandbox(ctx, request), source, destination) };
-    });
-
-    app.post('/filesystem.Filesystem/WatchDir', async (request, reply) => {
-      const watch = parseMessage(
-        WatchDirRequestSchema,
-        requestMessage(request.body),
-        'filesystem.Filesystem/WatchDir',
-      );
-      await watchDir(request, reply, await headerSandbox(ctx, request), watch);
-      return reply;
-    });
-
-    // The polling form of a watch (other SDKs'); the JS SDK's watchDir is the stream above.
-    for (const call of ['CreateWatcher', 'GetWatcherEvents', 'RemoveWatcher'] as const) {
-      app.post(`/filesystem.Filesystem/${call}`, async () => {
-        throw unsupported(`filesystem.Filesystem/${call} (polled watchers; WatchDir is served)`);
-      });
-    }
   };
 }

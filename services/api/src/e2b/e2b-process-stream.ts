@@ -1,79 +1,80 @@
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { Code, ConnectError, type HandlerContext } from '@connectrpc/connect';
 import type { ExecResult } from '@sandstream/client';
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ConnectServerStream } from './e2b-connect-stream.js';
-import type { ProcessEvent } from './e2b-process-schemas.js';
+import type { ProcessEventSchema } from '../gen/process/process_pb.js';
+import { deadlineOf, keepaliveMsOf } from './e2b-connect.js';
+import { EventQueue } from './event-queue.js';
 
-/** How often a stream says it is alive when the SDK does not ask (its Keepalive-Ping-Interval). */
-const DEFAULT_KEEPALIVE_SECONDS = 50;
+/** One message of process.Process/Start's and Connect's streams (StartResponse, ConnectResponse). */
+export interface ProcessStreamMessage {
+  event: MessageInitShape<typeof ProcessEventSchema>;
+}
+
+export function startEvent(pid: number): ProcessStreamMessage {
+  return { event: { event: { case: 'start', value: { pid } } } };
+}
+
+export function dataEvent(kind: 'stdout' | 'stderr' | 'pty', bytes: Uint8Array): ProcessStreamMessage {
+  return { event: { event: { case: 'data', value: { output: { case: kind, value: bytes } } } } };
+}
 
 /** E2B's end event of one of our results (a command's or a terminal's). */
-export function endEvent(result: ExecResult): ProcessEvent {
+export function endEvent(result: ExecResult): ProcessStreamMessage {
   if (result.exitCode === null)
     return {
-      end: { exitCode: -1, exited: false, status: 'error', error: result.errorMessage ?? 'did not start' },
+      event: {
+        event: {
+          case: 'end',
+          value: {
+            exitCode: -1,
+            exited: false,
+            status: 'error',
+            error: result.errorMessage ?? 'did not start',
+          },
+        },
+      },
     };
   return {
-    end: {
-      exitCode: result.exitCode,
-      exited: !result.cancelled,
-      status: result.cancelled ? 'signal: killed' : `exit status ${result.exitCode}`,
-      ...(result.errorMessage ? { error: result.errorMessage } : {}),
+    event: {
+      event: {
+        case: 'end',
+        value: {
+          exitCode: result.exitCode,
+          exited: !result.cancelled,
+          status: result.cancelled ? 'signal: killed' : `exit status ${result.exitCode}`,
+          ...(result.errorMessage ? { error: result.errorMessage } : {}),
+        },
+      },
     },
   };
 }
 
+/** A process stream's messages: keepalives while quiet (at the SDK's Keepalive-Ping-Interval). */
+export function processEvents(context: HandlerContext): EventQueue<ProcessStreamMessage> {
+  return new EventQueue<ProcessStreamMessage>({
+    keepalive: {
+      everyMs: keepaliveMsOf(context),
+      message: () => ({ event: { event: { case: 'keepalive', value: {} } } }),
+    },
+  });
+}
+
+/** The error a stream that timed out ends with. */
+export function timedOut(durationMs?: number): ConnectError {
+  const after = durationMs === undefined ? '' : ` after ${durationMs} ms`;
+  return new ConnectError(`the process timed out${after}`, Code.DeadlineExceeded);
+}
+
 /**
- * The answer of process.Process/Start and Connect: process events in the order they were
- * queued (an event may need a Redis round trip first, as a pid does, and output must not pass
- * it), keepalives while quiet, then the end: the result's end event, or the error a timeout or
- * a failure is (a timed-out process is Connect's deadline_exceeded, the SDK's TimeoutError).
+ * After what was queued, the end the result is: its end event, or the error a timeout is (a
+ * timed-out process is Connect's deadline_exceeded, the SDK's TimeoutError). The call's deadline
+ * and the command's timeout are the same number: whichever fires first, the caller sees a timeout.
  */
-export class ProcessEventStream {
-  private readonly stream: ConnectServerStream;
-  private readonly keepalive: NodeJS.Timeout;
-  private sending: Promise<void> = Promise.resolve();
-
-  constructor(request: FastifyRequest, reply: FastifyReply) {
-    this.stream = new ConnectServerStream(request, reply);
-    const asked = Number(request.headers['keepalive-ping-interval']);
-    const seconds = Number.isFinite(asked) && asked > 0 ? asked : DEFAULT_KEEPALIVE_SECONDS;
-    this.keepalive = setInterval(() => this.stream.send({ event: { keepalive: {} } }), seconds * 1000);
+export function finish(queue: EventQueue<ProcessStreamMessage>, context: HandlerContext, result: ExecResult) {
+  if (result.timedOut || (result.cancelled && deadlineOf(context) !== undefined)) {
+    queue.end(timedOut(result.durationMs));
+    return;
   }
-
-  /** Aborted when the caller goes away before the end. */
-  get gone(): AbortSignal {
-    return this.stream.gone.signal;
-  }
-
-  queue(event: () => Promise<ProcessEvent> | ProcessEvent): void {
-    this.sending = this.sending.then(async () => this.stream.send({ event: await event() }));
-  }
-
-  /** After what was queued: the end the result is. */
-  async finish(result: ExecResult): Promise<void> {
-    await this.sending;
-    clearInterval(this.keepalive);
-    if (result.timedOut) {
-      this.stream.end({
-        code: 'deadline_exceeded',
-        message: `the process timed out after ${result.durationMs} ms`,
-      });
-      return;
-    }
-    this.stream.send({ event: endEvent(result) });
-    this.stream.end();
-  }
-
-  /** After what was queued (as far as it went): the error. */
-  async fail(err: unknown): Promise<void> {
-    await this.sending.catch(() => {});
-    clearInterval(this.keepalive);
-    this.stream.fail(err);
-  }
-
-  /** Ends the stream without an end event: the caller stopped following. */
-  close(): void {
-    clearInterval(this.keepalive);
-    this.stream.end();
-  }
+  queue.push(endEvent(result));
+  queue.end();
 }

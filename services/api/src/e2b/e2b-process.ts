@@ -1,21 +1,19 @@
+import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { CommandExecution, CommandHistoryEntry, Sandbox } from '@sandstream/client';
-import { Limits } from '@sandstream/wire';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiContext } from '../api-context.js';
+import type { Process, ProcessConfig, ProcessSelector } from '../gen/process/process_pb.js';
 import { HttpProblem } from '../problem.js';
-import { connectTimeoutMs, requestMessage } from './e2b-connect-stream.js';
-import { connectErrors, parseMessage, unsupported } from './e2b-errors.js';
+import { requestOf, timeoutSecondsOf } from './e2b-connect.js';
+import { parseMessage, unsupported } from './e2b-errors.js';
 import { E2bPids } from './e2b-pids.js';
+import { StartRequestSchema, UpdateRequestSchema } from './e2b-process-schemas.js';
 import {
-  CloseStdinRequestSchema,
-  type ProcessConfig,
-  SelectRequestSchema,
-  SendInputRequestSchema,
-  SendSignalRequestSchema,
-  StartRequestSchema,
-  UpdateRequestSchema,
-} from './e2b-process-schemas.js';
-import { ProcessEventStream } from './e2b-process-stream.js';
+  dataEvent,
+  finish,
+  type ProcessStreamMessage,
+  processEvents,
+  startEvent,
+} from './e2b-process-stream.js';
 import { connectPty, startPty } from './e2b-pty.js';
 import { headerSandbox } from './e2b-sandbox.js';
 
@@ -36,88 +34,95 @@ function commandOf(config: ProcessConfig): string | string[] {
   return [config.cmd, ...config.args];
 }
 
+interface CommandHooks {
+  onStart: (commandId: string) => void;
+  onStdout: (line: string) => void;
+  onStderr: (line: string) => void;
+  signal: AbortSignal;
+}
+
 /**
  * A command's stream: the start event with its pid, its output as data events (each line as the
- * agent sent it, with its newline), then its end (e2b-process-stream.ts).
+ * agent sent it, with its newline), then its end (e2b-process-stream.ts). The call's signal is
+ * the caller going away (or its deadline).
  */
-async function streamCommand(
-  request: FastifyRequest,
-  reply: FastifyReply,
+function streamCommand(
+  context: HandlerContext,
   pids: E2bPids,
   sandbox: Sandbox,
   known: { commandId: string; pid: number } | undefined,
-  run: (hooks: {
-    onStart: (commandId: string) => void;
-    onStdout: (line: string) => void;
-    onStderr: (line: string) => void;
-    signal: AbortSignal;
-  }) => CommandExecution,
-): Promise<void> {
-  const stream = new ProcessEventStream(request, reply);
-  if (known) stream.queue(() => ({ start: { pid: known.pid } }));
-  try {
-    const result = await run({
-      onStart: (commandId) =>
-        stream.queue(async () => ({ start: { pid: await pids.assign(sandbox.id, commandId) } })),
-      onStdout: (line) =>
-        stream.queue(() => ({ data: { stdout: Buffer.from(`${line}\n`).toString('base64') } })),
-      onStderr: (line) =>
-        stream.queue(() => ({ data: { stderr: Buffer.from(`${line}\n`).toString('base64') } })),
-      signal: stream.gone,
-    });
-    await stream.finish(result);
-  } catch (err) {
-    await stream.fail(err);
-  }
+  run: (hooks: CommandHooks) => CommandExecution,
+): AsyncIterable<ProcessStreamMessage> {
+  const queue = processEvents(context);
+  if (known) queue.push(startEvent(known.pid));
+  const line = (text: string) => Buffer.from(`${text}\n`);
+  const execution = (async () =>
+    run({
+      onStart: (commandId) => queue.push(pids.assign(sandbox.id, commandId).then(startEvent)),
+      onStdout: (text) => queue.push(dataEvent('stdout', line(text))),
+      onStderr: (text) => queue.push(dataEvent('stderr', line(text))),
+      signal: context.signal,
+    }))();
+  execution.then(
+    (result) => finish(queue, context, result),
+    (err: unknown) => queue.end(err),
+  );
+  return queue;
 }
 
 /** How E2B's List shows one of ours: a shell line as the SDK sent it, a terminal's shell as its PTY. */
-function configOf(entry: CommandHistoryEntry): ProcessConfig {
+function configOf(entry: CommandHistoryEntry): { cmd: string; args: string[] } {
   if (entry.terminal !== undefined && entry.command === undefined)
-    return { cmd: '/bin/bash', args: ['-i', '-l'], envs: {} };
+    return { cmd: '/bin/bash', args: ['-i', '-l'] };
   if (entry.shell === true && entry.command !== undefined)
-    return { cmd: '/bin/bash', args: ['-l', '-c', entry.command], envs: {} };
-  return { cmd: entry.command ?? '', args: entry.args ?? [], envs: {} };
+    return { cmd: '/bin/bash', args: ['-l', '-c', entry.command] };
+  return { cmd: entry.command ?? '', args: entry.args ?? [] };
 }
 
 /** Keystrokes and window sizes are a terminal's: a command's pid refuses them. */
-function notPty(process: { pid: number } | { tag: string }, call: string): HttpProblem {
-  const pid = 'pid' in process ? process.pid : process.tag;
+function notPty(pid: number, call: string): HttpProblem {
   return new HttpProblem(400, 'invalid-request', `process.Process/${call}: process ${pid} is not a PTY`, [
     { field: 'process.pid', rule: 'the pid of a PTY (pty.create)' },
   ]);
 }
 
 /** A selector by pid (by tag is not served: we give no process a tag). */
-function pidOf(process: { pid: number } | { tag: string }, call: string): number {
-  if (!('pid' in process)) throw unsupported(`process.Process/${call} by tag`);
-  return process.pid;
+function pidOf(process: ProcessSelector | undefined, call: string): number {
+  const selector = process?.selector;
+  if (selector?.case === 'tag') throw unsupported(`process.Process/${call} by tag`);
+  if (selector?.case !== 'pid')
+    throw new HttpProblem(400, 'invalid-request', `process.Process/${call}: process.pid is required`);
+  return selector.value;
 }
 
 /**
- * E2B's `process.Process` service (Connect, JSON) on our commands and terminals: Start
- * (foreground and background commands alike: the SDK keeps the stream; with a pty, a terminal),
- * Connect (follow a running one by pid), List, SendSignal (kill), SendInput and Update for
- * terminals (keystrokes, window size), SendInput and CloseStdin for commands started with stdin
- * (their open stdin). StreamInput answers unimplemented, naming the call.
+ * E2B's `process.Process` service (generated from proto/process/process.proto, served by
+ * connect-fastify's plugin) on our commands and terminals: Start (foreground and background
+ * commands alike: the SDK keeps the stream; with a pty, a terminal), Connect (follow a running
+ * one by pid), List, SendSignal (kill), SendInput and Update for terminals (keystrokes, window
+ * size), SendInput and CloseStdin for commands started with stdin (their open stdin).
+ * StreamInput answers unimplemented, naming the call.
  */
-export function e2bProcessRoutes(ctx: ApiContext): FastifyPluginAsync {
-  return async (app) => {
-    app.setErrorHandler(connectErrors);
-    const pids = new E2bPids(ctx);
+export function processService(ctx: ApiContext): ServiceImpl<typeof Process> {
+  const pids = new E2bPids(ctx);
+  const sandboxOf = (context: HandlerContext) => headerSandbox(ctx, requestOf(context));
+  const target = async (context: HandlerContext, process: ProcessSelector | undefined, call: string) => {
+    const sandbox = await sandboxOf(context);
+    const pid = pidOf(process, call);
+    return { sandbox, pid, ...(await pids.targetOf(sandbox.id, pid)) };
+  };
 
-    app.post('/process.Process/Start', async (request, reply) => {
-      const start = parseMessage(StartRequestSchema, requestMessage(request.body), 'process.Process/Start');
-      const sandbox = await headerSandbox(ctx, request);
-      const timeoutMs = connectTimeoutMs(request);
-      const timeoutSeconds =
-        timeoutMs === undefined ? undefined : Math.min(Limits.runMaxTimeoutSeconds, timeoutMs / 1000);
-      const config = start.process;
-      if (start.pty !== undefined) {
-        await startPty(request, reply, pids, sandbox, config, start.pty, timeoutSeconds);
-        return reply;
+  return {
+    async *start(start, context) {
+      parseMessage(StartRequestSchema, start, 'process.Process/Start');
+      const config = start.process!;
+      const sandbox = await sandboxOf(context);
+      const timeoutSeconds = timeoutSecondsOf(context);
+      if (start.pty?.size !== undefined) {
+        yield* await startPty(context, pids, sandbox, config, start.pty.size, timeoutSeconds);
+        return;
       }
-      await streamCommand(request, reply, pids, sandbox, undefined, (hooks) =>
+      yield* streamCommand(context, pids, sandbox, undefined, (hooks) =>
         sandbox.exec(commandOf(config), {
           ...(config.cwd !== undefined ? { cwd: config.cwd } : {}),
           ...(Object.keys(config.envs).length > 0 ? { env: config.envs } : {}),
@@ -126,24 +131,15 @@ export function e2bProcessRoutes(ctx: ApiContext): FastifyPluginAsync {
           ...hooks,
         }),
       );
-      return reply;
-    });
+    },
 
-    app.post('/process.Process/Connect', async (request, reply) => {
-      const { process } = parseMessage(
-        SelectRequestSchema,
-        requestMessage(request.body),
-        'process.Process/Connect',
-      );
-      const pid = pidOf(process, 'Connect');
-      const sandbox = await headerSandbox(ctx, request);
-      const target = await pids.targetOf(sandbox.id, pid);
-      if (target.kind === 'pty') {
-        await connectPty(request, reply, sandbox, target.commandId, pid);
-        return reply;
+    async *connect({ process }, context) {
+      const { sandbox, pid, kind, commandId } = await target(context, process, 'Connect');
+      if (kind === 'pty') {
+        yield* await connectPty(context, sandbox, commandId, pid);
+        return;
       }
-      const { commandId } = target;
-      await streamCommand(request, reply, pids, sandbox, { commandId, pid }, (hooks) =>
+      yield* streamCommand(context, pids, sandbox, { commandId, pid }, (hooks) =>
         // Following is not owning: a client that goes away stops following, the command goes on.
         sandbox.attach(commandId, {
           onStdout: hooks.onStdout,
@@ -151,11 +147,10 @@ export function e2bProcessRoutes(ctx: ApiContext): FastifyPluginAsync {
           stopFollowing: hooks.signal,
         }),
       );
-      return reply;
-    });
+    },
 
-    app.post('/process.Process/List', async (request) => {
-      const sandbox = await headerSandbox(ctx, request);
+    async list(_request, context) {
+      const sandbox = await sandboxOf(context);
       const [history, known] = await Promise.all([sandbox.history(), pids.all(sandbox.id)]);
       const processes = history.flatMap((entry) => {
         const pid = known.get(entry.id);
@@ -163,60 +158,55 @@ export function e2bProcessRoutes(ctx: ApiContext): FastifyPluginAsync {
         return [{ pid, config: configOf(entry) }];
       });
       return { processes };
-    });
+    },
 
-    app.post('/process.Process/SendSignal', async (request) => {
-      const { process } = parseMessage(SendSignalRequestSchema, request.body, 'process.Process/SendSignal');
-      const sandbox = await headerSandbox(ctx, request);
-      const target = await pids.targetOf(sandbox.id, pidOf(process, 'SendSignal'));
+    async sendSignal({ process }, context) {
+      const { sandbox, kind, commandId } = await target(context, process, 'SendSignal');
       // Either signal ends the command's whole tree, as our cancel does; a terminal is hung up.
-      if (target.kind === 'pty') await (await sandbox.terminals.attach(target.commandId)).kill();
-      else await sandbox.cancel(target.commandId);
+      if (kind === 'pty') await (await sandbox.terminals.attach(commandId)).kill();
+      else await sandbox.cancel(commandId);
       return {};
-    });
+    },
 
-    app.post('/process.Process/SendInput', async (request) => {
-      const { process, input } = parseMessage(
-        SendInputRequestSchema,
-        request.body,
-        'process.Process/SendInput',
-      );
-      const sandbox = await headerSandbox(ctx, request);
-      const target = await pids.targetOf(sandbox.id, pidOf(process, 'SendInput'));
-      if ('stdin' in input) {
+    async sendInput({ process, input }, context) {
+      const { sandbox, pid, kind, commandId } = await target(context, process, 'SendInput');
+      const bytes = input?.input;
+      if (bytes?.case === 'stdin') {
         // A terminal's stdin is its keystrokes; a command's is its open stdin (Start with stdin).
-        if (target.kind === 'pty')
-          await (await sandbox.terminals.attach(target.commandId)).write(Buffer.from(input.stdin, 'base64'));
-        else await sandbox.writeStdin(target.commandId, Buffer.from(input.stdin, 'base64'));
+        if (kind === 'pty') await (await sandbox.terminals.attach(commandId)).write(Buffer.from(bytes.value));
+        else await sandbox.writeStdin(commandId, Buffer.from(bytes.value));
         return {};
       }
-      if (target.kind !== 'pty') throw notPty(process, 'SendInput');
-      await (await sandbox.terminals.attach(target.commandId)).write(Buffer.from(input.pty, 'base64'));
+      if (bytes?.case !== 'pty')
+        throw new HttpProblem(
+          400,
+          'invalid-request',
+          'process.Process/SendInput: input.stdin or input.pty is required',
+        );
+      if (kind !== 'pty') throw notPty(pid, 'SendInput');
+      await (await sandbox.terminals.attach(commandId)).write(Buffer.from(bytes.value));
       return {};
-    });
+    },
 
-    app.post('/process.Process/CloseStdin', async (request) => {
-      const { process } = parseMessage(CloseStdinRequestSchema, request.body, 'process.Process/CloseStdin');
-      const sandbox = await headerSandbox(ctx, request);
-      const target = await pids.targetOf(sandbox.id, pidOf(process, 'CloseStdin'));
-      if (target.kind === 'pty') throw unsupported('process.Process/CloseStdin of a PTY');
-      await sandbox.closeStdin(target.commandId);
+    async closeStdin({ process }, context) {
+      const { sandbox, kind, commandId } = await target(context, process, 'CloseStdin');
+      if (kind === 'pty') throw unsupported('process.Process/CloseStdin of a PTY');
+      await sandbox.closeStdin(commandId);
       return {};
-    });
+    },
 
-    app.post('/process.Process/Update', async (request) => {
-      const { process, pty } = parseMessage(UpdateRequestSchema, request.body, 'process.Process/Update');
-      const sandbox = await headerSandbox(ctx, request);
-      const target = await pids.targetOf(sandbox.id, pidOf(process, 'Update'));
-      if (target.kind !== 'pty') throw notPty(process, 'Update');
-      if (pty !== undefined)
-        await (await sandbox.terminals.attach(target.commandId)).resize(pty.size.cols, pty.size.rows);
+    async update(update, context) {
+      parseMessage(UpdateRequestSchema, update, 'process.Process/Update');
+      const { sandbox, pid, kind, commandId } = await target(context, update.process, 'Update');
+      if (kind !== 'pty') throw notPty(pid, 'Update');
+      const size = update.pty?.size;
+      if (size !== undefined) await (await sandbox.terminals.attach(commandId)).resize(size.cols, size.rows);
       return {};
-    });
+    },
 
     // A client stream (HTTP/2 or a whole body of envelopes); the SDK's commands use SendInput.
-    app.post('/process.Process/StreamInput', async () => {
+    async streamInput() {
       throw unsupported('process.Process/StreamInput (streamed stdin; SendInput is served)');
-    });
+    },
   };
 }

@@ -1,8 +1,17 @@
+import type { HandlerContext } from '@connectrpc/connect';
 import type { Sandbox, Terminal } from '@sandstream/client';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ProcessConfig, PTY_Size } from '../gen/process/process_pb.js';
+import { deadlineOf } from './e2b-connect.js';
 import type { E2bPids } from './e2b-pids.js';
-import type { ProcessConfig, Pty } from './e2b-process-schemas.js';
-import { ProcessEventStream } from './e2b-process-stream.js';
+import {
+  dataEvent,
+  finish,
+  type ProcessStreamMessage,
+  processEvents,
+  startEvent,
+  timedOut,
+} from './e2b-process-stream.js';
+import type { EventQueue } from './event-queue.js';
 
 /**
  * E2B's PTYs (`sandbox.pty`) on our terminals: process.Process/Start with a `pty` opens one,
@@ -25,59 +34,61 @@ function terminalCommand(config: ProcessConfig): string[] | undefined {
  * stops following only (the terminal goes on until killed, it times out or the sandbox closes).
  */
 async function streamTerminal(
-  stream: ProcessEventStream,
+  queue: EventQueue<ProcessStreamMessage>,
+  context: HandlerContext,
   terminal: Terminal,
   from: 'start' | 'now',
 ): Promise<void> {
   try {
-    for await (const chunk of terminal.output({ from, signal: stream.gone }))
-      stream.queue(() => ({ data: { pty: chunk.toString('base64') } }));
-    if (stream.gone.aborted) {
-      stream.close();
+    for await (const chunk of terminal.output({ from, signal: context.signal }))
+      queue.push(dataEvent('pty', chunk));
+    if (context.signal.aborted) {
+      // The call's deadline is a timeout (the terminal's own, ending now); else the caller left.
+      queue.end(deadlineOf(context) ? timedOut() : undefined);
       return;
     }
-    await stream.finish(await terminal.wait());
+    finish(queue, context, await terminal.wait());
   } catch (err) {
-    await stream.fail(err);
+    queue.end(err);
   }
 }
 
 /** process.Process/Start with a pty: opens the terminal, answers its pid, then its output. */
 export async function startPty(
-  request: FastifyRequest,
-  reply: FastifyReply,
+  context: HandlerContext,
   pids: E2bPids,
   sandbox: Sandbox,
   config: ProcessConfig,
-  pty: Pty,
+  size: PTY_Size,
   timeoutSeconds: number | undefined,
-): Promise<void> {
+): Promise<AsyncIterable<ProcessStreamMessage>> {
   const command = terminalCommand(config);
   // Opening is checked before the stream answers: a refusal is the call's own error.
   const terminal = await sandbox.terminals.open({
     ...(command ? { command } : {}),
-    cols: pty.size.cols,
-    rows: pty.size.rows,
+    cols: size.cols,
+    rows: size.rows,
     ...(config.cwd !== undefined ? { cwd: config.cwd } : {}),
     ...(Object.keys(config.envs).length > 0 ? { env: config.envs } : {}),
     ...(timeoutSeconds !== undefined ? { timeoutSeconds } : {}),
   });
   const pid = await pids.assign(sandbox.id, terminal.id, 'pty');
-  const stream = new ProcessEventStream(request, reply);
-  stream.queue(() => ({ start: { pid } }));
-  await streamTerminal(stream, terminal, 'start');
+  const queue = processEvents(context);
+  queue.push(startEvent(pid));
+  void streamTerminal(queue, context, terminal, 'start');
+  return queue;
 }
 
 /** process.Process/Connect to a terminal: its pid, then its output from now on. */
 export async function connectPty(
-  request: FastifyRequest,
-  reply: FastifyReply,
+  context: HandlerContext,
   sandbox: Sandbox,
   commandId: string,
   pid: number,
-): Promise<void> {
+): Promise<AsyncIterable<ProcessStreamMessage>> {
   const terminal = await sandbox.terminals.attach(commandId);
-  const stream = new ProcessEventStream(request, reply);
-  stream.queue(() => ({ start: { pid } }));
-  await streamTerminal(stream, terminal, 'now');
+  const queue = processEvents(context);
+  queue.push(startEvent(pid));
+  void streamTerminal(queue, context, terminal, 'now');
+  return queue;
 }
