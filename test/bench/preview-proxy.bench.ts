@@ -16,7 +16,7 @@
  *
  * PREVIEW_BENCH_CPU_PROF=<dir>: the API process writes a CPU profile there (node --cpu-prof).
  * PREVIEW_BENCH_FORWARD=<mode>: the API's API_PREVIEW_FORWARD (default: its own default).
- * PREVIEW_BENCH_COMPARE=<mode>: a second API process on the same stack with API_PREVIEW_FORWARD=<mode>,
+ * PREVIEW_BENCH_COMPARE=<mode>[,<mode>…]: another API process on the same stack per mode, with API_PREVIEW_FORWARD=<mode>,
  * measured in the same run, its requests alternating with the first's (the baseline of a change).
  */
 import { readFileSync } from 'node:fs';
@@ -85,10 +85,10 @@ try {
       pid: s.api.child.pid as number,
     },
   ];
-  if (compare) {
-    const other = await s.anotherApi({ API_PREVIEW_FORWARD: compare });
+  for (const mode of compare ? compare.split(',') : []) {
+    const other = await s.anotherApi({ API_PREVIEW_FORWARD: mode });
     sides.push({
-      name: `proxy (${compare})`,
+      name: `proxy (${mode})`,
       url: `${other.url}/v1/sandboxes/${id}/proxy/8000`,
       pid: other.api.child.pid as number,
     });

@@ -13,5 +13,5 @@ export interface PreviewConfig {
    * answer's body socket to socket (preview-passthrough.ts); `reply-from` sends every request
    * through @fastify/reply-from, as all other methods and upgrades are (the comparison baseline).
    */
-  forward?: 'passthrough' | 'reply-from' | 'reply-from-http';
+  forward?: 'passthrough' | 'reply-from';
 }

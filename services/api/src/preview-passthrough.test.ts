@@ -70,15 +70,15 @@ const relayServer = async (appPort: number) => {
   const server = createServer((req, res) => {
     res.setHeader('set-cookie', 'ours=1');
     void (async () => {
-      const socket = await pool.acquire('127.0.0.1', appPort);
+      const upstream = await pool.acquire('127.0.0.1', appPort);
       try {
         const answer = await exchange(
-          socket,
+          upstream,
           requestHead(req.url ?? '/', `127.0.0.1:${appPort}`, req.headers),
           2000,
         );
         relay(answer, mergeHeaders({}, answer.head.headers), res, (reusable) => {
-          if (reusable) pool.release('127.0.0.1', appPort, socket);
+          if (reusable) pool.release('127.0.0.1', appPort, upstream);
         });
       } catch (err) {
         res.writeHead(502).end((err as Error).message);

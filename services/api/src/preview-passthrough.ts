@@ -1,5 +1,4 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import {
   type AnswerHead,
   AnswerHeadError,
@@ -7,6 +6,7 @@ import {
   MAX_ANSWER_HEAD_BYTES,
   parseAnswerHead,
 } from './preview-answer-head.js';
+import type { Upstream } from './preview-upstream-sockets.js';
 
 /**
  * The preview proxy's pass-through for body-less GETs (the bulk of a preview's traffic: pages,
@@ -29,6 +29,9 @@ const HOP_BY_HOP = new Set([
   'content-length',
   'host',
 ]);
+
+/** Reads (of up to 64 KB) of an answer's body queued for the client before the app's socket is paused. */
+const IN_FLIGHT_READS = 16;
 
 /** Whether a request can take the pass-through: a body-less HTTP/1.1 GET with nothing unusual. */
 export function passesThrough(
@@ -92,7 +95,7 @@ export function mergeHeaders(
 /** An answer whose head was read; its body is still on `socket`, after `rest`. */
 export interface UpstreamAnswer {
   head: AnswerHead;
-  socket: Socket;
+  upstream: Upstream;
   rest: Buffer;
 }
 
@@ -104,41 +107,54 @@ export class UpstreamError extends Error {}
  * skipped). Rejects with UpstreamError (the socket destroyed) on a close, error, malformed head,
  * or no head within `headersTimeoutMs`.
  */
-export function exchange(socket: Socket, head: string, headersTimeoutMs: number): Promise<UpstreamAnswer> {
+export function exchange(
+  upstream: Upstream,
+  head: string,
+  headersTimeoutMs: number,
+): Promise<UpstreamAnswer> {
+  const { socket } = upstream;
   return new Promise<UpstreamAnswer>((resolve, reject) => {
+    let settled = false;
     let buffered: Buffer = Buffer.alloc(0);
     const finish = (err: Error | undefined, answer?: UpstreamAnswer) => {
+      settled = true;
       clearTimeout(timer);
-      socket.off('data', onData).off('end', onEnd).off('error', onError);
+      socket.off('end', onEnd).off('error', onError);
       if (err || !answer) {
         socket.destroy();
         reject(err instanceof UpstreamError ? err : new UpstreamError(err?.message ?? 'no answer'));
       } else resolve(answer);
     };
-    const onData = (data: Buffer) => {
+    /** One read: its bytes copied (the read buffer goes back at once), the head looked for. */
+    const onRead = (data: Buffer, done: () => void): boolean => {
+      if (settled) {
+        done();
+        return false;
+      }
       const from = Math.max(0, buffered.length - 3);
-      buffered = buffered.length === 0 ? data : Buffer.concat([buffered, data]);
+      buffered = Buffer.concat([buffered, data]);
+      done();
       try {
         for (;;) {
           const end = buffered.indexOf('\r\n\r\n', from, 'latin1');
           if (end === -1) {
             if (buffered.length > MAX_ANSWER_HEAD_BYTES)
               throw new AnswerHeadError(`the answer's head is over ${MAX_ANSWER_HEAD_BYTES} bytes`);
-            return;
+            return true;
           }
           const parsed = parseAnswerHead(buffered.subarray(0, end));
           buffered = buffered.subarray(end + 4);
           if (parsed.status === 101) throw new AnswerHeadError('101 Switching Protocols to a plain GET');
           if (parsed.status >= 200) {
-            // Stops the flow before the listener goes, so no byte of the body is lost.
-            socket.pause();
-            finish(undefined, { head: parsed, socket, rest: buffered });
-            return;
+            // Paused (the false returned) until the relay takes the reads: no byte of the body is lost.
+            finish(undefined, { head: parsed, upstream, rest: buffered });
+            return false;
           }
           // 1xx (100, 103 …): informational, not relayed; the final answer follows.
         }
       } catch (err) {
         finish(err instanceof Error ? err : new Error(String(err)));
+        return false;
       }
     };
     const onEnd = () => finish(new UpstreamError('the app closed the connection before answering'));
@@ -147,7 +163,8 @@ export function exchange(socket: Socket, head: string, headersTimeoutMs: number)
       () => finish(new UpstreamError(`no answer within ${headersTimeoutMs} ms`)),
       headersTimeoutMs,
     );
-    socket.on('data', onData).on('end', onEnd).on('error', onError);
+    upstream.onRead(onRead);
+    socket.on('end', onEnd).on('error', onError);
     socket.write(head, 'latin1');
     socket.resume();
   });
@@ -164,7 +181,8 @@ export function relay(
   res: ServerResponse,
   done: (reusable: boolean) => void,
 ): void {
-  const { head, socket } = answer;
+  const { head, upstream } = answer;
+  const { socket } = upstream;
   const framing = head.framing;
   if (framing.kind === 'chunked') res.writeHead(head.status, { ...headers, 'transfer-encoding': 'chunked' });
   else res.writeHead(head.status, headers);
@@ -191,12 +209,15 @@ export function relay(
   const scanner = framing.kind === 'chunked' ? new ChunkedScanner() : undefined;
   let remaining = framing.kind === 'length' ? framing.length : 0;
   let settled = false;
+  // Reads whose bytes are still being written to the client: past IN_FLIGHT_READS the app's
+  // socket is paused, and resumed once half of them are written.
+  let inFlight = 0;
+  let paused = false;
   const settle = (reusable: boolean) => {
     if (settled) return;
     settled = true;
-    socket.off('data', onData).off('end', onEnd).off('close', onClose).off('error', onClose);
+    socket.off('end', onEnd).off('close', onClose).off('error', onClose);
     res.off('close', onClientClose);
-    out.off('drain', onDrain);
     if (reusable) socket.pause();
     else socket.destroy();
     done(reusable);
@@ -205,37 +226,51 @@ export function relay(
     // The client went before the body's end: the upstream connection's state is unknown.
     if (!res.writableFinished) settle(false);
   };
-  const onDrain = () => socket.resume();
-  const write = (piece: Buffer) => {
-    if (piece.length > 0 && !out.write(piece)) {
-      socket.pause();
-      out.once('drain', onDrain);
+  const written = (release: () => void) => () => {
+    release();
+    inFlight--;
+    if (paused && inFlight <= IN_FLIGHT_READS / 2 && !settled) {
+      paused = false;
+      socket.resume();
     }
+  };
+  const write = (piece: Buffer, release: () => void) => {
+    if (piece.length === 0) return release();
+    inFlight++;
+    // The read buffer goes back to the pool once the client's socket has taken its bytes.
+    out.write(piece, written(release));
   };
   const complete = (extra: number) => {
     res.end();
     settle(head.keepAlive && extra === 0);
   };
-  const take = (piece: Buffer) => {
+  const take = (piece: Buffer, release: () => void) => {
     if (scanner) {
       const { relay: now, extra } = scanner.push(piece);
-      write(now);
+      write(now, release);
       if (scanner.done) complete(extra);
     } else if (framing.kind === 'length') {
       const now = piece.length <= remaining ? piece : piece.subarray(0, remaining);
       remaining -= now.length;
-      write(now);
+      write(now, release);
       if (remaining === 0) complete(piece.length - now.length);
-    } else write(piece);
+    } else write(piece, release);
   };
-  const onData = (piece: Buffer) => {
+  const onRead = (piece: Buffer, release: () => void): boolean => {
+    if (settled) {
+      release();
+      return false;
+    }
     try {
-      take(piece);
+      take(piece, release);
     } catch {
       // A malformed chunk after the head went out: the client's answer can only be cut short.
       res.destroy();
       settle(false);
     }
+    if (settled) return false;
+    if (inFlight >= IN_FLIGHT_READS) paused = true;
+    return !paused;
   };
   const onEnd = () => {
     if (framing.kind === 'close') complete(1);
@@ -247,7 +282,8 @@ export function relay(
     settle(false);
   };
   res.on('close', onClientClose);
-  socket.on('data', onData).on('end', onEnd).on('close', onClose).on('error', onClose);
-  if (answer.rest.length > 0) onData(answer.rest);
-  if (!settled) socket.resume();
+  socket.on('end', onEnd).on('close', onClose).on('error', onClose);
+  upstream.onRead(onRead);
+  if (answer.rest.length > 0) onRead(answer.rest, () => {});
+  if (!settled && !paused) socket.resume();
 }

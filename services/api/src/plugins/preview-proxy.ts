@@ -1,5 +1,4 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Socket } from 'node:net';
 import replyFrom from '@fastify/reply-from';
 import { parsePreviewHost, sandboxOfLabel, sandboxRecordOf } from '@sandstream/bus';
 import { requireReachable, SandboxPortUnreachableError } from '@sandstream/client';
@@ -24,7 +23,7 @@ import {
 } from '../preview-passthrough.js';
 import { withPathFormCsp } from '../preview-path-csp.js';
 import { PreviewTargets } from '../preview-targets.js';
-import { UpstreamSockets } from '../preview-upstream-sockets.js';
+import { type Upstream, UpstreamSockets } from '../preview-upstream-sockets.js';
 import { notFound, sendProblem } from '../problem.js';
 
 declare module 'fastify' {
@@ -58,8 +57,9 @@ function queryForSandbox(query: string | undefined): string {
 
 /**
  * The preview proxy: `/v1/sandboxes/{id}/proxy/{port}/…` and `{port}-{label}.{domain}` sent on
- * to the sandbox's port at the address its backend recorded (JobSandbox.host), with
- * @fastify/reply-from (undici): bodies stream both ways (nothing is read whole, no body limit
+ * to the sandbox's port at the address its backend recorded (JobSandbox.host). Body-less GETs
+ * (pages, assets, downloads) are relayed socket to socket (preview-passthrough.ts); every other
+ * request goes through @fastify/reply-from (undici): bodies stream both ways (nothing is read whole, no body limit
  * applies), SSE flows as it comes, and a WebSocket upgrade is relayed frame by frame. Not
  * registered with fastify-plugin: its pass-through body parser stays in its own scope.
  */
@@ -74,16 +74,11 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
     const forward = preview.forward ?? 'passthrough';
     const upstreams = new UpstreamSockets();
     app.addHook('onClose', async () => upstreams.closeAll());
-    await app.register(
-      replyFrom,
-      forward === 'reply-from-http'
-        ? { http: { requestOptions: { timeout: 300_000 } }, disableRequestLogging: true }
-        : {
-            // No deadline on an answer's body (SSE, a long download); the headers within the API's own bound.
-            undici: { headersTimeout: HEADERS_TIMEOUT_MS, bodyTimeout: 0, connections: 256, pipelining: 1 },
-            disableRequestLogging: true,
-          },
-    );
+    await app.register(replyFrom, {
+      // No deadline on an answer's body (SSE, a long download); the headers within the API's own bound.
+      undici: { headersTimeout: HEADERS_TIMEOUT_MS, bodyTimeout: 0, connections: 256, pipelining: 1 },
+      disableRequestLogging: true,
+    });
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
 
@@ -159,20 +154,20 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
       reply: FastifyReply,
       target: Awaited<ReturnType<typeof open>>,
     ) => {
-      let socket: Socket;
+      let upstream: Upstream;
       try {
-        socket = await upstreams.acquire(target.host, target.port);
+        upstream = await upstreams.acquire(target.host, target.port);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
         return sendProblem(request, reply, unreachable(target.port, target.id, code));
       }
       // A client gone before the answer: the exchange fails at once rather than at its timeout.
-      const abandon = () => socket.destroy();
+      const abandon = () => upstream.socket.destroy();
       reply.raw.once('close', abandon);
       const head = requestHead(target.path, target.hostHeader, forwardHeaders(request.headers));
       let answer: Awaited<ReturnType<typeof exchange>>;
       try {
-        answer = await exchange(socket, head, HEADERS_TIMEOUT_MS);
+        answer = await exchange(upstream, head, HEADERS_TIMEOUT_MS);
       } catch (err) {
         reply.raw.off('close', abandon);
         if (reply.raw.destroyed) return reply.hijack();
@@ -184,7 +179,7 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
       // The path form is the API's own origin: its pages run sandboxed (preview-path-csp.ts).
       const theirs = target.pathForm ? withPathFormCsp(answer.head.headers) : answer.head.headers;
       relay(answer, mergeHeaders(reply.getHeaders(), theirs), reply.raw, (reusable) => {
-        if (reusable) upstreams.release(target.host, target.port, socket);
+        if (reusable) upstreams.release(target.host, target.port, upstream);
       });
     };
 
