@@ -64,8 +64,7 @@ const rawApp = async (answer: (path: string) => string[]) => {
 };
 
 /** The client-facing side: every GET relayed to 127.0.0.1:`appPort` through one socket pool. */
-const relayServer = async (appPort: number) => {
-  const pool = new UpstreamSockets();
+const relayServer = async (appPort: number, pool = new UpstreamSockets()) => {
   closers.push(() => pool.closeAll());
   const server = createServer((req, res) => {
     res.setHeader('set-cookie', 'ours=1');
@@ -167,6 +166,20 @@ describe('preview pass-through', () => {
     expect(bad.res.statusCode).toBe(502);
     expect(bad.body).toContain('content-length 1, 2 is not one decimal length');
     await expect(fetchText(port, '/short')).rejects.toThrow(/aborted|socket hang up/);
+  });
+
+  it('reads a 16 MB body into a few reused buffers, not one per read', async () => {
+    const mb = Buffer.alloc(1024 * 1024, 120).toString('latin1');
+    const app = await rawApp(() => [
+      `HTTP/1.1 200 OK\r\nContent-Length: ${16 * mb.length}\r\n\r\n`,
+      ...Array.from({ length: 16 }, () => mb),
+    ]);
+    const pool = new UpstreamSockets();
+    const port = await relayServer(app.port, pool);
+    const { body } = await fetchText(port, '/big');
+    expect(body.length).toBe(16 * mb.length);
+    // At least 256 reads of 64 KB; at most 16 of them in flight, plus the one being read into.
+    expect(pool.readBuffersMade).toBeLessThanOrEqual(18);
   });
 
   it('takes only body-less HTTP/1.1 GETs on safe paths', () => {

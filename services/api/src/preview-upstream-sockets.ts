@@ -19,9 +19,14 @@ const READ_BYTES = 64 * 1024;
  */
 class ReadBuffers {
   private readonly free: Uint8Array[] = [];
+  /** Buffers allocated so far (tests: reads reuse them). */
+  made = 0;
 
   take(): Uint8Array {
-    return this.free.pop() ?? Buffer.allocUnsafe(READ_BYTES);
+    const reused = this.free.pop();
+    if (reused) return reused;
+    this.made++;
+    return Buffer.allocUnsafe(READ_BYTES);
   }
 
   give(buffer: Uint8Array): void {
@@ -129,6 +134,11 @@ export class UpstreamSockets {
     socket.setTimeout(this.idleMs);
     socket.resume();
     owner.push(idle);
+  }
+
+  /** Read buffers allocated so far: a download reuses a few rather than making one per read. */
+  get readBuffersMade(): number {
+    return this.buffers.made;
   }
 
   /** Closes every idle connection (the API is stopping). */
