@@ -182,6 +182,16 @@ describe('preview pass-through', () => {
     expect(pool.readBuffersMade).toBeLessThanOrEqual(18);
   });
 
+  it('fails at once, not at its timeout, when the connection is destroyed before an answer (the client gone)', async () => {
+    const app = await rawApp(() => []);
+    const pool = new UpstreamSockets();
+    closers.push(() => pool.closeAll());
+    const upstream = await pool.acquire('127.0.0.1', app.port);
+    const answer = exchange(upstream, requestHead('/never', 'app', {}), 60_000);
+    setTimeout(() => upstream.socket.destroy(), 50);
+    await expect(answer).rejects.toThrow(/closed the connection before answering/);
+  });
+
   it('takes only body-less HTTP/1.1 GETs on safe paths', () => {
     const req = (method: string, headers: Record<string, string> = {}, httpVersion = '1.1') => ({
       method,

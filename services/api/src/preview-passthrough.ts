@@ -119,7 +119,7 @@ export function exchange(
     const finish = (err: Error | undefined, answer?: UpstreamAnswer) => {
       settled = true;
       clearTimeout(timer);
-      socket.off('end', onEnd).off('error', onError);
+      socket.off('end', onEnd).off('close', onEnd).off('error', onError);
       if (err || !answer) {
         socket.destroy();
         reject(err instanceof UpstreamError ? err : new UpstreamError(err?.message ?? 'no answer'));
@@ -164,7 +164,8 @@ export function exchange(
       headersTimeoutMs,
     );
     upstream.onRead(onRead);
-    socket.on('end', onEnd).on('error', onError);
+    // 'close' too: a socket destroyed here (the client gone) emits neither 'end' nor 'error'.
+    socket.on('end', onEnd).on('close', onEnd).on('error', onError);
     socket.write(head, 'latin1');
     socket.resume();
   });
