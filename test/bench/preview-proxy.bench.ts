@@ -15,6 +15,9 @@
  * differences (each proxied GET minus the direct GET just before it).
  *
  * PREVIEW_BENCH_CPU_PROF=<dir>: the API process writes a CPU profile there (node --cpu-prof).
+ * PREVIEW_BENCH_FORWARD=<mode>: the API's API_PREVIEW_FORWARD (default: its own default).
+ * PREVIEW_BENCH_COMPARE=<mode>[,<mode>…]: another API process on the same stack per mode, with API_PREVIEW_FORWARD=<mode>,
+ * measured in the same run, its requests alternating with the first's (the baseline of a change).
  */
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
@@ -52,10 +55,12 @@ const cpuMsOf = (pid: number): number => {
 };
 
 const profileDir = process.env.PREVIEW_BENCH_CPU_PROF;
-const stack = await startPreviewStack(
-  'preview-bench',
-  profileDir ? { apiNodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] } : {},
-);
+const forward = process.env.PREVIEW_BENCH_FORWARD;
+const compare = process.env.PREVIEW_BENCH_COMPARE;
+const stack = await startPreviewStack('preview-bench', {
+  ...(profileDir ? { apiNodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] } : {}),
+  ...(forward ? { apiEnv: { API_PREVIEW_FORWARD: forward } } : {}),
+});
 const { s, key } = stack;
 try {
   const created = await s.request('/v1/sandboxes', {
@@ -71,8 +76,23 @@ try {
     (await (await s.request(`/v1/sandboxes/${id}`, { key })).json()) as { sandbox: { host: string } }
   ).sandbox.host;
   const direct = `http://${host}:8000`;
-  const proxied = `${s.url}/v1/sandboxes/${id}/proxy/8000`;
   const auth = { authorization: `Bearer ${key}` };
+  /** Each proxying API measured: its name, the proxied origin and its process id. */
+  const sides = [
+    {
+      name: `proxy (${forward ?? 'default'})`,
+      url: `${s.url}/v1/sandboxes/${id}/proxy/8000`,
+      pid: s.api.child.pid as number,
+    },
+  ];
+  for (const mode of compare ? compare.split(',') : []) {
+    const other = await s.anotherApi({ API_PREVIEW_FORWARD: mode });
+    sides.push({
+      name: `proxy (${mode})`,
+      url: `${other.url}/v1/sandboxes/${id}/proxy/8000`,
+      pid: other.api.child.pid as number,
+    });
+  }
 
   const timed = async (url: string, headers: Record<string, string>) => {
     const t = performance.now();
@@ -82,46 +102,49 @@ try {
   // Warm both paths (connections, JIT) before counting.
   for (let i = 0; i < 50; i++) {
     await timed(`${direct}/`, {});
-    await timed(`${proxied}/`, auth);
+    for (const side of sides) await timed(`${side.url}/`, auth);
   }
   const directMs: number[] = [];
-  const proxyMs: number[] = [];
-  const apiPid = s.api.child.pid as number;
-  let apiCpuMs = 0;
-  // The API's CPU while the direct blocks run (nothing of theirs passes it): its background work
-  // (timers, Redis health, metrics), over as many requests, subtracted from the proxied blocks'.
-  let idleCpuMs = 0;
+  const per = sides.map(() => ({ ms: [] as number[], cpuMs: 0, wallMs: 0, idleCpuMs: 0 }));
+  // Each API's CPU while the direct blocks run (nothing of theirs passes it): its background work
+  // (timers, Redis health, metrics), over as many requests, subtracted from its proxied blocks'.
   let idleWallMs = 0;
-  let proxyWallMs = 0;
   for (let block = 0; block < ROUNDS / BLOCK; block++) {
-    const idleBefore = cpuMsOf(apiPid);
+    const idleBefore = sides.map((side) => cpuMsOf(side.pid));
     const idleStart = performance.now();
     for (let i = 0; i < BLOCK; i++) directMs.push(await timed(`${direct}/`, {}));
-    idleCpuMs += cpuMsOf(apiPid) - idleBefore;
+    sides.forEach((side, k) => {
+      (per[k] as (typeof per)[number]).idleCpuMs += cpuMsOf(side.pid) - (idleBefore[k] as number);
+    });
     idleWallMs += performance.now() - idleStart;
-    const proxyStart = performance.now();
-    const cpuBefore = cpuMsOf(apiPid);
-    for (let i = 0; i < BLOCK; i++) proxyMs.push(await timed(`${proxied}/`, auth));
-    apiCpuMs += cpuMsOf(apiPid) - cpuBefore;
-    proxyWallMs += performance.now() - proxyStart;
+    for (const [k, side] of sides.entries()) {
+      const m = per[k] as (typeof per)[number];
+      const start = performance.now();
+      const cpuBefore = cpuMsOf(side.pid);
+      for (let i = 0; i < BLOCK; i++) m.ms.push(await timed(`${side.url}/`, auth));
+      m.cpuMs += cpuMsOf(side.pid) - cpuBefore;
+      m.wallMs += performance.now() - start;
+    }
   }
-  // Background CPU at the direct blocks' rate, over the proxied blocks' time.
-  const backgroundMs = idleWallMs > 0 ? (idleCpuMs / idleWallMs) * proxyWallMs : 0;
   const d = summarize(directMs);
-  const p = summarize(proxyMs);
-  console.log(
-    `page GET p50: direct ${d.p50.toFixed(2)} ms, proxy ${p.p50.toFixed(2)} ms, delta +${(p.p50 - d.p50).toFixed(2)} ms (p99 ${d.p99.toFixed(2)} / ${p.p99.toFixed(2)} ms, ${directMs.length} each)`,
-  );
-  const paired = summarize(proxyMs.map((ms, i) => ms - (directMs[i] as number))).p50;
-  console.log(
-    `paired difference p50 (proxied GET minus its direct counterpart, blocks of ${BLOCK}): +${paired.toFixed(2)} ms`,
-  );
-  console.log(
-    `API CPU per proxied page GET: ${((apiCpuMs - backgroundMs) / proxyMs.length).toFixed(3)} ms (user + system, ${proxyMs.length} requests; ${(apiCpuMs / proxyMs.length).toFixed(3)} ms before its background of ${(backgroundMs / proxyMs.length).toFixed(3)} ms is taken off)`,
-  );
+  for (const [k, side] of sides.entries()) {
+    const m = per[k] as (typeof per)[number];
+    // Background CPU at the direct blocks' rate, over the proxied blocks' time.
+    const backgroundMs = idleWallMs > 0 ? (m.idleCpuMs / idleWallMs) * m.wallMs : 0;
+    const p = summarize(m.ms);
+    console.log(
+      `${side.name} page GET p50: direct ${d.p50.toFixed(2)} ms, proxy ${p.p50.toFixed(2)} ms, delta +${(p.p50 - d.p50).toFixed(2)} ms (p99 ${d.p99.toFixed(2)} / ${p.p99.toFixed(2)} ms, ${directMs.length} each)`,
+    );
+    const paired = summarize(m.ms.map((ms, i) => ms - (directMs[i] as number))).p50;
+    console.log(
+      `${side.name} paired difference p50 (proxied GET minus its direct counterpart, blocks of ${BLOCK}): +${paired.toFixed(2)} ms`,
+    );
+    console.log(
+      `${side.name} API CPU per proxied page GET: ${((m.cpuMs - backgroundMs) / m.ms.length).toFixed(3)} ms (user + system, ${m.ms.length} requests; ${(m.cpuMs / m.ms.length).toFixed(3)} ms before its background of ${(backgroundMs / m.ms.length).toFixed(3)} ms is taken off)`,
+    );
+  }
 
   const directRates: number[] = [];
-  const proxyRates: number[] = [];
   const rate = async (url: string, headers: Record<string, string>) => {
     const t = performance.now();
     const bytes = await get(url, headers);
@@ -129,21 +152,30 @@ try {
     return bytes / MB / ((performance.now() - t) / 1000);
   };
   await rate(`${direct}/big?mb=50`, {});
-  await rate(`${proxied}/big?mb=50`, auth);
+  for (const side of sides) await rate(`${side.url}/big?mb=50`, auth);
   // The API's CPU per proxied download: what the proxy spends per byte, which the machine's load
   // inflates less than the throughput it allows.
-  let downloadCpuMs = 0;
+  const downloads = sides.map(() => ({ rates: [] as number[], cpuMs: 0 }));
   for (let i = 0; i < DOWNLOADS; i++) {
     directRates.push(await rate(`${direct}/big?mb=50`, {}));
-    const cpuBefore = cpuMsOf(apiPid);
-    proxyRates.push(await rate(`${proxied}/big?mb=50`, auth));
-    downloadCpuMs += cpuMsOf(apiPid) - cpuBefore;
+    // The sides' order turns each round, so that neither always follows the direct download.
+    for (let j = 0; j < sides.length; j++) {
+      const k = (i + j) % sides.length;
+      const side = sides[k] as (typeof sides)[number];
+      const m = downloads[k] as (typeof downloads)[number];
+      const cpuBefore = cpuMsOf(side.pid);
+      m.rates.push(await rate(`${side.url}/big?mb=50`, auth));
+      m.cpuMs += cpuMsOf(side.pid) - cpuBefore;
+    }
   }
   const dr = summarize(directRates).p50;
-  const pr = summarize(proxyRates).p50;
-  console.log(
-    `50 MB download (median of ${DOWNLOADS}): direct ${dr.toFixed(0)} MB/s, proxy ${pr.toFixed(0)} MB/s, ratio ${(pr / dr).toFixed(2)}x; API CPU ${(downloadCpuMs / DOWNLOADS).toFixed(0)} ms per proxied download`,
-  );
+  for (const [k, side] of sides.entries()) {
+    const m = downloads[k] as (typeof downloads)[number];
+    const pr = summarize(m.rates).p50;
+    console.log(
+      `${side.name} 50 MB download (median of ${DOWNLOADS}): direct ${dr.toFixed(0)} MB/s, proxy ${pr.toFixed(0)} MB/s, ratio ${(pr / dr).toFixed(2)}x; API CPU ${(m.cpuMs / DOWNLOADS).toFixed(0)} ms per proxied download`,
+    );
+  }
   await s.request(`/v1/sandboxes/${id}`, { method: 'DELETE', key });
 } finally {
   agent.destroy();

@@ -24,6 +24,11 @@ export interface ApiStack {
   request(path: string, init?: RequestInit & { key?: string | undefined }): Promise<Response>;
   /** A live sandbox made through POST /v1/sandboxes with `key` (the default template); its id. */
   createSandbox(key: string): Promise<string>;
+  /**
+   * A second API process on the same stack, its environment the first's with `apiEnv` over it
+   * (benchmarks comparing two settings in one run); stopped with the stack.
+   */
+  anotherApi(apiEnv: Record<string, string>): Promise<{ api: RunningService; url: string }>;
   stop(): Promise<void>;
 }
 
@@ -55,18 +60,16 @@ export async function startApiStack(
       redis: () => new Redis(redisUrl),
     });
     const port = await freePort();
-    const api = await startService(
-      'api',
-      {
-        ...stack.env,
-        REDIS_URL: redisUrl,
-        API_PORT: String(port),
-        API_ANONYMOUS: 'loopback',
-        API_DEFAULT_IMAGE: 'debian:bookworm-slim',
-        ...options.apiEnv,
-      },
-      options.apiNodeArgs ? { nodeArgs: options.apiNodeArgs } : {},
-    );
+    const apiEnv = {
+      ...stack.env,
+      REDIS_URL: redisUrl,
+      API_ANONYMOUS: 'loopback',
+      API_DEFAULT_IMAGE: 'debian:bookworm-slim',
+      ...options.apiEnv,
+    };
+    const nodeArgs = options.apiNodeArgs ? { nodeArgs: options.apiNodeArgs } : {};
+    const api = await startService('api', { ...apiEnv, API_PORT: String(port) }, nodeArgs);
+    const others: RunningService[] = [];
     const url = `http://127.0.0.1:${port}`;
     const keys = new ApiKeyStore({ redis: stack.redis, keys: createKeySpace(stack.namespace) });
     const running = stack;
@@ -97,7 +100,18 @@ export async function startApiStack(
           throw new Error(`POST /v1/sandboxes: ${created.status} ${await created.text()}`);
         return ((await created.json()) as { id: string }).id;
       },
+      anotherApi: async (overrides) => {
+        const otherPort = await freePort();
+        const other = await startService(
+          'api',
+          { ...apiEnv, API_PORT: String(otherPort), ...overrides },
+          nodeArgs,
+        );
+        others.push(other);
+        return { api: other, url: `http://127.0.0.1:${otherPort}` };
+      },
       stop: async () => {
+        await Promise.all(others.map((other) => other.stop(15_000)));
         await api.stop(15_000);
         await running.stop();
         // Warm pool members outlive pod-lifecycle on purpose; this stack's go with its Redis.

@@ -22,7 +22,7 @@ export interface PreviewStack {
  */
 export async function startPreviewStack(
   label: string,
-  options: { apiNodeArgs?: string[] } = {},
+  options: { apiNodeArgs?: string[]; apiEnv?: Record<string, string> } = {},
 ): Promise<PreviewStack> {
   const { docker } = await dockerEngine(label);
   const network = `sandstream-test-${label}-${randomBytes(3).toString('hex')}`;
@@ -61,7 +61,12 @@ export async function startPreviewStack(
         SANDSTREAM_DOCKER_NETWORK: network,
         SANDSTREAM_ALLOW_OPEN_REDIS: '1',
       },
-      apiEnv: { API_DEFAULT_IMAGE: image, API_ANONYMOUS: 'off', API_RATE_LIMIT_PER_MINUTE: '1000000' },
+      apiEnv: {
+        API_DEFAULT_IMAGE: image,
+        API_ANONYMOUS: 'off',
+        API_RATE_LIMIT_PER_MINUTE: '1000000',
+        ...options.apiEnv,
+      },
       ...(options.apiNodeArgs ? { apiNodeArgs: options.apiNodeArgs } : {}),
     });
     const { key } = await s.key('preview');

@@ -87,6 +87,8 @@ export const ApiEnvSchema = serviceEnvSchema(8086).extend({
     .string()
     .regex(/^https?:\/\/[^/]+$/, 'API_PUBLIC_URL must be http(s)://host[:port] with no path')
     .optional(),
+  /** How the preview proxy relays body-less GETs (preview-config.ts): `passthrough` or `reply-from`. */
+  API_PREVIEW_FORWARD: z.enum(['passthrough', 'reply-from']).default('passthrough'),
   /** The templates file the scheduler reads, for GET /v1/templates and /v1/pools. */
   SANDSTREAM_TEMPLATES_FILE: z.string().min(1).optional(),
 });

@@ -60,7 +60,11 @@ runService({
         mcpSessionIdleMs: env.API_MCP_SESSION_IDLE_SECONDS * 1000,
         mcpMaxSessions: env.API_MCP_MAX_SESSIONS,
         mcpMaxSessionsPerKey: env.API_MCP_MAX_SESSIONS_PER_KEY,
-        preview: { domain: env.SANDSTREAM_PREVIEW_DOMAIN, publicUrl: env.API_PUBLIC_URL },
+        preview: {
+          domain: env.SANDSTREAM_PREVIEW_DOMAIN,
+          publicUrl: env.API_PUBLIC_URL,
+          forward: env.API_PREVIEW_FORWARD,
+        },
         ...(env.API_CONSOLE_DIR ? { consoleDir: env.API_CONSOLE_DIR } : {}),
         logger,
       },

@@ -8,4 +8,10 @@ export interface PreviewConfig {
    * API at the same address.
    */
   publicUrl: string | undefined;
+  /**
+   * How body-less GETs are proxied (API_PREVIEW_FORWARD): `passthrough` (default) relays the
+   * answer's body socket to socket (preview-passthrough.ts); `reply-from` sends every request
+   * through @fastify/reply-from, as all other methods and upgrades are (the comparison baseline).
+   */
+  forward?: 'passthrough' | 'reply-from';
 }

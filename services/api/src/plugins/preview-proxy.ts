@@ -13,8 +13,17 @@ import {
 } from '../preview-access.js';
 import type { PreviewConfig } from '../preview-config.js';
 import { PreviewConnections } from '../preview-connections.js';
+import {
+  exchange,
+  mergeHeaders,
+  passesThrough,
+  relay,
+  requestHead,
+  UpstreamError,
+} from '../preview-passthrough.js';
 import { withPathFormCsp } from '../preview-path-csp.js';
 import { PreviewTargets } from '../preview-targets.js';
+import { type Upstream, UpstreamSockets } from '../preview-upstream-sockets.js';
 import { notFound, sendProblem } from '../problem.js';
 
 declare module 'fastify' {
@@ -26,6 +35,9 @@ declare module 'fastify' {
 
 /** Where host-form requests are routed (app.ts rewriteUrl): never reachable by path from outside. */
 export const HOST_FORM_PREFIX = '/_preview-host';
+
+/** How long the sandbox's app may take to start its answer. */
+const HEADERS_TIMEOUT_MS = 300_000;
 
 const PATH_FORM = /^\/v1\/sandboxes\/([^/?]+)\/proxy\/(\d{1,5})(\/[^?]*)?(\?.*)?$/;
 
@@ -45,8 +57,9 @@ function queryForSandbox(query: string | undefined): string {
 
 /**
  * The preview proxy: `/v1/sandboxes/{id}/proxy/{port}/…` and `{port}-{label}.{domain}` sent on
- * to the sandbox's port at the address its backend recorded (JobSandbox.host), with
- * @fastify/reply-from (undici): bodies stream both ways (nothing is read whole, no body limit
+ * to the sandbox's port at the address its backend recorded (JobSandbox.host). Body-less GETs
+ * (pages, assets, downloads) are relayed socket to socket (preview-passthrough.ts); every other
+ * request goes through @fastify/reply-from (undici): bodies stream both ways (nothing is read whole, no body limit
  * applies), SSE flows as it comes, and a WebSocket upgrade is relayed frame by frame. Not
  * registered with fastify-plugin: its pass-through body parser stays in its own scope.
  */
@@ -58,9 +71,12 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
       return job ? sandboxRecordOf(job) : null;
     });
     app.addHook('preClose', async () => connections.closeAll());
+    const forward = preview.forward ?? 'passthrough';
+    const upstreams = new UpstreamSockets();
+    app.addHook('onClose', async () => upstreams.closeAll());
     await app.register(replyFrom, {
       // No deadline on an answer's body (SSE, a long download); the headers within the API's own bound.
-      undici: { headersTimeout: 300_000, bodyTimeout: 0, connections: 256, pipelining: 1 },
+      undici: { headersTimeout: HEADERS_TIMEOUT_MS, bodyTimeout: 0, connections: 256, pipelining: 1 },
       disableRequestLogging: true,
     });
     app.removeAllContentTypeParsers();
@@ -117,7 +133,10 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
           `port ${target.port} of sandbox ${target.id} cannot be reached: its backend recorded no address`,
         );
       const origin = `http://${host.includes(':') ? `[${host}]` : host}:${target.port}`;
-      return { ...target, id: record.id, origin };
+      // The Host the app sees, as reply-from sends it (the URL's host: no `:80`).
+      const hostHeader =
+        target.port === 80 ? origin.slice('http://'.length, -':80'.length) : origin.slice('http://'.length);
+      return { ...target, id: record.id, host, hostHeader, origin };
     };
 
     const unreachable = (port: number, id: string, why: string) =>
@@ -129,10 +148,47 @@ export function previewProxy(ctx: ApiContext, preview: PreviewConfig): FastifyPl
       return kept ? { ...rest, cookie: kept } : rest;
     };
 
+    /** A body-less GET relayed socket to socket (preview-passthrough.ts). */
+    const passThrough = async (
+      request: FastifyRequest,
+      reply: FastifyReply,
+      target: Awaited<ReturnType<typeof open>>,
+    ) => {
+      let upstream: Upstream;
+      try {
+        upstream = await upstreams.acquire(target.host, target.port);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+        return sendProblem(request, reply, unreachable(target.port, target.id, code));
+      }
+      // A client gone before the answer: the exchange fails at once rather than at its timeout.
+      const abandon = () => upstream.socket.destroy();
+      reply.raw.once('close', abandon);
+      const head = requestHead(target.path, target.hostHeader, forwardHeaders(request.headers));
+      let answer: Awaited<ReturnType<typeof exchange>>;
+      try {
+        answer = await exchange(upstream, head, HEADERS_TIMEOUT_MS);
+      } catch (err) {
+        reply.raw.off('close', abandon);
+        if (reply.raw.destroyed) return reply.hijack();
+        const why = err instanceof UpstreamError ? err.message : String(err);
+        return sendProblem(request, reply, unreachable(target.port, target.id, why));
+      }
+      reply.raw.off('close', abandon);
+      reply.hijack();
+      // The path form is the API's own origin: its pages run sandboxed (preview-path-csp.ts).
+      const theirs = target.pathForm ? withPathFormCsp(answer.head.headers) : answer.head.headers;
+      relay(answer, mergeHeaders(reply.getHeaders(), theirs), reply.raw, (reusable) => {
+        if (reusable) upstreams.release(target.host, target.port, upstream);
+      });
+    };
+
     const http = async (request: FastifyRequest, reply: FastifyReply) => {
       const target = await open(request, reply);
       const release = connections.add(target.id, { close: () => request.raw.socket.destroy() });
       reply.raw.once('close', release);
+      if (forward === 'passthrough' && passesThrough(request.raw, target.path))
+        return passThrough(request, reply, target);
       return reply.from(`${target.origin}${target.path}`, {
         rewriteRequestHeaders: (_req, headers) => forwardHeaders(headers),
         // The path form is the API's own origin: its pages run sandboxed (preview-path-csp.ts).
