@@ -1,5 +1,6 @@
-import { createKeySpace } from '@sandstream/bus';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from 'node:net';
+import { createKeySpace, scopedJobId } from '@sandstream/bus';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type ApiStack, startApiStack } from '../helpers/api-stack.js';
 import { type apiClient, servedApiClient, sseEvents } from './api-client.js';
 
@@ -151,6 +152,52 @@ describe('list events', () => {
     await fine.close();
     await call('DELETE', `/v1/sandboxes/${id}`, { key: keys.acme });
   }, 60_000);
+
+  it('a reader that does not keep up is dropped with a reload event, not buffered for', async () => {
+    const id = await s.createSandbox(keys.acme);
+    const url = new URL(`${s.url}/v1/events?kind=sandboxes`);
+    // A client that reads nothing: the socket's buffers fill, then the API's own bound.
+    const socket = connect(Number(url.port), url.hostname);
+    socket.pause();
+    socket.write(
+      `GET ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${keys.acme}\r\naccept: text/event-stream\r\n\r\n`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Many changes of one record (each a whole item on the stream), written as the services would.
+    const stream = createKeySpace(s.stack.namespace).lifecycleStream;
+    const entry = JSON.stringify({
+      jobId: scopedJobId('acme', id),
+      tenant: 'acme',
+      what: 'ready',
+      at: Date.now(),
+    });
+    // ~0.7 kB each: 55 MB, past what the loopback's socket buffers take (up to 36 MB here).
+    for (let round = 0; round < 40; round++) {
+      const pipeline = s.stack.redis.pipeline();
+      for (let i = 0; i < 2000; i++) pipeline.xadd(stream, '*', 'changed', entry);
+      await pipeline.exec();
+    }
+    // Then it reads: what it gets ends with a reload event and the end of the response.
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+    });
+    socket.resume();
+    await vi.waitFor(
+      () =>
+        expect(text).toMatch(/event: reload\ndata: \{"reason":"[^"]*too slowly[^"]*"\}\n\n(\r\n)?0\r\n\r\n$/),
+      {
+        timeout: 30_000,
+        interval: 200,
+      },
+    );
+    const delivered = text.split('event: changed').length - 1;
+    expect(delivered).toBeGreaterThan(0);
+    expect(delivered).toBeLessThan(80_000);
+    socket.destroy();
+    await call('DELETE', `/v1/sandboxes/${id}`, { key: keys.acme });
+  }, 90_000);
 
   it('one jobs request carries several states; a bad one is refused naming the field', async () => {
     const both = await call<{ state: string; id: string }[]>(
