@@ -154,6 +154,11 @@ async function streamListChanges(
       if (heldCount > MAX_HELD_CHANGES) reload('too many changes while resuming; read the list again');
     });
     unsubscribe = subscription.unsubscribe;
+    // A client gone while it subscribed fired its abort before this listener was there.
+    if (sse.signal.aborted) {
+      unsubscribe();
+      return reply;
+    }
     sse.signal.addEventListener('abort', () => unsubscribe(), { once: true });
     if (cursor !== undefined && compareIds(cursor, subscription.position) < 0) {
       await resume(ctx, cursor, subscription.position, deliver, reload);
