@@ -28,6 +28,9 @@ interface Item {
   createdAt: number;
 }
 
+/** How often a list is drawn again for its ages (nothing is read). */
+const AGE_RENDER_MS = 5_000;
+
 const identity = (item: { id: string; tenant: string }) => `${item.tenant}/${item.id}`;
 
 /**
@@ -43,6 +46,12 @@ export function useLiveList<T extends Item>(options: LiveListOptions<T>, deps: u
   const [error, setError] = useState<string | undefined>(undefined);
   const [tick, setTick] = useState(0);
   const reload = useCallback(() => setTick((t) => t + 1), []);
+  // Ages and durations on the page count on while nothing changes: a render now and then, no read.
+  const [, setClock] = useState(0);
+  useEffect(() => {
+    const timer = setInterval(() => setClock((c) => c + 1), AGE_RENDER_MS);
+    return () => clearInterval(timer);
+  }, []);
   // The caller names what the options depend on (deps); a new object each render is not a change.
   useEffect(() => {
     const controller = new AbortController();
