@@ -1,4 +1,3 @@
-import { enc, getJson } from './api';
 import type { Me } from './me';
 import { JOB_STATES, type Job, type JobState } from './types';
 
@@ -8,19 +7,20 @@ export interface JobFilter {
 }
 
 /**
- * The jobs a key may see, newest first. The API lists by tenant or by state; an admin key with
- * neither filter gets every tenant's by asking each state (a few small reads, merged).
+ * The GET path of the jobs a key may see, newest first. The API lists by tenant or by states; an
+ * admin key with neither filter asks for every state in one request (the API merges them).
  */
-export async function listJobs(me: Me, filter: JobFilter, limit = 100): Promise<Job[]> {
-  const query = (extra: string) => `/v1/jobs?limit=${limit}${extra}`;
-  const tenant = filter.tenant ? `&tenant=${enc(filter.tenant)}` : '';
-  if (filter.state) return getJson<Job[]>(query(`&state=${filter.state}${tenant}`));
-  if (!me.admin || filter.tenant) return getJson<Job[]>(query(tenant));
-  const pages = await Promise.all(JOB_STATES.map((state) => getJson<Job[]>(query(`&state=${state}`))));
-  return pages
-    .flat()
-    .sort((a, b) => b.createdAt - a.createdAt)
-    .slice(0, limit);
+export function jobsPath(me: Me, filter: JobFilter, limit: number): string {
+  const query = new URLSearchParams({ limit: String(limit) });
+  if (filter.tenant) query.set('tenant', filter.tenant);
+  if (filter.state) query.set('state', filter.state);
+  else if (me.admin && !filter.tenant) query.set('state', JOB_STATES.join(','));
+  return `/v1/jobs?${query}`;
+}
+
+/** Whether a job (as a change brings it) belongs in the list as filtered. */
+export function keepsJob(filter: JobFilter, job: Job): boolean {
+  return (!filter.state || job.state === filter.state) && (!filter.tenant || job.tenant === filter.tenant);
 }
 
 /** What a job ran: its template, else its image. */

@@ -60,7 +60,7 @@ export async function followEvents(path: string, options: FollowOptions): Promis
 }
 
 /** The events of a text/event-stream body (the subset of the format the API writes). */
-async function* parseStream(response: Response): AsyncGenerator<SseEvent> {
+export async function* parseStream(response: Response): AsyncGenerator<SseEvent> {
   if (!response.body) return;
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';

@@ -2,18 +2,27 @@ import { useState } from 'preact/hooks';
 import { Problem } from '../components/problem';
 import { StateBadge } from '../components/state-badge';
 import { age, span } from '../format';
-import { durationOf, type JobFilter, listJobs, templateOf } from '../job-list';
+import { durationOf, type JobFilter, jobsPath, keepsJob, templateOf } from '../job-list';
 import type { Me } from '../me';
 import { href } from '../router';
-import { JOB_STATES, type JobState } from '../types';
-import { usePoll } from '../use-poll';
+import { JOB_STATES, type Job, type JobState } from '../types';
+import { useLiveList } from '../use-live-list';
 import { SubmitJob } from './submit-job';
 
-/** Every job the key may see, newest first, read again every 2 s; filter by state, tenant, text. */
+/** Every job the key may see, newest first, kept current by the API's change stream; filter by state, tenant, text. */
 export function JobsPage({ me }: { me: Me }) {
   const [filter, setFilter] = useState<JobFilter>({ state: '', tenant: '' });
   const [text, setText] = useState('');
-  const jobs = usePoll(() => listJobs(me, filter), 2000, [filter.state, filter.tenant]);
+  const jobs = useLiveList<Job>(
+    {
+      kind: 'jobs',
+      path: jobsPath(me, filter, 100),
+      ...(me.admin && filter.tenant ? { tenant: filter.tenant } : {}),
+      keep: (job) => keepsJob(filter, job),
+      limit: 100,
+    },
+    [filter.state, filter.tenant],
+  );
   const now = Date.now();
   const needle = text.trim().toLowerCase();
   const shown = (jobs.data ?? [])
@@ -67,7 +76,7 @@ export function JobsPage({ me }: { me: Me }) {
       </form>
       <Problem error={jobs.error} />
       <table class="list">
-        <caption class="visually-hidden">Jobs, newest first (updates every 2 seconds)</caption>
+        <caption class="visually-hidden">Jobs, newest first (updates live)</caption>
         <thead>
           <tr>
             <th scope="col">Job</th>

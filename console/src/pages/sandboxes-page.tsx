@@ -1,12 +1,12 @@
 import { useState } from 'preact/hooks';
-import { enc, getJson, sendJson } from '../api';
+import { enc, sendJson } from '../api';
 import { Problem } from '../components/problem';
 import { StateBadge } from '../components/state-badge';
 import { age } from '../format';
 import type { Me } from '../me';
 import { href } from '../router';
 import type { Sandbox } from '../types';
-import { usePoll } from '../use-poll';
+import { useLiveList } from '../use-live-list';
 
 /** Labels as `key=value` text, the form the list's label filter takes. */
 export function labelText(labels: Record<string, string>): string {
@@ -15,20 +15,36 @@ export function labelText(labels: Record<string, string>): string {
     .join(', ');
 }
 
-/** Live sandboxes the key may see, newest first, read again every 2 s; filter by state and labels. */
+/** `a=1, b=2` as pairs; an entry without `=` matches nothing (the API refuses it on the list too). */
+function labelPairs(text: string): [string, string | undefined][] {
+  return text
+    .replace(/\s+/g, '')
+    .split(',')
+    .filter(Boolean)
+    .map((pair) => {
+      const at = pair.indexOf('=');
+      return at <= 0 ? [pair, undefined] : [pair.slice(0, at), pair.slice(at + 1)];
+    });
+}
+
+/** Live sandboxes the key may see, newest first, kept current by the API's change stream; filter by state and labels. */
 export function SandboxesPage({ me }: { me: Me }) {
   const [state, setState] = useState('');
   const [labels, setLabels] = useState('');
   const [error, setError] = useState<string | undefined>(undefined);
   const [creating, setCreating] = useState(false);
-  const list = usePoll(
-    () => {
-      const query = new URLSearchParams({ limit: '200' });
-      if (state) query.set('state', state);
-      if (labels.trim()) query.set('labels', labels.replace(/\s+/g, ''));
-      return getJson<Sandbox[]>(`/v1/sandboxes?${query}`);
+  const query = new URLSearchParams({ limit: '200' });
+  if (state) query.set('state', state);
+  if (labels.trim()) query.set('labels', labels.replace(/\s+/g, ''));
+  const wanted = labelPairs(labels);
+  const list = useLiveList<Sandbox>(
+    {
+      kind: 'sandboxes',
+      path: `/v1/sandboxes?${query}`,
+      keep: (sandbox) =>
+        (!state || sandbox.state === state) && wanted.every(([k, v]) => sandbox.labels[k] === v),
+      limit: 200,
     },
-    2000,
     [state, labels],
   );
   const now = Date.now();
@@ -77,7 +93,7 @@ export function SandboxesPage({ me }: { me: Me }) {
       </form>
       <Problem error={list.error} />
       <table class="list">
-        <caption class="visually-hidden">Sandboxes, newest first (updates every 2 seconds)</caption>
+        <caption class="visually-hidden">Sandboxes, newest first (updates live)</caption>
         <thead>
           <tr>
             <th scope="col">Sandbox</th>

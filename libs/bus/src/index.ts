@@ -30,6 +30,7 @@ export * from './preview-label.js';
 export * from './preview-ports.js';
 export * from './preview-token.js';
 export * from './queues.js';
+export * from './record-change.js';
 export * from './redis-connection.js';
 export * from './redis-safety.js';
 export * from './sandbox-acl.js';

@@ -21,6 +21,7 @@ import { createKeySpace, type KeySpace } from './key-space.js';
 import { isLiveSandboxSpec, parseStoredSpec, type StoredSpec } from './live-sandbox-spec.js';
 import { previewLabel } from './preview-label.js';
 import { releasePreviewLabel } from './preview-ports.js';
+import { RECORD_CHANGE_FIELD, type RecordChange, RecordChangeSchema } from './record-change.js';
 import type { RedisClient } from './redis-connection.js';
 
 const CREATE = busLua.load('job-create');
@@ -307,9 +308,10 @@ export class JobStore {
    * from here on it takes no more commands. False when the record is gone.
    */
   async markClosing(jobId: string, reason: string): Promise<boolean> {
-    return (
-      (await SET_IF_EXISTS.run<number>(this.redis, [this.keys.job(jobId)], [JobField.closing, reason])) === 1
-    );
+    const marked =
+      (await SET_IF_EXISTS.run<number>(this.redis, [this.keys.job(jobId)], [JobField.closing, reason])) === 1;
+    if (marked) await this.publishChange({ jobId, what: 'closing' });
+    return marked;
   }
 
   /** A pausing sandbox's kept files (SandboxFilesKeeper's reference); false when the job is gone. */
@@ -390,7 +392,30 @@ export class JobStore {
       ...jobs.flatMap(({ jobId, tenant }) =>
         tenant ? [releasePreviewLabel(this.redis, this.keys, previewLabel(tenant, jobId), jobId)] : [],
       ),
+      // Lists drop it live (record-change.ts); a repeat for one already dropped is harmless.
+      ...jobs.map(({ jobId, tenant }) =>
+        this.publishChange({ jobId, ...(tenant ? { tenant } : {}), what: 'removed' }),
+      ),
     ]);
+  }
+
+  /**
+   * Tells the observers of `events:lifecycle` that a record changed in a way a list shows but no
+   * transition announced (record-change.ts). After the change's own write, separately: the
+   * stream is in another slot. Best effort as the transitions' entries are: a lost one leaves a
+   * list stale until its next change or reload, never a record wrong.
+   */
+  async publishChange(change: Omit<RecordChange, 'at'>): Promise<void> {
+    const parsed = RecordChangeSchema.parse({ ...change, at: this.now() });
+    await this.redis.xadd(
+      this.keys.lifecycleStream,
+      'MAXLEN',
+      '~',
+      StreamLimits.lifecycleStreamMaxLength,
+      '*',
+      RECORD_CHANGE_FIELD,
+      JSON.stringify(parsed),
+    );
   }
 
   private async publishLifecycle(json: string): Promise<void> {

@@ -60,6 +60,7 @@ export async function requestPause(
     return { status: 'refused', state: JobStateSchema.parse(second), closing: status === 'closing' };
   const resumes = Number(second);
   const stopping = reply.slice(2).map(String);
+  if (status === 'requested') await store.publishChange({ jobId, what: 'pausing' });
   // One request per life of the sandbox: a repeat (or a retry after a crash) asks once.
   await cancelQueue.add(
     'pause',

@@ -28,6 +28,7 @@ import { adminQueueRoutes } from './routes/admin-queues.js';
 import { authRoutes } from './routes/auth.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { jobRoutes } from './routes/jobs.js';
+import { listEventRoutes } from './routes/list-events.js';
 import { sandboxFileRoutes } from './routes/sandbox-files.js';
 import { sandboxPortRoutes } from './routes/sandbox-ports.js';
 import { sandboxProcessRoutes } from './routes/sandbox-processes.js';
@@ -192,6 +193,7 @@ export async function buildApi(ctx: ApiContext, options: ApiOptions) {
   await app.register(volumeRoutes(ctx), { prefix: '/v1/volumes' });
   await app.register(snapshotRoutes(ctx), { prefix: '/v1/snapshots' });
   await app.register(catalogRoutes(ctx), { prefix: '/v1' });
+  await app.register(listEventRoutes(ctx), { prefix: '/v1' });
   await app.register(seedAliasRoutes(ctx), { prefix: '/api/sandbox' });
   await app.register(adminQueueRoutes(ctx));
   const mcpSessions = new McpSessions({

@@ -1,5 +1,22 @@
+import type { KeySpace, RedisClient } from '@sandstream/bus';
 import type { FastifyReply } from 'fastify';
+import { lastLifecycleId } from './list-changes.js';
 import type { Principal } from './principal.js';
+
+/** The header naming where a list's changes start (GET /v1/events?kind=…&from=<it>). */
+export const EVENTS_CURSOR_HEADER = 'x-events-cursor';
+
+/**
+ * Names, in EVENTS_CURSOR_HEADER, the newest lifecycle entry before the list is read: a client
+ * that subscribes to the list's changes from it misses none made while it read the list (a
+ * change it already saw comes again, as the whole item, which it applies as it is).
+ */
+export async function markEventsCursor(
+  ctx: { redis: RedisClient; keys: KeySpace },
+  reply: FastifyReply,
+): Promise<void> {
+  reply.header(EVENTS_CURSOR_HEADER, await lastLifecycleId(ctx.redis, ctx.keys));
+}
 
 /**
  * One page of a newest-first list: the SDK lists at most 1,000, so a page is cut from the first

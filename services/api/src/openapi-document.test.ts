@@ -77,6 +77,7 @@ describe('the OpenAPI document', () => {
     const streams = operations().filter(({ responses }) => responses['200']?.content?.['text/event-stream']);
     expect(streams.map((s) => s.at).sort()).toEqual([
       'GET /api/sandbox/{id}/events',
+      'GET /v1/events',
       'GET /v1/jobs/{id}/events',
       'GET /v1/sandboxes/{id}/events',
       'GET /v1/sandboxes/{id}/processes/{pid}/output',
@@ -89,6 +90,7 @@ describe('the OpenAPI document', () => {
     const eventsOf = (name: string) =>
       (doc.components.schemas[name]?.oneOf ?? []).map((e) => e.properties.event.const).sort();
     expect(eventsOf('CommandEvent')).toEqual(['error', 'gap', 'result', 'started', 'stderr', 'stdout']);
+    expect(eventsOf('ListEvent')).toEqual(['changed', 'created', 'error', 'reload', 'removed']);
     expect(eventsOf('CodeEvent')).toEqual(['error', 'execution', 'result', 'started', 'stderr', 'stdout']);
     expect(eventsOf('TimelineEvent')).toEqual(
       [
@@ -106,7 +108,7 @@ describe('the OpenAPI document', () => {
     for (const { at, responses } of streams) {
       const ref = responses['200']?.content?.['text/event-stream']?.schema?.$ref;
       expect(ref, at).toBe(
-        `#/components/schemas/${at.startsWith('GET ') && at.endsWith('/events') ? 'Timeline' : at.endsWith('/code') ? 'Code' : 'Command'}Event`,
+        `#/components/schemas/${at === 'GET /v1/events' ? 'List' : at.startsWith('GET ') && at.endsWith('/events') ? 'Timeline' : at.endsWith('/code') ? 'Code' : 'Command'}Event`,
       );
     }
     // The exec still documents its JSON answer beside the stream.

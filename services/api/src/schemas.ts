@@ -58,8 +58,21 @@ export const ListSandboxesQuery = strictObject({
   offset: queryInt(0, 999).optional(),
 });
 
+/** `state=running` or several, comma-separated (`state=queued,running`): one request for all of them. */
+const JobStatesQuery = z
+  .string()
+  .max(256, 'state is at most 256 characters')
+  .transform((v) => [...new Set(v.split(','))])
+  .pipe(
+    z.array(
+      z.enum(JobStateSchema.options, {
+        error: `state: each comma-separated value must be one of ${JobStateSchema.options.join(', ')}`,
+      }),
+    ),
+  );
+
 export const ListJobsQuery = strictObject({
-  state: JobStateSchema.optional(),
+  state: JobStatesQuery.optional(),
   tenant: TenantSchema.optional(),
   limit: queryInt(1, 1000).optional(),
   offset: ListSandboxesQuery.shape.offset,

@@ -79,6 +79,11 @@ export class SseStream {
     );
   }
 
+  /** Characters written but not yet taken by the client (the socket's buffer and what waits to go). */
+  unsentBytes(): number {
+    return this.reply.raw.writableLength + this.pending.length;
+  }
+
   /** Ends the stream with an `error` event carrying the problem details. */
   async fail(err: unknown): Promise<void> {
     const problem = problemOf(err);

@@ -173,6 +173,8 @@ export class StepDispatcher {
       [now, idleMs, spec.onIdle, StreamLimits.eventStreamMaxLength, endsAt, readySince + maxLifetime * 1000],
     );
     if (reply[0] === 'opened') {
+      // Ready is a field, not a state (running before and after): lists hear it from here.
+      await this.options.jobStore.publishChange({ jobId, tenant: spec.tenant, what: 'ready' });
       const shard = dispatchKeys.shardOf(jobId);
       // NX: a redelivered dispatch must not push either deadline further out.
       // A client may have moved the end already: its deadline fires at the old end, finds the

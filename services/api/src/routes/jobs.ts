@@ -1,10 +1,10 @@
-import { JobSpecSchema, userJobId } from '@sandstream/bus';
+import { JobSpecSchema, type JobState, userJobId } from '@sandstream/bus';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { principalOf } from '../access.js';
 import type { ApiContext } from '../api-context.js';
 import { streamTimeline } from '../job-events.js';
-import { listScope, sendPage } from '../list-page.js';
+import { listScope, markEventsCursor, sendPage } from '../list-page.js';
 import { problemResponses } from '../plugins/problem-replies.js';
 import { notFound } from '../problem.js';
 import { EventsQuery, IdParams, JobResponse, ListJobsQuery, SubmitResponse } from '../schemas.js';
@@ -13,6 +13,8 @@ import { eventStreamResponse, TimelineEventSchema } from '../sse-schemas.js';
 import { withUserId } from '../tenant-scope.js';
 
 const problems = problemResponses(403, 404);
+
+const newestFirst = (a: { createdAt: number }, b: { createdAt: number }) => b.createdAt - a.createdAt;
 
 /** Jobs: submit (JSON, or the YAML job file), list, get, cancel, follow. */
 export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
@@ -53,16 +55,23 @@ export function jobRoutes(ctx: ApiContext): FastifyPluginAsyncZod {
         const scope = listScope(principalOf(request), request.query.tenant);
         if (!scope) return [];
         const { tenant } = scope;
-        return sendPage(reply, request.query, (limit) =>
-          ctx.client
-            .list({
-              ...(tenant ? { tenant } : {}),
-              ...(request.query.state ? { state: request.query.state } : {}),
-              ...(!tenant && !request.query.state ? { tenant: 'default' } : {}),
-              limit,
-            })
-            .then((found) => found.map(withUserId)),
-        );
+        await markEventsCursor(ctx, reply);
+        const states: (JobState | undefined)[] = request.query.state ?? [undefined];
+        return sendPage(reply, request.query, async (limit) => {
+          // One read per state asked (the store indexes by state), merged newest first.
+          const pages = await Promise.all(
+            states.map((state) =>
+              ctx.client.list({
+                ...(tenant ? { tenant } : {}),
+                ...(state ? { state } : {}),
+                ...(!tenant && !state ? { tenant: 'default' } : {}),
+                limit,
+              }),
+            ),
+          );
+          const found = states.length === 1 ? (pages[0] ?? []) : pages.flat().sort(newestFirst);
+          return found.slice(0, limit).map(withUserId);
+        });
       },
     );
 

@@ -17,7 +17,7 @@ import type { ApiContext } from '../api-context.js';
 import { CodeBody, runCodeForRequest } from '../code-cell.js';
 import { execForRequest } from '../exec-command.js';
 import { streamTimeline } from '../job-events.js';
-import { listScope, sendPage } from '../list-page.js';
+import { listScope, markEventsCursor, sendPage } from '../list-page.js';
 import { problemResponses } from '../plugins/problem-replies.js';
 import { HttpProblem, notFound } from '../problem.js';
 import {
@@ -242,6 +242,7 @@ export function sandboxRoutes(ctx: ApiContext, tags: string[]): FastifyPluginAsy
         const scope = listScope(principalOf(request), request.query.tenant);
         if (!scope) return [];
         const { tenant } = scope;
+        await markEventsCursor(ctx, reply);
         return sendPage(reply, request.query, (limit) =>
           sandboxes
             .list({
