@@ -101,12 +101,21 @@ for (const backend of liveBackends()) {
       const listing =
         "cd t && find . -printf '%y %m %s %Ts %p -> %l\\n' | sort && find . -type f -exec sha256sum {} + | sort";
       const expected = await sh(source, listing);
+      // On Docker the container's own layer too: a file added outside the work volume, one deleted.
+      const layer = 'echo layer > /opt/added.txt && rm /etc/issue';
+      if (backend.name === 'docker') await sh(source, layer);
       const [fork] = await source.fork({ count: 1 });
       open.push(fork as Sandbox);
       expect(await sh(fork as Sandbox, listing)).toBe(expected);
-      // The in-process backend copies trees: its fork restored from the plain copy, not the stream.
-      if (backend.name === 'in-process')
-        expect(stack.logs()).toMatch(/"from":"copy"[^\n]*"msg":"snapshot opened for a start"/);
+      if (backend.name === 'docker')
+        expect(await sh(fork as Sandbox, 'cat /opt/added.txt; test -e /etc/issue || echo gone')).toBe(
+          'layer\ngone\n',
+        );
+      // Both backends copy trees: the fork restored from the plain copy, not the stream.
+      const logs = stack.logs();
+      expect(logs).toMatch(/"from":"copy"[^\n]*"msg":"snapshot opened for a start"/);
+      expect(logs).not.toContain('was not copied for forks here');
+      expect(logs).not.toContain('restored from its bytes instead');
     }, 240_000);
 
     it('a snapshot held in the cache restores without the store; a damaged entry falls back to the store', async () => {

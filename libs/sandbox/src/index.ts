@@ -51,6 +51,7 @@ export {
   encodeCopiedTrees,
   listTree,
   replaceTreeContents,
+  streamPartFile,
   type TreeListing,
   TreeNotCopyableError,
 } from './snapshot/tree-copy.js';

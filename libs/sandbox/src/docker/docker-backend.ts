@@ -18,6 +18,7 @@ import {
   type CreateSandboxRequest,
   type DestroyOptions,
   type FilesCapture,
+  type FilesCopied,
   type FilesRestored,
   type SandboxBackend,
   type SandboxDiskUsage,
@@ -61,7 +62,13 @@ import {
   DEFAULT_SANDBOX_NETWORK,
   type DenyEgressConfig,
 } from './docker-network.js';
-import { captureDocker, containerLayout, restoreDocker } from './docker-snapshot.js';
+import {
+  captureDocker,
+  containerLayout,
+  copyDocker,
+  restoreCopyDocker,
+  restoreDocker,
+} from './docker-snapshot.js';
 import { EgressProxy } from './egress-proxy.js';
 import { randomSandboxMac } from './egress-rules.js';
 import { type PullLimits, pullImage } from './image-pull.js';
@@ -560,6 +567,15 @@ export class DockerBackend implements SandboxBackend {
 
   async restoreFiles(ref: SandboxRef, snapshot: AsyncIterable<Buffer>): Promise<FilesRestored> {
     return restoreDocker(await this.layoutOf(ref), snapshot);
+  }
+
+  /** Its work volume as a plain tree and its layer as a stream under `into`, for a fork on this host (docker-snapshot.ts). */
+  async copyFiles(ref: SandboxRef, into: string): Promise<FilesCopied> {
+    return copyDocker(await this.layoutOf(ref), into);
+  }
+
+  async restoreCopy(ref: SandboxRef, from: string): Promise<Pick<FilesRestored, 'removed' | 'frozenMs'>> {
+    return restoreCopyDocker(await this.layoutOf(ref), from);
   }
 
   async thaw(ref: SandboxRef): Promise<void> {

@@ -1,5 +1,5 @@
 import { createHash, type Hash } from 'node:crypto';
-import { type BigIntStats, constants, type Stats } from 'node:fs';
+import { type BigIntStats, constants, createReadStream, type Stats } from 'node:fs';
 import {
   chmod,
   copyFile,
@@ -15,7 +15,7 @@ import {
 } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { encodeSnapshot } from './snapshot-codec.js';
+import { decodeSnapshot, encodeSnapshot } from './snapshot-codec.js';
 import type { CapturedEntry } from './snapshot-entry.js';
 import { captureTree } from './tree-capture.js';
 
@@ -154,13 +154,30 @@ export async function replaceTreeContents(target: string, from: string): Promise
 }
 
 /**
- * The snapshot stream of copied trees (`<dir>/<part>` for each part, in order): the same entries
- * and bytes a capture of the sandbox would have produced, read from the copy once the sandbox
- * runs again.
+ * A part with no plain-file form (a container layer, whose deletions are whiteouts) is copied as
+ * a snapshot stream of its own entries, in this file under the copy's directory.
+ */
+export function streamPartFile(part: string): string {
+  return `${part}.snapshot`;
+}
+
+/**
+ * The snapshot stream of a copy (each part in order: the tree `<dir>/<part>`, or the stream
+ * `<dir>/<part>.snapshot`): the same entries and bytes a capture of the sandbox would have
+ * produced, read from the copy once the sandbox runs again.
  */
 export function encodeCopiedTrees(dir: string, parts: readonly string[]): Readable {
   async function* entries(): AsyncGenerator<CapturedEntry> {
-    for (const part of parts) yield* captureTree(join(dir, part), part);
+    for (const part of parts) {
+      const stream = join(dir, streamPartFile(part));
+      if (!(await lstat(stream).catch(() => undefined))) {
+        yield* captureTree(join(dir, part), part);
+        continue;
+      }
+      // Each entry's content is read out by the encoder before it asks for the next one.
+      for await (const { entry, content } of decodeSnapshot(createReadStream(stream)))
+        yield { entry, content: () => content };
+    }
   }
   return encodeSnapshot(entries());
 }
