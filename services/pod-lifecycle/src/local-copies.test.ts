@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { copyTree } from '@sandstream/sandbox';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { LocalCopies } from './local-copies.js';
 
 // The plain copies a fork's capture leaves for the forks placed on its node (issue 30 §7).
@@ -49,8 +49,8 @@ describe('LocalCopies', () => {
     expect(existsSync(made.dir)).toBe(true);
     expect(await copies.acquire('snap-a')).toBeUndefined();
     lease?.release();
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(existsSync(made.dir)).toBe(false);
+    // Removed in the background once released.
+    await vi.waitFor(() => expect(existsSync(made.dir)).toBe(false), { timeout: 10_000 });
   });
 
   it('refuses a copy changed after it was made, says why and drops it (the start reads the snapshot)', async () => {
@@ -64,8 +64,7 @@ describe('LocalCopies', () => {
     lease?.release();
     expect(copies.has('snap-b')).toBe(false);
     expect(await copies.acquire('snap-b')).toBeUndefined();
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(existsSync(dir)).toBe(false);
+    await vi.waitFor(() => expect(existsSync(dir)).toBe(false), { timeout: 10_000 });
   });
 
   it('a copy that fails leaves nothing, and a start waiting for it hears there is none', async () => {
