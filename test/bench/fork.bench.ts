@@ -162,11 +162,16 @@ function phasesOf(logs: string): string {
     } catch {
       continue;
     }
+    // A fork's capture that made a plain copy, and a start restored from one, apart from the rest.
     const prefix =
       entry.msg === 'snapshot taken'
-        ? 'capture'
+        ? entry.copiedMs !== undefined
+          ? 'capture (fork, copied)'
+          : 'capture'
         : entry.msg === 'snapshot files restored into the new sandbox'
-          ? 'start'
+          ? entry.fromCopy
+            ? 'start (from copy)'
+            : 'start'
           : entry.msg === 'sandbox ready'
             ? 'create'
             : undefined;
@@ -182,7 +187,9 @@ function phasesOf(logs: string): string {
     }
   }
   return [
-    ...[...fields].map(([name, xs]) => `  ${name.padEnd(36)} p50 ${ms(summarize(xs).p50)} (n=${xs.length})`),
+    ...[...fields]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([name, xs]) => `  ${name.padEnd(36)} p50 ${ms(summarize(xs).p50)} (n=${xs.length})`),
     ...[...sources].map(([name, n]) => `  starts ${name.padEnd(29)} ${n}`),
   ].join('\n');
 }
