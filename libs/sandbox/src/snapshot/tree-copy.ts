@@ -1,23 +1,16 @@
 import { createHash, type Hash } from 'node:crypto';
-import { type BigIntStats, constants, createReadStream, type Stats } from 'node:fs';
-import {
-  chmod,
-  copyFile,
-  lchown,
-  lstat,
-  lutimes,
-  mkdir,
-  readdir,
-  readlink,
-  rm,
-  symlink,
-  utimes,
-} from 'node:fs/promises';
+import { type BigIntStats, createReadStream } from 'node:fs';
+import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
+import type { TreeCopyRequest } from './entry-writer-thread.js';
 import { decodeSnapshot, encodeSnapshot } from './snapshot-codec.js';
 import type { CapturedEntry } from './snapshot-entry.js';
 import { captureTree } from './tree-capture.js';
+import { TreeNotCopyableError } from './tree-copy-sync.js';
+import { openSession } from './writer-thread.js';
+
+export { TreeNotCopyableError };
 
 /**
  * A sandbox's files as plain directory trees on this node (a fork's same-node path, issue 30 §7):
@@ -27,7 +20,8 @@ import { captureTree } from './tree-capture.js';
  * owners, modes, times (to the millisecond the snapshot keeps); hard links become separate files.
  * A socket, fifo or device is refused (the stream capture skips them and the two must agree).
  * Node's own calls rather than `cp -a`: forking the service process to run a tool cost ~20 ms at
- * a 200 MB heap, more than copying 10 MB.
+ * a 200 MB heap, more than copying 10 MB. The copying runs on the restore's writer thread
+ * (tree-copy-sync.ts).
  */
 
 /** What a copied tree holds, and a fingerprint of it that any later change to it alters. */
@@ -39,71 +33,15 @@ export interface TreeListing {
   fingerprint: string;
 }
 
-/** Thrown for a tree a snapshot could not hold as it is (a socket, fifo or device in it). */
-export class TreeNotCopyableError extends Error {
-  override readonly name = 'TreeNotCopyableError';
-}
-
-/** Entries of one directory handled at once (each a few calls on libuv's thread pool). */
+/** Entries of one directory listed at once (lstat calls on libuv's thread pool). */
 const BATCH = 32;
 
 /**
  * `from`'s contents copied into the directory `to` (made if missing; `to`'s own owner, mode and
- * times are left as they are, as a stream restore leaves its directory).
+ * times are left as they are, as a stream restore leaves its directory). On the writer thread.
  */
 export async function copyTree(from: string, to: string): Promise<void> {
-  await mkdir(to, { recursive: true });
-  await copyChildren(from, to);
-}
-
-async function copyChildren(from: string, to: string): Promise<void> {
-  const names = await readdir(from);
-  for (let i = 0; i < names.length; i += BATCH)
-    await Promise.all(names.slice(i, i + BATCH).map((name) => copyEntry(join(from, name), join(to, name))));
-}
-
-async function copyEntry(source: string, target: string): Promise<void> {
-  const stats = await lstat(source);
-  if (stats.isDirectory()) {
-    await mkdir(target, { mode: 0o700 });
-    await copyChildren(source, target);
-    // After its children: adding them would change its times, and a read-only mode would stop them.
-    await own(() => lchown(target, stats.uid, stats.gid));
-    await chmod(target, stats.mode & 0o7777);
-    await utimes(target, ...timesOf(stats));
-  } else if (stats.isFile()) {
-    await copyFile(source, target, constants.COPYFILE_FICLONE);
-    await own(() => lchown(target, stats.uid, stats.gid));
-    // After the owner: a chown clears set-user and set-group bits.
-    await chmod(target, stats.mode & 0o7777);
-    await utimes(target, ...timesOf(stats));
-  } else if (stats.isSymbolicLink()) {
-    await symlink(await readlink(source), target);
-    await own(() => lchown(target, stats.uid, stats.gid));
-    await lutimes(target, ...timesOf(stats));
-  } else {
-    throw new TreeNotCopyableError(
-      `${source} is a socket, fifo or device, which a snapshot does not hold: the tree is captured as a stream instead`,
-    );
-  }
-}
-
-/**
- * Access and change times in seconds, at the middle of their millisecond: a snapshot keeps
- * milliseconds, and seconds as a double lose the last bits (a time set at 056 ms read back as
- * 055.999…, one millisecond off once floored, as the stream capture floors it).
- */
-function timesOf(stats: Stats): [number, number] {
-  return [(Math.floor(stats.atimeMs) + 0.5) / 1000, (Math.floor(stats.mtimeMs) + 0.5) / 1000];
-}
-
-/** Not root (an in-process sandbox of an ordinary user): the copy keeps this user as owner. */
-async function own(chown: () => Promise<void>): Promise<void> {
-  try {
-    await chown();
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EPERM') throw err;
-  }
+  await onWriterThread({ from, to, replace: false });
 }
 
 /**
@@ -147,10 +85,23 @@ async function listInto(
  * stream restore leaves it. Returns how many of `target`'s top-level names were removed.
  */
 export async function replaceTreeContents(target: string, from: string): Promise<{ removed: number }> {
-  const existing = await readdir(target);
-  await Promise.all(existing.map((name) => rm(join(target, name), { recursive: true, force: true })));
-  await copyChildren(from, target);
-  return { removed: existing.length };
+  return { removed: await onWriterThread({ from, to: target, replace: true }) };
+}
+
+/** One copy run on the process's writer thread (writer-thread.ts); resolves with the names removed. */
+function onWriterThread(copy: TreeCopyRequest): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const { session, send } = openSession({
+      reply: (reply) => {
+        send({ session, close: true }, []);
+        if (!reply.error) resolve(reply.removed ?? 0);
+        else if (reply.error.code === 'ENOTCOPYABLE') reject(new TreeNotCopyableError(reply.error.message));
+        else reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
+      },
+      lost: reject,
+    });
+    send({ session, batch: 1, copy }, []);
+  });
 }
 
 /**
