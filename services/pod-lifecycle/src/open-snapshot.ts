@@ -110,11 +110,10 @@ export async function openLocalCopy(
   if (!cache || !source.objects) return undefined;
   // Any capture of it here ends the wait: a copy, or a spool (then openSnapshot takes over).
   const here = () => cache.copies.has(snapshotId) || cache.isSpooling(snapshotId) || !!cache.held(snapshotId);
-  const record = await usableRecord(source.records, snapshotId, tenant, uploadWaitMs, here, cache).catch(
-    () => undefined,
-  );
-  // A refusal (missing, another tenant's, another backend's) is openSnapshot's to word.
-  if (!record || (record.backend === 'docker' && source.backend.kind !== 'docker')) return undefined;
+  // Missing, another tenant's or still uploading after the wait: refused as openSnapshot would.
+  const record = await usableRecord(source.records, snapshotId, tenant, uploadWaitMs, here, cache);
+  // Another backend's: openSnapshot words the refusal.
+  if (record.backend === 'docker' && source.backend.kind !== 'docker') return undefined;
   if (!cache.copies.has(snapshotId)) return undefined;
   return cache.copies.acquire(snapshotId, source.onCacheRefused);
 }

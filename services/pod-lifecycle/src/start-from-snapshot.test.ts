@@ -174,6 +174,20 @@ describe('a start from a snapshot on the replica that copied it', () => {
     expect(cache.copies.has(snapshotId)).toBe(false);
   }, 60_000);
 
+  it("a snapshot that does not exist, or is another tenant's, is refused by name, copy or not", async () => {
+    const source = await sourceTree();
+    const { snapshotId, records, objects } = await forkCapture(source);
+    const { starts } = startsWith(records, objects);
+    const sandbox = await newSandbox();
+    const missing = newSnapshotId();
+    await expect(
+      new StartSnapshot(starts, missing, tenant).restoreInto(sandbox.jobId, sandbox),
+    ).rejects.toThrow(new RegExp(`snapshot ${missing} not found`));
+    await expect(
+      new StartSnapshot(starts, snapshotId, 't2').restoreInto(sandbox.jobId, sandbox),
+    ).rejects.toThrow(new RegExp(`snapshot ${snapshotId} not found`));
+  }, 60_000);
+
   it('a copy gone from the disk falls back to the stored snapshot too', async () => {
     const source = await sourceTree();
     const { snapshotId, made, records, objects } = await forkCapture(source);
