@@ -8,6 +8,8 @@
  *    Beside it, the fork as it was before (snapshot(), then create({ fromSnapshot }) from it),
  *    and create({ fromSnapshot }) → first exec (the fork without its snapshot). The medians of
  *    the phases pod-lifecycle logs (capture, open, restore) follow: the profile of the path.
+ *    And the fork through a second stack whose pod-lifecycle runs with SNAPSHOT_FORK_COPY=off
+ *    (its forks restore from the capture's stream, not a plain copy), in the same rounds.
  * 2. resume → first exec against a cold create + `restore()` of a snapshot holding the same
  *    bytes + first exec. Goal: resume p50 ≤ that baseline.
  *
@@ -33,9 +35,19 @@ for (const backend of liveBackends()) {
     env: { NATS_URL: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', ...backend.env },
     ...(PROFILE_DIR ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}/${backend.name}`] } : {}),
   });
+  // The same fork without the same-node plain copy: the stream path, measured in the same rounds.
+  const streamStack = await startStack({
+    label: 'fbench-stream',
+    env: {
+      NATS_URL: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+      ...backend.env,
+      SNAPSHOT_FORK_COPY: 'off',
+    },
+  });
   const figures = {
     cold: [] as number[],
     fork: [] as number[],
+    forkStream: [] as number[],
     serial: [] as number[],
     fromSnapshot: [] as number[],
     resume: [] as number[],
@@ -49,6 +61,10 @@ for (const backend of liveBackends()) {
       `mkdir -p data && for i in $(seq 1 ${WORKSPACE_MB}); do head -c 1048576 /dev/urandom > data/f$i.bin; done`,
     );
     const kept = await source.snapshot({ name: 'bench' });
+    const streamSource = await streamStack.client.sandboxes.create({ image: backend.image });
+    await streamSource.exec(
+      `mkdir -p data && for i in $(seq 1 ${WORKSPACE_MB}); do head -c 1048576 /dev/urandom > data/f$i.bin; done`,
+    );
     for (let round = 0; round < ROUNDS; round++) {
       let t = performance.now();
       const cold = await sandboxes.create({ image: backend.image });
@@ -60,6 +76,12 @@ for (const backend of liveBackends()) {
       await fork?.exec(['true']);
       figures.fork.push(since(t));
       await fork?.close();
+
+      t = performance.now();
+      const [streamFork] = await streamSource.fork({ count: 1 });
+      await streamFork?.exec(['true']);
+      figures.forkStream.push(since(t));
+      await streamFork?.close();
 
       // The fork as it was before its creates overlapped the capture: snapshot, then create from it.
       t = performance.now();
@@ -91,18 +113,24 @@ for (const backend of liveBackends()) {
     }
     await snapshots.delete(kept.snapshotId);
     await source.close();
+    await streamSource.close();
   } finally {
     phases = phasesOf(stack.logs());
     await stack.stop();
+    await streamStack.stop();
   }
   const p50 = (xs: number[]) => summarize(xs).p50;
   console.log(`\n${backend.name}: ${ROUNDS} rounds, workspace ${WORKSPACE_MB} MB`);
   console.log(`  cold create → first exec             p50 ${ms(p50(figures.cold))}`);
   console.log(`  fork → first exec                    p50 ${ms(p50(figures.fork))}`);
+  console.log(`  fork, stream path (copy off) → exec  p50 ${ms(p50(figures.forkStream))}`);
   console.log(`  snapshot, then create from it → exec p50 ${ms(p50(figures.serial))}`);
   console.log(`  create fromSnapshot → first exec     p50 ${ms(p50(figures.fromSnapshot))}`);
   console.log(
     `  fork / cold                          ${(p50(figures.fork) / p50(figures.cold)).toFixed(2)}×`,
+  );
+  console.log(
+    `  fork, stream path / cold             ${(p50(figures.forkStream) / p50(figures.cold)).toFixed(2)}×`,
   );
   console.log(
     `  snapshot-then-create / cold          ${(p50(figures.serial) / p50(figures.cold)).toFixed(2)}×`,
@@ -134,11 +162,16 @@ function phasesOf(logs: string): string {
     } catch {
       continue;
     }
+    // A fork's capture that made a plain copy, and a start restored from one, apart from the rest.
     const prefix =
       entry.msg === 'snapshot taken'
-        ? 'capture'
+        ? entry.copiedMs !== undefined
+          ? 'capture (fork, copied)'
+          : 'capture'
         : entry.msg === 'snapshot files restored into the new sandbox'
-          ? 'start'
+          ? entry.fromCopy
+            ? 'start (from copy)'
+            : 'start'
           : entry.msg === 'sandbox ready'
             ? 'create'
             : undefined;
@@ -154,7 +187,9 @@ function phasesOf(logs: string): string {
     }
   }
   return [
-    ...[...fields].map(([name, xs]) => `  ${name.padEnd(36)} p50 ${ms(summarize(xs).p50)} (n=${xs.length})`),
+    ...[...fields]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([name, xs]) => `  ${name.padEnd(36)} p50 ${ms(summarize(xs).p50)} (n=${xs.length})`),
     ...[...sources].map(([name, n]) => `  starts ${name.padEnd(29)} ${n}`),
   ].join('\n');
 }

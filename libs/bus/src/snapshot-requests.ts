@@ -19,6 +19,11 @@ export const SnapshotRequestSchema = z.discriminatedUnion('op', [
     tenant: z.string().min(1).optional(),
     snapshotId: SnapshotIdSchema,
     name: z.string().min(1).max(256).optional(),
+    /**
+     * A fork's capture: pod-lifecycle also keeps a plain copy of the files, where its backend can
+     * make one, for the forks placed on its node (local-copies.ts); other captures make none.
+     */
+    forFork: z.boolean().optional(),
   }),
   z.strictObject({
     op: z.literal('restore'),

@@ -162,7 +162,14 @@ export class RedisSandboxTransport implements SandboxTransport {
     // The forks are created while their snapshot is captured: each start makes its sandbox and
     // boots its agent meanwhile, then waits for the snapshot to be ready (start-from-snapshot.ts).
     const captured = this.ctx.snapshotRequests.capture(
-      { op: 'capture', sandboxId: id, snapshotId, tenant: source.tenant, name: `fork of ${id}` },
+      {
+        op: 'capture',
+        sandboxId: id,
+        snapshotId,
+        tenant: source.tenant,
+        name: `fork of ${id}`,
+        forFork: true,
+      },
       (timeoutSeconds ?? SNAPSHOT_WAIT_SECONDS) * 1000,
     );
     captured.catch(() => {});
@@ -564,7 +571,8 @@ async function snapshotBegun(
     const outcome = await Promise.race([settled, sleep(pauseMs).then(() => 'waiting' as const)]);
     if (outcome === 'failed') await captured;
     if (outcome === 'done') return;
-    pauseMs = Math.min(pauseMs * 2, 50);
+    // Short pauses: the forks' creates wait on this, and the record is written within milliseconds.
+    pauseMs = Math.min(pauseMs * 2, 10);
   }
 }
 /** How long the killed commands of a restore get to record their results. */

@@ -206,6 +206,17 @@ export interface SandboxBackend {
    */
   restoreFiles?(ref: SandboxRef, snapshot: AsyncIterable<Buffer>): Promise<FilesRestored>;
   /**
+   * The sandbox's files copied as plain trees into `into/<part>` on this node (`into` is made
+   * here), its processes frozen during the copy only: a fork placed on this node restores from
+   * the copy (restoreCopy) without a stream in between (snapshot/tree-copy.ts).
+   */
+  copyFiles?(ref: SandboxRef, into: string): Promise<FilesCopied>;
+  /**
+   * Makes the sandbox's files exactly the trees a copyFiles of this backend made under `from`,
+   * the processes left frozen meanwhile (the caller stopped running commands).
+   */
+  restoreCopy?(ref: SandboxRef, from: string): Promise<Pick<FilesRestored, 'removed' | 'frozenMs'>>;
+  /**
    * Lets a sandbox run again that a capture or restore froze and never thawed (its process was
    * killed mid-way). Idempotent; a sandbox that is not frozen is left as it is.
    */
@@ -225,6 +236,12 @@ export interface FilesCapture {
   done: Promise<{ frozenMs: number; entries: number }>;
   /** What the capture holds, for docs and replies: `work` (the work tree), `root` (a container's own layer). */
   parts: string[];
+}
+
+/** A copy made (SandboxBackend.copyFiles): the parts copied, each a tree `<into>/<part>`. */
+export interface FilesCopied {
+  parts: string[];
+  frozenMs: number;
 }
 
 /** What a restore did (SandboxBackend.restoreFiles). */

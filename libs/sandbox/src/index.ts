@@ -46,6 +46,15 @@ export * from './secret-env.js';
 export { decodeSnapshot, encodeSnapshot, SNAPSHOT_GZIP_LEVEL } from './snapshot/snapshot-codec.js';
 export { SnapshotCorruptError, type SnapshotEntry } from './snapshot/snapshot-entry.js';
 export { captureTree } from './snapshot/tree-capture.js';
+export {
+  copyTree,
+  encodeCopiedTrees,
+  listTree,
+  replaceTreeContents,
+  streamPartFile,
+  type TreeListing,
+  TreeNotCopyableError,
+} from './snapshot/tree-copy.js';
 export { TreeRestore } from './snapshot/tree-restore.js';
 export { loadTemplatesFile, parseTemplates, TemplateFileError } from './templates/load-templates.js';
 export {

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { GrowingSpool, signal } from './growing-spool.js';
+import { LocalCopies } from './local-copies.js';
 
 export interface CaptureCacheOptions {
   /** Root of the caches on this node: each process keeps its own directory below it. */
@@ -61,10 +62,22 @@ export class CaptureCache {
   private readonly sweeper: NodeJS.Timeout;
   private kept = signal();
   private readonly spooling = new Map<string, GrowingSpool>();
+  /** Plain copies of forks' captures (local-copies.ts), in a directory beside the spools', same bounds. */
+  readonly copies: LocalCopies;
+  private readonly copiesDir: string;
 
   constructor(private readonly options: CaptureCacheOptions) {
     this.now = options.now ?? Date.now;
-    this.dir = join(options.root, `sandstream-captures-${process.pid}-${randomUUID().slice(0, 8)}`);
+    const suffix = `${process.pid}-${randomUUID().slice(0, 8)}`;
+    this.dir = join(options.root, `sandstream-captures-${suffix}`);
+    this.copiesDir = join(options.root, `sandstream-copies-${suffix}`);
+    this.copies = new LocalCopies({
+      dir: this.copiesDir,
+      maxBytes: options.maxBytes,
+      maxAgeMs: options.maxAgeMs,
+      ...(options.now ? { now: options.now } : {}),
+      onChange: () => this.changed(),
+    });
     this.made = this.removeAbandoned().then(() => mkdir(this.dir, { recursive: true }).then(() => {}));
     this.made.catch(() => {});
     this.sweeper = setInterval(() => void this.sweep(), Math.max(1000, Math.min(options.maxAgeMs, 60_000)));
@@ -212,13 +225,16 @@ export class CaptureCache {
     clearInterval(this.sweeper);
     this.entries.clear();
     this.bytes = 0;
+    this.copies.clear();
     await this.made.catch(() => {});
     await rm(this.dir, { recursive: true, force: true });
+    await rm(this.copiesDir, { recursive: true, force: true });
   }
 
   /** Drops what is past the age bound, and what dead processes left (removeAbandoned). */
   async sweep(): Promise<void> {
     await this.dropExpired();
+    await this.copies.sweep();
     await this.removeAbandoned();
   }
 
@@ -271,9 +287,9 @@ export class CaptureCache {
     const names = await readdir(this.options.root).catch(() => [] as string[]);
     const now = Date.now();
     for (const name of names) {
-      if (!name.startsWith('sandstream-captures-')) continue;
+      if (!name.startsWith('sandstream-captures-') && !name.startsWith('sandstream-copies-')) continue;
       const path = join(this.options.root, name);
-      if (path === this.dir) continue;
+      if (path === this.dir || path === this.copiesDir) continue;
       const touched = await lastTouched(path);
       if (touched !== undefined && now - touched > this.options.maxAgeMs)
         await rm(path, { recursive: true, force: true }).catch(() => {});

@@ -242,6 +242,7 @@ runService({
       records: snapshotRecords,
       objects: snapshotObjects,
       cache: captureCache,
+      forkCopies: env.SNAPSHOT_FORK_COPY === 'on',
       limits: {
         maxCount: env.SNAPSHOT_MAX_COUNT_PER_TENANT,
         maxBytes: env.SNAPSHOT_MAX_BYTES_PER_TENANT,

@@ -9,6 +9,7 @@ import {
 } from '@sandstream/bus';
 import type { SandboxBackend } from '@sandstream/sandbox';
 import type { CaptureCache } from './capture-cache.js';
+import type { CopyLease } from './local-copies.js';
 
 export interface SnapshotSource {
   records: SnapshotRecords;
@@ -21,7 +22,7 @@ export interface SnapshotSource {
   /** Hears why a cached capture was not used (then the store is read). */
   onCacheRefused?: (reason: string) => void;
   /** Hears where each opened snapshot's bytes come from: a capture spooling here, the cache, the store. */
-  onOpened?: (snapshotId: string, from: 'spool' | 'cache' | 'store') => void;
+  onOpened?: (snapshotId: string, from: 'copy' | 'spool' | 'cache' | 'store') => void;
 }
 
 /**
@@ -92,6 +93,29 @@ export async function openSnapshot(
   } catch (err) {
     throw snapshotFailure(codeOf(err as Error), (err as Error).message);
   }
+}
+
+/**
+ * The plain copy this replica made of a fork's capture (local-copies.ts), once the tenant's record
+ * says the snapshot is theirs and restores on this backend: waited for while it is being made.
+ * Undefined when this replica holds none (or it failed): the caller opens the snapshot's bytes.
+ */
+export async function openLocalCopy(
+  source: SnapshotSource,
+  snapshotId: string,
+  tenant: string,
+  uploadWaitMs: number,
+): Promise<CopyLease | undefined> {
+  const { cache } = source;
+  if (!cache || !source.objects) return undefined;
+  // Any capture of it here ends the wait: a copy, or a spool (then openSnapshot takes over).
+  const here = () => cache.copies.has(snapshotId) || cache.isSpooling(snapshotId) || !!cache.held(snapshotId);
+  // Missing, another tenant's or still uploading after the wait: refused as openSnapshot would.
+  const record = await usableRecord(source.records, snapshotId, tenant, uploadWaitMs, here, cache);
+  // Another backend's: openSnapshot words the refusal.
+  if (record.backend === 'docker' && source.backend.kind !== 'docker') return undefined;
+  if (!cache.copies.has(snapshotId)) return undefined;
+  return cache.copies.acquire(snapshotId, source.onCacheRefused);
 }
 
 /**

@@ -106,6 +106,15 @@ export const PodLifecycleEnvSchema = serviceEnvSchema(8082).extend({
   SNAPSHOT_CACHE_MAX_BYTES: intVar(0, 2 ** 50, 1024 ** 3),
   /** How long a kept capture is used; it is deleted after. */
   SNAPSHOT_CACHE_MAX_AGE_SECONDS: intVar(1, 24 * 3600, 300),
+  /**
+   * `on` (default): a fork's capture is also kept as a plain copy of the files, where the backend
+   * can make one (in-process), and the forks placed on this replica restore by copying it
+   * (local-copies.ts); `off`: they restore from the capture's stream. Needs the cache.
+   */
+  SNAPSHOT_FORK_COPY: z
+    .enum(['on', 'off'], { error: 'SNAPSHOT_FORK_COPY must be on or off' })
+    .optional()
+    .default('on'),
   /** Where the cache lives (each replica its own directory below it); default the system's temp directory. */
   SNAPSHOT_CACHE_DIR: z.string().min(1, 'SNAPSHOT_CACHE_DIR must not be empty').optional(),
   /** CPU, memory and pids every sandbox gets unless its spec says otherwise, and the most it may ask. */

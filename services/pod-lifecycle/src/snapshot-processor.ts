@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import {
   type JobStore,
   type RestoreOutcome,
@@ -12,7 +13,12 @@ import {
   type StoredSnapshot,
   snapshotFailure,
 } from '@sandstream/bus';
-import { type SandboxBackend, type SandboxRef, SnapshotCorruptError } from '@sandstream/sandbox';
+import {
+  encodeCopiedTrees,
+  type SandboxBackend,
+  type SandboxRef,
+  SnapshotCorruptError,
+} from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
 import { type Job, UnrecoverableError } from 'bullmq';
 import type { CaptureCache, SpooledCapture } from './capture-cache.js';
@@ -31,6 +37,8 @@ export interface SnapshotProcessorDeps {
   freeze: SnapshotFreezeGuard;
   /** Keeps captures on this node for forks placed here (absent: captures stream to the store). */
   cache?: CaptureCache | undefined;
+  /** A fork's capture is also copied as plain trees for the forks placed here (default on). */
+  forkCopies?: boolean;
 }
 
 /**
@@ -138,19 +146,35 @@ async function capture(
     const capture = deps.backend.captureFiles.bind(deps.backend);
     const { cache } = deps;
     let frozenAt = started;
-    const frozen = await deps.freeze.hold<{
-      frozenMs: number;
-      entries: number;
-      spooled?: SpooledCapture;
-      stored?: StoredSnapshot;
-    }>(request.sandboxId, ref, async () => {
-      frozenAt = performance.now();
-      const taken = await capture(ref);
-      // With a local cache the sandbox is frozen only while its files are read into the spool,
-      // not while they travel to the store; without one they stream to the store as they are read.
-      if (cache) return { spooled: await cache.spool(snapshotId, taken.stream), ...(await taken.done) };
-      return { stored: await objects.put(snapshotId, taken.stream), ...(await taken.done) };
-    });
+    let copiedMs: number | undefined;
+    // A fork's capture, where the backend copies trees: the sandbox is frozen for a plain copy
+    // only, forks placed here restore from that copy, and the snapshot's stream is encoded from
+    // it once the sandbox runs again, straight into the store (local-copies.ts): no spool, whose
+    // write, hash and read back cost the forks' CPU, and which the copy stands in for here.
+    const copied =
+      request.forFork && cache && deps.forkCopies !== false
+        ? await copyForForks(deps, cache, request.sandboxId, ref, snapshotId)
+        : undefined;
+    if (copied) copiedMs = Math.round(performance.now() - started);
+    const frozen = copied
+      ? {
+          frozenMs: copied.frozenMs,
+          entries: copied.entries,
+          stored: await objects.put(snapshotId, copied.stream),
+        }
+      : await deps.freeze.hold<{
+          frozenMs: number;
+          entries: number;
+          spooled?: SpooledCapture;
+          stored?: StoredSnapshot;
+        }>(request.sandboxId, ref, async () => {
+          frozenAt = performance.now();
+          const taken = await capture(ref);
+          // With a local cache the sandbox is frozen only while its files are read into the spool,
+          // not while they travel to the store; without one they stream to the store as they are read.
+          if (cache) return { spooled: await cache.spool(snapshotId, taken.stream), ...(await taken.done) };
+          return { stored: await objects.put(snapshotId, taken.stream), ...(await taken.done) };
+        });
     const thawedAt = performance.now();
     const { frozenMs, entries } = frozen;
     spooled = frozen.spooled;
@@ -177,12 +201,14 @@ async function capture(
         entries,
         frozenMs,
         ms: Math.round(performance.now() - started),
-        // Phases: up to the freeze (lease), frozen capture + gzip (+ upload without a cache),
-        // the upload from the local spool (with a cache), commit.
+        // Phases: up to the freeze (lease), frozen capture + gzip (+ upload without a cache, or
+        // after a fork's copy), the upload from the local spool (with a cache), commit.
         leaseMs: Math.round(frozenAt - started),
         captureMs: Math.round(thawedAt - frozenAt),
         uploadMs: Math.round(uploaded - thawedAt),
         commitMs: Math.round(performance.now() - uploaded),
+        // A fork's plain copy (frozen), before the stream was encoded from it into the spool.
+        copiedMs,
         // From the request's enqueue to this worker's pick-up: the queue hop.
         queuedMs: job.processedOn ? job.processedOn - job.timestamp : undefined,
       },
@@ -191,9 +217,43 @@ async function capture(
     return record;
   } catch (err) {
     await spooled?.discard().catch(() => {});
+    await deps.cache?.copies.forget(snapshotId).catch(() => {});
     await objects.delete(snapshotId).catch(() => {});
     await deps.records.delete(snapshotId, tenant).catch(() => {});
     throw err;
+  }
+}
+
+/**
+ * The sandbox's files copied for forks placed here (backend.copyFiles, under the freeze lease)
+ * and the snapshot's stream to encode from that copy; undefined where the backend copies nothing
+ * or the copy failed (logged): the capture then reads the sandbox as any other.
+ */
+async function copyForForks(
+  deps: SnapshotProcessorDeps,
+  cache: CaptureCache,
+  sandboxId: string,
+  ref: SandboxRef,
+  snapshotId: string,
+): Promise<{ frozenMs: number; entries: number; stream: Readable } | undefined> {
+  const { backend } = deps;
+  if (!backend.copyFiles || !backend.restoreCopy) return undefined;
+  const copyFiles = backend.copyFiles.bind(backend);
+  try {
+    const made = await deps.freeze.hold(sandboxId, ref, () =>
+      cache.copies.make(snapshotId, (into) => copyFiles(ref, into)),
+    );
+    return {
+      frozenMs: made.result.frozenMs,
+      entries: made.listing.entries,
+      stream: encodeCopiedTrees(made.dir, made.result.parts),
+    };
+  } catch (err) {
+    deps.logger.warn(
+      { sandbox: sandboxId, snapshotId, err: (err as Error).message },
+      "a fork's capture was not copied for forks here: read as any capture",
+    );
+    return undefined;
   }
 }
 

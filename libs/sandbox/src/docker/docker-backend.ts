@@ -18,6 +18,7 @@ import {
   type CreateSandboxRequest,
   type DestroyOptions,
   type FilesCapture,
+  type FilesCopied,
   type FilesRestored,
   type SandboxBackend,
   type SandboxDiskUsage,
@@ -62,6 +63,7 @@ import {
   DEFAULT_SANDBOX_NETWORK,
   type DenyEgressConfig,
 } from './docker-network.js';
+import { containerLayout, copyDocker, restoreCopyDocker } from './docker-snapshot.js';
 import { EgressProxy } from './egress-proxy.js';
 import { randomSandboxMac } from './egress-rules.js';
 import { type PullLimits, pullImage } from './image-pull.js';
@@ -573,8 +575,31 @@ export class DockerBackend implements SandboxBackend {
     return restoreDockerFiles(this.docker, route, snapshot);
   }
 
+  /** Its work volume as a plain tree and its layer as a stream under `into`, for a fork on this host (docker-snapshot.ts). */
+  async copyFiles(ref: SandboxRef, into: string): Promise<FilesCopied> {
+    return copyDocker(await this.layoutOf(ref), into);
+  }
+
+  async restoreCopy(ref: SandboxRef, from: string): Promise<Pick<FilesRestored, 'removed' | 'frozenMs'>> {
+    return restoreCopyDocker(await this.layoutOf(ref), from);
+  }
+
   async thaw(ref: SandboxRef): Promise<void> {
     await thawDockerFiles(this.docker, ref.id, this.gvisorRuntimes());
+  }
+
+  /**
+   * The container's layer and work volume on the host, for plain copies. Not under gVisor, whose
+   * files the host does not see as the sandbox does (docker-files.ts): a fork of one, or into one,
+   * goes through the snapshot stream (pod-lifecycle falls back on this error).
+   */
+  private async layoutOf(ref: SandboxRef) {
+    const route = await dockerFilesRoute(this.docker, ref.id, this.gvisorRuntimes());
+    if (route.kind !== 'host')
+      throw new Error(
+        'a gVisor (runsc) sandbox is copied only through its container: no plain copy for forks',
+      );
+    return containerLayout(this.docker, route.containerId, route.workdir);
   }
 
   /** The engine's names for gVisor: `runsc`, and what this backend's runtime map calls it. */

@@ -1,14 +1,22 @@
 import { spawn } from 'node:child_process';
 import type { Stats } from 'node:fs';
-import { chmod, lchown, lstat, readdir, rm, utimes } from 'node:fs/promises';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { chmod, lchown, lstat, mkdir, readdir, rm, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import type Dockerode from 'dockerode';
-import type { FilesCapture, FilesRestored } from '../backend.js';
+import type { FilesCapture, FilesCopied, FilesRestored } from '../backend.js';
 import { EntryWriter } from '../snapshot/entry-writer.js';
 import { frozenCapture } from '../snapshot/frozen-capture.js';
-import { decodeSnapshot } from '../snapshot/snapshot-codec.js';
-import { type CapturedEntry, SnapshotCorruptError, type SnapshotEntry } from '../snapshot/snapshot-entry.js';
+import { decodeSnapshot, encodeSnapshot } from '../snapshot/snapshot-codec.js';
+import {
+  type CapturedEntry,
+  type RestoredEntry,
+  SnapshotCorruptError,
+  type SnapshotEntry,
+} from '../snapshot/snapshot-entry.js';
 import { capturePath, captureTree, entryOf } from '../snapshot/tree-capture.js';
+import { copyTree, replaceTreeContents, streamPartFile } from '../snapshot/tree-copy.js';
 import { TreeRestore } from '../snapshot/tree-restore.js';
 
 /**
@@ -171,29 +179,19 @@ export async function restoreDocker(
   const work = new TreeRestore(layout.work, 'work');
   const layer = new EntryWriter();
   try {
-    // Listed whole before anything changes (reverting a directory changes what a walk would see).
-    const changed: string[] = [];
-    for await (const { entry } of layerChanges(layout, '')) changed.push(entry.path.slice('root/'.length));
-    for (const relative of changed) await revertToImage(layout, relative);
-    const removed = changed.length;
+    const removed = await revertLayer(layout);
     let entries = 0;
     let bytes = 0;
     for await (const restored of decodeSnapshot(snapshot)) {
       const { path } = restored.entry;
       if (path.startsWith('work/')) {
         await work.apply(restored);
-      } else if (path.startsWith('root/')) {
-        const relative = path.slice('root/'.length);
-        if (
-          SKIPPED_TOP.has(relative.split('/')[0] ?? '') ||
-          [...layout.mounts].some((m) => relative.startsWith(`${m}/`))
-        )
-          continue;
-        if (holdsMount(layout, relative) && restored.entry.type !== 'dir') continue;
-        entries++;
-        bytes += await layer.write(join(layout.merged, relative), restored);
       } else {
-        throw new SnapshotCorruptError(`snapshot entry ${path} is neither under work/ nor root/`);
+        const written = await applyToLayer(layout, layer, restored);
+        if (written !== undefined) {
+          entries++;
+          bytes += written;
+        }
       }
     }
     await layer.finish();
@@ -206,6 +204,78 @@ export async function restoreDocker(
     };
   } finally {
     work.close();
+    layer.close();
+    await thaw();
+  }
+}
+
+/**
+ * Every change the container has now reverted to the image, through the merged view; returns how
+ * many. Listed whole before anything changes (reverting a directory changes what a walk would see).
+ */
+async function revertLayer(layout: ContainerLayout): Promise<number> {
+  const changed: string[] = [];
+  for await (const { entry } of layerChanges(layout, '')) changed.push(entry.path.slice('root/'.length));
+  for (const relative of changed) await revertToImage(layout, relative);
+  return changed.length;
+}
+
+/** One `root/` entry written into the container through the merged view: its bytes, or undefined if skipped. */
+async function applyToLayer(
+  layout: ContainerLayout,
+  layer: EntryWriter,
+  restored: RestoredEntry,
+): Promise<number | undefined> {
+  const { path } = restored.entry;
+  if (!path.startsWith('root/'))
+    throw new SnapshotCorruptError(`snapshot entry ${path} is neither under work/ nor root/`);
+  const relative = path.slice('root/'.length);
+  if (
+    SKIPPED_TOP.has(relative.split('/')[0] ?? '') ||
+    [...layout.mounts].some((m) => relative.startsWith(`${m}/`))
+  )
+    return undefined;
+  if (holdsMount(layout, relative) && restored.entry.type !== 'dir') return undefined;
+  return layer.write(join(layout.merged, relative), restored);
+}
+
+/**
+ * The container's files copied under `into` for a fork on this host (tree-copy.ts): its work
+ * volume as a plain tree (`work/`), its own layer as a snapshot stream of its own
+ * (`root.snapshot`: a whiteout has no plain-file form), the container paused meanwhile.
+ */
+export async function copyDocker(layout: ContainerLayout, into: string): Promise<FilesCopied> {
+  await mkdir(into, { recursive: true });
+  const started = performance.now();
+  const thaw = await freezeContainer(layout);
+  try {
+    await pipeline(
+      encodeSnapshot(layerChanges(layout, '')),
+      createWriteStream(join(into, streamPartFile('root'))),
+    );
+    await copyTree(layout.work, join(into, 'work'));
+  } finally {
+    await thaw();
+  }
+  return { parts: ['root', 'work'], frozenMs: Math.round(performance.now() - started) };
+}
+
+/** The container's files made exactly a copyDocker copy: its layer from the stream, its work volume from the tree. */
+export async function restoreCopyDocker(
+  layout: ContainerLayout,
+  from: string,
+): Promise<Pick<FilesRestored, 'removed' | 'frozenMs'>> {
+  const started = performance.now();
+  const thaw = await freezeContainer(layout);
+  const layer = new EntryWriter();
+  try {
+    let removed = await revertLayer(layout);
+    for await (const restored of decodeSnapshot(createReadStream(join(from, streamPartFile('root')))))
+      await applyToLayer(layout, layer, restored);
+    await layer.finish();
+    removed += (await replaceTreeContents(layout.work, join(from, 'work'))).removed;
+    return { removed, frozenMs: Math.round(performance.now() - started) };
+  } finally {
     layer.close();
     await thaw();
   }

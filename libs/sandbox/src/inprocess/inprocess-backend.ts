@@ -15,6 +15,7 @@ import {
   type CreateSandboxRequest,
   type DestroyOptions,
   type FilesCapture,
+  type FilesCopied,
   type FilesRestored,
   type SandboxBackend,
   type SandboxDiskUsage,
@@ -30,7 +31,12 @@ import { memoryToBytes } from '../quantity.js';
 import { DEFAULT_RESOURCE_POLICY, type ResourcePolicy } from '../resource-policy.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
-import { captureInProcess, restoreInProcess } from './inprocess-snapshot.js';
+import {
+  captureInProcess,
+  copyInProcess,
+  restoreCopyInProcess,
+  restoreInProcess,
+} from './inprocess-snapshot.js';
 import { findMarker, MarkerCache, writeMarker } from './local-markers.js';
 import {
   isProcessAlive,
@@ -424,6 +430,15 @@ export class InProcessBackend implements SandboxBackend {
 
   async restoreFiles(ref: SandboxRef, snapshot: AsyncIterable<Buffer>): Promise<FilesRestored> {
     return restoreInProcess(await this.localRecord(ref, 'restore'), snapshot);
+  }
+
+  /** Its work directory as a plain tree under `into`, for a fork on this host (inprocess-snapshot.ts). */
+  async copyFiles(ref: SandboxRef, into: string): Promise<FilesCopied> {
+    return copyInProcess(await this.localRecord(ref, 'copy'), into);
+  }
+
+  async restoreCopy(ref: SandboxRef, from: string): Promise<Pick<FilesRestored, 'removed' | 'frozenMs'>> {
+    return restoreCopyInProcess(await this.localRecord(ref, 'restore'), from);
   }
 
   async thaw(ref: SandboxRef): Promise<void> {

@@ -1,8 +1,10 @@
-import type { FilesCapture, FilesRestored } from '../backend.js';
+import { join } from 'node:path';
+import type { FilesCapture, FilesCopied, FilesRestored } from '../backend.js';
 import { frozenCapture } from '../snapshot/frozen-capture.js';
 import { decodeSnapshot } from '../snapshot/snapshot-codec.js';
 import { SnapshotCorruptError } from '../snapshot/snapshot-entry.js';
 import { captureTree } from '../snapshot/tree-capture.js';
+import { copyTree, replaceTreeContents } from '../snapshot/tree-copy.js';
 import { TreeRestore } from '../snapshot/tree-restore.js';
 import { freezeProcessTree } from './process-control.js';
 import type { InProcessRecord } from './sandbox-registry.js';
@@ -42,6 +44,33 @@ export async function restoreInProcess(
     } finally {
       tree.close();
     }
+  } finally {
+    thaw();
+  }
+}
+
+/** The work directory copied to `<into>/work`, every process below the agent stopped meanwhile. */
+export async function copyInProcess(record: InProcessRecord, into: string): Promise<FilesCopied> {
+  const started = performance.now();
+  const thaw = await freezeProcessTree(record.pid, record.startTime);
+  try {
+    await copyTree(record.workspace, join(into, WORK));
+  } finally {
+    thaw();
+  }
+  return { parts: [WORK], frozenMs: Math.round(performance.now() - started) };
+}
+
+/** The work directory made exactly a copyInProcess tree (`<from>/work`), the processes stopped meanwhile. */
+export async function restoreCopyInProcess(
+  record: InProcessRecord,
+  from: string,
+): Promise<Pick<FilesRestored, 'removed' | 'frozenMs'>> {
+  const started = performance.now();
+  const thaw = await freezeProcessTree(record.pid, record.startTime);
+  try {
+    const { removed } = await replaceTreeContents(record.workspace, join(from, WORK));
+    return { removed, frozenMs: Math.round(performance.now() - started) };
   } finally {
     thaw();
   }

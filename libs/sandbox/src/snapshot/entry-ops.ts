@@ -42,6 +42,15 @@ const UMASK: number | undefined = (() => {
   }
 })();
 
+/**
+ * A snapshot's millisecond time in seconds, at the middle of its millisecond: `ms / 1000` as a
+ * double often lands a hair below the millisecond (056 set, 055.999… read back), and a capture
+ * of the restored tree, which floors, then recorded a time one millisecond early.
+ */
+function secondsOf(mtimeMs: number): number {
+  return (mtimeMs + 0.5) / 1000;
+}
+
 function ignoreUnprivileged(err: unknown): void {
   // Not root (an in-process sandbox of an ordinary user): files keep this user as owner.
   if ((err as NodeJS.ErrnoException).code !== 'EPERM') throw err;
@@ -78,7 +87,7 @@ export class EntryOps {
         symlinkSync(op.entry.target ?? '', op.full);
         this.own(() => lchownSync(op.full, op.entry.uid, op.entry.gid));
         try {
-          lutimesSync(op.full, op.entry.mtimeMs / 1000, op.entry.mtimeMs / 1000);
+          lutimesSync(op.full, secondsOf(op.entry.mtimeMs), secondsOf(op.entry.mtimeMs));
         } catch {
           // Times of a symlink are best effort (not every file system keeps them).
         }
@@ -100,13 +109,13 @@ export class EntryOps {
         this.closeOpen();
         this.own(() => lchownSync(op.full, op.entry.uid, op.entry.gid));
         chmodSync(op.full, op.entry.mode);
-        utimesSync(op.full, op.entry.mtimeMs / 1000, op.entry.mtimeMs / 1000);
+        utimesSync(op.full, secondsOf(op.entry.mtimeMs), secondsOf(op.entry.mtimeMs));
         return;
       case 'finish':
         // Deepest first: a directory's time is set after everything in it was written.
         for (const { full, entry } of this.dirs.reverse()) {
           chmodSync(full, entry.mode);
-          utimesSync(full, entry.mtimeMs / 1000, entry.mtimeMs / 1000);
+          utimesSync(full, secondsOf(entry.mtimeMs), secondsOf(entry.mtimeMs));
         }
         this.dirs.length = 0;
         return;
@@ -148,7 +157,7 @@ export class EntryOps {
       this.own(() => fchownSync(fd, entry.uid, entry.gid));
       const modeSetByOpen = free && entry.mode <= 0o777 && UMASK !== undefined && (entry.mode & UMASK) === 0;
       if (!modeSetByOpen) fchmodSync(fd, entry.mode);
-      futimesSync(fd, entry.mtimeMs / 1000, entry.mtimeMs / 1000);
+      futimesSync(fd, secondsOf(entry.mtimeMs), secondsOf(entry.mtimeMs));
     } finally {
       closeSync(fd);
     }

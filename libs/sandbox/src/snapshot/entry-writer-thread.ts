@@ -1,5 +1,6 @@
 import { parentPort } from 'node:worker_threads';
 import { type EntryOp, EntryOps } from './entry-ops.js';
+import { copyTreeSync, replaceTreeContentsSync } from './tree-copy-sync.js';
 
 /**
  * The writer thread: applies the batches of every restore in this process (each its own session,
@@ -7,9 +8,17 @@ import { type EntryOp, EntryOps } from './entry-ops.js';
  * failure the session's later batches are skipped: the main thread throws the first error.
  */
 
+/** A tree copied (tree-copy.ts): `from`'s children into `to`, what `to` held removed first if `replace`. */
+export interface TreeCopyRequest {
+  from: string;
+  to: string;
+  replace: boolean;
+}
+
 /** Main thread → writer thread. */
 export type WriterRequest =
   | { session: number; batch: number; ops: EntryOp[]; data: ArrayBuffer | undefined }
+  | { session: number; batch: number; copy: TreeCopyRequest }
   | { session: number; close: true };
 
 /** Writer thread → main thread: one per batch. */
@@ -17,6 +26,8 @@ export interface WriterReply {
   session: number;
   batch: number;
   error?: { message: string; code?: string };
+  /** A copy's: the names it removed from its target. */
+  removed?: number;
 }
 
 const port = parentPort;
@@ -28,6 +39,19 @@ port.on('message', (request: WriterRequest) => {
   if ('close' in request) {
     sessions.get(request.session)?.ops.close();
     sessions.delete(request.session);
+    return;
+  }
+  if ('copy' in request) {
+    const reply: WriterReply = { session: request.session, batch: request.batch };
+    const { from, to, replace } = request.copy;
+    try {
+      if (replace) reply.removed = replaceTreeContentsSync(to, from);
+      else copyTreeSync(from, to);
+    } catch (err) {
+      const { message, code } = err as NodeJS.ErrnoException;
+      reply.error = code ? { message, code } : { message };
+    }
+    port.postMessage(reply);
     return;
   }
   let session = sessions.get(request.session);
