@@ -5,9 +5,12 @@
  *
  *   node -e 0                      the floor: a node process that does nothing
  *   empty start-up snapshot        node from a snapshot of nothing: what any snapshot costs
- *   node --snapshot-blob … exec    the CLI's snapshot without the sh launcher (bin/sandstream)
+ *   node --snapshot-blob … exec    the CLI's snapshot without the sh launcher (bin/sandstream): the
+ *                                  full CLI's exec, what the launcher ran for exec before the lean one
  *   sandstream --help              the `sandstream` command (bin/sandstream: the start-up snapshot)
- *   sandstream exec <id> -- true   the same, running `true` in a live sandbox (in-process backend)
+ *   sandstream exec <id> -- true   the same, running `true` in a live sandbox (in-process backend):
+ *                                  since issue 33 part 5 the launcher runs the lean exec for it
+ *   lean exec bundle (node)        that lean exec (dist/bundle/sandstream-exec.cjs) without the launcher
  *   modules: --help / exec         the CLI loaded as modules (bin/sandstream.mjs), as before
  *   SDK exec, no process start     sandbox.exec('true') from this process: the round trip alone
  *   baseline blob: exec            with CLI_STARTUP_BASELINE_BLOB=<libs/client/dist/bundle/…blob of
@@ -31,6 +34,7 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
 const bin = join(repoRoot, 'libs/client/bin/sandstream');
 const modules = join(repoRoot, 'libs/client/bin/sandstream.mjs');
 const blob = join(repoRoot, 'libs/client/dist/bundle/sandstream-cli.blob');
+const leanExec = join(repoRoot, 'libs/client/dist/bundle/sandstream-exec.cjs');
 
 // A start-up snapshot of nothing: the part of the CLI's start that any snapshot costs.
 const emptyDir = mkdtempSync(join(tmpdir(), 'empty-snapshot-'));
@@ -61,6 +65,7 @@ try {
     'empty start-up snapshot': [process.execPath, ['--snapshot-blob', emptyBlob]],
     'sandstream --help': [bin, ['--help']],
     'sandstream exec <id> -- true': [bin, ['exec', sandbox.id, '--', 'true']],
+    'lean exec bundle (node)': [process.execPath, [leanExec, 'exec', sandbox.id, '--', 'true']],
     'node --snapshot-blob … exec': [
       process.execPath,
       ['--snapshot-blob', blob, '--', 'exec', sandbox.id, '--', 'true'],
