@@ -21,7 +21,7 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { realpathSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
@@ -239,9 +239,12 @@ const leanBundlePath = join(outDir, 'sandstream-exec.cjs');
   const probe = await build({ entryPoints: [leanEntry], ...node20CommonJs, write: false, metafile: true });
   const leanInputs = inputsOf(probe.metafile.inputs);
   const digest = createHash('sha1');
+  const stats = [];
   for (const file of leanInputs) {
     digest.update(file);
     digest.update(await readFile(resolve(packageDir, file)));
+    const { size, mtimeMs } = await stat(resolve(packageDir, file));
+    stats.push([size, mtimeMs]);
   }
   await build({
     entryPoints: [leanEntry],
@@ -252,6 +255,7 @@ const leanBundlePath = join(outDir, 'sandstream-exec.cjs');
       __LEAN_EXEC_LUA_SHA__: JSON.stringify(script.sha),
       __LEAN_EXEC_INPUTS__: JSON.stringify(leanInputs),
       __LEAN_EXEC_BUILT_FROM__: JSON.stringify(digest.digest('hex')),
+      __LEAN_EXEC_INPUT_STATS__: JSON.stringify(stats),
     },
   });
   await sideBundle(
