@@ -1,5 +1,5 @@
 import { type SpawnSyncReturns, spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { repoRoot, testRedisUrl } from '@sandstream/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -119,6 +119,28 @@ describe.runIf(existsSync(lean) && existsSync(blob))(
       const history = await stack.client.sandboxes.handle(id).history();
       const interrupted = history.filter((c) => c.args?.includes('echo started; sleep 30'));
       expect(interrupted.map((c) => c.result?.cancelled)).toEqual([true, true]);
+    });
+
+    it('compiled files changed since the build: the full CLI runs and says so; rewritten unchanged: the lean one', () => {
+      const info = join(repoRoot, 'libs/client/dist/.tsbuildinfo');
+      const before = readFileSync(info);
+      const args = [lean, 'exec', id, '--', 'echo', 'ok'];
+      try {
+        // Same contents, a new time (a turbo cache restore): still fresh, no message.
+        writeFileSync(info, before);
+        const same = spawnSync(process.execPath, args, { env, encoding: 'utf8' });
+        expect({ status: same.status, stdout: same.stdout, stderr: same.stderr }).toEqual({
+          status: 0,
+          stdout: 'ok\n',
+          stderr: '',
+        });
+        writeFileSync(info, Buffer.concat([before, Buffer.from(' ')]));
+        const changed = spawnSync(process.execPath, args, { env, encoding: 'utf8' });
+        expect(changed.stdout).toBe('ok\n');
+        expect(changed.stderr).toMatch(/start-up snapshot was built from other compiled files/);
+      } finally {
+        writeFileSync(info, before);
+      }
     });
 
     it('bin/sandstream runs the lean path for exec, the snapshot for the rest', () => {
