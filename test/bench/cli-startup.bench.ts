@@ -5,9 +5,12 @@
  *
  *   node -e 0                      the floor: a node process that does nothing
  *   empty start-up snapshot        node from a snapshot of nothing: what any snapshot costs
- *   node --snapshot-blob … exec    the CLI's snapshot without the sh launcher (bin/sandstream)
+ *   node --snapshot-blob … exec    the CLI's snapshot without the sh launcher (bin/sandstream): the
+ *                                  full CLI's exec, what the launcher ran for exec before the lean one
  *   sandstream --help              the `sandstream` command (bin/sandstream: the start-up snapshot)
- *   sandstream exec <id> -- true   the same, running `true` in a live sandbox (in-process backend)
+ *   sandstream exec <id> -- true   the same, running `true` in a live sandbox (in-process backend):
+ *                                  since issue 33 part 5 the launcher runs the lean exec for it
+ *   lean exec bundle (node)        that lean exec (dist/bundle/sandstream-exec.cjs) without the launcher
  *   modules: --help / exec         the CLI loaded as modules (bin/sandstream.mjs), as before
  *   SDK exec, no process start     sandbox.exec('true') from this process: the round trip alone
  *   baseline blob: exec            with CLI_STARTUP_BASELINE_BLOB=<libs/client/dist/bundle/…blob of
@@ -17,8 +20,9 @@
  * The four services run as processes on the shared Redis under a fresh namespace.
  *
  *   npm run build && npx vite-node test/bench/cli-startup.bench.ts [rounds]
+ *   CLI_STARTUP_CPU=1 …   the same with CPU time (perf stat's task-clock) instead of wall time
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,11 +30,14 @@ import { repoRoot, testRedisUrl } from '@sandstream/test-support';
 import { startStack } from '../helpers/services-stack.js';
 
 const ROUNDS = Number(process.argv[2] ?? 15);
+/** CLI_STARTUP_CPU=1: CPU time (perf stat's task-clock) instead of wall time; steadier on a loaded machine. */
+const CPU_TIME = process.env.CLI_STARTUP_CPU === '1';
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 
 const bin = join(repoRoot, 'libs/client/bin/sandstream');
 const modules = join(repoRoot, 'libs/client/bin/sandstream.mjs');
 const blob = join(repoRoot, 'libs/client/dist/bundle/sandstream-cli.blob');
+const leanExec = join(repoRoot, 'libs/client/dist/bundle/sandstream-exec.cjs');
 
 // A start-up snapshot of nothing: the part of the CLI's start that any snapshot costs.
 const emptyDir = mkdtempSync(join(tmpdir(), 'empty-snapshot-'));
@@ -52,6 +59,16 @@ try {
   const env = { ...process.env, REDIS_URL: testRedisUrl(), SANDSTREAM_NAMESPACE: stack.namespace };
   const sandbox = await stack.client.sandboxes.create({ image: 'sandstream/busybox:static' });
   const timed = (file: string, args: string[]) => {
+    if (CPU_TIME) {
+      // perf stat's task-clock: CPU time of the process, its threads and children (the launcher's sh too).
+      const { stderr: report, status } = spawnSync(
+        'perf',
+        ['stat', '-x,', '-e', 'task-clock', '--', file, ...args],
+        { env, stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' },
+      );
+      if (status !== 0) throw new Error(`${file} ${args.join(' ')} exited ${status}: ${report}`);
+      return Number(/^([\d.]+),msec,task-clock/m.exec(report)?.[1] ?? Number.NaN);
+    }
     const started = process.hrtime.bigint();
     execFileSync(file, args, { env, stdio: ['ignore', 'ignore', 'inherit'] });
     return Number(process.hrtime.bigint() - started) / 1e6;
@@ -61,6 +78,7 @@ try {
     'empty start-up snapshot': [process.execPath, ['--snapshot-blob', emptyBlob]],
     'sandstream --help': [bin, ['--help']],
     'sandstream exec <id> -- true': [bin, ['exec', sandbox.id, '--', 'true']],
+    'lean exec bundle (node)': [process.execPath, [leanExec, 'exec', sandbox.id, '--', 'true']],
     'node --snapshot-blob … exec': [
       process.execPath,
       ['--snapshot-blob', blob, '--', 'exec', sandbox.id, '--', 'true'],
@@ -102,7 +120,9 @@ try {
     times['SDK exec, no process start']?.push(await sdkExec());
   }
   const floor = median(times['node -e 0'] ?? []);
-  console.log(`CLI start-up, ${ROUNDS} rounds, medians (node ${process.version}):`);
+  console.log(
+    `CLI start-up, ${ROUNDS} rounds, medians of ${CPU_TIME ? 'CPU time (the SDK row: wall)' : 'wall time'} (node ${process.version}):`,
+  );
   for (const [name, values] of Object.entries(times))
     console.log(
       `  ${name.padEnd(32)} ${median(values).toFixed(0).padStart(5)} ms  ${(median(values) / floor).toFixed(2)}x node -e 0`,

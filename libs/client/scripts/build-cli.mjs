@@ -10,14 +10,18 @@
  *   dist/bundle/sandstream-cli-mcp.cjs   `sandstream mcp`: the MCP SDK and the tools
  *   dist/bundle/sandstream-cli.blob.node the node binary the blob was built with; bin/sandstream
  *                                        uses the blob only with that one (a blob is tied to it)
+ *   dist/bundle/sandstream-exec.cjs      the lean `exec` (src/cli/lean-exec): no zod schemas, no
+ *                                        ioredis; bin/sandstream runs it for `exec` beside the blob
+ *   dist/bundle/sandstream-exec-full.cjs the schemas it falls back on for a record it is not sure of
  *
  * Why: loading the CLI's modules one by one cost ~250 ms of every command (issue 33);
  * docs/benchmarks.md, "CLI start-up", has the figures. A build where the snapshot cannot be made
  * keeps the bundle alone (bin/sandstream.mjs runs it) and says why.
  */
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { realpathSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
@@ -206,6 +210,60 @@ const snapshotInputs = [
 ]
   .map((dir) => relative(packageDir, join(dir, 'dist', '.tsbuildinfo')))
   .sort();
+
+/** The build info files (snapshotInputs' form) of our packages a bundle's metafile names. */
+const inputsOf = (inputs) =>
+  [
+    ...new Set(
+      Object.keys(inputs)
+        .filter((input) => !/^[a-z-]+:/.test(input))
+        .map((input) => /^(.*[\\/](?:libs|agent)[\\/][^\\/]+)[\\/]dist[\\/]/.exec(resolve(input))?.[1])
+        .filter((dir) => dir !== undefined),
+    ),
+  ]
+    .map((dir) => relative(packageDir, join(dir, 'dist', '.tsbuildinfo')))
+    .sort();
+
+/**
+ * The lean `exec` (issue 33: exec ≤ 1.5× `node -e 0`): a plain bundle of src/cli/lean-exec, with
+ * the sandbox-exec script and the digest of what it was built from as constants (it checks that
+ * digest at start, as the snapshot does, and runs the full CLI when it changed). What it falls
+ * back on for an odd record, libs/wire's and libs/bus' schemas, is a bundle of its own.
+ */
+const leanBundlePath = join(outDir, 'sandstream-exec.cjs');
+{
+  const { busLua } = await import(pathToFileURL(join(packageDir, '..', 'bus', 'dist', 'index.js')).href);
+  const script = busLua.load('sandbox-exec');
+  const leanEntry = join(packageDir, 'dist', 'cli', 'lean-exec', 'lean-exec-main.js');
+  // First pass for the inputs (the digest is a constant of the bundle itself).
+  const probe = await build({ entryPoints: [leanEntry], ...node20CommonJs, write: false, metafile: true });
+  const leanInputs = inputsOf(probe.metafile.inputs);
+  const digest = createHash('sha1');
+  const stats = [];
+  for (const file of leanInputs) {
+    digest.update(file);
+    digest.update(await readFile(resolve(packageDir, file)));
+    const { size, mtimeMs } = await stat(resolve(packageDir, file));
+    stats.push([size, mtimeMs]);
+  }
+  await build({
+    entryPoints: [leanEntry],
+    outfile: leanBundlePath,
+    ...node20CommonJs,
+    define: {
+      __LEAN_EXEC_LUA__: JSON.stringify(script.source),
+      __LEAN_EXEC_LUA_SHA__: JSON.stringify(script.sha),
+      __LEAN_EXEC_INPUTS__: JSON.stringify(leanInputs),
+      __LEAN_EXEC_BUILT_FROM__: JSON.stringify(digest.digest('hex')),
+      __LEAN_EXEC_INPUT_STATS__: JSON.stringify(stats),
+    },
+  });
+  await sideBundle(
+    join(packageDir, 'dist', 'cli', 'lean-exec', 'full-decoders.js'),
+    join(outDir, 'sandstream-exec-full.cjs'),
+    [telemetryOnUse, packagesOnUse, ownModuleUrls, englishOnlyZodLocales],
+  );
+}
 
 try {
   execFileSync(process.execPath, ['--snapshot-blob', blobPath, '--build-snapshot', bundlePath], {
