@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SandboxLabels } from '../libs/sandbox/src/backend.js';
 import { type KubeStack, startKubeStack, writeStandinKubeconfig } from './helpers/kube-stack.js';
+import { checksums, expectedChecksums, sha256 } from './helpers/workspace-checksums.js';
 import { type KubeApiStandin, startKubeApiStandin } from './kube-api-standin/index.js';
 import { images } from './kubernetes-test-env.js';
 
@@ -21,7 +22,6 @@ import { images } from './kubernetes-test-env.js';
  */
 const { docker, skip } = await dockerEngine('kubernetes-pause-resume');
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
 
 describe.skipIf(skip)(
   'pause, resume, snapshots and forks on the Kubernetes backend (kube-api-standin)',
@@ -68,13 +68,6 @@ describe.skipIf(skip)(
     };
     const holdsSlot = async (sandboxId: string) =>
       (await redis.zscore(`{${stack.namespace}:leases}:global`, sandboxId)) !== null;
-
-    /** Every regular file under `data/` with its sha256, as `sha256sum` prints them (sorted). */
-    const checksums = async (sandbox: Sandbox) => {
-      const listed = await sandbox.exec('cd data && find . -type f | LC_ALL=C sort | xargs sha256sum');
-      expect(listed.exitCode, listed.stderr).toBe(0);
-      return listed.stdout;
-    };
 
     it('keeps every write over 10 pause/resume cycles; a paused sandbox has no pod and no slot', async () => {
       let sandbox = await stack.client.sandboxes.create({
@@ -124,11 +117,7 @@ describe.skipIf(skip)(
         expect(now).toHaveLength(1);
         expect(pods.has(now[0]?.metadata?.uid)).toBe(false);
         pods.add(now[0]?.metadata?.uid);
-        const want = [...expected]
-          .sort(([a], [b]) => (a < b ? -1 : 1))
-          .map(([path, sum]) => `${sum}  ${path}\n`)
-          .join('');
-        expect(await checksums(sandbox)).toBe(want);
+        expect(await checksums(sandbox)).toBe(expectedChecksums(expected));
         expect((await sandbox.exec('echo $KEPT')).stdout).toBe('yes\n');
       }
       await sandbox.close();

@@ -1,10 +1,9 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SandboxSpecError } from '@sandstream/bus';
 import {
-  type Sandbox,
   SandboxClosedError,
   SandboxPausedError,
   SandstreamOptionsError,
@@ -15,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runCli } from '../helpers/cli-run.js';
 import { type Transport, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
+import { checksums, expectedChecksums, sha256 } from '../helpers/workspace-checksums.js';
 
 // Pause and resume end to end (issue 30 §3): the services as processes, the snapshot store in
 // the machine's NATS JetStream, driven through the SDK. Lossless is the point: what was written
@@ -59,15 +59,6 @@ const cases: {
     .filter((backend) => backend.name === 'in-process')
     .map((backend) => ({ ...backend, transport: 'http' as Transport })),
 ];
-
-const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
-
-/** Every regular file under the workspace's `data/` with its sha256, as `sha256sum` prints them (sorted). */
-async function checksums(sandbox: Sandbox): Promise<string> {
-  const listed = await sandbox.exec('cd data && find . -type f | LC_ALL=C sort | xargs sha256sum');
-  expect(listed.exitCode).toBe(0);
-  return listed.stdout;
-}
 
 describe.each(cases)(
   'pause and resume ($name backend, over $transport)',
@@ -165,11 +156,7 @@ describe.each(cases)(
         const info = await sandbox.info();
         expect(info).toMatchObject({ id: id('cycles'), state: 'ready', resumes: cycle });
         expect(await holdsSlot(sandbox.id)).toBe(true);
-        const want = [...expected]
-          .sort(([a], [b]) => (a < b ? -1 : 1))
-          .map(([path, sum]) => `${sum}  ${path}\n`)
-          .join('');
-        expect(await checksums(sandbox)).toBe(want);
+        expect(await checksums(sandbox)).toBe(expectedChecksums(expected));
         expect((await sandbox.exec('echo $KEPT')).stdout).toBe('yes\n');
       }
       await sandbox.close();
