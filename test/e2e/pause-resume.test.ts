@@ -3,11 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SandboxSpecError } from '@sandstream/bus';
-import {
-  SandboxClosedError,
-  SandboxPausedError,
-  SandstreamOptionsError,
-} from '@sandstream/client';
+import { SandboxClosedError, SandboxPausedError, SandstreamOptionsError } from '@sandstream/client';
 import { liveBackends, testRedisUrl } from '@sandstream/test-support';
 import Dockerode from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';

@@ -10,7 +10,7 @@ import type { FileEntry, GrepMatch, NetworkPolicy } from '@sandstream/wire';
 import type { CommandOutputLine, ExecResult } from '../command-output.js';
 import type { RunCommandOptions } from '../command-runner.js';
 import { followBackoffMs } from '../follow-backoff.js';
-import { SandboxCommandNotFoundError, SandboxConflictError } from '../sandbox-errors.js';
+import { SandboxCommandNotFoundError } from '../sandbox-errors.js';
 import type { CommandHistoryEntry, SandboxStats } from '../sandbox-history.js';
 import type {
   CreateSandboxOptions,
