@@ -214,6 +214,22 @@ describe('the e2b SDK against Sandstream', () => {
     expect(flat.some((e) => e.name.includes('c.txt'))).toBe(false);
     await top.stop();
 
+    // includeEntry: each change carries the entry as it then is; a removal none.
+    const withEntry: FilesystemEvent[] = [];
+    const detailed = await sbx.files.watchDir('e2b-watch', (e) => void withEntry.push(e), {
+      includeEntry: true,
+    });
+    await sbx.commands.run('printf 12345 > e2b-watch/e.txt && rm e2b-watch/d.txt');
+    await vi.waitUntil(() => withEntry.some((e) => e.name === 'd.txt'), { timeout: 20_000, interval: 100 });
+    const created = withEntry.find((e) => e.name === 'e.txt' && e.entry);
+    expect(created?.entry).toMatchObject({ name: 'e.txt', type: 'file' });
+    expect(withEntry.find((e) => e.name === 'd.txt')?.entry).toBeUndefined();
+    await detailed.stop();
+    // File metadata (which the SDK sends to envd 0.6.2 and later) is not kept: refused, naming it.
+    await expect(sbx.files.write('e2b-watch/m.txt', 'x', { metadata: { owner: 'me' } })).rejects.toThrow(
+      /files.write with metadata is not supported/,
+    );
+
     await expect(sbx.files.watchDir('e2b-watch/none', () => {})).rejects.toThrow(/does not exist/);
   }, 120_000);
 

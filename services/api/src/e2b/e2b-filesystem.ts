@@ -121,6 +121,9 @@ export function e2bFileRoutes(ctx: ApiContext): FastifyPluginAsync {
 
     app.post('/files', async (request) => {
       const { path } = FilesQuery.parse(request.query);
+      // File metadata (envd 0.6.2's X-Metadata-* headers) is not kept: refused, not dropped.
+      if (Object.keys(request.headers).some((h) => h.startsWith('x-metadata-')))
+        throw unsupported('files.write with metadata');
       const sandbox = await headerSandbox(ctx, request);
       const files = await uploadedFiles(String(request.headers['content-type'] ?? ''), request.body, path);
       for (const file of files) await sandbox.files.write(file.path, file.bytes);

@@ -6,8 +6,12 @@ import { z } from 'zod';
  * SandboxDetail): metadata are our labels, the template is its template (or image).
  */
 
-/** The envd version we answer: new enough that the SDK sends no default user and uses every call it knows. */
-export const ENVD_VERSION = '0.5.7';
+/**
+ * The envd version we answer: new enough that the SDK sends no default user and uses every call it
+ * knows, including watchDir's includeEntry (0.6.3). Not 0.6.4: watching network mounts is not
+ * served. From 0.6.2 the SDK sends file metadata (X-Metadata-* headers), which POST /files refuses.
+ */
+export const ENVD_VERSION = '0.6.3';
 
 export const E2bStateSchema = z.enum(['running', 'paused']);
 export type E2bState = z.infer<typeof E2bStateSchema>;

@@ -1,3 +1,4 @@
+import { posix } from 'node:path';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code, ConnectError, type HandlerContext } from '@connectrpc/connect';
 import type { Sandbox, WatchEvent } from '@sandstream/client';
@@ -7,7 +8,7 @@ import {
   type WatchDirResponseSchema,
 } from '../gen/filesystem/filesystem_pb.js';
 import { deadlineOf, keepaliveMsOf, timeoutSecondsOf } from './e2b-connect.js';
-import { unsupported } from './e2b-errors.js';
+import { type EntryInfo, statEntry } from './e2b-file-ops.js';
 import { EventQueue } from './event-queue.js';
 
 type WatchDirMessage = MessageInitShape<typeof WatchDirResponseSchema>;
@@ -28,7 +29,6 @@ export async function watchDir(
   sandbox: Sandbox,
   watch: WatchDirRequest,
 ): Promise<AsyncIterable<WatchDirMessage>> {
-  if (watch.includeEntry) throw unsupported('files.watchDir with includeEntry');
   const timeoutSeconds = timeoutSecondsOf(context);
   const queue = new EventQueue<WatchDirMessage>({
     keepalive: {
@@ -38,16 +38,35 @@ export async function watchDir(
   });
   // The start event goes first; changes the watcher reports before it answers wait behind it.
   queue.push({ event: { case: 'start', value: {} } });
+  // With includeEntry each change carries the entry as it is when told (a stat in the sandbox; none
+  // for a removal, or for a file gone again by then). The stats run in order, so the events do.
+  let told: Promise<void> = Promise.resolve();
+  const tell = (event: { type: Exclude<WatchEvent['type'], 'watching'>; name: string }) => {
+    const type = EVENT_TYPES[event.type];
+    if (!watch.includeEntry) {
+      queue.push({ event: { case: 'filesystem', value: { name: event.name, type } } });
+      return;
+    }
+    const entryOf = (): Promise<EntryInfo | undefined> =>
+      event.type === 'remove'
+        ? Promise.resolve(undefined)
+        : statEntry(sandbox, posix.join(watch.path, event.name)).catch(() => undefined);
+    const stat = entryOf();
+    told = told.then(async () => {
+      const entry = await stat;
+      queue.push({
+        event: { case: 'filesystem', value: { name: event.name, type, ...(entry ? { entry } : {}) } },
+      });
+    });
+  };
   // Started before the stream answers: a path that is no directory is the call's own error.
   const watching = await sandbox.files
     .watch(watch.path, {
       recursive: watch.recursive,
       ...(timeoutSeconds !== undefined ? { timeoutSeconds } : {}),
       onEvent: (event) => {
-        if (event.type === 'watching') return;
-        queue.push({
-          event: { case: 'filesystem', value: { name: event.name, type: EVENT_TYPES[event.type] } },
-        });
+        const { type, name } = event;
+        if (type !== 'watching') tell({ type, name });
       },
     })
     .catch((err: unknown) => {
@@ -56,8 +75,10 @@ export async function watchDir(
     });
   const stop = () => void watching.stop().catch(() => {});
   context.signal.addEventListener('abort', stop, { once: true });
+  // The end waits for the entries still being read: every change told is sent before it.
   watching.done.then(
-    (result) => {
+    async (result) => {
+      await told;
       if (result.timedOut) queue.end(new ConnectError('the watch timed out', Code.DeadlineExceeded));
       else if (result.errorMessage !== null && !result.cancelled)
         queue.end(new ConnectError(result.errorMessage, Code.Internal));
