@@ -26,7 +26,8 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 // Field values: visible ASCII, obs-text, space and tab; never a bare CR or LF, never NUL.
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: [\t\x20-\x7e\x80-\xff]*)?$/;
-const HOP_BY_HOP = new Set([
+/** Headers of one connection only (RFC 9110 §7.6.1), never forwarded; either way. */
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'proxy-connection',

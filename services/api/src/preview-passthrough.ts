@@ -3,6 +3,7 @@ import {
   type AnswerHead,
   AnswerHeadError,
   ChunkedScanner,
+  HOP_BY_HOP,
   MAX_ANSWER_HEAD_BYTES,
   parseAnswerHead,
 } from './preview-answer-head.js';
@@ -18,17 +19,9 @@ import type { Upstream } from './preview-upstream-sockets.js';
  * in wasm and re-chunked it through three streams.
  */
 
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'upgrade',
-  'te',
-  'trailer',
-  'content-length',
-  'host',
-]);
+// The request head is written anew: the connection's own headers, and the framing and host the
+// pass-through sets itself.
+const REQUEST_DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'content-length', 'host']);
 
 /** Reads (of up to 64 KB) of an answer's body queued for the client before the app's socket is paused. */
 const IN_FLIGHT_READS = 16;
@@ -61,7 +54,7 @@ export function requestHead(path: string, host: string, headers: IncomingHttpHea
   );
   let head = `GET ${path} HTTP/1.1\r\nhost: ${host}\r\n`;
   for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || HOP_BY_HOP.has(name) || named.has(name)) continue;
+    if (value === undefined || REQUEST_DROPPED.has(name) || named.has(name)) continue;
     // Node's parser refused CR, LF and NUL in the client's headers: they are safe to write back.
     if (Array.isArray(value)) for (const v of value) head += `${name}: ${v}\r\n`;
     else head += `${name}: ${value}\r\n`;

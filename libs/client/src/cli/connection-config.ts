@@ -103,17 +103,7 @@ export function resolveConnection(inputs: ConnectionInputs): ResolvedConnection 
   };
 }
 
-/** The URL with its password masked, for messages: local.json carries a real one. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (!parsed.password) return url;
-    parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return url;
-  }
-}
+export { redactUrl } from './redact-url.js';
 
 export interface ApiConnection {
   url: string;

@@ -3,6 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import type { StepResult } from '@sandstream/wire';
 import { SeqGaps } from '../../seq-gaps.js';
 import { ExitCodes, exitCodeForCommand } from '../exit-codes.js';
+import { redactUrl } from '../redact-url.js';
 import { describeGap } from '../render.js';
 import { leanCancelOf, leanPushOf, parseLeanExecLine } from './lean-command-line.js';
 import {
@@ -91,18 +92,6 @@ function findLocalFile(searchFrom: readonly string[]): string | undefined {
     }
   }
   return undefined;
-}
-
-/** The URL with its password masked (connection-config.ts redactUrl). */
-function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (!parsed.password) return url;
-    parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return url;
-  }
 }
 
 class LeanExit extends Error {
