@@ -1,3 +1,4 @@
+import { createKeySpace, stepResultField } from '@sandstream/bus';
 import {
   SandboxCommandNotFoundError,
   SandboxConflictError,
@@ -6,6 +7,7 @@ import {
   type WatchEvent,
 } from '@sandstream/client';
 import { testRedisUrl } from '@sandstream/test-support';
+import { resultKey } from '@sandstream/wire';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { TRANSPORTS, type TransportView, viewThrough } from '../helpers/sdk-transports.js';
 import { type Stack, startStack } from '../helpers/services-stack.js';
@@ -86,6 +88,32 @@ describe('open stdin and watching, over both transports', () => {
       );
     });
   }
+
+  it("refuses input to a command whose result is still on the agent's key, not yet moved (Redis)", async () => {
+    // The moment between the agent's `completed` event (which resolves exec) and the dispatcher
+    // moving its result into the record: set up by hand by moving the result back.
+    const view = views.get('redis') as TransportView;
+    await using sandbox = await view.client.sandboxes.create({ image: 'debian:bookworm-slim' });
+    let commandId = '';
+    await sandbox.exec('true', {
+      openStdin: true,
+      onStart: (id) => {
+        commandId = id;
+      },
+    });
+    const keys = createKeySpace(stack.namespace);
+    const field = stepResultField(commandId);
+    const result = (await vi.waitUntil(() => stack.redis.hget(keys.job(sandbox.id), field), {
+      timeout: 10_000,
+    })) as string;
+    expect(JSON.parse(result)).toMatchObject({ stepId: commandId });
+    await stack.redis
+      .multi()
+      .hdel(keys.job(sandbox.id), field)
+      .set(resultKey(keys.sandbox(sandbox.id), commandId), result, 'EX', 60)
+      .exec();
+    await expect(sandbox.writeStdin(commandId, 'late\n')).rejects.toThrow(/has ended/);
+  });
 
   it("refuses another tenant's command input as a missing sandbox (Redis)", async () => {
     const view = views.get('redis') as TransportView;

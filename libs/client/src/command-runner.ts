@@ -207,8 +207,8 @@ async function resultOf(
  * already moved to the sandbox's record by the step-dispatcher. Both are read in one MULTI (same
  * slot), and the dispatcher moves it in one script, so it is never missed between them.
  */
-async function findResult(
-  ctx: CommandRunnerContext,
+export async function findResult(
+  ctx: Pick<CommandRunnerContext, 'redis' | 'keys'>,
   sandboxId: string,
   commandId: string,
 ): Promise<StepResult | undefined> {

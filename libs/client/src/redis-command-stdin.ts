@@ -1,5 +1,5 @@
 import { type CommandInput, commandInputKey, encodeCommandInput, Limits } from '@sandstream/wire';
-import { refusal } from './command-runner.js';
+import { findResult, refusal } from './command-runner.js';
 import type { RedisSandboxContext } from './redis-sandbox-context.js';
 import {
   SandboxCommandNotFoundError,
@@ -25,7 +25,9 @@ export async function sendCommandInput(
     throw new SandboxNotFoundError(sandboxId);
   const command = record.commands[commandId] as { openStdin?: unknown } | undefined;
   if (command === undefined) throw new SandboxCommandNotFoundError(sandboxId, commandId);
-  if (commandId in record.stepResults)
+  // Ended: its result moved to the record, or still on the agent's own key, where it lands with
+  // the `completed` event a follower already saw (the dispatcher moves it a moment later).
+  if (commandId in record.stepResults || (await findResult(ctx, sandboxId, commandId)))
     throw new SandboxCommandNotFoundError(
       sandboxId,
       commandId,
