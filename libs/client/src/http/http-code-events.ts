@@ -28,8 +28,8 @@ export async function followCodeEvents(
         options.onLine?.({ stream: event.event, line: String(data.line), seq: ++seq });
         break;
       case 'result': {
-        const result = CodeResultSchema.safeParse(data);
-        if (result.success) options.onResult?.(results, result.data);
+        const result = options.onResult ? CodeResultSchema.safeParse(data) : undefined;
+        if (result?.success) options.onResult?.(results, result.data);
         results += 1;
         break;
       }
