@@ -502,6 +502,7 @@ export class AgentLoop {
         onLine: (stream, line) => events.line(stream, line),
         acceptingLines: () => events.accepting(),
         onDroppedLine: () => events.droppedLine(),
+        onResult: (index, result) => events.result(index, result),
         holdingLines: () => events.holding(),
         whenAccepting: (callback) => events.onceAccepting(callback),
         signal: controller.signal,

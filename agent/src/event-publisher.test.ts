@@ -1,5 +1,5 @@
 import { RedisServer } from '@sandstream/test-support';
-import { decodeEventEntry, type StepEvent } from '@sandstream/wire';
+import { decodeEventEntry, Limits, type StepEvent } from '@sandstream/wire';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventPublisher } from './event-publisher.js';
@@ -52,6 +52,44 @@ describe('EventPublisher', () => {
       ['completed', 3, undefined],
     ]);
     expect(written[3]).toMatchObject({ exitCode: 0, droppedLines: 0 });
+  });
+
+  it('sends a code result between the lines around it, in pieces of a line’s size, taking no seq', async () => {
+    const events = publisher('ev:result');
+    events.started();
+    events.line('stdout', 'before');
+    const png = 'A'.repeat(40_000);
+    expect(events.result(0, { png, isMainResult: false })).toBe(true);
+    events.line('stdout', 'after');
+    await events.complete(0).written;
+    const written = await eventsOf('ev:result');
+    expect(written.map((e) => [e.kind, e.seq, e.codeResult?.piece])).toEqual([
+      ['started', 0, undefined],
+      ['stdout', 1, undefined],
+      ['result', 1, 0],
+      ['result', 1, 1],
+      ['result', 1, 2],
+      ['stdout', 2, undefined],
+      ['completed', 3, undefined],
+    ]);
+    const pieces = written.flatMap((e) => (e.codeResult ? [e.codeResult] : []));
+    for (const piece of pieces) {
+      expect(piece).toMatchObject({ index: 0, pieces: 3 });
+      expect(piece.json.length).toBeLessThanOrEqual(Limits.eventLineMaxBytes);
+    }
+    expect(JSON.parse(pieces.map((p) => p.json).join(''))).toEqual({ png, isMainResult: false });
+    // Lines only: a follower counting them sees no gap, and the step's line count is unchanged.
+    expect(events.outputLines).toBe(2);
+  });
+
+  it('refuses a code result whose pieces do not all fit the buffer, and queues none of them', async () => {
+    const events = publisher('ev:result-big', { maxBufferedBytes: 64 * 1024 });
+    events.started(false);
+    expect(events.result(0, { text: 'x'.repeat(100_000), isMainResult: false })).toBe(false);
+    expect(events.result(1, { text: 'small', isMainResult: true })).toBe(true);
+    await events.complete(0).written;
+    const results = (await eventsOf('ev:result-big')).filter((e) => e.kind === 'result');
+    expect(results.map((e) => e.codeResult?.index)).toEqual([1]);
   });
 
   it('ships a full batch of 50 lines at once, and a lone line only after the batch delay', async () => {

@@ -1,4 +1,5 @@
 import {
+  type CodeResult,
   EventBatching,
   encodeEvent,
   SCHEMA_VERSION,
@@ -10,7 +11,7 @@ import {
 import type { ChainableCommander, Redis } from 'ioredis';
 import { type AuthFailureClock, isAuthError } from './auth-failure.js';
 import type { Logger } from './logger.js';
-import { fitsOneEvent, splitLine } from './split-line.js';
+import { fitsOneEvent, splitLine, splitText } from './split-line.js';
 import type { StreamBudget } from './stream-budget.js';
 import { eventsPerEntry, MAX_EVENTS_PER_ENTRY, type WritePace } from './write-pace.js';
 
@@ -178,6 +179,32 @@ export class EventPublisher {
   line(stream: 'stdout' | 'stderr', line: string): void {
     if (fitsOneEvent(line)) this.addLine(stream, line);
     else for (const piece of splitLine(line)) this.addLine(stream, piece);
+  }
+
+  /**
+   * A code cell's result as the cell produced it: its JSON in pieces of at most
+   * Limits.eventLineMaxBytes (a plot is a few), batched with the lines around it. It is not a
+   * line: it takes no seq (its events carry the last line's). All or nothing: when its pieces do
+   * not all fit the buffer now, none is queued (false), and followers take it from the step's
+   * result at its end, so a big result never displaces output lines nor waits for room.
+   */
+  result(index: number, result: CodeResult): boolean {
+    const pieces = splitText(JSON.stringify(result));
+    let bytes = 0;
+    for (const piece of pieces) bytes += ENVELOPE_BYTES + piece.length;
+    if (
+      this.queue.length + this.inFlightLines + pieces.length > this.options.maxBufferedLines ||
+      this.queuedBytes + this.inFlightBytes + bytes > this.options.maxBufferedBytes
+    ) {
+      return false;
+    }
+    pieces.forEach((json, piece) => {
+      this.enqueue(
+        this.event('result', this.seq, { codeResult: { index, piece, pieces: pieces.length, json } }),
+        false,
+      );
+    });
+    return true;
   }
 
   /**
@@ -562,5 +589,5 @@ const ENVELOPE_BYTES = 160;
 function sizeOf(event: StepEvent): number {
   // String length approximates bytes (V8 keeps ASCII one byte per character); the bound only
   // needs to be roughly right, and counting exact UTF-8 bytes per line would cost more.
-  return ENVELOPE_BYTES + (event.line?.length ?? 0);
+  return ENVELOPE_BYTES + (event.line?.length ?? event.codeResult?.json.length ?? 0);
 }

@@ -106,6 +106,45 @@ describe.each(cases)(
       expect(execution.error).toBeUndefined();
     });
 
+    it('tells onResult each result as the cell produces it: before output printed after it, each once, in order', async () => {
+      // A marker printed after the sleep: a result told at the cell's end would come after it.
+      const events: string[] = [];
+      const told: unknown[] = [];
+      const execution = await sandbox.runCode(
+        "import time\ndisplay('first')\ntime.sleep(2)\nprint('after-sleep')\ndisplay('second')\n'last'",
+        {
+          onStdout: (line) => events.push(`out:${line}`),
+          onResult: (result) => {
+            told.push(result);
+            events.push(`result:${result.text}`);
+          },
+        },
+      );
+      expect(events).toEqual(["result:'first'", 'out:after-sleep', "result:'second'", "result:'last'"]);
+      expect(told).toEqual(execution.results);
+      expect(execution.results.map((r) => [r.text, r.isMainResult])).toEqual([
+        ["'first'", false],
+        ["'second'", false],
+        ["'last'", true],
+      ]);
+    });
+
+    it('tells a result too big to stream (and those after it) at the cell’s end, in order, once each', async () => {
+      // 3 MB is more than the agent's output buffer holds (2 MiB): it travels in the step's
+      // result only; the small one before it is live, the one after it waits to keep the order.
+      const events: string[] = [];
+      const execution = await sandbox.runCode(
+        "display(1)\ndisplay('x' * 3_000_000)\nprint('marker')\ndisplay(2)",
+        {
+          onStdout: (line) => events.push(`out:${line}`),
+          onResult: (result) => events.push(`result:${(result.text ?? '').slice(0, 4)}`),
+        },
+      );
+      expect(events).toEqual(['result:1', 'out:marker', "result:'xxx", 'result:2']);
+      expect(execution.results).toHaveLength(3);
+      expect(execution.results[1]?.text).toHaveLength(3_000_002);
+    });
+
     it('reports an exception with its traceback', async () => {
       const execution = await sandbox.runCode('def f():\n    return 1 / 0\nf()');
       expect(execution.error).toMatchObject({ name: 'ZeroDivisionError', value: 'division by zero' });
@@ -234,6 +273,39 @@ describe.each(cases)(
       expect(unknown.status).toBe(400);
       expect(await unknown.text()).toContain('did you mean \\"language\\"?');
     });
+
+    it.runIf(name === 'docker')(
+      'sends each figure plt.show() shows at once, before the cell goes on, and display(figure) as PNG',
+      async () => {
+        const events: string[] = [];
+        const execution = await sandbox.runCode(
+          [
+            'import time',
+            'import matplotlib.pyplot as plt',
+            'plt.plot([1, 2, 3], [1, 4, 9])',
+            'plt.show()',
+            'time.sleep(2)',
+            "print('after-sleep')",
+            'figure = plt.figure()',
+            'plt.plot([3, 2, 1])',
+            'display(figure)',
+            'plt.close(figure)',
+          ].join('\n'),
+          {
+            onStdout: (line) => events.push(`out:${line}`),
+            onResult: (result) => events.push(result.png ? 'png' : `text:${result.text}`),
+          },
+        );
+        expect(events).toEqual(['png', 'out:after-sleep', 'png']);
+        expect(execution.results).toHaveLength(2);
+        for (const result of execution.results) {
+          const png = Buffer.from(result.png ?? '', 'base64');
+          expect(png.subarray(0, 4)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47]));
+          // A plot's PNG is several event pieces: put back together whole.
+          expect(png.length).toBeGreaterThan(10_000);
+        }
+      },
+    );
 
     it.runIf(name === 'docker')(
       'returns a matplotlib figure as PNG and a DataFrame as HTML and text',

@@ -1,7 +1,7 @@
 import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { type CodeOutput, CodeStepSchema } from '@sandstream/wire';
+import { type CodeOutput, type CodeResult, CodeStepSchema } from '@sandstream/wire';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordingContext } from '../steps/recording-context.js';
 import { CodeContexts } from './code-contexts.js';
@@ -63,6 +63,28 @@ describe('python contexts', () => {
       { stream: 'stdout', line: 'four' },
     ]);
     expect(r.output?.results).toEqual([]);
+  });
+
+  it('tell each result the cell keeps as it comes, between its lines, by its place in the results', async () => {
+    const r = recordingContext(dir);
+    const events: string[] = [];
+    const ctx = {
+      ...r.ctx,
+      onLine: (stream: string, line: string) => events.push(`${stream}:${line}`),
+      onResult: (index: number, result: CodeResult) =>
+        events.push(`result ${index}:${result.text?.slice(0, 3)}`),
+    };
+    // The third result passes the cell's 8 MiB of results: dropped and counted, never told.
+    const step = CodeStepSchema.parse({
+      schemaVersion: 1,
+      stepId: `c${++n}`,
+      kind: 'code',
+      code: "display(1)\nprint('mid')\ndisplay('x' * 5_000_000)\ndisplay('y' * 5_000_000)\n3",
+    });
+    const output = (await contexts.run(step, ctx)).output as CodeOutput;
+    expect(events).toEqual(['result 0:1', 'stdout:mid', "result 1:'xx", 'result 2:3']);
+    expect(output.results.map((x) => x.text?.slice(0, 3))).toEqual(['1', "'xx", '3']);
+    expect(output.droppedResults).toBe(1);
   });
 
   it('turn _repr_*_ methods into a mimebundle, and display() into further results', async () => {

@@ -217,7 +217,7 @@ class CellOutput {
   private readonly splitters: Record<OutputStream, LineSplitter>;
   readonly sink: KernelSink;
 
-  constructor(ctx: StepContext) {
+  constructor(private readonly ctx: StepContext) {
     this.splitters = {
       stdout: new LineSplitter((line) => ctx.onLine('stdout', line)),
       stderr: new LineSplitter((line) => ctx.onLine('stderr', line)),
@@ -237,6 +237,9 @@ class CellOutput {
     }
     this.resultBytes += bytes;
     this.results.push(result);
+    // Live as well (onResult in the SDK): only results the cell keeps, so that what a follower
+    // saw live is always the same result at the same place in the final `results`.
+    this.ctx.onResult?.(this.results.length - 1, result);
   }
 
   /** The cell is over: a last line without its newline is still the cell's. */

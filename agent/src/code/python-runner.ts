@@ -54,9 +54,18 @@ sys.stdin = open(os.devnull)
 _REPRS = (('_repr_html_', 'html'), ('_repr_markdown_', 'markdown'), ('_repr_svg_', 'svg'),
           ('_repr_png_', 'png'), ('_repr_json_', 'json'))
 
+def _figure_png(figure):
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format='png', bbox_inches='tight')
+    return base64.b64encode(buffer.getvalue()).decode('ascii')
+
 def _bundle(value):
     data = {}
-    if not isinstance(value, type):
+    # A matplotlib figure has no _repr_png_ (IPython renders it through a formatter of its own).
+    figure_module = sys.modules.get('matplotlib.figure')
+    if figure_module is not None and isinstance(value, figure_module.Figure):
+        data['png'] = _figure_png(value)
+    elif not isinstance(value, type):
         for method, key in _REPRS:
             fn = getattr(value, method, None)
             if not callable(fn):
@@ -100,12 +109,33 @@ def _figures():
         return
     for number in pyplot.get_fignums():
         figure = pyplot.figure(number)
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format='png', bbox_inches='tight')
         _send({'type': 'result', 'id': _current[0], 'isMainResult': False,
-               'png': base64.b64encode(buffer.getvalue()).decode('ascii'),
-               'text': repr(figure)})
+               'png': _figure_png(figure), 'text': repr(figure)})
     pyplot.close('all')
+
+def _show(*args, **kwargs):
+    # plt.show() sends the open figures at once, mid-cell, and closes them (as Jupyter's inline
+    # backend does); Agg's own show would only warn that it cannot show anything.
+    _figures()
+
+class _PyplotHook:
+    # Puts _show in pyplot as it is imported: the cell may import pyplot (or call
+    # matplotlib.pyplot.show) any time, and importing it up front would cost every kernel a second.
+    def find_spec(self, name, path, target=None):
+        if name != 'matplotlib.pyplot':
+            return None
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
+            return spec
+        load = spec.loader.exec_module
+        def exec_module(module):
+            load(module)
+            module.show = _show
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, _PyplotHook())
 
 def _error(err):
     tb = err.__traceback__

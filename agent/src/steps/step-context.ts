@@ -1,4 +1,4 @@
-import type { StepResult } from '@sandstream/wire';
+import type { CodeResult, StepResult } from '@sandstream/wire';
 
 export type OutputStream = 'stdout' | 'stderr';
 
@@ -16,6 +16,12 @@ export interface StepContext {
    */
   acceptingLines?(): boolean;
   onDroppedLine?(stream: OutputStream): void;
+  /**
+   * Optional, for code cells: a result (display(), a plot, the main result) as it is produced,
+   * `index` its place in the cell's results. Sent to followers at once, best effort (a result
+   * that does not fit the loop's buffer is left for the step's result); must not block.
+   */
+  onResult?(index: number, result: CodeResult): void;
   /**
    * Optional back-pressure (the log archive on): when acceptingLines() is false, true means the
    * line must wait rather than be dropped. The executor stops reading its output and asks

@@ -52,7 +52,11 @@ export const RunCodeOptionsSchema = strictObject(
       .optional(),
     onStdout: fn<(line: string) => void>('onStdout').optional(),
     onStderr: fn<(line: string) => void>('onStderr').optional(),
-    /** Told each result (plot, table, the main result) once the cell ended, in order. */
+    /**
+     * Told each result (display(), a plot, the main result) as the cell produces it: each once,
+     * in the order of `results`. One the agent could not stream (bigger than its output buffer's
+     * room) comes at the cell's end, and so do those after it.
+     */
     onResult: fn<(result: CodeResult) => void>('onResult').optional(),
     /** Told the cell's command id once the sandbox took it. */
     onStart: fn<(commandId: string) => void>('onStart').optional(),

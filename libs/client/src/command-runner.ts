@@ -16,6 +16,7 @@ import {
   TERMINAL_STATES,
 } from '@sandstream/bus';
 import {
+  type CodeResult,
   type ControlMessage,
   decodeEventEntry,
   resultKey,
@@ -24,6 +25,7 @@ import {
 } from '@sandstream/wire';
 import { SandstreamOptionsError } from './client-options.js';
 import { CommandOutput, type CommandOutputLine, execItemOf, type OutputGap } from './command-output.js';
+import { CodeResultPieces } from './live-code-results.js';
 import type { ReaderPool } from './reader-pool.js';
 import { SandboxClosedError, SandboxLimitError, SandboxNotFoundError } from './sandbox-errors.js';
 
@@ -47,6 +49,8 @@ export interface RunCommandOptions {
   maxOutputBytes?: number | undefined;
   onLine?: ((line: CommandOutputLine) => void) | undefined;
   onGap?: ((gap: OutputGap) => void) | undefined;
+  /** A code cell's result as the cell produced it (`index`: its place in the cell's results); best effort. */
+  onResult?: ((index: number, result: CodeResult) => void) | undefined;
   /** Told the command's id once the sandbox took it (before any output). */
   onStart?: ((commandId: string) => void) | undefined;
   /** Aborting stops following (the transport rejects with its reason; Sandbox ends the follow quietly); the command goes on. */
@@ -127,6 +131,7 @@ export async function followCommand(
    * what follows the cursor is read without blocking, then the command is over.
    */
   let found: StepResult | undefined;
+  const results = options.onResult ? new CodeResultPieces(options.onResult) : undefined;
   try {
     for (;;) {
       options.stopFollowing?.throwIfAborted();
@@ -155,6 +160,8 @@ export async function followCommand(
             const gap = output.add(line);
             if (gap) options.onGap?.(gap);
             options.onLine?.(line);
+          } else if (event.kind === 'result') {
+            if (event.codeResult) results?.add(event.codeResult);
           } else if (event.kind === 'completed') {
             output.complete(event.seq);
             // A command's plain result rides in its `completed` event; a file step's is fetched.

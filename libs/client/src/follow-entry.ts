@@ -58,7 +58,9 @@ export function decodeFollowEntries(id: string, fields: readonly string[]): Foll
       },
     ];
   }
-  const events = decodeEventEntry(fields);
+  // A code cell's results are not part of a timeline (runCode's onResult takes them): left out
+  // before the cursors are counted, so resuming inside a packed entry skips what it should.
+  const events = decodeEventEntry(fields).filter((event) => event.kind !== 'result');
   if (events.length === 1) return [followItemOf(id, events[0] as StepEvent)];
   return events.map((event, i) => followItemOf(followCursor(id, i, events.length), event));
 }
@@ -86,7 +88,7 @@ function followItemOf(cursor: string, event: StepEvent): FollowItem {
         type: 'output',
         cursor,
         stepId: event.stepId,
-        stream: event.kind,
+        stream: event.kind === 'stderr' ? 'stderr' : 'stdout',
         line: event.line ?? '',
         seq: event.seq,
       };

@@ -32,6 +32,7 @@ import { CommandOutput, type ExecResult } from './command-output.js';
 import { type RunCommandOptions, runStepOf } from './command-runner.js';
 import { type DirectoryWatch, type WatchOptions, watchDirectory } from './directory-watch.js';
 import { type FileContent, writeStream } from './file-write-stream.js';
+import { ResultDelivery } from './live-code-results.js';
 import {
   CommandCancelledError,
   SandboxLimitError,
@@ -288,6 +289,7 @@ export class Sandbox implements AsyncDisposable {
       this.transport.cancel(this.id, commandId, 'cancelled by the client').catch(() => {});
     };
     signal?.addEventListener('abort', cancel, { once: true });
+    const results = new ResultDelivery(options.onResult);
     try {
       const execution = await this.transport.runCode(this.id, step, {
         onStart: (started) => {
@@ -296,8 +298,9 @@ export class Sandbox implements AsyncDisposable {
           if (signal?.aborted) cancel();
         },
         onLine: (line) => (line.stream === 'stdout' ? options.onStdout : options.onStderr)?.(line.line),
+        ...(options.onResult ? { onResult: (index, result) => results.live(index, result) } : {}),
       });
-      for (const result of execution.results) options.onResult?.(result);
+      results.end(execution.results);
       if (execution.cancelled && signal?.aborted) throw new CommandCancelledError(execResultOf(execution));
       return execution;
     } finally {

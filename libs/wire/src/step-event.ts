@@ -2,13 +2,30 @@ import * as z from 'zod';
 import { SchemaVersionSchema } from './schema-version.js';
 import { StepResultSchema } from './step-result.js';
 
-export const StepEventKindSchema = z.enum(['started', 'stdout', 'stderr', 'completed']);
+export const StepEventKindSchema = z.enum(['started', 'stdout', 'stderr', 'result', 'completed']);
 export type StepEventKind = z.infer<typeof StepEventKindSchema>;
+
+/**
+ * One piece of a code cell's result, sent as the cell produces it (a `result` event): the
+ * result's JSON (CodeResultSchema), cut into pieces of at most Limits.eventLineMaxBytes as long
+ * lines are, `index` its place in the cell's `results`. The StepResult's `results` stay the
+ * record: a result whose pieces a follower did not all see (dropped when the agent's buffer was
+ * full, trimmed from the stream) is taken from there at the cell's end.
+ */
+export const CodeResultPieceSchema = z.object({
+  index: z.number().int().nonnegative(),
+  piece: z.number().int().nonnegative(),
+  pieces: z.number().int().positive(),
+  json: z.string(),
+});
+export type CodeResultPiece = z.infer<typeof CodeResultPieceSchema>;
 
 /**
  * One entry of `sandbox:{jobId}:events`. `seq` starts at 0 with `started` and grows by one for
  * every output line the step produced, including lines the agent had to drop and lines the
- * stream's MAXLEN trimmed away, so a follower sees a gap wherever it missed something.
+ * stream's MAXLEN trimmed away, so a follower sees a gap wherever it missed something. A
+ * `result` event is not a line: it takes no seq of its own and carries the last line's, so
+ * followers that only count lines see no gap for it.
  */
 export const StepEventSchema = z.object({
   schemaVersion: SchemaVersionSchema,
@@ -17,6 +34,8 @@ export const StepEventSchema = z.object({
   seq: z.number().int().nonnegative(),
   /** The line without its newline (stdout/stderr only). */
   line: z.string().optional(),
+  /** result only. */
+  codeResult: CodeResultPieceSchema.optional(),
   /** ISO 8601 with milliseconds and offset, as seeds/000 prints it. */
   timestamp: z.string(),
   /** completed only. */

@@ -27,7 +27,8 @@ export type CodeBody = z.output<typeof CodeBody>;
 /**
  * Runs a cell for an HTTP request: the Execution as JSON, or (Accept: text/event-stream) a
  * `started` event with its command id (for DELETE …/exec/{execId}), its output lines as
- * `stdout` / `stderr` events, a `result` event for each rich result, then the `execution`. A
+ * `stdout` / `stderr` events, a `result` event for each rich result as the cell produces it
+ * (each once, in order: the SDK's onResult), then the `execution`. A
  * client that goes away interrupts the cell (the context keeps its state).
  */
 export async function runCodeForRequest(

@@ -1,3 +1,4 @@
+import { CodeResultSchema } from '@sandstream/wire';
 import { type Execution, ExecutionSchema } from '../code-execution.js';
 import type { RunCommandOptions } from '../command-runner.js';
 import { errorOfProblem, ProblemBodySchema, type ProblemSubject } from './problem-errors.js';
@@ -6,8 +7,8 @@ import type { ServerSentEvent } from './sse-parser.js';
 /**
  * A code cell's event stream as the API sends it for POST …/code: `started` (its command id),
  * `stdout` / `stderr` lines, a `result` for each rich result, then the `execution` (or an
- * `error` problem). Results are not handed on here: the Sandbox hands them all to onResult from
- * the execution, over Redis and HTTP alike.
+ * `error` problem). The API sends every result of the cell once, in order, as it reaches it (the
+ * API's own runCode onResult), so the n-th `result` is the cell's results[n].
  */
 export async function followCodeEvents(
   events: AsyncIterable<ServerSentEvent>,
@@ -15,6 +16,7 @@ export async function followCodeEvents(
   subject: ProblemSubject,
 ): Promise<Execution> {
   let seq = 0;
+  let results = 0;
   for await (const event of events) {
     const data = JSON.parse(event.data) as Record<string, unknown>;
     switch (event.event) {
@@ -25,6 +27,12 @@ export async function followCodeEvents(
       case 'stderr':
         options.onLine?.({ stream: event.event, line: String(data.line), seq: ++seq });
         break;
+      case 'result': {
+        const result = options.onResult ? CodeResultSchema.safeParse(data) : undefined;
+        if (result?.success) options.onResult?.(results, result.data);
+        results += 1;
+        break;
+      }
       case 'execution':
         return ExecutionSchema.parse(data);
       case 'error': {

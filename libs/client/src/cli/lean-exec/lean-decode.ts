@@ -34,6 +34,7 @@ const ERROR_CODES: readonly string[] = [
   'sandbox_lost',
   'internal',
 ];
+/** A command's event kinds; `result` (a code cell's) is left to the schema: exec never meets it. */
 const EVENT_KINDS: readonly string[] = ['started', 'stdout', 'stderr', 'completed'];
 
 type Json = Record<string, unknown>;
