@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -103,16 +103,33 @@ async function childrenOf(pid: number): Promise<number[] | null> {
  * there (the helper is gone, or the kernel offers no children lists).
  */
 function reaperChildren(reaper: number): number[] | null {
-  let list: string;
+  let fd: number;
   try {
-    list = readFileSync(`/proc/${reaper}/task/${reaper}/children`, 'latin1');
+    fd = openSync(`/proc/${reaper}/task/${reaper}/children`, 'r');
   } catch {
     return null;
+  }
+  let list = '';
+  try {
+    // A proc file has no size to stat: read until a read comes back short (the kernel fills
+    // each read as far as the list goes), in one read for all but a crowded helper.
+    for (;;) {
+      const read = readSync(fd, childrenBuffer, 0, childrenBuffer.length, null);
+      list += childrenBuffer.toString('latin1', 0, read);
+      if (read < childrenBuffer.length) break;
+    }
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
   }
   const children: number[] = [];
   for (const word of list.split(' ')) if (word) children.push(Number(word));
   return children;
 }
+
+/** Reused by every look: a pid and a space each, room for ~500 children per read. */
+const childrenBuffer = Buffer.alloc(4096);
 
 /**
  * Every live process below `root` (not `root` itself), or null when children lists are not
