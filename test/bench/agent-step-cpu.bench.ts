@@ -8,7 +8,10 @@
  * exec-cpu.bench.ts measures the whole system; this one says what of it is the agent's.
  *
  *   npm run build
- *   npx vite-node test/bench/agent-step-cpu.bench.ts [steps=300] [rounds=4] [baseline root] [warm-up=30]
+ *   npx vite-node test/bench/agent-step-cpu.bench.ts [steps=300] [rounds=4] [baseline root] [warm-up=30] [command=true]
+ *
+ * `command` (split at spaces) replaces `true` in the measured steps, e.g. `seq 1 200000` for
+ * a step whose output the agent ships; the warm-up steps stay `true`.
  *
  * Shared Redis (REDIS_URL or 127.0.0.1:6379), unique keys, deleted afterwards.
  */
@@ -28,6 +31,7 @@ const STEPS = Number(process.argv[2] ?? 300);
 const ROUNDS = Number(process.argv[3] ?? 4);
 const BASELINE_ROOT = process.argv[4];
 const WARM_UP = Number(process.argv[5] ?? 30);
+const [COMMAND = 'true', ...ARGS] = (process.argv[6] ?? 'true').split(' ');
 const TICK_MS = 10;
 
 /** utime + stime + cutime + cstime, in ms. */
@@ -57,7 +61,10 @@ async function measure(root: string): Promise<Round> {
     command: [process.execPath, `${root}/agent/dist/main.js`],
   });
   try {
-    const step = (i: number) => ({ schemaVersion: 1, stepId: `s${i}`, command: 'true', parallel: true });
+    const step = (i: number) =>
+      i < WARM_UP
+        ? { schemaVersion: 1, stepId: `s${i}`, command: 'true', parallel: true }
+        : { schemaVersion: 1, stepId: `s${i}`, command: COMMAND, args: ARGS, parallel: true };
     const run = async (i: number) => {
       await pushStep(redis, agent.keys, step(i));
       await popResult(redis, agent.keys);
