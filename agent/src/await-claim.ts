@@ -6,6 +6,7 @@ import {
   sandboxKeys,
 } from '@sandstream/wire';
 import { Redis } from 'ioredis';
+import { environmentChanged } from './agent-environment.js';
 import type { RunConfig } from './config.js';
 import type { Logger } from './logger.js';
 import { announceReady } from './ready-announcement.js';
@@ -155,6 +156,7 @@ function parseClaim(raw: string): { kind: 'ok'; claim: PoolClaim } | { kind: 'in
 export function bindClaim(config: RunConfig, claim: PoolClaim): RunConfig {
   for (const name of claim.unsetEnv) delete process.env[name];
   for (const [name, value] of Object.entries(claim.env)) process.env[name] = value;
+  environmentChanged();
   let redisUrl = config.redisUrl;
   if (claim.username !== undefined) {
     const url = new URL(config.redisUrl);

@@ -18,6 +18,13 @@ import { setFlagsFromString } from 'node:v8';
  *   on the next step re-filled the old generation and caused a full GC every dozen small steps
  *   (50 in 600 steps, against 8 with bytecode kept), at ~1 ms of CPU per step.
  *
+ * - --interrupt-budget=540672 (8x V8's 67584): how much bytecode a function runs before V8
+ *   considers optimising it. The code around each command (pop, decode, launch, deliver) runs a
+ *   little per command, and TurboFan took 2–18 ms of CPU to compile each such function, ~650 ms
+ *   over an agent's first 1,600 commands: 15–18 % of its CPU per `exec(['true'])` in a sandbox
+ *   that runs a few hundred. Loops over output (a 200,000-line step) still cross the budget in
+ *   a moment; their CPU moved by ≤ 3 % (docs/benchmarks.md, "CPU per exec, part 2").
+ *
  * Rejected: --no-opt (12 MB less RSS, but throughput fell to a tenth), --single-threaded-gc
  * (cannot be changed after start-up).
  */
@@ -26,6 +33,7 @@ const V8_FLAGS = [
   '--max-semi-space-size=1',
   '--semi-space-growth-factor=1',
   '--no-flush-bytecode',
+  '--interrupt-budget=540672',
 ] as const;
 
 export function tuneV8ForSize(): void {

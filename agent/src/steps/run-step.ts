@@ -1,6 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 import { Limits, overLimit, type RunStep, stdinBytes } from '@sandstream/wire';
+import { agentEnvironment } from '../agent-environment.js';
 import type { ProcessLauncher, StepProcess } from '../process/launcher.js';
 import { NodeLauncher } from '../process/node-launcher.js';
 import { CancelReason } from './cancel-reason.js';
@@ -98,7 +99,7 @@ export async function runStep(
   let child: StepProcess;
   // Marks every process of this launch, so what it leaves behind is found and ended (step-tree.ts).
   const marker = newStepMarker(step.stepId);
-  const env = { ...childEnvironment(step.env), [STEP_MARKER_VARIABLE]: marker };
+  const env = { ...agentEnvironment(), ...step.env, [STEP_MARKER_VARIABLE]: marker };
   try {
     child = launcher.launch({ file, args, cwd, env, stdinPath: input?.path ?? stream?.path });
   } catch (err) {
@@ -151,10 +152,7 @@ async function checkDirectory(dir: string): Promise<string | null> {
 export function childEnvironment(
   overrides: Readonly<Record<string, string>> | null | undefined,
 ): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [name, value] of Object.entries(process.env)) if (value !== undefined) env[name] = value;
-  if (overrides) Object.assign(env, overrides);
-  return env;
+  return { ...agentEnvironment(), ...overrides };
 }
 
 function supervise(

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -32,7 +33,10 @@ export interface StepTree {
   leader: number;
   /** Its STEP_MARKER_VARIABLE value. */
   marker: string;
-  /** The subreaper its orphans re-parent to (the spawner helper), when there is one. */
+  /**
+   * The subreaper its orphans re-parent to (the spawner helper), when there is one. It is one
+   * thread (agent/native/spawner.c starts none), so its children are all on its main thread's list.
+   */
   reaper?: number | undefined;
 }
 
@@ -92,10 +96,49 @@ async function childrenOf(pid: number): Promise<number[] | null> {
   return children;
 }
 
-/** Every live process below `root` (not `root` itself), or null when children lists are not offered. */
-async function descendantsOf(root: number): Promise<ProcStat[] | null> {
-  const top = await childrenOf(root);
+/**
+ * The children of a one-thread subreaper, read at once: a single small read of a list the kernel
+ * writes, where the thread pool would take four hops (open, stat, read, close) and as many
+ * wake-ups of the agent, for what is after most steps an empty list. Null when the file is not
+ * there (the helper is gone, or the kernel offers no children lists).
+ */
+function reaperChildren(reaper: number): number[] | null {
+  let fd: number;
+  try {
+    fd = openSync(`/proc/${reaper}/task/${reaper}/children`, 'r');
+  } catch {
+    return null;
+  }
+  let list = '';
+  try {
+    // A proc file has no size to stat: read until a read comes back short (the kernel fills
+    // each read as far as the list goes), in one read for all but a crowded helper.
+    for (;;) {
+      const read = readSync(fd, childrenBuffer, 0, childrenBuffer.length, null);
+      list += childrenBuffer.toString('latin1', 0, read);
+      if (read < childrenBuffer.length) break;
+    }
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
+  }
+  const children: number[] = [];
+  for (const word of list.split(' ')) if (word) children.push(Number(word));
+  return children;
+}
+
+/** Reused by every look: a pid and a space each, room for ~500 children per read. */
+const childrenBuffer = Buffer.alloc(4096);
+
+/**
+ * Every live process below `root` (not `root` itself), or null when children lists are not
+ * offered. `top`: root's children, when they were read already.
+ */
+async function descendantsOf(root: number, top?: number[] | null): Promise<ProcStat[] | null> {
+  top ??= await childrenOf(root);
   if (top === null) return null;
+  if (top.length === 0) return [];
   const found: ProcStat[] = [];
   let level = top;
   const seen = new Set<number>([root]);
@@ -133,7 +176,10 @@ async function carriesMarker(pid: number, marker: string): Promise<boolean> {
 
 /** The pids of the step's live processes (the leader too, while it runs). */
 export async function stepProcesses(tree: StepTree): Promise<number[]> {
-  const underReaper = tree.reaper !== undefined ? await descendantsOf(tree.reaper) : null;
+  const direct = tree.reaper !== undefined ? reaperChildren(tree.reaper) : null;
+  // A step that left nothing, with no other step running, is answered without a thread-pool hop.
+  if (direct !== null && direct.length === 0) return [];
+  const underReaper = tree.reaper !== undefined ? await descendantsOf(tree.reaper, direct) : null;
   const candidates = underReaper ?? (await everyProcess());
   const byPid = new Map(candidates.map((s) => [s.pid, s]));
   const self = process.pid;
