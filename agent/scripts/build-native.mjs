@@ -11,8 +11,9 @@
  *   bundle's source out of the V8 heap onto the executable's own bytes.
  *
  * Needs a C compiler and a static libc ($CC, else cc; Debian: gcc and libc6-dev), a C++ compiler
- * ($CXX, else c++) and the Node headers of the node that runs this (Debian: libnode-dev; the
- * addon must match the V8 the executable is made of, which is this very node).
+ * ($CXX, else c++; Debian: g++) and the headers of the node that runs this (include/node beside
+ * its bin/, which Node's packages and tarballs ship): the addon must match the V8 the executable
+ * is made of, which is this very node.
  *
  * Usage: node agent/scripts/build-native.mjs [dir]   (default dist/runtime/lib)
  */
@@ -42,7 +43,7 @@ async function compile(source, out, flags, cxx = false) {
   } catch (err) {
     await rm(temp, { force: true });
     const why = err.code === 'ENOENT' ? `no ${cxx ? 'C++' : 'C'} compiler (${cc})` : `${cc} failed`;
-    throw new Error(`building ${source}: ${why}; install gcc, g++, libc6-dev and libnode-dev, or set CC/CXX`);
+    throw new Error(`building ${source}: ${why}; install gcc, g++ and libc6-dev, or set CC/CXX`);
   }
   await rename(temp, out);
   return out;
@@ -59,7 +60,7 @@ export function buildSeaRelease(out = join(defaultDir, SEA_RELEASE_NAME)) {
 /** The headers of the node running this build: the executable is a copy of it. */
 function nodeIncludeDir() {
   const dir = join(dirname(process.execPath), '..', 'include', 'node');
-  if (!existsSync(join(dir, 'node.h'))) throw new Error(`no Node headers in ${dir}; install libnode-dev`);
+  if (!existsSync(join(dir, 'node.h'))) throw new Error(`no Node headers in ${dir} (node.h): the node running the build ships none`);
   return dir;
 }
 
