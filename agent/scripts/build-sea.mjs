@@ -8,7 +8,8 @@
  *                              the in-process backend and the package's bin); one file loads in
  *                              less memory than the compiled modules (docs/benchmarks.md)
  *   dist/runtime/lib/          ld-linux-x86-64.so.2 and every library `ldd` says the binary needs,
- *                              plus sandstream-spawner and sandstream-sea-release.node (native/: build-native.mjs)
+ *                              plus sandstream-spawner, sandstream-sea-release.node and
+ *                              sandstream-source-release.node (native/: build-native.mjs)
  *
  * Steps: esbuild bundles the entry into one CommonJS file (Node 20's SEA only runs CommonJS and
  * can only `require` builtins), `node --experimental-sea-config` turns it into a blob, and
