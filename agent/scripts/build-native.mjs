@@ -60,7 +60,8 @@ export function buildSeaRelease(out = join(defaultDir, SEA_RELEASE_NAME)) {
 /** The headers of the node running this build: the executable is a copy of it. */
 function nodeIncludeDir() {
   const dir = join(dirname(process.execPath), '..', 'include', 'node');
-  if (!existsSync(join(dir, 'node.h'))) throw new Error(`no Node headers in ${dir} (node.h): the node running the build ships none`);
+  if (!existsSync(join(dir, 'node.h')))
+    throw new Error(`no Node headers in ${dir} (node.h): the node running the build ships none`);
   return dir;
 }
 
