@@ -33,7 +33,7 @@ function dependenciesCurrent() {
  *   packages — further Debian packages the caller needs (system-packages.mjs names them).
  */
 export function bootstrap({ docker = 'optional', packages = [] } = {}) {
-  ensurePackages(['gcc', 'libc6-dev', ...packages], { purpose: 'the build' });
+  ensurePackages(['gcc', 'g++', 'libc6-dev', ...packages], { purpose: 'the build' });
   if (!dependenciesCurrent()) run('bash', ['scripts/install-deps.sh']);
   run('npm', ['run', 'build', '--silent']);
   if (docker === 'skip') return { docker: false };

@@ -12,6 +12,7 @@ import { existsSync } from 'node:fs';
  */
 export const PACKAGES = {
   gcc: { command: 'gcc', why: "builds the agent's static spawner helper" },
+  'g++': { command: 'g++', why: "builds the agent's source-release addon (V8's C++ API)" },
   'libc6-dev': { dpkg: true, why: 'libc.a, to link the spawner helper statically' },
   'redis-server': {
     command: 'redis-server',

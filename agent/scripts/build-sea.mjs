@@ -8,7 +8,8 @@
  *                              the in-process backend and the package's bin); one file loads in
  *                              less memory than the compiled modules (docs/benchmarks.md)
  *   dist/runtime/lib/          ld-linux-x86-64.so.2 and every library `ldd` says the binary needs,
- *                              plus sandstream-spawner and sandstream-sea-release.node (native/: build-native.mjs)
+ *                              plus sandstream-spawner, sandstream-sea-release.node and
+ *                              sandstream-source-release.node (native/: build-native.mjs)
  *
  * Steps: esbuild bundles the entry into one CommonJS file (Node 20's SEA only runs CommonJS and
  * can only `require` builtins), `node --experimental-sea-config` turns it into a blob, and
@@ -39,7 +40,14 @@ import {
 } from '../../scripts/node20-bundle.mjs';
 // tsc output (`build` runs tsc -b first): the one copy routine --inject uses.
 import { copyInSmallWrites } from '../dist/inject.js';
-import { buildSeaRelease, buildSpawner, SEA_RELEASE_NAME, SPAWNER_NAME } from './build-native.mjs';
+import {
+  buildSeaRelease,
+  buildSourceRelease,
+  buildSpawner,
+  SEA_RELEASE_NAME,
+  SOURCE_RELEASE_NAME,
+  SPAWNER_NAME,
+} from './build-native.mjs';
 import { paddingToAlign, withoutCodeCache, withPaddedCodePath } from './sea-blob.mjs';
 
 // The sentinel Node's SEA support looks for; postject flips its trailing ":0" to ":1".
@@ -114,6 +122,30 @@ async function makeBlob(bundlePath, snapshot) {
     throw new Error(`${err.message}\n${err.stderr?.toString() ?? ''}`);
   }
   return blobPath;
+}
+
+/**
+ * The snapshot's entry: a few lines that read the bundle, compile it as Node would have run it as
+ * the entry itself (a function of require, __filename, __dirname), and keep the very string V8
+ * compiled it from, under a registry symbol. The bundle's source is the largest object of the
+ * agent's heap (~640 KB, a copy of bytes the executable holds anyway); kept reachable, the running
+ * agent can hand it to sandstream-source-release.node, which points V8 at the executable's bytes
+ * instead (agent/native/source-release.cc). The bundle is ASCII (esbuild escapes the rest), so
+ * latin1 reads it as the one-byte string V8 keeps.
+ */
+async function sourceKeepingLoader(bundlePath) {
+  const loaderPath = join(dirname(bundlePath), 'agent-snapshot-loader.cjs');
+  const source = await readFile(bundlePath);
+  if (source.some((byte) => byte > 0x7f)) throw new Error(`${bundlePath} is not ASCII`);
+  await writeFile(
+    loaderPath,
+    `'use strict';
+const source = require('node:fs').readFileSync(${JSON.stringify(bundlePath)}, 'latin1');
+globalThis[Symbol.for('sandstream.agent.source')] = source;
+require('node:vm').compileFunction(source, ['require', '__filename', '__dirname'], { filename: __filename })(require, __filename, __dirname);
+`,
+  );
+  return loaderPath;
 }
 
 function hasTool(name) {
@@ -238,20 +270,28 @@ async function main() {
   const bundlePath = await timed('bundle', () => bundle(entry, 'agent.cjs'));
   await copyFile(bundlePath, `${out}.cjs`);
   const seaMain = snapshotEntry
-    ? await timed('snapshot bundle', () => bundle(snapshotEntry, 'agent-snapshot.cjs'))
+    ? await timed('snapshot bundle', async () =>
+        sourceKeepingLoader(await bundle(snapshotEntry, 'agent-snapshot.cjs')),
+      )
     : bundlePath;
   const blobPath = await timed('blob', () => makeBlob(seaMain, snapshotEntry !== null));
   const blob = await readFile(blobPath);
   await timed('executable', () => (snapshotEntry ? makeSnapshotExecutable(blob) : makeExecutable(blob)));
   const libs = await timed('libs', () => copyRuntime(out));
   // After copyRuntime, which empties the directory: the helper lives beside the libraries.
-  await timed('native', () =>
+  const [, , sourceRelease] = await timed('native', () =>
     Promise.all([
       buildSpawner(join(runtimeLib, SPAWNER_NAME)),
       buildSeaRelease(join(runtimeLib, SEA_RELEASE_NAME)),
+      // Optional: the agent runs without it (the bundle's source stays in its heap, ~0.6 MB
+      // more per agent), so a machine without a C++ compiler or Node's headers still builds.
+      buildSourceRelease(join(runtimeLib, SOURCE_RELEASE_NAME)).catch((err) => {
+        log(`warning: ${err instanceof Error ? err.message : String(err)}; the agent runs without it`);
+        return undefined;
+      }),
     ]),
   );
-  libs.push(SPAWNER_NAME, SEA_RELEASE_NAME);
+  libs.push(SPAWNER_NAME, SEA_RELEASE_NAME, ...(sourceRelease ? [SOURCE_RELEASE_NAME] : []));
   const size = (await stat(out)).size;
   log(
     `${relative(process.cwd(), out)} (${(size / 1024 / 1024).toFixed(1)} MiB) + ` +

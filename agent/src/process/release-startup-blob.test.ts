@@ -195,4 +195,43 @@ describe('the startup blob release', () => {
       await redis.quit();
     }
   }, 60_000);
+
+  /**
+   * Issue 32 §4, part 2: the bundle's source (~640 KB of the V8 heap) is made to read the
+   * executable's copy of its bytes, and code compiled from it afterwards (a step kind the
+   * snapshot's warm-up never ran, an invalid step's error) still works.
+   */
+  it('reads the bundle’s source from the executable once booted, and steps still compile and run', async () => {
+    const command = seaCommand();
+    const redis = testClient();
+    const agent = startAgent({ command, extraArgs: ['--verbose'] });
+    try {
+      await pollUntil(
+        'the agent to hand its source to the addon',
+        () => agent.logs().some((l) => l.msg === 'bundle source read from the executable'),
+        { timeoutMs: 20_000, intervalMs: 50 },
+      );
+      expect(agent.logs().some((l) => l.msg === 'bundle source kept in the heap')).toBe(false);
+
+      await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'list', kind: 'listFiles', path: '/' });
+      const listed = await popResult(redis, agent.keys);
+      expect(listed.exitCode).toBe(0);
+      await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bad', kind: 'nonsense' });
+      const refused = await popResult(redis, agent.keys);
+      expect(refused.errorMessage).toMatch(/^invalid step: kind/);
+      await pushStep(redis, agent.keys, {
+        schemaVersion: 1,
+        stepId: 'after',
+        kind: 'run',
+        command: 'echo',
+        args: ['still here'],
+      });
+      const result = await popResult(redis, agent.keys);
+      expect(result.exitCode).toBe(0);
+    } finally {
+      await stopAgent(agent);
+      await deleteKeys(redis, agent.keys);
+      await redis.quit();
+    }
+  }, 60_000);
 });

@@ -74,7 +74,8 @@ export interface StartAgentOptions {
  */
 export function builtSpawnerPath(distDir = resolve(agentMain(), '..')): string {
   const path = resolve(distDir, 'runtime', 'lib', SPAWNER_NAME);
-  if (!existsSync(path)) throw new Error(`${path} is missing: run npm run build (needs gcc and libc6-dev)`);
+  if (!existsSync(path))
+    throw new Error(`${path} is missing: run npm run build (needs gcc, g++ and libc6-dev)`);
   return path;
 }
 

@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import type * as z from 'zod';
 import { type ControlMessage, ControlMessageSchema } from './control.js';
 import { Limits } from './limits.js';
 import { peekStepId } from './peek-step-id.js';

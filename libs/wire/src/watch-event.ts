@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * One line of a watch step (wire step.ts WatchStepSchema) on stdout, as JSON. The first is

@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import type * as z from 'zod';
 
 /** What one zod issue says, and about which field. */
 export interface IssueText {
