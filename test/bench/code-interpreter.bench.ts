@@ -2,7 +2,9 @@
  * The code interpreter's cost (issue 36): `runCode('1+1')` p50 through the SDK (Redis, and HTTP)
  * against the kernel's own round trip driven directly inside the same sandbox (a Python driver
  * that starts the same runner on pipes and sends it the same cell), and `exec(['true'])` (the
- * floor of any command); and runCode with an onResult (the main result read from its live
+ * floor of any command); and, where the sandbox's python3 has jupyter_client (the python template's
+ * Debian python3-ipykernel), against ipykernel driven directly over the Jupyter messaging protocol
+ * (the kernel the issue named); and runCode with an onResult (the main result read from its live
  * `result` event) against without. Kernel start: the first runCode of a fresh context (a fresh sandbox's
  * first, and createCodeContext) against `python3 -c 1` timed in the sandbox and through exec.
  * On the in-process backend (host Debian python3), and on Docker with the python template
@@ -47,6 +49,40 @@ for i in range(rounds + 30):
     if i >= 30: trips.append((time.perf_counter() - t) * 1000)
 proc.kill()
 print(json.dumps({'ready': ready, 'pythonC': pct(starts, 50), 'tripP50': pct(trips, 50), 'tripP99': pct(trips, 99)}))
+`;
+
+/**
+ * Starts ipykernel with jupyter_client's KernelManager and times `1+1` until both its
+ * execute_reply (shell) and its execute_result (iopub) are in: the whole cell as a Jupyter client sees it.
+ */
+const IPYKERNEL_DRIVER = `
+import json, os, sys, time
+# The sandbox's HOME may not be writable; the connection file goes next to the script.
+os.environ['JUPYTER_RUNTIME_DIR'] = os.path.abspath('bench-jupyter-runtime')
+os.environ['PYDEVD_DISABLE_FILE_VALIDATION'] = '1'
+from jupyter_client import KernelManager
+rounds = int(sys.argv[1])
+def pct(xs, p):
+    xs = sorted(xs); return xs[min(len(xs) - 1, int(len(xs) * p / 100))]
+t = time.perf_counter()
+km = KernelManager(kernel_name='python3'); km.start_kernel()
+kc = km.client(); kc.start_channels(); kc.wait_for_ready(timeout=60)
+ready = (time.perf_counter() - t) * 1000
+def cell():
+    msg_id = kc.execute('1+1')
+    replied = result = False
+    while not (replied and result):
+        if not replied:
+            replied = kc.get_shell_msg(timeout=10)['parent_header'].get('msg_id') == msg_id
+        if not result:
+            m = kc.get_iopub_msg(timeout=10)
+            result = m['parent_header'].get('msg_id') == msg_id and m['msg_type'] == 'execute_result'
+trips = []
+for i in range(rounds + 30):
+    t = time.perf_counter(); cell()
+    if i >= 30: trips.append((time.perf_counter() - t) * 1000)
+kc.stop_channels(); km.shutdown_kernel(now=True)
+print(json.dumps({'ready': ready, 'tripP50': pct(trips, 50), 'tripP99': pct(trips, 99)}))
 `;
 
 interface Backend {
@@ -127,6 +163,17 @@ for (const backend of backends) {
       tripP99: number;
     };
 
+    // ipykernel driven directly, if this sandbox's python3 has jupyter_client (host Debian may not).
+    const hasJupyter =
+      (await sandbox.exec([backend.python, '-c', 'import jupyter_client, ipykernel'])).exitCode === 0;
+    let ipykernel: { ready: number; tripP50: number; tripP99: number } | undefined;
+    if (hasJupyter) {
+      await sandbox.files.write('bench-ipykernel.py', IPYKERNEL_DRIVER);
+      const run = await sandbox.exec([backend.python, 'bench-ipykernel.py', String(ROUNDS)]);
+      if (run.exitCode !== 0) throw new Error(`ipykernel driver failed: ${run.stderr}`);
+      ipykernel = JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '');
+    }
+
     const ways: [string, () => Promise<unknown>][] = [
       ['SDK over Redis: exec([true])', () => sandbox.exec(['true'])],
       ["SDK over Redis: runCode('1+1')", () => sandbox.runCode('1+1')],
@@ -158,6 +205,16 @@ for (const backend of backends) {
     console.log(
       `runCode over Redis / kernel's own round trip at p50: ${(redis / direct.tripP50).toFixed(1)}× (goal ≤ 1.5×: ${redis <= 1.5 * direct.tripP50 ? 'met' : 'NOT met'}); runCode − exec(true): ${ms(redis - exec)}; with onResult / without: ${(live / redis).toFixed(2)}×`,
     );
+    if (ipykernel) {
+      console.log(
+        `ipykernel driven directly in the sandbox (jupyter_client, '1+1' to execute_reply and execute_result): p50 ${ms(ipykernel.tripP50)} p99 ${ms(ipykernel.tripP99)}, kernel ready after ${ms(ipykernel.ready)}`,
+      );
+      console.log(
+        `runCode over Redis / ipykernel's round trip at p50: ${(redis / ipykernel.tripP50).toFixed(2)}× (goal ≤ 1.5×: ${redis <= 1.5 * ipykernel.tripP50 ? 'met' : 'NOT met'}); over HTTP: ${((p50.get(ways[2]?.[0] ?? '') ?? Number.NaN) / ipykernel.tripP50).toFixed(2)}×`,
+      );
+    } else {
+      console.log(`ipykernel baseline skipped: ${backend.python} in this sandbox has no jupyter_client`);
+    }
     const first = summarize(firsts);
     console.log(
       `first runCode of a fresh sandbox (kernel start): p50 ${ms(first.p50)} of ${firsts.map((x) => x.toFixed(0)).join(', ')} ms; createCodeContext (a kernel start): p50 ${ms(summarize(contexts).p50)}`,
