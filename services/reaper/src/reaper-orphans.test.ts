@@ -196,7 +196,21 @@ describe('reaper: a sandbox whose teardown is claimed', () => {
   const root = sandboxRoot('sandstream-claimed-');
 
   it('is left to the claimant; once the claim lapses, an orphan is destroyed', async () => {
-    const backend = new InProcessBackend({ redis: own.redis, root });
+    let probes = 0;
+    const backend = new InProcessBackend({
+      redis: own.redis,
+      root,
+      // kill(0) alone: the test's agents live for its length, so their pids are not reused.
+      liveness: async (pid) => {
+        probes++;
+        try {
+          process.kill(pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      },
+    });
     const keys = createKeySpace('claimed-teardown');
     const store = new JobStore({ redis: own.redis, keys });
     const identity = new InstallationIdentity(own.redis, keys);
@@ -234,7 +248,10 @@ describe('reaper: a sandbox whose teardown is claimed', () => {
       now: () => Date.now() + offset,
     });
     try {
+      probes = 0;
       expect((await reaper.runOnce()).sandboxesDestroyed).toBe(0);
+      // The pass judged the sandbox by its job's record: its agent's liveness was never read.
+      expect(probes).toBe(0);
       expect((await backend.list()).map((s) => s.jobId)).toEqual(['done-1']);
       // The claimant died mid-teardown: its claim lapses and the reaper finishes the work.
       await own.redis.del(claim);

@@ -537,7 +537,8 @@ export class Reaper {
     if (installation === undefined) return [];
     const ids = await installation.identity.known();
     const ours: { sandbox: SandboxInfo; recordRequired: boolean }[] = [];
-    for (const sandbox of await backend.list()) {
+    // Judged by record, never by process state: no per-sandbox liveness probe (ListOptions).
+    for (const sandbox of await backend.list({ state: false })) {
       const id = sandbox.labels[SandboxLabels.installationId];
       const named = installation.names().includes(sandbox.labels[SandboxLabels.installation] ?? '');
       let recordRequired = false;
@@ -637,11 +638,12 @@ export class Reaper {
   private async settledByGlance(jobIds: string[]): Promise<boolean[]> {
     const [glances, members] = await Promise.all([
       glanceJobs(this.options.redis, this.options.keys, jobIds),
-      Promise.all(jobIds.map((jobId) => this.options.pools?.get(jobId))),
+      this.options.pools?.areMembers(jobIds) ?? jobIds.map(() => false),
     ]);
     const now = this.now();
     return jobIds.map((jobId, i) => {
       const glance = glances[i];
+      // A member (even one whose record does not parse) gets the full look, never the glance.
       if (members[i] || !glance || !sandboxIsNoOrphan(glance, now, this.options.sandboxGraceMs)) return false;
       this.missingSince.delete(jobId);
       return true;
@@ -696,11 +698,20 @@ const JOBS_AT_ONCE = 20;
 /** How long past retention a `pending` log archive keeps a finished job's keys, unless configured. */
 export const DEFAULT_ARCHIVE_HOLD_MS = 86_400_000;
 
+/** Compiled globs: a pass tests every sandbox, user and index entry against the same one. */
+const globPatterns = new Map<string, RegExp>();
+
 /** Redis-style glob with only `*` (job ids contain no other glob characters). */
 export function matchesGlob(value: string, glob: string): boolean {
-  const pattern = glob
-    .split('*')
-    .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
-    .join('.*');
-  return new RegExp(`^${pattern}$`).test(value);
+  if (glob === '*') return true;
+  let compiled = globPatterns.get(glob);
+  if (!compiled) {
+    const pattern = glob
+      .split('*')
+      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('.*');
+    compiled = new RegExp(`^${pattern}$`);
+    globPatterns.set(glob, compiled);
+  }
+  return compiled.test(value);
 }
