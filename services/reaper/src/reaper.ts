@@ -32,13 +32,7 @@ import {
 import { type SandboxBackend, type SandboxInfo, SandboxLabels } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
 import type { Queue } from 'bullmq';
-import {
-  type GlanceLimits,
-  glanceJobs,
-  isDueFinished,
-  needsNoWork,
-  sandboxIsNoOrphan,
-} from './job-glance.js';
+import { type GlanceLimits, glanceJobs, isDueFinished, needsNoWork, sandboxVerdict } from './job-glance.js';
 import { DELETE_FINISHED_JOB, DELETE_ORPHAN_KEY } from './reap-scripts.js';
 import { reapVolumes } from './volume-reaping.js';
 
@@ -574,14 +568,14 @@ export class Reaper {
     // Most of ours serve a running job (or one that ended within the grace): a glance at their
     // records, sent together, settles those; the rest get the full look (isOrphan). A record read
     // and parsed per sandbox per pass was most of the reaper's CPU per job (docs/benchmarks.md).
-    const settled = await this.settledByGlance(candidates.map(({ sandbox }) => sandbox.jobId));
+    const verdicts = await this.glanceVerdicts(candidates.map(({ sandbox }) => sandbox.jobId));
     for (const [i, { sandbox, recordRequired }] of candidates.entries()) {
-      if (settled[i]) continue;
+      if (verdicts[i] === 'kept') continue;
       // Its teardown is taken (pod-lifecycle's destroy of a job that just ended, or another
       // reaper): one EXISTS instead of the full look and a second teardown of the same sandbox.
       const claim = teardownClaimKey(this.options.keys, sandbox.jobId);
       if ((await this.options.redis.exists(claim)) === 1) continue;
-      if (!(await this.isOrphan(sandbox.jobId, { recordRequired }))) continue;
+      if (verdicts[i] !== 'orphan' && !(await this.isOrphan(sandbox.jobId, { recordRequired }))) continue;
       // Taken only if still free: whoever is first tears down, the other leaves it.
       if (!(await tryLock(this.options.redis, claim, TEARDOWN_CLAIM_MS, 'reaper'))) continue;
       try {
@@ -631,11 +625,12 @@ export class Reaper {
   }
 
   /**
-   * Per job id, true when a glance at its record settles that its sandbox (or Redis user) is no
-   * orphan: not a pool member, and its job not ended, or ended within the grace. The glances and
-   * pool lookups leave together; only the rest get isOrphan's full record read and parse.
+   * Per job id, what a glance at its record settles for its sandbox (or Redis user): `kept` (its
+   * job runs or ended within the grace), `orphan` (this namespace's job ended past it) or `look`:
+   * isOrphan's full record read and parse, also for every warm pool member (even one whose
+   * record does not parse). The glances and the pool-membership HMGET leave together.
    */
-  private async settledByGlance(jobIds: string[]): Promise<boolean[]> {
+  private async glanceVerdicts(jobIds: string[]): Promise<('kept' | 'orphan' | 'look')[]> {
     const [glances, members] = await Promise.all([
       glanceJobs(this.options.redis, this.options.keys, jobIds),
       this.options.pools?.areMembers(jobIds) ?? jobIds.map(() => false),
@@ -643,10 +638,11 @@ export class Reaper {
     const now = this.now();
     return jobIds.map((jobId, i) => {
       const glance = glances[i];
-      // A member (even one whose record does not parse) gets the full look, never the glance.
-      if (members[i] || !glance || !sandboxIsNoOrphan(glance, now, this.options.sandboxGraceMs)) return false;
-      this.missingSince.delete(jobId);
-      return true;
+      if (members[i] || !glance) return 'look';
+      const verdict = sandboxVerdict(glance, this.options.keys.namespace, now, this.options.sandboxGraceMs);
+      // Its record is there: the vanished-job grace restarts, as isOrphan would have done.
+      if (verdict !== 'look') this.missingSince.delete(jobId);
+      return verdict;
     });
   }
 
@@ -655,12 +651,12 @@ export class Reaper {
     // Every running job has a user: a record read and parsed per user per pass (isOrphan) was
     // the largest part of the reaper's CPU per job (docs/benchmarks.md, issue 32 part 5).
     const jobIds = (await acl.listJobIds()).filter((jobId) => matchesGlob(jobId, this.glob()));
-    const settled = await this.settledByGlance(jobIds);
+    const verdicts = await this.glanceVerdicts(jobIds);
     for (const [i, jobId] of jobIds.entries()) {
-      if (settled[i]) continue;
+      if (verdicts[i] === 'kept') continue;
       // Users are named by job id alone, whatever the namespace: one whose agent heart-beats
       // serves someone (another namespace's warm pool member, whose record this reaper cannot see).
-      if (!(await this.isOrphan(jobId, { heartbeatKeeps: true }))) continue;
+      if (verdicts[i] !== 'orphan' && !(await this.isOrphan(jobId, { heartbeatKeeps: true }))) continue;
       if (!(await this.aclUserIsOurs(acl, jobId))) continue;
       await acl.delete(jobId);
       // A user left behind means its destroy was lost, and with it the cleanup of what it stored.
