@@ -116,6 +116,8 @@ async function measure(retentionSeconds: number, mode: Mode, build: Build): Prom
     at = cpu();
     t = performance.now();
     const prefix = `${stack.namespace}-r`;
+    const reaperOutput = () => stack.services.get('reaper')?.[0]?.output() ?? '';
+    const outputAt = reaperOutput().length;
     if (retentionSeconds === 0) {
       const tally = COUNT_COMMANDS ? await startCommandTally(url, 'reaper') : undefined;
       // Jobs are reaped a pass after they end, maybe before a poll sees them terminal: submitted
@@ -133,7 +135,16 @@ async function measure(retentionSeconds: number, mode: Mode, build: Build): Prom
         .logs()
         .split('\n')
         .filter((line) => line.includes('reaper destroyed an orphaned sandbox') && line.includes(prefix));
-      console.log(`reaper (${tag}) tore down ${torn.length} of the ${JOBS} jobs' sandboxes itself`);
+      // Redis users the reaper deleted itself in the window (each with a walk of what it stored).
+      const usersDeleted = reaperOutput()
+        .slice(outputAt)
+        .split('\n')
+        .filter((line) => line.includes('"reaper pass done"'))
+        .reduce((sum, line) => sum + (Number(/"aclUsersDeleted":(\d+)/.exec(line)?.[1]) || 0), 0);
+      console.log(
+        `reaper (${tag}) tore down ${torn.length} of the ${JOBS} jobs' sandboxes itself ` +
+          `and deleted ${usersDeleted} Redis users`,
+      );
       if (tally) {
         const counts = [...(await tally.stop())].sort((a, b) => b[1] - a[1]);
         const all = counts.reduce((sum, [, n]) => sum + n, 0);

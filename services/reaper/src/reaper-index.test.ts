@@ -12,6 +12,8 @@ import {
   registerPreview,
   SandboxAcl,
   sandboxOfLabel,
+  TEARDOWN_CLAIM_MS,
+  teardownClaimKey,
   WarmPoolStore,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
@@ -204,12 +206,20 @@ describe('reaper passes between full scans', () => {
     expect(await pools.reserve(member, { max: 1, capacity: 1 })).toBe('reserved');
     await pools.markReady(member);
     await acl.create(member.id, keys.completionStream(0));
+    // A finished job's user whose teardown pod-lifecycle's destroy has claimed: left to it.
+    const claimed = 't-reapacl-claimed';
+    await store.create(
+      parseJobSpec({ id: claimed, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }),
+    );
+    await store.transition(claimed, ['queued'], 'cancelled', { reason: 'test' });
+    await acl.create(claimed, keys.completionStream(0));
+    await redis.set(teardownClaimKey(keys, claimed), 'pod-lifecycle', 'PX', TEARDOWN_CLAIM_MS);
     try {
       await redis.config('RESETSTAT');
       const report = await reaperOf(keys, store, acl, pools).runOnce();
       const calls = await commandCalls();
       expect(report.aclUsersDeleted).toBe(1);
-      expect((await acl.listJobIds()).sort()).toEqual([...running, member.id].sort());
+      expect((await acl.listJobIds()).sort()).toEqual([...running, member.id, claimed].sort());
       // Only the lost job's record is read whole (empty); one per running user per pass before.
       expect(calls.hgetall ?? 0).toBeLessThanOrEqual(1);
       // Pool membership of all 12 users in one HMGET; the full looks (the lost user, the member)
@@ -217,7 +227,7 @@ describe('reaper passes between full scans', () => {
       // a pass before, one more per user.
       expect(calls.hget ?? 0).toBeLessThanOrEqual(3);
     } finally {
-      for (const id of [...running, lost, member.id]) await acl.delete(id);
+      for (const id of [...running, lost, member.id, claimed]) await acl.delete(id);
       await pools.remove(member);
     }
   });

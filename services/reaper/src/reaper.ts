@@ -654,6 +654,10 @@ export class Reaper {
     const verdicts = await this.glanceVerdicts(jobIds);
     for (const [i, jobId] of jobIds.entries()) {
       if (verdicts[i] === 'kept') continue;
+      // Its sandbox's teardown is taken (pod-lifecycle's destroy, or this or another reaper's
+      // teardown), which removes the user and what it stored: not a second time here. A claimant
+      // that died leaves it to a pass after its claim lapses.
+      if ((await this.options.redis.exists(teardownClaimKey(this.options.keys, jobId))) === 1) continue;
       // Users are named by job id alone, whatever the namespace: one whose agent heart-beats
       // serves someone (another namespace's warm pool member, whose record this reaper cannot see).
       if (verdicts[i] !== 'orphan' && !(await this.isOrphan(jobId, { heartbeatKeeps: true }))) continue;
