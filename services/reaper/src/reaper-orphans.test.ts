@@ -5,10 +5,12 @@ import {
   createKeySpace,
   DispatchKeys,
   ExpiredLeases,
+  enqueueDestroy,
   InstallationIdentity,
   JobStore,
   type PoolMember,
   parseJobSpec,
+  QueueNames,
   TEARDOWN_CLAIM_MS,
   teardownClaimKey,
   WarmPoolStore,
@@ -16,6 +18,7 @@ import {
 import { InProcessBackend, SandboxLabels, SandboxSpecSchema } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
 import { usePrivateRedis } from '@sandstream/test-support/vitest';
+import { Queue } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Reaper } from './reaper.js';
 
@@ -267,6 +270,69 @@ describe('reaper: a sandbox whose teardown is claimed', () => {
       expect(await own.redis.get(claim)).toBe('reaper');
     } finally {
       await backend.destroy({ jobId: 'done-1', backend: 'inprocess', id: '0' }, { graceMs: 0 });
+    }
+  });
+});
+
+// With a short sandbox grace the reaper's pass may come between a job's end and pod-lifecycle's
+// taking its destroy: a destroy still queued keeps the reaper off, for as long as a claim would.
+describe('reaper: a sandbox whose destroy is queued', () => {
+  const root = sandboxRoot('sandstream-queued-');
+
+  it('is left to pod-lifecycle; past the time a claim holds, the reaper tears it down', async () => {
+    const backend = new InProcessBackend({ redis: own.redis, root });
+    const keys = createKeySpace('queued-teardown');
+    const store = new JobStore({ redis: own.redis, keys });
+    const identity = new InstallationIdentity(own.redis, keys);
+    const destroyQueue = new Queue(QueueNames.sandboxDestroy, {
+      connection: own.redis,
+      prefix: keys.bullPrefix,
+    });
+    const labels = {
+      [SandboxLabels.installation]: 'here',
+      [SandboxLabels.installationId]: await identity.refresh(),
+    };
+    await store.create(
+      parseJobSpec({ id: 'done-2', tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }),
+    );
+    await backend.create({
+      jobId: 'done-2',
+      tenant: 'acme',
+      spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
+      agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
+    });
+    await store.transition('done-2', ['queued'], 'cancelled', { reason: 'test' });
+    // What the dispatcher does at a job's end; no pod-lifecycle here takes it.
+    await enqueueDestroy(destroyQueue, { jobId: 'done-2', reason: 'test', outcome: 'cancelled' });
+    let offset = 1000;
+    const reaper = new Reaper({
+      redis: own.redis,
+      keys,
+      store,
+      leases: new ExpiredLeases({ redis: own.redis, keys }),
+      dispatchKeys: new DispatchKeys(keys, 1),
+      logger: silentLogger('reaper-queued'),
+      backend,
+      destroyQueue,
+      installation: { names: () => ['here'], identity },
+      retentionMs: 600_000,
+      orphanGraceMs: 600_000,
+      sandboxGraceMs: 0,
+      startingTimeoutMs: 600_000,
+      heartbeatGraceMs: 600_000,
+      now: () => Date.now() + offset,
+    });
+    try {
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(0);
+      expect((await backend.list()).map((s) => s.jobId)).toEqual(['done-2']);
+      // pod-lifecycle never took it: once a claim would have lapsed, the reaper tears down.
+      offset += TEARDOWN_CLAIM_MS;
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(1);
+      expect(await backend.list()).toEqual([]);
+    } finally {
+      await backend.destroy({ jobId: 'done-2', backend: 'inprocess', id: '0' }, { graceMs: 0 });
+      await destroyQueue.obliterate({ force: true });
+      await destroyQueue.close();
     }
   });
 });

@@ -1,4 +1,5 @@
 import {
+  bullJobId,
   type DispatcherPresence,
   type DispatchKeys,
   type DroppedJob,
@@ -636,7 +637,7 @@ export class Reaper {
       this.options.pools?.areMembers(jobIds) ?? jobIds.map(() => false),
     ]);
     const now = this.now();
-    return jobIds.map((jobId, i) => {
+    const verdicts = jobIds.map((jobId, i) => {
       const glance = glances[i];
       if (members[i] || !glance) return 'look';
       const verdict = sandboxVerdict(glance, this.options.keys.namespace, now, this.options.sandboxGraceMs);
@@ -644,6 +645,31 @@ export class Reaper {
       if (verdict !== 'look') this.missingSince.delete(jobId);
       return verdict;
     });
+    // A job that ended moments ago has its destroy queued for pod-lifecycle, which may not have
+    // claimed the teardown yet (a short grace): kept while that destroy waits, runs or retries,
+    // for as long as a claim would hold. Past that the reaper tears down whatever is left, so a
+    // destroy stuck behind a pod-lifecycle that is gone still leaks nothing.
+    const recent = jobIds.flatMap((jobId, i) => {
+      const glance = glances[i];
+      const endedAt = glance?.finishedAt ?? glance?.updatedAt ?? 0;
+      return verdicts[i] === 'orphan' && now - endedAt <= TEARDOWN_CLAIM_MS ? [{ jobId, i }] : [];
+    });
+    const queued = await Promise.all(recent.map(({ jobId }) => this.destroyPending(jobId)));
+    for (const [k, { i }] of recent.entries()) if (queued[k]) verdicts[i] = 'kept';
+    return verdicts;
+  }
+
+  /** Whether pod-lifecycle has a destroy of this job waiting, running or due to be retried. */
+  private async destroyPending(jobId: string): Promise<boolean> {
+    const queue = this.options.destroyQueue;
+    if (!queue) return false;
+    // A finished BullMQ job has `finishedOn`; a completed destroy is removed (enqueueDestroy).
+    const [name, finishedOn] = await (await queue.client).hmget(
+      queue.toKey(bullJobId(jobId)),
+      'name',
+      'finishedOn',
+    );
+    return name !== null && finishedOn === null;
   }
 
   private async reapAclUsers(report: ReapReport): Promise<void> {
