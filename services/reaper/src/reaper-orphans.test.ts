@@ -335,4 +335,53 @@ describe('reaper: a sandbox whose destroy is queued', () => {
       await destroyQueue.close();
     }
   });
+  it('is left while the step-dispatcher finalizes (dispatch state without its TTL), then torn down', async () => {
+    const backend = new InProcessBackend({ redis: own.redis, root });
+    const keys = createKeySpace('finalizing-teardown');
+    const store = new JobStore({ redis: own.redis, keys });
+    const identity = new InstallationIdentity(own.redis, keys);
+    const dispatchKeys = new DispatchKeys(keys, 1);
+    const labels = {
+      [SandboxLabels.installation]: 'here',
+      [SandboxLabels.installationId]: await identity.refresh(),
+    };
+    await store.create(
+      parseJobSpec({ id: 'done-3', tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }),
+    );
+    await backend.create({
+      jobId: 'done-3',
+      tenant: 'acme',
+      spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
+      agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
+    });
+    // Terminal, and the dispatcher between its transition and its destroy's enqueue.
+    await own.redis.hset(dispatchKeys.dispatchState('done-3'), 'status', 'finished');
+    await store.transition('done-3', ['queued'], 'cancelled', { reason: 'test' });
+    const reaper = new Reaper({
+      redis: own.redis,
+      keys,
+      store,
+      leases: new ExpiredLeases({ redis: own.redis, keys }),
+      dispatchKeys,
+      logger: silentLogger('reaper-finalizing'),
+      backend,
+      installation: { names: () => ['here'], identity },
+      retentionMs: 600_000,
+      orphanGraceMs: 600_000,
+      sandboxGraceMs: 0,
+      startingTimeoutMs: 600_000,
+      heartbeatGraceMs: 600_000,
+      now: () => Date.now() + 1000,
+    });
+    try {
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(0);
+      expect((await backend.list()).map((s) => s.jobId)).toEqual(['done-3']);
+      // Finalized (the TTL comes after the enqueue) and no destroy to be seen: an orphan now.
+      await own.redis.pexpire(dispatchKeys.dispatchState('done-3'), 60_000);
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(1);
+      expect(await backend.list()).toEqual([]);
+    } finally {
+      await backend.destroy({ jobId: 'done-3', backend: 'inprocess', id: '0' }, { graceMs: 0 });
+    }
+  });
 });

@@ -645,18 +645,31 @@ export class Reaper {
       if (verdict !== 'look') this.missingSince.delete(jobId);
       return verdict;
     });
-    // A job that ended moments ago has its destroy queued for pod-lifecycle, which may not have
-    // claimed the teardown yet (a short grace): kept while that destroy waits, runs or retries,
-    // for as long as a claim would hold. Past that the reaper tears down whatever is left, so a
-    // destroy stuck behind a pod-lifecycle that is gone still leaks nothing.
+    // A job that ended moments ago has its destroy queued for pod-lifecycle, or about to be (the
+    // step-dispatcher's finalize, between the terminal transition and the enqueue), and nobody
+    // may have claimed the teardown yet (a short grace): kept while the destroy is due, waits,
+    // runs or retries, for as long as a claim would hold. Past that the reaper tears down
+    // whatever is left, so a destroy stuck behind a service that is gone still leaks nothing.
     const recent = jobIds.flatMap((jobId, i) => {
       const glance = glances[i];
       const endedAt = glance?.finishedAt ?? glance?.updatedAt ?? 0;
       return verdicts[i] === 'orphan' && now - endedAt <= TEARDOWN_CLAIM_MS ? [{ jobId, i }] : [];
     });
-    const queued = await Promise.all(recent.map(({ jobId }) => this.destroyPending(jobId)));
-    for (const [k, { i }] of recent.entries()) if (queued[k]) verdicts[i] = 'kept';
+    const due = await Promise.all(
+      recent.map(async ({ jobId }) => (await this.finalizing(jobId)) || (await this.destroyPending(jobId))),
+    );
+    for (const [k, { i }] of recent.entries()) if (due[k]) verdicts[i] = 'kept';
     return verdicts;
+  }
+
+  /**
+   * Whether the step-dispatcher is still finalizing this job: its dispatch state gets a TTL only
+   * once the job's destroy is queued (finalize), so a state without one means the enqueue is
+   * still to come (a few round trips after the terminal transition, or never if that dispatcher
+   * died: then the claim's time bounds the wait).
+   */
+  private async finalizing(jobId: string): Promise<boolean> {
+    return (await this.options.redis.pttl(this.options.dispatchKeys.dispatchState(jobId))) === -1;
   }
 
   /** Whether pod-lifecycle has a destroy of this job waiting, running or due to be retried. */
