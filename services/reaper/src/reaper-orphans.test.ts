@@ -384,4 +384,55 @@ describe('reaper: a sandbox whose destroy is queued', () => {
       await backend.destroy({ jobId: 'done-3', backend: 'inprocess', id: '0' }, { graceMs: 0 });
     }
   });
+  it('of a job whose record is already gone is left to its queued destroy for the same time', async () => {
+    const backend = new InProcessBackend({ redis: own.redis, root });
+    const keys = createKeySpace('vanished-queued');
+    const store = new JobStore({ redis: own.redis, keys });
+    const identity = new InstallationIdentity(own.redis, keys);
+    const destroyQueue = new Queue(QueueNames.sandboxDestroy, {
+      connection: own.redis,
+      prefix: keys.bullPrefix,
+    });
+    const labels = {
+      [SandboxLabels.installation]: 'here',
+      [SandboxLabels.installationId]: await identity.refresh(),
+    };
+    // Its record deleted at once (retention 0) while its destroy waits for pod-lifecycle.
+    await backend.create({
+      jobId: 'gone-4',
+      tenant: 'acme',
+      spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
+      agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
+    });
+    await enqueueDestroy(destroyQueue, { jobId: 'gone-4', reason: 'test', outcome: 'succeeded' });
+    let offset = 0;
+    const reaper = new Reaper({
+      redis: own.redis,
+      keys,
+      store,
+      leases: new ExpiredLeases({ redis: own.redis, keys }),
+      dispatchKeys: new DispatchKeys(keys, 1),
+      logger: silentLogger('reaper-vanished-queued'),
+      backend,
+      destroyQueue,
+      installation: { names: () => ['here'], identity },
+      retentionMs: 0,
+      orphanGraceMs: 600_000,
+      sandboxGraceMs: 0,
+      startingTimeoutMs: 600_000,
+      heartbeatGraceMs: 600_000,
+      now: () => Date.now() + offset,
+    });
+    try {
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(0);
+      expect((await backend.list()).map((s) => s.jobId)).toEqual(['gone-4']);
+      offset += TEARDOWN_CLAIM_MS + 1000;
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(1);
+      expect(await backend.list()).toEqual([]);
+    } finally {
+      await backend.destroy({ jobId: 'gone-4', backend: 'inprocess', id: '0' }, { graceMs: 0 });
+      await destroyQueue.obliterate({ force: true });
+      await destroyQueue.close();
+    }
+  });
 });

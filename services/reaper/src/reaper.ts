@@ -513,7 +513,10 @@ export class Reaper {
       }
       const since = this.missingSince.get(jobId) ?? now;
       this.missingSince.set(jobId, since);
-      return now - since >= this.options.sandboxGraceMs;
+      if (now - since < this.options.sandboxGraceMs) return false;
+      // Deleted right after its end (a short retention) with its destroy still queued: left to
+      // pod-lifecycle for as long as a claim would hold, then torn down whatever happened.
+      return !(now - since <= TEARDOWN_CLAIM_MS && (await this.destroyPending(jobId)));
     }
     this.missingSince.delete(jobId);
     if (!isTerminal(record.state)) return false;
