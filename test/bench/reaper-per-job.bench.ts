@@ -17,13 +17,20 @@
  * the reaper the service's default sandbox grace; REAPER_PROF_DIR=<dir> runs the reaper
  * with `--cpu-prof` into that directory (written when it exits; summarise with
  * scripts/cpu-profile-summary.mjs, skipping the start-up seconds).
+ *
+ * REAPER_BENCH_BASELINE=<root of another checkout, built> runs that build's reaper too, at the
+ * same time, on a stack and private redis-server of its own (the other services are this
+ * build's): before and after under the same load. REAPER_BENCH_WARMUP=<n> (default 10): jobs
+ * run and reaped right after the stack starts, before the settle, so the run window holds the
+ * steady state, not the one-offs of a process's first job (the job schema's zod compile, the
+ * delete scripts read from disk: ~80 ms, 0.8 ms per job of 100; docs/benchmarks.md part 6).
  */
 import { sleep } from '@sandstream/bus';
 import { processRunTimeMs, RedisServer } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { startCommandTally } from '../helpers/command-tally.js';
 import { runOneStepJobs } from '../helpers/one-step-jobs.js';
-import { startStack } from '../helpers/services-stack.js';
+import { type Stack, startStack } from '../helpers/services-stack.js';
 
 const JOBS = Number(process.argv[2] ?? 100);
 const IDLE_S = Number(process.argv[3] ?? 30);
@@ -45,6 +52,18 @@ const COUNT_COMMANDS = process.env.REAPER_BENCH_COMMANDS === '1';
  * bench used before, it fell inside the run window in some runs and not others, 2–3 ms per job.
  */
 const SETTLE_S = Number(process.env.REAPER_BENCH_SETTLE ?? 150);
+const WARMUP_JOBS = Number(process.env.REAPER_BENCH_WARMUP ?? 10);
+const BASELINE_ROOT = process.env.REAPER_BENCH_BASELINE;
+
+/** Whose reaper runs: this checkout's, or the baseline's (REAPER_BENCH_BASELINE). */
+interface Build {
+  label: string;
+  root?: string;
+}
+const builds: Build[] = [
+  { label: 'this' },
+  ...(BASELINE_ROOT ? [{ label: 'base', root: `${BASELINE_ROOT.replace(/\/$/, '')}/` }] : []),
+];
 
 /**
  * `walk`: a full scan every pass (the reaper before the state-index passes); `index`: the
@@ -52,7 +71,24 @@ const SETTLE_S = Number(process.env.REAPER_BENCH_SETTLE ?? 150);
  */
 type Mode = 'walk' | 'index';
 
-async function measure(retentionSeconds: number, mode: Mode): Promise<void> {
+/** Submits one-step jobs and waits until every record is gone (reaped). */
+async function runAndReap(stack: Stack, prefix: string, count: number, since: number): Promise<void> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    ids.push(
+      (await stack.client.submit({ id: `${prefix}${i}`, image: 'none', steps: [{ command: 'true' }] })).jobId,
+    );
+  }
+  for (;;) {
+    const left = await Promise.all(ids.map((id) => stack.client.get(id)));
+    if (left.every((r) => !r)) return;
+    if (performance.now() - since > 300_000) throw new Error('jobs not reaped within 5 minutes');
+    await sleep(500);
+  }
+}
+
+async function measure(retentionSeconds: number, mode: Mode, build: Build): Promise<void> {
+  const tag = builds.length > 1 ? `${build.label}, ${mode}` : mode;
   const server = await RedisServer.start();
   const url = `redis://127.0.0.1:${server.port}`;
   const stack = await startStack({
@@ -66,10 +102,12 @@ async function measure(retentionSeconds: number, mode: Mode): Promise<void> {
     },
     redis: () => new Redis(url),
     ...(PROF_DIR ? { nodeArgsOf: { reaper: ['--cpu-prof', `--cpu-prof-dir=${PROF_DIR}`] } } : {}),
+    ...(build.root ? { rootOf: { reaper: build.root } } : {}),
   });
   try {
     const reaper = stack.services.get('reaper')?.[0]?.child.pid ?? 0;
     const cpu = () => processRunTimeMs(reaper);
+    if (WARMUP_JOBS > 0) await runAndReap(stack, `${stack.namespace}-w`, WARMUP_JOBS, performance.now());
     await sleep(SETTLE_S * 1000);
     let at = cpu();
     let t = performance.now();
@@ -78,27 +116,17 @@ async function measure(retentionSeconds: number, mode: Mode): Promise<void> {
     at = cpu();
     t = performance.now();
     const prefix = `${stack.namespace}-r`;
+    const reaperOutput = () => stack.services.get('reaper')?.[0]?.output() ?? '';
+    const outputAt = reaperOutput().length;
     if (retentionSeconds === 0) {
       const tally = COUNT_COMMANDS ? await startCommandTally(url, 'reaper') : undefined;
       // Jobs are reaped a pass after they end, maybe before a poll sees them terminal: submitted
       // here, then waited for until every record is gone.
-      const ids: string[] = [];
-      for (let i = 0; i < JOBS; i++) {
-        ids.push(
-          (await stack.client.submit({ id: `${prefix}${i}`, image: 'none', steps: [{ command: 'true' }] }))
-            .jobId,
-        );
-      }
-      for (;;) {
-        const left = await Promise.all(ids.map((id) => stack.client.get(id)));
-        if (left.every((r) => !r)) break;
-        if (performance.now() - t > 300_000) throw new Error('jobs not reaped within 5 minutes');
-        await sleep(500);
-      }
+      await runAndReap(stack, prefix, JOBS, t);
       const seconds = (performance.now() - t) / 1000;
       const total = cpu() - at;
       console.log(
-        `reaper (${mode}), ${JOBS} one-step jobs run and reaped in ${seconds.toFixed(1)} s: ` +
+        `reaper (${tag}), ${JOBS} one-step jobs run and reaped in ${seconds.toFixed(1)} s: ` +
           `idle ${idlePerS.toFixed(2)} ms/s; ${(total / JOBS).toFixed(2)} ms/job in all, ` +
           `${((total - idlePerS * seconds) / JOBS).toFixed(2)} ms/job above idle`,
       );
@@ -106,13 +134,22 @@ async function measure(retentionSeconds: number, mode: Mode): Promise<void> {
       const torn = stack
         .logs()
         .split('\n')
-        .filter((line) => line.includes('reaper destroyed an orphaned sandbox'));
-      console.log(`reaper (${mode}) tore down ${torn.length} of the ${JOBS} jobs' sandboxes itself`);
+        .filter((line) => line.includes('reaper destroyed an orphaned sandbox') && line.includes(prefix));
+      // Redis users the reaper deleted itself in the window (each with a walk of what it stored).
+      const usersDeleted = reaperOutput()
+        .slice(outputAt)
+        .split('\n')
+        .filter((line) => line.includes('"reaper pass done"'))
+        .reduce((sum, line) => sum + (Number(/"aclUsersDeleted":(\d+)/.exec(line)?.[1]) || 0), 0);
+      console.log(
+        `reaper (${tag}) tore down ${torn.length} of the ${JOBS} jobs' sandboxes itself ` +
+          `and deleted ${usersDeleted} Redis users`,
+      );
       if (tally) {
         const counts = [...(await tally.stop())].sort((a, b) => b[1] - a[1]);
         const all = counts.reduce((sum, [, n]) => sum + n, 0);
         console.log(
-          `reaper (${mode}) Redis commands per job, idle passes included: ${(all / JOBS).toFixed(2)} ` +
+          `reaper (${tag}) Redis commands per job, idle passes included: ${(all / JOBS).toFixed(2)} ` +
             `(${counts.map(([c, n]) => `${c} ${(n / JOBS).toFixed(2)}`).join(', ')})`,
         );
       }
@@ -129,7 +166,7 @@ async function measure(retentionSeconds: number, mode: Mode): Promise<void> {
     const perS = (cpu() - at) / seconds;
     const perPassPerJob = ((perS - idlePerS) * INTERVAL_S) / JOBS;
     console.log(
-      `reaper (${mode}) with ${JOBS} finished jobs retained: ${perS.toFixed(2)} ms/s against ${idlePerS.toFixed(2)} idle: ` +
+      `reaper (${tag}) with ${JOBS} finished jobs retained: ${perS.toFixed(2)} ms/s against ${idlePerS.toFixed(2)} idle: ` +
         `${perPassPerJob.toFixed(3)} ms per retained job per pass; a day's retention at the default ` +
         `60 s interval: ${(perPassPerJob * 1440).toFixed(1)} ms per job`,
     );
@@ -141,5 +178,7 @@ async function measure(retentionSeconds: number, mode: Mode): Promise<void> {
 
 // Both ways in the same run, interleaved, so the machine's load weighs on both alike.
 const modes = (['walk', 'index'] as const).filter((mode) => MODES.includes(mode));
-for (const mode of modes) await measure(0, mode);
-if (process.env.RETAINED === '1') for (const mode of modes) await measure(86_400, mode);
+// The builds at once (each on its own stack and redis-server): the same load on both.
+const each = (retention: number, mode: Mode) => Promise.all(builds.map((b) => measure(retention, mode, b)));
+for (const mode of modes) await each(0, mode);
+if (process.env.RETAINED === '1') for (const mode of modes) await each(86_400, mode);

@@ -53,6 +53,8 @@ export async function startStack(
     nodeArgs?: string[];
     /** Extra node flags for one service's processes (e.g. `--cpu-prof` for the reaper alone). */
     nodeArgsOf?: Partial<Record<ServiceName, string[]>>;
+    /** One service run from another checkout (root ending in `/`): a baseline build in the same run. */
+    rootOf?: Partial<Record<ServiceName, string>>;
   } = {},
 ): Promise<Stack> {
   const namespace = uniqueNamespace(options.label ?? 'e2e');
@@ -69,6 +71,10 @@ export async function startStack(
     ...(options.nodeArgs ?? []),
     ...(options.nodeArgsOf?.[name] ?? []),
   ];
+  const startOptions = (name: ServiceName) => {
+    const root = options.rootOf?.[name];
+    return { nodeArgs: nodeArgs(name), ...(root ? { root } : {}) };
+  };
   const services = new Map<ServiceName, RunningService[]>();
   const retired: RunningService[] = [];
   const startAll = async (scale: Partial<Record<ServiceName, number>>) => {
@@ -77,7 +83,7 @@ export async function startStack(
         (options.only ?? SERVICE_NAMES).map(async (name) => {
           const list: RunningService[] = [];
           for (let i = 0; i < (scale[name] ?? 1); i++) {
-            list.push(await startService(name, env, { nodeArgs: nodeArgs(name) }));
+            list.push(await startService(name, env, startOptions(name)));
           }
           services.set(name, list);
         }),
@@ -104,7 +110,7 @@ export async function startStack(
         await victim.kill9();
         retired.push(victim);
       }
-      list.push(await startService(name, env, { nodeArgs: nodeArgs(name) }));
+      list.push(await startService(name, env, startOptions(name)));
     },
     stopServices: async () => {
       stoppedScale = Object.fromEntries([...services].map(([name, list]) => [name, list.length]));

@@ -65,6 +65,16 @@ export interface SandboxInfo extends SandboxRef {
   state: 'starting' | 'running' | 'exited' | 'unknown';
 }
 
+export interface ListOptions {
+  /**
+   * false: the caller does not read `state`, so a backend that has to probe each sandbox for it
+   * may answer `unknown` instead. The in-process backend reads /proc/<pid>/stat per agent for it:
+   * per sandbox per pass, the largest part of what the reaper's list cost (docs/benchmarks.md,
+   * "The reaper per job, part 6"). Backends that get the state with the listing ignore it.
+   */
+  state?: boolean;
+}
+
 /** Why a sandbox did not become ready; `capacity` errors are worth retrying later. */
 export type SandboxStartFailure =
   | 'image_not_found'
@@ -178,7 +188,7 @@ export interface SandboxBackend {
    */
   egressRefusal?(egress: Egress, prefix: string): string | undefined;
   /** Sandboxes this backend manages (by label), for the reaper. */
-  list(): Promise<SandboxInfo[]>;
+  list(options?: ListOptions): Promise<SandboxInfo[]>;
   /**
    * Its disk use now, or undefined when it is gone or not measurable from here (an in-process
    * sandbox of another host). Backends whose disk limit the platform enforces may omit it.

@@ -127,12 +127,17 @@ export async function startServices(env: Record<string, string>): Promise<Runnin
 export async function startService(
   name: ServiceName,
   env: Record<string, string>,
-  options: { healthTimeoutMs?: number; nodeArgs?: string[] } = {},
+  options: {
+    healthTimeoutMs?: number;
+    nodeArgs?: string[];
+    /** Another checkout's root (ending in `/`) to run the service from: a baseline build. */
+    root?: string;
+  } = {},
 ): Promise<RunningService> {
   const port = await freePort();
   const child = spawn(
     process.execPath,
-    [...(options.nodeArgs ?? []), `${repoRoot}services/${name}/dist/main.js`],
+    [...(options.nodeArgs ?? []), `${options.root ?? repoRoot}services/${name}/dist/main.js`],
     {
       env: {
         ...process.env,

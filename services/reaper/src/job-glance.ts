@@ -78,13 +78,23 @@ export function isDueFinished(glance: JobGlance, limits: GlanceLimits): boolean 
 }
 
 /**
- * True when a sandbox of this job is certainly no orphan: its record is there and its job runs, or
- * ended no longer than the sandbox grace ago (its own destroy is still under way). What the full
- * check (Reaper.isOrphan: pool member, parsed record, ownership) would answer for it, read in one
- * HMGET sent with the others of the pass instead of a whole record parsed per sandbox per pass.
+ * What a glance at a sandbox's (or Redis user's) job says, for a sandbox that is no warm pool
+ * member: `kept` when its record is there and its job runs, or ended no longer than the sandbox
+ * grace ago (its own destroy is still under way); `orphan` when the record is this namespace's
+ * and its job ended longer ago than that; `look` for the rest (no record, another namespace's
+ * ended job, a record without the namespace field), which get the full check (Reaper.isOrphan).
+ * The first two are what that check answers from the parsed record: read in one HMGET sent with
+ * the others of the pass instead of a whole record read and parsed per sandbox (per finished
+ * job's sandbox at a short grace: docs/benchmarks.md, "The reaper per job", parts 3 and 6).
  */
-export function sandboxIsNoOrphan(glance: JobGlance, now: number, sandboxGraceMs: number): boolean {
-  if (glance.state === null) return false;
-  if (!TERMINAL_STATES.includes(glance.state as JobState)) return true;
-  return now - (glance.finishedAt ?? glance.updatedAt ?? 0) <= sandboxGraceMs;
+export function sandboxVerdict(
+  glance: JobGlance,
+  namespace: string,
+  now: number,
+  sandboxGraceMs: number,
+): 'kept' | 'orphan' | 'look' {
+  if (glance.state === null) return 'look';
+  if (!TERMINAL_STATES.includes(glance.state as JobState)) return 'kept';
+  if (now - (glance.finishedAt ?? glance.updatedAt ?? 0) <= sandboxGraceMs) return 'kept';
+  return glance.namespace === namespace ? 'orphan' : 'look';
 }

@@ -6,11 +6,15 @@ import {
   type JobState,
   JobStore,
   type KeySpace,
+  type PoolMember,
   parseJobSpec,
   previewLabel,
   registerPreview,
   SandboxAcl,
   sandboxOfLabel,
+  TEARDOWN_CLAIM_MS,
+  teardownClaimKey,
+  WarmPoolStore,
 } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
 import { usePrivateRedis } from '@sandstream/test-support/vitest';
@@ -31,11 +35,12 @@ async function commandCalls(): Promise<Record<string, number>> {
   return calls;
 }
 
-function reaperOf(keys: KeySpace, store: JobStore, acl?: SandboxAcl): Reaper {
+function reaperOf(keys: KeySpace, store: JobStore, acl?: SandboxAcl, pools?: WarmPoolStore): Reaper {
   const redis = priv.redis;
   return new Reaper({
     redis,
     ...(acl ? { acl } : {}),
+    ...(pools ? { pools } : {}),
     keys,
     store,
     leases: new ExpiredLeases({ redis, keys }),
@@ -186,16 +191,44 @@ describe('reaper passes between full scans', () => {
     // A user whose record is gone (its destroy was lost): still taken, after the full look.
     const lost = 't-reapacl-lost';
     await acl.create(lost, keys.completionStream(0));
+    // A ready warm pool member's user: no job record, no heartbeat, but its pool record vouches.
+    const pools = new WarmPoolStore(redis, keys);
+    const member: PoolMember = {
+      id: 't-reapacl-pool-1',
+      pool: 'node',
+      specHash: 'h',
+      tenants: null,
+      state: 'starting',
+      createdAt: Date.now(),
+      readyBy: Date.now() + 60_000,
+      owner: 'test',
+    };
+    expect(await pools.reserve(member, { max: 1, capacity: 1 })).toBe('reserved');
+    await pools.markReady(member);
+    await acl.create(member.id, keys.completionStream(0));
+    // A finished job's user whose teardown pod-lifecycle's destroy has claimed: left to it.
+    const claimed = 't-reapacl-claimed';
+    await store.create(
+      parseJobSpec({ id: claimed, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }),
+    );
+    await store.transition(claimed, ['queued'], 'cancelled', { reason: 'test' });
+    await acl.create(claimed, keys.completionStream(0));
+    await redis.set(teardownClaimKey(keys, claimed), 'pod-lifecycle', 'PX', TEARDOWN_CLAIM_MS);
     try {
       await redis.config('RESETSTAT');
-      const report = await reaperOf(keys, store, acl).runOnce();
+      const report = await reaperOf(keys, store, acl, pools).runOnce();
       const calls = await commandCalls();
       expect(report.aclUsersDeleted).toBe(1);
-      expect((await acl.listJobIds()).sort()).toEqual([...running].sort());
+      expect((await acl.listJobIds()).sort()).toEqual([...running, member.id, claimed].sort());
       // Only the lost job's record is read whole (empty); one per running user per pass before.
       expect(calls.hgetall ?? 0).toBeLessThanOrEqual(1);
+      // Pool membership of all 12 users in one HMGET; the full looks (the lost user, the member)
+      // read their pool record by HGET, and the lost user's cleanup its preview label: 15 HGETs
+      // a pass before, one more per user.
+      expect(calls.hget ?? 0).toBeLessThanOrEqual(3);
     } finally {
-      for (const id of [...running, lost]) await acl.delete(id);
+      for (const id of [...running, lost, member.id, claimed]) await acl.delete(id);
+      await pools.remove(member);
     }
   });
 });

@@ -5,10 +5,12 @@ import {
   createKeySpace,
   DispatchKeys,
   ExpiredLeases,
+  enqueueDestroy,
   InstallationIdentity,
   JobStore,
   type PoolMember,
   parseJobSpec,
+  QueueNames,
   TEARDOWN_CLAIM_MS,
   teardownClaimKey,
   WarmPoolStore,
@@ -16,6 +18,7 @@ import {
 import { InProcessBackend, SandboxLabels, SandboxSpecSchema } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
 import { usePrivateRedis } from '@sandstream/test-support/vitest';
+import { Queue } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Reaper } from './reaper.js';
 
@@ -196,7 +199,21 @@ describe('reaper: a sandbox whose teardown is claimed', () => {
   const root = sandboxRoot('sandstream-claimed-');
 
   it('is left to the claimant; once the claim lapses, an orphan is destroyed', async () => {
-    const backend = new InProcessBackend({ redis: own.redis, root });
+    let probes = 0;
+    const backend = new InProcessBackend({
+      redis: own.redis,
+      root,
+      // kill(0) alone: the test's agents live for its length, so their pids are not reused.
+      liveness: async (pid) => {
+        probes++;
+        try {
+          process.kill(pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      },
+    });
     const keys = createKeySpace('claimed-teardown');
     const store = new JobStore({ redis: own.redis, keys });
     const identity = new InstallationIdentity(own.redis, keys);
@@ -234,17 +251,188 @@ describe('reaper: a sandbox whose teardown is claimed', () => {
       now: () => Date.now() + offset,
     });
     try {
+      probes = 0;
       expect((await reaper.runOnce()).sandboxesDestroyed).toBe(0);
+      // The pass judged the sandbox by its job's record: its agent's liveness was never read.
+      expect(probes).toBe(0);
       expect((await backend.list()).map((s) => s.jobId)).toEqual(['done-1']);
       // The claimant died mid-teardown: its claim lapses and the reaper finishes the work.
       await own.redis.del(claim);
       offset += 1000;
+      await own.redis.config('RESETSTAT');
       expect((await reaper.runOnce()).sandboxesDestroyed).toBe(1);
+      // Judged by a glance at its record (this namespace's, ended past the grace): not read whole.
+      // The one HGETALL is the in-process backend's registry, listed once a pass.
+      const stats = (await own.redis.info('commandstats')) as string;
+      expect(/^cmdstat_hgetall:calls=(\d+)/m.exec(stats)?.[1] ?? '0').toBe('1');
       expect(await backend.list()).toEqual([]);
       // The reaper's own claim stays until it expires: a later pass that listed it leaves it.
       expect(await own.redis.get(claim)).toBe('reaper');
     } finally {
       await backend.destroy({ jobId: 'done-1', backend: 'inprocess', id: '0' }, { graceMs: 0 });
+    }
+  });
+});
+
+// With a short sandbox grace the reaper's pass may come between a job's end and pod-lifecycle's
+// taking its destroy: a destroy still queued keeps the reaper off, for as long as a claim would.
+describe('reaper: a sandbox whose destroy is queued', () => {
+  const root = sandboxRoot('sandstream-queued-');
+
+  it('is left to pod-lifecycle; past the time a claim holds, the reaper tears it down', async () => {
+    const backend = new InProcessBackend({ redis: own.redis, root });
+    const keys = createKeySpace('queued-teardown');
+    const store = new JobStore({ redis: own.redis, keys });
+    const identity = new InstallationIdentity(own.redis, keys);
+    const destroyQueue = new Queue(QueueNames.sandboxDestroy, {
+      connection: own.redis,
+      prefix: keys.bullPrefix,
+    });
+    const labels = {
+      [SandboxLabels.installation]: 'here',
+      [SandboxLabels.installationId]: await identity.refresh(),
+    };
+    await store.create(
+      parseJobSpec({ id: 'done-2', tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }),
+    );
+    await backend.create({
+      jobId: 'done-2',
+      tenant: 'acme',
+      spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
+      agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
+    });
+    await store.transition('done-2', ['queued'], 'cancelled', { reason: 'test' });
+    // What the dispatcher does at a job's end; no pod-lifecycle here takes it.
+    await enqueueDestroy(destroyQueue, { jobId: 'done-2', reason: 'test', outcome: 'cancelled' });
+    let offset = 1000;
+    const reaper = new Reaper({
+      redis: own.redis,
+      keys,
+      store,
+      leases: new ExpiredLeases({ redis: own.redis, keys }),
+      dispatchKeys: new DispatchKeys(keys, 1),
+      logger: silentLogger('reaper-queued'),
+      backend,
+      destroyQueue,
+      installation: { names: () => ['here'], identity },
+      retentionMs: 600_000,
+      orphanGraceMs: 600_000,
+      sandboxGraceMs: 0,
+      startingTimeoutMs: 600_000,
+      heartbeatGraceMs: 600_000,
+      now: () => Date.now() + offset,
+    });
+    try {
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(0);
+      expect((await backend.list()).map((s) => s.jobId)).toEqual(['done-2']);
+      // pod-lifecycle never took it: once a claim would have lapsed, the reaper tears down.
+      offset += TEARDOWN_CLAIM_MS;
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(1);
+      expect(await backend.list()).toEqual([]);
+    } finally {
+      await backend.destroy({ jobId: 'done-2', backend: 'inprocess', id: '0' }, { graceMs: 0 });
+      await destroyQueue.obliterate({ force: true });
+      await destroyQueue.close();
+    }
+  });
+  it('is left while the step-dispatcher finalizes (dispatch state without its TTL), then torn down', async () => {
+    const backend = new InProcessBackend({ redis: own.redis, root });
+    const keys = createKeySpace('finalizing-teardown');
+    const store = new JobStore({ redis: own.redis, keys });
+    const identity = new InstallationIdentity(own.redis, keys);
+    const dispatchKeys = new DispatchKeys(keys, 1);
+    const labels = {
+      [SandboxLabels.installation]: 'here',
+      [SandboxLabels.installationId]: await identity.refresh(),
+    };
+    await store.create(
+      parseJobSpec({ id: 'done-3', tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }),
+    );
+    await backend.create({
+      jobId: 'done-3',
+      tenant: 'acme',
+      spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
+      agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
+    });
+    // Terminal, and the dispatcher between its transition and its destroy's enqueue.
+    await own.redis.hset(dispatchKeys.dispatchState('done-3'), 'status', 'finished');
+    await store.transition('done-3', ['queued'], 'cancelled', { reason: 'test' });
+    const reaper = new Reaper({
+      redis: own.redis,
+      keys,
+      store,
+      leases: new ExpiredLeases({ redis: own.redis, keys }),
+      dispatchKeys,
+      logger: silentLogger('reaper-finalizing'),
+      backend,
+      installation: { names: () => ['here'], identity },
+      retentionMs: 600_000,
+      orphanGraceMs: 600_000,
+      sandboxGraceMs: 0,
+      startingTimeoutMs: 600_000,
+      heartbeatGraceMs: 600_000,
+      now: () => Date.now() + 1000,
+    });
+    try {
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(0);
+      expect((await backend.list()).map((s) => s.jobId)).toEqual(['done-3']);
+      // Finalized (the TTL comes after the enqueue) and no destroy to be seen: an orphan now.
+      await own.redis.pexpire(dispatchKeys.dispatchState('done-3'), 60_000);
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(1);
+      expect(await backend.list()).toEqual([]);
+    } finally {
+      await backend.destroy({ jobId: 'done-3', backend: 'inprocess', id: '0' }, { graceMs: 0 });
+    }
+  });
+  it('of a job whose record is already gone is left to its queued destroy for the same time', async () => {
+    const backend = new InProcessBackend({ redis: own.redis, root });
+    const keys = createKeySpace('vanished-queued');
+    const store = new JobStore({ redis: own.redis, keys });
+    const identity = new InstallationIdentity(own.redis, keys);
+    const destroyQueue = new Queue(QueueNames.sandboxDestroy, {
+      connection: own.redis,
+      prefix: keys.bullPrefix,
+    });
+    const labels = {
+      [SandboxLabels.installation]: 'here',
+      [SandboxLabels.installationId]: await identity.refresh(),
+    };
+    // Its record deleted at once (retention 0) while its destroy waits for pod-lifecycle.
+    await backend.create({
+      jobId: 'gone-4',
+      tenant: 'acme',
+      spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
+      agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
+    });
+    await enqueueDestroy(destroyQueue, { jobId: 'gone-4', reason: 'test', outcome: 'succeeded' });
+    let offset = 0;
+    const reaper = new Reaper({
+      redis: own.redis,
+      keys,
+      store,
+      leases: new ExpiredLeases({ redis: own.redis, keys }),
+      dispatchKeys: new DispatchKeys(keys, 1),
+      logger: silentLogger('reaper-vanished-queued'),
+      backend,
+      destroyQueue,
+      installation: { names: () => ['here'], identity },
+      retentionMs: 0,
+      orphanGraceMs: 600_000,
+      sandboxGraceMs: 0,
+      startingTimeoutMs: 600_000,
+      heartbeatGraceMs: 600_000,
+      now: () => Date.now() + offset,
+    });
+    try {
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(0);
+      expect((await backend.list()).map((s) => s.jobId)).toEqual(['gone-4']);
+      offset += TEARDOWN_CLAIM_MS + 1000;
+      expect((await reaper.runOnce()).sandboxesDestroyed).toBe(1);
+      expect(await backend.list()).toEqual([]);
+    } finally {
+      await backend.destroy({ jobId: 'gone-4', backend: 'inprocess', id: '0' }, { graceMs: 0 });
+      await destroyQueue.obliterate({ force: true });
+      await destroyQueue.close();
     }
   });
 });

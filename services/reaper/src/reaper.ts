@@ -1,4 +1,5 @@
 import {
+  bullJobId,
   type DispatcherPresence,
   type DispatchKeys,
   type DroppedJob,
@@ -32,13 +33,7 @@ import {
 import { type SandboxBackend, type SandboxInfo, SandboxLabels } from '@sandstream/sandbox';
 import type { Logger } from '@sandstream/telemetry';
 import type { Queue } from 'bullmq';
-import {
-  type GlanceLimits,
-  glanceJobs,
-  isDueFinished,
-  needsNoWork,
-  sandboxIsNoOrphan,
-} from './job-glance.js';
+import { type GlanceLimits, glanceJobs, isDueFinished, needsNoWork, sandboxVerdict } from './job-glance.js';
 import { DELETE_FINISHED_JOB, DELETE_ORPHAN_KEY } from './reap-scripts.js';
 import { reapVolumes } from './volume-reaping.js';
 
@@ -518,7 +513,10 @@ export class Reaper {
       }
       const since = this.missingSince.get(jobId) ?? now;
       this.missingSince.set(jobId, since);
-      return now - since >= this.options.sandboxGraceMs;
+      if (now - since < this.options.sandboxGraceMs) return false;
+      // Deleted right after its end (a short retention) with its destroy still queued: left to
+      // pod-lifecycle for as long as a claim would hold, then torn down whatever happened.
+      return !(now - since <= TEARDOWN_CLAIM_MS && (await this.destroyPending(jobId)));
     }
     this.missingSince.delete(jobId);
     if (!isTerminal(record.state)) return false;
@@ -537,7 +535,8 @@ export class Reaper {
     if (installation === undefined) return [];
     const ids = await installation.identity.known();
     const ours: { sandbox: SandboxInfo; recordRequired: boolean }[] = [];
-    for (const sandbox of await backend.list()) {
+    // Judged by record, never by process state: no per-sandbox liveness probe (ListOptions).
+    for (const sandbox of await backend.list({ state: false })) {
       const id = sandbox.labels[SandboxLabels.installationId];
       const named = installation.names().includes(sandbox.labels[SandboxLabels.installation] ?? '');
       let recordRequired = false;
@@ -573,14 +572,14 @@ export class Reaper {
     // Most of ours serve a running job (or one that ended within the grace): a glance at their
     // records, sent together, settles those; the rest get the full look (isOrphan). A record read
     // and parsed per sandbox per pass was most of the reaper's CPU per job (docs/benchmarks.md).
-    const settled = await this.settledByGlance(candidates.map(({ sandbox }) => sandbox.jobId));
+    const verdicts = await this.glanceVerdicts(candidates.map(({ sandbox }) => sandbox.jobId));
     for (const [i, { sandbox, recordRequired }] of candidates.entries()) {
-      if (settled[i]) continue;
+      if (verdicts[i] === 'kept') continue;
       // Its teardown is taken (pod-lifecycle's destroy of a job that just ended, or another
       // reaper): one EXISTS instead of the full look and a second teardown of the same sandbox.
       const claim = teardownClaimKey(this.options.keys, sandbox.jobId);
       if ((await this.options.redis.exists(claim)) === 1) continue;
-      if (!(await this.isOrphan(sandbox.jobId, { recordRequired }))) continue;
+      if (verdicts[i] !== 'orphan' && !(await this.isOrphan(sandbox.jobId, { recordRequired }))) continue;
       // Taken only if still free: whoever is first tears down, the other leaves it.
       if (!(await tryLock(this.options.redis, claim, TEARDOWN_CLAIM_MS, 'reaper'))) continue;
       try {
@@ -630,22 +629,63 @@ export class Reaper {
   }
 
   /**
-   * Per job id, true when a glance at its record settles that its sandbox (or Redis user) is no
-   * orphan: not a pool member, and its job not ended, or ended within the grace. The glances and
-   * pool lookups leave together; only the rest get isOrphan's full record read and parse.
+   * Per job id, what a glance at its record settles for its sandbox (or Redis user): `kept` (its
+   * job runs or ended within the grace), `orphan` (this namespace's job ended past it) or `look`:
+   * isOrphan's full record read and parse, also for every warm pool member (even one whose
+   * record does not parse). The glances and the pool-membership HMGET leave together.
    */
-  private async settledByGlance(jobIds: string[]): Promise<boolean[]> {
+  private async glanceVerdicts(jobIds: string[]): Promise<('kept' | 'orphan' | 'look')[]> {
     const [glances, members] = await Promise.all([
       glanceJobs(this.options.redis, this.options.keys, jobIds),
-      Promise.all(jobIds.map((jobId) => this.options.pools?.get(jobId))),
+      this.options.pools?.areMembers(jobIds) ?? jobIds.map(() => false),
     ]);
     const now = this.now();
-    return jobIds.map((jobId, i) => {
+    const verdicts = jobIds.map((jobId, i) => {
       const glance = glances[i];
-      if (members[i] || !glance || !sandboxIsNoOrphan(glance, now, this.options.sandboxGraceMs)) return false;
-      this.missingSince.delete(jobId);
-      return true;
+      if (members[i] || !glance) return 'look';
+      const verdict = sandboxVerdict(glance, this.options.keys.namespace, now, this.options.sandboxGraceMs);
+      // Its record is there: the vanished-job grace restarts, as isOrphan would have done.
+      if (verdict !== 'look') this.missingSince.delete(jobId);
+      return verdict;
     });
+    // A job that ended moments ago has its destroy queued for pod-lifecycle, or about to be (the
+    // step-dispatcher's finalize, between the terminal transition and the enqueue), and nobody
+    // may have claimed the teardown yet (a short grace): kept while the destroy is due, waits,
+    // runs or retries, for as long as a claim would hold. Past that the reaper tears down
+    // whatever is left, so a destroy stuck behind a service that is gone still leaks nothing.
+    const recent = jobIds.flatMap((jobId, i) => {
+      const glance = glances[i];
+      const endedAt = glance?.finishedAt ?? glance?.updatedAt ?? 0;
+      return verdicts[i] === 'orphan' && now - endedAt <= TEARDOWN_CLAIM_MS ? [{ jobId, i }] : [];
+    });
+    const due = await Promise.all(
+      recent.map(async ({ jobId }) => (await this.finalizing(jobId)) || (await this.destroyPending(jobId))),
+    );
+    for (const [k, { i }] of recent.entries()) if (due[k]) verdicts[i] = 'kept';
+    return verdicts;
+  }
+
+  /**
+   * Whether the step-dispatcher is still finalizing this job: its dispatch state gets a TTL only
+   * once the job's destroy is queued (finalize), so a state without one means the enqueue is
+   * still to come (a few round trips after the terminal transition, or never if that dispatcher
+   * died: then the claim's time bounds the wait).
+   */
+  private async finalizing(jobId: string): Promise<boolean> {
+    return (await this.options.redis.pttl(this.options.dispatchKeys.dispatchState(jobId))) === -1;
+  }
+
+  /** Whether pod-lifecycle has a destroy of this job waiting, running or due to be retried. */
+  private async destroyPending(jobId: string): Promise<boolean> {
+    const queue = this.options.destroyQueue;
+    if (!queue) return false;
+    // A finished BullMQ job has `finishedOn`; a completed destroy is removed (enqueueDestroy).
+    const [name, finishedOn] = await (await queue.client).hmget(
+      queue.toKey(bullJobId(jobId)),
+      'name',
+      'finishedOn',
+    );
+    return name !== null && finishedOn === null;
   }
 
   private async reapAclUsers(report: ReapReport): Promise<void> {
@@ -653,12 +693,16 @@ export class Reaper {
     // Every running job has a user: a record read and parsed per user per pass (isOrphan) was
     // the largest part of the reaper's CPU per job (docs/benchmarks.md, issue 32 part 5).
     const jobIds = (await acl.listJobIds()).filter((jobId) => matchesGlob(jobId, this.glob()));
-    const settled = await this.settledByGlance(jobIds);
+    const verdicts = await this.glanceVerdicts(jobIds);
     for (const [i, jobId] of jobIds.entries()) {
-      if (settled[i]) continue;
+      if (verdicts[i] === 'kept') continue;
+      // Its sandbox's teardown is taken (pod-lifecycle's destroy, or this or another reaper's
+      // teardown), which removes the user and what it stored: not a second time here. A claimant
+      // that died leaves it to a pass after its claim lapses.
+      if ((await this.options.redis.exists(teardownClaimKey(this.options.keys, jobId))) === 1) continue;
       // Users are named by job id alone, whatever the namespace: one whose agent heart-beats
       // serves someone (another namespace's warm pool member, whose record this reaper cannot see).
-      if (!(await this.isOrphan(jobId, { heartbeatKeeps: true }))) continue;
+      if (verdicts[i] !== 'orphan' && !(await this.isOrphan(jobId, { heartbeatKeeps: true }))) continue;
       if (!(await this.aclUserIsOurs(acl, jobId))) continue;
       await acl.delete(jobId);
       // A user left behind means its destroy was lost, and with it the cleanup of what it stored.
@@ -696,11 +740,20 @@ const JOBS_AT_ONCE = 20;
 /** How long past retention a `pending` log archive keeps a finished job's keys, unless configured. */
 export const DEFAULT_ARCHIVE_HOLD_MS = 86_400_000;
 
+/** Compiled globs: a pass tests every sandbox, user and index entry against the same one. */
+const globPatterns = new Map<string, RegExp>();
+
 /** Redis-style glob with only `*` (job ids contain no other glob characters). */
 export function matchesGlob(value: string, glob: string): boolean {
-  const pattern = glob
-    .split('*')
-    .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
-    .join('.*');
-  return new RegExp(`^${pattern}$`).test(value);
+  if (glob === '*') return true;
+  let compiled = globPatterns.get(glob);
+  if (!compiled) {
+    const pattern = glob
+      .split('*')
+      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('.*');
+    compiled = new RegExp(`^${pattern}$`);
+    globPatterns.set(glob, compiled);
+  }
+  return compiled.test(value);
 }

@@ -17,6 +17,7 @@ import {
   type FilesCapture,
   type FilesCopied,
   type FilesRestored,
+  type ListOptions,
   type SandboxBackend,
   type SandboxDiskUsage,
   type SandboxInfo,
@@ -357,7 +358,7 @@ export class InProcessBackend implements SandboxBackend {
     this.exits.delete(record.pid);
   }
 
-  async list(): Promise<SandboxInfo[]> {
+  async list(options: ListOptions = {}): Promise<SandboxInfo[]> {
     // The registry (every host's sandboxes) plus this host's local markers, which still list
     // the sandboxes whose registry entries Redis lost.
     const byJob = new Map<string, InProcessRecord>();
@@ -375,7 +376,9 @@ export class InProcessBackend implements SandboxBackend {
     return Promise.all(
       records.map(async (record): Promise<SandboxInfo> => {
         let state: SandboxInfo['state'] = 'unknown';
-        if (record.hostname === here) state = (await this.isAlive(record)) ? 'running' : 'exited';
+        if (record.hostname === here && options.state !== false) {
+          state = (await this.isAlive(record)) ? 'running' : 'exited';
+        }
         return {
           jobId: record.jobId,
           backend: 'inprocess',

@@ -107,4 +107,23 @@ describe('InProcessBackend.list() with an installation', () => {
     expect(listed.every((s) => s.state === 'running')).toBe(true);
     expect(probes).toBe(2);
   });
+
+  it('probes no agent when the caller does not read the state (the reaper judges by record)', async () => {
+    let probes = 0;
+    const backend = new InProcessBackend({
+      redis,
+      root,
+      registryKey,
+      liveness: (pid, startTime) => {
+        probes++;
+        return isProcessAlive(pid, startTime);
+      },
+    });
+    const listed = await backend.list({ state: false });
+    expect(listed.map((s) => [s.jobId, s.state]).sort()).toEqual([
+      [`mine-${tag}`, 'unknown'],
+      [`theirs-${tag}`, 'unknown'],
+    ]);
+    expect(probes).toBe(0);
+  });
 });
