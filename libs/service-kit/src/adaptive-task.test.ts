@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
-import { AdaptiveTask, type RoundOutcome } from './adaptive-task.js';
+import { AdaptiveTask, ALIGN_PAUSES_MS, alignedWake, type RoundOutcome } from './adaptive-task.js';
 
 /** A task whose rounds answer `outcome()`, recording when each round started. */
 function recorded(outcome: () => RoundOutcome, options: { intervalMs: number; idleMaxMs: number }) {
@@ -108,5 +108,34 @@ describe('AdaptiveTask', () => {
     expect(unhandled).toEqual([]);
     expect(warned).toHaveLength(1);
     expect(recovered).toHaveLength(1);
+  });
+
+  it('ends pauses of a second or more on a whole second, so the loops of one process wake together', async () => {
+    expect(alignedWake(10_250, 9_000)).toBe(11_000);
+    expect(alignedWake(12_000, 10_000)).toBe(12_000);
+    // Short pauses are not moved: a busy loop keeps its pace.
+    expect(alignedWake(10_250, 10_000)).toBe(10_250);
+    const ends: number[] = [];
+    const starts: number[] = [];
+    const task = new AdaptiveTask(
+      async () => {
+        starts.push(Date.now());
+        // A round that takes a while ends off the whole second its start may have been on.
+        await sleep(30);
+        ends.push(Date.now());
+        return 'idle';
+      },
+      { intervalMs: ALIGN_PAUSES_MS, idleMaxMs: ALIGN_PAUSES_MS },
+    );
+    task.start();
+    await vi.waitUntil(() => starts.length >= 3, { timeout: 20_000, interval: 20 });
+    await task.stop();
+    // Each round after the first starts no earlier than the whole second after its pause ends
+    // (timers only fire late, give or take libuv's cached clock): without the alignment it starts
+    // about a pause after the last.
+    for (let i = 1; i < starts.length; i++) {
+      const due = Math.ceil(((ends[i - 1] as number) + ALIGN_PAUSES_MS) / ALIGN_PAUSES_MS) * ALIGN_PAUSES_MS;
+      expect(starts[i]).toBeGreaterThanOrEqual(due - 15);
+    }
   });
 });

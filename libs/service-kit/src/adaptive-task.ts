@@ -30,6 +30,20 @@ export interface AdaptiveTaskOptions extends PeriodicTaskOptions {
  * is logged once per streak and backed off (never an unhandled rejection), stop() waits for the
  * round in flight and no round starts after it.
  */
+/**
+ * Pauses of at least this long end on a multiple of it (wall clock), so the idle loops of one
+ * process — and their Redis replies — wake it together instead of each on its own: an idle
+ * service's CPU is mostly the kernel's and Node's cost per wake-up, not the rounds' work (issue 32
+ * §3: the idle step-dispatcher woke ~2 times a second at ~0.6 ms each). A round gets at most this
+ * much later; rounds due at a time (`nextAt`), woken ones and short pauses are never moved.
+ */
+export const ALIGN_PAUSES_MS = 1000;
+
+/** `at`, moved to the next multiple of ALIGN_PAUSES_MS when the pause to it is long enough. */
+export function alignedWake(at: number, now: number): number {
+  return at - now >= ALIGN_PAUSES_MS ? Math.ceil(at / ALIGN_PAUSES_MS) * ALIGN_PAUSES_MS : at;
+}
+
 export class AdaptiveTask {
   private timer: NodeJS.Timeout | undefined;
   /** When the pending timer fires (epoch ms); undefined while a round runs or before start. */
@@ -49,7 +63,8 @@ export class AdaptiveTask {
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
-    this.schedule(Date.now() + this.options.intervalMs);
+    const now = Date.now();
+    this.schedule(alignedWake(now + this.options.intervalMs, now));
   }
 
   /** The next round no later than `at` (default: now). */
@@ -106,12 +121,12 @@ export class AdaptiveTask {
     const now = Date.now();
     if (outcome === 'busy') {
       this.idleRounds = 0;
-      return now + intervalMs;
+      return alignedWake(now + intervalMs, now);
     }
     if (outcome === 'idle') {
       const pause = Math.min(intervalMs * 2 ** Math.min(this.idleRounds, 16), idleMaxMs);
       this.idleRounds++;
-      return now + pause;
+      return alignedWake(now + pause, now);
     }
     this.idleRounds = 0;
     return now + Math.min(Math.max(outcome.nextAt - now, minPauseMs), idleMaxMs);
