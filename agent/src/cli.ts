@@ -24,6 +24,7 @@ import { locateSpawner } from './process/locate-spawner.js';
 import { NodeLauncher } from './process/node-launcher.js';
 import { releaseStartupBlob } from './process/release-startup-blob.js';
 import { SpawnerLauncher } from './process/spawner-launcher.js';
+import { warmThreadPool } from './process/warm-thread-pool.js';
 import { closeNow, openConnections } from './redis-connections.js';
 import { createStepExecutor, type StepExecutor } from './steps/execute-step.js';
 import { StdinChannel } from './steps/stdin-stream.js';
@@ -82,6 +83,7 @@ async function runPoolMember(config: RunConfig, log: Logger): Promise<number> {
   try {
     launcher = await createLauncher(locateSpawner(config.spawner), log);
     // A member idles until its claim: the blob's pages are given back before that, not after.
+    warmThreadPool();
     releaseStartupBlob(log);
   } catch (err) {
     offStop();
@@ -214,6 +216,7 @@ async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher)
     redisRateLimit: config.redisRateLimit,
     onStarted: () => {
       void launcher.start();
+      warmThreadPool();
       releaseStartupBlob(log);
     },
   });
