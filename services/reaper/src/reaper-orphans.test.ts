@@ -32,6 +32,57 @@ function sandboxRoot(prefix: string): string {
   return root;
 }
 
+/** A `sleep 60` sandbox of this installation for `jobId`, as pod-lifecycle would label it. */
+async function sandboxHere(backend: InProcessBackend, identity: InstallationIdentity, jobId: string) {
+  const labels = {
+    [SandboxLabels.installation]: 'here',
+    [SandboxLabels.installationId]: await identity.refresh(),
+  };
+  await backend.create({
+    jobId,
+    tenant: 'acme',
+    spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
+    agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
+  });
+}
+
+/** A job's record, then its sandbox, then the job ended (cancelled): what a teardown follows. */
+async function endedJobHere(
+  store: JobStore,
+  backend: InProcessBackend,
+  identity: InstallationIdentity,
+  jobId: string,
+) {
+  await store.create(parseJobSpec({ id: jobId, tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }));
+  await sandboxHere(backend, identity, jobId);
+  await store.transition(jobId, ['queued'], 'cancelled', { reason: 'test' });
+}
+
+type ReaperOptions = ConstructorParameters<typeof Reaper>[0];
+
+/** A reaper of installation `here` with grace 0 for sandboxes and every other bound far away. */
+function reaperHere(
+  options: Pick<ReaperOptions, 'keys' | 'store' | 'backend' | 'now'> & {
+    identity: InstallationIdentity;
+    name: string;
+  } & Partial<ReaperOptions>,
+): Reaper {
+  const { identity, name, ...rest } = options;
+  return new Reaper({
+    redis: own.redis,
+    leases: new ExpiredLeases({ redis: own.redis, keys: options.keys }),
+    dispatchKeys: new DispatchKeys(options.keys, 1),
+    logger: silentLogger(name),
+    installation: { names: () => ['here'], identity },
+    retentionMs: 600_000,
+    orphanGraceMs: 600_000,
+    sandboxGraceMs: 0,
+    startingTimeoutMs: 600_000,
+    heartbeatGraceMs: 600_000,
+    ...rest,
+  });
+}
+
 // Sandboxes whose jobs vanished because Redis came back empty: the private redis-server, flushed.
 describe('reaper: orphaned sandboxes after Redis lost its data', () => {
   const root = sandboxRoot('sandstream-orphans-');
@@ -217,37 +268,16 @@ describe('reaper: a sandbox whose teardown is claimed', () => {
     const keys = createKeySpace('claimed-teardown');
     const store = new JobStore({ redis: own.redis, keys });
     const identity = new InstallationIdentity(own.redis, keys);
-    const labels = {
-      [SandboxLabels.installation]: 'here',
-      [SandboxLabels.installationId]: await identity.refresh(),
-    };
-    await store.create(
-      parseJobSpec({ id: 'done-1', tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }),
-    );
-    await backend.create({
-      jobId: 'done-1',
-      tenant: 'acme',
-      spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
-      agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
-    });
-    await store.transition('done-1', ['queued'], 'cancelled', { reason: 'test' });
+    await endedJobHere(store, backend, identity, 'done-1');
     const claim = teardownClaimKey(keys, 'done-1');
     await own.redis.set(claim, 'pod-lifecycle', 'PX', TEARDOWN_CLAIM_MS);
     let offset = 1000;
-    const reaper = new Reaper({
-      redis: own.redis,
+    const reaper = reaperHere({
       keys,
       store,
-      leases: new ExpiredLeases({ redis: own.redis, keys }),
-      dispatchKeys: new DispatchKeys(keys, 1),
-      logger: silentLogger('reaper-claimed'),
       backend,
-      installation: { names: () => ['here'], identity },
-      retentionMs: 600_000,
-      orphanGraceMs: 600_000,
-      sandboxGraceMs: 0,
-      startingTimeoutMs: 600_000,
-      heartbeatGraceMs: 600_000,
+      identity,
+      name: 'reaper-claimed',
       now: () => Date.now() + offset,
     });
     try {
@@ -288,38 +318,17 @@ describe('reaper: a sandbox whose destroy is queued', () => {
       connection: own.redis,
       prefix: keys.bullPrefix,
     });
-    const labels = {
-      [SandboxLabels.installation]: 'here',
-      [SandboxLabels.installationId]: await identity.refresh(),
-    };
-    await store.create(
-      parseJobSpec({ id: 'done-2', tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }),
-    );
-    await backend.create({
-      jobId: 'done-2',
-      tenant: 'acme',
-      spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
-      agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
-    });
-    await store.transition('done-2', ['queued'], 'cancelled', { reason: 'test' });
+    await endedJobHere(store, backend, identity, 'done-2');
     // What the dispatcher does at a job's end; no pod-lifecycle here takes it.
     await enqueueDestroy(destroyQueue, { jobId: 'done-2', reason: 'test', outcome: 'cancelled' });
     let offset = 1000;
-    const reaper = new Reaper({
-      redis: own.redis,
+    const reaper = reaperHere({
       keys,
       store,
-      leases: new ExpiredLeases({ redis: own.redis, keys }),
-      dispatchKeys: new DispatchKeys(keys, 1),
-      logger: silentLogger('reaper-queued'),
       backend,
+      identity,
+      name: 'reaper-queued',
       destroyQueue,
-      installation: { names: () => ['here'], identity },
-      retentionMs: 600_000,
-      orphanGraceMs: 600_000,
-      sandboxGraceMs: 0,
-      startingTimeoutMs: 600_000,
-      heartbeatGraceMs: 600_000,
       now: () => Date.now() + offset,
     });
     try {
@@ -341,36 +350,16 @@ describe('reaper: a sandbox whose destroy is queued', () => {
     const store = new JobStore({ redis: own.redis, keys });
     const identity = new InstallationIdentity(own.redis, keys);
     const dispatchKeys = new DispatchKeys(keys, 1);
-    const labels = {
-      [SandboxLabels.installation]: 'here',
-      [SandboxLabels.installationId]: await identity.refresh(),
-    };
-    await store.create(
-      parseJobSpec({ id: 'done-3', tenant: 'acme', image: 'x', steps: [{ command: 'true' }] }),
-    );
-    await backend.create({
-      jobId: 'done-3',
-      tenant: 'acme',
-      spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
-      agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
-    });
-    // Terminal, and the dispatcher between its transition and its destroy's enqueue.
+    // The dispatcher between the job's terminal transition and its destroy's enqueue.
     await own.redis.hset(dispatchKeys.dispatchState('done-3'), 'status', 'finished');
-    await store.transition('done-3', ['queued'], 'cancelled', { reason: 'test' });
-    const reaper = new Reaper({
-      redis: own.redis,
+    await endedJobHere(store, backend, identity, 'done-3');
+    const reaper = reaperHere({
       keys,
       store,
-      leases: new ExpiredLeases({ redis: own.redis, keys }),
-      dispatchKeys,
-      logger: silentLogger('reaper-finalizing'),
       backend,
-      installation: { names: () => ['here'], identity },
-      retentionMs: 600_000,
-      orphanGraceMs: 600_000,
-      sandboxGraceMs: 0,
-      startingTimeoutMs: 600_000,
-      heartbeatGraceMs: 600_000,
+      identity,
+      name: 'reaper-finalizing',
+      dispatchKeys,
       now: () => Date.now() + 1000,
     });
     try {
@@ -393,34 +382,18 @@ describe('reaper: a sandbox whose destroy is queued', () => {
       connection: own.redis,
       prefix: keys.bullPrefix,
     });
-    const labels = {
-      [SandboxLabels.installation]: 'here',
-      [SandboxLabels.installationId]: await identity.refresh(),
-    };
     // Its record deleted at once (retention 0) while its destroy waits for pod-lifecycle.
-    await backend.create({
-      jobId: 'gone-4',
-      tenant: 'acme',
-      spec: SandboxSpecSchema.parse({ image: 'x', command: ['sleep', '60'], labels }),
-      agent: { redisUrl: own.server.url, keyStyle: 'tagged' },
-    });
+    await sandboxHere(backend, identity, 'gone-4');
     await enqueueDestroy(destroyQueue, { jobId: 'gone-4', reason: 'test', outcome: 'succeeded' });
     let offset = 0;
-    const reaper = new Reaper({
-      redis: own.redis,
+    const reaper = reaperHere({
       keys,
       store,
-      leases: new ExpiredLeases({ redis: own.redis, keys }),
-      dispatchKeys: new DispatchKeys(keys, 1),
-      logger: silentLogger('reaper-vanished-queued'),
       backend,
+      identity,
+      name: 'reaper-vanished-queued',
       destroyQueue,
-      installation: { names: () => ['here'], identity },
       retentionMs: 0,
-      orphanGraceMs: 600_000,
-      sandboxGraceMs: 0,
-      startingTimeoutMs: 600_000,
-      heartbeatGraceMs: 600_000,
       now: () => Date.now() + offset,
     });
     try {
