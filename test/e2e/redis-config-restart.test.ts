@@ -224,6 +224,13 @@ describe.concurrent.each(CONFIGS)('%s: every record survives a Redis restart', (
         members: await pools.all(),
         apiKeys: await apiKeys.list(),
       });
+      // exec resolves on the agent's `completed` event; the dispatcher moves its result into the
+      // record a moment later (and the activity stamp with it): the views are taken after that.
+      await expect
+        .poll(async () => (await sandbox.history()).find((c) => c.command === 'echo')?.result?.exitCode, {
+          timeout: 30_000,
+        })
+        .toBe(0);
       const before = await views();
       expect(before.job?.state).toBe('succeeded');
       expect(before.sandbox?.state).toBe('ready');
