@@ -57,6 +57,22 @@ export const LocalBackendEnvSchema = z.object({
   ),
   SANDSTREAM_DOCKER_DENY_EGRESS_NETWORK: optionalString,
   /**
+   * The cgroup every sandbox container is created under (Docker's `--cgroup-parent`): a slice an
+   * operator caps or accounts for as a whole, e.g. to read what all sandboxes cost together.
+   */
+  SANDSTREAM_DOCKER_CGROUP_PARENT: z.preprocess(
+    blank,
+    z
+      .string()
+      .max(200, 'SANDSTREAM_DOCKER_CGROUP_PARENT must be at most 200 characters')
+      .regex(
+        /^[A-Za-z0-9_./-]+$/,
+        'SANDSTREAM_DOCKER_CGROUP_PARENT must be a cgroup path (letters, digits, _ . / -)',
+      )
+      .refine((v) => !v.split('/').includes('..'), 'SANDSTREAM_DOCKER_CGROUP_PARENT must not contain ..')
+      .optional(),
+  ),
+  /**
    * pod-lifecycle's Docker client configuration file (`auths`) with the credentials of the
    * private registries images are pulled from; mounted as a secret, never sent through Redis.
    */
@@ -105,6 +121,7 @@ export function dockerOptionsFromEnv(
   if (e.SANDSTREAM_ALLOW_OPEN_REDIS) options.allowOpenRedis = true;
   if (e.SANDSTREAM_DOCKER_AGENT_VOLUME) options.agentVolume = e.SANDSTREAM_DOCKER_AGENT_VOLUME;
   if (e.SANDSTREAM_DOCKER_EGRESS) options.egress = e.SANDSTREAM_DOCKER_EGRESS;
+  if (e.SANDSTREAM_DOCKER_CGROUP_PARENT) options.cgroupParent = e.SANDSTREAM_DOCKER_CGROUP_PARENT;
   if (e.SANDSTREAM_DOCKER_CONFIG_FILE) options.registryAuthFile = e.SANDSTREAM_DOCKER_CONFIG_FILE;
   if (e.SANDSTREAM_DOCKER_PULL_TIMEOUT_SECONDS || e.SANDSTREAM_DOCKER_PULL_STALL_SECONDS) {
     options.pullLimits = {

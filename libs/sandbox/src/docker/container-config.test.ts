@@ -63,6 +63,15 @@ describe('toolchainContainerOptions', () => {
     expect(o.HostConfig?.ReadonlyRootfs).toBeUndefined();
   });
 
+  it("creates the container under the operator's cgroup parent when one is set", () => {
+    const spec = SandboxSpecSchema.parse({ image: 'x' });
+    const work = { kind: 'volume', name: 'work-1' } as const;
+    expect(
+      toolchainContainerOptions({ ...base, spec, work, cgroupParent: 'sandstream/sandboxes' }).HostConfig,
+    ).toMatchObject({ CgroupParent: 'sandstream/sandboxes' });
+    expect(toolchainContainerOptions({ ...base, spec, work }).HostConfig).not.toHaveProperty('CgroupParent');
+  });
+
   it('makes the root read-only with a tmpfs /tmp when the spec asks for it', () => {
     const spec = SandboxSpecSchema.parse({ image: 'x', readOnlyRootFilesystem: true });
     const o = toolchainContainerOptions({ ...base, spec, work: { kind: 'volume', name: 'work-1' } });

@@ -27,6 +27,8 @@ export interface ToolchainContainerInput {
   /** The agent's flags (agentArgs); replaced by spec.command when that is set. */
   agentArgs: string[];
   env: Record<string, string>;
+  /** The cgroup the container is created under (HostConfig.CgroupParent); the engine's default when unset. */
+  cgroupParent?: string;
   /** The engine caps the writable layer (StorageOpt size): only where detectStorageQuota found it can. */
   storageQuota?: boolean;
 }
@@ -51,6 +53,7 @@ export function toolchainContainerOptions(input: ToolchainContainerInput): Docke
     // The backend reads the exit code and logs of a crashed agent, then removes the container itself.
     AutoRemove: false,
     RestartPolicy: { Name: 'no' },
+    ...(input.cgroupParent ? { CgroupParent: input.cgroupParent } : {}),
   };
   mounts.push({ Type: 'volume', Source: input.work.name, Target: spec.workingDirectory });
   // The tenant's volumes (made, labelled, by the backend's create before this).

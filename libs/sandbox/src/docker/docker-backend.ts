@@ -87,6 +87,8 @@ export interface DockerBackendOptions {
    * step reach every host port: development only.
    */
   defaultNetwork?: string;
+  /** The cgroup sandbox containers are created under (Docker's `--cgroup-parent`); the engine's default when unset. */
+  cgroupParent?: string;
   /** Redis as reached from the default network; unset, a loopback URL is rewritten to its gateway. */
   sandboxRedisUrl?: string;
   denyEgress?: DenyEgressConfig;
@@ -314,6 +316,7 @@ export class DockerBackend implements SandboxBackend {
           ...(guarded ? { macAddress: guarded.mac } : {}),
           runtime,
           storageQuota,
+          ...(this.options.cgroupParent ? { cgroupParent: this.options.cgroupParent } : {}),
           agentArgs: agentArgs(launch),
           env: { ...spec.env, ...secrets, ...agent.agentEnv, ...agentEnvironment(launch) },
         }),
