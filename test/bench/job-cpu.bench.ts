@@ -238,6 +238,9 @@ async function startStack(backend: Backend): Promise<Stack> {
     SCHEDULER_TENANT_SLOTS: '4',
     LOG_LEVEL: 'warn',
     LOG_ARCHIVE: 'off',
+    ...(process.env.JOB_CPU_PROFILE_DIR
+      ? { NODE_OPTIONS: `--require ${process.env.JOB_CPU_PROFILE_DIR}` }
+      : {}),
   });
   const connection = new Redis(redis.url);
   const client = new SandstreamClient({ redis: connection, namespace });

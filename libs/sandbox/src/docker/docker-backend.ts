@@ -100,6 +100,13 @@ export interface DockerBackendOptions {
   egress?: 'iptables' | 'off';
   /** The firewall to use (tests); default an IptablesEgressFirewall on this host. */
   firewall?: IptablesEgressFirewall;
+  /**
+   * Least time between two sweeps of orphaned egress rules (default 30 s). list() sweeps, and the
+   * reaper and the disk budget list every few seconds; each sweep runs `iptables -S` twice, and a
+   * child process costs tens of ms of CPU from a process this size, while orphans come only from a
+   * crash between a destroy's two halves.
+   */
+  egressSweepIntervalMs?: number;
   /** The egress proxy of domain allow-lists (tests pass one with their own resolver); default one in this process. */
   egressProxy?: EgressProxy;
   /** Create sandboxes even when their Redis lets anyone in as `default` (SANDSTREAM_ALLOW_OPEN_REDIS). */
@@ -141,6 +148,8 @@ export class DockerBackend implements SandboxBackend {
   private readonly meter: DockerDiskMeter;
   private storageQuota: Promise<boolean> | undefined;
   private readonly firewall: IptablesEgressFirewall | undefined;
+  /** When list() last swept orphaned egress rules (0: never, so the first list sweeps). */
+  private lastEgressSweep = 0;
   private readonly proxy: EgressProxy;
   /** Each sandbox's address the proxy knows it by, to forget it on destroy. */
   private readonly proxySources = new Map<string, string>();
@@ -526,8 +535,10 @@ export class DockerBackend implements SandboxBackend {
         filters: { label: [managedFilter, `${DockerRoleLabel}=toolchain`] },
       });
     let containers: Dockerode.ContainerInfo[] | undefined;
-    if (this.firewall) {
+    const sweepDue = Date.now() - this.lastEgressSweep >= (this.options.egressSweepIntervalMs ?? 30_000);
+    if (this.firewall && sweepDue) {
       // The reaper lists every round: rules left by a sandbox whose container is gone go here.
+      this.lastEgressSweep = Date.now();
       await sweepEgress(this.firewall, async () => {
         containers = await listContainers();
         return new Set(containers.map((c) => c.Labels[SandboxLabels.jobId] ?? ''));
@@ -672,8 +683,10 @@ export class DockerBackend implements SandboxBackend {
         .filter((v) => v.Labels?.[DockerRoleLabel] === 'shared' || v.Labels?.[DockerRoleLabel] === 'work')
         .map((v) => ignoreGone(() => this.docker.getVolume(v.Name).remove())),
     );
-    // After the container, so a sandbox never runs without its rules.
-    await this.firewall?.remove(jobId);
+    // After the container, so a sandbox never runs without its rules. A sandbox seen on the host
+    // network never had any (create installs rules only on a bridge): no `iptables` to run.
+    const toolchain = containers.find((c) => c.Labels?.[DockerRoleLabel] === 'toolchain');
+    if (toolchain?.HostConfig?.NetworkMode !== 'host') await this.firewall?.remove(jobId);
     this.forgetProxySource(jobId);
   }
 }
