@@ -21,6 +21,10 @@
  *
  *   npm run build
  *   npx vite-node test/bench/job-cpu.bench.ts [jobs=20] [rounds=3] [inprocess,docker]
+ *
+ * To look inside: SANDSTREAM_AGENT_ENTRY=<script> runs the in-process agents through a wrapper
+ * (`/usr/bin/time`, `perf record`), JOB_CPU_PRELOAD=<file.cjs> is `--require`d by every service
+ * (`--cpu-prof` is not allowed in NODE_OPTIONS; a preload can start the inspector's profiler).
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -238,9 +242,7 @@ async function startStack(backend: Backend): Promise<Stack> {
     SCHEDULER_TENANT_SLOTS: '4',
     LOG_LEVEL: 'warn',
     LOG_ARCHIVE: 'off',
-    ...(process.env.JOB_CPU_PROFILE_DIR
-      ? { NODE_OPTIONS: `--require ${process.env.JOB_CPU_PROFILE_DIR}` }
-      : {}),
+    ...(process.env.JOB_CPU_PRELOAD ? { NODE_OPTIONS: `--require ${process.env.JOB_CPU_PRELOAD}` } : {}),
   });
   const connection = new Redis(redis.url);
   const client = new SandstreamClient({ redis: connection, namespace });
