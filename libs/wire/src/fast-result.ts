@@ -1,3 +1,4 @@
+import type { CodeError, CodeResult } from './code.js';
 import { CODE_LANGUAGES } from './code-languages.js';
 import {
   attempt,
@@ -55,7 +56,8 @@ function array<T>(value: unknown, item: (o: Json) => T): T[] {
   return Array.isArray(value) ? value.map((entry: unknown) => item(defined(entry))) : notSure();
 }
 
-function codeResult(o: Json): Json {
+/** CodeResultSchema's output for `o` (throws NOT_SURE where it refuses): also the code runners' results. */
+export function codeResult(o: Json): CodeResult {
   const out: Json = {};
   for (const key of ['text', 'html', 'markdown', 'png', 'svg']) {
     const value = o[key];
@@ -63,7 +65,12 @@ function codeResult(o: Json): Json {
   }
   put(out, 'json', o.json);
   out.isMainResult = bool(o, 'isMainResult');
-  return out;
+  return out as unknown as CodeResult;
+}
+
+/** CodeErrorSchema's output for `o` (throws NOT_SURE where it refuses). */
+export function codeError(o: Json): CodeError {
+  return { name: str(o, 'name'), value: str(o, 'value'), traceback: str(o, 'traceback') };
 }
 
 const OUTPUTS: Record<string, (o: Json) => Json> = {
@@ -106,13 +113,8 @@ const OUTPUTS: Record<string, (o: Json) => Json> = {
     const out: Json = {
       language: oneOf(o, 'language', CODE_LANGUAGES) ?? notSure(),
       context: str(o, 'context'),
-      results: array(o.results, codeResult),
-      error:
-        o.error === null
-          ? null
-          : ((e: Json) => ({ name: str(e, 'name'), value: str(e, 'value'), traceback: str(e, 'traceback') }))(
-              defined(o.error),
-            ),
+      results: array(o.results, (r) => codeResult(r) as unknown as Json),
+      error: o.error === null ? null : codeError(defined(o.error)),
       stateLost: bool(o, 'stateLost'),
     };
     put(out, 'kernelStarted', optBool(o, 'kernelStarted'));

@@ -12,6 +12,7 @@ export * from './completion-encode.js';
 export * from './error-result.js';
 export * from './event-field.js';
 export * from './fast-messages.js';
+export * from './fast-read.js';
 export * from './fast-result.js';
 export * from './fast-step.js';
 export * from './gnu-tar.js';
