@@ -5,11 +5,29 @@ import { checkStepResult } from './fast-result.js';
 import { fastDecodeStep, fastStep } from './fast-step.js';
 import { Limits } from './limits.js';
 import { PoolClaimSchema } from './pool-claim.js';
-import { StepSchema } from './step.js';
-import { StepResultSchema } from './step-result.js';
+import {
+  CodeStepSchema,
+  DownloadStepSchema,
+  GrepStepSchema,
+  ListFilesStepSchema,
+  ReadFileStepSchema,
+  RunStepSchema,
+  ShellStepSchema,
+  ShutdownStepSchema,
+  StatsStepSchema,
+  StepSchema,
+  TerminalStepSchema,
+  UploadStepSchema,
+  WatchStepSchema,
+  WriteFileStepSchema,
+} from './step.js';
+import { StepOutputSchema, StepResultSchema } from './step-result.js';
 
 type Json = Record<string, unknown>;
 const common = { schemaVersion: 1, stepId: 's-1' };
+
+/** The fields every kind has (shutdown drops all but the first three). */
+const everyKind = { traceContext: { traceparent: '00-x' }, parallel: false, workingDirectory: '/w' };
 
 /** One valid step of each kind, with every optional field set, and the same with none. */
 const FULL_STEPS: Json[] = [
@@ -45,7 +63,7 @@ const FULL_STEPS: Json[] = [
   { ...common, kind: 'stats', parallel: true },
   { ...common, kind: 'shell', session: 'main', command: 'cd /', timeoutSeconds: null },
   { ...common, kind: 'upload', path: 'd', transfer: 't-1', maxBytes: 1024 },
-  { ...common, kind: 'download', path: 'd', transfer: 't-1' },
+  { ...common, kind: 'download', path: 'd', transfer: 't-1', maxBytes: 2048 },
   {
     ...common,
     kind: 'terminal',
@@ -59,7 +77,7 @@ const FULL_STEPS: Json[] = [
   { ...common, kind: 'code', language: 'bash', context: 'c.1', code: 'echo 1', timeoutSeconds: 3 },
   { ...common, kind: 'watch', path: '.', recursive: true, timeoutSeconds: 10 },
   { ...common, kind: 'shutdown', parallel: true },
-];
+].map((step) => ({ ...everyKind, ...step }));
 const MINIMAL_STEPS: Json[] = [
   { ...common, command: 'true' },
   { ...common, kind: 'run', command: 'true' },
@@ -155,7 +173,35 @@ function expectAgrees(
   return true;
 }
 
+/** Each kind's schema: a field it gains must be in FULL_STEPS (and so in fast-step.ts) too. */
+const MEMBERS: Record<string, { shape: Record<string, unknown> }> = {
+  run: RunStepSchema,
+  readFile: ReadFileStepSchema,
+  writeFile: WriteFileStepSchema,
+  listFiles: ListFilesStepSchema,
+  grep: GrepStepSchema,
+  stats: StatsStepSchema,
+  shell: ShellStepSchema,
+  upload: UploadStepSchema,
+  download: DownloadStepSchema,
+  terminal: TerminalStepSchema,
+  code: CodeStepSchema,
+  watch: WatchStepSchema,
+  shutdown: ShutdownStepSchema,
+};
+
+/** The keys of `shape` missing from `sample`. */
+const missing = (shape: Record<string, unknown>, sample: Json) =>
+  Object.keys(shape).filter((key) => !Object.hasOwn(sample, key));
+
 describe('fastStep', () => {
+  it('is tried on every field of every kind: a field the schema gains fails here until both know it', () => {
+    for (const [kind, schema] of Object.entries(MEMBERS)) {
+      const sample = FULL_STEPS.find((step) => step.kind === kind) as Json;
+      expect({ kind, missing: missing(schema.shape, sample) }).toEqual({ kind, missing: [] });
+    }
+  });
+
   it('gives the schema’s own output for every valid step of each kind, defaults filled', () => {
     for (const step of [...FULL_STEPS, ...MINIMAL_STEPS]) {
       const fast = fastStep(step);
@@ -265,6 +311,25 @@ describe('checkStepResult', () => {
       droppedResults: 0,
     },
   ];
+
+  it('is tried on every field of a result and of each output', () => {
+    const full = {
+      ...result,
+      errorCode: 'internal',
+      cancelled: true,
+      droppedLines: 2,
+      outputLines: 3,
+      output: {},
+    };
+    expect(missing(StepResultSchema.shape, full)).toEqual([]);
+    for (const member of StepOutputSchema.options) {
+      const sample = outputs.find((output) => output.kind === member.shape.kind.value) as Json;
+      expect({ sample: sample.kind, missing: missing(member.shape, sample) }).toEqual({
+        sample: sample.kind,
+        missing: [],
+      });
+    }
+  });
 
   it('gives the schema’s value for what the agent writes, and refuses what the schema refuses', () => {
     const bases: Json[] = [
