@@ -6,8 +6,9 @@
  * Sandstream's side is what pod-lifecycle runs for an in-process sandbox, minus the queue hop:
  * the tree captured (snapshot/tree-capture.ts), framed and gzip-1 compressed (snapshot-codec.ts),
  * streamed into NATS JetStream's object store (SnapshotStore, a private nats-server with file
- * storage); the restore reads it back (checked whole first, as every restore is) and makes an
- * emptied copy of the directory exactly the snapshot's (TreeRestore). Rounds interleave with the
+ * storage); the restore reads it back (checked whole first, as every restore is, so the decoder
+ * skips its own content checksum, as pod-lifecycle's does) and makes an emptied copy of the
+ * directory exactly the snapshot's (TreeRestore). Rounds interleave with the
  * baseline; medians. Peak RSS of this process is printed: the snapshot is never held whole.
  *
  *   npm run build && npx vite-node test/bench/snapshot.bench.ts [MB] [rounds]
@@ -18,12 +19,12 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SnapshotStore } from '@sandstream/bus';
-import { captureTree, decodeSnapshot, encodeSnapshot, TreeRestore } from '@sandstream/sandbox';
+import { captureTree, checkedWhole, decodeSnapshot, encodeSnapshot, TreeRestore } from '@sandstream/sandbox';
 import { NatsServer } from '@sandstream/test-support';
 import { connect } from 'nats';
 
@@ -83,6 +84,24 @@ async function profiled<T>(name: string, what: () => Promise<T>): Promise<T> {
   }
 }
 
+/** utime + stime of a process's /proc stat, or of the children it waited for (cutime + cstime), in s. */
+function procCpu(pid: number | 'self', children = false): number {
+  // Fields after the command's closing parenthesis: state is field 3, utime 14 … cstime 17.
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const [user, system] = children ? [fields[13], fields[14]] : [fields[11], fields[12]];
+  return (Number(user) + Number(system)) / 100;
+}
+
+/** CPU seconds this process spends (every thread) plus nats-server's, while `what` runs. */
+async function cpuOf<T>(natsPid: number | undefined, what: () => Promise<T>): Promise<[T, number]> {
+  const own = process.cpuUsage();
+  const nats = natsPid ? procCpu(natsPid) : 0;
+  const result = await what();
+  const { user, system } = process.cpuUsage(own);
+  return [result, (user + system) / 1e6 + (natsPid ? procCpu(natsPid) - nats : 0)];
+}
+
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length / 2;
@@ -108,6 +127,8 @@ async function main(): Promise<void> {
       untar: [] as number[],
       snapRatio: [] as number[],
       restoreRatio: [] as number[],
+      untarCpu: [] as number[],
+      restoreCpu: [] as number[],
     };
     let stored = 0;
     for (let round = 0; round < ROUNDS; round++) {
@@ -132,24 +153,31 @@ async function main(): Promise<void> {
       // of 0.45x beside rounds of 1.0x on a quiet machine).
       execFileSync('sync');
       t = performance.now();
+      const children = procCpu('self', true);
       execFileSync('sh', ['-c', `gzip -dc ${root}/base.tar.gz | tar -C ${untarDir} -xf -`]);
       results.untar.push(mb / ((performance.now() - t) / 1000));
+      results.untarCpu.push(procCpu('self', true) - children);
 
       const restoreDir = join(root, 'restore');
       rmSync(restoreDir, { recursive: true, force: true });
       mkdirSync(restoreDir);
       execFileSync('sync');
       t = performance.now();
-      await profiled(`restore-${round + 1}`, async () => {
-        const tree = new TreeRestore(restoreDir, 'work');
-        try {
-          for await (const entry of decodeSnapshot(await store.open(id, put))) await tree.apply(entry);
-          await tree.finish();
-        } finally {
-          tree.close();
-        }
-      });
+      const [, restoreCpu] = await cpuOf(nats.pid, () =>
+        profiled(`restore-${round + 1}`, async () => {
+          const tree = new TreeRestore(restoreDir, 'work');
+          try {
+            // Marked as pod-lifecycle's openSnapshot marks what the store checked whole (checked-whole.ts).
+            const bytes = checkedWhole(await store.open(id, put));
+            for await (const entry of decodeSnapshot(bytes)) await tree.apply(entry);
+            await tree.finish();
+          } finally {
+            tree.close();
+          }
+        }),
+      );
       results.restore.push(mb / ((performance.now() - t) / 1000));
+      results.restoreCpu.push(restoreCpu);
       execFileSync('diff', ['-r', '-q', work, restoreDir]);
       await store.delete(id);
       // Per round as well: on a loaded machine a round's pair is measured closer together than the medians.
@@ -157,7 +185,7 @@ async function main(): Promise<void> {
       results.snapRatio.push(last(results.snap) / last(results.tar));
       results.restoreRatio.push(last(results.restore) / last(results.untar));
       console.log(
-        `round ${round + 1}: snapshot ${last(results.snapRatio).toFixed(2)}x, restore ${last(results.restoreRatio).toFixed(2)}x (load ${loadavg()[0]?.toFixed(1)})`,
+        `round ${round + 1}: snapshot ${last(results.snapRatio).toFixed(2)}x, restore ${last(results.restoreRatio).toFixed(2)}x, restore CPU ${last(results.restoreCpu).toFixed(2)} s against untar's ${last(results.untarCpu).toFixed(2)} s (load ${loadavg()[0]?.toFixed(1)})`,
       );
     }
     const base = statSync(join(root, 'base.tar.gz')).size;
@@ -177,6 +205,11 @@ async function main(): Promise<void> {
     console.log(line('restore (verify + read + write tree)', restore, untar, 'gzip -dc | tar -x'));
     console.log(
       `median of the rounds' ratios (each pair measured back to back): snapshot ${median(results.snapRatio).toFixed(2)}x, restore ${median(results.restoreRatio).toFixed(2)}x`,
+    );
+    // CPU seconds move less with the machine's load than MB/s do: the restore's (this process's
+    // threads and nats-server's) against gzip's and tar's.
+    console.log(
+      `CPU medians: restore ${median(results.restoreCpu).toFixed(2)} s (this process and nats-server), untar ${median(results.untarCpu).toFixed(2)} s (gzip -dc and tar -x)`,
     );
     console.log(`peak RSS of this process: ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`);
   } finally {

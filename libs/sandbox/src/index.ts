@@ -43,6 +43,7 @@ export * from './resource-policy.js';
 export * from './runtime-class.js';
 export * from './sandbox-spec.js';
 export * from './secret-env.js';
+export { checkedWhole, wasCheckedWhole } from './snapshot/checked-whole.js';
 export { decodeSnapshot, encodeSnapshot, SNAPSHOT_GZIP_LEVEL } from './snapshot/snapshot-codec.js';
 export { SnapshotCorruptError, type SnapshotEntry } from './snapshot/snapshot-entry.js';
 export { captureTree } from './snapshot/tree-capture.js';

@@ -40,6 +40,11 @@ export class NatsServer {
     return server;
   }
 
+  /** The server process's id (a bench reads its CPU time from /proc). */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
   private async awaitGreeting(timeoutMs = 10_000): Promise<void> {
     const { port, child } = this;
     await pollUntil(

@@ -7,7 +7,7 @@ import {
   type SnapshotStore,
   snapshotFailure,
 } from '@sandstream/bus';
-import type { SandboxBackend } from '@sandstream/sandbox';
+import { checkedWhole, type SandboxBackend } from '@sandstream/sandbox';
 import type { CaptureCache } from './capture-cache.js';
 import type { CopyLease } from './local-copies.js';
 
@@ -35,6 +35,8 @@ export interface SnapshotSource {
  *
  * A capture this replica holds in its cache (capture-cache.ts) is read from local disk, checked
  * against the record's size and SHA-256 (a damaged one is dropped and the store read instead).
+ * Every stream handed out is marked checked whole (checked-whole.ts in the sandbox library): the
+ * restore's decoder then skips its own SHA-256 of the same content.
  * With `uploadWaitMs` (a start), a snapshot still uploading is waited for, or, when this replica
  * spooled it, started from at once: a fork placed on the node that captured does not wait for
  * the upload.
@@ -69,13 +71,14 @@ export async function openSnapshot(
       held && (await cache?.open(snapshotId, held, source.onCacheRefused).catch(() => undefined));
     if (cached) {
       source.onOpened?.(snapshotId, 'cache');
-      return cached;
+      return checkedWhole(cached);
     }
-    // Still being captured: read as it is written (growing-spool.ts).
+    // Still being captured: read as it is written (growing-spool.ts), each byte hashed against the
+    // writer's hash; a mismatch fails the stream at its end, which the restore reads before it ends.
     const followed = cache?.follow(snapshotId);
     if (followed) {
       source.onOpened?.(snapshotId, 'spool');
-      return followed;
+      return checkedWhole(followed);
     }
     snapshot = await usableRecord(source.records, snapshotId, tenant, waitMs, () => false);
   }
@@ -84,12 +87,12 @@ export async function openSnapshot(
   const cached = await source.cache?.open(snapshotId, expected, source.onCacheRefused).catch(() => undefined);
   if (cached) {
     source.onOpened?.(snapshotId, 'cache');
-    return cached;
+    return checkedWhole(cached);
   }
   try {
     const stored = await source.objects.open(snapshotId, expected);
     source.onOpened?.(snapshotId, 'store');
-    return stored;
+    return checkedWhole(stored);
   } catch (err) {
     throw snapshotFailure(codeOf(err as Error), (err as Error).message);
   }

@@ -1,5 +1,5 @@
 import type { PausedFilesStore, SandboxFilesKeeper } from '@sandstream/bus';
-import type { SandboxBackend, SandboxSpec } from '@sandstream/sandbox';
+import { checkedWhole, type SandboxBackend, type SandboxSpec } from '@sandstream/sandbox';
 import type { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
 
 /**
@@ -47,7 +47,8 @@ export class PausedFiles implements SandboxFilesKeeper {
       );
     const restoreFiles = this.backend.restoreFiles.bind(this.backend);
     const sandboxRef = this.refOf(ref);
-    const bytes = await this.store.get(kept);
+    // The store hands out bytes it found whole against their recorded size and SHA-256 (its get).
+    const bytes = checkedWhole(await this.store.get(kept));
     // Held under the new life's id (the job's): the freeze sweep thaws it if this replica dies.
     await this.freeze.hold(ref.jobId, sandboxRef, () => restoreFiles(sandboxRef, bytes));
   }

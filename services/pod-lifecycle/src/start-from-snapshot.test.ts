@@ -19,6 +19,7 @@ import {
   type SandboxBackend,
   type SandboxRef,
   TreeRestore,
+  wasCheckedWhole,
 } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
 import { deleteNamespaceKeys, NatsServer, testRedisUrl, uniqueNamespace } from '@sandstream/test-support';
@@ -125,20 +126,20 @@ async function entriesOf(dir: string): Promise<unknown[]> {
   return out;
 }
 
-function startsWith(records: SnapshotRecords, objects: SnapshotStore) {
+function startsWith(records: SnapshotRecords, objects: SnapshotStore, backend = directoryBackend) {
   const opened: string[] = [];
   const refused: string[] = [];
   const starts = {
     source: {
       records,
       objects,
-      backend: directoryBackend,
+      backend,
       cache,
       onCacheRefused: (reason: string) => refused.push(reason),
       onOpened: (_: string, from: string) => opened.push(from),
     },
-    backend: directoryBackend,
-    freeze: new SnapshotFreezeGuard({ redis, keys, backend: directoryBackend, logger: silentLogger('t') }),
+    backend,
+    freeze: new SnapshotFreezeGuard({ redis, keys, backend, logger: silentLogger('t') }),
   };
   return { starts, opened, refused };
 }
@@ -199,5 +200,42 @@ describe('a start from a snapshot on the replica that copied it', () => {
     expect(opened).toEqual(['copy', 'store']);
     expect(refused).toEqual([expect.stringContaining(`the local copy of ${snapshotId} cannot be listed`)]);
     expect(await entriesOf(sandbox.id)).toEqual(await entriesOf(source));
+  }, 60_000);
+});
+
+describe('the bytes a start restores from', () => {
+  it('reach the backend marked checked whole, from the store and from the cache', async () => {
+    const source = await sourceTree();
+    const { snapshotId, made, records, objects } = await forkCapture(source);
+    // No copy: the start reads the snapshot's bytes.
+    await rm(made.dir, { recursive: true, force: true });
+    const marked: boolean[] = [];
+    const backend = {
+      ...directoryBackend,
+      restoreFiles(ref: SandboxRef, snapshot: AsyncIterable<Buffer>) {
+        // The decoder skips its own SHA-256 of the content for these (checked-whole.ts).
+        marked.push(wasCheckedWhole(snapshot));
+        return directoryBackend.restoreFiles?.(ref, snapshot);
+      },
+    } as SandboxBackend;
+    const { starts, opened } = startsWith(records, objects, backend);
+    const fromStore = await newSandbox();
+    await new StartSnapshot(starts, snapshotId, tenant).restoreInto(fromStore.jobId, fromStore);
+
+    // The same bytes held in this replica's cache, as a capture spooled here leaves them.
+    const record = await records.get(snapshotId, tenant);
+    const spooled = await cache.spool(
+      snapshotId,
+      await objects.open(snapshotId, { sizeBytes: record?.sizeBytes ?? 0, sha256: record?.sha256 ?? '' }),
+    );
+    await spooled.keep();
+    const fromCache = await newSandbox();
+    await new StartSnapshot(starts, snapshotId, tenant).restoreInto(fromCache.jobId, fromCache);
+
+    // The first start finds the copy gone (and drops it), then reads the store.
+    expect(opened).toEqual(['copy', 'store', 'cache']);
+    expect(marked).toEqual([true, true]);
+    for (const sandbox of [fromStore, fromCache])
+      expect(await entriesOf(sandbox.id)).toEqual(await entriesOf(source));
   }, 60_000);
 });

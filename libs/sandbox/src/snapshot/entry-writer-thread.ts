@@ -28,6 +28,8 @@ export interface WriterReply {
   error?: { message: string; code?: string };
   /** A copy's: the names it removed from its target. */
   removed?: number;
+  /** The batch's data buffer, handed back (transferred) for the next batch to reuse. */
+  data?: ArrayBuffer;
 }
 
 const port = parentPort;
@@ -70,5 +72,7 @@ port.on('message', (request: WriterRequest) => {
       reply.error = code ? { message, code } : { message };
     }
   }
-  port.postMessage(reply);
+  // Written (or skipped): the buffer goes back, so the main thread need not zero a new one.
+  if (request.data) reply.data = request.data;
+  port.postMessage(reply, request.data ? [request.data] : []);
 });

@@ -19,6 +19,7 @@ import { Readable } from 'node:stream';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { blockLevel } from './block-level.js';
+import { checkedWhole } from './checked-whole.js';
 import { INFLATE_IN_FLIGHT, type InflateStats, newInflateStats } from './gzip-members.js';
 import { decodeSnapshot, encodeSnapshot } from './snapshot-codec.js';
 import { captureTree } from './tree-capture.js';
@@ -40,14 +41,41 @@ async function bytesOf(stream: Readable): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-async function restoreInto(dir: string, snapshot: Buffer, stats?: InflateStats): Promise<void> {
+async function restoreInto(
+  dir: string,
+  snapshot: Buffer,
+  stats?: InflateStats,
+  options: { checked?: boolean } = {},
+): Promise<void> {
   const tree = new TreeRestore(dir, 'work');
   // In 64 KB pieces, as a store hands them out: members span pieces.
   const pieces = Array.from({ length: Math.ceil(snapshot.length / 65536) }, (_, i) =>
     snapshot.subarray(i * 65536, (i + 1) * 65536),
   );
-  for await (const entry of decodeSnapshot(Readable.from(pieces), stats)) await tree.apply(entry);
-  await tree.finish();
+  const bytes = Readable.from(pieces);
+  // As a restore gets them from the object store or the capture cache (checked-whole.ts).
+  if (options.checked) checkedWhole(bytes);
+  try {
+    for await (const entry of decodeSnapshot(bytes, stats)) await tree.apply(entry);
+    await tree.finish();
+  } finally {
+    tree.close();
+  }
+}
+
+/** `snapshot`'s frames with its end marker rewritten by `change`, compressed again as one stream. */
+function withEndMarker(snapshot: Buffer, change: (marker: Record<string, unknown>) => void): Buffer {
+  const frames = gunzipSync(snapshot);
+  // The end marker is the last frame: its 4-byte length, then its JSON.
+  const at = frames.lastIndexOf('{"type":"end"');
+  expect(frames.readUInt32BE(at - 4)).toBe(frames.length - at);
+  const marker = JSON.parse(frames.subarray(at).toString('utf8')) as Record<string, unknown>;
+  expect(marker.type).toBe('end');
+  change(marker);
+  const json = Buffer.from(JSON.stringify(marker));
+  const length = Buffer.alloc(4);
+  length.writeUInt32BE(json.length);
+  return gzipSync(Buffer.concat([frames.subarray(0, at - 4), length, json]), { level: 1 });
 }
 
 describe('snapshot stream of a directory tree', () => {
@@ -88,6 +116,48 @@ describe('snapshot stream of a directory tree', () => {
     flipped[Math.floor(flipped.length / 2)] ^= 0xff;
     await expect(restoreInto(target, flipped)).rejects.toThrow(/damaged|checksum mismatch/);
     await expect(restoreInto(target, Buffer.from('not a snapshot at all'))).rejects.toThrow(/damaged|magic/);
+  });
+
+  it('skips the content checksum for bytes checked whole against their record, and refuses all else still', async () => {
+    const dir = await tempDir();
+    await writeFile(join(dir, 'a.txt'), 'x'.repeat(100_000));
+    await writeFile(join(dir, 'b.bin'), randomBytes(3 << 20));
+    const snapshot = await bytesOf(encodeSnapshot(captureTree(dir, 'work')));
+    // An end marker whose checksum no content has: only the decoder's own SHA-256 sees it.
+    const otherSum = withEndMarker(snapshot, (marker) => {
+      marker.sha256 = '0'.repeat(64);
+    });
+    await expect(restoreInto(await tempDir(), otherSum)).rejects.toThrow(/checksum mismatch/);
+    const target = await tempDir();
+    await restoreInto(target, otherSum, undefined, { checked: true });
+    execFileSync('diff', ['-r', dir, target]);
+
+    // Checked whole or not, a stream cut short, an entry count that differs, a damaged member.
+    const checked = { checked: true };
+    const half = snapshot.subarray(0, Math.floor(snapshot.length / 2));
+    await expect(restoreInto(await tempDir(), half, undefined, checked)).rejects.toThrow(/truncated|damaged/);
+    const miscounted = withEndMarker(snapshot, (marker) => {
+      marker.entries = (marker.entries as number) + 1;
+    });
+    await expect(restoreInto(await tempDir(), miscounted, undefined, checked)).rejects.toThrow(
+      /end marker counts \d+ entries, the stream held \d+/,
+    );
+    const flipped = Buffer.from(snapshot);
+    flipped[Math.floor(flipped.length / 2)] ^= 0xff;
+    await expect(restoreInto(await tempDir(), flipped, undefined, checked)).rejects.toThrow(/damaged/);
+
+    // A capture's spool followed as it grows is checked at its end (growing-spool.ts): the decoder
+    // reads the source to its end before it returns, so that failure is the restore's.
+    const spool = checkedWhole(
+      (async function* () {
+        yield snapshot;
+        throw new Error("the capture's spool read back as 1 bytes hashing to x, written as 2 bytes");
+      })(),
+    );
+    const entries = async () => {
+      for await (const { content } of decodeSnapshot(spool)) for await (const _ of content);
+    };
+    await expect(entries()).rejects.toThrow(/damaged: the capture's spool read back as/);
   });
 
   it('restores a tree of many small files in nested directories with their modes and times', async () => {

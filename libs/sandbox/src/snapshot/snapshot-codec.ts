@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import { formatIssues } from '@sandstream/wire';
 import { blockLevel } from './block-level.js';
 import { ByteReader } from './byte-reader.js';
+import { wasCheckedWhole } from './checked-whole.js';
 import { gzipSizedMember, type InflateStats, inflateMembers, newInflateStats } from './gzip-members.js';
 import {
   type CapturedEntry,
@@ -114,7 +115,9 @@ async function* frameEntries(entries: AsyncIterable<CapturedEntry>): AsyncGenera
 /**
  * Entries from compressed snapshot bytes. Each entry's content must be read (or is skipped) before
  * the next one is asked for. Throws SnapshotCorruptError naming what is wrong: damaged
- * compression, a truncated stream (with where it ends), a bad header, a checksum mismatch.
+ * compression, a truncated stream (with where it ends), a bad header, a checksum mismatch. The
+ * end marker's checksum is not computed for bytes the caller checked whole against their
+ * recorded SHA-256 (checked-whole.ts): those are the encoder's own.
  */
 export async function* decodeSnapshot(
   compressed: AsyncIterable<Buffer> | Iterable<Buffer>,
@@ -122,7 +125,7 @@ export async function* decodeSnapshot(
 ): AsyncGenerator<RestoredEntry> {
   const inflated = inflateMembers(compressed, stats);
   const reader = new ByteReader(inflated);
-  const hash = createHash('sha256');
+  const hash = wasCheckedWhole(compressed) ? undefined : createHash('sha256');
   const wrap = async <T>(what: () => Promise<T>): Promise<T> => {
     try {
       return await what();
@@ -156,12 +159,12 @@ export async function* decodeSnapshot(
       const trailer = SnapshotTrailerSchema.safeParse(json);
       if (!trailer.success)
         throw new SnapshotCorruptError(formatIssues(trailer.error, 'snapshot end marker'));
-      const digest = hash.digest('hex');
+      const digest = hash?.digest('hex');
       if (trailer.data.entries !== count)
         throw new SnapshotCorruptError(
           `snapshot end marker counts ${trailer.data.entries} entries, the stream held ${count}`,
         );
-      if (trailer.data.sha256 !== digest)
+      if (digest !== undefined && trailer.data.sha256 !== digest)
         throw new SnapshotCorruptError(
           `snapshot checksum mismatch: its content hashes to SHA-256 ${digest}, its end marker says ${trailer.data.sha256}`,
         );
@@ -170,8 +173,8 @@ export async function* decodeSnapshot(
         throw new SnapshotCorruptError('snapshot has bytes after its end marker: damaged');
       return;
     }
-    hash.update(length);
-    hash.update(raw);
+    hash?.update(length);
+    hash?.update(raw);
     const parsed = SnapshotEntrySchema.safeParse(json);
     if (!parsed.success)
       throw new SnapshotCorruptError(formatIssues(parsed.error, `snapshot entry ${count + 1}`));
