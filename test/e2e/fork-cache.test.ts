@@ -5,7 +5,7 @@ import { SnapshotRecords, SnapshotStore } from '@sandstream/bus';
 import type { Sandbox } from '@sandstream/client';
 import { liveBackends, NatsServer, pollUntil } from '@sandstream/test-support';
 import { connect as connectNats, type NatsConnection } from 'nats';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Stack, startStack } from '../helpers/services-stack.js';
 
 // Issue 30 §7, fork → first exec: pod-lifecycle keeps its captures on local disk
@@ -44,6 +44,13 @@ for (const backend of liveBackends()) {
         },
       });
     }, 180_000);
+
+    // Each case closes what it opened: the tenant holds 10 slots (SCHEDULER_TENANT_SLOTS), and the
+    // sandboxes earlier cases left open made a later create wait for a slot forever.
+    afterEach(async () => {
+      nats?.unfreeze();
+      await Promise.all(open.splice(0).map((s) => s.close().catch(() => {})));
+    }, 120_000);
 
     afterAll(async () => {
       nats?.unfreeze();
@@ -128,13 +135,14 @@ for (const backend of liveBackends()) {
         nats.unfreeze();
       }
       // Stored, committed (never listed), then dropped by pod-lifecycle: record, bytes, local copy.
-      await pollUntil(`fork snapshot ${snapshotId} dropped`, () => goneEverywhere(snapshotId), {
+      // Its log line comes once all three went (record and bytes go before the local copy, so a
+      // poll on them alone raced the rest).
+      const dropped = new RegExp(`"snapshotId":"${snapshotId}"[^\n]*"msg":"a fork's snapshot dropped"`);
+      await pollUntil(`fork snapshot ${snapshotId} dropped`, async () => dropped.test(stack.logs()), {
         timeoutMs: 120_000,
         intervalMs: 200,
       });
-      expect(stack.logs()).toMatch(
-        new RegExp(`"snapshotId":"${snapshotId}"[^\n]*"msg":"a fork's snapshot dropped"`),
-      );
+      expect(await goneEverywhere(snapshotId)).toBe(true);
       expect((await localCaptures()).some((f) => f.startsWith(snapshotId))).toBe(false);
       expect(await stack.client.snapshots.list()).toEqual([]);
       // The forks keep their files: they never needed the snapshot after their start.
