@@ -100,16 +100,22 @@ export class SnapshotRecords {
     if (status !== 'ok') throw new Error(`snapshot ${record.snapshotId} already exists`);
   }
 
-  /** The upload is stored: `ready` (listed) if its bytes fit the quota, else dropped with SnapshotLimitError. */
+  /**
+   * The upload is stored: `ready` (listed) if its bytes fit the quota, else dropped with
+   * SnapshotLimitError. A `temporary` one (a fork's: pod-lifecycle drops it once the forks have
+   * their files) is not listed, and expires one upload grace after this commit rather than after
+   * the retention, so the reaper takes it should its dropper die.
+   */
   async commit(
     tenant: string,
     snapshotId: string,
     stored: { sizeBytes: number; sha256: string; entries: number; frozenMs: number },
     limits: SnapshotLimits,
+    options: { temporary?: boolean } = {},
   ): Promise<SnapshotRecord> {
     const k = this.keys.snapshots;
     const createdAt = Date.now();
-    const expiresAt = createdAt + limits.retentionMs;
+    const expiresAt = createdAt + (options.temporary ? limits.uploadGraceMs : limits.retentionMs);
     const [status, , max, current] = await COMMIT.run<string[]>(
       this.redis,
       [k.record(tenant, snapshotId), k.usage(tenant), k.index(tenant)],
@@ -117,6 +123,7 @@ export class SnapshotRecords {
         String(limits.maxBytes),
         String(stored.sizeBytes),
         String(createdAt),
+        options.temporary ? '0' : '1',
         ...flatten({
           sha256: stored.sha256,
           entries: stored.entries,

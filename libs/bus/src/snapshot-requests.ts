@@ -24,6 +24,14 @@ export const SnapshotRequestSchema = z.discriminatedUnion('op', [
      * make one, for the forks placed on its node (local-copies.ts); other captures make none.
      */
     forFork: z.boolean().optional(),
+    /**
+     * The sandboxes a fork's capture is taken for (their ids, chosen by the caller before it
+     * creates them): the snapshot is temporary. Pod-lifecycle answers once it is committed as
+     * any capture, but drops it itself (record, stored bytes, local copies) once each of these
+     * has its files or ended, so a caller that exits early leaks nothing; it is never listed,
+     * and its record expires one upload grace after its commit should that replica die first.
+     */
+    forks: z.array(JobIdSchema).min(1).max(100).optional(),
   }),
   z.strictObject({
     op: z.literal('restore'),

@@ -159,8 +159,14 @@ export class RedisSandboxTransport implements SandboxTransport {
     const source = await this.get(id);
     if (!source || (this.ctx.tenant && source.tenant !== this.ctx.tenant)) throw new SandboxNotFoundError(id);
     const snapshotId = newSnapshotId();
+    // A fork of a tenant-scoped sandbox (made through the API) is scoped the same way, so its
+    // tenant finds it by the id the API answers (tenant-ids.ts). Chosen before the capture: it
+    // names them, and pod-lifecycle drops the snapshot once they hold their files.
+    const forkIds = Array.from({ length: count }, () =>
+      isScopedJobId(id) ? scopedJobId(source.tenant, randomUUID()) : randomUUID(),
+    );
     // The forks are created while their snapshot is captured: each start makes its sandbox and
-    // boots its agent meanwhile, then waits for the snapshot to be ready (start-from-snapshot.ts).
+    // boots its agent meanwhile, then waits for the snapshot (start-from-snapshot.ts).
     const captured = this.ctx.snapshotRequests.capture(
       {
         op: 'capture',
@@ -169,48 +175,37 @@ export class RedisSandboxTransport implements SandboxTransport {
         tenant: source.tenant,
         name: `fork of ${id}`,
         forFork: true,
+        forks: forkIds,
       },
       (timeoutSeconds ?? SNAPSHOT_WAIT_SECONDS) * 1000,
     );
     captured.catch(() => {});
-    try {
-      // Not before the capture has recorded it (uploading): a start that found no record would
-      // refuse it as missing.
-      await snapshotBegun(this.ctx.snapshotRecords, snapshotId, source.tenant, captured).catch((err) => {
-        throw snapshotErrorOf(err as Error, id);
-      });
-      const { id: _id, fromSnapshot: _from, ...spec } = source.spec;
-      const forks = await Promise.allSettled(
-        Array.from({ length: count }, () => {
-          // A fork of a tenant-scoped sandbox (made through the API) is scoped the same way, so
-          // its tenant finds it by the id the API answers (tenant-ids.ts).
-          const forkId = isScopedJobId(id) ? scopedJobId(source.tenant, randomUUID()) : randomUUID();
-          const forked = parseLiveSandboxSpec({ ...spec, id: forkId, fromSnapshot: snapshotId });
-          return this.create(forked, forked, { ...(timeoutSeconds ? { timeoutSeconds } : {}) }).then(
-            (created) => created.id,
-          );
-        }),
-      );
-      // A failed capture is the cause of every fork's failure (their snapshot never became
-      // ready); a fork that started from the capture's local spool before its upload failed goes.
-      await captured.catch(async (err) => {
-        await Promise.all(
-          forks.map((fork) =>
-            fork.status === 'fulfilled' ? this.close(fork.value).catch(() => {}) : undefined,
-          ),
+    // Not before the capture has recorded it (uploading): a start that found no record would
+    // refuse it as missing.
+    await snapshotBegun(this.ctx.snapshotRecords, snapshotId, source.tenant, captured).catch((err) => {
+      throw snapshotErrorOf(err as Error, id);
+    });
+    const { id: _id, fromSnapshot: _from, ...spec } = source.spec;
+    const forks = await Promise.allSettled(
+      forkIds.map((forkId) => {
+        const forked = parseLiveSandboxSpec({ ...spec, id: forkId, fromSnapshot: snapshotId });
+        return this.create(forked, forked, { ...(timeoutSeconds ? { timeoutSeconds } : {}) }).then(
+          (created) => created.id,
         );
-        throw snapshotErrorOf(err as Error, id);
-      });
-      const ids: string[] = [];
-      for (const fork of forks) {
-        if (fork.status === 'rejected') throw fork.reason;
-        ids.push(fork.value);
-      }
-      return ids;
-    } finally {
-      // Every fork holds its files now; the snapshot was only the way there.
-      await this.ctx.snapshotRecords.delete(snapshotId, source.tenant).catch(() => {});
-    }
+      }),
+    );
+    // Running, each fork holds its files: the answer does not wait for the capture's upload and
+    // commit (a fork on another node did, to read it), and pod-lifecycle drops the snapshot.
+    if (forks.every((fork) => fork.status === 'fulfilled')) return forks.map((fork) => fork.value);
+    // One failed: none is left. A failed capture is the cause of every fork's failure (their
+    // snapshot went, or never became ready), so its error is the one reported.
+    await Promise.all(
+      forks.map((fork) => (fork.status === 'fulfilled' ? this.close(fork.value).catch(() => {}) : undefined)),
+    );
+    await captured.catch((err) => {
+      throw snapshotErrorOf(err as Error, id);
+    });
+    throw (forks.find((fork) => fork.status === 'rejected') as PromiseRejectedResult).reason;
   }
 
   async listSnapshots(): Promise<SnapshotInfo[]> {

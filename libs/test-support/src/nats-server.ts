@@ -65,6 +65,19 @@ export class NatsServer {
     }
   }
 
+  /**
+   * SIGSTOP: the server holds its connections but answers nothing (a stalled store, not an
+   * outage a client would notice and reconnect from) until unfreeze().
+   */
+  freeze(): void {
+    this.child.kill('SIGSTOP');
+  }
+
+  /** SIGCONT after freeze(): it answers what came meanwhile. */
+  unfreeze(): void {
+    this.child.kill('SIGCONT');
+  }
+
   /** The same server back on the same port and store, after halt(). */
   async resume(): Promise<void> {
     const { child, exited } = spawnServer(this.args);

@@ -220,6 +220,16 @@ export class CaptureCache {
     return file.createReadStream({ start: 0, highWaterMark: 1 << 20, autoClose: true });
   }
 
+  /**
+   * Drops what this replica holds of `snapshotId`, spooled capture and plain copy (a fork's
+   * temporary snapshot, dropped): a restore reading either keeps it until it is done.
+   */
+  async forget(snapshotId: string): Promise<void> {
+    const entry = this.entries.get(snapshotId);
+    if (entry) await this.drop(snapshotId, entry);
+    await this.copies.forget(snapshotId);
+  }
+
   /** Removes the process's directory and everything in it (shutdown). */
   async close(): Promise<void> {
     clearInterval(this.sweeper);

@@ -27,6 +27,7 @@ import { CaptureCache } from './capture-cache.js';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { createDiskBudgetStop } from './disk-budget-stop.js';
 import { reapplyEgress } from './egress-reapply.js';
+import { ForkSnapshotDrops } from './fork-snapshot-drops.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { LivenessProber } from './liveness-prober.js';
 import { openNetworkCeiling } from './network-ceiling.js';
@@ -235,7 +236,19 @@ runService({
         drainDelay: WORKER_DRAIN_DELAY_SECONDS,
       },
     );
+    // A fork's temporary snapshot goes once its forks hold their files (fork-snapshot-drops.ts).
+    const forkDrops = snapshotObjects
+      ? new ForkSnapshotDrops({
+          store,
+          records: snapshotRecords,
+          objects: snapshotObjects,
+          cache: captureCache,
+          logger,
+          waitMs: env.SNAPSHOT_UPLOAD_GRACE_SECONDS * 1000,
+        })
+      : undefined;
     const snapshot = createSnapshotProcessor({
+      forkDrops,
       freeze,
       store,
       backend,
@@ -371,6 +384,8 @@ runService({
         networkWorker.close(),
       ]);
     });
+    // After the workers (a capture finishing schedules its drop); before NATS goes (a drop deletes bytes).
+    if (forkDrops) onShutdown("forks' snapshot drops", () => forkDrops.close());
     // After the workers: an in-flight capture still uploads, from its spool.
     if (nats) onShutdown('nats', () => nats.drain());
     if (captureCache) onShutdown('capture cache', () => captureCache.close());

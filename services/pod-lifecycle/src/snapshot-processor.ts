@@ -22,6 +22,7 @@ import {
 import type { Logger } from '@sandstream/telemetry';
 import { type Job, UnrecoverableError } from 'bullmq';
 import type { CaptureCache, SpooledCapture } from './capture-cache.js';
+import type { ForkSnapshotDrops } from './fork-snapshot-drops.js';
 import { openSnapshot } from './open-snapshot.js';
 import type { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
 
@@ -39,6 +40,11 @@ export interface SnapshotProcessorDeps {
   cache?: CaptureCache | undefined;
   /** A fork's capture is also copied as plain trees for the forks placed here (default on). */
   forkCopies?: boolean;
+  /**
+   * Drops a fork's temporary snapshot once its forks hold their files (fork-snapshot-drops.ts);
+   * absent, it lasts until its record expires (one upload grace) and the reaper takes it.
+   */
+  forkDrops?: ForkSnapshotDrops | undefined;
 }
 
 /**
@@ -46,7 +52,8 @@ export interface SnapshotProcessorDeps {
  * into it. Runs here because the backend is here (a Docker capture reads the engine's layers on
  * this host). Capture: record `uploading` (quota reserved) → backend.captureFiles (frozen) →
  * object store → record `ready`; anything failing on the way removes what it made, and a crash
- * leaves an unlisted `uploading` record the reaper deletes after its grace. Failures are
+ * leaves an unlisted `uploading` record the reaper deletes after its grace. A fork's capture
+ * (`forks`) is temporary: committed unlisted, then dropped here once the forks hold their files. Failures are
  * `UnrecoverableError`s whose message starts with a code the SDK turns into a typed error.
  */
 export function createSnapshotProcessor(deps: SnapshotProcessorDeps) {
@@ -192,7 +199,11 @@ async function capture(
       snapshotId,
       { ...stored, entries, frozenMs },
       deps.limits,
+      { temporary: request.forks !== undefined },
     );
+    // A fork's snapshot: its caller does not wait for this answer once the forks run; the
+    // snapshot goes here, once they hold their files, whatever became of the caller.
+    if (request.forks) deps.forkDrops?.schedule(tenant, snapshotId, request.forks);
     deps.logger.info(
       {
         sandbox: request.sandboxId,

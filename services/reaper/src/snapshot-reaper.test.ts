@@ -96,4 +96,33 @@ describe('SnapshotReaper', () => {
     expect(await reaper.runOnce()).toMatchObject({ orphanChunks: 1 });
     expect(await objects.unreferencedChunks()).toEqual([]);
   }, 60_000);
+  it("collects a fork's temporary snapshot whose dropper died after its commit: unlisted, gone one upload grace after the commit, not after the retention", async () => {
+    const limits = { ...DEFAULT_SNAPSHOT_LIMITS, uploadGraceMs: 60_000, retentionMs: 7 * 24 * 3600_000 };
+    const temporary = newSnapshotId();
+    await records.begin(base(temporary), limits);
+    const stored = await objects.put(temporary, Readable.from([Buffer.from('a fork capture')]));
+    const committed = await records.commit('t1', temporary, { ...stored, entries: 1, frozenMs: 0 }, limits, {
+      temporary: true,
+    });
+    // Ready (its forks elsewhere read it), never listed; its record expires with the upload grace.
+    expect(committed.state).toBe('ready');
+    expect(committed.expiresAt - committed.createdAt).toBe(limits.uploadGraceMs);
+    expect((await records.list('t1')).map((r) => r.snapshotId)).not.toContain(temporary);
+    // Its pod-lifecycle was killed before it dropped it: nothing does but the reaper.
+    let clock = committed.createdAt + limits.uploadGraceMs - 1;
+    const reaper = new SnapshotReaper({
+      records,
+      objects,
+      uploadGraceMs: limits.uploadGraceMs,
+      logger: silentLogger('snap-reap'),
+      now: () => clock,
+    });
+    expect(await reaper.runOnce()).toMatchObject({ expired: 0 });
+    expect(await records.read(temporary)).not.toBeNull();
+    clock += 2;
+    expect(await reaper.runOnce()).toMatchObject({ expired: 1 });
+    expect(await records.read(temporary)).toBeNull();
+    expect(await objects.names()).not.toContain(temporary);
+    expect(await redis.hgetall(keys.snapshots.usage('t1'))).toMatchObject({ count: '0', bytes: '0' });
+  }, 60_000);
 });
