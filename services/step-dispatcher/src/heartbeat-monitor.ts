@@ -5,7 +5,7 @@ import {
   type SandboxLiveness,
   tryLock,
 } from '@sandstream/bus';
-import { AdaptiveTask } from '@sandstream/service-kit';
+import { PeriodicTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 
 export interface HeartbeatMonitorOptions {
@@ -60,11 +60,6 @@ export interface HeartbeatMonitorOptions {
    * (no candidate, no suspect), a round only stamps the presence.
    */
   anyRunning?: () => Promise<boolean>;
-  /**
-   * Longest pause while rounds only stamp the presence (nothing runs): default `intervalMs`. The
-   * dispatcher gives its idle recheck, so the stamp rides the shared tick of its other idle loops.
-   */
-  idleMaxMs?: number;
 }
 
 /**
@@ -74,9 +69,7 @@ export interface HeartbeatMonitorOptions {
  * it for its whole TTL: the sandbox is lost.
  */
 export class HeartbeatMonitor {
-  private readonly loop: AdaptiveTask;
-  /** The last round only stamped the presence: the loop rests (up to idleMaxMs) until wake(). */
-  private resting = false;
+  private readonly loop: PeriodicTask;
   private connectedAt = Date.now();
   private readonly onReady = () => {
     this.connectedAt = Date.now();
@@ -86,30 +79,11 @@ export class HeartbeatMonitor {
   private lastCheckEmpty = false;
 
   constructor(private readonly options: HeartbeatMonitorOptions) {
-    this.loop = new AdaptiveTask(
-      async () => {
-        await this.check();
-        return this.resting ? 'idle' : 'busy';
-      },
-      {
-        intervalMs: this.intervalMs,
-        idleMaxMs: Math.max(this.intervalMs, options.idleMaxMs ?? this.intervalMs),
-        name: 'heartbeat monitor',
-        logger: options.logger,
-        ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-      },
-    );
-  }
-
-  /**
-   * This process started a job: a resting loop checks now and keeps its pace from there, so a
-   * job's agent is watched at `intervalMs` from its start, not after a rest. A no-op while the
-   * loop keeps its pace (every start of a busy dispatcher).
-   */
-  noteRunning(): void {
-    if (!this.resting) return;
-    this.resting = false;
-    this.loop.wake();
+    this.loop = new PeriodicTask(() => this.check(), this.intervalMs, {
+      name: 'heartbeat monitor',
+      logger: options.logger,
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    });
   }
 
   start(): void {
@@ -139,13 +113,8 @@ export class HeartbeatMonitor {
   async check(): Promise<void> {
     const { redis, keys } = this.options;
     const presence = this.options.presence;
-    // The stamp and the question whether anything runs leave in one write (auto-pipelining).
-    const [, running] = await Promise.all([
-      presence?.presence.stamp(presence.instance),
-      this.lastCheckEmpty && this.options.anyRunning ? this.options.anyRunning() : true,
-    ]);
-    this.resting = !running;
-    if (this.resting) return;
+    if (presence) await presence.presence.stamp(presence.instance);
+    if (this.lastCheckEmpty && this.options.anyRunning && !(await this.options.anyRunning())) return;
     const reconnectGraceMs = this.options.reconnectGraceMs ?? 15_000;
     if (Date.now() - this.connectedAt < reconnectGraceMs) return;
     if (!(await tryLock(redis, keys.lock('heartbeat-check'), Math.max(100, this.intervalMs - 100)))) return;
