@@ -1,5 +1,13 @@
-import type { CodeResult, StepEvent, StepEventKind, StepResult } from '@sandstream/wire';
-import { EventBatching, encodeEvent, SCHEMA_VERSION, StreamLimits } from '@sandstream/wire/lean';
+import {
+  type CodeResult,
+  EventBatching,
+  encodeEvent,
+  SCHEMA_VERSION,
+  type StepEvent,
+  type StepEventKind,
+  type StepResult,
+  StreamLimits,
+} from '@sandstream/wire';
 import type { ChainableCommander, Redis } from 'ioredis';
 import { type AuthFailureClock, isAuthError } from './auth-failure.js';
 import type { Logger } from './logger.js';

@@ -1,4 +1,4 @@
-import { Limits } from '@sandstream/wire/lean';
+import { Limits } from '@sandstream/wire';
 
 /**
  * Shared by both grep engines so that they report identical matches.

@@ -1,7 +1,6 @@
 import { constants } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
-import type { ReadFileStep } from '@sandstream/wire';
-import { Limits } from '@sandstream/wire/lean';
+import { Limits, type ReadFileStep } from '@sandstream/wire';
 import { fsFailure } from './fs-errors.js';
 import { failed, succeeded } from './outcome.js';
 import { resolveStepPath } from './resolve-path.js';
