@@ -17,11 +17,15 @@ export interface LivenessVerdict {
  * agent: given more time, within a bound) or gone (failed as lost at once).
  *
  * Keys (namespace-wide, any slot; no prefix in the default namespace): `<ns>:liveness:suspects` ZSET jobId → when its heartbeat was
- * first found missing (ms); `<ns>:liveness:verdicts` HASH jobId → `<state>:<at>`.
+ * first found missing (ms); `<ns>:liveness:verdicts` HASH jobId → `<state>:<at>`. A new suspect
+ * is also published on `<ns>:liveness:suspected`, so pod-lifecycle asks its backend at once
+ * instead of at its next idle round (up to seconds later): a lost sandbox is failed that much
+ * sooner. Pub/sub keeps nothing for a subscriber that is away; its rounds still find the suspect.
  */
 export class SandboxLiveness {
   private readonly suspectsKey: string;
   private readonly verdictsKey: string;
+  private readonly suspectedChannel: string;
 
   constructor(
     private readonly redis: RedisClient,
@@ -31,13 +35,26 @@ export class SandboxLiveness {
     const prefix = keys.namespace === DEFAULT_NAMESPACE ? '' : `${keys.namespace}:`;
     this.suspectsKey = `${prefix}liveness:suspects`;
     this.verdictsKey = `${prefix}liveness:verdicts`;
+    this.suspectedChannel = `${prefix}liveness:suspected`;
   }
 
   /** Marks the job suspect (once: the first miss is kept) and answers since when (ms). */
   async suspect(jobId: string, now = Date.now()): Promise<number> {
-    await this.redis.zadd(this.suspectsKey, 'NX', now, jobId);
+    const added = await this.redis.zadd(this.suspectsKey, 'NX', now, jobId);
+    if (added === 1) await this.redis.publish(this.suspectedChannel, jobId);
     const since = await this.redis.zscore(this.suspectsKey, jobId);
     return since === null ? now : Number(since);
+  }
+
+  /**
+   * Calls `onSuspect` whenever a job becomes suspect, heard on `subscriber` (a connection in
+   * subscriber mode, which may carry other subscriptions). Resolves once Redis confirmed.
+   */
+  async listen(subscriber: RedisClient, onSuspect: () => void): Promise<void> {
+    subscriber.on('message', (channel: string) => {
+      if (channel === this.suspectedChannel) onSuspect();
+    });
+    await subscriber.subscribe(this.suspectedChannel);
   }
 
   /** No longer suspect (it beat again, or it ended). */

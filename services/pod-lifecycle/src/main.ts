@@ -51,8 +51,10 @@ runService({
     const createRedisConn = connect('worker', 'pod-lifecycle-create');
     const destroyRedisConn = connect('worker', 'pod-lifecycle-destroy');
     // Agents announce themselves on their ready channels: one pattern subscription serves every
-    // start of this replica (subscribed before the create worker takes any job).
-    const announcements = new AgentAnnouncements(connect('worker', 'pod-lifecycle-ready'));
+    // start of this replica (subscribed before the create worker takes any job). The same
+    // subscriber hears the step-dispatcher's new suspects (the liveness prober, below).
+    const subscriber = connect('worker', 'pod-lifecycle-subscriber');
+    const announcements = new AgentAnnouncements(subscriber);
     await announcements.start();
     const prefix = keys.bullPrefix;
 
@@ -357,9 +359,11 @@ runService({
     });
     diskWatch = diskBudget;
     diskBudget.start();
-    // Answers the step-dispatcher's late-heartbeat suspects: does the sandbox still run?
+    // Answers the step-dispatcher's late-heartbeat suspects: does the sandbox still run? Woken by
+    // each new suspect; its rounds (backed off while nobody is suspect) catch a missed signal.
+    const liveness = new SandboxLiveness(redis, keys);
     const prober = new LivenessProber({
-      liveness: new SandboxLiveness(redis, keys),
+      liveness,
       store,
       backend,
       logger,
@@ -371,6 +375,7 @@ runService({
       ),
     });
     prober.start();
+    await liveness.listen(subscriber, () => prober.wake());
     for (const queue of [dispatchQueue, destroyQueue]) {
       queue.on('error', throttledErrorLog(logger, `${queue.name} queue`));
     }

@@ -20,6 +20,7 @@ function setup(limits: {
   verdictWaitMs: number;
   lateMaxMs: number;
   lockedOut?: (jobId: string) => Promise<string | undefined>;
+  verdictPollMs?: number;
 }) {
   const ns = uniqueNamespace('t-hbmon');
   namespaces.push(ns);
@@ -38,7 +39,8 @@ function setup(limits: {
     intervalMs: 200,
     graceMs: 0,
     reconnectGraceMs: 0,
-    liveness: { store: liveness, ...limits },
+    // The cases below answer between rounds: a round does not wait for the verdict unless asked.
+    liveness: { store: liveness, verdictPollMs: 0, ...limits },
   });
   const running = async (name: string) => {
     const jobId = `${ns}-${name}`;
@@ -50,7 +52,7 @@ function setup(limits: {
     await redis.del(keys.lock('heartbeat-check'));
     await monitor.check();
   };
-  return { liveness, lost, running, round, ns };
+  return { liveness, lost, running, round, ns, keySpace };
 }
 
 describe('heartbeat monitor with the backend verdict', () => {
@@ -131,5 +133,32 @@ describe('heartbeat monitor with the backend verdict', () => {
       { jobId: locked, detail: undefined, reason: 'sandbox lost: its Redis user is gone' },
     ]);
     expect(asked.filter((id) => id === locked)).toHaveLength(1);
+  });
+
+  it('fails a new suspect found gone in the same round: pod-lifecycle is woken by it, the round waits for its verdict', async () => {
+    const t = setup({ verdictWaitMs: 60_000, lateMaxMs: 60_000, verdictPollMs: 15_000 });
+    const gone = await t.running('gone-now');
+    // pod-lifecycle's side as its main wires it: a subscriber hears each new suspect once.
+    const subscriber = redis.duplicate();
+    const heard: number[] = [];
+    try {
+      await t.liveness.listen(subscriber, () => {
+        heard.push(Date.now());
+        // A backend call takes a while: the verdict lands after the round first looked.
+        setTimeout(() => void t.liveness.record(gone, 'gone'), 300);
+      });
+      await t.round();
+      expect(t.lost).toEqual([{ jobId: gone, detail: 'its sandbox no longer runs' }]);
+      expect(heard).toHaveLength(1);
+      // A job is announced when it becomes suspect, not again while it stays one.
+      const other = `${t.ns}-other`;
+      await t.liveness.suspect(other);
+      await t.liveness.suspect(other);
+      await expect.poll(() => heard.length).toBe(2);
+      await redis.ping();
+      expect(heard).toHaveLength(2);
+    } finally {
+      subscriber.disconnect();
+    }
   });
 });

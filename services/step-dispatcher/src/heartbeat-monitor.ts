@@ -1,12 +1,17 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   type DispatcherPresence,
   type DispatchKeys,
+  type LivenessVerdict,
   type RedisClient,
   type SandboxLiveness,
   tryLock,
 } from '@sandstream/bus';
 import { PeriodicTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
+
+/** Between two reads of a new suspect's verdict. */
+const VERDICT_POLL_STEP_MS = 100;
 
 export interface HeartbeatMonitorOptions {
   redis: RedisClient;
@@ -34,6 +39,13 @@ export interface HeartbeatMonitorOptions {
      * running sandbox then gets no more time, since its agent can never beat again.
      */
     lockedOut?: (jobId: string) => Promise<string | undefined>;
+    /**
+     * How long a round waits for the verdict on a sandbox it has just made suspect (default
+     * 2 s). pod-lifecycle is woken by the new suspect and answers within a backend call, so the
+     * verdict is usually there in a few hundred ms: a sandbox found gone is failed in this round
+     * instead of the next one, a whole interval later.
+     */
+    verdictPollMs?: number;
   };
   intervalMs?: number;
   /** Jobs dispatched more recently than this are not judged yet. */
@@ -170,8 +182,8 @@ export class HeartbeatMonitor {
   ): Promise<'wait' | { lost: string | undefined; reason?: string }> {
     const now = Date.now();
     const since = await liveness.store.suspect(jobId, now);
-    const found = await liveness.store.verdict(jobId);
-    const verdict = found && found.at >= since ? found.state : undefined;
+    // `since` is `now` exactly when this call made the job suspect.
+    const verdict = await this.verdictSince(jobId, since, since === now, liveness);
     const silentSeconds = Math.round((now - since) / 1000);
     if (verdict === 'gone') return { lost: 'its sandbox no longer runs' };
     if (verdict === 'running') {
@@ -201,7 +213,26 @@ export class HeartbeatMonitor {
     };
   }
 
+  /** pod-lifecycle's verdict given since `since`; for a new suspect, awaited for a moment. */
+  private async verdictSince(
+    jobId: string,
+    since: number,
+    isNew: boolean,
+    liveness: NonNullable<HeartbeatMonitorOptions['liveness']>,
+  ): Promise<LivenessVerdict['state'] | undefined> {
+    const deadline = isNew ? Date.now() + (liveness.verdictPollMs ?? 2_000) : 0;
+    for (;;) {
+      const found = await liveness.store.verdict(jobId);
+      if (found && found.at >= since) return found.state;
+      if (this.stopping || Date.now() >= deadline) return undefined;
+      await sleep(VERDICT_POLL_STEP_MS);
+    }
+  }
+
+  private stopping = false;
+
   stop(): Promise<void> {
+    this.stopping = true;
     this.options.redis.off('ready', this.onReady);
     return this.loop.stop();
   }
