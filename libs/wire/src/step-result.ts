@@ -1,6 +1,8 @@
 import * as z from 'zod';
 import { CodeOutputSchema } from './code.js';
-import { SCHEMA_VERSION, SchemaVersionSchema } from './schema-version.js';
+import { SchemaVersionSchema } from './schema-version.js';
+
+export * from './error-result.js';
 
 /** Machine-readable reason next to the human `errorMessage`. */
 export const StepErrorCodeSchema = z.enum([
@@ -103,21 +105,3 @@ export const StepResultSchema = z.object({
   output: StepOutputSchema.optional(),
 });
 export type StepResult = z.infer<typeof StepResultSchema>;
-
-/** A failed result for a step that could not run at all. */
-export function errorResult(
-  stepId: string | null,
-  errorCode: StepErrorCode,
-  errorMessage: string,
-  durationSeconds = 0,
-): StepResult {
-  return {
-    schemaVersion: SCHEMA_VERSION,
-    stepId,
-    exitCode: null,
-    timedOut: errorCode === 'timed_out',
-    durationSeconds,
-    errorMessage,
-    errorCode,
-  };
-}
