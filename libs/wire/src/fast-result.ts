@@ -15,6 +15,7 @@ import {
   str,
 } from './fast-read.js';
 import { SUPPORTED_SCHEMA_MAJORS } from './schema-major.js';
+import { STEP_ERROR_CODES } from './step-error-codes.js';
 import type { StepResult } from './step-result.js';
 
 /**
@@ -23,18 +24,6 @@ import type { StepResult } from './step-result.js';
  * than a fast path: what it refuses, the schema refuses too, and what it accepts comes out as the
  * schema gives it, unknown keys dropped (fast-step.test.ts holds it to the schema).
  */
-
-const ERROR_CODES = [
-  'invalid_step',
-  'limit_exceeded',
-  'not_found',
-  'io_error',
-  'spawn_failed',
-  'timed_out',
-  'cancelled',
-  'sandbox_lost',
-  'internal',
-] as const;
 
 const int = { int: true };
 const count = { int: true, min: 0 };
@@ -147,7 +136,7 @@ function check(value: unknown): StepResult {
     durationSeconds: num(o, 'durationSeconds', { min: 0 }),
     errorMessage: nullableString(o, 'errorMessage'),
   };
-  put(out, 'errorCode', oneOf(o, 'errorCode', ERROR_CODES));
+  put(out, 'errorCode', oneOf(o, 'errorCode', STEP_ERROR_CODES));
   put(out, 'cancelled', optBool(o, 'cancelled'));
   put(out, 'droppedLines', optNum(o, 'droppedLines', count));
   put(out, 'outputLines', optNum(o, 'outputLines', count));

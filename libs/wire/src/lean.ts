@@ -23,6 +23,7 @@ export * from './pack-tar.js';
 export * from './pool-claim-size.js';
 export * from './raw-list-connection.js';
 export * from './schema-major.js';
+export * from './step-error-codes.js';
 export * from './step-kinds.js';
 export * from './terminal.js';
 export * from './transfer-chunks.js';

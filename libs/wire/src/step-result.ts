@@ -1,21 +1,12 @@
 import * as z from 'zod';
 import { CodeOutputSchema } from './code.js';
 import { SchemaVersionSchema } from './schema-version.js';
+import { STEP_ERROR_CODES } from './step-error-codes.js';
 
 export * from './error-result.js';
 
 /** Machine-readable reason next to the human `errorMessage`. */
-export const StepErrorCodeSchema = z.enum([
-  'invalid_step',
-  'limit_exceeded',
-  'not_found',
-  'io_error',
-  'spawn_failed',
-  'timed_out',
-  'cancelled',
-  'sandbox_lost',
-  'internal',
-]);
+export const StepErrorCodeSchema = z.enum(STEP_ERROR_CODES);
 export type StepErrorCode = z.infer<typeof StepErrorCodeSchema>;
 
 export const FileEntrySchema = z.object({
