@@ -167,15 +167,17 @@ describe('the shared tick', () => {
       a.task.start();
       await sleep(20);
       b.task.start();
-      // One Node timer for both (a timer each fired a few ms apart: two wake-ups).
-      expect(timers).toHaveBeenCalledTimes(1);
+      // One Node timer for both (a timer each fired a few ms apart: two wake-ups). Only timers
+      // of a second or more count: the test runner may set short ones of its own meanwhile.
+      expect(timers.mock.calls.filter(([, ms]) => (ms ?? 0) >= 1_000)).toHaveLength(1);
       expect(pendingTicks()).toBe(1);
       await vi.waitUntil(() => a.starts.length === 1 && b.starts.length === 1, {
         timeout: 10_000,
         interval: 20,
       });
-      expect(a.starts[0]).toBe(b.starts[0]);
-      expect((a.starts[0] ?? 0) % ALIGN_LONG_PAUSES_MS).toBeLessThan(50);
+      // Both rounds start in that timer's one callback (the millisecond may turn between the
+      // two reads of the clock); when the tick falls is alignedWake's (the case above).
+      expect(Math.abs((a.starts[0] ?? 0) - (b.starts[0] ?? 0))).toBeLessThanOrEqual(1);
       await a.task.stop();
       await vi.waitUntil(() => b.starts.length === 2, { timeout: 10_000, interval: 20 });
       expect(a.starts).toHaveLength(1);
