@@ -10,6 +10,8 @@ export default defineConfig({
   resolve: {
     alias: {
       '@sandstream/poll': src('libs/poll'),
+      // Before the package alias, as telemetry's subpaths below: the wire without zod (the agent's).
+      '@sandstream/wire/lean': fileURLToPath(new URL('./libs/wire/src/lean.ts', import.meta.url)),
       '@sandstream/wire': src('libs/wire'),
       '@sandstream/bus': src('libs/bus'),
       '@sandstream/service-kit': src('libs/service-kit'),

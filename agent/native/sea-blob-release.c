@@ -42,6 +42,7 @@
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -154,36 +155,32 @@ struct copy_search {
   uintptr_t copy;
 };
 
-/* Pages whose residency one mincore() call reports: 256 MB of address space at a time. */
-#define RESIDENCY_BATCH 65536
-
-/*
- * An anonymous read-write mapping whose page starts an mmapped malloc chunk holding the data.
- * Only resident pages are looked at: the copy was just written, so its first page is resident,
- * while most of the process's large anonymous mappings (V8's heap reservations, thread arenas)
- * were never touched, and reading each of their pages would fault a page in (measured: ~0.1 s of
- * CPU per agent start, more than the rest of a one-step job's agent).
- */
+/* An anonymous read-write mapping whose page starts an mmapped malloc chunk holding the data. */
 static int find_copy(const struct mapping *m, void *arg) {
   struct copy_search *s = arg;
-  static unsigned char resident[RESIDENCY_BATCH];
   if (m->inode != 0 || m->path[0] != 0 || strcmp(m->perms, "rw-p") != 0) return 0;
   if (m->end - m->start < s->length + CHUNK_HEADER) return 0;
-  uintptr_t batch_start = 0, batch_end = 0;
-  for (uintptr_t at = m->start; at + CHUNK_HEADER + s->length <= m->end; at += s->page) {
-    if (at >= batch_end) {
-      batch_start = at;
-      batch_end = m->end - at > (uintptr_t)RESIDENCY_BATCH * s->page ? at + (uintptr_t)RESIDENCY_BATCH * s->page : m->end;
-      if (mincore((void *)batch_start, batch_end - batch_start, resident) != 0) return 0;
-    }
-    if (!(resident[(at - batch_start) / s->page] & 1)) continue;
+  /* Only pages already in memory are read: Node's copy was written, so its pages are. Reading the
+   * others would fault them in, and the 8 MB stacks of libuv's pool threads (started before this
+   * runs) each gained ~4 MB of anonymous memory that way. */
+  const size_t pages = (m->end - m->start) / s->page;
+  unsigned char *resident = malloc(pages);
+  if (resident == NULL) return 0;
+  if (mincore((void *)m->start, m->end - m->start, resident) != 0) {
+    free(resident);
+    return 0;
+  }
+  int found = 0;
+  for (uintptr_t at = m->start; !found && at + CHUNK_HEADER + s->length <= m->end; at += s->page) {
+    if (!(resident[(at - m->start) / s->page] & 1)) continue;
     uint64_t size = read_u64((const char *)at + 8);
     if (!(size & CHUNK_IS_MMAPPED) || (size & ~(uint64_t)7) < s->length + CHUNK_HEADER) continue;
     if (memcmp((const char *)at + CHUNK_HEADER, s->data, s->page) != 0) continue;
     s->copy = at + CHUNK_HEADER;
-    return 1;
+    found = 1;
   }
-  return 0;
+  free(resident);
+  return found;
 }
 
 /*

@@ -1,19 +1,12 @@
 import { performance } from 'node:perf_hooks';
-import {
-  type ControlMessage,
-  decodeStep,
-  errorResult,
-  type SandboxKeys,
-  SCHEMA_VERSION,
-  type Step,
-  type StepResult,
-  StepResultSchema,
-} from '@sandstream/wire';
+import type { ControlMessage, SandboxKeys, Step, StepResult } from '@sandstream/wire';
+import { checkStepResult, errorResult, SCHEMA_VERSION } from '@sandstream/wire/lean';
 import { AuthFailureClock, isAuthError } from './auth-failure.js';
 import { DEFAULT_MAX_PARALLEL_STEPS } from './config.js';
 import { ControlWatcher } from './control-watcher.js';
 import { type AppendCompleted, EventPublisher } from './event-publisher.js';
 import { ExitCode } from './exit-codes.js';
+import { decodeStep, fullWire } from './full-wire.js';
 import { Heartbeat } from './heartbeat.js';
 import type { Logger } from './logger.js';
 import { announceReady } from './ready-announcement.js';
@@ -374,7 +367,7 @@ export class AgentLoop {
   private async handle(raw: string): Promise<'continue' | 'shutdown'> {
     const { log } = this.options;
     const started = performance.now();
-    const decoded = decodeStep(raw);
+    const decoded = await decodeStep(raw);
     if (!decoded.ok) {
       log.warn('invalid step', { stepId: decoded.stepId, error: decoded.error });
       await this.results.deliver(errorResult(decoded.stepId, 'invalid_step', decoded.error));
@@ -539,9 +532,18 @@ export class AgentLoop {
       stepId,
       durationSeconds: Math.round(performance.now() - started) / 1000,
     };
-    const checked = StepResultSchema.safeParse(candidate);
-    if (checked.success) return checked.data;
-    this.options.log.error('executor returned an invalid outcome', { stepId, error: checked.error.message });
+    const checked = checkStepResult(candidate);
+    if (checked) return checked;
+    // A bug in an executor: the schema (loaded now, zod-free until then) says which field broke.
+    const { log } = this.options;
+    void fullWire().then(
+      (wire) =>
+        log.error('executor returned an invalid outcome', {
+          stepId,
+          error: wire.StepResultSchema.safeParse(candidate).error?.message,
+        }),
+      (err: unknown) => log.error('executor returned an invalid outcome', { stepId, error: String(err) }),
+    );
     return errorResult(
       stepId,
       'internal',

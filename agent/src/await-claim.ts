@@ -1,13 +1,9 @@
-import {
-  formatIssues,
-  POOL_CLAIM_MAX_BYTES,
-  type PoolClaim,
-  PoolClaimSchema,
-  sandboxKeys,
-} from '@sandstream/wire';
+import type { PoolClaim } from '@sandstream/wire';
+import { fastPoolClaim, POOL_CLAIM_MAX_BYTES, sandboxKeys } from '@sandstream/wire/lean';
 import { Redis } from 'ioredis';
 import { environmentChanged } from './agent-environment.js';
 import type { RunConfig } from './config.js';
+import { fullWire } from './full-wire.js';
 import type { Logger } from './logger.js';
 import { announceReady } from './ready-announcement.js';
 import { closeNow, connectionOptions, reconnectDelayMs } from './redis-connections.js';
@@ -103,7 +99,7 @@ export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSi
           beatDue = true;
           continue;
         }
-        const parsed = parseClaim(popped[1]);
+        const parsed = await parseClaim(popped[1]);
         if (parsed.kind === 'invalid') return parsed;
         // The member's heartbeat goes with its identity (sent, not awaited: the job's own
         // heartbeat starts with the loop, and nothing waits on this one any more).
@@ -134,7 +130,9 @@ export async function awaitClaim(config: RunConfig, log: Logger, signal: AbortSi
   }
 }
 
-function parseClaim(raw: string): { kind: 'ok'; claim: PoolClaim } | { kind: 'invalid'; message: string } {
+async function parseClaim(
+  raw: string,
+): Promise<{ kind: 'ok'; claim: PoolClaim } | { kind: 'invalid'; message: string }> {
   if (Buffer.byteLength(raw) > POOL_CLAIM_MAX_BYTES) {
     return { kind: 'invalid', message: `claim is larger than ${POOL_CLAIM_MAX_BYTES} bytes` };
   }
@@ -144,6 +142,10 @@ function parseClaim(raw: string): { kind: 'ok'; claim: PoolClaim } | { kind: 'in
   } catch (err) {
     return { kind: 'invalid', message: `claim is not JSON: ${(err as Error).message}` };
   }
+  const claim = fastPoolClaim(json);
+  if (claim) return { kind: 'ok', claim };
+  // Not sure without zod: the schema decides, and words a refusal.
+  const { PoolClaimSchema, formatIssues } = await fullWire();
   const parsed = PoolClaimSchema.safeParse(json);
   if (!parsed.success) return { kind: 'invalid', message: `invalid claim: ${formatIssues(parsed.error)}` };
   return { kind: 'ok', claim: parsed.data };

@@ -12,7 +12,7 @@
  */
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { dropAgentOnlyEnv, RawListConnection, rawOptionsFromUrl, sandboxKeys } from '@sandstream/wire';
+import { dropAgentOnlyEnv, RawListConnection, rawOptionsFromUrl, sandboxKeys } from '@sandstream/wire/lean';
 import { AgentLoop } from './agent-loop.js';
 import { awaitClaim } from './await-claim.js';
 import { ConfigError, parseConfig, type RunConfig } from './config.js';

@@ -92,4 +92,50 @@ describe('parseConfig', () => {
   ])('refuses %j naming the flag', (argv, message) => {
     expect(errorOf(argv)).toMatch(message);
   });
+  /** The checks are written by hand (config-rules.ts): each refusal names its flag and its rule. */
+  it.each([
+    [
+      { AGENT_VERBOSE: 'maybe' },
+      [],
+      '--verbose: --verbose must be one of 1, true, yes, on, 0, false, no, off',
+    ],
+    [{}, ['--key-style', 'fancy'], '--key-style: --key-style must be one of plain, tagged, got "fancy"'],
+    [
+      {},
+      ['--notify-stream', 'x'.repeat(1025)],
+      '--notify-stream: --notify-stream is at most 1024 characters',
+    ],
+    [{}, ['--spawner', '  '], '--spawner: --spawner must be auto, none or a path'],
+    [
+      {},
+      ['--event-buffer-bytes', '1.5'],
+      '--event-buffer-bytes: --event-buffer-bytes must be a whole number; --event-buffer-bytes: --event-buffer-bytes must be at least 65536',
+    ],
+    [{ AGENT_MAX_IDLE_WAITS: ' ' }, [], '--max-idle-waits: --max-idle-waits must not be empty'],
+    [{}, ['--job-id', 'x'.repeat(129)], '--job-id: job id is at most 128 characters'],
+  ])('words the refusal of %j %j in full', (env, argv, message) => {
+    expect(errorOf([...base, ...argv], env)).toBe(message);
+  });
+
+  it('reports every broken rule at once, and reads the rest as before', () => {
+    expect(errorOf(['--job-id', 'a b', '--heartbeat-interval-ms', 'soon'])).toBe(
+      '--redis-url: --redis-url (or REDIS_URL) is required; --job-id: job id may contain only letters, digits, ".", "_", ":" and "-", and must start with a letter or digit; --heartbeat-interval-ms: --heartbeat-interval-ms must be a number, got "soon"',
+    );
+    expect(
+      parseConfig(
+        [...base, '--spawner', ' /opt/spawner ', '--confine-allow', '/a:rel:/b', '--redis-rate-limit', '0'],
+        { AGENT_CONFINE_FILES: 'yes', AGENT_AWAIT_CLAIM: 'off' },
+        '/w',
+      ),
+    ).toMatchObject({
+      spawner: '/opt/spawner',
+      confineAllow: ['/a', '/b'],
+      confineFiles: true,
+      awaitClaim: false,
+      redisRateLimit: 0,
+      notifyStreamMaxLength: 100_000,
+      eventBufferLines: 10_000,
+    });
+    expect(parseConfig(base, {}, '/w')).toMatchObject({ confineAllow: [], spawner: 'auto' });
+  });
 });

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
-import { formatIssues, JobIdSchema, KeyStyleSchema, StreamLimits } from '@sandstream/wire';
-import * as z from 'zod';
+import { jobIdProblems, KEY_STYLES, type KeyStyle, StreamLimits } from '@sandstream/wire/lean';
+import { Problems, type Raw, readBoolean, readInt, readNumberIn, readString } from './config-rules.js';
 import { DEFAULT_REDIS_RATE_LIMIT } from './write-pace.js';
 
 /**
@@ -39,33 +39,6 @@ export const ENV_FOR_FLAG = {
 } as const;
 type Flag = keyof typeof ENV_FOR_FLAG;
 
-const numberFrom = (flag: string) =>
-  z
-    .string()
-    .trim()
-    .min(1, `--${flag} must not be empty`)
-    .transform((s, ctx) => {
-      const n = Number(s);
-      if (!Number.isFinite(n)) {
-        ctx.addIssue({ code: 'custom', message: `--${flag} must be a number, got "${s}"` });
-        return z.NEVER;
-      }
-      return n;
-    });
-
-const intFlag = (flag: string, min: number, max: number) =>
-  numberFrom(flag).pipe(
-    z
-      .number()
-      .int(`--${flag} must be a whole number`)
-      .min(min, `--${flag} must be at least ${min}`)
-      .max(max, `--${flag} must be at most ${max}`),
-  );
-
-const booleanFlag = z
-  .union([z.boolean(), z.enum(['1', 'true', 'yes', 'on', '0', 'false', 'no', 'off', ''])])
-  .transform((v) => v === true || v === '1' || v === 'true' || v === 'yes' || v === 'on');
-
 /**
  * Output buffer bounds: enough to ride out a burst while Redis catches up, small enough that a
  * chatty step leaves the agent's peak RSS near the 80 MB goal. Halving both (5,000 lines /
@@ -88,97 +61,174 @@ export const DEFAULT_LOG_ARCHIVE_HIGH_WATER = 8000;
 /** The shared completion stream is capped like every other stream (MAXLEN ~). */
 export const DEFAULT_NOTIFY_STREAM_MAX_LENGTH = 100_000;
 
-const RunConfigSchema = z.object({
-  redisUrl: z
-    .string({ error: '--redis-url (or REDIS_URL) is required' })
-    .regex(/^rediss?:\/\/[^\s]+$/, '--redis-url must be a redis:// or rediss:// URL'),
-  jobId: z.string({ error: '--job-id (or JOB_ID) is required' }).pipe(JobIdSchema),
-  verbose: booleanFlag.default(false),
-  keyStyle: KeyStyleSchema.default('plain'),
-  notifyStream: z
-    .string()
-    .min(1, '--notify-stream must not be empty')
-    .max(1024, '--notify-stream is at most 1024 characters')
-    .optional(),
-  notifyStreamMaxLength: intFlag('notify-stream-max-length', 1, 100_000_000).default(
-    DEFAULT_NOTIFY_STREAM_MAX_LENGTH,
-  ),
-  workdir: z.string().min(1, '--workdir must not be empty'),
-  idleTimeoutSeconds: numberFrom('idle-timeout-seconds')
-    .pipe(
-      z
-        .number()
-        .min(0.05, '--idle-timeout-seconds must be at least 0.05')
-        .max(86_400, '--idle-timeout-seconds must be at most 86400'),
-    )
-    .default(60),
+/** The agent's configuration once parsed: defaults filled (parseConfig). */
+export interface RunConfig {
+  redisUrl: string;
+  jobId: string;
+  verbose: boolean;
+  keyStyle: KeyStyle;
+  notifyStream?: string | undefined;
+  notifyStreamMaxLength: number;
+  workdir: string;
+  idleTimeoutSeconds: number;
   /**
    * Empty pops in a row before the agent exits 2. 0: never leave on idleness — a live sandbox's
    * agent waits for its client's next command however long it thinks, and the services end it
    * (close, idle expiry, lifetime).
    */
-  maxIdleWaits: intFlag('max-idle-waits', 0, 1_000_000).default(5),
+  maxIdleWaits: number;
   /** Steps marked parallel that may run at once (agent-loop.ts). */
-  maxParallelSteps: intFlag('max-parallel-steps', 1, 1024).default(DEFAULT_MAX_PARALLEL_STEPS),
-  heartbeatIntervalMs: intFlag('heartbeat-interval-ms', 50, 3_600_000).default(2000),
+  maxParallelSteps: number;
+  heartbeatIntervalMs: number;
   /**
    * How long Redis may refuse the sandbox's credentials (WRONGPASS/NOAUTH) before the agent gives
    * up with exit 3. After a Redis restart the sandbox users are re-created within seconds
    * (pod-lifecycle); two minutes leave room for a slow service without keeping a sandbox whose
    * user is gone for good.
    */
-  authRetrySeconds: intFlag('auth-retry-seconds', 1, 86_400).default(120),
-  eventBufferLines: intFlag('event-buffer-lines', 100, 10_000_000).default(DEFAULT_EVENT_BUFFER_LINES),
-  eventBufferBytes: intFlag('event-buffer-bytes', 64 * 1024, 1024 * 1024 * 1024).default(
-    DEFAULT_EVENT_BUFFER_BYTES,
-  ),
+  authRetrySeconds: number;
+  eventBufferLines: number;
+  eventBufferBytes: number;
   /**
    * Who starts run steps' processes: `auto` finds the native sandstream-spawner shipped in the
    * runtime's lib directory (and falls back to Node's child_process without it), `none` always
    * uses child_process, a path names the helper.
    */
-  spawner: z.string().trim().min(1, '--spawner must be auto, none or a path').default('auto'),
+  spawner: string;
   /**
    * The log archive reads this job's events stream (pod-lifecycle sets AGENT_LOG_ARCHIVE=1 when
    * the installation has one): slow a step down instead of dropping its lines. Off (and for a
    * standalone agent) lines beyond the buffer are dropped and counted.
    */
-  logArchive: booleanFlag.default(false),
-  logArchiveHighWater: intFlag('log-archive-high-water', 1, StreamLimits.eventStreamMaxLength - 1).default(
-    DEFAULT_LOG_ARCHIVE_HIGH_WATER,
-  ),
+  logArchive: boolean;
+  logArchiveHighWater: number;
   /**
    * File steps stay inside --workdir (an absolute path resolves inside it, `..` stops at it, a
    * link out is refused): the in-process backend sets it, since there no container is the boundary.
    */
-  confineFiles: booleanFlag.default(false),
+  confineFiles: boolean;
   /**
    * Confined only: directories outside --workdir a link inside it may lead to (`:`-separated
    * absolute paths): the in-process backend's volumes, linked in at their mount paths.
    */
-  confineAllow: z
-    .string()
-    .optional()
-    .transform((value) => (value ? value.split(':').filter((p) => p.startsWith('/')) : [])),
+  confineAllow: string[];
   /**
    * A warm pool member: --job-id is the member's id; the agent boots, waits on its claim key for
    * the job it will serve, takes on that job's identity and only then runs steps (await-claim.ts).
    */
-  awaitClaim: booleanFlag.default(false),
+  awaitClaim: boolean;
   /**
    * The sandbox's Redis rate limit, commands per second (pod-lifecycle passes the step-dispatcher's
    * SANDBOX_REDIS_RATE_LIMIT): output is written at half of it, lines packed into fewer stream
    * entries when a step prints faster (write-pace.ts). 0: unpaced. Absent: the services' default.
    */
-  redisRateLimit: intFlag('redis-rate-limit', 0, 10_000_000).default(DEFAULT_REDIS_RATE_LIMIT),
-});
-export type RunConfig = z.output<typeof RunConfigSchema>;
+  redisRateLimit: number;
+}
+
+/** Every value of the run configuration checked, each refusal naming its flag (config-rules.ts). */
+function readRunConfig(raw: Readonly<Record<string, Raw>>, problems: Problems): RunConfig {
+  const p = problems;
+  let redisUrl = '';
+  if (raw.redisUrl === undefined) p.add('redis-url', '--redis-url (or REDIS_URL) is required');
+  else if (!/^rediss?:\/\/[^\s]+$/.test(String(raw.redisUrl)))
+    p.add('redis-url', '--redis-url must be a redis:// or rediss:// URL');
+  else redisUrl = String(raw.redisUrl);
+  let jobId = '';
+  if (raw.jobId === undefined) p.add('job-id', '--job-id (or JOB_ID) is required');
+  else {
+    jobId = String(raw.jobId);
+    for (const problem of jobIdProblems(jobId)) p.add('job-id', problem);
+  }
+  let keyStyle: KeyStyle = 'plain';
+  if (raw.keyStyle !== undefined) {
+    if (KEY_STYLES.includes(raw.keyStyle as KeyStyle)) keyStyle = raw.keyStyle as KeyStyle;
+    else
+      p.add(
+        'key-style',
+        `--key-style must be one of ${KEY_STYLES.join(', ')}, got "${String(raw.keyStyle)}"`,
+      );
+  }
+  const spawner = raw.spawner === undefined ? 'auto' : String(raw.spawner).trim();
+  if (spawner === '') p.add('spawner', '--spawner must be auto, none or a path');
+  const confineAllow = raw.confineAllow ? String(raw.confineAllow) : '';
+  return {
+    redisUrl,
+    jobId,
+    verbose: readBoolean(raw.verbose, 'verbose', p),
+    keyStyle,
+    notifyStream: readString(raw.notifyStream, 'notify-stream', 1024, p),
+    notifyStreamMaxLength: readInt(
+      raw.notifyStreamMaxLength,
+      'notify-stream-max-length',
+      1,
+      100_000_000,
+      DEFAULT_NOTIFY_STREAM_MAX_LENGTH,
+      p,
+    ),
+    workdir: readString(raw.workdir, 'workdir', Number.POSITIVE_INFINITY, p) ?? '',
+    idleTimeoutSeconds: readNumberIn(
+      raw.idleTimeoutSeconds,
+      'idle-timeout-seconds',
+      { min: 0.05, max: 86_400 },
+      60,
+      p,
+    ),
+    maxIdleWaits: readInt(raw.maxIdleWaits, 'max-idle-waits', 0, 1_000_000, 5, p),
+    maxParallelSteps: readInt(
+      raw.maxParallelSteps,
+      'max-parallel-steps',
+      1,
+      1024,
+      DEFAULT_MAX_PARALLEL_STEPS,
+      p,
+    ),
+    heartbeatIntervalMs: readInt(raw.heartbeatIntervalMs, 'heartbeat-interval-ms', 50, 3_600_000, 2000, p),
+    authRetrySeconds: readInt(raw.authRetrySeconds, 'auth-retry-seconds', 1, 86_400, 120, p),
+    eventBufferLines: readInt(
+      raw.eventBufferLines,
+      'event-buffer-lines',
+      100,
+      10_000_000,
+      DEFAULT_EVENT_BUFFER_LINES,
+      p,
+    ),
+    eventBufferBytes: readInt(
+      raw.eventBufferBytes,
+      'event-buffer-bytes',
+      64 * 1024,
+      1024 * 1024 * 1024,
+      DEFAULT_EVENT_BUFFER_BYTES,
+      p,
+    ),
+    spawner,
+    logArchive: readBoolean(raw.logArchive, 'log-archive', p),
+    logArchiveHighWater: readInt(
+      raw.logArchiveHighWater,
+      'log-archive-high-water',
+      1,
+      StreamLimits.eventStreamMaxLength - 1,
+      DEFAULT_LOG_ARCHIVE_HIGH_WATER,
+      p,
+    ),
+    confineFiles: readBoolean(raw.confineFiles, 'confine-files', p),
+    confineAllow: confineAllow ? confineAllow.split(':').filter((path) => path.startsWith('/')) : [],
+    awaitClaim: readBoolean(raw.awaitClaim, 'await-claim', p),
+    redisRateLimit: readInt(
+      raw.redisRateLimit,
+      'redis-rate-limit',
+      0,
+      10_000_000,
+      DEFAULT_REDIS_RATE_LIMIT,
+      p,
+    ),
+  };
+}
 
 export type AgentCommand =
   | { mode: 'inject'; targetDir: string; verbose: boolean }
   | ({ mode: 'run' } & RunConfig);
 
-const FLAG_KEYS: Record<Flag, keyof z.input<typeof RunConfigSchema> | 'inject'> = {
+const FLAG_KEYS: Record<Flag, keyof RunConfig | 'inject'> = {
   'redis-url': 'redisUrl',
   'job-id': 'jobId',
   inject: 'inject',
@@ -256,22 +306,19 @@ export function parseConfig(
       fromFlag !== undefined ? fromFlag : fromEnv !== undefined && fromEnv !== '' ? fromEnv : undefined;
   }
 
-  const verbose = booleanFlag.safeParse(raw.verbose ?? false);
   if (typeof raw.inject === 'string') {
     if (raw.inject.trim() === '') throw new ConfigError('--inject needs a target directory');
-    return { mode: 'inject', targetDir: raw.inject, verbose: verbose.success ? verbose.data : false };
+    return {
+      mode: 'inject',
+      targetDir: raw.inject,
+      verbose: readBoolean(raw.verbose, 'verbose', new Problems()),
+    };
   }
   delete raw.inject;
   raw.workdir ??= cwd;
 
-  const parsed = RunConfigSchema.safeParse(raw);
-  if (!parsed.success)
-    throw new ConfigError(formatIssues(parsed.error).replaceAll(/(^|; )(\w+): /g, flagPrefix));
-  return { mode: 'run', ...parsed.data };
-}
-
-/** zod names fields by their config key; operators know them by flag, so say `--job-id: ...`. */
-function flagPrefix(_m: string, sep: string, key: string): string {
-  const flag = (Object.entries(FLAG_KEYS) as [Flag, string][]).find(([, k]) => k === key)?.[0];
-  return flag ? `${sep}--${flag}: ` : `${sep}${key}: `;
+  const problems = new Problems();
+  const config = readRunConfig(raw, problems);
+  if (problems.list.length > 0) throw new ConfigError(problems.list.join('; '));
+  return { mode: 'run', ...config };
 }

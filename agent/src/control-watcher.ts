@@ -1,5 +1,6 @@
-import { type ControlMessage, decodeControlMessage } from '@sandstream/wire';
+import type { ControlMessage } from '@sandstream/wire';
 import type { Redis } from 'ioredis';
+import { decodeControlMessage } from './full-wire.js';
 import type { Logger } from './logger.js';
 
 export interface ControlWatcherOptions {
@@ -48,7 +49,7 @@ export class ControlWatcher {
         continue;
       }
       if (!popped) continue;
-      const decoded = decodeControlMessage(popped[1]);
+      const decoded = await decodeControlMessage(popped[1]);
       if (!decoded.ok) {
         log.warn('ignoring malformed control message', { key, error: decoded.error });
         continue;

@@ -1,13 +1,5 @@
-import {
-  type CodeResult,
-  EventBatching,
-  encodeEvent,
-  SCHEMA_VERSION,
-  type StepEvent,
-  type StepEventKind,
-  type StepResult,
-  StreamLimits,
-} from '@sandstream/wire';
+import type { CodeResult, StepEvent, StepEventKind, StepResult } from '@sandstream/wire';
+import { EventBatching, encodeEvent, SCHEMA_VERSION, StreamLimits } from '@sandstream/wire/lean';
 import type { ChainableCommander, Redis } from 'ioredis';
 import { type AuthFailureClock, isAuthError } from './auth-failure.js';
 import type { Logger } from './logger.js';

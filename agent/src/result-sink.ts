@@ -1,10 +1,5 @@
-import {
-  encodeCompletionNotice,
-  RESULT_KEY_TTL_SECONDS,
-  resultKey,
-  type SandboxKeys,
-  type StepResult,
-} from '@sandstream/wire';
+import type { SandboxKeys, StepResult } from '@sandstream/wire';
+import { encodeCompletionNotice, RESULT_KEY_TTL_SECONDS, resultKey } from '@sandstream/wire/lean';
 import type { ChainableCommander, Redis } from 'ioredis';
 import { type AuthFailureClock, isAuthError } from './auth-failure.js';
 import type { Logger } from './logger.js';

@@ -1,4 +1,4 @@
-import { Limits } from '@sandstream/wire';
+import { Limits } from '@sandstream/wire/lean';
 
 /**
  * Splits a line longer than `maxBytes` of UTF-8 into pieces that each fit, without cutting a

@@ -1,12 +1,5 @@
-import {
-  type CodeError,
-  type CodeLanguage,
-  type CodeOutput,
-  type CodeResult,
-  type CodeStep,
-  defaultCodeContext,
-  Limits,
-} from '@sandstream/wire';
+import type { CodeError, CodeLanguage, CodeOutput, CodeResult, CodeStep } from '@sandstream/wire';
+import { defaultCodeContext, Limits } from '@sandstream/wire/lean';
 import { LineSplitter } from '../steps/line-splitter.js';
 import { failed } from '../steps/outcome.js';
 import { stepDirectory } from '../steps/resolve-path.js';

@@ -1,25 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
-import { CodeErrorSchema, CodeResultSchema } from '@sandstream/wire';
-import * as z from 'zod';
 import { LineSplitter } from '../steps/line-splitter.js';
 import { signalProcessGroup } from '../steps/process-group.js';
 import type { OutputStream } from '../steps/step-context.js';
 import type { CellEnd, Kernel, KernelSink } from './kernel.js';
-
-/** What a runner writes on fd 4, one JSON object a line (python-runner.ts, javascript-runner.ts). */
-const RunnerMessageSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('ready'), pid: z.number().int() }),
-  z.object({
-    type: z.literal('stream'),
-    id: z.number().int().nullable(),
-    name: z.enum(['stdout', 'stderr']),
-    text: z.string(),
-  }),
-  CodeResultSchema.extend({ type: z.literal('result'), id: z.number().int().nullable() }),
-  z.object({ type: z.literal('done'), id: z.number().int().nullable(), error: CodeErrorSchema.nullable() }),
-]);
+import { parseRunnerMessage } from './runner-message.js';
 
 export interface RunnerCommand {
   /** The program (python3, node) and its arguments (the runner's source with -c / -e). */
@@ -110,7 +96,7 @@ export class RunnerKernel implements Kernel {
       const replies = child.stdio[4] as Readable;
       replies.on('error', () => {});
       createInterface({ input: replies, crlfDelay: Number.POSITIVE_INFINITY }).on('line', (line) => {
-        const message = parseMessage(line);
+        const message = parseRunnerMessage(line);
         if (!message) return;
         if (message.type === 'ready') {
           if (!started) {
@@ -163,14 +149,5 @@ export class RunnerKernel implements Kernel {
 
   kill(): void {
     if (this.child?.pid !== undefined && !this.exited) signalProcessGroup(this.child.pid, 'SIGKILL');
-  }
-}
-
-function parseMessage(line: string): z.infer<typeof RunnerMessageSchema> | undefined {
-  try {
-    const parsed = RunnerMessageSchema.safeParse(JSON.parse(line));
-    return parsed.success ? parsed.data : undefined;
-  } catch {
-    return undefined;
   }
 }

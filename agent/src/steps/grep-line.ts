@@ -1,4 +1,4 @@
-import { Limits } from '@sandstream/wire';
+import { Limits } from '@sandstream/wire/lean';
 
 /**
  * Shared by both grep engines so that they report identical matches.

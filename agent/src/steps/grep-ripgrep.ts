@@ -2,23 +2,46 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { GrepMatch } from '@sandstream/wire';
-import * as z from 'zod';
+import { attempt, isObject, notSure, num } from '@sandstream/wire/lean';
 import { byteColumn, GREP_MAX_FILE_BYTES, matchText, stripLineEnding } from './grep-line.js';
 import type { GrepEngineResult, GrepQuery } from './grep-query.js';
 import { failed } from './outcome.js';
 
 /** ripgrep prints text as `{text}` when it is valid UTF-8 and as base64 `{bytes}` otherwise. */
-const RgData = z.union([z.object({ text: z.string() }), z.object({ bytes: z.string() })]);
-const RgMatch = z.object({
-  type: z.literal('match'),
-  data: z.object({
-    path: RgData,
-    lines: RgData,
-    line_number: z.number().int().positive(),
-    submatches: z.array(z.object({ start: z.number().int().nonnegative() })),
-  }),
-});
-const RgType = z.object({ type: z.string() });
+type RgData = { text: string } | { bytes: string };
+interface RgMatchData {
+  path: RgData;
+  lines: RgData;
+  line_number: number;
+  submatches: { start: number }[];
+}
+
+/**
+ * Checked by hand rather than with zod (the agent's start-up heap holds no schema: docs/benchmarks.md,
+ * "Idle agent memory, part 3"): ripgrep's own output, so what does not fit is skipped, as before.
+ */
+function rgData(value: unknown): RgData {
+  if (!isObject(value)) return notSure();
+  if (typeof value.text === 'string') return { text: value.text };
+  if (typeof value.bytes === 'string') return { bytes: value.bytes };
+  return notSure();
+}
+
+function rgMatch(json: unknown): RgMatchData | undefined {
+  if (!isObject(json) || json.type !== 'match') return undefined;
+  return attempt(() => {
+    const data = isObject(json.data) ? json.data : notSure();
+    const submatches = Array.isArray(data.submatches) ? (data.submatches as unknown[]) : notSure();
+    return {
+      path: rgData(data.path),
+      lines: rgData(data.lines),
+      line_number: num(data, 'line_number', { int: true, positive: true }),
+      submatches: submatches.map((m) => ({
+        start: isObject(m) ? num(m, 'start', { int: true, min: 0 }) : notSure(),
+      })),
+    };
+  });
+}
 
 /** stderr kept for error messages; ripgrep can print one line per unreadable file. */
 const STDERR_KEEP_BYTES = 8 * 1024;
@@ -82,17 +105,16 @@ export function grepWithRipgrep(rg: string, query: GrepQuery): Promise<GrepEngin
       } catch {
         return;
       }
-      const type = RgType.safeParse(json);
-      if (type.success && type.data.type === 'summary') sawSummary = true;
-      const parsed = RgMatch.safeParse(json);
-      if (!parsed.success) return;
+      if (isObject(json) && json.type === 'summary') sawSummary = true;
+      const match = rgMatch(json);
+      if (!match) return;
       if (matches.length === query.maxMatches) {
         truncated = true;
         // We have all we will return: stop ripgrep instead of letting it search the rest.
         child.kill('SIGTERM');
         return;
       }
-      matches.push(toMatch(parsed.data.data, query));
+      matches.push(toMatch(match, query));
     });
 
     child.once('error', (err) => {
@@ -116,11 +138,11 @@ export function grepWithRipgrep(rg: string, query: GrepQuery): Promise<GrepEngin
   });
 }
 
-function decodeData(data: z.infer<typeof RgData>): string {
+function decodeData(data: RgData): string {
   return 'text' in data ? data.text : Buffer.from(data.bytes, 'base64').toString('utf8');
 }
 
-function toMatch(data: z.infer<typeof RgMatch>['data'], query: GrepQuery): GrepMatch {
+function toMatch(data: RgMatchData, query: GrepQuery): GrepMatch {
   const line = stripLineEnding(decodeData(data.lines));
   const startByte = data.submatches[0]?.start ?? 0;
   // ripgrep counts bytes; the text cut needs a character index.

@@ -1,4 +1,4 @@
-import { Limits } from '@sandstream/wire';
+import { Limits } from '@sandstream/wire/lean';
 
 /**
  * Lets a LineSplitter skip decoding lines its consumer would only drop. A chatty step can

@@ -1,6 +1,7 @@
 import { constants } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
-import { Limits, type ReadFileStep } from '@sandstream/wire';
+import type { ReadFileStep } from '@sandstream/wire';
+import { Limits } from '@sandstream/wire/lean';
 import { fsFailure } from './fs-errors.js';
 import { failed, succeeded } from './outcome.js';
 import { resolveStepPath } from './resolve-path.js';

@@ -1,6 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
-import { Limits, overLimit, type RunStep, stdinBytes } from '@sandstream/wire';
+import type { RunStep } from '@sandstream/wire';
+import { Limits, overLimit, stdinBytes } from '@sandstream/wire/lean';
 import { agentEnvironment } from '../agent-environment.js';
 import type { ProcessLauncher, StepProcess } from '../process/launcher.js';
 import { NodeLauncher } from '../process/node-launcher.js';

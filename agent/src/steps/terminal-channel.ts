@@ -1,12 +1,5 @@
-import {
-  decodeTerminalInput,
-  type SandboxKeys,
-  StreamLimits,
-  type TerminalInput,
-  type TerminalKeys,
-  TerminalOutputField,
-  terminalKeys,
-} from '@sandstream/wire';
+import type { SandboxKeys, TerminalInput, TerminalKeys } from '@sandstream/wire';
+import { decodeTerminalInput, StreamLimits, TerminalOutputField, terminalKeys } from '@sandstream/wire/lean';
 import type { Redis } from 'ioredis';
 import { listInput } from './list-input.js';
 

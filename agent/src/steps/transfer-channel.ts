@@ -1,12 +1,5 @@
-import {
-  Limits,
-  popTransferChunks,
-  pushTransferChunks,
-  type RawListConnection,
-  readAhead,
-  type SandboxKeys,
-  transferKey,
-} from '@sandstream/wire';
+import type { RawListConnection, SandboxKeys } from '@sandstream/wire';
+import { Limits, popTransferChunks, pushTransferChunks, readAhead, transferKey } from '@sandstream/wire/lean';
 
 /**
  * The Redis side of an upload or download: a tar stream in chunks on the transfer's own list

@@ -1,13 +1,6 @@
 import { mkdir, stat } from 'node:fs/promises';
-import {
-  chunkPieces,
-  type DownloadStep,
-  overLimit,
-  packTree,
-  type UnpackOptions,
-  type UploadStep,
-  unpackTar,
-} from '@sandstream/wire';
+import type { DownloadStep, UnpackOptions, UploadStep } from '@sandstream/wire';
+import { chunkPieces, overLimit, packTree, unpackTar } from '@sandstream/wire/lean';
 import { fsFailure } from './fs-errors.js';
 import { failed, succeeded } from './outcome.js';
 import { resolveStepPath } from './resolve-path.js';

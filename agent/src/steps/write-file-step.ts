@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { lstat, mkdir, open, realpath, rename, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import { Limits, type WriteFileStep } from '@sandstream/wire';
+import type { WriteFileStep } from '@sandstream/wire';
+import { Limits } from '@sandstream/wire/lean';
 import { fsFailure } from './fs-errors.js';
 import { failed, succeeded } from './outcome.js';
 import { resolveStepPath } from './resolve-path.js';

@@ -1,5 +1,3 @@
-import * as z from 'zod';
-
 export interface TracingConfig {
   /** Traces endpoint URL, or undefined when tracing is off. */
   url: string | undefined;
@@ -9,7 +7,16 @@ export interface TracingConfig {
   warning: string | undefined;
 }
 
-const UrlSchema = z.url().refine((u) => /^https?:/.test(u), 'must be an http(s) URL');
+/** An absolute http(s) URL (checked without zod: the agent's start-up heap holds no schema). */
+function isHttpUrl(text: string): boolean {
+  if (!/^https?:/.test(text)) return false;
+  try {
+    const url = new URL(text);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+  } catch {
+    return false;
+  }
+}
 
 /** `k1=v1,k2=v2` with URL-encoded values (the OTEL_EXPORTER_OTLP_HEADERS format). */
 function parseHeaders(raw: string | undefined): Record<string, string> {
@@ -43,8 +50,7 @@ export function tracingConfigFromEnv(env: NodeJS.ProcessEnv): TracingConfig {
   // Per the OTLP exporter spec the signal-specific URL is used as-is; the base gets /v1/traces.
   const url = signalUrl || (baseUrl ? `${baseUrl.replace(/\/+$/, '')}/v1/traces` : undefined);
   if (!url) return off();
-  const checked = UrlSchema.safeParse(url);
-  if (!checked.success) {
+  if (!isHttpUrl(url)) {
     const name = signalUrl ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT';
     return off(`${name} is not an http(s) URL; step tracing is off`);
   }

@@ -1,6 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
-import { AdaptiveTask, ALIGN_PAUSES_MS, alignedWake, type RoundOutcome } from './adaptive-task.js';
+import {
+  AdaptiveTask,
+  ALIGN_LONG_PAUSES_MS,
+  ALIGN_PAUSES_MS,
+  alignedWake,
+  type RoundOutcome,
+} from './adaptive-task.js';
+import { onTick, pendingTicks } from './shared-tick.js';
 
 /** A task whose rounds answer `outcome()`, recording when each round started. */
 function recorded(outcome: () => RoundOutcome, options: { intervalMs: number; idleMaxMs: number }) {
@@ -137,5 +144,74 @@ describe('AdaptiveTask', () => {
       const due = Math.ceil(((ends[i - 1] as number) + ALIGN_PAUSES_MS) / ALIGN_PAUSES_MS) * ALIGN_PAUSES_MS;
       expect(starts[i]).toBeGreaterThanOrEqual(due - 15);
     }
+  });
+});
+
+describe('the shared tick', () => {
+  it('ends pauses of 5 s or more on a multiple of 5 s, never later than asked', () => {
+    expect(ALIGN_LONG_PAUSES_MS).toBe(5000);
+    expect(alignedWake(17_300, 12_000)).toBe(15_000);
+    expect(alignedWake(15_000, 10_000)).toBe(15_000);
+    expect(alignedWake(70_100, 10_100)).toBe(70_000);
+    // Between 1 and 5 s: the next whole second, as before.
+    expect(alignedWake(14_250, 10_000)).toBe(15_000);
+  });
+
+  it('runs loops due at the same time from one timer, and a stopped one no more', async () => {
+    // Not right before a multiple of 5 s, so both tasks' first pauses end on the same one.
+    while (Date.now() % ALIGN_LONG_PAUSES_MS > 3_000) await sleep(50);
+    const timers = vi.spyOn(globalThis, 'setTimeout');
+    const a = recorded(() => 'busy', { intervalMs: 5_000, idleMaxMs: 5_000 });
+    const b = recorded(() => 'busy', { intervalMs: 5_000, idleMaxMs: 5_000 });
+    try {
+      a.task.start();
+      await sleep(20);
+      b.task.start();
+      // One Node timer for both (a timer each fired a few ms apart: two wake-ups). Only timers
+      // of a second or more count: the test runner may set short ones of its own meanwhile.
+      expect(timers.mock.calls.filter(([, ms]) => (ms ?? 0) >= 1_000)).toHaveLength(1);
+      expect(pendingTicks()).toBe(1);
+      await vi.waitUntil(() => a.starts.length === 1 && b.starts.length === 1, {
+        timeout: 10_000,
+        interval: 20,
+      });
+      // Both rounds start in that timer's one callback (the millisecond may turn between the
+      // two reads of the clock); when the tick falls is alignedWake's (the case above).
+      expect(Math.abs((a.starts[0] ?? 0) - (b.starts[0] ?? 0))).toBeLessThanOrEqual(1);
+      await a.task.stop();
+      await vi.waitUntil(() => b.starts.length === 2, { timeout: 10_000, interval: 20 });
+      expect(a.starts).toHaveLength(1);
+    } finally {
+      timers.mockRestore();
+      await a.task.stop();
+      await b.task.stop();
+    }
+    expect(pendingTicks()).toBe(0);
+  });
+
+  it('onTick: a cancelled callback does not run, the others do, and one that throws spares the rest', async () => {
+    const ran: string[] = [];
+    const at = Date.now() + 50;
+    const cancel = onTick(at, () => ran.push('cancelled'));
+    onTick(at, () => {
+      ran.push('throws');
+      throw new Error('boom');
+    });
+    onTick(at, () => ran.push('kept'));
+    cancel();
+    const uncaught: unknown[] = [];
+    const listeners = process.listeners('uncaughtException');
+    process.removeAllListeners('uncaughtException');
+    process.on('uncaughtException', (err) => uncaught.push(err));
+    try {
+      await vi.waitUntil(() => ran.length === 2, { timeout: 5_000, interval: 10 });
+      await sleep(20);
+    } finally {
+      process.removeAllListeners('uncaughtException');
+      for (const listener of listeners) process.on('uncaughtException', listener);
+    }
+    expect(ran).toEqual(['throws', 'kept']);
+    expect(uncaught).toHaveLength(1);
+    expect(pendingTicks()).toBe(0);
   });
 });

@@ -1,4 +1,5 @@
 import type { PeriodicTaskOptions } from './periodic-task.js';
+import { onTick } from './shared-tick.js';
 
 /**
  * What a round of an AdaptiveTask found, which sets the pause before the next one:
@@ -39,13 +40,28 @@ export interface AdaptiveTaskOptions extends PeriodicTaskOptions {
  */
 export const ALIGN_PAUSES_MS = 1000;
 
-/** `at`, moved to the next multiple of ALIGN_PAUSES_MS when the pause to it is long enough. */
+/**
+ * Pauses of at least this long end on the last multiple of it that is not later than asked, so
+ * loops of different paces at rest (a 5 s idle recheck, a 10 s report, a 60 s pass) share one
+ * tick every 5 s instead of waking on different seconds (issue 32 §3, part 4). Rounding down: such
+ * a pause never gets longer, so no bound it stands for gets looser.
+ */
+export const ALIGN_LONG_PAUSES_MS = 5000;
+
+/**
+ * `at`, moved onto the process's shared tick: to the last multiple of ALIGN_LONG_PAUSES_MS not
+ * after it when the pause is that long, else to the next multiple of ALIGN_PAUSES_MS when the
+ * pause is at least that long; shorter pauses are not moved.
+ */
 export function alignedWake(at: number, now: number): number {
-  return at - now >= ALIGN_PAUSES_MS ? Math.ceil(at / ALIGN_PAUSES_MS) * ALIGN_PAUSES_MS : at;
+  const pause = at - now;
+  if (pause >= ALIGN_LONG_PAUSES_MS) return Math.floor(at / ALIGN_LONG_PAUSES_MS) * ALIGN_LONG_PAUSES_MS;
+  return pause >= ALIGN_PAUSES_MS ? Math.ceil(at / ALIGN_PAUSES_MS) * ALIGN_PAUSES_MS : at;
 }
 
 export class AdaptiveTask {
-  private timer: NodeJS.Timeout | undefined;
+  /** Cancels the pending wake-up (a timer of its own, or its place on a shared tick). */
+  private cancelTimer: (() => void) | undefined;
   /** When the pending timer fires (epoch ms); undefined while a round runs or before start. */
   private timerAt: number | undefined;
   private running: Promise<void> | undefined;
@@ -79,19 +95,28 @@ export class AdaptiveTask {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.timer);
+    this.cancelTimer?.();
+    this.cancelTimer = undefined;
     this.timerAt = undefined;
     await this.running;
   }
 
   private schedule(at: number): void {
-    clearTimeout(this.timer);
+    this.cancelTimer?.();
+    this.cancelTimer = undefined;
     if (this.stopped) return;
     this.timerAt = at;
-    this.timer = setTimeout(() => this.round(), Math.max(0, at - Date.now()));
+    // A wake-up on the grid shares its timer with every other loop due then (shared-tick.ts).
+    if (at % ALIGN_PAUSES_MS === 0) {
+      this.cancelTimer = onTick(at, () => this.round());
+      return;
+    }
+    const timer = setTimeout(() => this.round(), Math.max(0, at - Date.now()));
+    this.cancelTimer = () => clearTimeout(timer);
   }
 
   private round(): void {
+    this.cancelTimer = undefined;
     this.timerAt = undefined;
     this.wakeAt = undefined;
     this.running = this.run()
@@ -129,7 +154,9 @@ export class AdaptiveTask {
       return alignedWake(now + pause, now);
     }
     this.idleRounds = 0;
-    return now + Math.min(Math.max(outcome.nextAt - now, minPauseMs), idleMaxMs);
+    const pause = Math.max(outcome.nextAt - now, minPauseMs);
+    // Work due exactly then is not moved; a pause cut to idleMaxMs is a recheck: on the tick.
+    return pause > idleMaxMs ? alignedWake(now + idleMaxMs, now) : now + pause;
   }
 
   private failed(err: unknown): number {

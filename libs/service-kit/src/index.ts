@@ -9,5 +9,6 @@ export * from './redis-shutdown.js';
 export * from './run-service.js';
 export * from './sandbox-acl-mode.js';
 export * from './service-env.js';
+export * from './shared-tick.js';
 export * from './sleep.js';
 export * from './throttled-error-log.js';

@@ -1,4 +1,7 @@
 import * as z from 'zod';
+import { CODE_LANGUAGES } from './code-languages.js';
+
+export * from './code-languages.js';
 
 /**
  * The code interpreter's shapes (docs/code-interpreter.md). A `code` step runs one cell in a
@@ -6,21 +9,14 @@ import * as z from 'zod';
  * the cells sent to it. The step's output carries the cell's rich results and its exception;
  * its stdout and stderr stream as the step's output lines, as a command's do.
  */
-export const CODE_LANGUAGES = ['python', 'javascript', 'bash'] as const;
 export const CodeLanguageSchema = z.enum(CODE_LANGUAGES, {
   error: `language must be one of ${CODE_LANGUAGES.join(', ')}`,
 });
-export type CodeLanguage = z.infer<typeof CodeLanguageSchema>;
 
 /** A context's name: short and printable; each names one kernel of the sandbox. */
 export const CodeContextIdSchema = z
   .string()
   .regex(/^[A-Za-z0-9._-]{1,64}$/, 'a context is 1 to 64 letters, digits, ".", "_" or "-"');
-
-/** The context a language's cells go to when the call names none (one per language). */
-export function defaultCodeContext(language: CodeLanguage): string {
-  return `default-${language}`;
-}
 
 /**
  * One representation set of a value the cell produced (Jupyter's mimebundle, by its short names):

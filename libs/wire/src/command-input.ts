@@ -1,4 +1,4 @@
-import type { SandboxKeys } from './keys.js';
+import type { SandboxKeys } from './key-names.js';
 import { Limits } from './limits.js';
 
 /**

@@ -1,5 +1,7 @@
 import * as z from 'zod';
 
+export * from './completion-encode.js';
+
 /**
  * When the agent is started with `--notify-stream <key>`, it XADDs one of these after each
  * StepResult, so that a dispatcher can learn of completions for thousands of jobs from a few
@@ -11,10 +13,6 @@ export const CompletionNoticeSchema = z.object({
   stepId: z.string(),
 });
 export type CompletionNotice = z.infer<typeof CompletionNoticeSchema>;
-
-export function encodeCompletionNotice(notice: CompletionNotice): string[] {
-  return ['jobId', notice.jobId, 'stepId', notice.stepId];
-}
 
 export function decodeCompletionNotice(fields: readonly string[]): CompletionNotice | null {
   const record: Record<string, string> = {};

@@ -14,6 +14,7 @@ export * from './raw-list-connection.js';
 export * from './schema-version.js';
 export * from './sizes.js';
 export * from './step.js';
+export * from './step-error-codes.js';
 export * from './step-event.js';
 export * from './step-result.js';
 export * from './terminal.js';

@@ -2,6 +2,8 @@ import * as z from 'zod';
 import { JobIdSchema } from './keys.js';
 import { TraceContextSchema } from './trace-context.js';
 
+export * from './pool-claim-size.js';
+
 const envName = z
   .string()
   .max(256)
@@ -36,6 +38,3 @@ export const PoolClaimSchema = z.strictObject({
 });
 export type PoolClaim = z.output<typeof PoolClaimSchema>;
 export type PoolClaimInput = z.input<typeof PoolClaimSchema>;
-
-/** A claim message is at most this long; a longer one is refused before parsing. */
-export const POOL_CLAIM_MAX_BYTES = 1024 * 1024;

@@ -1,13 +1,9 @@
 import * as z from 'zod';
+import { SUPPORTED_SCHEMA_MAJORS } from './schema-major.js';
 
-/**
- * The protocol's schema version. Messages carry an integer major version; a reader accepts
- * every major it knows and answers anything else with an error result instead of guessing.
- * Minor additions never bump the major: new fields are optional and unknown fields are ignored.
- */
-export const SCHEMA_VERSION = 1 as const;
-export const SUPPORTED_SCHEMA_MAJORS: readonly number[] = [1];
+export * from './schema-major.js';
 
+/** A message's schemaVersion: one of SUPPORTED_SCHEMA_MAJORS (schema-major.ts). */
 export const SchemaVersionSchema = z
   .number({ error: 'schemaVersion must be a number' })
   .int('schemaVersion must be an integer major version')

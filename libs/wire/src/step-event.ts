@@ -1,6 +1,9 @@
 import * as z from 'zod';
+import { EVENT_FIELD } from './event-field.js';
 import { SchemaVersionSchema } from './schema-version.js';
 import { StepResultSchema } from './step-result.js';
+
+export * from './event-field.js';
 
 export const StepEventKindSchema = z.enum(['started', 'stdout', 'stderr', 'result', 'completed']);
 export type StepEventKind = z.infer<typeof StepEventKindSchema>;
@@ -50,20 +53,6 @@ export const StepEventSchema = z.object({
   result: StepResultSchema.optional(),
 });
 export type StepEvent = z.infer<typeof StepEventSchema>;
-
-/**
- * The stream field that holds the event's JSON: `XADD key MAXLEN ~ N * event '{…}'`.
- *
- * An entry may hold several events, the field repeated in seq order
- * (`XADD key MAXLEN ~ N * event '{…}' event '{…}'`): the agent packs lines so when its output is
- * faster than its share of the sandbox's Redis rate limit (agent/src/write-pace.ts). Readers of
- * output use decodeEventEntry, which returns all of them.
- */
-export const EVENT_FIELD = 'event';
-
-export function encodeEvent(event: StepEvent): [typeof EVENT_FIELD, string] {
-  return [EVENT_FIELD, JSON.stringify(event)];
-}
 
 /**
  * Every event of one stream entry (in seq order), from its flat field list; empty for entries

@@ -1,19 +1,12 @@
 import * as z from 'zod';
 import { CodeOutputSchema } from './code.js';
-import { SCHEMA_VERSION, SchemaVersionSchema } from './schema-version.js';
+import { SchemaVersionSchema } from './schema-version.js';
+import { STEP_ERROR_CODES } from './step-error-codes.js';
+
+export * from './error-result.js';
 
 /** Machine-readable reason next to the human `errorMessage`. */
-export const StepErrorCodeSchema = z.enum([
-  'invalid_step',
-  'limit_exceeded',
-  'not_found',
-  'io_error',
-  'spawn_failed',
-  'timed_out',
-  'cancelled',
-  'sandbox_lost',
-  'internal',
-]);
+export const StepErrorCodeSchema = z.enum(STEP_ERROR_CODES);
 export type StepErrorCode = z.infer<typeof StepErrorCodeSchema>;
 
 export const FileEntrySchema = z.object({
@@ -103,21 +96,3 @@ export const StepResultSchema = z.object({
   output: StepOutputSchema.optional(),
 });
 export type StepResult = z.infer<typeof StepResultSchema>;
-
-/** A failed result for a step that could not run at all. */
-export function errorResult(
-  stepId: string | null,
-  errorCode: StepErrorCode,
-  errorMessage: string,
-  durationSeconds = 0,
-): StepResult {
-  return {
-    schemaVersion: SCHEMA_VERSION,
-    stepId,
-    exitCode: null,
-    timedOut: errorCode === 'timed_out',
-    durationSeconds,
-    errorMessage,
-    errorCode,
-  };
-}

@@ -6,6 +6,8 @@ import { Limits } from './limits.js';
 import { SCHEMA_VERSION, SchemaVersionSchema } from './schema-version.js';
 import { TraceContextSchema } from './trace-context.js';
 
+export * from './step-kinds.js';
+
 /** Step ids are chosen by the producer; they only need to be short, printable and non-empty. */
 export const StepIdSchema = z
   .string()
@@ -102,15 +104,6 @@ export const RunStepSchema = z.object({
    */
   background: z.boolean().optional(),
 });
-
-/** The decoded size of a run step's stdin (the agent refuses it past Limits.runStdinMaxBytes). */
-export function stdinBytes(step: {
-  stdin?: string | undefined;
-  stdinEncoding?: 'utf8' | 'base64' | undefined;
-}): number {
-  if (step.stdin === undefined) return 0;
-  return Buffer.byteLength(step.stdin, step.stdinEncoding === 'base64' ? 'base64' : 'utf8');
-}
 
 export const ReadFileStepSchema = z.object({
   ...common,
@@ -326,23 +319,6 @@ export const ShutdownStepSchema = z.object({
   ...common,
   kind: z.literal('shutdown'),
 });
-
-export const STEP_KINDS = [
-  'run',
-  'readFile',
-  'writeFile',
-  'listFiles',
-  'grep',
-  'stats',
-  'shell',
-  'upload',
-  'download',
-  'terminal',
-  'code',
-  'watch',
-  'shutdown',
-] as const;
-export type StepKind = (typeof STEP_KINDS)[number];
 
 /**
  * A Step as it travels on `sandbox:{jobId}:in`. `kind` defaults to `run` (seeds/000), unknown

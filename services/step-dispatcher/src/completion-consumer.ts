@@ -6,6 +6,15 @@ import { type CompletionNotice, decodeCompletionNotice } from '@sandstream/wire'
 import { Cluster } from 'ioredis';
 import { LatencyWindow } from './latency-window.js';
 
+/**
+ * How long a completion read blocks by default. A notice ends the block at once, and a stop
+ * disconnects the reader, so the length costs nothing but the read loop's sign of life; each
+ * timeout is a wake-up of its own, off the shared tick (Redis answers a timed-out block when its
+ * own clock gets to it), so an idle dispatcher is woken once in 30 s instead of every 5 s (issue
+ * 32 §3, part 4). As long as BullMQ's workers block (WORKER_DRAIN_DELAY_SECONDS).
+ */
+export const COMPLETION_BLOCK_MS = 30_000;
+
 export type NoticeHandler = (notice: CompletionNotice) => Promise<void>;
 
 export interface CompletionConsumerOptions {
@@ -15,8 +24,8 @@ export interface CompletionConsumerOptions {
   handle: NoticeHandler;
   logger: Logger;
   /**
-   * How long one XREADGROUP blocks (default 5 s): an idle instance wakes this often. A stop does
-   * not wait for it (the readers are disconnected).
+   * How long one XREADGROUP blocks (default COMPLETION_BLOCK_MS): an idle instance wakes this
+   * often for it. A stop does not wait for it (the readers are disconnected).
    */
   blockMs?: number;
   batchSize?: number;
@@ -62,7 +71,7 @@ export class CompletionConsumer {
   readonly latency = new LatencyWindow();
 
   constructor(private readonly options: CompletionConsumerOptions) {
-    this.blockMs = options.blockMs ?? 5000;
+    this.blockMs = options.blockMs ?? COMPLETION_BLOCK_MS;
     this.batchSize = options.batchSize ?? 200;
     this.claimIdleMs = options.claimIdleMs ?? 10_000;
     // A notice is claimable only after claimIdleMs: looking more often than half of that finds

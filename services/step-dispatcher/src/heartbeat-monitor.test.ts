@@ -1,8 +1,8 @@
-import { createKeySpace, DispatchKeys, SandboxLiveness } from '@sandstream/bus';
+import { createKeySpace, DispatcherPresence, DispatchKeys, SandboxLiveness } from '@sandstream/bus';
 import { silentLogger } from '@sandstream/telemetry';
 import { connectTestRedis, deleteNamespaceKeys, uniqueNamespace } from '@sandstream/test-support';
 import { sandboxKeys } from '@sandstream/wire';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { HeartbeatMonitor } from './heartbeat-monitor.js';
 
 // The dispatcher's half of the late-heartbeat check against real Redis: a running job without a
@@ -159,6 +159,50 @@ describe('heartbeat monitor with the backend verdict', () => {
       expect(heard).toHaveLength(2);
     } finally {
       subscriber.disconnect();
+    }
+  });
+});
+
+describe('heartbeat monitor at rest', () => {
+  it('while nothing runs it only stamps the presence and backs off; a job started here wakes it', async () => {
+    const ns = uniqueNamespace('t-hbrest');
+    namespaces.push(ns);
+    const keySpace = createKeySpace(ns);
+    const keys = new DispatchKeys(keySpace, 1);
+    /** Counts the rounds: each stamps once. */
+    class CountingPresence extends DispatcherPresence {
+      stamps: number[] = [];
+      override async stamp(instance: string, now = Date.now()): Promise<void> {
+        this.stamps.push(now);
+        await super.stamp(instance, now);
+      }
+    }
+    const presence = new CountingPresence(redis, keys);
+    const monitor = new HeartbeatMonitor({
+      redis,
+      keys,
+      logger: silentLogger('hb-rest'),
+      onLost: async () => {},
+      intervalMs: 100,
+      idleMaxMs: 5_000,
+      graceMs: 0,
+      reconnectGraceMs: 0,
+      presence: { presence, instance: 'rest-test' },
+      anyRunning: async () => false,
+    });
+    monitor.start();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      // At its pace (100 ms) that is ~20 rounds; resting, its pauses double from the second.
+      expect(presence.stamps.length).toBeGreaterThanOrEqual(3);
+      expect(presence.stamps.length).toBeLessThanOrEqual(8);
+      const before = presence.stamps.length;
+      const woken = Date.now();
+      monitor.noteRunning();
+      await vi.waitUntil(() => presence.stamps.length > before, { timeout: 1_000, interval: 10 });
+      expect((presence.stamps.at(-1) ?? 0) - woken).toBeLessThan(500);
+    } finally {
+      await monitor.stop();
     }
   });
 });

@@ -7,7 +7,7 @@ import {
   type SandboxLiveness,
   tryLock,
 } from '@sandstream/bus';
-import { PeriodicTask } from '@sandstream/service-kit';
+import { AdaptiveTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 
 /** Between two reads of a new suspect's verdict. */
@@ -72,6 +72,11 @@ export interface HeartbeatMonitorOptions {
    * (no candidate, no suspect), a round only stamps the presence.
    */
   anyRunning?: () => Promise<boolean>;
+  /**
+   * Longest pause while rounds only stamp the presence (nothing runs): default `intervalMs`. The
+   * dispatcher gives its idle recheck, so the stamp rides the shared tick of its other idle loops.
+   */
+  idleMaxMs?: number;
 }
 
 /**
@@ -81,7 +86,9 @@ export interface HeartbeatMonitorOptions {
  * it for its whole TTL: the sandbox is lost.
  */
 export class HeartbeatMonitor {
-  private readonly loop: PeriodicTask;
+  private readonly loop: AdaptiveTask;
+  /** The last round only stamped the presence: the loop rests (up to idleMaxMs) until wake(). */
+  private resting = false;
   private connectedAt = Date.now();
   private readonly onReady = () => {
     this.connectedAt = Date.now();
@@ -91,11 +98,30 @@ export class HeartbeatMonitor {
   private lastCheckEmpty = false;
 
   constructor(private readonly options: HeartbeatMonitorOptions) {
-    this.loop = new PeriodicTask(() => this.check(), this.intervalMs, {
-      name: 'heartbeat monitor',
-      logger: options.logger,
-      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-    });
+    this.loop = new AdaptiveTask(
+      async () => {
+        await this.check();
+        return this.resting ? 'idle' : 'busy';
+      },
+      {
+        intervalMs: this.intervalMs,
+        idleMaxMs: Math.max(this.intervalMs, options.idleMaxMs ?? this.intervalMs),
+        name: 'heartbeat monitor',
+        logger: options.logger,
+        ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      },
+    );
+  }
+
+  /**
+   * This process started a job: a resting loop checks now and keeps its pace from there, so a
+   * job's agent is watched at `intervalMs` from its start, not after a rest. A no-op while the
+   * loop keeps its pace (every start of a busy dispatcher).
+   */
+  noteRunning(): void {
+    if (!this.resting) return;
+    this.resting = false;
+    this.loop.wake();
   }
 
   start(): void {
@@ -125,8 +151,13 @@ export class HeartbeatMonitor {
   async check(): Promise<void> {
     const { redis, keys } = this.options;
     const presence = this.options.presence;
-    if (presence) await presence.presence.stamp(presence.instance);
-    if (this.lastCheckEmpty && this.options.anyRunning && !(await this.options.anyRunning())) return;
+    // The stamp and the question whether anything runs leave in one write (auto-pipelining).
+    const [, running] = await Promise.all([
+      presence?.presence.stamp(presence.instance),
+      this.lastCheckEmpty && this.options.anyRunning ? this.options.anyRunning() : true,
+    ]);
+    this.resting = !running;
+    if (this.resting) return;
     const reconnectGraceMs = this.options.reconnectGraceMs ?? 15_000;
     if (Date.now() - this.connectedAt < reconnectGraceMs) return;
     if (!(await tryLock(redis, keys.lock('heartbeat-check'), Math.max(100, this.intervalMs - 100)))) return;

@@ -15,12 +15,12 @@ import {
   SlotRelease,
   WORKER_DRAIN_DELAY_SECONDS,
 } from '@sandstream/bus';
-import { ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
+import { PeriodicTask, ProgressWatchdog, runService, throttledErrorLog } from '@sandstream/service-kit';
 import { createSandstreamMetrics, withJobSpan } from '@sandstream/telemetry';
 import { formatIssues } from '@sandstream/wire';
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { z } from 'zod';
-import { CompletionConsumer } from './completion-consumer.js';
+import { COMPLETION_BLOCK_MS, CompletionConsumer } from './completion-consumer.js';
 import { DispatcherEnvSchema } from './config.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
 import { HeartbeatMonitor } from './heartbeat-monitor.js';
@@ -102,6 +102,7 @@ runService({
       onDeadlineSet: (at) => deadlines.wake(at),
       onRunning: () => {
         probe.noteRunning();
+        heartbeats.noteRunning();
         for (const monitor of monitors) monitor.wake();
       },
     });
@@ -160,7 +161,7 @@ runService({
       handle: (notice) => dispatcher.onCompletion(notice),
       logger,
       claimIdleMs: config.CLAIM_IDLE_MS,
-      onReadProgress: watchdog.track('completion-read', silence(5000)),
+      onReadProgress: watchdog.track('completion-read', silence(COMPLETION_BLOCK_MS)),
       onClaimProgress: watchdog.track('completion-claim', silence(Math.max(2000, config.CLAIM_IDLE_MS / 2))),
     });
     const heartbeats = new HeartbeatMonitor({
@@ -182,7 +183,12 @@ runService({
       // Stamped every round: the reaper fails running jobs only when no dispatcher is alive.
       presence: { presence: new DispatcherPresence(redis, dispatchKeys), instance: consumerName },
       anyRunning: () => probe.anyRunning(),
-      onProgress: watchdog.track('heartbeat-monitor', silence(config.HEARTBEAT_CHECK_MS)),
+      // While nothing runs only the presence is stamped: on the idle loops' shared tick.
+      idleMaxMs: config.IDLE_RECHECK_MS,
+      onProgress: watchdog.track(
+        'heartbeat-monitor',
+        silence(Math.max(config.HEARTBEAT_CHECK_MS, config.IDLE_RECHECK_MS)),
+      ),
     });
     const budgetBytes = config.SANDBOX_REDIS_BUDGET_MB * 1024 * 1024;
     const overLimit = new OverLimitStop({ redis, keySpace, dispatcher, logger });
@@ -232,19 +238,20 @@ runService({
     budget?.start();
     rate?.start();
 
-    // One line every 10 s with the completion handling latency (and the load that produced it).
-    const latencyReport = setInterval(() => {
+    // One line every 10 s with the completion handling latency (and the load that produced it),
+    // on the idle loops' shared tick rather than a wake-up of its own.
+    const latencyReport = new PeriodicTask(async () => {
       const report = completions.latency.drain();
       if (report) logger.info({ ...report, unit: 'ms' }, 'completion handling latency');
     }, 10_000);
-    latencyReport.unref();
+    latencyReport.start();
     // Stop taking new work first, then let in-flight handlers finish; whatever is left
     // unacknowledged (a notice, a dispatch, a leased deadline) is redelivered to another instance.
     onShutdown('dispatch worker', async () => {
       await Promise.all([worker.close(), cancelWorker.close()]);
     });
     onShutdown('completion consumer', async () => {
-      clearInterval(latencyReport);
+      await latencyReport.stop();
       await completions.stop();
     });
     onShutdown('deadline sweeper', () => deadlines.stop());

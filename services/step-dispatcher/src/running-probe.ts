@@ -1,5 +1,8 @@
 import type { DispatchKeys, RedisClient } from '@sandstream/bus';
 
+/** How late into a tick a loop's question may come (a loaded event loop, the rounds before it). */
+const TICK_SLACK_MS = 500;
+
 export interface RunningProbeOptions {
   redis: RedisClient;
   keys: DispatchKeys;
@@ -36,7 +39,10 @@ export class RunningProbe {
     const trustMs = known?.running
       ? (this.options.busyRecheckMs ?? 2000)
       : (this.options.idleRecheckMs ?? 5000);
-    if (known && Date.now() - known.at < trustMs) return known.running;
+    // Less a little: the loops that ask rest on a shared tick exactly idleRecheckMs apart, and an
+    // answer read a few ms into the last tick must not be trusted through this one (that would
+    // read every other tick, and see another instance's job only after twice the recheck).
+    if (known && Date.now() - known.at < trustMs - TICK_SLACK_MS) return known.running;
     // Callers at the same moment share one read.
     this.reading ??= this.read().finally(() => {
       this.reading = undefined;

@@ -1,4 +1,5 @@
 import type { StepEvent, StepResult } from '@sandstream/wire';
+import { STEP_ERROR_CODES } from '@sandstream/wire/lean';
 
 /**
  * The lean `exec`'s decoders of the records it reads and writes, without zod: zod's classic
@@ -23,17 +24,7 @@ export const LEAN_LIMITS = {
 
 export const TERMINAL_JOB_STATES: readonly string[] = ['succeeded', 'failed', 'cancelled', 'timed-out'];
 
-const ERROR_CODES: readonly string[] = [
-  'invalid_step',
-  'limit_exceeded',
-  'not_found',
-  'io_error',
-  'spawn_failed',
-  'timed_out',
-  'cancelled',
-  'sandbox_lost',
-  'internal',
-];
+const ERROR_CODES: readonly string[] = STEP_ERROR_CODES;
 /** A command's event kinds; `result` (a code cell's) is left to the schema: exec never meets it. */
 const EVENT_KINDS: readonly string[] = ['started', 'stdout', 'stderr', 'completed'];
 
