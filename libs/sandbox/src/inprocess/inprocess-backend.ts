@@ -127,7 +127,13 @@ export interface InProcessBackendOptions {
   liveness?: (pid: number, startTime: string | null) => Promise<boolean>;
 }
 
-const DEFAULT_PASS_ENV = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
+/**
+ * HOME is not among them: a sandbox's HOME is its own directory (below), as a container's is
+ * its image's. The host's would hand every sandbox the host user's shell start-up files and
+ * dotfiles: an interactive bash ran the host's ~/.bashrc, whose `pyenv rehash` waits up to 60 s
+ * for a lock file that a terminal killed mid-start leaves behind, and each terminal then hung.
+ */
+const DEFAULT_PASS_ENV = ['PATH', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
 
 /**
  * Sandboxes as local child processes: no isolation at all, for tests and single-user developer
@@ -228,6 +234,7 @@ export class InProcessBackend implements SandboxBackend {
       if (value !== undefined) inherited[name] = value;
     }
     const env = {
+      HOME: dirs.workspace,
       ...inherited,
       ...spec.env,
       ...secrets,
