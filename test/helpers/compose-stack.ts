@@ -88,10 +88,11 @@ export class ComposeStack {
       'SANDSTREAM_POD_LIFECYCLE_HEALTH_PORT',
       ...Object.values(COMPOSE_SERVICES),
     ];
-    for (const name of portVars) stack.ports[name] = await freePort();
+    for (const name of portVars) stack.ports[name] = 0;
+    await stack.pickPorts();
     stack.env = {
       ...process.env,
-      ...Object.fromEntries(Object.entries(stack.ports).map(([k, v]) => [k, String(v)])),
+      ...stack.portsEnv(),
       SANDSTREAM_REDIS_PASSWORD: stack.password,
       API_ADMIN_KEY: stack.adminKey,
       SANDSTREAM_DOCKER_GID: String(statSync('/var/run/docker.sock').gid),
@@ -106,6 +107,15 @@ export class ComposeStack {
       LOG_LEVEL: 'warn',
     };
     return stack;
+  }
+
+  /** A free host port for each of the stack's port variables. */
+  private async pickPorts(): Promise<void> {
+    for (const name of Object.keys(this.ports)) this.ports[name] = await freePort();
+  }
+
+  private portsEnv(): Record<string, string> {
+    return Object.fromEntries(Object.entries(this.ports).map(([k, v]) => [k, String(v)]));
   }
 
   get redisUrl(): string {
@@ -146,7 +156,20 @@ export class ComposeStack {
    * until every container with a health check reports healthy (docker-compose 1 has no --wait).
    */
   async up(timeoutMs = 120_000): Promise<void> {
-    await this.composeAsync('up', '-d', '--no-build', ...this.services);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.composeAsync('up', '-d', '--no-build', ...this.services);
+        break;
+      } catch (err) {
+        // A port found free was taken before the engine bound it (parallel tests pick ports
+        // too): the half-started project goes down, and it comes up again on other ports.
+        if (attempt >= 3 || !/address already in use|port is already allocated/.test((err as Error).message))
+          throw err;
+        await this.down();
+        await this.pickPorts();
+        this.env = { ...this.env, ...this.portsEnv() };
+      }
+    }
     const ids = lines(this.compose('ps', '-q'));
     await pollUntil(
       `${this.project}'s containers healthy`,
