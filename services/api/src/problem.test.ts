@@ -28,6 +28,7 @@ import {
   SandstreamOptionsError,
   SnapshotCorruptError,
 } from '@sandstream/client';
+import { STEP_ERROR_CODES } from '@sandstream/wire';
 import type { FastifyRequest } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { HttpProblem, problemBody, problemOf } from './problem.js';
@@ -156,19 +157,7 @@ const CASES: { kind: ProblemKind; err: unknown; back: new (...args: never[]) => 
     back: InfrastructureUnavailableError,
   },
   { kind: 'timeout', err: new SandboxTimeoutError('not ready in 5 s'), back: SandboxTimeoutError },
-  ...(
-    [
-      'invalid_step',
-      'limit_exceeded',
-      'not_found',
-      'io_error',
-      'spawn_failed',
-      'timed_out',
-      'cancelled',
-      'sandbox_lost',
-      'internal',
-    ] as const
-  ).map((code) => ({
+  ...STEP_ERROR_CODES.map((code) => ({
     kind: `file-${code.replaceAll('_', '-')}` as ProblemKind,
     err: new SandboxFileError(`${code} happened`, code),
     back: SandboxFileError,
