@@ -23,7 +23,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import {
-  childPids,
+  descendantPids,
   freePort,
   pollUntil,
   type RedisServer,
@@ -50,24 +50,6 @@ function cpuWithChildrenMs(pid: number): number | undefined {
   } catch {
     return undefined;
   }
-}
-
-function descendants(pid: number): number[] {
-  const out: number[] = [];
-  const walk = (p: number) => {
-    let kids: number[] = [];
-    try {
-      kids = childPids(p);
-    } catch {
-      return;
-    }
-    for (const k of kids) {
-      out.push(k);
-      walk(k);
-    }
-  };
-  walk(pid);
-  return out;
 }
 
 type Group = 'redis' | 'client' | 'agents' | (typeof SERVICES)[number];
@@ -162,7 +144,7 @@ async function startStack(root: string, profile: boolean): Promise<Stack> {
       // Agents are detached (they outlive a pod-lifecycle): any a close did not end yet would
       // retry a stopped Redis forever and load the next measurements. Ended here by pid.
       const lifecycle = services.find((s) => s.name === 'pod-lifecycle')?.child.pid;
-      const agents = lifecycle === undefined ? [] : descendants(lifecycle);
+      const agents = lifecycle === undefined ? [] : descendantPids(lifecycle);
       await Promise.all(
         services.map(
           ({ child }) =>
@@ -226,7 +208,7 @@ async function measure(stack: Stack, count: number, profile: boolean): Promise<M
     return {
       redis: [stack.redis.pid!],
       client: [load.pid!],
-      agents: descendants(byName['pod-lifecycle']!),
+      agents: descendantPids(byName['pod-lifecycle']!),
       scheduler: [byName.scheduler!],
       'pod-lifecycle': [byName['pod-lifecycle']!],
       'step-dispatcher': [byName['step-dispatcher']!],

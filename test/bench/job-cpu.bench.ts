@@ -31,7 +31,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { loadavg } from 'node:os';
 import { SandstreamClient } from '@sandstream/client';
 import {
-  childPids,
+  descendantPids,
   exitedChildrenCpuMs,
   findCarrierImage,
   processCpuMs,
@@ -86,25 +86,6 @@ function withChildrenMs(pid: number | undefined): number {
   } catch {
     return 0;
   }
-}
-
-/** The process tree below `pid` (live descendants), for waiting until a job's agent is gone. */
-function descendantCount(pid: number): number {
-  let n = 0;
-  const walk = (p: number) => {
-    let kids: number[] = [];
-    try {
-      kids = childPids(p);
-    } catch {
-      return;
-    }
-    for (const k of kids) {
-      n++;
-      walk(k);
-    }
-  };
-  walk(pid);
-  return n;
 }
 
 /** The container groups currently below a cgroup parent (a stopped container's group is removed). */
@@ -226,7 +207,9 @@ async function oursWindow(stack: Stack, backend: Backend, round: number): Promis
   }
   // A job's sandbox is torn down after its record ends: its CPU belongs to the job.
   await until('the sandboxes to be gone', () =>
-    backend.name === 'docker' ? liveContainerGroups(GROUP.ours) === 0 : descendantCount(lifecycle) === 0,
+    backend.name === 'docker'
+      ? liveContainerGroups(GROUP.ours) === 0
+      : descendantPids(lifecycle).length === 0,
   );
   await new Promise((r) => setTimeout(r, 500));
   const after = stackParts(stack, backend.name === 'docker');

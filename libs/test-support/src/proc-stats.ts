@@ -56,6 +56,25 @@ export function childPids(pid: number): number[] {
   return pids;
 }
 
+/** Every live process below `pid` (children, theirs, …); a process gone meanwhile ends its branch. */
+export function descendantPids(pid: number): number[] {
+  const out: number[] = [];
+  const walk = (p: number) => {
+    let kids: number[] = [];
+    try {
+      kids = childPids(p);
+    } catch {
+      return;
+    }
+    for (const k of kids) {
+      out.push(k);
+      walk(k);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
 /** Resident set size of a process in kB, from /proc/<pid>/status. */
 export function rssKb(pid: number): number {
   return statusKb(pid, 'VmRSS');
