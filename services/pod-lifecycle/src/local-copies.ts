@@ -78,7 +78,7 @@ export class LocalCopies {
    * Resolves once `restores` restores have been done with the copy of `snapshotId` and none holds
    * it (or there is no such copy), or at `until` (epoch ms) whatever holds it. The upload encoded
    * from a fork's copy waits here: on a 2-core node it competed with the forks' own start and
-   * restore from the copy, doubling fork → first exec (docs/benchmarks.md, "Fork path, part 6").
+   * restore from the copy (fork → first exec p50 193 → 114 ms once it waits: docs/benchmarks.md, "Fork path, part 6").
    */
   async unused(snapshotId: string, until: number, restores = 0): Promise<void> {
     for (;;) {
