@@ -92,4 +92,25 @@ describe('LocalCopies', () => {
     expect(copies.size).toEqual({ bytes: 0, entries: 0 });
     expect(await readdir(join(root, 'copies'))).toEqual([]);
   });
+  it("holds a fork's upload (unused) until the forks placed here are done restoring from the copy, or until its deadline", async () => {
+    const copies = copiesOf();
+    await copies.make('snap-u', copyWork);
+    const settledAfter = async (waiting: Promise<void>, ms: number) =>
+      Promise.race([waiting.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+    // No copy: nothing to yield to.
+    expect(await settledAfter(copies.unused('snap-none', Date.now() + 5000, 2), 50)).toBe(true);
+    // Two forks named: it waits for both restores, though no restore holds the copy yet.
+    const waiting = copies.unused('snap-u', Date.now() + 10_000, 2);
+    const first = await copies.acquire('snap-u');
+    const second = await copies.acquire('snap-u');
+    first?.release();
+    expect(await settledAfter(waiting, 50)).toBe(false);
+    second?.release();
+    expect(await settledAfter(waiting, 1000)).toBe(true);
+    // A fork placed on another node never restores here: the deadline ends the wait.
+    const started = Date.now();
+    await copies.unused('snap-u', Date.now() + 100, 3);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
 });

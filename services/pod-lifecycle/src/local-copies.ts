@@ -34,6 +34,8 @@ interface Copy {
   listing: TreeListing;
   keptAt: number;
   users: number;
+  /** Leases released so far: restores done with it. */
+  releases: number;
   dropped: boolean;
 }
 
@@ -73,6 +75,28 @@ export class LocalCopies {
   }
 
   /**
+   * Resolves once `restores` restores have been done with the copy of `snapshotId` and none holds
+   * it (or there is no such copy), or at `until` (epoch ms) whatever holds it. The upload encoded
+   * from a fork's copy waits here: on a 2-core node it competed with the forks' own start and
+   * restore from the copy (fork → first exec p50 193 → 114 ms once it waits: docs/benchmarks.md, "Fork path, part 6").
+   */
+  async unused(snapshotId: string, until: number, restores = 0): Promise<void> {
+    for (;;) {
+      const copy = this.copies.get(snapshotId);
+      const left = until - Date.now();
+      if (!copy || copy.dropped || left <= 0) return;
+      if (copy.users === 0 && copy.releases >= restores) return;
+      const timer = signal();
+      const timeout = setTimeout(() => timer.resolve(), left);
+      try {
+        await Promise.race([this.changes.promise, timer.promise]);
+      } finally {
+        clearTimeout(timeout);
+      }
+    }
+  }
+
+  /**
    * Makes a copy with `copy` (given a fresh directory) and keeps it for `snapshotId`, under the
    * bounds. A failed copy leaves nothing and throws; starts waiting for it then read the snapshot.
    */
@@ -93,7 +117,7 @@ export class LocalCopies {
       await mkdir(this.options.dir, { recursive: true });
       const result = await copy(dir);
       const listing = await listTree(dir);
-      const made: Copy = { dir, listing, keptAt: this.now(), users: 0, dropped: false };
+      const made: Copy = { dir, listing, keptAt: this.now(), users: 0, releases: 0, dropped: false };
       await this.keep(snapshotId, made);
       settle(this.copies.get(snapshotId) === made ? made : undefined);
       return { result, dir, listing };
@@ -141,7 +165,10 @@ export class LocalCopies {
         if (released) return;
         released = true;
         copy.users--;
+        copy.releases++;
         if (copy.dropped && copy.users === 0) void rm(copy.dir, { recursive: true, force: true });
+        // An upload waiting for the copy to be unused (unused) goes on.
+        if (copy.users === 0) this.changed();
       },
     };
   }

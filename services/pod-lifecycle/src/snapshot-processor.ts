@@ -160,7 +160,7 @@ async function capture(
     // write, hash and read back cost the forks' CPU, and which the copy stands in for here.
     const copied =
       request.forFork && cache && deps.forkCopies !== false
-        ? await copyForForks(deps, cache, request.sandboxId, ref, snapshotId)
+        ? await copyForForks(deps, cache, request.sandboxId, ref, snapshotId, request.forks?.length ?? 0)
         : undefined;
     if (copied) copiedMs = Math.round(performance.now() - started);
     const frozen = copied
@@ -236,6 +236,12 @@ async function capture(
 }
 
 /**
+ * How long at most a fork's upload waits, in all, for the forks restoring from its copy here: a
+ * fork placed on another node waits for the upload, so at most this much longer.
+ */
+const FORK_UPLOAD_YIELD_MS = 2000;
+
+/**
  * The sandbox's files copied for forks placed here (backend.copyFiles, under the freeze lease)
  * and the snapshot's stream to encode from that copy; undefined where the backend copies nothing
  * or the copy failed (logged): the capture then reads the sandbox as any other.
@@ -246,6 +252,7 @@ async function copyForForks(
   sandboxId: string,
   ref: SandboxRef,
   snapshotId: string,
+  forks: number,
 ): Promise<{ frozenMs: number; entries: number; stream: Readable } | undefined> {
   const { backend } = deps;
   if (!backend.copyFiles || !backend.restoreCopy) return undefined;
@@ -254,10 +261,15 @@ async function copyForForks(
     const made = await deps.freeze.hold(sandboxId, ref, () =>
       cache.copies.make(snapshotId, (into) => copyFiles(ref, into)),
     );
+    const yieldUntil = Date.now() + FORK_UPLOAD_YIELD_MS;
     return {
       frozenMs: made.result.frozenMs,
       entries: made.listing.entries,
-      stream: encodeCopiedTrees(made.dir, made.result.parts),
+      // The upload yields to the forks restoring from the copy here (LocalCopies.unused): its
+      // encode and hashes took the CPU their start needed. Bounded, for forks placed elsewhere.
+      stream: encodeCopiedTrees(made.dir, made.result.parts, {
+        beforeEntry: () => cache.copies.unused(snapshotId, yieldUntil, forks),
+      }),
     };
   } catch (err) {
     deps.logger.warn(

@@ -97,6 +97,33 @@ describe('tree copy', () => {
     await chmod(join(copy, 'work/a/b/c'), 0o755);
   });
 
+  it("asks beforeEntry before each entry it reads (a fork's upload waits there for the forks' restores)", async () => {
+    const src = await sourceTree();
+    const copy = join(root, 'copy');
+    await copyTree(src, join(copy, 'work'));
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    let asked = 0;
+    const stream = encodeCopiedTrees(copy, ['work'], {
+      beforeEntry: async () => {
+        asked++;
+        await gate;
+      },
+    });
+    const reading = decoded(stream);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Held at the first entry: nothing of the tree read yet.
+    expect(asked).toBe(1);
+    open();
+    const fromCopy = await reading;
+    expect(asked).toBe(12);
+    expect(fromCopy).toEqual(await decoded(encodeSnapshot(captureTree(src, 'work'))));
+    await chmod(join(src, 'a/b/c'), 0o755);
+    await chmod(join(copy, 'work/a/b/c'), 0o755);
+  });
+
   it('refuses a tree holding a fifo (a snapshot skips it, so the copy would differ)', async () => {
     const src = join(root, 'src');
     await mkdir(join(src, 'd'), { recursive: true });

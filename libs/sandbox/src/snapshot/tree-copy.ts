@@ -117,17 +117,27 @@ export function streamPartFile(part: string): string {
  * `<dir>/<part>.snapshot`): the same entries and bytes a capture of the sandbox would have
  * produced, read from the copy once the sandbox runs again.
  */
-export function encodeCopiedTrees(dir: string, parts: readonly string[]): Readable {
+export function encodeCopiedTrees(
+  dir: string,
+  parts: readonly string[],
+  options: { beforeEntry?: () => Promise<void> } = {},
+): Readable {
+  const { beforeEntry } = options;
   async function* entries(): AsyncGenerator<CapturedEntry> {
     for (const part of parts) {
       const stream = join(dir, streamPartFile(part));
       if (!(await lstat(stream).catch(() => undefined))) {
-        yield* captureTree(join(dir, part), part);
+        for await (const captured of captureTree(join(dir, part), part)) {
+          await beforeEntry?.();
+          yield captured;
+        }
         continue;
       }
       // Each entry's content is read out by the encoder before it asks for the next one.
-      for await (const { entry, content } of decodeSnapshot(createReadStream(stream)))
+      for await (const { entry, content } of decodeSnapshot(createReadStream(stream))) {
+        await beforeEntry?.();
         yield { entry, content: () => content };
+      }
     }
   }
   return encodeSnapshot(entries());
