@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   type DispatcherPresence,
   type DispatchKeys,
@@ -7,6 +6,7 @@ import {
   type SandboxLiveness,
   tryLock,
 } from '@sandstream/bus';
+import { pollUntil } from '@sandstream/poll';
 import { AdaptiveTask } from '@sandstream/service-kit';
 import type { Logger } from '@sandstream/telemetry';
 
@@ -94,6 +94,8 @@ export class HeartbeatMonitor {
     this.connectedAt = Date.now();
   };
   lastCheckedCount = 0;
+  /** Aborted by stop(): a round waiting for a verdict stops waiting. */
+  private readonly stopping = new AbortController();
   /** The last full check found no running job and no suspect: nothing to clean up while idle. */
   private lastCheckEmpty = false;
 
@@ -251,19 +253,25 @@ export class HeartbeatMonitor {
     isNew: boolean,
     liveness: NonNullable<HeartbeatMonitorOptions['liveness']>,
   ): Promise<LivenessVerdict['state'] | undefined> {
-    const deadline = isNew ? Date.now() + (liveness.verdictPollMs ?? 2_000) : 0;
-    for (;;) {
+    const given = async () => {
       const found = await liveness.store.verdict(jobId);
-      if (found && found.at >= since) return found.state;
-      if (this.stopping || Date.now() >= deadline) return undefined;
-      await sleep(VERDICT_POLL_STEP_MS);
-    }
+      return found && found.at >= since ? found.state : undefined;
+    };
+    if (!isNew) return given();
+    // A stop ends the wait: the round ends as without a verdict.
+    return pollUntil(given, {
+      deadline: Date.now() + (liveness.verdictPollMs ?? 2_000),
+      signal: this.stopping.signal,
+      initialIntervalMs: VERDICT_POLL_STEP_MS,
+      maxIntervalMs: VERDICT_POLL_STEP_MS,
+    }).catch((err: unknown) => {
+      if (this.stopping.signal.aborted) return undefined;
+      throw err;
+    });
   }
 
-  private stopping = false;
-
   stop(): Promise<void> {
-    this.stopping = true;
+    this.stopping.abort();
     this.options.redis.off('ready', this.onReady);
     return this.loop.stop();
   }
