@@ -36,6 +36,7 @@ import { formatIssues } from '@sandstream/wire';
 import type { Job, Queue } from 'bullmq';
 import { Cluster } from 'ioredis';
 import { CreateProgressReporter } from './create-progress.js';
+import type { FetchedKeptFiles } from './fetched-kept-files.js';
 import type { PausedFiles } from './paused-files.js';
 import {
   SnapshotStartRefused,
@@ -87,20 +88,25 @@ export type StartOutcome = 'dispatched' | 'failed' | 'cancelled' | 'skipped';
  * failed with the backend's operator-facing reason and sends the sandbox to `sandbox-destroy`,
  * which also frees the slot.
  */
+/** What a start fetches while its sandbox is made, let go of when the start ends (used or not). */
+interface Prefetched {
+  discard(): void;
+}
+
 export function createStartProcessor(deps: StartDeps) {
   const start = startProcessor(deps);
   return async (job: Job): Promise<StartOutcome> => {
-    const fetched: StartSnapshot[] = [];
+    const fetched: Prefetched[] = [];
     try {
       return await start(job, fetched);
     } finally {
-      for (const snapshot of fetched) snapshot.discard();
+      for (const bytes of fetched) bytes.discard();
     }
   };
 }
 
 function startProcessor(deps: StartDeps) {
-  return async (job: Job, fetched: StartSnapshot[]): Promise<StartOutcome> => {
+  return async (job: Job, fetched: Prefetched[]): Promise<StartOutcome> => {
     const parsed = SandboxCreatePayloadSchema.safeParse(job.data);
     if (!parsed.success) {
       deps.logger.error(
@@ -196,9 +202,12 @@ function startProcessor(deps: StartDeps) {
     const snapshot =
       fromSnapshot !== undefined ? new StartSnapshot(deps.snapshots, fromSnapshot, record.tenant) : undefined;
     if (snapshot) fetched.push(snapshot);
+    // A resume's kept files likewise: read and checked while the sandbox is made.
+    const kept = record.pausedFiles !== undefined ? deps.files?.fetch(record.pausedFiles) : undefined;
+    if (kept) fetched.push(kept);
     /** The sandbox's agent is up (cold or warm): running, and its steps go out. */
     const enterRunning = async (ref: SandboxRef): Promise<StartOutcome> => {
-      if (record.pausedFiles !== undefined) await restoreFiles(deps, jobId, ref, record.pausedFiles);
+      if (record.pausedFiles !== undefined) await restoreFiles(deps, jobId, ref, kept);
       else if (snapshot !== undefined) {
         try {
           const timings = await snapshot.restoreInto(jobId, ref);
@@ -383,13 +392,18 @@ function idlePauses(stored: unknown): boolean {
  * commands, then the kept copy goes (the new sandbox holds them now; its next pause keeps them
  * anew). A failure throws: the start is retried, the kept files untouched.
  */
-async function restoreFiles(deps: StartDeps, jobId: string, ref: SandboxRef, kept: string): Promise<void> {
-  if (!deps.files)
+async function restoreFiles(
+  deps: StartDeps,
+  jobId: string,
+  ref: SandboxRef,
+  kept: FetchedKeptFiles | undefined,
+): Promise<void> {
+  if (!deps.files || !kept)
     throw new Error('resume: this pod-lifecycle has no files keeper (snapshot store) to restore from');
   await deps.files.restore(ref, kept);
   await deps.store.clearPausedFiles(jobId);
   await deps.files
-    .discard(kept)
+    .discard(kept.kept)
     .catch((err) =>
       deps.logger.warn(
         { jobId, err: describe(err) },
