@@ -20,6 +20,8 @@ import {
   encodeSnapshot,
   InProcessBackend,
   type SandboxRef,
+  SandboxStartError,
+  type WaitReadyOptions,
 } from '@sandstream/sandbox';
 import { silentLogger } from '@sandstream/telemetry';
 import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
@@ -32,7 +34,9 @@ import { createStartProcessor } from './start-sandbox.js';
 
 /**
  * A resume reads its kept files while its new sandbox is made (FetchedKeptFiles), as a start from
- * a snapshot does: before, the whole read came after the agent was up, on the resume's path.
+ * a snapshot does, and, where the backend restores while the agent boots (in-process), writes
+ * them then: before, the whole read and the restore came after the agent was up, on the resume's
+ * path. The kept copy is let go of only once the agent is up.
  */
 const url = testRedisUrl();
 const suffix = Math.random().toString(36).slice(2, 10);
@@ -56,6 +60,7 @@ const events: string[] = [];
 /** The kept files' streams the store handed out, to see which were let go of. */
 const handedOut: Readable[] = [];
 let failCreate = false;
+let failReady = false;
 
 class RecordingBackend extends InProcessBackend {
   override async create(request: CreateSandboxRequest): Promise<SandboxRef> {
@@ -64,6 +69,17 @@ class RecordingBackend extends InProcessBackend {
     const ref = await super.create(request);
     events.push('create done');
     return ref;
+  }
+
+  override async restoreFiles(ref: SandboxRef, snapshot: AsyncIterable<Buffer>) {
+    events.push('restore begun');
+    return super.restoreFiles(ref, snapshot);
+  }
+
+  override async waitReady(ref: SandboxRef, deadlineMs: number, options: WaitReadyOptions): Promise<void> {
+    if (failReady) throw new SandboxStartError('crashed', 'the agent never came up (test)');
+    await super.waitReady(ref, deadlineMs, options);
+    events.push('agent up');
   }
 }
 const backend = new RecordingBackend({ redis, root, registryKey: `${ns}:inprocess`, idleTimeoutSeconds: 60 });
@@ -167,12 +183,12 @@ async function runCreate(jobId: string): Promise<unknown> {
 }
 
 describe('a resume’s kept files', () => {
-  it('are read from the store before the new sandbox is made, and restored into it', async () => {
+  it('are read from the store before the new sandbox is made, and restored into it while its agent boots', async () => {
     events.length = 0;
     const jobId = await resumingJob('order');
     expect(await runCreate(jobId)).toBe('dispatched');
-    // The read began with the start, not after the agent was up.
-    expect(events).toEqual([`get kept-order`, 'create begun', 'create done']);
+    // The read began with the start, the restore with the sandbox, not after the agent was up.
+    expect(events).toEqual([`get kept-order`, 'create begun', 'create done', 'restore begun', 'agent up']);
     const state = readdirSync(join(root, 'jobs')).find((d) => d.startsWith(`${jobId}-`));
     expect(state).toBeDefined();
     expect(readFileSync(join(root, 'jobs', state as string, 'work', 'hello.txt'), 'utf8')).toBe(
@@ -195,6 +211,21 @@ describe('a resume’s kept files', () => {
       expect((await store.get(jobId))?.pausedFiles).toBe('kept-failed');
     } finally {
       failCreate = false;
+    }
+  });
+
+  it('stay named by the record when the agent never comes up after they were restored', async () => {
+    events.length = 0;
+    failReady = true;
+    try {
+      const jobId = await resumingJob('never-up');
+      await runCreate(jobId).catch(() => undefined);
+      expect(events).toContain('restore begun');
+      expect(events).not.toContain('agent up');
+      // The start's retry (or a later resume) still finds them: nothing was lost with the sandbox.
+      expect((await store.get(jobId))?.pausedFiles).toBe('kept-never-up');
+    } finally {
+      failReady = false;
     }
   });
 });
