@@ -13,8 +13,11 @@ import type { SnapshotStore } from './snapshot-store.js';
 export interface PausedFilesStore {
   /** Stores a snapshot stream; answers its id once it is whole (checksummed, complete). */
   put(stream: Readable, owner: { sandboxId: string; tenant: string }): Promise<string>;
-  /** A stored snapshot's stream (refused, naming what is wrong, when it is corrupt or cut short). */
-  get(snapshotId: string): Promise<AsyncIterable<Buffer>>;
+  /**
+   * A stored snapshot's stream (refused, naming what is wrong, when it is corrupt or cut short).
+   * A Readable, so a start that ends without it can destroy it (and its local spool).
+   */
+  get(snapshotId: string): Promise<Readable>;
   /** Idempotent. */
   delete(snapshotId: string): Promise<void>;
 }

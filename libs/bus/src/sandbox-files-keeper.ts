@@ -13,8 +13,8 @@ export interface SandboxFilesKeeper {
     ref: { jobId: string; backend: string; id: string },
     owner: { sandboxId: string; tenant: string },
   ): Promise<string>;
-  /** Puts kept files into a new sandbox, before it takes commands. */
-  restore(ref: { jobId: string; backend: string; id: string }, kept: string): Promise<void>;
+  // Putting them back is the resuming start's (pod-lifecycle's PausedFiles.fetch and restore): it
+  // reads them while the new sandbox is made, so it is not part of what a teardown needs here.
   /** Deletes kept files (closed while paused, or past its paused retention). Idempotent. */
   discard(kept: string): Promise<void>;
 }

@@ -222,6 +222,15 @@ export interface SandboxBackend {
    */
   copyFiles?(ref: SandboxRef, into: string): Promise<FilesCopied>;
   /**
+   * Whether restoreFiles and restoreCopy work, and pay, from the moment create() answered, while
+   * the agent still boots: a start from a snapshot or a resume then writes the files during the
+   * boot instead of after it. True where the files are reachable at once and the restore's freeze
+   * leaves the agent running (in-process: its directory, the processes below the agent stopped).
+   * Absent where the restore needs the running sandbox (Kubernetes: an exec into a pod that may
+   * not run yet) or freezes the agent too (Docker's `docker pause`: the boot would wait anyway).
+   */
+  readonly restoresWhileBooting?: boolean;
+  /**
    * Makes the sandbox's files exactly the trees a copyFiles of this backend made under `from`,
    * the processes left frozen meanwhile (the caller stopped running commands).
    */

@@ -24,7 +24,7 @@ describe('a resume restoring a pause’s files', () => {
     // No lease to take here: the guard's own tests cover it.
     const freeze = { hold: (_id: string, _ref: SandboxRef, run: () => Promise<unknown>) => run() };
     const files = new PausedFiles(backend, freeze as unknown as SnapshotFreezeGuard, store);
-    await files.restore({ jobId: 'job-1', backend: 'inprocess', id: 'sandbox-1' }, 'kept');
+    await files.restore({ jobId: 'job-1', backend: 'inprocess', id: 'sandbox-1' }, files.fetch('kept'));
     expect(restored).toEqual([{ same: true, checked: true }]);
   });
 });

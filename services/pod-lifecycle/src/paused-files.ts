@@ -1,5 +1,6 @@
 import type { PausedFilesStore, SandboxFilesKeeper } from '@sandstream/bus';
 import { checkedWhole, type SandboxBackend, type SandboxSpec } from '@sandstream/sandbox';
+import { FetchedKeptFiles } from './fetched-kept-files.js';
 import type { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
 
 /**
@@ -40,7 +41,15 @@ export class PausedFiles implements SandboxFilesKeeper {
     });
   }
 
-  async restore(ref: { jobId: string; backend: string; id: string }, kept: string): Promise<void> {
+  /** Starts reading the kept files from the store at once; `restore` then writes them. */
+  fetch(kept: string): FetchedKeptFiles {
+    return new FetchedKeptFiles(kept, this.store.get(kept));
+  }
+
+  async restore(
+    ref: { jobId: string; backend: string; id: string },
+    fetched: FetchedKeptFiles,
+  ): Promise<void> {
     if (!this.backend.restoreFiles)
       throw new Error(
         `the ${this.backend.kind} backend cannot restore a sandbox's files, so it cannot resume one`,
@@ -48,7 +57,7 @@ export class PausedFiles implements SandboxFilesKeeper {
     const restoreFiles = this.backend.restoreFiles.bind(this.backend);
     const sandboxRef = this.refOf(ref);
     // The store hands out bytes it found whole against their recorded size and SHA-256 (its get).
-    const bytes = checkedWhole(await this.store.get(kept));
+    const bytes = checkedWhole(await fetched.bytes);
     // Held under the new life's id (the job's): the freeze sweep thaws it if this replica dies.
     await this.freeze.hold(ref.jobId, sandboxRef, () => restoreFiles(sandboxRef, bytes));
   }

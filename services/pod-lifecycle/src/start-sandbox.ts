@@ -36,6 +36,7 @@ import { formatIssues } from '@sandstream/wire';
 import type { Job, Queue } from 'bullmq';
 import { Cluster } from 'ioredis';
 import { CreateProgressReporter } from './create-progress.js';
+import type { FetchedKeptFiles } from './fetched-kept-files.js';
 import type { PausedFiles } from './paused-files.js';
 import {
   SnapshotStartRefused,
@@ -87,20 +88,25 @@ export type StartOutcome = 'dispatched' | 'failed' | 'cancelled' | 'skipped';
  * failed with the backend's operator-facing reason and sends the sandbox to `sandbox-destroy`,
  * which also frees the slot.
  */
+/** What a start fetches while its sandbox is made, let go of when the start ends (used or not). */
+interface Prefetched {
+  discard(): void;
+}
+
 export function createStartProcessor(deps: StartDeps) {
   const start = startProcessor(deps);
   return async (job: Job): Promise<StartOutcome> => {
-    const fetched: StartSnapshot[] = [];
+    const fetched: Prefetched[] = [];
     try {
       return await start(job, fetched);
     } finally {
-      for (const snapshot of fetched) snapshot.discard();
+      for (const bytes of fetched) bytes.discard();
     }
   };
 }
 
 function startProcessor(deps: StartDeps) {
-  return async (job: Job, fetched: StartSnapshot[]): Promise<StartOutcome> => {
+  return async (job: Job, fetched: Prefetched[]): Promise<StartOutcome> => {
     const parsed = SandboxCreatePayloadSchema.safeParse(job.data);
     if (!parsed.success) {
       deps.logger.error(
@@ -196,22 +202,45 @@ function startProcessor(deps: StartDeps) {
     const snapshot =
       fromSnapshot !== undefined ? new StartSnapshot(deps.snapshots, fromSnapshot, record.tenant) : undefined;
     if (snapshot) fetched.push(snapshot);
-    /** The sandbox's agent is up (cold or warm): running, and its steps go out. */
-    const enterRunning = async (ref: SandboxRef): Promise<StartOutcome> => {
-      if (record.pausedFiles !== undefined) await restoreFiles(deps, jobId, ref, record.pausedFiles);
-      else if (snapshot !== undefined) {
-        try {
-          const timings = await snapshot.restoreInto(jobId, ref);
-          log.info({ snapshotId: fromSnapshot, ...timings }, 'snapshot files restored into the new sandbox');
-        } catch (err) {
-          if (!(err instanceof SnapshotStartRefused)) throw err;
-          const reason = `sandbox did not start: ${err.message}`;
-          log.warn({ reason, snapshotId: fromSnapshot }, 'sandbox start failed');
-          await deps.store.transition(jobId, ['starting'], 'failed', { reason });
-          await destroy(reason, 'failed');
-          return 'failed';
-        }
+    // A resume's kept files likewise: read and checked while the sandbox is made.
+    const kept = record.pausedFiles !== undefined ? deps.files?.fetch(record.pausedFiles) : undefined;
+    if (kept) fetched.push(kept);
+    /**
+     * The kept or snapshot files into the new sandbox: undefined once they are there (or there
+     * are none), or why the snapshot can never start one. A failure of the store or the engine
+     * throws (the start is retried on a clean sandbox).
+     */
+    const putFiles = async (ref: SandboxRef): Promise<string | undefined> => {
+      if (record.pausedFiles !== undefined) {
+        await restoreKeptFiles(deps, ref, kept);
+        return undefined;
       }
+      if (snapshot === undefined) return undefined;
+      try {
+        const timings = await snapshot.restoreInto(jobId, ref);
+        log.info({ snapshotId: fromSnapshot, ...timings }, 'snapshot files restored into the new sandbox');
+        return undefined;
+      } catch (err) {
+        if (!(err instanceof SnapshotStartRefused)) throw err;
+        return err.message;
+      }
+    };
+    /**
+     * The sandbox's agent is up (cold or warm): its files in (put while it booted, where the
+     * backend restores then, or now), running, and its steps go out.
+     */
+    const enterRunning = async (ref: SandboxRef, filesPut = putFiles(ref)): Promise<StartOutcome> => {
+      const refused = await filesPut;
+      if (refused !== undefined) {
+        const reason = `sandbox did not start: ${refused}`;
+        log.warn({ reason, snapshotId: fromSnapshot }, 'sandbox start failed');
+        await deps.store.transition(jobId, ['starting'], 'failed', { reason });
+        await destroy(reason, 'failed');
+        return 'failed';
+      }
+      // Only now, with the agent up, does the kept copy go: a start that fails before this is
+      // retried from the kept files, which the record still names.
+      if (kept) await forgetKeptFiles(deps, jobId, kept);
       if (await deps.store.isCancelRequested(jobId)) {
         await deps.store.transition(jobId, ['starting'], 'cancelled', { reason: 'cancelled while starting' });
         await destroy('cancelled while starting', 'cancelled');
@@ -321,6 +350,10 @@ function startProcessor(deps: StartDeps) {
       await progress.flush();
       await deps.store.setSandbox(jobId, { backend: ref.backend, id: ref.id, start });
       if (unpausable !== undefined) await deps.store.setUnpausable(jobId, unpausable);
+      // Where the backend can, the files go in while the agent boots (their writes and its boot
+      // overlap); a failed wait still lets the restore end before the sandbox is torn down.
+      const filesPut = deps.backend.restoresWhileBooting ? putFiles(ref) : undefined;
+      filesPut?.catch(() => {});
       const heartbeat = deps.keys.sandbox(jobId).heartbeat;
       const isAgentAlive = async () => (await deps.redis.exists(heartbeat)) === 1;
       await withSpan('sandbox.wait_ready', { attributes: sandboxAttributes }, () =>
@@ -330,13 +363,16 @@ function startProcessor(deps: StartDeps) {
           // missed during a reconnect of the subscriber still shows.
           agentAnnounced: async (timeoutMs) => (await announcement.next(timeoutMs)) || (await isAgentAlive()),
         }),
-      );
+      ).catch(async (err) => {
+        await filesPut?.catch(() => {});
+        throw err;
+      });
       const seconds = (Date.now() - started) / 1000;
       deps.onStarted?.(seconds, ref.backend);
       log.info({ sandbox: ref.id, backend: ref.backend, seconds }, 'sandbox ready');
       await recordReach(deps, jobId, ref, { backend: ref.backend, id: ref.id, start });
 
-      return await enterRunning(ref);
+      return await enterRunning(ref, filesPut);
     } catch (err) {
       const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       const retryable = err instanceof SandboxStartError ? err.capacity : true;
@@ -380,16 +416,26 @@ function idlePauses(stored: unknown): boolean {
 
 /**
  * A resumed sandbox: the files it kept at its pause go into its new sandbox before it takes
- * commands, then the kept copy goes (the new sandbox holds them now; its next pause keeps them
- * anew). A failure throws: the start is retried, the kept files untouched.
+ * commands. A failure throws: the start is retried, the kept files untouched.
  */
-async function restoreFiles(deps: StartDeps, jobId: string, ref: SandboxRef, kept: string): Promise<void> {
-  if (!deps.files)
+async function restoreKeptFiles(
+  deps: StartDeps,
+  ref: SandboxRef,
+  kept: FetchedKeptFiles | undefined,
+): Promise<void> {
+  if (!deps.files || !kept)
     throw new Error('resume: this pod-lifecycle has no files keeper (snapshot store) to restore from');
   await deps.files.restore(ref, kept);
+}
+
+/**
+ * The kept copy goes once the resumed sandbox is up with its files (it holds them now; its next
+ * pause keeps them anew).
+ */
+async function forgetKeptFiles(deps: StartDeps, jobId: string, kept: FetchedKeptFiles): Promise<void> {
   await deps.store.clearPausedFiles(jobId);
   await deps.files
-    .discard(kept)
+    ?.discard(kept.kept)
     .catch((err) =>
       deps.logger.warn(
         { jobId, err: describe(err) },

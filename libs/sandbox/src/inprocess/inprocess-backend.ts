@@ -142,6 +142,8 @@ const DEFAULT_PASS_ENV = ['PATH', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
  */
 export class InProcessBackend implements SandboxBackend {
   readonly kind = 'inprocess' as const;
+  /** Its directory exists once create() answers, and a restore stops only what runs below the agent. */
+  readonly restoresWhileBooting = true;
   private readonly registry: InProcessRegistry;
   private readonly agentEntry: string;
   private readonly root: string;

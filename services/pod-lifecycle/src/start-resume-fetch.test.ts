@@ -1,0 +1,231 @@
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import {
+  AgentAnnouncements,
+  bullJobId,
+  createKeySpace,
+  DispatchKeys,
+  JobStore,
+  LeaseRenewal,
+  type PausedFilesStore,
+  parseJobSpec,
+  QueueNames,
+  SlotAdmission,
+} from '@sandstream/bus';
+import {
+  type CreateSandboxRequest,
+  captureTree,
+  encodeSnapshot,
+  InProcessBackend,
+  type SandboxRef,
+  SandboxStartError,
+  type WaitReadyOptions,
+} from '@sandstream/sandbox';
+import { silentLogger } from '@sandstream/telemetry';
+import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
+import { Queue, QueueEvents, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PausedFiles } from './paused-files.js';
+import type { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
+import { createStartProcessor } from './start-sandbox.js';
+
+/**
+ * A resume reads its kept files while its new sandbox is made (FetchedKeptFiles), as a start from
+ * a snapshot does, and, where the backend restores while the agent boots (in-process), writes
+ * them then: before, the whole read and the restore came after the agent was up, on the resume's
+ * path. The kept copy is let go of only once the agent is up.
+ */
+const url = testRedisUrl();
+const suffix = Math.random().toString(36).slice(2, 10);
+const ns = `t-rf-${suffix}`;
+const keys = createKeySpace(ns);
+const logger = silentLogger('resume-fetch-test');
+const redis = new Redis(url, { maxRetriesPerRequest: null });
+const workerRedis = new Redis(url, { maxRetriesPerRequest: null });
+const subscriber = new Redis(url, { maxRetriesPerRequest: null });
+const prefix = keys.bullPrefix;
+const root = mkdtempSync(join(tmpdir(), 'sandstream-rf-'));
+const store = new JobStore({ redis, keys });
+const admission = new SlotAdmission({ redis, keys, globalLimit: 10, tenantLimit: 10, leaseMs: 60_000 });
+const announcements = new AgentAnnouncements(subscriber);
+const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix });
+const dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix });
+const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix });
+
+/** What happened, in order: the store's reads and the backend's creates. */
+const events: string[] = [];
+/** The kept files' streams the store handed out, to see which were let go of. */
+const handedOut: Readable[] = [];
+let failCreate = false;
+let failReady = false;
+
+class RecordingBackend extends InProcessBackend {
+  override async create(request: CreateSandboxRequest): Promise<SandboxRef> {
+    events.push('create begun');
+    if (failCreate) throw new Error('the engine refused the create (test)');
+    const ref = await super.create(request);
+    events.push('create done');
+    return ref;
+  }
+
+  override async restoreFiles(ref: SandboxRef, snapshot: AsyncIterable<Buffer>) {
+    events.push('restore begun');
+    return super.restoreFiles(ref, snapshot);
+  }
+
+  override async waitReady(ref: SandboxRef, deadlineMs: number, options: WaitReadyOptions): Promise<void> {
+    if (failReady) throw new SandboxStartError('crashed', 'the agent never came up (test)');
+    await super.waitReady(ref, deadlineMs, options);
+    events.push('agent up');
+  }
+}
+const backend = new RecordingBackend({ redis, root, registryKey: `${ns}:inprocess`, idleTimeoutSeconds: 60 });
+
+/** Snapshot bytes of a work tree holding hello.txt, as a pause of an in-process sandbox keeps them. */
+async function keptBytes(): Promise<Buffer> {
+  const dir = join(root, 'kept-source');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'hello.txt'), 'kept before the pause\n');
+  const chunks: Buffer[] = [];
+  for await (const chunk of encodeSnapshot(captureTree(dir, 'work'))) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+let bytes: Buffer;
+const filesStore: PausedFilesStore = {
+  put: async () => 'unused',
+  get: async (kept) => {
+    events.push(`get ${kept}`);
+    const stream = Readable.from([bytes]);
+    handedOut.push(stream);
+    return stream;
+  },
+  delete: async () => {},
+};
+// No lease to take here: the guard's own tests cover it.
+const freeze = { hold: (_id: string, _ref: SandboxRef, run: () => Promise<unknown>) => run() };
+let startWorker: Worker;
+let queueEvents: QueueEvents;
+const jobIds: string[] = [];
+
+beforeAll(async () => {
+  bytes = await keptBytes();
+  await announcements.start();
+  const start = createStartProcessor({
+    store,
+    leases: new LeaseRenewal({ redis, keys, leaseMs: 60_000 }),
+    redis,
+    keys,
+    dispatchKeys: new DispatchKeys(keys, 2),
+    backend,
+    announcements,
+    agentRedisUrl: url,
+    dispatchQueue,
+    destroyQueue,
+    files: new PausedFiles(backend, freeze as unknown as SnapshotFreezeGuard, filesStore),
+    logger,
+    installation: 'resume-fetch-test',
+  });
+  startWorker = new Worker(QueueNames.sandboxCreate, (job) => start(job), {
+    connection: workerRedis,
+    prefix,
+  });
+  queueEvents = new QueueEvents(QueueNames.sandboxCreate, {
+    connection: new Redis(url, { maxRetriesPerRequest: null }),
+    prefix,
+  });
+  await queueEvents.waitUntilReady();
+});
+
+afterAll(async () => {
+  await startWorker.close();
+  await queueEvents.close();
+  await announcements.close();
+  subscriber.disconnect();
+  for (const q of [createQueue, dispatchQueue, destroyQueue]) {
+    await q.obliterate({ force: true });
+    await q.close();
+  }
+  for (const id of jobIds) {
+    await backend
+      .destroy({ jobId: id, backend: 'inprocess', id: '0' }, { graceMs: 0 })
+      .catch(() => undefined);
+    await store.delete(id);
+  }
+  await deleteNamespaceKeys(redis, ns);
+  await backend.close();
+  redis.disconnect();
+  workerRedis.disconnect();
+  rmSync(root, { recursive: true, force: true });
+});
+
+/** A scheduled job whose record names kept files, as a paused sandbox's does when it resumes. */
+async function resumingJob(name: string): Promise<string> {
+  const id = `${ns}-${name}`;
+  jobIds.push(id);
+  await store.create(parseJobSpec({ id, tenant: 'acme', image: 'local', steps: [{ command: 'true' }] }));
+  await admission.acquire(id, 'acme');
+  await store.transition(id, ['queued'], 'scheduled');
+  expect(await store.setPausedFiles(id, `kept-${name}`)).toBe(true);
+  return id;
+}
+
+async function runCreate(jobId: string): Promise<unknown> {
+  const job = await createQueue.add(
+    'create',
+    { jobId, tenant: 'acme', sandbox: { image: 'local', startDeadlineSeconds: 30 } },
+    { jobId: bullJobId(jobId), attempts: 1 },
+  );
+  return job.waitUntilFinished(queueEvents, 30_000);
+}
+
+describe('a resume’s kept files', () => {
+  it('are read from the store before the new sandbox is made, and restored into it while its agent boots', async () => {
+    events.length = 0;
+    const jobId = await resumingJob('order');
+    expect(await runCreate(jobId)).toBe('dispatched');
+    // The read began with the start, the restore with the sandbox, not after the agent was up.
+    expect(events).toEqual([`get kept-order`, 'create begun', 'create done', 'restore begun', 'agent up']);
+    const state = readdirSync(join(root, 'jobs')).find((d) => d.startsWith(`${jobId}-`));
+    expect(state).toBeDefined();
+    expect(readFileSync(join(root, 'jobs', state as string, 'work', 'hello.txt'), 'utf8')).toBe(
+      'kept before the pause\n',
+    );
+    // Restored: the record no longer names them.
+    expect((await store.get(jobId))?.pausedFiles).toBeUndefined();
+  });
+
+  it('are let go of when the start fails before using them, and stay named by the record', async () => {
+    events.length = 0;
+    handedOut.length = 0;
+    failCreate = true;
+    try {
+      const jobId = await resumingJob('failed');
+      await runCreate(jobId).catch(() => undefined);
+      expect(events).toEqual([`get kept-failed`, 'create begun']);
+      expect(handedOut).toHaveLength(1);
+      await expect.poll(() => handedOut[0]?.destroyed, { timeout: 10_000 }).toBe(true);
+      expect((await store.get(jobId))?.pausedFiles).toBe('kept-failed');
+    } finally {
+      failCreate = false;
+    }
+  });
+
+  it('stay named by the record when the agent never comes up after they were restored', async () => {
+    events.length = 0;
+    failReady = true;
+    try {
+      const jobId = await resumingJob('never-up');
+      await runCreate(jobId).catch(() => undefined);
+      expect(events).toContain('restore begun');
+      expect(events).not.toContain('agent up');
+      // The start's retry (or a later resume) still finds them: nothing was lost with the sandbox.
+      expect((await store.get(jobId))?.pausedFiles).toBe('kept-never-up');
+    } finally {
+      failReady = false;
+    }
+  });
+});
