@@ -10,8 +10,11 @@
 #   DOCKER_CONFIG_FILE the engine's daemon.json          (default /etc/docker/daemon.json)
 #
 # When gVisor's runsc is installed (Debian package runsc), it is registered in daemon.json's
-# `runtimes` as `runsc`, so `runtimeClass: gvisor` sandboxes can run; an engine already running
-# is reloaded with SIGHUP (runtimes reload without a restart, running containers are untouched).
+# `runtimes` as `runsc` (root file system shared with the host, so a sandbox's container layer
+# can be snapshotted) and `runsc-exclusive` (runsc's default file access: faster file operations,
+# snapshots of the work volume only; docs/snapshots.md), so `runtimeClass: gvisor` sandboxes can
+# run; an engine already running is reloaded with SIGHUP when that changed daemon.json (runtimes
+# reload without a restart, running containers are untouched and keep the flags they started with).
 set -euo pipefail
 
 log() { printf '[ensure-docker] %s\n' "$*" >&2; }
@@ -26,40 +29,51 @@ as_root() {
 }
 
 engine_has_runsc() {
-  docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'
+  docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc-exclusive"'
 }
 
 # Adds runsc to daemon.json's runtimes, keeping every other key, and only when it is not there
 # with these exact arguments. Prints "changed" when it wrote the file. The ptrace platform needs
 # no KVM and no nested-virtualisation support; --network=host keeps the container's own network
 # namespace (Docker's bridge or host network) because runsc's own netstack cannot start on every
-# host, and the sandbox's network policy is Docker's job anyway.
+# host, and the sandbox's network policy is Docker's job anyway. --file-access=shared makes the
+# Sentry revalidate the root file system against the host (a snapshot's restore writes there);
+# --overlay2=none, where this runsc knows the flag, keeps the root out of the Sentry's own overlay
+# (the default of newer releases), whose writes would never reach the host.
 register_runsc() {
   command -v runsc >/dev/null 2>&1 || return 0
+  local overlay=""
+  runsc flags 2>&1 | grep -q -- '-overlay2 ' && overlay="--overlay2=none"
   as_root mkdir -p "$(dirname "$DOCKER_CONFIG_FILE")"
   as_root "$(command -v node)" --input-type=module -e '
     import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-    const [file, path] = process.argv.slice(1);
+    const [file, path, overlay] = process.argv.slice(1);
     const config = existsSync(file) ? JSON.parse(readFileSync(file, "utf8") || "{}") : {};
-    const wanted = { path, runtimeArgs: ["--platform=ptrace", "--network=host"] };
-    if (JSON.stringify(config.runtimes?.runsc) === JSON.stringify(wanted)) process.exit(0);
-    config.runtimes = { ...config.runtimes, runsc: wanted };
+    const base = ["--platform=ptrace", "--network=host", ...(overlay ? [overlay] : [])];
+    const wanted = {
+      runsc: { path, runtimeArgs: [...base, "--file-access=shared"] },
+      "runsc-exclusive": { path, runtimeArgs: base },
+    };
+    const current = { runsc: config.runtimes?.runsc, "runsc-exclusive": config.runtimes?.["runsc-exclusive"] };
+    if (JSON.stringify(current) === JSON.stringify(wanted)) process.exit(0);
+    config.runtimes = { ...config.runtimes, ...wanted };
     // Written aside then renamed: a half-written daemon.json would stop the next engine start.
     writeFileSync(`${file}.sandstream-tmp`, `${JSON.stringify(config, null, 2)}\n`);
     renameSync(`${file}.sandstream-tmp`, file);
     console.log("changed");
-  ' "$DOCKER_CONFIG_FILE" "$(command -v runsc)"
+  ' "$DOCKER_CONFIG_FILE" "$(command -v runsc)" "$overlay"
 }
 
 # A daemon.json this script cannot read is left as it is: the engine matters more than gVisor.
+changed=""
 if changed="$(register_runsc)"; then
-  [ -n "$changed" ] && log "registered runsc in $DOCKER_CONFIG_FILE"
+  [ -n "$changed" ] && log "registered runsc and runsc-exclusive in $DOCKER_CONFIG_FILE"
 else
   log "could not add runsc to $DOCKER_CONFIG_FILE (left unchanged); gVisor sandboxes will be refused"
 fi
 
 if docker info >/dev/null 2>&1; then
-  if command -v runsc >/dev/null 2>&1 && ! engine_has_runsc; then
+  if command -v runsc >/dev/null 2>&1 && { [ -n "$changed" ] || ! engine_has_runsc; }; then
     pid="$(pgrep -o -x dockerd || true)"
     if [ -n "$pid" ]; then
       log "reloading dockerd ($pid) so it knows the runsc runtime"

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { SandboxSpecError } from '@sandstream/bus';
 import { SandboxClosedError, SandboxPausedError, SandstreamOptionsError } from '@sandstream/client';
 import { liveBackends, testRedisUrl } from '@sandstream/test-support';
@@ -20,26 +20,39 @@ import { checksums, expectedChecksums, sha256 } from '../helpers/workspace-check
 const redisUrl = testRedisUrl();
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
-const runsc = await new Dockerode()
+/** The engine's runsc runtimes by root file access (npm test's bootstrap registers both). */
+const runscRuntimes = await new Dockerode()
   .info()
-  .then((info: { Runtimes?: Record<string, unknown> }) => Object.keys(info.Runtimes ?? {}).includes('runsc'))
-  .catch(() => false);
+  .then((info: { Runtimes?: Record<string, { path?: string; runtimeArgs?: string[] | null }> }) =>
+    Object.entries(info.Runtimes ?? {}).filter(([, r]) => basename(r.path ?? '') === 'runsc'),
+  )
+  .catch(() => []);
 const docker = liveBackends().find((backend) => backend.name === 'docker');
-/** Docker with gVisor (runsc), from a template with `runtimeClass: gvisor`, where the engine has runsc. */
-const gvisor = (() => {
-  if (!docker || !runsc) return [];
+/**
+ * Docker with gVisor (runsc), from a template naming the engine's runtime, where the engine has
+ * one: with exclusive file access (its work volume through the container) and with
+ * --file-access=shared (its container layer too, through the host; docs/snapshots.md).
+ */
+const gvisor = (['exclusive', 'shared'] as const).flatMap((access) => {
+  const runtime = runscRuntimes.find(
+    ([, r]) => (r.runtimeArgs ?? []).includes('--file-access=shared') === (access === 'shared'),
+  )?.[0];
+  if (!docker || !runtime) return [];
   const templates = join(mkdtempSync(join(tmpdir(), 'sandstream-pause-gvisor-')), 'templates.yaml');
-  writeFileSync(templates, `templates:\n  gvisor:\n    image: ${docker.image}\n    runtimeClass: gvisor\n`);
+  writeFileSync(
+    templates,
+    `templates:\n  gvisor:\n    image: ${docker.image}\n    runtimeClass: ${runtime}\n`,
+  );
   return [
     {
       ...docker,
-      name: 'docker+gvisor',
+      name: access === 'shared' ? 'docker+gvisor-shared' : 'docker+gvisor',
       template: 'gvisor',
       env: { ...docker.env, SANDSTREAM_TEMPLATES_FILE: templates },
       transport: 'redis' as Transport,
     },
   ];
-})();
+});
 
 const cases: {
   name: string;
@@ -68,9 +81,11 @@ describe.each(cases)(
             ? 'pdock'
             : name === 'docker+gvisor'
               ? 'pgvis'
-              : transport === 'http'
-                ? 'phttp'
-                : 'pause',
+              : name === 'docker+gvisor-shared'
+                ? 'pgvsh'
+                : transport === 'http'
+                  ? 'phttp'
+                  : 'pause',
         env: { SCHEDULER_GLOBAL_SLOTS: '4', SCHEDULER_TENANT_SLOTS: '4', NATS_URL: natsUrl, ...env },
       });
       view = await viewThrough(stack, transport, redisUrl);
@@ -95,7 +110,10 @@ describe.each(cases)(
       await sandbox.exec('mkdir -p data');
       // Really inside gVisor, whose Sentry reports its own fixed kernel release (its work volume
       // is captured through the container, docs/snapshots.md).
-      if (name === 'docker+gvisor') expect((await sandbox.exec('uname -r')).stdout).toBe('4.4.0\n');
+      if (name.startsWith('docker+gvisor')) expect((await sandbox.exec('uname -r')).stdout).toBe('4.4.0\n');
+      // With shared file access its container layer is kept too: a directory at the root.
+      const rootLevel = name === 'docker+gvisor-shared';
+      if (rootLevel) await sandbox.exec('mkdir /project && echo kept > /project/root.txt');
       const expected = new Map<string, string>();
       for (let cycle = 1; cycle <= 10; cycle++) {
         // Written through the agent (a file step) and through a command, then paused at once.
@@ -154,6 +172,7 @@ describe.each(cases)(
         expect(await holdsSlot(sandbox.id)).toBe(true);
         expect(await checksums(sandbox)).toBe(expectedChecksums(expected));
         expect((await sandbox.exec('echo $KEPT')).stdout).toBe('yes\n');
+        if (rootLevel) expect((await sandbox.exec('cat /project/root.txt')).stdout).toBe('kept\n');
       }
       await sandbox.close();
     });

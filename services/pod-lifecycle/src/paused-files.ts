@@ -67,9 +67,10 @@ export class PausedFiles implements SandboxFilesKeeper {
    * (the record's `unpausable`), so a pause is refused up front instead of failing the sandbox.
    */
   cannotPause(_spec: SandboxSpec): string | undefined {
-    // Any spec on a backend that captures can pause: a gVisor (runsc) Docker sandbox's work volume
-    // is captured through the container (docs/snapshots.md). The spec stays for a refusal that
-    // depends on it.
+    // Any spec on a backend that captures can pause: a gVisor (runsc) Docker sandbox's container
+    // layer and work volume through the host when its runtime shares its root file system, its
+    // work volume through the container otherwise (docs/snapshots.md). The spec stays for a
+    // refusal that depends on it.
     if (!this.backend.captureFiles || !this.backend.restoreFiles)
       return `the ${this.backend.kind} backend cannot capture and restore a sandbox's files`;
     return undefined;

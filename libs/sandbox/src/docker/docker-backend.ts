@@ -66,6 +66,7 @@ import {
 import { containerLayout, copyDocker, restoreCopyDocker } from './docker-snapshot.js';
 import { EgressProxy } from './egress-proxy.js';
 import { randomSandboxMac } from './egress-rules.js';
+import { GvisorFileAccess } from './gvisor-file-access.js';
 import { type PullLimits, pullImage } from './image-pull.js';
 import { IptablesEgressFirewall } from './iptables-firewall.js';
 import { localCarrierImage } from './local-carrier-image.js';
@@ -153,6 +154,11 @@ export class DockerBackend implements SandboxBackend {
   private readonly proxy: EgressProxy;
   /** Each sandbox's address the proxy knows it by, to forget it on destroy. */
   private readonly proxySources = new Map<string, string>();
+  /**
+   * Which containers are gVisor ones whose files go through the container: the engine's runtimes
+   * that are runsc, or that this backend's runtime map calls gVisor, read once from `docker info`.
+   */
+  private readonly gvisor: GvisorFileAccess;
 
   constructor(private readonly options: DockerBackendOptions) {
     this.docker = options.docker;
@@ -161,6 +167,10 @@ export class DockerBackend implements SandboxBackend {
     this.meter = new DockerDiskMeter(this.docker);
     this.firewall = options.egress === 'off' ? undefined : (options.firewall ?? new IptablesEgressFirewall());
     this.proxy = options.egressProxy ?? new EgressProxy();
+    this.gvisor = new GvisorFileAccess(
+      this.docker,
+      new Set(['runsc', dockerRuntimeFor('gvisor', options.runtimes)]),
+    );
     this.cached = new CachedAgentVolumes(this.docker, {
       [SandboxLabels.managedBy]: SandboxLabels.managedByValue,
       [DockerRoleLabel]: 'agent-cache',
@@ -575,17 +585,14 @@ export class DockerBackend implements SandboxBackend {
 
   /**
    * Its container layer and work volume, the container paused meanwhile (docker-snapshot.ts); under
-   * gVisor its work volume, through the container (docker-files.ts).
+   * gVisor without `--file-access=shared` its work volume, through the container (docker-files.ts).
    */
   async captureFiles(ref: SandboxRef): Promise<FilesCapture> {
-    return captureDockerFiles(
-      this.docker,
-      await dockerFilesRoute(this.docker, ref.id, this.gvisorRuntimes()),
-    );
+    return captureDockerFiles(this.docker, await dockerFilesRoute(this.docker, ref.id, this.gvisor));
   }
 
   async restoreFiles(ref: SandboxRef, snapshot: AsyncIterable<Buffer>): Promise<FilesRestored> {
-    const route = await dockerFilesRoute(this.docker, ref.id, this.gvisorRuntimes());
+    const route = await dockerFilesRoute(this.docker, ref.id, this.gvisor);
     return restoreDockerFiles(this.docker, route, snapshot);
   }
 
@@ -599,26 +606,22 @@ export class DockerBackend implements SandboxBackend {
   }
 
   async thaw(ref: SandboxRef): Promise<void> {
-    await thawDockerFiles(this.docker, ref.id, this.gvisorRuntimes());
+    await thawDockerFiles(this.docker, ref.id, this.gvisor);
   }
 
   /**
-   * The container's layer and work volume on the host, for plain copies. Not under gVisor, whose
-   * files the host does not see as the sandbox does (docker-files.ts): a fork of one, or into one,
-   * goes through the snapshot stream (pod-lifecycle falls back on this error).
+   * The container's layer and work volume on the host, for plain copies. Not under gVisor with
+   * exclusive file access, whose files the host does not see as the sandbox does (docker-files.ts):
+   * a fork of one, or into one, goes through the snapshot stream (pod-lifecycle falls back on this
+   * error).
    */
   private async layoutOf(ref: SandboxRef) {
-    const route = await dockerFilesRoute(this.docker, ref.id, this.gvisorRuntimes());
+    const route = await dockerFilesRoute(this.docker, ref.id, this.gvisor);
     if (route.kind !== 'host')
       throw new Error(
-        'a gVisor (runsc) sandbox is copied only through its container: no plain copy for forks',
+        'a gVisor (runsc) sandbox without --file-access=shared is copied only through its container: no plain copy for forks',
       );
     return containerLayout(this.docker, route.containerId, route.workdir);
-  }
-
-  /** The engine's names for gVisor: `runsc`, and what this backend's runtime map calls it. */
-  private gvisorRuntimes(): Set<string> {
-    return new Set(['runsc', dockerRuntimeFor('gvisor', this.options.runtimes)]);
   }
 
   /** The dockerode client is injected and owned by the caller. */

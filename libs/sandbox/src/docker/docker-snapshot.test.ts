@@ -1,24 +1,49 @@
 import { randomBytes } from 'node:crypto';
-import { dockerEngine } from '@sandstream/test-support';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { dockerEngine, testRedisUrl } from '@sandstream/test-support';
 import type Dockerode from 'dockerode';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { SandboxRef } from '../backend.js';
 import { freezeByExec } from '../snapshot/signal-tree.js';
 import { SnapshotCorruptError } from '../snapshot/snapshot-entry.js';
 import { testImages } from '../testing/docker-test-env.js';
+import { DockerBackend } from './docker-backend.js';
 import { dockerExec } from './docker-exec.js';
 import { captureDockerFiles, dockerFilesRoute, restoreDockerFiles, thawDockerFiles } from './docker-files.js';
 import { captureDocker, containerLayout, restoreDocker } from './docker-snapshot.js';
+import { GvisorFileAccess, sharesRootFiles } from './gvisor-file-access.js';
 
 // The capture and restore of a Docker sandbox's files, on a plain container of the test image
 // (the agent plays no part in them): the container layer anywhere (seed 003's /project at the
 // root), deletions of image files, and the work volume.
 const { docker, skip } = await dockerEngine('docker snapshots');
-/** gVisor where the engine has runsc registered (npm test's bootstrap does, as root). */
+
+/**
+ * The engine's runsc runtime whose root file access is shared with the host, or exclusive (npm
+ * test's bootstrap registers both, as root: `runsc` shared, `runsc-exclusive`).
+ */
+async function runscRuntimes(shared: boolean): Promise<string[]> {
+  if (skip) return [];
+  const info = (await docker.info()) as {
+    Runtimes?: Record<string, { path?: string; runtimeArgs?: string[] | null }>;
+  };
+  return Object.entries(info.Runtimes ?? {})
+    .filter(([, r]) => basename(r.path ?? '') === 'runsc' && sharesRootFiles(r.runtimeArgs ?? []) === shared)
+    .map(([name]) => name);
+}
+const runscRuntime = async (shared: boolean) => (await runscRuntimes(shared))[0];
+const exclusiveRuntime = await runscRuntime(false);
+/** An exclusive runsc runtime the backend does not know by name (`runsc-exclusive` as the bootstrap registers it). */
+const renamedExclusive = skip ? undefined : (await runscRuntimes(false)).find((n) => n !== 'runsc');
+const sharedRuntime = await runscRuntime(true);
 const gvisorSkip =
   skip ??
-  ((await docker.info().then((i: { Runtimes?: Record<string, unknown> }) => Boolean(i.Runtimes?.runsc)))
-    ? undefined
-    : 'the Docker engine has no runsc runtime');
+  (exclusiveRuntime ? undefined : 'the Docker engine has no runsc runtime with exclusive file access');
+const sharedSkip =
+  skip ?? (sharedRuntime ? undefined : 'the Docker engine has no runsc runtime with --file-access=shared');
 const name = `sandstream-snaptest-${randomBytes(4).toString('hex')}`;
 const containers: Dockerode.Container[] = [];
 
@@ -136,18 +161,20 @@ describe.skipIf(skip)('Docker sandbox snapshots (container layer + work volume)'
   }, 120_000);
 });
 
-// gVisor (runsc): the host's view of its files is not the sandbox's (a write from the host into
-// its layer is not seen inside, docs/snapshots.md), so its work volume goes through the container:
-// `tar` run by `docker exec`, its processes stopped from inside meanwhile.
+// gVisor (runsc) with its default, exclusive file access: the host's view of its files is not the
+// sandbox's (a write from the host into its layer is not seen inside, docs/snapshots.md), so its
+// work volume goes through the container: `tar` run by `docker exec`, its processes stopped from
+// inside meanwhile.
 describe.skipIf(gvisorSkip)(
-  'Docker sandbox snapshots under gVisor (work volume, through the container)',
+  'Docker sandbox snapshots under gVisor, exclusive file access (work volume, through the container)',
   () => {
-    const gvisor = new Set(['runsc']);
+    const runtime = exclusiveRuntime ?? 'runsc-exclusive';
+    const gvisor = new GvisorFileAccess(docker, new Set([runtime]));
     let ga: Dockerode.Container;
     beforeAll(async () => {
       // A process below PID 1, as the agent's commands are: frozen during the capture, running after.
       ga = await start('ga', {
-        runtime: 'runsc',
+        runtime,
         entrypoint: ['sh', '-c', 'sleep infinity & echo $! > /tmp/child; wait'],
       });
     }, 60_000);
@@ -224,7 +251,7 @@ describe.skipIf(gvisorSkip)(
     it('a fresh gVisor container gets the same work tree (a fork); a runc snapshot with its layer is refused, a gVisor one restores on runc', async () => {
       await sh(ga, 'mkdir -p /work/project && echo forked > /work/project/f.txt');
       const snapshot = await capture(ga);
-      const gb = await start('gb', { runtime: 'runsc' });
+      const gb = await start('gb', { runtime });
       await restore(gb, snapshot);
       expect(await sh(gb, 'cat /work/project/f.txt')).toBe('forked\n');
       await sh(gb, 'echo diverged > /work/project/f.txt');
@@ -239,7 +266,7 @@ describe.skipIf(gvisorSkip)(
       const bytes = await bytesOf(withLayer.stream);
       await expect(restore(gb, bytes)).rejects.toThrow(SnapshotCorruptError);
       await expect(restore(gb, bytes)).rejects.toThrow(
-        /root\/.*a gVisor \(runsc\) Docker sandbox restores only work\//,
+        /root\/.*a gVisor \(runsc\) Docker sandbox without --file-access=shared restores only work\//,
       );
       expect(await sh(gb, 'cat /work/project/f.txt')).toBe('diverged\n');
 
@@ -251,3 +278,141 @@ describe.skipIf(gvisorSkip)(
     }, 120_000);
   },
 );
+
+// gVisor with `--file-access=shared`: the Sentry revalidates its root against the host, so the
+// backend takes the runc route (container layer and work volume through the engine's directories,
+// `docker pause` meanwhile). The backend is told the runtime is gVisor (its runtime map), as an
+// operator naming it would, and finds from the engine which file access it has.
+describe.skipIf(sharedSkip)(
+  'Docker sandbox snapshots under gVisor, shared file access (container layer)',
+  () => {
+    const runtime = sharedRuntime ?? 'runsc';
+    let redis: Redis;
+    let backend: DockerBackend;
+    beforeAll(() => {
+      redis = new Redis(testRedisUrl(), { lazyConnect: true });
+      backend = new DockerBackend({ docker, redis, egress: 'off', runtimes: { gvisor: runtime } });
+    });
+    afterAll(async () => {
+      await removeAll();
+      redis.disconnect();
+    });
+    const ref = (container: Dockerode.Container): SandboxRef => ({
+      jobId: 'snaptest',
+      backend: 'docker',
+      id: container.id,
+    });
+    const capture = async (container: Dockerode.Container) => {
+      const captured = await backend.captureFiles(ref(container));
+      expect(captured.parts).toEqual(['root', 'work']);
+      const snapshot = await bytesOf(captured.stream);
+      await captured.done;
+      expect((await container.inspect()).State.Paused).toBe(false);
+      return snapshot;
+    };
+
+    it("seed 003's rollback: /project at the root removed inside comes back in place, deletions and additions reverted", async () => {
+      const ga = await start('sa', { runtime });
+      await sh(
+        ga,
+        [
+          'mkdir /project /project/empty',
+          "echo 'Hello World' > /project/hello.txt",
+          'chown 1234:5678 /project/hello.txt && chmod 640 /project/hello.txt',
+          'rm /etc/debian_version',
+          'rm -r /usr/share/doc && mkdir /usr/share/doc && echo mine > /usr/share/doc/only',
+          'echo w > /work/w.txt',
+        ].join(' && '),
+      );
+      const snapshot = await capture(ga);
+
+      await sh(
+        ga,
+        'rm -r /project && echo new > /added && echo 11 > /etc/debian_version && rm -r /usr/share/doc && rm /work/w.txt && echo x > /work/x',
+      );
+      await backend.restoreFiles(ref(ga), [snapshot]);
+      expect(await sh(ga, 'cat /project/hello.txt')).toBe('Hello World\n');
+      // gVisor 20221219 refuses coreutils' statx (EINVAL): find, not stat or ls.
+      expect(
+        await sh(
+          ga,
+          "find /project/hello.txt -printf '%U:%G %m\\n'; test -d /project/empty && echo empty-dir",
+        ),
+      ).toBe('1234:5678 640\nempty-dir\n');
+      expect(await sh(ga, 'test -e /added || echo added-gone')).toBe('added-gone\n');
+      expect(await sh(ga, 'test -e /etc/debian_version || echo removed-stays-removed')).toBe(
+        'removed-stays-removed\n',
+      );
+      expect(await sh(ga, 'cd /usr/share/doc && find . -mindepth 1')).toBe('./only\n');
+      expect(await sh(ga, 'cd /work && find . -mindepth 1')).toBe('./w.txt\n');
+    }, 120_000);
+
+    it('a fresh gVisor container sees the root-level files (a fork), by the snapshot stream and by a plain copy', async () => {
+      const ga = await start('sf', { runtime });
+      await sh(ga, 'mkdir /project && echo forked > /project/f.txt && rm /etc/issue && echo w > /work/w.txt');
+      const snapshot = await capture(ga);
+      const gb = await start('sg', { runtime });
+      await backend.restoreFiles(ref(gb), [snapshot]);
+      expect(await sh(gb, 'cat /project/f.txt /work/w.txt; test -e /etc/issue || echo no-issue')).toBe(
+        'forked\nw\nno-issue\n',
+      );
+      await sh(gb, 'echo diverged > /project/f.txt');
+      expect(await sh(ga, 'cat /project/f.txt')).toBe('forked\n');
+
+      // A fork on this host: the plain copy (copyFiles) into a fresh container (restoreCopy).
+      const into = await mkdtemp(join(tmpdir(), 'sandstream-gvcopy-'));
+      try {
+        await backend.copyFiles(ref(ga), join(into, 'copy'));
+        const gc = await start('sh', { runtime });
+        await backend.restoreCopy(ref(gc), join(into, 'copy'));
+        expect(await sh(gc, 'cat /project/f.txt /work/w.txt; test -e /etc/issue || echo no-issue')).toBe(
+          'forked\nw\nno-issue\n',
+        );
+      } finally {
+        await rm(into, { recursive: true, force: true });
+      }
+    }, 180_000);
+
+    it('a snapshot taken under runc, with its layer, restores on a gVisor sandbox', async () => {
+      const runc = await start('sr');
+      await sh(runc, 'echo layer > /layer.txt && rm /etc/issue && echo w > /work/w.txt');
+      const snapshot = await capture(runc);
+      const ga = await start('ss', { runtime });
+      await sh(ga, 'echo mine > /mine.txt');
+      await backend.restoreFiles(ref(ga), [snapshot]);
+      expect(
+        await sh(
+          ga,
+          'cat /layer.txt /work/w.txt; test -e /etc/issue || echo no-issue; test -e /mine.txt || echo mine-gone',
+        ),
+      ).toBe('layer\nw\nno-issue\nmine-gone\n');
+    }, 120_000);
+  },
+);
+
+// A runsc runtime is gVisor by its binary, whatever the engine calls it: one with exclusive file
+// access under a name the backend was not given must not take the host route, whose restore it
+// would not see (docs/snapshots.md).
+describe.skipIf(
+  skip ?? (renamedExclusive ? undefined : 'the Docker engine has no exclusive runsc runtime but `runsc`'),
+)('Docker sandbox snapshots under gVisor, a runtime known by its binary', () => {
+  const runtime = renamedExclusive ?? 'runsc-exclusive';
+  let redis: Redis;
+  beforeAll(() => {
+    redis = new Redis(testRedisUrl(), { lazyConnect: true });
+  });
+  afterAll(async () => {
+    await removeAll();
+    redis.disconnect();
+  });
+
+  it('goes through the container (work volume only), not through the host', async () => {
+    const backend = new DockerBackend({ docker, redis, egress: 'off' });
+    const ga = await start('sx', { runtime });
+    await sh(ga, 'mkdir /project && echo w > /work/w.txt');
+    const captured = await backend.captureFiles({ jobId: 'snaptest', backend: 'docker', id: ga.id });
+    expect(captured.parts).toEqual(['work']);
+    await bytesOf(captured.stream);
+    await captured.done;
+  }, 120_000);
+});

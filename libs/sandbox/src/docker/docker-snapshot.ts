@@ -23,7 +23,9 @@ import { TreeRestore } from '../snapshot/tree-restore.js';
  * A Docker sandbox's files, as the engine lays them out on this host (overlay2): the container's
  * own layer (`root/`: every change it made anywhere outside its mounts, deletions too) and its
  * work volume (`work/`). Read and written through the host paths, with the container paused
- * (`docker pause`, the cgroup freezer): the engine must be on this host and this process root.
+ * (`docker pause`: the cgroup freezer under runc, runsc's own pause under gVisor): the engine must
+ * be on this host and this process root. Under gVisor only when its root file system is shared
+ * with the host (`--file-access=shared`); docker-files.ts picks the route.
  */
 interface ContainerLayout {
   container: Dockerode.Container;
@@ -51,12 +53,6 @@ export async function containerLayout(
   if (driver.Name !== 'overlay2' || !data.UpperDir || !data.MergedDir) {
     throw new Error(
       `snapshots of Docker sandboxes need the overlay2 storage driver (this engine uses ${driver.Name}); see docs/snapshots.md`,
-    );
-  }
-  const runtime = info.HostConfig?.Runtime;
-  if (runtime === 'runsc') {
-    throw new Error(
-      "a gVisor (runsc) sandbox's files cannot be captured or restored through the host's layer: its Sentry caches its file system, so host writes are not seen inside; they go through the container instead (docker-files.ts, docs/snapshots.md)",
     );
   }
   const mounts = (info.Mounts ?? []) as Array<{ Destination: string; Source: string }>;

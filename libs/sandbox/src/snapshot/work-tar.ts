@@ -137,7 +137,7 @@ export async function restoreWorkByTar(
   const started = performance.now();
   const outside = (entry: SnapshotEntry) =>
     new SnapshotCorruptError(
-      `snapshot entry ${entry.path} is outside the work tree: it was taken on a backend that captures more (Docker's container layer under runc); ${sandboxKind} restores only work/`,
+      `snapshot entry ${entry.path} is outside the work tree: it was taken on a backend that captures more (Docker's container layer: runc, or gVisor with --file-access=shared); ${sandboxKind} restores only work/`,
     );
   const entries = decodeSnapshot(snapshot)[Symbol.asyncIterator]();
   // Read before anything changes: the restore script clears the work tree first, and a snapshot
