@@ -184,6 +184,17 @@ function stackParts(stack: Stack, docker: boolean): Parts {
   const own = process.cpuUsage();
   const parts: Parts = { redis: withChildrenMs(stack.redis.pid), client: (own.user + own.system) / 1000 };
   for (const s of stack.services) parts[s.name] = withChildrenMs(s.child.pid);
+  // pod-lifecycle's own share apart from its waited-for children's (the in-process agents; on
+  // Docker the few helpers it runs): the services' own CPU is what a service change can cut.
+  const lifecycle = stack.services.find((s) => s.name === 'pod-lifecycle')?.child.pid;
+  if (lifecycle) {
+    try {
+      parts['pod-lifecycle'] = processCpuMs(lifecycle);
+      parts['pod-lifecycle children'] = exitedChildrenCpuMs(lifecycle);
+    } catch {
+      // Gone: left as counted above.
+    }
+  }
   // In-process jobs use no engine: what it does then is another test's.
   if (docker) {
     parts.engine = groupMs(GROUP.engine);
