@@ -24,7 +24,8 @@
  *
  * To look inside: SANDSTREAM_AGENT_ENTRY=<script> runs the in-process agents through a wrapper
  * (`/usr/bin/time`, `perf record`), JOB_CPU_PRELOAD=<file.cjs> is `--require`d by every service
- * (`--cpu-prof` is not allowed in NODE_OPTIONS; a preload can start the inspector's profiler).
+ * (`--cpu-prof` is not allowed in NODE_OPTIONS; a preload can start the inspector's profiler), and
+ * JOB_CPU_COMMANDSTATS=1 prints Redis's commands per job (calls, time) after each of our windows.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -47,6 +48,8 @@ const JOBS = Number(process.argv[2] ?? 20);
 const ROUNDS = Number(process.argv[3] ?? 3);
 const BACKENDS = (process.argv[4] ?? 'inprocess,docker').split(',');
 const IMAGE = process.env.BENCH_IMAGE ?? 'sandstream/debian:bookworm';
+/** JOB_CPU_COMMANDSTATS=1 prints Redis's commands per job for each of our windows. */
+const COMMAND_STATS = process.env.JOB_CPU_COMMANDSTATS === '1';
 const CPUACCT = '/sys/fs/cgroup/cpuacct';
 const GROUP = {
   engine: '/sandstream-bench-engine',
@@ -181,6 +184,17 @@ function stackParts(stack: Stack, docker: boolean): Parts {
   const own = process.cpuUsage();
   const parts: Parts = { redis: withChildrenMs(stack.redis.pid), client: (own.user + own.system) / 1000 };
   for (const s of stack.services) parts[s.name] = withChildrenMs(s.child.pid);
+  // pod-lifecycle's own share apart from its waited-for children's (the in-process agents; on
+  // Docker the few helpers it runs): the services' own CPU is what a service change can cut.
+  const lifecycle = stack.services.find((s) => s.name === 'pod-lifecycle')?.child.pid;
+  if (lifecycle) {
+    try {
+      parts['pod-lifecycle'] = processCpuMs(lifecycle);
+      parts['pod-lifecycle children'] = exitedChildrenCpuMs(lifecycle);
+    } catch {
+      // Gone: left as counted above.
+    }
+  }
   // In-process jobs use no engine: what it does then is another test's.
   if (docker) {
     parts.engine = groupMs(GROUP.engine);
@@ -189,8 +203,29 @@ function stackParts(stack: Stack, docker: boolean): Parts {
   return parts;
 }
 
+/** Redis's commands per job over a window, from INFO commandstats (reset at the window's start). */
+async function printCommandStats(connection: Redis, jobs: number): Promise<void> {
+  const info = await connection.info('commandstats');
+  const rows = [...info.matchAll(/^cmdstat_(\S+):calls=(\d+),usec=(\d+)/gm)].map((m) => ({
+    command: m[1] as string,
+    calls: Number(m[2]) / jobs,
+    usec: Number(m[3]) / jobs,
+  }));
+  rows.sort((a, b) => b.usec - a.usec);
+  const total = rows.reduce((a, r) => ({ calls: a.calls + r.calls, usec: a.usec + r.usec }), {
+    calls: 0,
+    usec: 0,
+  });
+  console.log(
+    `  redis per job: ${total.calls.toFixed(1)} commands, ${(total.usec / 1000).toFixed(2)} ms in commands; ${rows
+      .map((r) => `${r.command} ${r.calls.toFixed(1)}× ${(r.usec / 1000).toFixed(2)} ms`)
+      .join(', ')}`,
+  );
+}
+
 async function oursWindow(stack: Stack, backend: Backend, round: number): Promise<Parts> {
   const lifecycle = stack.services.find((s) => s.name === 'pod-lifecycle')?.child.pid as number;
+  if (COMMAND_STATS) await stack.connection.call('CONFIG', 'RESETSTAT');
   const before = stackParts(stack, backend.name === 'docker');
   const ids: string[] = [];
   for (let i = 0; i < JOBS; i++) {
@@ -213,6 +248,7 @@ async function oursWindow(stack: Stack, backend: Backend, round: number): Promis
   );
   await new Promise((r) => setTimeout(r, 500));
   const after = stackParts(stack, backend.name === 'docker');
+  if (COMMAND_STATS) await printCommandStats(stack.connection, JOBS);
   const out: Parts = {};
   for (const [k, v] of Object.entries(after)) out[k] = v - (before[k] ?? 0);
   return out;

@@ -192,6 +192,21 @@ describe('dispatch-advance', () => {
     expect(await j.pushed()).toEqual(['step-1']);
   });
 
+  it("a finished job answers a notice for a step not its own (its destroy's shutdown) as stale, not with its outcome", async () => {
+    const j = await job(2);
+    await j.start();
+    await j.result('step-1');
+    expect(await j.advance('step-1')).toEqual(['pushed', 1, 'step-2', '30']);
+    await j.result('step-2');
+    expect(await j.advance('step-2')).toEqual(['finished', 'succeeded', 'all 2 steps done', 1]);
+    // The agent reports the shutdown step as it reports any other: a result and a notice.
+    await j.result('shutdown-1');
+    expect(await j.advance('shutdown-1')).toEqual(['stale', '']);
+    // Its own steps' notices, redelivered, still answer with the outcome (a finalize is completed).
+    expect(await j.advance('step-1')).toEqual(['finished', 'succeeded', 'all 2 steps done', 0]);
+    expect(await j.advance('step-2')).toEqual(['finished', 'succeeded', 'all 2 steps done', 0]);
+  });
+
   it('goes on after a failure with continueOnError and succeeds after the last step', async () => {
     const j = await job(2, { continueOnError: true });
     await j.start();

@@ -14,6 +14,7 @@ import { busLua, luaDir } from '@sandstream/bus';
  *   {'pushed', index, stepId, timeoutSeconds}   a step was LPUSHed now, or had been already
  *   {'finished', outcome, reason, newly}        the job is over (newly = 1 the first time)
  *   {'stale', currentStepId}                    the call named a step that is not the running one
+ *                                               ('' for a finished job and a step not its own)
  *   {'missing'}                                 the result is not on the results list (yet)
  *   {'unknown'}                                 no dispatch state: never started or long expired
  *   {'signalled', stepId}                       a cancel was pushed for the running step

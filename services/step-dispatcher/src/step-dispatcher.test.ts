@@ -152,6 +152,40 @@ describe('step-dispatcher with real agents', () => {
     await destroy.close();
   });
 
+  it("finalizes a job once: its destroy's shutdown step, reported after the end, enqueues no second destroy", async () => {
+    const { jobId } = await launch({ steps: [{ command: 'true' }] });
+    expect((await client.wait(jobId, { timeoutMs: 20_000 })).state).toBe('succeeded');
+    const destroy = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix: keySpace.bullPrefix });
+    try {
+      await expect
+        .poll(async () => (await destroy.getJob(bullJobId(jobId)))?.data, { timeout: 10_000 })
+        .toMatchObject({ jobId });
+      // pod-lifecycle took it and removed it when done (removeOnComplete), then pushed the
+      // shutdown step, which the agent reports like any step: a result and a notice.
+      await destroy.remove(bullJobId(jobId));
+      const stream = dispatchKeys.completionStreamFor(jobId);
+      const shutdown = {
+        schemaVersion: 1,
+        stepId: 'shutdown-1',
+        exitCode: 0,
+        timedOut: false,
+        durationSeconds: 0,
+      };
+      await redis.set(resultKey(keySpace.sandbox(jobId), 'shutdown-1'), JSON.stringify(shutdown));
+      const id = await redis.xadd(stream, '*', 'jobId', jobId, 'stepId', 'shutdown-1');
+      // Handled notices are acknowledged and deleted.
+      await expect
+        .poll(async () => (await redis.xrange(stream, id as string, id as string)).length, {
+          timeout: 10_000,
+        })
+        .toBe(0);
+      expect(await destroy.getJob(bullJobId(jobId))).toBeUndefined();
+      expect((await store.get(jobId))?.state).toBe('succeeded');
+    } finally {
+      await destroy.close();
+    }
+  });
+
   it('ignores redelivered and duplicate notices: no step is pushed twice', async () => {
     const marker = join(workdir, `dup-${seq + 1}`);
     const { jobId } = await launch({

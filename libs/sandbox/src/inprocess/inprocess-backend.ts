@@ -32,6 +32,7 @@ import { memoryToBytes } from '../quantity.js';
 import { DEFAULT_RESOURCE_POLICY, type ResourcePolicy } from '../resource-policy.js';
 import { SandboxSpecSchema } from '../sandbox-spec.js';
 import { resolveSecretEnv } from '../secret-env.js';
+import { childExit } from './child-exit.js';
 import {
   captureInProcess,
   copyInProcess,
@@ -354,11 +355,16 @@ export class InProcessBackend implements SandboxBackend {
     const graceMs = options.graceMs ?? this.options.defaultGraceMs ?? 10_000;
     if (await this.isAlive(record)) {
       await requestAgentShutdown(this.options.redis, record.jobId, record.keyStyle);
-      await pollUntil(async () => ((await this.isAlive(record)) ? undefined : true), {
-        deadline: Date.now() + graceMs,
-        initialIntervalMs: 10,
-        maxIntervalMs: 100,
-      });
+      // Our own child reports its exit; another replica's agent (or one started before a restart
+      // of this process) can only be watched.
+      const child = [...this.children].find((c) => c.pid === record.pid);
+      if (child) await childExit(child, graceMs);
+      else
+        await pollUntil(async () => ((await this.isAlive(record)) ? undefined : true), {
+          deadline: Date.now() + graceMs,
+          initialIntervalMs: 10,
+          maxIntervalMs: 100,
+        });
     }
     await terminateProcessGroup(record.pid, record.startTime);
     // A temporary workspace lives inside stateDir; a persistent one lives elsewhere and stays.

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { descendants } from './process-tree.js';
 
@@ -9,7 +9,10 @@ import { descendants } from './process-tree.js';
  */
 export async function processStartTime(pid: number): Promise<string | null> {
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // Read in place: /proc is answered from memory, and fs/promises' readFile would be four
+    // thread-pool round trips (open, fstat, read, close) for a line of text, on every liveness
+    // check (a start's, a destroy's, each list()'s).
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name (field 2) may hold spaces and parentheses; fields after it follow the last ')'.
     const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const state = rest[0];

@@ -52,7 +52,18 @@ if redis.call('HGET', st, 'live') == '1' then
   end
   return {'recorded', ARGV[1]}
 end
-if status == 'finished' then return finished_reply() end
+if status == 'finished' then
+  -- A notice for a step that is none of this job's (the shutdown step its destroy pushes, whose
+  -- agent reports it like any other) finalizes nothing: it would release the slot, clear the
+  -- deadlines and enqueue the destroy a second time, and pod-lifecycle would run the teardown
+  -- again. A redelivered notice of one of its own steps still answers with the outcome, so a
+  -- finalize cut short by a crash is completed.
+  local n = tonumber(redis.call('HGET', st, 'n')) or 0
+  for k = 0, n - 1 do
+    if redis.call('HGET', st, 'id:' .. k) == ARGV[1] then return finished_reply() end
+  end
+  return {'stale', ''}
+end
 local current = redis.call('HGET', st, 'current')
 if current ~= ARGV[1] then return {'stale', current or ''} end
 local raw = ARGV[2]
