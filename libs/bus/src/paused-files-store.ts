@@ -14,10 +14,18 @@ export interface PausedFilesStore {
   /** Stores a snapshot stream; answers its id once it is whole (checksummed, complete). */
   put(stream: Readable, owner: { sandboxId: string; tenant: string }): Promise<string>;
   /**
-   * A stored snapshot's stream (refused, naming what is wrong, when it is corrupt or cut short).
-   * A Readable, so a start that ends without it can destroy it (and its local spool).
+   * A stored snapshot's stream, found whole first (read once, checked, spooled to a local file;
+   * refused, naming what is wrong, when it is corrupt or cut short). A Readable, so a start that
+   * ends without it can destroy it (and its spool).
    */
   get(snapshotId: string): Promise<Readable>;
+  /**
+   * The same bytes as they are read, hashed on the way: the stream fails at its end, naming what
+   * is wrong, when they are corrupt or cut short. For a restore that writes while it reads into
+   * a sandbox a failure throws away (a resume's start is retried on a clean one, the kept files
+   * untouched). Nothing is read before the stream is.
+   */
+  stream(snapshotId: string): Readable;
   /** Idempotent. */
   delete(snapshotId: string): Promise<void>;
 }
@@ -84,6 +92,10 @@ export function pausedFilesStoreOf(objects: SnapshotStore, quota: PausedFilesQuo
     get: async (kept) => {
       const { objectId, tenant: _tenant, ...expected } = parse(kept);
       return objects.open(objectId, expected);
+    },
+    stream: (kept) => {
+      const { objectId, tenant: _tenant, ...expected } = parse(kept);
+      return objects.stream(objectId, expected);
     },
     delete: async (kept) => {
       const { objectId, tenant } = parse(kept);

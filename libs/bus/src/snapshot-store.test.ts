@@ -49,6 +49,22 @@ describe('SnapshotStore', () => {
     await expect(store.open('legacy', { ...put, sizeBytes: put.sizeBytes + 1 })).rejects.toThrow(
       SnapshotIntegrityError,
     );
+
+    // Streamed as read: the same bytes, and a stream that fails at its end, naming what is wrong,
+    // when they are not what the record says (after every byte went by: the reader throws away
+    // what it wrote).
+    expect((await bytesOf(store.stream('s1', put))).equals(data)).toBe(true);
+    await expect(bytesOf(store.stream('s1', { ...put, sizeBytes: put.sizeBytes + 1 }))).rejects.toThrow(
+      /snapshot s1 is truncated in storage/,
+    );
+    const seen: number[] = [];
+    const damaged = store.stream('s1', { ...put, sha256: '0'.repeat(64) });
+    await expect(
+      (async () => {
+        for await (const chunk of damaged) seen.push((chunk as Buffer).length);
+      })(),
+    ).rejects.toThrow(/snapshot s1 is damaged in storage/);
+    expect(seen.reduce((a, b) => a + b, 0)).toBe(data.length);
     await store.delete('s1');
     await store.delete('legacy');
     expect(await store.names()).toEqual([]);

@@ -4,7 +4,7 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import type { NatsConnection, ObjectStore, StorageType } from 'nats';
 import { putObjectChunks, readObjectChunks } from './object-chunks.js';
@@ -115,12 +115,26 @@ export class SnapshotStore {
     expected: StoredSnapshot,
     onChunk?: (chunk: Buffer) => Promise<void>,
   ): Promise<void> {
+    for await (const chunk of this.checkedChunks(snapshotId, expected)) await onChunk?.(chunk);
+  }
+
+  /**
+   * The stored bytes as they are read, hashed on the way: the stream fails at its end, naming
+   * what is wrong, when they are not whole (size and SHA-256 as recorded). For a restore into a
+   * new sandbox, which a failure throws away (a resume's start is retried on a clean one): its
+   * writes overlap the read instead of waiting for a first whole read, as `open` makes them.
+   */
+  stream(snapshotId: string, expected: StoredSnapshot): Readable {
+    return Readable.from(this.checkedChunks(snapshotId, expected), { objectMode: false });
+  }
+
+  private async *checkedChunks(snapshotId: string, expected: StoredSnapshot): AsyncGenerator<Buffer> {
     const hash = createHash('sha256');
     let size = 0;
     for await (const chunk of await this.read(snapshotId)) {
       hash.update(chunk);
       size += chunk.length;
-      await onChunk?.(chunk);
+      yield chunk;
     }
     if (size !== expected.sizeBytes) {
       throw new SnapshotIntegrityError(

@@ -13,7 +13,20 @@ export class FetchedKeptFiles {
     readonly bytes: Promise<Readable>,
   ) {
     // Awaited by the restore, or never (the start ended first): not an unhandled rejection.
-    bytes.catch(() => {});
+    bytes.then(
+      () => {
+        this.fetchedAt = performance.now();
+      },
+      () => {},
+    );
+  }
+
+  private readonly began = performance.now();
+  private fetchedAt: number | undefined;
+
+  /** Until the bytes could be read (logged by the start): the whole read and check, or ~0 for a stream. */
+  fetchMs(): number | undefined {
+    return this.fetchedAt === undefined ? undefined : Math.round(this.fetchedAt - this.began);
   }
 
   /** The local spool goes with the start: dropped here when the start ended without using it. */

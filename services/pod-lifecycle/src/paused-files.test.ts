@@ -11,6 +11,7 @@ describe('a resume restoring a pause’s files', () => {
     const store: PausedFilesStore = {
       put: async () => 'kept',
       get: async () => stored,
+      stream: () => stored,
       delete: async () => {},
     };
     const restored: Array<{ same: boolean; checked: boolean }> = [];

@@ -41,9 +41,17 @@ export class PausedFiles implements SandboxFilesKeeper {
     });
   }
 
-  /** Starts reading the kept files from the store at once; `restore` then writes them. */
+  /**
+   * The kept files for a resume's restore. Where the backend restores while the agent boots, a
+   * stream checked as it is read, so the restore's writes overlap the read (nothing is read before
+   * the restore begins, at the sandbox's create); elsewhere the restore waits for the agent, so
+   * the bytes are read whole and checked from now on, while the sandbox is made.
+   */
   fetch(kept: string): FetchedKeptFiles {
-    return new FetchedKeptFiles(kept, this.store.get(kept));
+    const bytes = this.backend.restoresWhileBooting
+      ? Promise.resolve(this.store.stream(kept))
+      : this.store.get(kept);
+    return new FetchedKeptFiles(kept, bytes);
   }
 
   async restore(
@@ -56,7 +64,8 @@ export class PausedFiles implements SandboxFilesKeeper {
       );
     const restoreFiles = this.backend.restoreFiles.bind(this.backend);
     const sandboxRef = this.refOf(ref);
-    // The store hands out bytes it found whole against their recorded size and SHA-256 (its get).
+    // Checked against their recorded size and SHA-256: found whole before (the store's get), or
+    // as they are read, the stream failing at its end, which the decoder reads to before it returns.
     const bytes = checkedWhole(await fetched.bytes);
     // Held under the new life's id (the job's): the freeze sweep thaws it if this replica dies.
     await this.freeze.hold(ref.jobId, sandboxRef, () => restoreFiles(sandboxRef, bytes));

@@ -61,6 +61,8 @@ const events: string[] = [];
 const handedOut: Readable[] = [];
 let failCreate = false;
 let failReady = false;
+/** The stream cut short, as a store read that fails at its end is. */
+let damagedRead = false;
 
 class RecordingBackend extends InProcessBackend {
   override async create(request: CreateSandboxRequest): Promise<SandboxRef> {
@@ -100,6 +102,12 @@ const filesStore: PausedFilesStore = {
   get: async (kept) => {
     events.push(`get ${kept}`);
     const stream = Readable.from([bytes]);
+    handedOut.push(stream);
+    return stream;
+  },
+  stream: (kept) => {
+    events.push(`stream ${kept}`);
+    const stream = Readable.from([damagedRead ? bytes.subarray(0, bytes.length - 10) : bytes]);
     handedOut.push(stream);
     return stream;
   },
@@ -183,12 +191,13 @@ async function runCreate(jobId: string): Promise<unknown> {
 }
 
 describe('a resume’s kept files', () => {
-  it('are read from the store before the new sandbox is made, and restored into it while its agent boots', async () => {
+  it('are streamed from the store into the new sandbox while its agent boots', async () => {
     events.length = 0;
     const jobId = await resumingJob('order');
     expect(await runCreate(jobId)).toBe('dispatched');
-    // The read began with the start, the restore with the sandbox, not after the agent was up.
-    expect(events).toEqual([`get kept-order`, 'create begun', 'create done', 'restore begun', 'agent up']);
+    // Asked for with the start, written from the sandbox's create on, not after the agent was up;
+    // streamed (in-process restores while the agent boots), not first read whole.
+    expect(events).toEqual([`stream kept-order`, 'create begun', 'create done', 'restore begun', 'agent up']);
     const state = readdirSync(join(root, 'jobs')).find((d) => d.startsWith(`${jobId}-`));
     expect(state).toBeDefined();
     expect(readFileSync(join(root, 'jobs', state as string, 'work', 'hello.txt'), 'utf8')).toBe(
@@ -205,12 +214,28 @@ describe('a resume’s kept files', () => {
     try {
       const jobId = await resumingJob('failed');
       await runCreate(jobId).catch(() => undefined);
-      expect(events).toEqual([`get kept-failed`, 'create begun']);
+      expect(events).toEqual([`stream kept-failed`, 'create begun']);
       expect(handedOut).toHaveLength(1);
       await expect.poll(() => handedOut[0]?.destroyed, { timeout: 10_000 }).toBe(true);
       expect((await store.get(jobId))?.pausedFiles).toBe('kept-failed');
     } finally {
       failCreate = false;
+    }
+  });
+
+  it('fail the start, and stay named by the record, when their read turns out cut short at its end', async () => {
+    events.length = 0;
+    damagedRead = true;
+    try {
+      const jobId = await resumingJob('cut');
+      await runCreate(jobId).catch(() => undefined);
+      expect(events).toContain('restore begun');
+      // Never running with part of its files: the start failed, the kept files still named.
+      const record = await store.get(jobId);
+      expect(record?.state).not.toBe('running');
+      expect(record?.pausedFiles).toBe('kept-cut');
+    } finally {
+      damagedRead = false;
     }
   });
 

@@ -212,7 +212,12 @@ function startProcessor(deps: StartDeps) {
      */
     const putFiles = async (ref: SandboxRef): Promise<string | undefined> => {
       if (record.pausedFiles !== undefined) {
+        const begun = performance.now();
         await restoreKeptFiles(deps, ref, kept);
+        log.info(
+          { restoreMs: Math.round(performance.now() - begun), fetchMs: kept?.fetchMs() },
+          'kept files restored into the resumed sandbox',
+        );
         return undefined;
       }
       if (snapshot === undefined) return undefined;
@@ -240,7 +245,11 @@ function startProcessor(deps: StartDeps) {
       }
       // Only now, with the agent up, does the kept copy go: a start that fails before this is
       // retried from the kept files, which the record still names.
-      if (kept) await forgetKeptFiles(deps, jobId, kept);
+      if (kept) {
+        const begun = performance.now();
+        await forgetKeptFiles(deps, jobId, kept);
+        log.info({ discardMs: Math.round(performance.now() - begun) }, 'kept files discarded');
+      }
       if (await deps.store.isCancelRequested(jobId)) {
         await deps.store.transition(jobId, ['starting'], 'cancelled', { reason: 'cancelled while starting' });
         await destroy('cancelled while starting', 'cancelled');
