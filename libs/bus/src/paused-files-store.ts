@@ -11,8 +11,13 @@ import type { SnapshotStore } from './snapshot-store.js';
  * format, same store), owned by the paused sandbox rather than listed as the tenant's.
  */
 export interface PausedFilesStore {
-  /** Stores a snapshot stream; answers its id once it is whole (checksummed, complete). */
-  put(stream: Readable, owner: { sandboxId: string; tenant: string }): Promise<string>;
+  /**
+   * Stores a snapshot stream; answers its reference once it is whole (checksummed, complete).
+   * `objectId` (pausedObjectName of the owner) names it where the caller spools it too.
+   */
+  put(stream: Readable, owner: { sandboxId: string; tenant: string }, objectId?: string): Promise<string>;
+  /** Where kept files are and what they must be: the object's name, its size and SHA-256. */
+  located(kept: string): { objectId: string; sizeBytes: number; sha256: string };
   /**
    * A stored snapshot's stream, found whole first (read once, checked, spooled to a local file;
    * refused, naming what is wrong, when it is corrupt or cut short). A Readable, so a start that
@@ -81,13 +86,16 @@ export async function pausedObjectKept(store: JobStore, name: string): Promise<b
 export function pausedFilesStoreOf(objects: SnapshotStore, quota: PausedFilesQuota): PausedFilesStore {
   const parse = (kept: string) => KeptFilesSchema.parse(JSON.parse(kept));
   return {
-    put: async (stream: Readable, owner) => {
-      const objectId = pausedObjectName(owner.sandboxId);
+    put: async (stream: Readable, owner, objectId = pausedObjectName(owner.sandboxId)) => {
       const stored = await objects.put(objectId, stream);
       // Counted once stored, before the record names it: an object the pause then loses is
       // over-counted until the reaper's sweep, never under-counted.
       await quota.hold(owner.tenant, objectId, stored.sizeBytes);
       return JSON.stringify({ objectId, ...stored, tenant: owner.tenant });
+    },
+    located: (kept) => {
+      const { objectId, sizeBytes, sha256 } = parse(kept);
+      return { objectId, sizeBytes, sha256 };
     },
     get: async (kept) => {
       const { objectId, tenant: _tenant, ...expected } = parse(kept);

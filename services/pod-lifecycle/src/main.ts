@@ -136,13 +136,6 @@ runService({
       maxCount: env.SNAPSHOT_MAX_COUNT_PER_TENANT,
       maxBytes: env.SNAPSHOT_MAX_BYTES_PER_TENANT,
     });
-    // A pause keeps its files in the same store (no second capture, no second store).
-    const files = openPausedFiles(
-      backend,
-      freeze,
-      snapshotObjects ? pausedFilesStoreOf(snapshotObjects, pausedQuota) : undefined,
-      logger,
-    );
     const snapshotRecords = new SnapshotRecords(redis, keys);
     // This replica's captures, kept for forks placed here (capture-cache.ts); removed at shutdown.
     const captureCache =
@@ -153,6 +146,15 @@ runService({
             maxAgeMs: env.SNAPSHOT_CACHE_MAX_AGE_SECONDS * 1000,
           })
         : undefined;
+    // A pause keeps its files in the same store (no second capture, no second store), spooled in
+    // this replica's cache on the way for a resume here.
+    const files = openPausedFiles(
+      backend,
+      freeze,
+      snapshotObjects ? pausedFilesStoreOf(snapshotObjects, pausedQuota) : undefined,
+      logger,
+      captureCache,
+    );
     // A sandbox created from a snapshot (or forked) gets its files before it enters running.
     const snapshots = snapshotObjects
       ? {

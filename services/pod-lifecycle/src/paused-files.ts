@@ -1,12 +1,17 @@
-import type { PausedFilesStore, SandboxFilesKeeper } from '@sandstream/bus';
+import type { Readable } from 'node:stream';
+import { type PausedFilesStore, pausedObjectName, type SandboxFilesKeeper } from '@sandstream/bus';
 import { checkedWhole, type SandboxBackend, type SandboxSpec } from '@sandstream/sandbox';
+import type { CaptureCache } from './capture-cache.js';
 import { FetchedKeptFiles } from './fetched-kept-files.js';
 import type { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
 
 /**
  * A pause's files: the backend's capture (its processes frozen while it is read) streamed into
  * the snapshot store, and back through the backend's restore. No second capture and no second
- * store: this only joins the two.
+ * store: this only joins the two. With this replica's capture cache, the capture is spooled there
+ * first and uploaded from the spool, which the cache keeps (bounded, as snapshots' captures): a
+ * resume on the node that paused restores from the local file, checked whole against the kept
+ * files' size and SHA-256, instead of reading the store; any other node reads the store.
  */
 export class PausedFiles implements SandboxFilesKeeper {
   constructor(
@@ -14,6 +19,8 @@ export class PausedFiles implements SandboxFilesKeeper {
     /** The snapshots' freeze lease: one capture or restore per sandbox, a dead holder's thawed. */
     private readonly freeze: SnapshotFreezeGuard,
     private readonly store: PausedFilesStore,
+    private readonly cache?: CaptureCache | undefined,
+    private readonly onCacheRefused?: (reason: string) => void,
   ) {}
 
   async keep(
@@ -29,9 +36,23 @@ export class PausedFiles implements SandboxFilesKeeper {
     return this.freeze.hold(owner.sandboxId, sandboxRef, async () => {
       const capture = await captureFiles(sandboxRef);
       try {
-        const kept = await this.store.put(capture.stream, owner);
+        if (!this.cache) {
+          const kept = await this.store.put(capture.stream, owner);
+          await capture.done;
+          return kept;
+        }
+        const objectId = pausedObjectName(owner.sandboxId);
+        const spooled = await this.cache.spool(objectId, capture.stream);
         await capture.done;
-        return kept;
+        try {
+          const kept = await this.store.put(spooled.read(), owner, objectId);
+          // Kept only once stored whole: a resume finds it by the object the record names.
+          await spooled.keep();
+          return kept;
+        } catch (err) {
+          await spooled.discard();
+          throw err;
+        }
       } catch (err) {
         // A failed upload must not leave the sandbox frozen: the capture thaws when its stream ends.
         capture.stream.destroy();
@@ -48,10 +69,17 @@ export class PausedFiles implements SandboxFilesKeeper {
    * the bytes are read whole and checked from now on, while the sandbox is made.
    */
   fetch(kept: string): FetchedKeptFiles {
-    const bytes = this.backend.restoresWhileBooting
-      ? Promise.resolve(this.store.stream(kept))
-      : this.store.get(kept);
-    return new FetchedKeptFiles(kept, bytes);
+    return new FetchedKeptFiles(kept, this.open(kept));
+  }
+
+  /** This replica's spool of the pause when it holds it whole, else the store (fetch). */
+  private async open(kept: string): Promise<Readable> {
+    if (this.cache) {
+      const { objectId, ...expected } = this.store.located(kept);
+      const local = await this.cache.open(objectId, expected, this.onCacheRefused);
+      if (local) return local;
+    }
+    return this.backend.restoresWhileBooting ? this.store.stream(kept) : this.store.get(kept);
   }
 
   async restore(
@@ -85,8 +113,19 @@ export class PausedFiles implements SandboxFilesKeeper {
     return undefined;
   }
 
-  discard(kept: string): Promise<void> {
-    return this.store.delete(kept);
+  async discard(kept: string): Promise<void> {
+    if (this.cache) {
+      // A kept reference that does not parse is the store's to refuse (below).
+      const located = (() => {
+        try {
+          return this.store.located(kept);
+        } catch {
+          return undefined;
+        }
+      })();
+      if (located) await this.cache.forget(located.objectId);
+    }
+    await this.store.delete(kept);
   }
 
   private refOf(ref: { jobId: string; backend: string; id: string }) {
