@@ -131,7 +131,7 @@ describe('VolumeStore', () => {
   });
 
   it('clears a hold whose sandbox ended, or whose record never came after the grace', async () => {
-    const { store, jobs, id } = fresh();
+    const { store, jobs, id, keys } = fresh();
     await store.create('t', { name: 'data' });
     await jobs.create(parseLiveSandboxSpec({ id: id('ended'), tenant: 't', image: 'x' }));
     await store.acquire(id('ended'), 't', [rw('data')]);
@@ -140,6 +140,22 @@ describe('VolumeStore', () => {
     await jobs.create(parseLiveSandboxSpec({ id: id('next'), tenant: 't', image: 'x' }));
     await store.acquire(id('next'), 't', [rw('data')]);
     await store.release(id('next'));
+
+    // The ended holder's own teardown releases its hold between the refusal and the look at its
+    // record (a writer closed just before the next mounts): the take is tried again, not refused.
+    await jobs.create(parseLiveSandboxSpec({ id: id('closed'), tenant: 't', image: 'x' }));
+    await store.acquire(id('closed'), 't', [rw('data')]);
+    await jobs.transition(id('closed'), ['queued'], 'cancelled', { reason: 'test' });
+    const racing = new VolumeStore(redis, keys, {
+      get: async (jobId: string) => {
+        const record = await jobs.get(jobId);
+        await store.release(jobId);
+        return record;
+      },
+    });
+    await jobs.create(parseLiveSandboxSpec({ id: id('after'), tenant: 't', image: 'x' }));
+    await racing.acquire(id('after'), 't', [rw('data')]);
+    await store.release(id('after'));
 
     // A submit that died after its hold: no record. Within the grace it holds; past it, the
     // reaper's pass clears it.

@@ -145,7 +145,7 @@ export class VolumeStore {
       if (reply[0] === 'deleted') return;
       if (reply[0] === 'missing') throw new VolumeNotFoundError(name);
       const holders = holdersOf(reply[1] as string);
-      const cleared = attempt === 0 ? await this.clearStale(holders) : 0;
+      const cleared = attempt === 0 ? (await this.clearStale(holders)).gone : 0;
       if (cleared === 0) {
         const holder = holders[0]?.sandboxId ?? '';
         throw new VolumeInUseError(
@@ -182,7 +182,7 @@ export class VolumeStore {
       if (reply[0] === 'missing') throw new VolumeNotFoundError(volume);
       const holder = reply[2] as string;
       const since = Number(reply[4]);
-      if (attempt < 3 && (await this.clearStale([{ sandboxId: holder, since }])) > 0) continue;
+      if (attempt < 3 && (await this.clearStale([{ sandboxId: holder, since }])).gone > 0) continue;
       throw new VolumeInUseError(
         volume,
         holder,
@@ -220,10 +220,11 @@ export class VolumeStore {
     const holds = await this.redis.hvals(this.keys.volumes.holds);
     const since = new Map<string, number>();
     for (const raw of holds) for (const h of holdersOf(raw)) since.set(h.sandboxId, h.since);
-    return this.clearStale(
+    const { released } = await this.clearStale(
       held.map((sandboxId) => ({ sandboxId, since: since.get(sandboxId) ?? 0 })),
       now,
     );
+    return released;
   }
 
   /** Backend names of deleted volumes, oldest first, for the reaper to remove. */
@@ -241,16 +242,25 @@ export class VolumeStore {
     await this.redis.hset(this.keys.volumes.quota, tenant, JSON.stringify(quota));
   }
 
+  /**
+   * Releases the holds of holders that are gone (ended, or no record past the grace): `gone` is how
+   * many were, `released` how many holds this call took. They differ when the ended sandbox's own
+   * teardown released its hold between the caller's refusal and this look (a writer closed just
+   * before the next one mounts): a take or a delete tries again on `gone`, not refuse on a hold
+   * that is already free; the reaper counts what it `released`.
+   */
   private async clearStale(
     holders: { sandboxId: string; since: number }[],
     now = Date.now(),
-  ): Promise<number> {
-    if (!this.jobs) return 0;
-    let cleared = 0;
+  ): Promise<{ gone: number; released: number }> {
+    const cleared = { gone: 0, released: 0 };
+    if (!this.jobs) return cleared;
     for (const { sandboxId, since } of holders) {
       const record = await this.jobs.get(sandboxId);
       const gone = record ? isTerminal(record.state) : now - since > VOLUME_HOLD_RECORD_GRACE_MS;
-      if (gone && (await this.release(sandboxId)) > 0) cleared++;
+      if (!gone) continue;
+      cleared.gone++;
+      if ((await this.release(sandboxId)) > 0) cleared.released++;
     }
     return cleared;
   }
