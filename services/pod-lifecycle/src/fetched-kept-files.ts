@@ -1,10 +1,10 @@
 import type { Readable } from 'node:stream';
 
 /**
- * A resume's kept files, fetched (read whole from the store, checked against their recorded size
- * and SHA-256, spooled to a local file) from the moment its start begins: the read overlaps the
- * sandbox's create and its agent's boot, so the restore only writes files, as a first start from
- * a snapshot does (StartSnapshot). Without it a resume paid the whole read after its agent was up.
+ * A resume's kept files, asked for the moment its start begins (PausedFiles.fetch): this
+ * replica's spool of the pause, checked whole; or the store's bytes, streamed and checked as read
+ * where the restore runs while the agent boots, else read whole and checked while the sandbox is
+ * made. Without it a resume paid the whole read after its agent was up.
  */
 export class FetchedKeptFiles {
   constructor(
@@ -29,7 +29,7 @@ export class FetchedKeptFiles {
     return this.fetchedAt === undefined ? undefined : Math.round(this.fetchedAt - this.began);
   }
 
-  /** The local spool goes with the start: dropped here when the start ended without using it. */
+  /** The bytes go with the start: dropped here (a spool's file closed) when it ended without them. */
   discard(): void {
     this.bytes.then((bytes) => bytes.destroy()).catch(() => {});
   }

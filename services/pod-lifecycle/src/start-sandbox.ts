@@ -81,6 +81,11 @@ export interface StartDeps {
 
 export type StartOutcome = 'dispatched' | 'failed' | 'cancelled' | 'skipped';
 
+/** What a start fetches while its sandbox is made, let go of when the start ends (used or not). */
+interface Prefetched {
+  discard(): void;
+}
+
 /**
  * The `sandbox-create` processor: scheduled -> starting, create, wait until the agent
  * heart-beats, -> running, enqueue `dispatch`. A start failure that more waiting can fix
@@ -88,11 +93,6 @@ export type StartOutcome = 'dispatched' | 'failed' | 'cancelled' | 'skipped';
  * failed with the backend's operator-facing reason and sends the sandbox to `sandbox-destroy`,
  * which also frees the slot.
  */
-/** What a start fetches while its sandbox is made, let go of when the start ends (used or not). */
-interface Prefetched {
-  discard(): void;
-}
-
 export function createStartProcessor(deps: StartDeps) {
   const start = startProcessor(deps);
   return async (job: Job): Promise<StartOutcome> => {
