@@ -169,6 +169,7 @@ async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher)
     log.error(`invalid configuration: ${(err as Error).message}`);
     return ExitCode.fatal;
   }
+  let releaseTimer: NodeJS.Timeout | undefined;
   // From here to process.on(…, onSignal) below everything runs synchronously: no gap.
   const connections = openConnections(config.redisUrl, config.jobId, log);
   // Transfers and terminals block on connections of their own, as this sandbox's Redis user.
@@ -217,7 +218,9 @@ async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher)
     onStarted: () => {
       void launcher.start();
       warmThreadPool();
-      releaseStartupBlob(log);
+      // Not at once: an agent gone within the delay (a short job's) never pays for it.
+      releaseTimer = setTimeout(() => releaseStartupBlob(log), config.memoryReleaseDelayMs);
+      releaseTimer.unref();
     },
   });
 
@@ -249,6 +252,7 @@ async function runAgent(config: RunConfig, log: Logger, ready?: ProcessLauncher)
 
   try {
     const code = await loop.run();
+    clearTimeout(releaseTimer);
     await launcher.close();
     // Bounded: an unreachable collector must not delay the exit the pod is waiting for.
     await stepTracer.flush(2_000);

@@ -36,6 +36,7 @@ export const ENV_FOR_FLAG = {
   'confine-allow': 'AGENT_CONFINE_ALLOW',
   'await-claim': 'AGENT_AWAIT_CLAIM',
   'redis-rate-limit': 'AGENT_REDIS_RATE_LIMIT',
+  'memory-release-delay-ms': 'AGENT_MEMORY_RELEASE_DELAY_MS',
 } as const;
 type Flag = keyof typeof ENV_FOR_FLAG;
 
@@ -52,6 +53,12 @@ export const DEFAULT_EVENT_BUFFER_LINES = 10_000;
  */
 export const DEFAULT_MAX_PARALLEL_STEPS = 16;
 export const DEFAULT_EVENT_BUFFER_BYTES = 2 * 1024 * 1024;
+/**
+ * Default of --memory-release-delay-ms: longer than a one-step job's agent usually lives (its
+ * shutdown step follows its one result), well inside the 3 s after which the idle-memory bench
+ * reads an idle agent.
+ */
+export const DEFAULT_MEMORY_RELEASE_DELAY_MS = 1000;
 /**
  * Default of --log-archive-high-water: entries the events stream holds (plus lines in flight)
  * before a step is slowed down. Below the stream's MAXLEN ~ 10,000 with room to spare, so the
@@ -123,6 +130,13 @@ export interface RunConfig {
    * entries when a step prints faster (write-pace.ts). 0: unpaced. Absent: the services' default.
    */
   redisRateLimit: number;
+  /**
+   * How long after its first heartbeat the agent gives back the memory only its start needed
+   * (release-startup-blob.ts: the startup blob's pages, the bundle's source, then one full GC).
+   * That costs ~10 % of a short job's agent CPU, wasted on an agent that is gone within a second;
+   * an agent that lives on (a live sandbox, a long job) pays it once, after this delay.
+   */
+  memoryReleaseDelayMs: number;
 }
 
 /** Every value of the run configuration checked, each refusal naming its flag (config-rules.ts). */
@@ -183,6 +197,14 @@ function readRunConfig(raw: Readonly<Record<string, Raw>>, problems: Problems): 
       p,
     ),
     heartbeatIntervalMs: readInt(raw.heartbeatIntervalMs, 'heartbeat-interval-ms', 50, 3_600_000, 2000, p),
+    memoryReleaseDelayMs: readInt(
+      raw.memoryReleaseDelayMs,
+      'memory-release-delay-ms',
+      0,
+      3_600_000,
+      DEFAULT_MEMORY_RELEASE_DELAY_MS,
+      p,
+    ),
     authRetrySeconds: readInt(raw.authRetrySeconds, 'auth-retry-seconds', 1, 86_400, 120, p),
     eventBufferLines: readInt(
       raw.eventBufferLines,
@@ -251,6 +273,7 @@ const FLAG_KEYS: Record<Flag, keyof RunConfig | 'inject'> = {
   'confine-allow': 'confineAllow',
   'await-claim': 'awaitClaim',
   'redis-rate-limit': 'redisRateLimit',
+  'memory-release-delay-ms': 'memoryReleaseDelayMs',
 };
 
 /**
@@ -291,6 +314,7 @@ export function parseConfig(
         'confine-allow': { type: 'string' },
         'await-claim': { type: 'boolean' },
         'redis-rate-limit': { type: 'string' },
+        'memory-release-delay-ms': { type: 'string' },
       },
     }));
   } catch (err) {

@@ -176,6 +176,36 @@ describe('the startup blob release', () => {
   }, 60_000);
 
   /**
+   * Issue 32 §3: the release (two modules loaded, the source found in the note, a full GC) costs
+   * a short job's agent ~8 % of its CPU (docs/benchmarks.md); an agent that is done before
+   * --memory-release-delay-ms has passed never pays it.
+   */
+  it('is left out by an agent that runs its step and shuts down within the release delay', async () => {
+    const redis = testClient();
+    const agent = startAgent({
+      command: seaCommand(),
+      extraArgs: ['--verbose', '--memory-release-delay-ms', '600000'],
+    });
+    try {
+      await pollUntil('the first heartbeat', async () => (await redis.exists(agent.keys.heartbeat)) === 1, {
+        timeoutMs: 20_000,
+        intervalMs: 50,
+      });
+      await expectStillRuns(redis, agent);
+      await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' });
+      expect((await agent.exited).code).toBe(0);
+      const messages = agent.logs().map((l) => l.msg);
+      expect(messages).toContain('agent exiting');
+      expect(messages).not.toContain('startup blob released');
+      expect(messages).not.toContain('bundle source read from the executable');
+    } finally {
+      await stopAgent(agent);
+      await deleteKeys(redis, agent.keys);
+      await redis.quit();
+    }
+  }, 60_000);
+
+  /**
    * Issue 32 §4: the blob holds no code cache for the builtins (Node would copy ~3 MB of it into
    * malloc'd memory for the process's life), its V8 startup data sits 16 bytes past a page
    * boundary of the file, and once booted the agent's copy of that data (Node's, 4.4 MB) is a
