@@ -64,7 +64,10 @@ export interface StartProcessorHarness<B extends InProcessBackend> {
   readonly startDeps: StartDeps;
   /** A job as the scheduler hands it to pod-lifecycle: created, holding a slot, `scheduled`. */
   scheduledJob(name: string): Promise<string>;
-  /** Queues the job's `sandbox-create` (one attempt) and waits for the start processor's outcome. */
+  /**
+   * Queues the job's `sandbox-create` (one attempt) and waits for the start processor's outcome;
+   * its sandbox the local image with a 30 s start deadline unless given.
+   */
   runCreate(jobId: string, sandbox?: Record<string, unknown>): Promise<unknown>;
 }
 
