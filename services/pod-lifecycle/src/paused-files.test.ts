@@ -151,4 +151,29 @@ describe('a pause spooled in the capture cache', () => {
     expect(refused).toHaveLength(1);
     expect(refused[0]).toContain(objectId);
   });
+
+  it('leaves a kept reference it cannot read to the store to refuse, the spool untouched', async () => {
+    const { store } = memoryStore();
+    const asked: string[] = [];
+    // A real store's delete refuses such a reference; this one records it, to see that discard
+    // got as far as asking.
+    const lenient: PausedFilesStore = {
+      ...store,
+      delete: async (kept) => {
+        asked.push(kept);
+      },
+    };
+    const files = new PausedFiles(
+      backendRestoring([]),
+      freeze as unknown as SnapshotFreezeGuard,
+      lenient,
+      cache,
+    );
+    const kept = await files.keep(ref, owner);
+    const { objectId } = store.located(kept);
+
+    await files.discard('not a kept reference');
+    expect(asked).toEqual(['not a kept reference']);
+    expect(cache.held(objectId)).toEqual({ sizeBytes: bytes.length, sha256 });
+  });
 });

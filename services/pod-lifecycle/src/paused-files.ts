@@ -115,14 +115,8 @@ export class PausedFiles implements SandboxFilesKeeper {
 
   async discard(kept: string): Promise<void> {
     if (this.cache) {
-      // A kept reference that does not parse is the store's to refuse (below).
-      const located = (() => {
-        try {
-          return this.store.located(kept);
-        } catch {
-          return undefined;
-        }
-      })();
+      // A kept reference that does not parse is the store's to refuse (below), not the spool's.
+      const located = locatedIfReadable(this.store, kept);
       if (located) await this.cache.forget(located.objectId);
     }
     await this.store.delete(kept);
@@ -130,5 +124,17 @@ export class PausedFiles implements SandboxFilesKeeper {
 
   private refOf(ref: { jobId: string; backend: string; id: string }) {
     return { ...ref, backend: ref.backend as SandboxBackend['kind'] };
+  }
+}
+
+/** Where kept files are (the store's `located`), or undefined for a reference the store cannot read. */
+function locatedIfReadable(
+  store: PausedFilesStore,
+  kept: string,
+): ReturnType<PausedFilesStore['located']> | undefined {
+  try {
+    return store.located(kept);
+  } catch {
+    return undefined;
   }
 }

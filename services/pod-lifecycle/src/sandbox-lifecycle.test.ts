@@ -1,130 +1,45 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import {
-  AgentAnnouncements,
-  bullJobId,
-  createKeySpace,
-  DispatchKeys,
-  JobStore,
-  LeaseRenewal,
-  parseJobSpec,
-  QueueNames,
-  readSandboxUser,
-  SandboxAcl,
-  SlotAdmission,
-  teardownClaimKey,
-} from '@sandstream/bus';
+import { bullJobId, readSandboxUser, SandboxAcl, teardownClaimKey } from '@sandstream/bus';
 import {
   type CreateSandboxRequest,
-  InProcessBackend,
+  type InProcessBackend,
   SandboxLabels,
   type SandboxRef,
   SandboxStartError,
 } from '@sandstream/sandbox';
-import { silentLogger } from '@sandstream/telemetry';
-import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { decodeCompletionNotice, resultKey, SCHEMA_VERSION, StepResultSchema } from '@sandstream/wire';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createDestroyProcessor } from './destroy-sandbox.js';
 import { createStartProcessor } from './start-sandbox.js';
+import { useStartProcessor } from './testing/start-processor-harness.js';
 
-const url = testRedisUrl();
-const suffix = Math.random().toString(36).slice(2, 10);
-const ns = `t-pl-${suffix}`;
-const keys = createKeySpace(ns);
-const dispatchKeys = new DispatchKeys(keys, 2);
-const logger = silentLogger('pl-test');
-const redis = new Redis(url, { maxRetriesPerRequest: null });
-const workerRedis = new Redis(url, { maxRetriesPerRequest: null });
-const prefix = keys.bullPrefix;
-const root = mkdtempSync(join(tmpdir(), 'sandstream-pl-'));
-const backend = new InProcessBackend({ redis, root, registryKey: `${ns}:inprocess`, idleTimeoutSeconds: 60 });
-const store = new JobStore({ redis, keys });
-const leases = new LeaseRenewal({ redis, keys, leaseMs: 60_000 });
-// The scheduler's side, played by this suite.
-const admission = new SlotAdmission({ redis, keys, globalLimit: 10, tenantLimit: 10, leaseMs: 60_000 });
-const acl = new SandboxAcl(redis, keys, `sandstream-test-${suffix}-`);
-const subscriber = new Redis(url, { maxRetriesPerRequest: null });
-const announcements = new AgentAnnouncements(subscriber);
-const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix });
-const dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix });
-const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix });
-const jobIds: string[] = [];
-let startWorker: Worker;
-let events: QueueEvents;
-
-beforeAll(async () => {
-  await announcements.start();
-  const start = createStartProcessor({
-    store,
-    leases,
-    redis,
-    keys,
-    dispatchKeys,
-    backend,
-    announcements,
-    acl,
-    agentRedisUrl: url,
-    dispatchQueue,
-    destroyQueue,
-    logger,
-    installation: 'lifecycle-test',
-  });
-  startWorker = new Worker(QueueNames.sandboxCreate, (job) => start(job), {
-    connection: workerRedis,
-    prefix,
-    concurrency: 2,
-  });
-  events = new QueueEvents(QueueNames.sandboxCreate, {
-    connection: new Redis(url, { maxRetriesPerRequest: null }),
-    prefix,
-  });
-  await events.waitUntilReady();
+const harness = useStartProcessor({
+  name: 'pl',
+  installation: 'lifecycle-test',
+  concurrency: 2,
+  deps: () => ({ acl }),
+  forgetJob: (id) => acl.delete(id),
 });
-
-afterAll(async () => {
-  await startWorker.close();
-  await events.close();
-  await announcements.close();
-  subscriber.disconnect();
-  for (const q of [createQueue, dispatchQueue, destroyQueue]) {
-    await q.obliterate({ force: true });
-    await q.close();
-  }
-  for (const id of jobIds) {
-    await backend
-      .destroy({ jobId: id, backend: 'inprocess', id: '0' }, { graceMs: 0 })
-      .catch(() => undefined);
-    await acl.delete(id);
-    await store.delete(id);
-  }
-  await deleteNamespaceKeys(redis, ns);
-  await backend.close();
-  redis.disconnect();
-  workerRedis.disconnect();
-  rmSync(root, { recursive: true, force: true });
-});
-
-async function scheduledJob(name: string): Promise<string> {
-  const id = `${ns}-${name}`;
-  jobIds.push(id);
-  await store.create(parseJobSpec({ id, tenant: 'acme', image: 'local', steps: [{ command: 'true' }] }));
-  await admission.acquire(id, 'acme');
-  await store.transition(id, ['queued'], 'scheduled');
-  return id;
-}
-
-async function runCreate(jobId: string, sandbox: Record<string, unknown>): Promise<unknown> {
-  const job = await createQueue.add(
-    'create',
-    { jobId, tenant: 'acme', sandbox },
-    { jobId: bullJobId(jobId), attempts: 1 },
-  );
-  return job.waitUntilFinished(events, 30_000);
-}
+const {
+  url,
+  suffix,
+  keys,
+  prefix,
+  logger,
+  redis,
+  backend,
+  store,
+  leases,
+  dispatchKeys,
+  admission,
+  dispatchQueue,
+  destroyQueue,
+  scheduledJob,
+  runCreate,
+} = harness;
+// Typed: the harness's deps name it, so it would otherwise be inferred from itself.
+const acl: SandboxAcl = new SandboxAcl(redis, keys, `sandstream-test-${suffix}-`);
 
 describe('pod-lifecycle', () => {
   it('starts a sandbox whose agent runs under its own Redis user, dispatches it, then destroys it completely', async () => {
@@ -257,21 +172,7 @@ describe('pod-lifecycle', () => {
         return backend.create(request);
       },
     });
-    const start = createStartProcessor({
-      store,
-      leases,
-      redis,
-      keys,
-      dispatchKeys,
-      backend: quotaBackend,
-      announcements,
-      acl,
-      agentRedisUrl: url,
-      dispatchQueue,
-      destroyQueue,
-      logger,
-      installation: 'lifecycle-test',
-    });
+    const start = createStartProcessor({ ...harness.startDeps, backend: quotaBackend });
     const jobId = await scheduledJob('quota');
     const queue = new Queue(`retry-${suffix}`, { connection: redis, prefix });
     const worker = new Worker(`retry-${suffix}`, (job) => start(job), {

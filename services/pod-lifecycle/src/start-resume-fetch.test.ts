@@ -1,19 +1,7 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import {
-  AgentAnnouncements,
-  bullJobId,
-  createKeySpace,
-  DispatchKeys,
-  JobStore,
-  LeaseRenewal,
-  type PausedFilesStore,
-  parseJobSpec,
-  QueueNames,
-  SlotAdmission,
-} from '@sandstream/bus';
+import type { PausedFilesStore } from '@sandstream/bus';
 import {
   type CreateSandboxRequest,
   captureTree,
@@ -23,14 +11,10 @@ import {
   SandboxStartError,
   type WaitReadyOptions,
 } from '@sandstream/sandbox';
-import { silentLogger } from '@sandstream/telemetry';
-import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
-import { Queue, QueueEvents, Worker } from 'bullmq';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { PausedFiles } from './paused-files.js';
 import type { SnapshotFreezeGuard } from './snapshot-freeze-guard.js';
-import { createStartProcessor } from './start-sandbox.js';
+import { useStartProcessor } from './testing/start-processor-harness.js';
 
 /**
  * A resume reads its kept files while its new sandbox is made (FetchedKeptFiles), as a start from
@@ -38,22 +22,6 @@ import { createStartProcessor } from './start-sandbox.js';
  * them then: before, the whole read and the restore came after the agent was up, on the resume's
  * path. The kept copy is let go of only once the agent is up.
  */
-const url = testRedisUrl();
-const suffix = Math.random().toString(36).slice(2, 10);
-const ns = `t-rf-${suffix}`;
-const keys = createKeySpace(ns);
-const logger = silentLogger('resume-fetch-test');
-const redis = new Redis(url, { maxRetriesPerRequest: null });
-const workerRedis = new Redis(url, { maxRetriesPerRequest: null });
-const subscriber = new Redis(url, { maxRetriesPerRequest: null });
-const prefix = keys.bullPrefix;
-const root = mkdtempSync(join(tmpdir(), 'sandstream-rf-'));
-const store = new JobStore({ redis, keys });
-const admission = new SlotAdmission({ redis, keys, globalLimit: 10, tenantLimit: 10, leaseMs: 60_000 });
-const announcements = new AgentAnnouncements(subscriber);
-const createQueue = new Queue(QueueNames.sandboxCreate, { connection: redis, prefix });
-const dispatchQueue = new Queue(QueueNames.dispatch, { connection: redis, prefix });
-const destroyQueue = new Queue(QueueNames.sandboxDestroy, { connection: redis, prefix });
 
 /** What happened, in order: the store's reads and the backend's creates. */
 const events: string[] = [];
@@ -84,7 +52,14 @@ class RecordingBackend extends InProcessBackend {
     events.push('agent up');
   }
 }
-const backend = new RecordingBackend({ redis, root, registryKey: `${ns}:inprocess`, idleTimeoutSeconds: 60 });
+const { root, store, scheduledJob, runCreate } = useStartProcessor({
+  name: 'rf',
+  installation: 'resume-fetch-test',
+  backend: (options) => new RecordingBackend(options),
+  deps: ({ backend }) => ({
+    files: new PausedFiles(backend, freeze as unknown as SnapshotFreezeGuard, filesStore),
+  }),
+});
 
 /** Snapshot bytes of a work tree holding hello.txt, as a pause of an in-process sandbox keeps them. */
 async function keptBytes(): Promise<Buffer> {
@@ -116,79 +91,16 @@ const filesStore: PausedFilesStore = {
 };
 // No lease to take here: the guard's own tests cover it.
 const freeze = { hold: (_id: string, _ref: SandboxRef, run: () => Promise<unknown>) => run() };
-let startWorker: Worker;
-let queueEvents: QueueEvents;
-const jobIds: string[] = [];
 
 beforeAll(async () => {
   bytes = await keptBytes();
-  await announcements.start();
-  const start = createStartProcessor({
-    store,
-    leases: new LeaseRenewal({ redis, keys, leaseMs: 60_000 }),
-    redis,
-    keys,
-    dispatchKeys: new DispatchKeys(keys, 2),
-    backend,
-    announcements,
-    agentRedisUrl: url,
-    dispatchQueue,
-    destroyQueue,
-    files: new PausedFiles(backend, freeze as unknown as SnapshotFreezeGuard, filesStore),
-    logger,
-    installation: 'resume-fetch-test',
-  });
-  startWorker = new Worker(QueueNames.sandboxCreate, (job) => start(job), {
-    connection: workerRedis,
-    prefix,
-  });
-  queueEvents = new QueueEvents(QueueNames.sandboxCreate, {
-    connection: new Redis(url, { maxRetriesPerRequest: null }),
-    prefix,
-  });
-  await queueEvents.waitUntilReady();
-});
-
-afterAll(async () => {
-  await startWorker.close();
-  await queueEvents.close();
-  await announcements.close();
-  subscriber.disconnect();
-  for (const q of [createQueue, dispatchQueue, destroyQueue]) {
-    await q.obliterate({ force: true });
-    await q.close();
-  }
-  for (const id of jobIds) {
-    await backend
-      .destroy({ jobId: id, backend: 'inprocess', id: '0' }, { graceMs: 0 })
-      .catch(() => undefined);
-    await store.delete(id);
-  }
-  await deleteNamespaceKeys(redis, ns);
-  await backend.close();
-  redis.disconnect();
-  workerRedis.disconnect();
-  rmSync(root, { recursive: true, force: true });
 });
 
 /** A scheduled job whose record names kept files, as a paused sandbox's does when it resumes. */
 async function resumingJob(name: string): Promise<string> {
-  const id = `${ns}-${name}`;
-  jobIds.push(id);
-  await store.create(parseJobSpec({ id, tenant: 'acme', image: 'local', steps: [{ command: 'true' }] }));
-  await admission.acquire(id, 'acme');
-  await store.transition(id, ['queued'], 'scheduled');
+  const id = await scheduledJob(name);
   expect(await store.setPausedFiles(id, `kept-${name}`)).toBe(true);
   return id;
-}
-
-async function runCreate(jobId: string): Promise<unknown> {
-  const job = await createQueue.add(
-    'create',
-    { jobId, tenant: 'acme', sandbox: { image: 'local', startDeadlineSeconds: 30 } },
-    { jobId: bullJobId(jobId), attempts: 1 },
-  );
-  return job.waitUntilFinished(queueEvents, 30_000);
 }
 
 describe('a resume’s kept files', () => {
