@@ -47,7 +47,7 @@ class RecordingBackend extends InProcessBackend {
   }
 
   override async waitReady(ref: SandboxRef, deadlineMs: number, options: WaitReadyOptions): Promise<void> {
-    if (failReady) throw new SandboxStartError('crashed', 'the agent never came up (test)');
+    if (failReady) throw new SandboxStartError('agent_crashed', 'the agent never came up (test)');
     await super.waitReady(ref, deadlineMs, options);
     events.push('agent up');
   }
