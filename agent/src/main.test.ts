@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { testRedisUrl } from '@sandstream/test-support';
-import { decodeCompletionNotice, Limits, sandboxKeys } from '@sandstream/wire';
+import { decodeCompletionNotice, Limits, type StepInput, sandboxKeys } from '@sandstream/wire';
 import { describe, expect, it, vi } from 'vitest';
 import {
   deleteKeys,
@@ -193,7 +193,7 @@ describe('the job loop', () => {
       () => deleteKeys(redis, agent.keys),
       () => stopAgent(agent),
     );
-    const steps = [
+    const steps: StepInput[] = [
       {
         schemaVersion: 1,
         stepId: 'run',
@@ -209,7 +209,7 @@ describe('the job loop', () => {
       { schemaVersion: 1, stepId: 'missing', kind: 'readFile', path: 'absent.txt' },
       { schemaVersion: 1, stepId: 'nocmd', kind: 'run', command: 'definitely-not-a-command-xyz' },
       { schemaVersion: 1, stepId: 'bye', kind: 'shutdown' },
-    ] as const;
+    ];
     for (const step of steps) await pushStep(redis, agent.keys, step);
     expect((await agent.exited).code).toBe(0);
     const results = new Map<string, Awaited<ReturnType<typeof popResult>>>();

@@ -291,7 +291,12 @@ describe('the startup blob release', () => {
       await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'list', kind: 'listFiles', path: '/' });
       const listed = await popResult(redis, agent.keys);
       expect(listed.exitCode).toBe(0);
-      await pushStep(redis, agent.keys, { schemaVersion: 1, stepId: 'bad', kind: 'nonsense' });
+      // A kind no agent knows: only a raw string gets past the step type.
+      await pushStep(
+        redis,
+        agent.keys,
+        JSON.stringify({ schemaVersion: 1, stepId: 'bad', kind: 'nonsense' }),
+      );
       const refused = await popResult(redis, agent.keys);
       expect(refused.errorMessage).toMatch(/^invalid step: kind/);
       await expectStillRuns(redis, agent);

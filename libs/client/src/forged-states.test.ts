@@ -45,9 +45,8 @@ describe('follow() and forged job entries', () => {
     await redis.xadd(events, '*', 'event', stepEvent({ kind: 'stdout', seq: 1, line: 'last line' }));
     // A copy of a true entry under a new id is not believed either: the record holds it by id.
     const [[createdId, createdFields]] = (await redis.xrange(events, '-', '+', 'COUNT', 1)) as [
-      string,
-      string[],
-    ][];
+      [string, string[]],
+    ];
     expect(await redis.hget(keys.job(jobId), jobEventField(createdId))).toBe(createdFields[1]);
     await redis.xadd(
       events,

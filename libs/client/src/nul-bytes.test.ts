@@ -33,8 +33,9 @@ describe('live sandbox commands with a NUL byte', () => {
     ['a readFile path', () => sandbox.files.read('a\0b'), 'path: path must not contain a NUL byte'],
     ['a writeFile path', () => sandbox.files.write('a\0b', 'x'), 'path: path must not contain a NUL byte'],
   ])('refuses one in %s, naming the field', async (_what, call, message) => {
+    // Whatever the call hands back (an execution, a promise), the refusal is a rejection.
     const err = await Promise.resolve()
-      .then(call)
+      .then(async (): Promise<unknown> => call())
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SandstreamOptionsError);
     expect((err as Error).message).toContain(message);

@@ -67,7 +67,7 @@ describe('health server', () => {
       server.markDraining();
       const draining = await fetch(`${url}/readyz`);
       expect(draining.status).toBe(503);
-      expect((await draining.json()).status).toBe('draining');
+      expect(((await draining.json()) as { status: string }).status).toBe('draining');
     } finally {
       await server.close();
     }

@@ -17,15 +17,14 @@ async function* archive(members: Member[]): AsyncGenerator<Buffer> {
   const pack = tarPack();
   for (const m of members) {
     const type = m.type ?? 'file';
-    pack.entry(
-      {
-        name: m.name,
-        type,
-        ...(m.linkname ? { linkname: m.linkname } : {}),
-        mode: type === 'directory' ? 0o755 : 0o644,
-      },
-      type === 'file' ? (m.data ?? 'x') : undefined,
-    );
+    const header = {
+      name: m.name,
+      type,
+      ...(m.linkname ? { linkname: m.linkname } : {}),
+      mode: type === 'directory' ? 0o755 : 0o644,
+    };
+    if (type === 'file') pack.entry(header, m.data ?? 'x');
+    else pack.entry(header);
   }
   pack.finalize();
   for await (const chunk of pack) yield chunk as Buffer;

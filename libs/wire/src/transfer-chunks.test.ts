@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { chunkPieces, readAhead } from './transfer-chunks.js';
 
@@ -5,7 +6,8 @@ describe('chunkPieces', () => {
   it('regroups pieces into chunks of the size asked, the last one shorter', async () => {
     const pieces = [Buffer.from('abc'), Buffer.from('defgh'), Buffer.from('ij')];
     const chunks: string[] = [];
-    for await (const parts of chunkPieces(pieces, 4)) chunks.push(Buffer.concat(parts).toString());
+    for await (const parts of chunkPieces(Readable.from(pieces), 4))
+      chunks.push(Buffer.concat(parts).toString());
     expect(chunks).toEqual(['abcd', 'efgh', 'ij']);
   });
 });

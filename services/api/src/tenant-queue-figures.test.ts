@@ -51,6 +51,6 @@ describe('TenantQueueFigures', () => {
     expect(nobody).toMatchObject({ waiting: 0, completed: 0 });
     // Together they are BullMQ's own total.
     const all = await allFigures(queue);
-    expect(all.completed).toBe(acme?.completed + (globex?.completed ?? 0) + (plain?.completed ?? 0));
+    expect(all.completed).toBe((acme?.completed ?? 0) + (globex?.completed ?? 0) + (plain?.completed ?? 0));
   });
 });

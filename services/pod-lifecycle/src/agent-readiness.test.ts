@@ -2,7 +2,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AgentAnnouncements, createKeySpace } from '@sandstream/bus';
-import { InProcessBackend, SandboxStartError } from '@sandstream/sandbox';
+import {
+  type CreateSandboxRequest,
+  InProcessBackend,
+  SandboxSpecSchema,
+  SandboxStartError,
+} from '@sandstream/sandbox';
 import { deleteNamespaceKeys, testRedisUrl } from '@sandstream/test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -36,13 +41,13 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-function request(name: string, command?: string[]) {
+function request(name: string, command?: string[]): CreateSandboxRequest {
   const jobId = `${ns}-${name}`;
   jobIds.push(jobId);
   return {
     jobId,
     tenant: 'acme',
-    spec: { image: 'local', ...(command ? { command } : {}) },
+    spec: SandboxSpecSchema.parse({ image: 'local', ...(command ? { command } : {}) }),
     agent: { redisUrl: url, keyStyle: 'tagged' as const },
   };
 }

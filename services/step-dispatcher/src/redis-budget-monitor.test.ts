@@ -94,9 +94,9 @@ describe('per-sandbox Redis budget', () => {
       jobId,
       bytes: 4 * MB,
       keys: [
-        { key: keys.results, bytes: 2 * MB },
-        { key: `${keys.prefix}junk`, bytes: 2 * MB },
-        { key: keys.events, bytes: 100 * 1024 },
+        { key: keys.results, db: 0, bytes: 2 * MB },
+        { key: `${keys.prefix}junk`, db: 0, bytes: 2 * MB },
+        { key: keys.events, db: 0, bytes: 100 * 1024 },
       ],
     };
     await stop.stop(overBudget(usage, { budgetBytes: 200 * 1024, redis: own.redis, keySpace }));

@@ -36,7 +36,7 @@ let dispatchQueue: Queue<DispatchPayload>;
 let client: SandstreamClient;
 let dispatcher: RunningService;
 const workdir = mkdtempSync(join(tmpdir(), 'disp-'));
-const agents: ReturnType<typeof startAgent>[] = [];
+const agents: ReturnType<typeof startAgentProcess>[] = [];
 
 beforeAll(async () => {
   redis = new Redis(testRedisUrl());

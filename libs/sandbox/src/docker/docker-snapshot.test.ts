@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+import { Readable } from 'node:stream';
 import { dockerEngine, testRedisUrl } from '@sandstream/test-support';
 import type Dockerode from 'dockerode';
 import { Redis } from 'ioredis';
@@ -134,7 +135,7 @@ describe.skipIf(skip)('Docker sandbox snapshots (container layer + work volume)'
       a,
       'rm -r /project && echo new > /added && echo 11 > /etc/debian_version && rm -r /usr/share/doc && rm /work/w.txt && echo x > /work/x',
     );
-    const restored = await restoreDocker(layout, [snapshot]);
+    const restored = await restoreDocker(layout, Readable.from([snapshot]));
     expect(restored.entries).toBeGreaterThan(0);
     expect(await sh(a, 'cat /project/hello.txt')).toBe('Hello World\n');
     expect(await sh(a, 'stat -c "%u:%g %a" /project/hello.txt')).toBe('1234:5678 640\n');
@@ -154,7 +155,7 @@ describe.skipIf(skip)('Docker sandbox snapshots (container layer + work volume)'
     const capture = await captureDocker(await containerLayout(docker, a.id, '/work'));
     const snapshot = await bytesOf(capture.stream);
     const b = await start('b');
-    await restoreDocker(await containerLayout(docker, b.id, '/work'), [snapshot]);
+    await restoreDocker(await containerLayout(docker, b.id, '/work'), Readable.from([snapshot]));
     expect(await sh(b, 'cat /project/f.txt; test -e /etc/issue || echo no-issue')).toBe('forked\nno-issue\n');
     await sh(b, 'echo diverged > /project/f.txt');
     expect(await sh(a, 'cat /project/f.txt')).toBe('forked\n');
@@ -192,7 +193,11 @@ describe.skipIf(gvisorSkip)(
       return snapshot;
     };
     const restore = async (container: Dockerode.Container, snapshot: Buffer) =>
-      restoreDockerFiles(docker, await dockerFilesRoute(docker, container.id, gvisor), [snapshot]);
+      restoreDockerFiles(
+        docker,
+        await dockerFilesRoute(docker, container.id, gvisor),
+        Readable.from([snapshot]),
+      );
 
     it('restores in place what was removed inside: dirs, owners, modes, symlinks; its processes thawed', async () => {
       await sh(
@@ -330,7 +335,7 @@ describe.skipIf(sharedSkip)(
         ga,
         'rm -r /project && echo new > /added && echo 11 > /etc/debian_version && rm -r /usr/share/doc && rm /work/w.txt && echo x > /work/x',
       );
-      await backend.restoreFiles(ref(ga), [snapshot]);
+      await backend.restoreFiles(ref(ga), Readable.from([snapshot]));
       expect(await sh(ga, 'cat /project/hello.txt')).toBe('Hello World\n');
       // gVisor 20221219 refuses coreutils' statx (EINVAL): find, not stat or ls.
       expect(
@@ -352,7 +357,7 @@ describe.skipIf(sharedSkip)(
       await sh(ga, 'mkdir /project && echo forked > /project/f.txt && rm /etc/issue && echo w > /work/w.txt');
       const snapshot = await capture(ga);
       const gb = await start('sg', { runtime });
-      await backend.restoreFiles(ref(gb), [snapshot]);
+      await backend.restoreFiles(ref(gb), Readable.from([snapshot]));
       expect(await sh(gb, 'cat /project/f.txt /work/w.txt; test -e /etc/issue || echo no-issue')).toBe(
         'forked\nw\nno-issue\n',
       );
@@ -379,7 +384,7 @@ describe.skipIf(sharedSkip)(
       const snapshot = await capture(runc);
       const ga = await start('ss', { runtime });
       await sh(ga, 'echo mine > /mine.txt');
-      await backend.restoreFiles(ref(ga), [snapshot]);
+      await backend.restoreFiles(ref(ga), Readable.from([snapshot]));
       expect(
         await sh(
           ga,

@@ -25,7 +25,9 @@ describe('egress rules', () => {
   });
 
   it('opens Redis, then closes the host and the neighbours before any policy rule', () => {
-    for (const egress of ['internet', 'none', { allow: ['10.0.0.0/8'] }] as const) {
+    for (const egress of ['internet', 'none', { allow: ['10.0.0.0/8'] }] satisfies Parameters<
+      typeof target
+    >[0][]) {
       const rules = egressChainRules(target(egress));
       expect(rules[0]).toMatch(/ESTABLISHED,RELATED -j RETURN/);
       expect(rules[1]).toBe('-d 172.30.0.1/32 -p tcp --dport 6379 -j RETURN');

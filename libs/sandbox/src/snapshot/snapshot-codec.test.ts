@@ -113,7 +113,8 @@ describe('snapshot stream of a directory tree', () => {
       /truncated|damaged/,
     );
     const flipped = Buffer.from(snapshot);
-    flipped[Math.floor(flipped.length / 2)] ^= 0xff;
+    const middle = Math.floor(flipped.length / 2);
+    flipped[middle] = (flipped[middle] as number) ^ 0xff;
     await expect(restoreInto(target, flipped)).rejects.toThrow(/damaged|checksum mismatch/);
     await expect(restoreInto(target, Buffer.from('not a snapshot at all'))).rejects.toThrow(/damaged|magic/);
   });
@@ -143,7 +144,8 @@ describe('snapshot stream of a directory tree', () => {
       /end marker counts \d+ entries, the stream held \d+/,
     );
     const flipped = Buffer.from(snapshot);
-    flipped[Math.floor(flipped.length / 2)] ^= 0xff;
+    const middle = Math.floor(flipped.length / 2);
+    flipped[middle] = (flipped[middle] as number) ^ 0xff;
     await expect(restoreInto(await tempDir(), flipped, undefined, checked)).rejects.toThrow(/damaged/);
 
     // A capture's spool followed as it grows is checked at its end (growing-spool.ts): the decoder
