@@ -25,7 +25,9 @@
  * To look inside: SANDSTREAM_AGENT_ENTRY=<script> runs the in-process agents through a wrapper
  * (`/usr/bin/time`, `perf record`), JOB_CPU_PRELOAD=<file.cjs> is `--require`d by every service
  * (`--cpu-prof` is not allowed in NODE_OPTIONS; a preload can start the inspector's profiler), and
- * JOB_CPU_COMMANDSTATS=1 prints Redis's commands per job (calls, time) after each of our windows.
+ * JOB_CPU_COMMANDSTATS=1 prints Redis's commands per job (calls, time) after each of our windows,
+ * JOB_CPU_SYSCALLS=1 each service's and Redis's read and write system calls per job (/proc/<pid>/io:
+ * counts, not time, so they do not move with the machine's load).
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -50,6 +52,8 @@ const BACKENDS = (process.argv[4] ?? 'inprocess,docker').split(',');
 const IMAGE = process.env.BENCH_IMAGE ?? 'sandstream/debian:bookworm';
 /** JOB_CPU_COMMANDSTATS=1 prints Redis's commands per job for each of our windows. */
 const COMMAND_STATS = process.env.JOB_CPU_COMMANDSTATS === '1';
+/** JOB_CPU_SYSCALLS=1 prints each process's read and write system calls per job for each of our windows. */
+const SYSCALLS = process.env.JOB_CPU_SYSCALLS === '1';
 const CPUACCT = '/sys/fs/cgroup/cpuacct';
 const GROUP = {
   engine: '/sandstream-bench-engine',
@@ -88,6 +92,17 @@ function withChildrenMs(pid: number | undefined): number {
     return processCpuMs(pid) + exitedChildrenCpuMs(pid);
   } catch {
     return 0;
+  }
+}
+
+/** A process's read and write system calls so far (syscr, syscw of /proc/<pid>/io); zeros once it is gone. */
+function syscalls(pid: number | undefined): { reads: number; writes: number } {
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(io)?.[1] ?? 0);
+    return { reads: field('syscr'), writes: field('syscw') };
+  } catch {
+    return { reads: 0, writes: 0 };
   }
 }
 
@@ -226,6 +241,11 @@ async function printCommandStats(connection: Redis, jobs: number): Promise<void>
 async function oursWindow(stack: Stack, backend: Backend, round: number): Promise<Parts> {
   const lifecycle = stack.services.find((s) => s.name === 'pod-lifecycle')?.child.pid as number;
   if (COMMAND_STATS) await stack.connection.call('CONFIG', 'RESETSTAT');
+  const processes = [
+    { name: 'redis', pid: stack.redis.pid },
+    ...stack.services.map((s) => ({ name: s.name, pid: s.child.pid })),
+  ];
+  const callsBefore = processes.map((p) => syscalls(p.pid));
   const before = stackParts(stack, backend.name === 'docker');
   const ids: string[] = [];
   for (let i = 0; i < JOBS; i++) {
@@ -249,6 +269,14 @@ async function oursWindow(stack: Stack, backend: Backend, round: number): Promis
   await new Promise((r) => setTimeout(r, 500));
   const after = stackParts(stack, backend.name === 'docker');
   if (COMMAND_STATS) await printCommandStats(stack.connection, JOBS);
+  if (SYSCALLS) {
+    const perJobCalls = processes.map((p, i) => {
+      const now = syscalls(p.pid);
+      const was = callsBefore[i] ?? now;
+      return `${p.name} ${((now.reads - was.reads) / JOBS).toFixed(1)} r / ${((now.writes - was.writes) / JOBS).toFixed(1)} w`;
+    });
+    console.log(`  system calls per job: ${perJobCalls.join(', ')}`);
+  }
   const out: Parts = {};
   for (const [k, v] of Object.entries(after)) out[k] = v - (before[k] ?? 0);
   return out;
