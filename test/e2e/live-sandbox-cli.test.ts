@@ -98,7 +98,9 @@ describe.each(TRANSPORTS)('sandstream sandbox / exec (over %s)', (transport) => 
     expect(rm.status, rm.stderr).toBe(0);
     expect(rm.stdout).toBe(`${id} closed (user)\n`);
     expect(cli('exec', id, '--', 'true').status).toBe(125);
-  });
+    // Sixteen CLI processes one after another (each a Node start, spawnSync): 22–26 s on a
+    // 2-core machine, 64 s once beside a heavy suite: a bound on a stuck call, as the others have.
+  }, 180_000);
 
   it('exits 130 when exec is interrupted, killing the command in the sandbox', async () => {
     const id = cli('sandbox', 'create', 'debian:bookworm-slim').stdout.trim();
