@@ -133,7 +133,7 @@ export interface RunConfig {
   /**
    * How long after its first heartbeat the agent gives back the memory only its start needed
    * (release-startup-blob.ts: the startup blob's pages, the bundle's source, then one full GC).
-   * That costs ~10 % of a short job's agent CPU, wasted on an agent that is gone within a second;
+   * That costs ~8 % of a short job's agent CPU (docs/benchmarks.md), wasted on an agent that is gone within a second;
    * an agent that lives on (a live sandbox, a long job) pays it once, after this delay.
    */
   memoryReleaseDelayMs: number;
